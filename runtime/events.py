@@ -1,0 +1,65 @@
+"""The engine's vocabulary: what a kernel touches and what an error report holds. No torch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from csan_lint.runtime import kinds
+from csan_lint.runtime.stacks import Stack
+
+HOST = -1
+"""The host's "stream" id: the CPU has its own clock (pinned-memory reads and writes)."""
+DEFAULT_STREAM = 0
+"""The legacy default stream's handle."""
+
+WARNING_KINDS = frozenset({kinds.WAIT_UNRECORDED_EVENT})
+"""Kinds that are suspicious but not a race by themselves (the wait orders nothing)."""
+
+
+class Access(NamedTuple):
+    """The byte extent [ptr, ptr + size) one kernel argument touches (a strided view: lowest to
+    highest byte). `argument` is the schema name(s) aliasing the tensor, e.g. "self" or "self, other"."""
+
+    ptr: int
+    size: int
+    is_write: bool
+    argument: str
+    is_output: bool = False
+
+
+class AccessRecord(NamedTuple):
+    """One side of a report: who touched the memory (a kernel, the host, a free, a capture call)."""
+
+    stream: int
+    operator: str
+    argument: str
+    is_write: bool
+    stack: Stack
+
+
+class AllocationRecord(NamedTuple):
+    """The block involved: base pointer, size in bytes, allocating stream (None: unknown, the
+    allocation was never seen and was backfilled), allocation stack."""
+
+    ptr: int
+    size: int
+    stream: int | None
+    stack: Stack
+
+
+@dataclass(frozen=True)
+class RuntimeErrorReport:
+    """One detected error. `previous` is None for errors with a single site (capture on the
+    default stream, a wait on an unrecorded event); `allocation` is None when no memory is
+    involved (capture and event errors)."""
+
+    kind: str
+    current: AccessRecord
+    previous: AccessRecord | None
+    allocation: AllocationRecord | None
+
+    @property
+    def severity(self) -> str:
+        """"warning" for kinds that order nothing but race nothing by themselves, else "error"."""
+        return "warning" if self.kind in WARNING_KINDS else "error"

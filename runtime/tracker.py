@@ -1,0 +1,468 @@
+"""The happens-before engine: vector clocks per stream and for the host, FastTrack-style state
+per allocation. Torch-free; fed by the same calls live (torch integration) and from a trace.
+
+Clocks. Every launch takes the next global sequence number `seq`; a stream's clock maps each
+stream to the last `seq` of that stream known to be complete before the stream's next work.
+An access (stream p, seq n) is ordered before stream t's current work iff clock[t][p] >= n.
+The host has a clock too (id HOST): syncs join into it, and since the host issues every launch,
+each stream joins the host clock before its next work. That join is lazy (a version number),
+so a sync costs O(streams) once and a launch stays O(1).
+
+Memory. Per allocation, the byte range is cut into intervals (one for the whole block, the
+common case); each interval keeps its last write epoch and its last read epoch per stream,
+never a growing list of reads (CSAN's cost grows with the reads since the last write).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
+from typing import Any, Optional
+
+from csan_lint.runtime import kinds
+from csan_lint.runtime.events import (
+    DEFAULT_STREAM,
+    HOST,
+    Access,
+    AccessRecord,
+    AllocationRecord,
+    RuntimeErrorReport,
+)
+from csan_lint.runtime.stacks import EMPTY_STACK, Stack, innermost_user_frame
+
+# An epoch: (seq, stream, operator, access, stack); one small tuple per access, built only once.
+Epoch = tuple[int, int, str, Access, Optional[Stack]]
+Clock = dict[int, int]
+
+FREE_OPERATOR = "free"
+CAPTURE_BEGIN_OPERATOR = "capture_begin"
+CAPTURE_END_OPERATOR = "capture_end"
+WAIT_EVENT_OPERATOR = "wait_event"
+
+_DEVICE_KINDS = (kinds.READ_AFTER_WRITE, kinds.WRITE_AFTER_READ, kinds.WRITE_AFTER_WRITE)
+_HOST_KINDS = (kinds.HOST_READ_PENDING, kinds.HOST_WRITE_PENDING, kinds.HOST_WRITE_PENDING)
+
+
+class _Stream:
+    __slots__ = ("clock", "host_version")
+
+    def __init__(self) -> None:
+        self.clock: Clock = {}
+        self.host_version = -1  # joins the host clock before its first work
+
+
+class _Cell:
+    """Access state of one byte interval of an allocation."""
+
+    __slots__ = ("write", "reads")
+
+    def __init__(self, write: Epoch | None = None, reads: dict[int, Epoch] | None = None) -> None:
+        self.write = write
+        self.reads: dict[int, Epoch] = reads if reads is not None else {}
+
+    def copy(self) -> _Cell:
+        return _Cell(self.write, dict(self.reads))
+
+
+class _Allocation:
+    __slots__ = ("ptr", "end", "stream", "stack", "bounds", "cells", "recorded", "backfilled")
+
+    def __init__(self, ptr: int, size: int, stream: int | None, stack: Stack | None, backfilled: bool) -> None:
+        self.ptr = ptr
+        self.end = ptr + size
+        self.stream = stream
+        self.stack = stack
+        # Interval k covers [bounds[k], bounds[k + 1]) (the last one up to `end`).
+        self.bounds = [ptr]
+        self.cells = [_Cell()]
+        self.recorded: set[int] | None = None
+        self.backfilled = backfilled
+
+    def record(self) -> AllocationRecord:
+        return AllocationRecord(self.ptr, self.end - self.ptr, self.stream, self.stack or EMPTY_STACK)
+
+
+class _Capture:
+    __slots__ = ("stream", "begin_seq", "stack", "side")
+
+    def __init__(self, stream: int, begin_seq: int, stack: Stack | None) -> None:
+        self.stream = stream
+        self.begin_seq = begin_seq
+        self.stack = stack
+        self.side: dict[int, tuple[int, str, Stack | None]] = {}  # last launch per side stream
+
+
+def _record(epoch: Epoch) -> AccessRecord:
+    _seq, stream, operator, access, stack = epoch
+    argument = access.argument or ("output" if access.is_output else "")
+    return AccessRecord(stream, operator, argument, access.is_write, stack or EMPTY_STACK)
+
+
+class Tracker:
+    """Consumes stream, event, memory and kernel events; collects every error, deduplicated by
+    (allocation, kind, previous site, current site), where a site is (operator, innermost user
+    frame) and an allocation is its allocation site when known (a loop that races once per
+    iteration gives one report), else its pointer."""
+
+    def __init__(self) -> None:
+        self._seq = 0
+        self._streams: dict[int, _Stream] = {}
+        self._host: Clock = {}
+        self._host_version = 0
+        self._events: dict[int, Clock | None] = {}  # None: created, never recorded
+        self._allocations: dict[int, _Allocation] = {}
+        self._bases: list[int] = []  # sorted allocation bases, to find the block holding a view
+        self._capture: _Capture | None = None
+        self._errors: list[RuntimeErrorReport] = []
+        self._seen: set[tuple[Any, ...]] = set()
+        self._streams[DEFAULT_STREAM] = _Stream()
+
+    # -- results -------------------------------------------------------------------------
+
+    @property
+    def errors(self) -> list[RuntimeErrorReport]:
+        """All errors so far (warnings included, see `RuntimeErrorReport.severity`), in detection order."""
+        return list(self._errors)
+
+    def stats(self) -> dict[str, int]:
+        """Sizes of the shadow state, to show it stays bounded."""
+        return {
+            "streams": len(self._streams),
+            "events": len(self._events),
+            "allocations": len(self._allocations),
+            "intervals": sum(len(a.cells) for a in self._allocations.values()),
+            "reads": sum(len(c.reads) for a in self._allocations.values() for c in a.cells),
+            "errors": len(self._errors),
+        }
+
+    # -- streams and events ---------------------------------------------------------------
+
+    def _clock(self, stream: int) -> Clock:
+        """The stream's clock, created if unseen (backfill) and caught up with the host's."""
+        state = self._streams.get(stream)
+        if state is None:
+            state = self._streams[stream] = _Stream()
+        if state.host_version != self._host_version:
+            self._join(state.clock, self._host)
+            state.host_version = self._host_version
+        return state.clock
+
+    @staticmethod
+    def _join(into: Clock, other: Clock) -> bool:
+        changed = False
+        for stream, seq in other.items():
+            if into.get(stream, 0) < seq:
+                into[stream] = seq
+                changed = True
+        return changed
+
+    def _host_join(self, clock: Clock) -> None:
+        if self._join(self._host, clock):
+            self._host_version += 1
+
+    def stream_created(self, stream: int) -> None:
+        """A duplicate creation is ignored: streams are created once (pool handles repeat)."""
+        if stream not in self._streams:
+            self._streams[stream] = _Stream()
+
+    def event_created(self, event: int) -> None:
+        """A duplicate creation means the deletion was missed: the event starts unrecorded again."""
+        self._events[event] = None
+
+    def event_deleted(self, event: int) -> None:
+        self._events.pop(event, None)
+
+    def event_recorded(self, event: int, stream: int) -> None:
+        self._events[event] = dict(self._clock(stream))
+
+    def event_waited(self, event: int, stream: int, stack: Stack | None = None) -> None:
+        """`stream` waits for `event`; a never-recorded event orders nothing (reported as a warning)."""
+        snapshot = self._events.get(event)
+        if snapshot is None:
+            self._events[event] = None
+            current = AccessRecord(stream, WAIT_EVENT_OPERATOR, "", False, stack or EMPTY_STACK)
+            self._report(kinds.WAIT_UNRECORDED_EVENT, current, None)
+            return
+        self._join(self._clock(stream), snapshot)
+
+    def stream_synchronized(self, stream: int) -> None:
+        self._host_join(self._clock(stream))
+
+    def event_synchronized(self, event: int) -> None:
+        snapshot = self._events.get(event)
+        if snapshot is not None:
+            self._host_join(snapshot)
+
+    def device_synchronized(self) -> None:
+        for stream in list(self._streams):
+            self._host_join(self._clock(stream))
+
+    def stream_queried(self, stream: int, done: bool) -> None:
+        """A query that answers True orders the host after the stream's work, like a sync."""
+        if done:
+            self.stream_synchronized(stream)
+
+    def event_queried(self, event: int, done: bool) -> None:
+        if done:
+            self.event_synchronized(event)
+
+    # -- memory ------------------------------------------------------------------------------
+
+    def allocated(self, ptr: int, size: int, stream: int, stack: Stack | None = None) -> None:
+        """A new block. Blocks it overlaps were freed without us seeing it: forget them (backfill)."""
+        if size <= 0:
+            return  # a zero-size block holds no bytes: nothing can race on it
+        end = ptr + size
+        i = bisect_left(self._bases, end)
+        while i > 0:
+            old = self._allocations[self._bases[i - 1]]
+            if old.end <= ptr:
+                break
+            self._remove(old)
+            i -= 1
+        self._insert(_Allocation(ptr, size, stream, stack, backfilled=False))
+
+    def freed(self, ptr: int, stack: Stack | None = None) -> None:
+        """The caching allocator may hand the block out again at once, for work on its stream:
+        every other stream's access must be ordered before that stream or covered by record_stream."""
+        allocation = self._allocations.get(ptr)
+        if allocation is None:
+            return  # allocated before we were watching, never used since: nothing to check
+        owner = allocation.stream
+        if owner is not None:
+            clock = self._clock(owner)
+            recorded = allocation.recorded or ()
+            free_epoch: Epoch | None = None
+            for cell in allocation.cells:
+                previous = [cell.write, *cell.reads.values()] if cell.reads else [cell.write]
+                for epoch in previous:
+                    if epoch is None:
+                        continue
+                    stream = epoch[1]
+                    if stream == owner or stream == HOST or stream in recorded or clock.get(stream, 0) >= epoch[0]:
+                        continue
+                    if free_epoch is None:
+                        access = Access(ptr, allocation.end - ptr, True, "")
+                        free_epoch = (self._seq, owner, FREE_OPERATOR, access, stack)
+                    self._race(kinds.FREE_IN_USE, free_epoch, epoch, allocation)
+        self._remove(allocation)
+
+    def stream_recorded(self, ptr: int, stream: int) -> None:
+        """`record_stream(stream)` on the block holding ptr: the allocator will wait for that
+        stream's work up to the free."""
+        allocation = self._find(ptr)
+        if allocation is not None:
+            if allocation.recorded is None:
+                allocation.recorded = set()
+            allocation.recorded.add(stream)
+
+    def _insert(self, allocation: _Allocation) -> None:
+        self._allocations[allocation.ptr] = allocation
+        bases = self._bases
+        if not bases or bases[-1] < allocation.ptr:
+            bases.append(allocation.ptr)
+        else:
+            bases.insert(bisect_left(bases, allocation.ptr), allocation.ptr)
+
+    def _remove(self, allocation: _Allocation) -> None:
+        del self._allocations[allocation.ptr]
+        bases = self._bases
+        del bases[bisect_left(bases, allocation.ptr)]
+
+    def _find(self, ptr: int) -> _Allocation | None:
+        """The block holding ptr, if any."""
+        allocation = self._allocations.get(ptr)
+        if allocation is not None:
+            return allocation
+        i = bisect_right(self._bases, ptr) - 1
+        if i >= 0:
+            allocation = self._allocations[self._bases[i]]
+            if ptr < allocation.end:
+                return allocation
+        return None
+
+    def _locate(self, ptr: int, size: int) -> _Allocation:
+        """The block holding [ptr, ptr + size); memory never seen allocated is backfilled as a
+        block of unknown stream (CSAN does the same), grown as later accesses reach further."""
+        allocation = self._find(ptr)
+        if allocation is None:
+            i = bisect_right(self._bases, ptr)
+            end = ptr + size
+            if i < len(self._bases):
+                end = min(end, self._bases[i])
+            allocation = _Allocation(ptr, end - ptr, None, None, backfilled=True)
+            self._insert(allocation)
+        elif allocation.backfilled and ptr + size > allocation.end:
+            i = bisect_right(self._bases, ptr)
+            limit = self._bases[i] if i < len(self._bases) else ptr + size
+            allocation.end = max(allocation.end, min(ptr + size, limit))
+        return allocation
+
+    # -- accesses ------------------------------------------------------------------------------
+
+    def kernel_launched(
+        self, stream: int, operator: str, accesses: Sequence[Access], stack: Stack | None = None
+    ) -> None:
+        """A kernel on `stream` touching `accesses`; the hot path."""
+        self._seq = seq = self._seq + 1
+        state = self._streams.get(stream)
+        if state is None or state.host_version != self._host_version:
+            clock = self._clock(stream)
+        else:
+            clock = state.clock
+        clock[stream] = seq
+        if self._capture is not None:
+            self._captured_launch(stream, operator, stack, clock, seq)
+        allocations = self._allocations
+        for access in accesses:
+            ptr, size, is_write, _argument, _is_output = access
+            if size <= 0:
+                continue  # zero-size tensors touch no byte
+            epoch = (seq, stream, operator, access, stack)
+            allocation = allocations.get(ptr)
+            if allocation is not None and len(allocation.cells) == 1 and ptr + size == allocation.end:
+                # Whole-block access, whole-block state: the common case, O(1) in the state size.
+                self._check(allocation.cells[0], allocation, clock, epoch, is_write, _DEVICE_KINDS)
+            else:
+                self._access_range(ptr, size, clock, epoch, is_write, _DEVICE_KINDS)
+
+    def host_accessed(
+        self, ptr: int, size: int, is_write: bool, operator: str, stack: Stack | None = None
+    ) -> None:
+        """The CPU reads or writes (pinned) memory: it must be ordered after pending device work."""
+        if size <= 0:
+            return
+        self._seq = seq = self._seq + 1
+        self._host[HOST] = seq
+        self._host_version += 1  # later launches are issued after this access
+        epoch = (seq, HOST, operator, Access(ptr, size, is_write, ""), stack)
+        self._access_range(ptr, size, self._host, epoch, is_write, _HOST_KINDS)
+
+    def _access_range(
+        self, ptr: int, size: int, clock: Clock, epoch: Epoch, is_write: bool, race_kinds: tuple[str, str, str]
+    ) -> None:
+        allocation = self._locate(ptr, size)
+        lo, hi = max(ptr, allocation.ptr), min(ptr + size, allocation.end)
+        if lo >= hi:
+            return
+        bounds, cells = allocation.bounds, allocation.cells
+        i = bisect_right(bounds, lo) - 1
+        if bounds[i] != lo:
+            bounds.insert(i + 1, lo)
+            cells.insert(i + 1, cells[i].copy())
+            i += 1
+        j = bisect_left(bounds, hi)
+        if hi < allocation.end and (j == len(bounds) or bounds[j] != hi):
+            bounds.insert(j, hi)
+            cells.insert(j, cells[j - 1].copy())
+        for k in range(i, j):
+            self._check(cells[k], allocation, clock, epoch, is_write, race_kinds)
+        if is_write and j - i > 1:
+            # All now hold this write and no reads: one interval again.
+            del bounds[i + 1 : j]
+            del cells[i + 1 : j]
+
+    def _check(
+        self,
+        cell: _Cell,
+        allocation: _Allocation,
+        clock: Clock,
+        epoch: Epoch,
+        is_write: bool,
+        race_kinds: tuple[str, str, str],
+    ) -> None:
+        """Check one access against an interval's state, then record it. The current stream's own
+        entry is its current seq, so earlier accesses on the same stream are always ordered."""
+        write = cell.write
+        if is_write:
+            reads = cell.reads
+            if reads:
+                for read in reads.values():
+                    if clock.get(read[1], 0) < read[0]:
+                        self._race(race_kinds[1], epoch, read, allocation)
+                reads.clear()
+            # Checked even after reads: a write racing the last write is a hazard of its own.
+            if write is not None and clock.get(write[1], 0) < write[0]:
+                self._race(race_kinds[2], epoch, write, allocation)
+            cell.write = epoch
+        else:
+            if write is not None and clock.get(write[1], 0) < write[0]:
+                self._race(race_kinds[0], epoch, write, allocation)
+            cell.reads[epoch[1]] = epoch
+
+    # -- CUDA graph capture -----------------------------------------------------------------------
+
+    def capture_began(self, stream: int, stack: Stack | None = None) -> None:
+        """Capture on the default stream fails in CUDA; elsewhere, a capture begins on `stream`."""
+        if stream == DEFAULT_STREAM:
+            current = AccessRecord(stream, CAPTURE_BEGIN_OPERATOR, "", False, stack or EMPTY_STACK)
+            self._report(kinds.CAPTURE_ON_DEFAULT_STREAM, current, None)
+            return
+        self._seq += 1
+        self._clock(stream)[stream] = self._seq
+        self._capture = _Capture(stream, self._seq, stack)
+
+    def _captured_launch(self, stream: int, operator: str, stack: Stack | None, clock: Clock, seq: int) -> None:
+        capture = self._capture
+        assert capture is not None
+        if stream == capture.stream:
+            return
+        if clock.get(capture.stream, 0) < capture.begin_seq:
+            # Not forked from the capture stream: this work is not part of the graph.
+            current = AccessRecord(stream, operator, "", False, stack or EMPTY_STACK)
+            self._report(kinds.UNJOINED_CAPTURE_FORK, current, self._capture_begin(capture))
+        capture.side[stream] = (seq, operator, stack)
+
+    def capture_ended(self, stream: int, stack: Stack | None = None) -> None:
+        """Capture must end on its stream, after the capture stream joined every side stream used."""
+        capture = self._capture
+        if capture is None:
+            return  # its begin failed (default stream) and was reported then
+        self._capture = None
+        end = AccessRecord(stream, CAPTURE_END_OPERATOR, "", False, stack or EMPTY_STACK)
+        if stream != capture.stream:
+            self._report(kinds.UNJOINED_CAPTURE_FORK, end, self._capture_begin(capture))
+        clock = self._clock(capture.stream)
+        for side, (seq, operator, side_stack) in capture.side.items():
+            if clock.get(side, 0) < seq:
+                previous = AccessRecord(side, operator, "", False, side_stack or EMPTY_STACK)
+                self._report(kinds.UNJOINED_CAPTURE_FORK, end, previous)
+
+    @staticmethod
+    def _capture_begin(capture: _Capture) -> AccessRecord:
+        return AccessRecord(capture.stream, CAPTURE_BEGIN_OPERATOR, "", False, capture.stack or EMPTY_STACK)
+
+    # -- reporting -----------------------------------------------------------------------------------
+
+    def _race(self, kind: str, current: Epoch, previous: Epoch, allocation: _Allocation) -> None:
+        if allocation.stack:
+            where: object = innermost_user_frame(allocation.stack) or allocation.ptr
+        else:
+            where = allocation.ptr
+        key = (
+            where,
+            kind,
+            previous[2],
+            innermost_user_frame(previous[4]),
+            current[2],
+            innermost_user_frame(current[4]),
+        )
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        self._errors.append(RuntimeErrorReport(kind, _record(current), _record(previous), allocation.record()))
+
+    def _report(self, kind: str, current: AccessRecord, previous: AccessRecord | None) -> None:
+        """Errors that involve no memory (events, capture): deduplicated by kind and sites."""
+        key = (
+            None,
+            kind,
+            previous and previous.operator,
+            previous and innermost_user_frame(previous.stack),
+            current.operator,
+            innermost_user_frame(current.stack),
+        )
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        self._errors.append(RuntimeErrorReport(kind, current, previous, None))
