@@ -1,0 +1,131 @@
+"""`csan-lint [PATHS]...`: the command line over `load_config` + `lint_paths` + the reporters.
+
+Exit status: 0 clean, 1 findings, 2 usage, config or internal error (a file the tool could not
+check is an error too: the run cannot claim a result). `--replay` and `--confirm` hand off to the
+runtime, imported only then (it needs torch; the static path never imports it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+import click
+
+from csan_lint import __version__
+from csan_lint.lint.config import ConfigError, load_config
+from csan_lint.lint.output import format_explanation, format_json, format_rule_list, format_text
+from csan_lint.lint.registry import all_rules, rule_by_code
+from csan_lint.lint.runner import LintResult, lint_paths
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+CONFIRM_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
+    # `--confirm`'s own options (`--tests`, `--device`, `--timeout`, `--fail-on`, `-v`) go here,
+    # as click.option(...) decorators. Their values reach csan_lint.runtime.confirm.main as the
+    # `options` dict, keyed by parameter name; the static path ignores them.
+]
+
+
+def _with_confirm_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(CONFIRM_OPTIONS):
+        command = option(command)
+    return command
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    raise SystemExit(EXIT_ERROR)
+
+
+def _split(values: Sequence[str]) -> list[str] | None:
+    """`--select CSL1,CSL2 --select CSL3` -> [CSL1, CSL2, CSL3]; None when the flag is absent."""
+    if not values:
+        return None
+    return [item.strip() for value in values for item in value.split(",") if item.strip()]
+
+
+def _explain(code: str) -> str:
+    rule = rule_by_code(code)
+    if rule is None:
+        known = ", ".join(rule.code for rule in all_rules())
+        _fail(f"--explain: unknown rule `{code}` (known: {known})")
+    return format_explanation(rule)
+
+
+def _replay(trace: str, output_format: str) -> int:
+    from csan_lint.runtime.replay import main as replay_main  # the runtime loads only when asked
+
+    return replay_main(trace, output_format)
+
+
+def _confirm(result: LintResult, paths: list[str], config: Any, options: dict[str, Any]) -> int:
+    try:
+        from csan_lint.runtime.confirm import main as confirm_main  # needs torch: load only here
+    except ModuleNotFoundError as error:
+        if error.name != "torch":
+            raise
+        _fail("--confirm needs torch and the runtime extra: pip install 'csan-lint[runtime]' torch")
+    return confirm_main(result.findings, paths, config, options)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option(
+    "--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+    help="Output format; JSON is described in docs/json-format.md.",
+)
+@click.option("--select", multiple=True, metavar="CODES", help="Only these rules (codes, code prefixes or names; comma-separated).")
+@click.option("--ignore", multiple=True, metavar="CODES", help="Also skip these rules (codes, code prefixes or names; comma-separated).")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Read settings from this TOML file.")
+@click.option("--statistics", is_flag=True, help="Print a count per rule instead of each finding.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
+@click.option("--list-rules", is_flag=True, help="List every rule (code, name, summary) and exit.")
+@click.option("--explain", metavar="CODE", help="Explain a rule, with examples, and exit.")
+@click.option("--replay", metavar="TRACE", type=click.Path(), help="Analyse a recorded runtime trace (JSON Lines).")
+@click.option("--confirm", is_flag=True, help="Run the tests that reach each finding under the runtime sanitizer.")
+@click.option("-q", "--quiet", is_flag=True, help="No summary line.")
+@click.version_option(__version__, "--version", prog_name="csan-lint")
+@_with_confirm_options
+def main(
+    paths: tuple[str, ...],
+    output_format: str,
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    config_file: str | None,
+    statistics: bool,
+    exit_zero: bool,
+    list_rules: bool,
+    explain: str | None,
+    replay: str | None,
+    confirm: bool,
+    quiet: bool,
+    **confirm_options: Any,
+) -> None:
+    """Find CUDA stream synchronization bugs in PATHS (files or directories; default: .)."""
+    if list_rules:
+        click.echo(format_rule_list(all_rules()), nl=False)
+        return
+    if explain is not None:
+        click.echo(_explain(explain), nl=False)
+        return
+    if replay is not None:
+        raise SystemExit(_replay(replay, output_format))
+    targets = list(paths) or ["."]
+    try:
+        config = load_config(targets, config_file, _split(select), _split(ignore))
+    except ConfigError as error:
+        _fail(str(error))
+    try:
+        result = lint_paths(targets, config)
+    except Exception as error:  # a bug outside any one file: say so plainly, not as a traceback
+        _fail(f"internal error: {type(error).__name__}: {error}")
+    if confirm:
+        raise SystemExit(_confirm(result, targets, config, confirm_options))
+    if output_format == "json":
+        click.echo(format_json(result), nl=False)
+    else:
+        click.echo(format_text(result, show_statistics=statistics, quiet=quiet), nl=False)
+    if result.has_tool_errors:
+        raise SystemExit(EXIT_ERROR)
+    raise SystemExit(EXIT_FINDINGS if result.findings and not exit_zero else EXIT_CLEAN)

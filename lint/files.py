@@ -1,0 +1,183 @@
+"""Which files to lint: path walking with .gitignore and `exclude`, and the text prefilter.
+
+Discovery is cheap I/O; the prefilter is one pass of a few regexes over the text so that the
+expensive libcst parse only runs on files that could hold a stream bug (about 4% of PyTorch).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pathspec
+
+SKIPPED_DIR_NAMES = frozenset({".git", ".hg", ".svn", "__pycache__", ".csan_lint_cache", ".tox", ".nox"})
+"""Never descended into, whatever the ignore files say. Virtual environments (a `pyvenv.cfg`
+inside) are skipped too, whatever their name."""
+
+_API = (
+    r"(?:streams?|Stream|StreamContext|set_stream|current_stream|default_stream"
+    r"|Event|graphs?|CUDAGraph|make_graphed_callables)"
+)
+_CUDA_API = re.compile(r"cuda\s*\.\s*" + _API + r"\b")
+"""`torch.cuda.stream`, `cuda.Event` (after `from torch import cuda`), `torch.cuda.graphs.graph`."""
+_CUDA_ALIAS = re.compile(
+    r"^[ \t]*(?:from[ \t]+torch\.cuda\b"
+    r"|from[ \t]+torch[ \t]+import\b[^\n]*\bcuda\b"
+    r"|import[ \t]+torch\.cuda\b[^\n]*\bas\b)",
+    re.MULTILINE,
+)
+"""Imports after which the API may be spelled without `cuda.`: `from torch.cuda import stream as
+s_ctx`, `import torch.cuda as tc` (then `tc.Stream`), `from torch import cuda as c`."""
+_API_WORD = re.compile(r"\b" + _API + r"\b")
+_NON_BLOCKING = re.compile(r"non_blocking\s*=\s*(?!False\b)")
+"""Any non-blocking copy that is not spelled off; it needs no `cuda` in the file (the tensor may
+arrive as an argument)."""
+
+
+def might_have_findings(text: str) -> bool:
+    """False only for text that cannot hold a stream bug: no torch.cuda stream, event or graph
+    API however imported, and no non-blocking copy. Substring checks first keep it cheap."""
+    if "non_blocking" in text and _NON_BLOCKING.search(text):
+        return True
+    if "cuda" not in text:
+        return False
+    return bool(_CUDA_API.search(text) or (_CUDA_ALIAS.search(text) and _API_WORD.search(text)))
+
+
+@dataclass(frozen=True)
+class MissingPath:
+    """A path argument that does not exist: reported as a located diagnostic, not a crash."""
+
+    path: Path
+
+
+def is_virtualenv(directory: Path) -> bool:
+    return (directory / "pyvenv.cfg").is_file()
+
+
+def find_repo_root(start: Path) -> Path | None:
+    """The nearest ancestor (or `start`) holding `.git`: where git starts reading .gitignore."""
+    for candidate in (start, *start.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return None
+
+
+@dataclass(frozen=True)
+class _IgnoreFile:
+    """The patterns of one .gitignore, which apply to paths relative to its directory."""
+
+    base: Path
+    spec: pathspec.GitIgnoreSpec
+
+    def verdict(self, path: Path, is_dir: bool) -> bool | None:
+        """True: ignored, False: re-included by a `!pattern`, None: no pattern here matches."""
+        try:
+            relative = path.relative_to(self.base).as_posix()
+        except ValueError:
+            return None
+        return self.spec.check_file(relative + "/" if is_dir else relative).include
+
+
+def _read_gitignore(directory: Path) -> _IgnoreFile | None:
+    gitignore = directory / ".gitignore"
+    try:
+        lines = gitignore.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    return _IgnoreFile(directory, pathspec.GitIgnoreSpec.from_lines(lines))
+
+
+class Excluder:
+    """Decides whether a discovered path is left out: config `exclude` patterns (relative to the
+    project root) plus, when enabled, every .gitignore from the repository root down."""
+
+    def __init__(self, root: Path, exclude: Sequence[str], respect_gitignore: bool) -> None:
+        self._exclude = _IgnoreFile(root, pathspec.GitIgnoreSpec.from_lines(exclude)) if exclude else None
+        self._respect_gitignore = respect_gitignore
+        self._gitignores: dict[Path, _IgnoreFile | None] = {}
+
+    def _gitignore(self, directory: Path) -> _IgnoreFile | None:
+        if directory not in self._gitignores:
+            self._gitignores[directory] = _read_gitignore(directory)
+        return self._gitignores[directory]
+
+    def inherited(self, directory: Path) -> list[_IgnoreFile]:
+        """The .gitignore files above `directory`, from the repo root down, that apply inside it
+        (its own is read by the walk)."""
+        if not self._respect_gitignore:
+            return []
+        repo_root = find_repo_root(directory)
+        if repo_root is None:
+            return []
+        parts = directory.relative_to(repo_root).parts
+        above = (self._gitignore(repo_root.joinpath(*parts[:depth])) for depth in range(len(parts)))
+        return [ignore for ignore in above if ignore is not None]
+
+    def local(self, directory: Path) -> _IgnoreFile | None:
+        return self._gitignore(directory) if self._respect_gitignore else None
+
+    def excluded(self, path: Path, is_dir: bool, ignores: Sequence[_IgnoreFile]) -> bool:
+        if self._exclude is not None and self._exclude.verdict(path, is_dir):
+            return True
+        # As in git, the deepest .gitignore with a matching pattern decides (`!keep.py` in a
+        # subdirectory re-includes what the root ignored).
+        for ignore in reversed(ignores):
+            verdict = ignore.verdict(path, is_dir)
+            if verdict is not None:
+                return verdict
+        return False
+
+
+def discover(paths: Sequence[str], excluder: Excluder) -> Iterator[Path | MissingPath]:
+    """Absolute paths of the Python files to lint, each once, in argument then walk order.
+
+    A file named on the command line is always linted (even if ignored or not `*.py`);
+    directories are walked for `*.py`, pruning skipped, virtualenv and ignored directories.
+    """
+    seen: set[Path] = set()
+    for argument in paths:
+        path = Path(os.path.abspath(argument))
+        if path.is_dir():
+            files: Iterable[Path] = _walk(path, excluder, excluder.inherited(path))
+        elif path.exists():
+            files = [path]
+        else:
+            yield MissingPath(path)
+            continue
+        for file in files:
+            if file not in seen:
+                seen.add(file)
+                yield file
+
+
+def _walk(directory: Path, excluder: Excluder, ignores: list[_IgnoreFile]) -> Iterator[Path]:
+    local = excluder.local(directory)
+    if local is not None:
+        ignores = [*ignores, local]
+    try:
+        entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+    except OSError:
+        return
+    for entry in entries:
+        path = Path(entry.path)
+        if entry.is_dir():
+            if entry.name in SKIPPED_DIR_NAMES or is_virtualenv(path):
+                continue
+            if not excluder.excluded(path, True, ignores):
+                yield from _walk(path, excluder, ignores)
+        elif entry.name.endswith(".py") and entry.is_file() and not excluder.excluded(path, False, ignores):
+            yield path
+
+
+def display_path(path: Path, cwd: Path | None = None) -> str:
+    """How a path is shown: relative to the working directory when under it, else absolute."""
+    cwd = cwd or Path.cwd()
+    try:
+        return path.relative_to(cwd).as_posix()
+    except ValueError:
+        return str(path)

@@ -1,0 +1,107 @@
+"""Reporters: text for people, JSON for machines (schema in docs/json-format.md), rule listings.
+
+Pure functions from results to strings; no decisions about what is a finding live here.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from csan_lint.lint.model import Finding
+from csan_lint.lint.rule import Rule
+from csan_lint.lint.runner import LintResult, rule_names
+
+JSON_VERSION = 1
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def summary_line(result: LintResult) -> str:
+    if not result.findings:
+        return "All checks passed."
+    findings = _plural(len(result.findings), "finding")
+    return f"Found {findings} in {_plural(result.files_with_findings, 'file')}."
+
+
+def statistics(findings: Sequence[Finding]) -> list[tuple[str, str, int]]:
+    """(code, name, count) per code, most frequent first, then by code."""
+    counts = Counter(finding.code for finding in findings)
+    names = rule_names()
+    return sorted(((code, names.get(code, ""), count) for code, count in counts.items()), key=lambda row: (-row[2], row[0]))
+
+
+def format_text(result: LintResult, *, show_statistics: bool = False, quiet: bool = False) -> str:
+    """`path:line:col: CODE message` and its `help:` line per finding (or, with
+    `show_statistics`, a count per code), then the summary line unless `quiet`."""
+    lines: list[str] = []
+    if show_statistics:
+        rows = statistics(result.findings)
+        width = max((len(str(count)) for _, _, count in rows), default=1)
+        lines.extend(f"{count:>{width}}  {code}  {name}" for code, name, count in rows)
+    else:
+        for finding in result.findings:
+            lines.append(f"{finding.path}:{finding.line}:{finding.column}: {finding.code} {finding.message}")
+            if finding.fix:
+                lines.append(f"    help: {finding.fix}")
+    if not quiet:
+        lines.append(summary_line(result))
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def finding_to_dict(finding: Finding) -> dict[str, Any]:
+    """One finding in the JSON schema (version 1)."""
+    return {
+        "code": finding.code,
+        "name": rule_names().get(finding.code, ""),
+        "message": finding.message,
+        "path": finding.path,
+        "line": finding.line,
+        "column": finding.column,
+        "end_line": finding.end_line,
+        "end_column": finding.end_column,
+        "span": {"start_line": finding.span.start_line, "end_line": finding.span.end_line},
+        "fix": finding.fix,
+    }
+
+
+def format_json(result: LintResult) -> str:
+    document = {
+        "version": JSON_VERSION,
+        "findings": [finding_to_dict(finding) for finding in result.findings],
+        "statistics": [
+            {"code": code, "name": name, "count": count} for code, name, count in statistics(result.findings)
+        ],
+        "summary": {
+            "findings": len(result.findings),
+            "files_checked": result.files_checked,
+            "files_parsed": result.files_parsed,
+            "files_with_findings": result.files_with_findings,
+        },
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
+def format_rule_list(rules: Sequence[type[Rule]]) -> str:
+    """One aligned line per rule: code, name, summary."""
+    width = max((len(rule.name) for rule in rules), default=0)
+    return "".join(f"{rule.code}  {rule.name:<{width}}  {rule.summary}\n" for rule in rules)
+
+
+def format_explanation(rule: type[Rule]) -> str:
+    """What `--explain CODE` prints: the rule's docs, one flagged and one clean example."""
+    parts = [f"{rule.code} {rule.name}", rule.summary]
+    if rule.rationale():
+        parts.append(rule.rationale())
+    if rule.INVALID:
+        parts.append("Example (flagged):\n\n" + textwrap.indent(rule.INVALID[0].code, "    ").rstrip())
+    if rule.VALID:
+        parts.append("Use instead:\n\n" + textwrap.indent(rule.VALID[0].code, "    ").rstrip())
+    confirmed = ", ".join(rule.confirmed_by) if rule.confirmed_by else "nothing (static only)"
+    parts.append(f"Confirmed at run time (csan-lint --confirm) by: {confirmed}")
+    return "\n\n".join(parts) + "\n"

@@ -1,0 +1,165 @@
+"""Lint many files: discover, read, prefilter, run the engine (in a process pool when there is
+enough to parse), apply suppressions. Every failure stays local to its file as a diagnostic.
+
+Public API: `lint_paths(paths, config) -> LintResult`.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tokenize
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from csan_lint.lint.config import Config
+from csan_lint.lint.engine import lint_source
+from csan_lint.lint.files import Excluder, MissingPath, discover, display_path, might_have_findings
+from csan_lint.lint.model import Finding, Span
+from csan_lint.lint.registry import SYNTAX_ERROR_CODE, all_rules
+from csan_lint.lint.rule import Rule
+from csan_lint.lint.suppress import filter_suppressed, skips_file
+
+INTERNAL_ERROR_CODE = "CSL002"
+"""The linter itself failed on a file: a bug of ours, reported there instead of a traceback."""
+READ_ERROR_CODE = "CSL003"
+"""A path that could not be read: missing, unreadable, or not decodable text."""
+DIAGNOSTIC_NAMES = {
+    SYNTAX_ERROR_CODE: "syntax-error",
+    INTERNAL_ERROR_CODE: "internal-error",
+    READ_ERROR_CODE: "unreadable-file",
+}
+"""Codes that are not rules: always reported, never suppressed."""
+TOOL_ERROR_CODES = frozenset({INTERNAL_ERROR_CODE, READ_ERROR_CODE})
+"""Diagnostics meaning a file went unchecked: the run cannot claim a result (exit 2)."""
+
+PARALLEL_MIN_BYTES = 128 * 1024
+"""Below this much source to parse, starting worker processes costs more than it saves."""
+
+
+@dataclass(frozen=True)
+class LintResult:
+    findings: list[Finding]
+    """Sorted by path, line, column, code."""
+    files_checked: int
+    """Files found and read (a file skipped by the prefilter counts: it was checked)."""
+    files_parsed: int
+    """Files that passed the prefilter and went to the engine."""
+
+    @property
+    def files_with_findings(self) -> int:
+        return len({finding.path for finding in self.findings})
+
+    @property
+    def has_tool_errors(self) -> bool:
+        return any(finding.code in TOOL_ERROR_CODES for finding in self.findings)
+
+
+@cache
+def rule_names() -> dict[str, str]:
+    """Code -> kebab name, for rules and the non-rule diagnostics."""
+    return {**DIAGNOSTIC_NAMES, **{rule.code: rule.name for rule in all_rules()}}
+
+
+def diagnostic(path: str, code: str, message: str, line: int = 1, column: int = 1) -> Finding:
+    return Finding(path, line, column, code, message, line, column, Span(line, line))
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One file for the engine; picklable (rule classes pickle by reference)."""
+
+    path: str
+    source: str
+    rules: tuple[type[Rule], ...]
+
+
+def _lint_job(job: _Job) -> list[Finding]:
+    try:
+        findings = lint_source(job.source, job.path, job.rules)
+    except Exception as error:  # a crash on one file is that file's diagnostic; the run goes on
+        return [diagnostic(job.path, INTERNAL_ERROR_CODE, f"internal error: {type(error).__name__}: {error}")]
+    if not findings or findings[0].code == SYNTAX_ERROR_CODE:
+        return findings
+    return filter_suppressed(findings, job.source, rule_names())
+
+
+def read_source(path: Path, shown: str) -> str | Finding:
+    """The file's text, decoded as Python does (PEP 263 cookie, BOM, else UTF-8), or a located
+    diagnostic saying why it cannot be read."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        return diagnostic(shown, READ_ERROR_CODE, f"cannot read file: {error.strerror or error}")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as error:
+        return diagnostic(shown, READ_ERROR_CODE, f"cannot decode file: {error.msg}", error.lineno or 1)
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
+        return diagnostic(shown, READ_ERROR_CODE, f"cannot decode file as {encoding}: {error.reason}", line, column)
+
+
+def lint_paths(paths: Sequence[str], config: Config, *, jobs: int | None = None) -> LintResult:
+    """Lint the files and directories in `paths` under `config`.
+
+    `jobs`: worker processes; None picks `os.cpu_count()` when there is enough source to parse,
+    else lints in this process. The result is the same either way.
+    """
+    cwd = Path.cwd()
+    excluder = Excluder(config.root, config.exclude, config.respect_gitignore)
+    findings: list[Finding] = []
+    work: list[_Job] = []
+    files_checked = 0
+    for found in discover(paths, excluder):
+        if isinstance(found, MissingPath):
+            shown = display_path(found.path, cwd)
+            findings.append(diagnostic(shown, READ_ERROR_CODE, "no such file or directory"))
+            continue
+        files_checked += 1
+        shown = display_path(found, cwd)
+        source = read_source(found, shown)
+        if isinstance(source, Finding):
+            findings.append(source)
+            continue
+        rules = config.rules_for(found)
+        if rules and might_have_findings(source) and not skips_file(source):
+            work.append(_Job(shown, source, rules))
+    for file_findings in _run(work, jobs):
+        findings.extend(file_findings)
+    findings.sort(key=lambda finding: (finding.path, finding.line, finding.column, finding.code))
+    return LintResult(findings, files_checked, len(work))
+
+
+def _run(work: list[_Job], jobs: int | None) -> list[list[Finding]]:
+    if jobs is None:
+        enough = len(work) > 1 and sum(len(job.source) for job in work) >= PARALLEL_MIN_BYTES
+        jobs = (os.cpu_count() or 1) if enough else 1
+    if jobs <= 1 or len(work) <= 1:
+        return [_lint_job(job) for job in work]
+    # Biggest files first, in small chunks, so that no worker is left with a long tail.
+    order = sorted(range(len(work)), key=lambda index: -len(work[index].source))
+    size = max(1, len(order) // (jobs * 8))
+    chunks = [order[start : start + size] for start in range(0, len(order), size)]
+    results: list[list[Finding]] = [[] for _ in work]
+    with ProcessPoolExecutor(max_workers=min(jobs, len(chunks))) as pool:
+        futures = [(chunk, pool.submit(_lint_chunk, [work[index] for index in chunk])) for chunk in chunks]
+        for chunk, future in futures:
+            try:
+                chunk_results = future.result()
+            except Exception as error:  # a worker died (e.g. killed): its files get a diagnostic
+                message = f"internal error: worker process failed: {type(error).__name__}: {error}"
+                chunk_results = [[diagnostic(work[index].path, INTERNAL_ERROR_CODE, message)] for index in chunk]
+            for index, file_findings in zip(chunk, chunk_results):
+                results[index] = file_findings
+    return results
+
+
+def _lint_chunk(chunk: list[_Job]) -> list[list[Finding]]:
+    return [_lint_job(job) for job in chunk]
