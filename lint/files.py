@@ -19,7 +19,7 @@ SKIPPED_DIR_NAMES = frozenset({".git", ".hg", ".svn", "__pycache__", ".csan_lint
 inside) are skipped too, whatever their name."""
 
 _API = (
-    r"(?:streams?|Stream|StreamContext|set_stream|current_stream|default_stream"
+    r"(?:streams?|Stream|StreamContext|ExternalStream|set_stream|current_stream|default_stream"
     r"|Event|graphs?|CUDAGraph|make_graphed_callables)"
 )
 _CUDA_API = re.compile(r"cuda\s*\.\s*" + _API + r"\b")
