@@ -1,0 +1,245 @@
+"""`csan-lint --confirm`: a verdict for every static finding, from the tests that reach it.
+
+Static pass (done by the CLI) -> test selection by imports (`confirm_select`) -> one sanitized
+pytest run with per-test line coverage (`confirm_run`, `confirm_probe`) -> verdicts by source
+position (`confirm_verdict`) -> output (`confirm_output`). This module only wires them and owns
+the settings: `[tool.csan-lint.confirm]` overridden by the command line.
+
+Exit status: 1 if a finding is confirmed or a race no finding explains was seen (and for the
+verdicts `--fail-on` adds), 0 otherwise, 2 when the check could not be made at all.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+import os
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import click
+
+from csan_lint.lint.model import Finding, Span
+from csan_lint.lint.registry import rule_by_code
+from csan_lint.runtime.confirm_output import format_json, format_text
+from csan_lint.runtime.confirm_run import RunError, Runner, RunSettings
+from csan_lint.runtime.confirm_select import (
+    DEFAULT_TEST_FILES,
+    SelectionError,
+    default_test_paths,
+    find_pytest_config,
+    select_tests,
+)
+from csan_lint.runtime.confirm_verdict import CONFIRMED, VERDICTS, RunResult, decide, real
+
+EXIT_CLEAN, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
+CONFIG_KEYS = ("tests", "timeout", "device", "fail-on")
+DEVICES = ("auto", "cuda", "emulated")
+DEFAULT_TIMEOUT = 60.0
+REQUIREMENTS = ("torch", "pytest", "coverage")
+INSTALL_HINT = "pip install 'csan-lint[runtime]' torch"
+
+
+class ConfirmUsageError(Exception):
+    """A bad option or `[tool.csan-lint.confirm]` value: says where, exits 2."""
+
+
+@dataclass(frozen=True)
+class ConfirmSettings:
+    tests: tuple[str, ...] | None
+    """Test paths to choose from; None: pytest's `testpaths`, else `tests/`."""
+    timeout: float = DEFAULT_TIMEOUT
+    device: str = "auto"
+    fail_on: frozenset[str] = frozenset({CONFIRMED})
+    verbose: bool = False
+    output_format: str = "text"
+    quiet: bool = False
+
+
+def _suggest(word: str, choices: Sequence[str]) -> str:
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f"; did you mean `{close[0]}`?" if close else ""
+
+
+def _fail_on(value: object, where: str) -> frozenset[str]:
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list | tuple) or not all(isinstance(item, str) for item in items):
+        raise ConfirmUsageError(f"{where}: expected verdicts, got {value!r}")
+    verdicts = {item.strip() for item in items if item.strip()}
+    for verdict in verdicts:
+        if verdict not in VERDICTS:
+            raise ConfirmUsageError(
+                f"{where}: unknown verdict `{verdict}` (one of {', '.join(VERDICTS)})"
+                f"{_suggest(verdict, VERDICTS)}"
+            )
+    return frozenset(verdicts | {CONFIRMED})
+
+
+def _timeout(value: object, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfirmUsageError(f"{where}: expected a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def _device(value: object, where: str) -> str:
+    if value not in DEVICES:
+        raise ConfirmUsageError(
+            f"{where}: expected one of {', '.join(DEVICES)}, got {value!r}{_suggest(str(value), DEVICES)}"
+        )
+    return str(value)
+
+
+def resolve_settings(config: Any, options: Mapping[str, Any]) -> ConfirmSettings:
+    """The config file's `[tool.csan-lint.confirm]`, validated, with the command line on top.
+    Test paths in the file are relative to the file's directory."""
+    table: Mapping[str, Any] = getattr(config, "confirm", None) or {}
+    source = getattr(config, "source", None)
+    where = f"{os.path.relpath(source) if source else 'config'} [tool.csan-lint.confirm]"
+    for key in table:
+        if key not in CONFIG_KEYS:
+            raise ConfirmUsageError(f"{where}: unknown key `{key}`{_suggest(key, CONFIG_KEYS)}")
+    tests: tuple[str, ...] | None = None
+    if "tests" in table:
+        value = table["tests"]
+        value = [value] if isinstance(value, str) else value
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise ConfirmUsageError(f"{where}: tests: expected a list of paths, got {table['tests']!r}")
+        root = Path(getattr(config, "root", "."))
+        tests = tuple(os.path.relpath(root / item) for item in value)
+    settings = ConfirmSettings(
+        tests=tuple(options["tests"]) if options.get("tests") else tests,
+        timeout=_timeout(table["timeout"], f"{where}: timeout") if "timeout" in table else DEFAULT_TIMEOUT,
+        device=_device(table["device"], f"{where}: device") if "device" in table else "auto",
+        fail_on=_fail_on(table["fail-on"], f"{where}: fail-on")
+        if "fail-on" in table
+        else frozenset({CONFIRMED}),
+        verbose=bool(options.get("verbose")),
+        output_format=options.get("output_format") or "text",
+        quiet=bool(options.get("quiet")),
+    )
+    if options.get("timeout") is not None:
+        settings = replace(settings, timeout=_timeout(options["timeout"], "--timeout"))
+    if options.get("device") is not None:
+        settings = replace(settings, device=_device(options["device"], "--device"))
+    if options.get("fail_on") is not None:
+        settings = replace(settings, fail_on=_fail_on(options["fail_on"], "--fail-on"))
+    return settings
+
+
+def missing_requirements() -> list[str]:
+    """What `--confirm` needs that is not importable, found without importing it."""
+    return [name for name in REQUIREMENTS if importlib.util.find_spec(name) is None]
+
+
+class _ProgressBar:
+    """A bar driven by the tests as they end; started when the count of tests is known."""
+
+    def __init__(self) -> None:
+        self.bar: Any = None
+        self.shown = 0
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar is None:
+            self.bar = click.progressbar(length=total, label="Running tests", file=sys.stderr)
+            self.bar.__enter__()
+        self.bar.update(done - self.shown)
+        self.shown = done
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+
+
+def _show_progress(settings: ConfirmSettings) -> bool:
+    """On a terminal only: not in CI logs, not with `-q`, not for JSON."""
+    return (
+        not settings.quiet
+        and settings.output_format == "text"
+        and sys.stderr.isatty()
+        and not os.environ.get("CI")
+    )
+
+
+def _say(settings: ConfirmSettings, message: str) -> None:
+    if not settings.quiet:
+        click.echo(message, err=True)
+
+
+def _error(message: str) -> int:
+    click.echo(f"error: {message}", err=True)
+    return EXIT_ERROR
+
+
+def _test_paths(settings: ConfirmSettings, paths: Sequence[str]) -> tuple[list[str], Sequence[str]]:
+    if settings.tests is not None:
+        config = find_pytest_config(Path(os.path.abspath(settings.tests[0].split("::")[0])))
+        return list(settings.tests), config.python_files if config else DEFAULT_TEST_FILES
+    found, config = default_test_paths(paths)
+    return found, config.python_files if config else DEFAULT_TEST_FILES
+
+
+def main(findings: list[Finding], paths: list[str], config: Any, options: dict[str, Any]) -> int:
+    """The `--confirm` run over the findings of the static pass on `paths`."""
+    try:
+        settings = resolve_settings(config, options)
+    except ConfirmUsageError as error:
+        return _error(str(error))
+    if not findings:
+        if settings.output_format == "json":
+            click.echo(format_json([], [], device=None, test_files=[]), nl=False)
+        elif not settings.quiet:
+            click.echo("No findings: nothing to confirm, no test was run.")
+        return EXIT_CLEAN
+    missing = missing_requirements()
+    if missing:
+        return _error(
+            f"--confirm needs {', '.join(REQUIREMENTS)}; missing: {', '.join(missing)}. "
+            f"Install them with: {INSTALL_HINT}"
+        )
+    spans: dict[str, list[Span]] = {}
+    for finding in findings:
+        if rule_by_code(finding.code) is not None:
+            spans.setdefault(real(finding.path), []).append(finding.span)
+    try:
+        test_paths, patterns = _test_paths(settings, paths)
+        selection = select_tests(spans, test_paths, paths, patterns)
+    except SelectionError as error:
+        return _error(str(error))
+    result = RunResult(tests={}, races=[])
+    device = None
+    if selection.test_files:
+        _say(
+            settings,
+            f"Running {len(selection.test_files)} test file(s) that reach {len(spans)} flagged "
+            f"file(s) under the sanitizer (device: {settings.device})...",
+        )
+        progress = _ProgressBar() if _show_progress(settings) else None
+        with tempfile.TemporaryDirectory(prefix="csan-confirm-") as workdir:
+            runner = Runner(RunSettings(settings.device, settings.timeout, Path(workdir)), progress)
+            try:
+                result = runner.run(selection.test_files, spans)
+            except RunError as error:
+                return _error(f"could not run the tests: {error}")
+            finally:
+                if progress is not None:
+                    progress.close()
+            device = runner.device
+    else:
+        _say(settings, f"No test imports a flagged module (looked in: {', '.join(test_paths) or 'nothing'}).")
+    verdicts, runtime_only = decide(findings, result, selection.reaching)
+    if settings.output_format == "json":
+        click.echo(
+            format_json(verdicts, runtime_only, device=device, test_files=selection.test_files),
+            nl=False,
+        )
+    else:
+        click.echo(
+            format_text(verdicts, runtime_only, verbose=settings.verbose, quiet=settings.quiet),
+            nl=False,
+        )
+    failed = runtime_only or any(verdict.verdict in settings.fail_on for verdict in verdicts)
+    return EXIT_FAILED if failed else EXIT_CLEAN

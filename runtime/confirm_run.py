@@ -1,0 +1,326 @@
+"""Runs the selected tests under the sanitizer in a pytest subprocess and collects what happened.
+
+The subprocess streams two JSON Lines files: the sanitizer plugin's `--csan-report` (tests
+started and ended, races) and the probe's (lines reached per test). This side tails them, so
+a test that crashes the interpreter or hangs past the per-test timeout costs only itself: the
+process is killed, the tests not run yet are run again in a new process with the broken one
+and those already done deselected, and the broken one is re-run alone with a crash-proof
+line tracer to learn which flagged lines it reached before it broke.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from csan_lint.lint.model import Span
+from csan_lint.runtime.confirm_verdict import (
+    CRASHED,
+    FAILED,
+    INTERNAL_ERROR,
+    PASSED,
+    SETUP_ERROR,
+    SKIPPED,
+    TIMED_OUT,
+    Race,
+    RunResult,
+    TestRun,
+)
+
+POLL_SECONDS = 0.05
+COLLECTION_TIMEOUT_FLOOR = 120.0
+"""Collecting imports torch and the user's modules: give it more than one test's timeout."""
+
+Progress = Callable[[int, int], None]
+"""(tests finished, tests collected) after each test."""
+
+
+class RunError(Exception):
+    """pytest itself could not run (usage error, internal error): no verdict is possible."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    device: str
+    timeout: float
+    workdir: Path
+    python: str = sys.executable
+
+
+def short_reason(longrepr: str | None) -> str | None:
+    """One line out of pytest's failure text: the last `E ` line, else the last line."""
+    if not longrepr:
+        return None
+    lines = [line for line in longrepr.splitlines() if line.strip()]
+    errors = [line[1:].strip() for line in lines if line.startswith("E ")]
+    text = errors[-1] if errors else lines[-1].strip() if lines else ""
+    return text[:200] or None
+
+
+class _Tail:
+    """Reads the complete lines appended to a file since the last call."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.partial = b""
+
+    def records(self) -> list[dict[str, Any]]:
+        try:
+            with open(self.path, "rb") as stream:
+                stream.seek(self.offset)
+                chunk = stream.read()
+        except FileNotFoundError:
+            return []
+        self.offset += len(chunk)
+        *lines, self.partial = (self.partial + chunk).split(b"\n")
+        found = []
+        for line in lines:
+            try:
+                found.append(json.loads(line))
+            except ValueError:
+                continue  # a line cut by a kill mid-write: the rest still counts
+        return found
+
+
+@dataclass
+class _Pass:
+    """What one pytest process reported."""
+
+    rootdir: str | None = None
+    device: str | None = None
+    collected: int | None = None
+    started: dict[str, float] = field(default_factory=dict)
+    ended: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    reached: dict[str, dict[str, set[int]]] = field(default_factory=dict)
+    races: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    internal: dict[str, str] = field(default_factory=dict)
+    broken_files: dict[str, str] = field(default_factory=dict)
+    interrupted: tuple[str, str, str] | None = None
+    """(node id, outcome, reason) of the test in progress when the process died or was killed."""
+    returncode: int | None = None
+
+    def take(self, record: dict[str, Any], now: float) -> None:
+        kind = record.get("type")
+        nodeid = record.get("nodeid", "")
+        if kind == "session":
+            self.rootdir = record.get("rootdir", self.rootdir)
+            self.device = record.get("device", self.device)
+        elif kind == "collected":
+            self.collected = int(record["count"])
+        elif kind == "collect-error":
+            self.broken_files[record["path"]] = record["message"]
+        elif kind == "reached":
+            lines = self.reached.setdefault(nodeid, {})
+            for path, found in record["lines"].items():
+                lines.setdefault(path, set()).update(found)
+        elif kind == "test-start":
+            self.started[nodeid] = now
+        elif kind == "test-end":
+            self.ended[nodeid] = (record.get("outcome", FAILED), short_reason(record.get("longrepr")))
+        elif kind == "race":
+            self.races.append((nodeid, record["report"]))
+        elif kind == "internal-error":
+            self.internal.setdefault(nodeid, str(record.get("message", "")))
+
+    def in_progress(self) -> str | None:
+        running = [nodeid for nodeid in self.started if nodeid not in self.ended]
+        return running[-1] if running else None
+
+
+def _describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"the test process was killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"the test process was killed by signal {-returncode}"
+    return f"the test process exited with code {returncode} mid-test"
+
+
+class Runner:
+    def __init__(self, settings: RunSettings, progress: Progress | None = None) -> None:
+        self.settings = settings
+        self.progress = progress
+        self.passes = 0
+        self.done = 0
+        self.total: int | None = None
+        self.device: str | None = None
+        """The device the sanitizer ran on ("cuda" or "emulated"), from its report."""
+        self.counting = True
+        """Off while re-running a broken test alone: it was counted already."""
+
+    def _pytest(
+        self,
+        targets: Sequence[str],
+        probe: dict[str, Any],
+    ) -> _Pass:
+        self.passes += 1
+        workdir = self.settings.workdir
+        report = workdir / f"report-{self.passes}.jsonl"
+        probe_out = workdir / f"probe-{self.passes}.jsonl"
+        spec = workdir / f"probe-{self.passes}.json"
+        spec.write_text(json.dumps({**probe, "out": str(probe_out)}), encoding="utf-8")
+        command = [
+            self.settings.python, "-m", "pytest", *targets,
+            "-p", "csan_lint.runtime.confirm_probe", f"--csan-confirm-probe={spec}",
+            "--csan", f"--csan-device={self.settings.device}", "--csan-report-only",
+            f"--csan-report={report}",
+            "--continue-on-collection-errors", "-p", "no:cacheprovider", "-q",
+        ]  # fmt: skip
+        if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+            command[4:4] = ["-p", "csan_lint.runtime.pytest_plugin"]
+        log_path = workdir / f"pytest-{self.passes}.log"
+        result = _Pass()
+        tails = (_Tail(probe_out), _Tail(report))
+        with open(log_path, "wb") as log:
+            process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+            try:
+                self._watch(process, tails, result)
+            finally:
+                if process.poll() is None:
+                    _kill(process)
+        result.returncode = process.returncode
+        self._drain(tails, result)
+        self.device = self.device or result.device
+        running = result.in_progress()
+        if running is not None and result.interrupted is None:
+            result.interrupted = (running, CRASHED, _describe_exit(process.returncode))
+        if result.interrupted is None and process.returncode not in (0, 1, 5):
+            raise RunError(
+                f"pytest exited with code {process.returncode}:\n{_log_tail(log_path)}"
+            )
+        return result
+
+    def _drain(self, tails: Sequence[_Tail], result: _Pass) -> None:
+        now = time.monotonic()
+        for tail in tails:
+            for record in tail.records():
+                before = len(result.ended)
+                result.take(record, now)
+                if record.get("type") == "collected" and self.total is None:
+                    self.total = result.collected
+                if len(result.ended) > before and self.counting:
+                    self.done += 1
+                    if self.progress is not None:
+                        self.progress(self.done, self.total or self.done)
+
+    def _watch(self, process: subprocess.Popen[bytes], tails: Sequence[_Tail], result: _Pass) -> None:
+        timeout = self.settings.timeout
+        idle_since = time.monotonic()
+        while process.poll() is None:
+            time.sleep(POLL_SECONDS)
+            count = len(result.started) + len(result.ended)
+            self._drain(tails, result)
+            now = time.monotonic()
+            if len(result.started) + len(result.ended) != count:
+                idle_since = now
+            running = result.in_progress()
+            if running is not None and now - result.started[running] > timeout:
+                _kill(process)
+                result.interrupted = (running, TIMED_OUT, f"no result after {timeout:g} s")
+            elif running is None and now - idle_since > max(4 * timeout, COLLECTION_TIMEOUT_FLOOR):
+                _kill(process)
+                raise RunError(f"pytest made no progress for {now - idle_since:.0f} s (collection hung?)")
+
+    def run(self, test_files: Sequence[str], spans: Mapping[str, Sequence[Span]]) -> RunResult:
+        """All the tests in `test_files`, however many processes it takes."""
+        files = sorted(spans)
+        tests: dict[str, TestRun] = {}
+        races: list[Race] = []
+        broken_files: dict[str, str] = {}
+        finished: set[str] = set()
+        while True:
+            current = self._pytest(
+                test_files, {"mode": "coverage", "files": files, "deselect": sorted(finished)}
+            )
+            self._merge(current, tests, races, broken_files)
+            finished.update(current.ended)
+            if current.interrupted is None:
+                break
+            nodeid, outcome, reason = current.interrupted
+            finished.add(nodeid)
+            tests[self._display(current, nodeid)] = self._rerun_alone(
+                current, nodeid, outcome, reason, spans, races
+            )
+        return RunResult(tests=tests, races=races, broken_files=broken_files)
+
+    def _rerun_alone(
+        self,
+        failed: _Pass,
+        nodeid: str,
+        outcome: str,
+        reason: str,
+        spans: Mapping[str, Sequence[Span]],
+        races: list[Race],
+    ) -> TestRun:
+        """A crashed or hung test again, alone, traced line by line: what it reached before it
+        broke (and any race it hit on the way) survives the second crash."""
+        display = self._display(failed, nodeid)
+        probe = {
+            "mode": "trace",
+            "files": sorted(spans),
+            "spans": {path: [(s.start_line, s.end_line) for s in found] for path, found in spans.items()},
+        }
+        self.counting = False
+        try:
+            again = self._pytest([display], probe)
+        except RunError:
+            return TestRun(display, outcome, reason)
+        finally:
+            self.counting = True
+        races.extend(Race(display, report) for _, report in again.races)
+        return TestRun(display, outcome, reason, _frozen(again.reached.get(nodeid, {})))
+
+    def _merge(
+        self,
+        current: _Pass,
+        tests: dict[str, TestRun],
+        races: list[Race],
+        broken_files: dict[str, str],
+    ) -> None:
+        broken_files.update(current.broken_files)
+        races.extend(Race(self._display(current, nodeid), report) for nodeid, report in current.races)
+        for nodeid, (outcome, reason) in current.ended.items():
+            if nodeid in current.internal:
+                outcome, reason = INTERNAL_ERROR, f"sanitizer internal error: {current.internal[nodeid]}"
+            elif outcome not in (PASSED, FAILED, SKIPPED, SETUP_ERROR):
+                outcome = FAILED
+            display = self._display(current, nodeid)
+            tests[display] = TestRun(display, outcome, reason, _frozen(current.reached.get(nodeid, {})))
+
+    @staticmethod
+    def _display(current: _Pass, nodeid: str) -> str:
+        """The node id with its file relative to cwd (pytest's is relative to its rootdir)."""
+        if current.rootdir is None:
+            return nodeid
+        file, sep, rest = nodeid.partition("::")
+        relative = os.path.relpath(os.path.join(current.rootdir, file))
+        return relative + sep + rest if not relative.startswith("..") else nodeid
+
+
+def _frozen(lines: Mapping[str, set[int]]) -> dict[str, frozenset[int]]:
+    return {path: frozenset(found) for path, found in lines.items()}
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    """The whole process group: a test may have started children of its own."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+def _log_tail(path: Path, lines: int = 30) -> str:
+    text = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    return "\n".join(text[-lines:])

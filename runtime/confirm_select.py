@@ -1,0 +1,245 @@
+"""Which tests `--confirm` runs: the test files that import, transitively, a flagged module.
+
+A cheap static first filter (`ast` over the test and source files, no import of user code):
+it may keep a test that never calls the flagged code (per-test coverage sorts that out later),
+but it should not drop one that does. Imports are matched by dotted-name suffix, so where the
+tests put the sources on `sys.path` (rootdir, `pythonpath`, a conftest's `sys.path.insert`)
+does not matter. Dynamic imports (`importlib.import_module("...")`) are not seen.
+"""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import fnmatch
+import os
+import tomllib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_TEST_FILES = ("test_*.py", "*_test.py")
+_SKIP_DIRS = frozenset({".git", "__pycache__", "node_modules", ".tox", ".nox", ".csan_lint_cache"})
+
+
+class SelectionError(Exception):
+    """Bad test paths or an unreadable pytest configuration: a usage error, exit 2."""
+
+
+@dataclass(frozen=True)
+class PytestConfig:
+    """The parts of a project's pytest configuration that selection needs."""
+
+    rootdir: Path
+    testpaths: tuple[str, ...] = ()
+    python_files: tuple[str, ...] = DEFAULT_TEST_FILES
+
+
+@dataclass(frozen=True)
+class Selection:
+    test_files: tuple[str, ...]
+    """Test files to run (paths relative to cwd when under it), sorted."""
+    reaching: dict[str, frozenset[str]]
+    """Flagged file (real path) -> the selected test files (real paths) that import it."""
+
+
+def _split(value: str | Sequence[str]) -> tuple[str, ...]:
+    return tuple(value.split()) if isinstance(value, str) else tuple(value)
+
+
+def _read_pytest_config(path: Path) -> PytestConfig | None:
+    """The pytest section of one candidate file, None if it has none (pytest's own rules)."""
+    try:
+        if path.name == "pyproject.toml":
+            table = tomllib.loads(path.read_text(encoding="utf-8")).get("tool", {})
+            options = (table.get("pytest") or {}).get("ini_options", table.get("pytest"))
+            if options is None:
+                return None
+        else:
+            parser = configparser.ConfigParser(interpolation=None)
+            parser.read(path, encoding="utf-8")
+            section = "tool:pytest" if path.name == "setup.cfg" else "pytest"
+            if not parser.has_section(section):
+                return None if path.name in ("tox.ini", "setup.cfg") else PytestConfig(path.parent)
+            options = dict(parser.items(section))
+    except (OSError, ValueError, configparser.Error) as error:
+        raise SelectionError(f"{path}: cannot read the pytest configuration: {error}") from error
+    return PytestConfig(
+        rootdir=path.parent,
+        testpaths=_split(options.get("testpaths", ())),
+        python_files=_split(options.get("python_files", ())) or DEFAULT_TEST_FILES,
+    )
+
+
+def find_pytest_config(start: Path) -> PytestConfig | None:
+    """The configuration pytest would use for tests under `start`: the first directory upwards
+    with pytest.ini, .pytest.ini, a pyproject.toml with [tool.pytest...], tox.ini [pytest] or
+    setup.cfg [tool:pytest]."""
+    for directory in (start, *start.parents):
+        for name in ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg"):
+            candidate = directory / name
+            if candidate.is_file():
+                config = _read_pytest_config(candidate)
+                if config is not None:
+                    return config
+    return None
+
+
+def _common_directory(paths: Sequence[str]) -> Path:
+    directories = [
+        str(Path(path).resolve() if Path(path).is_dir() else Path(path).resolve().parent)
+        for path in paths
+    ] or [os.getcwd()]
+    return Path(os.path.commonpath(directories))
+
+
+def default_test_paths(source_paths: Sequence[str]) -> tuple[list[str], PytestConfig | None]:
+    """pytest's configured `testpaths` for the linted sources, else `tests/` next to the config
+    (or next to the sources); empty when there is none."""
+    start = _common_directory(source_paths)
+    config = find_pytest_config(start)
+    if config is not None and config.testpaths:
+        return [str(config.rootdir / path) for path in config.testpaths], config
+    for directory in (start, *(() if config is None else (config.rootdir,))):
+        if (directory / "tests").is_dir():
+            return [str(directory / "tests")], config
+    return [], config
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    for directory, subdirs, files in os.walk(root):
+        subdirs[:] = sorted(
+            name
+            for name in subdirs
+            if name not in _SKIP_DIRS
+            and not name.startswith(".")
+            and not (Path(directory, name) / "pyvenv.cfg").exists()
+        )
+        yield from (Path(directory, name) for name in sorted(files) if name.endswith(".py"))
+
+
+def _python_files(paths: Iterable[str]) -> Iterator[Path]:
+    for path in paths:
+        candidate = Path(path)
+        if candidate.is_dir():
+            yield from _walk(candidate)
+        elif candidate.suffix == ".py" and candidate.is_file():
+            yield candidate
+
+
+def discover_test_files(test_paths: Sequence[str], patterns: Sequence[str]) -> list[Path]:
+    """Test files under the test paths (files given explicitly are always tests)."""
+    found: list[Path] = []
+    for path in test_paths:
+        file_part = path.split("::", 1)[0]
+        if not os.path.exists(file_part):
+            raise SelectionError(f"test path {file_part} does not exist")
+        if os.path.isfile(file_part):
+            found.append(Path(file_part))
+            continue
+        found.extend(
+            candidate
+            for candidate in _walk(Path(file_part))
+            if any(fnmatch.fnmatch(candidate.name, pattern) for pattern in patterns)
+        )
+    return found
+
+
+def _module_names(path: Path) -> Iterator[str]:
+    """Every dotted name the file could be imported as, from the bare module upwards."""
+    parts = list(path.parts[1:-1]) + ([] if path.name == "__init__.py" else [path.stem])
+    for start in range(len(parts) - 1, -1, -1):
+        yield ".".join(parts[start:])
+
+
+def _imports(path: Path) -> tuple[set[str], set[Path]]:
+    """Absolute module names this file imports (with their parent packages) and the files its
+    relative imports name. A file that does not parse imports nothing we can know."""
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (OSError, SyntaxError, ValueError):
+        return set(), set()
+    names: set[str] = set()
+    relative: set[Path] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            modules = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = path.parent
+            for _ in range(node.level - 1):
+                base = base.parent
+            stem = base.joinpath(*node.module.split(".")) if node.module else base
+            targets = [stem] + [stem / alias.name for alias in node.names]
+            for target in targets:
+                relative.update((target.with_suffix(".py"), target / "__init__.py"))
+            continue
+        else:
+            continue
+        for module in modules:
+            pieces = module.split(".")
+            names.update(".".join(pieces[: i + 1]) for i in range(len(pieces)))
+    return names, relative
+
+
+def _conftests(test_file: Path, stop: Path) -> Iterator[Path]:
+    """conftest.py files pytest loads for this test file, from its directory up to `stop`."""
+    for directory in test_file.parents:
+        candidate = directory / "conftest.py"
+        if candidate.is_file():
+            yield candidate
+        if directory == stop or stop not in directory.parents:
+            return
+
+
+def select_tests(
+    flagged_files: Iterable[str],
+    test_paths: Sequence[str],
+    source_paths: Sequence[str],
+    patterns: Sequence[str] = DEFAULT_TEST_FILES,
+) -> Selection:
+    """The test files that reach a flagged file through imports (their own or their
+    conftests'), and for each flagged file the test files that reach it."""
+    flagged = {Path(os.path.realpath(path)) for path in flagged_files}
+    tests = [Path(os.path.realpath(path)) for path in discover_test_files(test_paths, patterns)]
+    stop = _common_directory([*test_paths, *source_paths])
+    universe = {Path(os.path.realpath(path)) for path in _python_files([*source_paths, *test_paths])}
+    universe |= flagged | set(tests)
+    for test in tests:
+        universe.update(_conftests(test, stop))
+    by_name: dict[str, set[Path]] = {}
+    for path in universe:
+        for name in _module_names(path):
+            by_name.setdefault(name, set()).add(path)
+    edges: dict[Path, set[Path]] = {}
+    for path in universe:
+        names, relative = _imports(path)
+        targets = {target for name in names for target in by_name.get(name, ())}
+        targets.update(target for target in relative if target in universe)
+        edges[path] = targets
+    reaching: dict[str, set[str]] = {str(path): set() for path in flagged}
+    selected: list[str] = []
+    for test in tests:
+        seen: set[Path] = set()
+        pending = [test, *_conftests(test, stop)]
+        while pending:
+            current = pending.pop()
+            if current not in seen:
+                seen.add(current)
+                pending.extend(edges.get(current, ()))
+        hit = seen & flagged
+        for path in hit:
+            reaching[str(path)].add(str(test))
+        if hit:
+            selected.append(_display(test))
+    return Selection(
+        test_files=tuple(sorted(set(selected))),
+        reaching={path: frozenset(files) for path, files in reaching.items()},
+    )
+
+
+def _display(path: Path) -> str:
+    """Relative to cwd when under it: what the user typed, and what pytest node ids use."""
+    relative = os.path.relpath(path)
+    return str(path) if relative.startswith("..") else relative
