@@ -24,6 +24,12 @@ CONFIRM_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     # `--confirm`'s own options (`--tests`, `--device`, `--timeout`, `--fail-on`, `-v`) go here,
     # as click.option(...) decorators. Their values reach csan_lint.runtime.confirm.main as the
     # `options` dict, keyed by parameter name; the static path ignores them.
+    # Defaults are None so that `[tool.csan-lint.confirm]` applies unless the flag is given.
+    click.option("--tests", multiple=True, type=click.Path(), metavar="PATH", help="With --confirm: test files or directories to choose from (default: pytest's testpaths, else tests/)."),
+    click.option("--device", type=click.Choice(["auto", "cuda", "emulated"]), default=None, help="With --confirm: where the tests run (default auto: CUDA if available, else the emulated device)."),
+    click.option("--timeout", type=float, default=None, metavar="SECONDS", help="With --confirm: a test running longer is killed and its findings get `error` (default 60)."),
+    click.option("--fail-on", "fail_on", default=None, metavar="VERDICTS", help="With --confirm: also exit 1 on these verdicts (comma-separated: unexercised, error, dismissed)."),
+    click.option("-v", "--verbose", is_flag=True, help="With --confirm: print the sanitizer's report under each confirmed finding."),
 ]
 
 
@@ -121,7 +127,8 @@ def main(
     except Exception as error:  # a bug outside any one file: say so plainly, not as a traceback
         _fail(f"internal error: {type(error).__name__}: {error}")
     if confirm:
-        raise SystemExit(_confirm(result, targets, config, confirm_options))
+        options = {**confirm_options, "output_format": output_format, "quiet": quiet}
+        raise SystemExit(_confirm(result, targets, config, options))
     if output_format == "json":
         click.echo(format_json(result), nl=False)
     else:
