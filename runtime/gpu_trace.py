@@ -1,0 +1,91 @@
+"""Wiring of `torch.cuda._gpu_trace` callbacks (fired by the CUDA runtime on a GPU, and by the
+emulated device on CPU) into the tracker, with a clean way out: torch's CallbackRegistry has
+no unregister, so we remove our own callbacks from its list."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.cuda._gpu_trace as gpu_trace
+
+from csan_lint.runtime.stacks import capture_stack
+
+
+class GpuTraceHooks:
+    """Forwards the trace callbacks to `tracker`; memory allocations go to `pending` (ptr ->
+    allocation stack) until an op shows their size and stream. `on_internal_error` receives
+    our own failures (the registry would only log them); `after` runs after each callback;
+    `lock` keeps the tracker consistent when callbacks come from several threads."""
+
+    def __init__(
+        self,
+        tracker: Any,
+        pending: dict[int, Any],
+        on_internal_error: Callable[[BaseException], None],
+        *,
+        after: Callable[[], None],
+        lock: Any,
+    ) -> None:
+        self.tracker = tracker
+        self.pending = pending
+        self.on_internal_error = on_internal_error
+        self.after = after
+        self.lock = lock
+        self.active = True
+        self._registered: list[tuple[Any, Callable[..., None]]] = []
+
+    def register(self) -> None:
+        if self._registered:
+            return
+        if torch.cuda.is_available():
+            # The C++ side only fires the callbacks once a Python tracer asked for them.
+            torch._C._activate_gpu_trace()
+        t = self.tracker
+        wiring: list[tuple[Any, Callable[..., None]]] = [
+            (gpu_trace.StreamCreationCallbacks, t.stream_created),
+            (gpu_trace.EventCreationCallbacks, t.event_created),
+            (gpu_trace.EventDeletionCallbacks, t.event_deleted),
+            (gpu_trace.EventRecordCallbacks, t.event_recorded),
+            (gpu_trace.EventWaitCallbacks, t.event_waited),
+            (gpu_trace.DeviceSynchronizationCallbacks, t.device_synchronized),
+            (gpu_trace.StreamSynchronizationCallbacks, t.stream_synchronized),
+            (gpu_trace.EventSynchronizationCallbacks, t.event_synchronized),
+            (gpu_trace.MemoryAllocationCallbacks, self._allocated),
+            (gpu_trace.MemoryDeallocationCallbacks, self._freed),
+        ]
+        for registry, target in wiring:
+            callback = self._guarded(target)
+            registry.add_callback(callback)
+            self._registered.append((registry, callback))
+
+    def unregister(self) -> None:
+        for registry, callback in self._registered:
+            try:
+                registry.callback_list.remove(callback)
+            except ValueError:
+                pass  # someone cleared the registry already
+        self._registered.clear()
+
+    def _guarded(self, target: Callable[..., None]) -> Callable[..., None]:
+        def callback(*args: Any) -> None:
+            if not self.active:
+                return
+            try:
+                with self.lock:
+                    target(*args)
+                self.after()
+            except Exception as exc:  # the registry would log and carry on; we report it
+                self.active = False
+                self.on_internal_error(exc)
+
+        return callback
+
+    def _allocated(self, ptr: int) -> None:
+        self.pending[ptr] = capture_stack()
+
+    def _freed(self, ptr: int) -> None:
+        # A block no op ever showed has no shadow state to release.
+        if self.pending.pop(ptr, None) is None:
+            self.tracker.freed(ptr, stack=capture_stack())

@@ -1,0 +1,342 @@
+"""The TorchDispatchMode that turns every op on device tensors into a kernel launch for the
+tracker: which bytes it reads and writes (from the schema's alias info and each tensor's
+storage offset, sizes and strides), on which stream, from which user line.
+
+It also maps the ops whose meaning is not "a kernel on the current stream" to the events
+they stand for: copies between the device and the host (blocking ones sync the host with the
+stream; non-blocking ones with pinned memory leave the host side pending), `.item()`-like
+host syncs, and CPU ops touching pinned memory that a device copy used (host accesses).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.multiprocessing.reductions import StorageWeakRef
+
+from csan_lint.runtime.events import Access
+from csan_lint.runtime.stacks import capture_stack
+
+_aten = torch.ops.aten
+
+# Ops that only read their inputs' metadata (CSAN's rule): `new_empty(x)`, `empty_like(x)`.
+_FACTORY = re.compile(r"(new_.*|.*_like)$")
+
+# Ops whose CUDA kernels end with a device-to-host copy the host waits for, so the host is
+# ordered after the current stream when they return.
+_HOST_SYNC_OPS = frozenset(
+    {
+        "aten::_local_scalar_dense",
+        "aten::is_nonzero",
+        "aten::nonzero",
+        "aten::masked_select",
+        "aten::equal",
+        "aten::allclose",
+        "aten::unique_consecutive",
+        "aten::_unique",
+        "aten::_unique2",
+        "aten::unique_dim",
+    }
+)
+
+# Ops that are not device work (bookkeeping, metadata) and are never kernels.
+_NOT_KERNELS = frozenset(
+    {
+        "aten::record_stream",  # handled where torch exposes it (Tensor.record_stream)
+        "aten::is_pinned",
+        "aten::_has_compatible_shallow_copy_type",
+        "aten::size",
+        "aten::stride",
+        "aten::sym_size",
+        "aten::sym_stride",
+        "aten::sym_numel",
+        "aten::sym_storage_offset",
+        "prim::device",
+    }
+)
+
+_KERNEL, _COPY, _HOST_SYNC, _SKIP = range(4)
+_VIEW, _WRITTEN, _FRESH = range(3)
+
+
+class _Plan(NamedTuple):
+    """What the schema of one op overload says, computed once per overload."""
+
+    operator: str
+    kind: int
+    # (position, name, is_write, reads): `reads` is False for metadata-only arguments.
+    inputs: tuple[tuple[int, str, bool, bool], ...]
+    # per return: _FRESH (a new tensor the kernel writes), _WRITTEN (an input written in
+    # place, returned) or _VIEW (an alias that touches no data).
+    returns: tuple[int, ...]
+    non_blocking_position: int
+
+
+def _plan(func: Any) -> _Plan:
+    schema = func._schema
+    operator = func.name()
+    base = operator.split(".", 1)[0]
+    is_factory = bool(_FACTORY.match(schema.name.split("::", 1)[-1]))
+    inputs = []
+    non_blocking_position = -1
+    for position, argument in enumerate(schema.arguments):
+        if argument.name == "non_blocking":
+            non_blocking_position = position
+        alias = argument.alias_info
+        is_write = alias is not None and alias.is_write
+        reads = not is_factory and (alias is None or alias.is_write)
+        if is_write or reads:
+            inputs.append((position, argument.name, is_write, reads))
+    returns = tuple(
+        _FRESH if ret.alias_info is None else _WRITTEN if ret.alias_info.is_write else _VIEW
+        for ret in schema.returns
+    )
+    if base in _NOT_KERNELS:
+        kind = _SKIP
+    elif base in ("aten::copy_", "aten::_to_copy", "aten::_copy_from", "aten::copy"):
+        kind = _COPY
+    elif base in _HOST_SYNC_OPS:
+        kind = _HOST_SYNC
+    else:
+        kind = _KERNEL
+    return _Plan(operator, kind, tuple(inputs), returns, non_blocking_position)
+
+
+def byte_extent(tensor: torch.Tensor) -> tuple[int, int]:
+    """[ptr, ptr + size) from the tensor's lowest to its highest byte; size 0 when empty."""
+    numel = tensor.numel()
+    if numel == 0:
+        return tensor.data_ptr(), 0
+    item = tensor.element_size()
+    if tensor.is_contiguous():
+        return tensor.data_ptr(), numel * item
+    low = high = 0
+    for size, stride in zip(tensor.shape, tensor.stride()):
+        reach = (size - 1) * stride
+        if reach < 0:
+            low += reach
+        else:
+            high += reach
+    return tensor.data_ptr() + low * item, (high - low + 1) * item
+
+
+def _storage_base(tensor: torch.Tensor) -> int:
+    return tensor.data_ptr() - tensor.storage_offset() * tensor.element_size()
+
+
+class SanitizerMode(TorchDispatchMode):
+    """Reports each op on device tensors to `tracker` as a kernel launch.
+
+    `is_device(t)` says whether a tensor lives on the (real or emulated) CUDA device,
+    `is_pinned(t)` whether a host tensor is pinned, `current_stream()` the current stream's
+    handle; the sanitizer picks them for the device in use. `on_internal_error(exc)` receives
+    any failure of this bookkeeping, which never reaches the user's code.
+    """
+
+    def __init__(
+        self,
+        tracker: Any,
+        *,
+        is_device: Callable[[torch.Tensor], bool],
+        is_pinned: Callable[[torch.Tensor], bool],
+        current_stream: Callable[[], int],
+        on_internal_error: Callable[[BaseException], None],
+        on_launch: Callable[[], None] | None = None,
+        lock: Any = None,
+    ) -> None:
+        super().__init__()
+        self.tracker = tracker
+        self.is_device = is_device
+        self.is_pinned = is_pinned
+        self.current_stream = current_stream
+        self.on_internal_error = on_internal_error
+        self.on_launch = on_launch
+        # Threads share the tracker; the mode, the trace callbacks and the wrappers take turns.
+        self.lock = lock if lock is not None else threading.RLock()
+        self.checking = True
+        # Allocations announced by the allocator callback (ptr -> stack) whose size and
+        # stream are learnt when an op first shows their storage.
+        self.pending: dict[int, Any] = {}
+        # Host blocks a device copy used (storage base -> weak ref): later CPU ops on them
+        # are host accesses. The weak ref tells a dead block from a new one at that address.
+        self.host_blocks: dict[int, StorageWeakRef] = {}
+        self._host_sweep_at = 64
+        # Accesses of the kernels launched during each running graph capture (stream -> list).
+        self.captures: dict[int, list[Access]] = {}
+        self._plans: dict[Any, _Plan] = {}
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch would wrap __torch_dispatch__ in torch._disable_dynamo: ~3 us per op for nothing.
+        return False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if kwargs is None:
+            kwargs = {}
+        out = func(*args, **kwargs)
+        if self.checking:
+            try:
+                self._observe(func, args, kwargs, out)
+            except Exception as exc:  # a sanitizer bug must not break the user's program
+                self.checking = False
+                self.on_internal_error(exc)
+        return out
+
+    def _observe(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        plan = self._plans.get(func)
+        if plan is None:
+            plan = self._plans[func] = _plan(func)
+        if plan.kind == _SKIP:
+            return
+        device: dict[tuple[int, int], list] = {}
+        host: list[tuple[torch.Tensor, str, bool]] = []
+        # Device tensors, kept only while some allocation waits for its size and stream.
+        seen: list[torch.Tensor] | None = [] if self.pending else None
+        nargs = len(args)
+        for position, name, is_write, reads in plan.inputs:
+            value = args[position] if position < nargs else kwargs.get(name)
+            if isinstance(value, torch.Tensor):
+                self._sort(value, name, is_write, False, device, host, seen)
+            elif isinstance(value, (list, tuple)):
+                for item in value:
+                    if isinstance(item, torch.Tensor):
+                        self._sort(item, name, is_write, False, device, host, seen)
+        if plan.returns:
+            outs = out if len(plan.returns) > 1 else (out,)
+            for role, value in zip(plan.returns, outs):
+                if role == _VIEW:
+                    continue
+                if isinstance(value, torch.Tensor):
+                    self._sort(value, "output", True, True, device, host, seen)
+                elif isinstance(value, (list, tuple)):
+                    for item in value:
+                        if isinstance(item, torch.Tensor):
+                            self._sort(item, "output", True, True, device, host, seen)
+        if not device:
+            if host and self.host_blocks:
+                self._host_access(plan.operator, host)
+            return
+        stream = self.current_stream()
+        host_sync = plan.kind == _HOST_SYNC
+        if plan.kind == _COPY and host:
+            position = plan.non_blocking_position
+            non_blocking = (
+                args[position] if position < nargs else kwargs.get("non_blocking", False)
+            )
+            if non_blocking and all(self.is_pinned(t) for t, _, _ in host):
+                # The copy runs on the stream while the host goes on: its host side stays
+                # pending until a sync.
+                for tensor, name, is_write in host:
+                    self._pin(tensor)
+                    device[byte_extent(tensor)] = [name, is_write, name == "output"]
+            else:
+                host_sync = True
+        accesses = [
+            Access(ptr, size, is_write, name, is_output)
+            for (ptr, size), (name, is_write, is_output) in device.items()
+        ]
+        stack = capture_stack()
+        with self.lock:
+            if seen:
+                self._resolve_pending(seen, stream)
+            self.tracker.kernel_launched(stream, plan.operator, accesses, stack=stack)
+            if host_sync:
+                self.tracker.stream_synchronized(stream)
+        captured = self.captures.get(stream)
+        if captured is not None:
+            captured.extend(accesses)
+        if self.on_launch is not None:
+            self.on_launch()
+
+    def _sort(
+        self,
+        tensor: torch.Tensor,
+        name: str,
+        is_write: bool,
+        is_output: bool,
+        device: dict[tuple[int, int], list],
+        host: list[tuple[torch.Tensor, str, bool]],
+        seen: list[torch.Tensor] | None,
+    ) -> None:
+        if not self.is_device(tensor):
+            host.append((tensor, name, is_write))
+            return
+        key = byte_extent(tensor)
+        if key[1] == 0:
+            return  # an empty tensor touches no memory
+        if seen is not None:
+            seen.append(tensor)
+        known = device.get(key)
+        if known is None:
+            device[key] = [name, is_write, is_output]
+            return
+        # The same bytes under several arguments (`add(a, a)`, `mul(x, 5, out=x)`).
+        if not is_output and name not in known[0].split(", "):
+            known[0] = f"{known[0]}, {name}"
+        known[1] = known[1] or is_write
+        known[2] = known[2] or is_output
+
+    def _resolve_pending(self, tensors: list[torch.Tensor], stream: int) -> None:
+        """Allocations first seen now: their size is the storage's, their stream the current one."""
+        for tensor in tensors:
+            base = _storage_base(tensor)
+            stack = self.pending.pop(base, None)
+            if stack is not None:
+                self.tracker.allocated(base, tensor.untyped_storage().nbytes(), stream, stack=stack)
+
+    def _pin(self, tensor: torch.Tensor) -> None:
+        base = _storage_base(tensor)
+        known = self.host_blocks.get(base)
+        if known is not None and not known.expired():
+            return
+        if known is not None:
+            # The pinned block died and its address was handed out again: the host
+            # allocator only reuses a block once the copies using it are done.
+            self.tracker.freed(base)
+        self.host_blocks[base] = StorageWeakRef(tensor.untyped_storage())
+        if len(self.host_blocks) >= self._host_sweep_at:
+            self._sweep_host_blocks()
+
+    def _sweep_host_blocks(self) -> None:
+        for base, ref in list(self.host_blocks.items()):
+            if ref.expired():
+                del self.host_blocks[base]
+                self.tracker.freed(base)
+        self._host_sweep_at = max(64, 2 * len(self.host_blocks))
+
+    def _host_access(self, operator: str, host: Sequence[tuple[torch.Tensor, str, bool]]) -> None:
+        stack = None
+        for tensor, _, is_write in host:
+            base = _storage_base(tensor)
+            ref = self.host_blocks.get(base)
+            if ref is None:
+                continue
+            if ref.expired():
+                del self.host_blocks[base]
+                self.tracker.freed(base)
+                continue
+            ptr, size = byte_extent(tensor)
+            if size == 0:
+                continue
+            if stack is None:
+                stack = capture_stack()
+            with self.lock:
+                self.tracker.host_accessed(ptr, size, is_write, operator, stack=stack)
+        if stack is not None and self.on_launch is not None:
+            self.on_launch()
+
+    def host_read(self, tensor: torch.Tensor, operator: str) -> None:
+        """A host read that does not go through the dispatcher (`.tolist()`, `.numpy()`)."""
+        if not self.checking or not self.host_blocks:
+            return
+        try:
+            if not self.is_device(tensor):
+                self._host_access(operator, [(tensor, "self", False)])
+        except Exception as exc:
+            self.checking = False
+            self.on_internal_error(exc)

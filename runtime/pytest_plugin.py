@@ -1,0 +1,196 @@
+"""pytest plugin (entry point `csan`): `pytest --csan` runs every test under the CUDA stream
+sanitizer and fails the tests whose run raced; `--csan-emulate` runs GPU tests on the emulated
+device with checking off. Inert and cheap unless one of them is given: torch is imported only then.
+
+`--csan-report PATH` streams JSON Lines, flushed line by line so that a crash loses nothing:
+    {"type": "session", "version": 1, "device": "emulated" | "cuda"}
+    {"type": "test-start", "nodeid": ...}
+    {"type": "race", "nodeid": ..., "report": <report JSON>}
+    {"type": "internal-error", "nodeid": ..., "message": ...}
+    {"type": "test-end", "nodeid": ..., "outcome": "passed" | "failed" | "skipped" | "error", "longrepr": ...}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator
+from typing import IO, TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from csan_lint.runtime.events import RuntimeErrorReport
+    from csan_lint.runtime.sanitizer import Sanitizer
+
+REPORT_VERSION = 1
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("csan", "CUDA stream sanitizer (csan-lint)")
+    group.addoption("--csan", action="store_true", help="run every test under the CUDA stream sanitizer")
+    group.addoption(
+        "--csan-device",
+        choices=("auto", "cuda", "emulated"),
+        default="auto",
+        help="device for --csan/--csan-emulate: real CUDA, the emulated device, or auto (default)",
+    )
+    group.addoption(
+        "--csan-report-only", action="store_true", help="report races without failing the tests"
+    )
+    group.addoption("--csan-report", metavar="PATH", help="write every report to PATH (JSON Lines)")
+    group.addoption(
+        "--csan-emulate",
+        action="store_true",
+        help="run GPU tests on the emulated CUDA device, without checking",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "csan(enabled=True): enabled=False runs the test without the CUDA stream sanitizer"
+    )
+    if not (config.getoption("csan") or config.getoption("csan_emulate")):
+        return
+    # Before collection: test modules evaluate `skipif(not torch.cuda.is_available())` on import.
+    config.pluginmanager.register(CsanSession(config), "csan-session")
+
+
+class _ReportFile:
+    """JSON Lines, flushed after each line."""
+
+    def __init__(self, path: str) -> None:
+        self.file: IO[str] = open(path, "w", encoding="utf-8")
+
+    def write(self, record: dict[str, Any]) -> None:
+        self.file.write(json.dumps(record) + "\n")
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+class CsanSession:
+    """The plugin's state for one pytest session (registered only when asked for)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        from csan_lint.runtime import emulation
+        from csan_lint.runtime.sanitizer import resolve_device
+
+        self.report_only: bool = config.getoption("csan_report_only")
+        self.device = resolve_device(config.getoption("csan_device"))
+        self.activated_emulation = False
+        if self.device == "emulated" and not emulation.is_active():
+            emulation.activate()
+            self.activated_emulation = True
+        self.sanitizer: Sanitizer | None = None
+        self.nodeid: str | None = None
+        self.outcome = "passed"
+        self.longrepr: str | None = None
+        path = config.getoption("csan_report")
+        self.report = _ReportFile(path) if path else None
+        self._write({"type": "session", "version": REPORT_VERSION, "device": self.device})
+        if config.getoption("csan"):
+            from csan_lint.runtime.sanitizer import Sanitizer
+
+            self.sanitizer = Sanitizer(self.device)
+            self.sanitizer.listeners.append(self._race)
+            self.sanitizer.internal_listeners.append(self._internal_error)
+            self.sanitizer.enable()
+
+    def _write(self, record: dict[str, Any]) -> None:
+        if self.report is not None:
+            self.report.write(record)
+
+    def _race(self, report: RuntimeErrorReport) -> None:
+        from csan_lint.runtime.report import to_json
+
+        self._write({"type": "race", "nodeid": self.nodeid, "report": to_json(report)})
+
+    def _internal_error(self, message: str) -> None:
+        self._write({"type": "internal-error", "nodeid": self.nodeid, "message": message})
+
+    # -- per test ----------------------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self.nodeid = nodeid
+        self.outcome = "passed"
+        self.longrepr = None
+        self._write({"type": "test-start", "nodeid": nodeid})
+
+    def pytest_runtest_protocol(self, item: pytest.Item) -> None:
+        sanitizer = self.sanitizer
+        if sanitizer is None:
+            return
+        if sanitizer.broken:
+            sanitizer.restart()  # the previous test's internal error left the state unsure
+        marker = item.get_closest_marker("csan")
+        sanitizer.paused = marker is not None and not marker.kwargs.get("enabled", True)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, None, None]:
+        return (yield from self._checked(item, "setup"))
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
+        return (yield from self._checked(item, "call"))
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, None, None]:
+        return (yield from self._checked(item, "teardown"))
+
+    def _checked(self, item: pytest.Item, when: str) -> Generator[None, None, None]:
+        """Run one phase; races found in it fail it (unless --csan-report-only) when it
+        would otherwise pass, and are shown in a "csan" section of the test's report."""
+        sanitizer = self.sanitizer
+        if sanitizer is None:
+            return (yield)
+        before = len(sanitizer.errors)
+        result = None
+        try:
+            result = yield
+        finally:
+            found = sanitizer.errors[before:]
+            if found:
+                from csan_lint.runtime.report import render_text
+
+                text = "\n\n".join(render_text(r) for r in found)
+                item.add_report_section(when, "csan", text)
+        races = [r for r in found if r.severity == "error"]
+        if races and not self.report_only:
+            pytest.fail(f"CUDA stream sanitizer: {len(races)} race(s)\n\n{text}", pytrace=False)
+        return result
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.passed:
+            return
+        if report.when == "call":
+            outcome = "failed" if report.failed else "skipped"
+        elif report.failed:
+            outcome = "error"
+        else:
+            outcome = "skipped"
+        if self.outcome in ("passed", "skipped"):
+            self.outcome = outcome
+            self.longrepr = str(report.longrepr) if report.longrepr is not None else None
+
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        self._write(
+            {
+                "type": "test-end",
+                "nodeid": nodeid,
+                "outcome": self.outcome,
+                "longrepr": self.longrepr,
+            }
+        )
+        self.nodeid = None
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.sanitizer is not None:
+            self.sanitizer.disable()
+        if self.activated_emulation:
+            from csan_lint.runtime import emulation
+
+            emulation.deactivate()
+        if self.report is not None:
+            self.report.close()

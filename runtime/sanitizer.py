@@ -1,0 +1,362 @@
+"""The sanitizer: one tracker fed by the dispatch mode, the gpu_trace callbacks and a few
+wrapped torch.cuda entry points that have no callback (graph capture, record_stream, queries,
+host reads that bypass the dispatcher), on the real CUDA device or the emulated one."""
+
+from __future__ import annotations
+
+import threading
+import traceback
+import warnings
+import weakref
+from collections.abc import Callable
+from typing import IO, Any
+
+import torch
+
+from csan_lint.runtime.events import Access, RuntimeErrorReport
+from csan_lint.runtime.gpu_trace import GpuTraceHooks
+from csan_lint.runtime.mode import SanitizerMode, _storage_base
+from csan_lint.runtime.stacks import capture_stack
+from csan_lint.runtime.tracker import Tracker
+
+DEVICES = ("auto", "cuda", "emulated")
+
+GRAPH_REPLAY_OPERATOR = "cuda_graph.replay"
+
+
+class CsanInternalWarning(RuntimeWarning):
+    """The sanitizer hit a bug of its own; checking stops, the user's program goes on."""
+
+
+def resolve_device(device: str) -> str:
+    """"cuda" or "emulated" for a requested device; "auto" means real CUDA when torch has it."""
+    if device not in DEVICES:
+        raise ValueError(f"unknown device {device!r}: expected one of {', '.join(DEVICES)}")
+    if device == "auto":
+        from csan_lint.runtime import emulation
+
+        if emulation.is_active():
+            return "emulated"
+        return "cuda" if torch.cuda.is_available() else "emulated"
+    if device == "cuda":
+        from csan_lint.runtime import emulation
+
+        if emulation.is_active() or not torch.cuda.is_available():
+            raise RuntimeError("device 'cuda' asked for, but torch sees no real CUDA device")
+    return device
+
+
+class _Patches:
+    """Attributes replaced while the sanitizer is on, restored exactly (absent stays absent)."""
+
+    _MISSING = object()
+
+    def __init__(self) -> None:
+        self._saved: list[tuple[Any, str, Any]] = []
+
+    def wrap(self, owner: Any, name: str, make: Callable[[Any], Callable[..., Any]]) -> None:
+        original = getattr(owner, name, None)
+        if original is None:
+            return
+        self._saved.append((owner, name, owner.__dict__.get(name, self._MISSING)))
+        setattr(owner, name, make(original))
+
+    def restore(self) -> None:
+        while self._saved:
+            owner, name, value = self._saved.pop()
+            if value is self._MISSING:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, value)
+
+
+class Sanitizer:
+    """Checks the CUDA stream usage of the code run while enabled.
+
+    `errors` holds every report so far; `internal_errors` the sanitizer's own failures (each
+    also a `CsanInternalWarning`; checking stops until `restart()`). `listeners` are called
+    with each new report as soon as it is detected, and `internal_listeners` with each
+    internal failure's message (the pytest plugin streams both to its report file).
+    """
+
+    def __init__(self, device: str = "auto", trace_out: IO[str] | None = None) -> None:
+        self.requested_device = device
+        self.device = ""
+        self.trace_out = trace_out
+        self.errors: list[RuntimeErrorReport] = []
+        self.internal_errors: list[str] = []
+        self.listeners: list[Callable[[RuntimeErrorReport], None]] = []
+        self.internal_listeners: list[Callable[[str], None]] = []
+        self.enabled = False
+        self.broken = False
+        self._paused = False
+        self._activated_emulation = False
+        self._lock = threading.RLock()
+        self._patches = _Patches()
+        self._graphs: weakref.WeakKeyDictionary[Any, list[Access]] = weakref.WeakKeyDictionary()
+        self._new_tracker()
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def _new_tracker(self) -> None:
+        self.tracker = Tracker()
+        self._seen_errors = 0
+        sink: Any = self.tracker
+        if self.trace_out is not None:
+            from csan_lint.runtime.trace import TraceWriter
+
+            sink = TraceWriter(self.tracker, self.trace_out)
+        self.sink = sink
+        self.mode = SanitizerMode(
+            sink,
+            is_device=_is_cuda,
+            is_pinned=_is_pinned,
+            current_stream=_current_stream,
+            on_internal_error=self._internal_error,
+            on_launch=self._collect,
+            lock=self._lock,
+        )
+        self.hooks = GpuTraceHooks(
+            sink, self.mode.pending, self._internal_error, after=self._collect, lock=self._lock
+        )
+
+    def enable(self) -> Sanitizer:
+        if self.enabled:
+            return self
+        self.device = resolve_device(self.requested_device)
+        if self.device == "emulated":
+            from csan_lint.runtime import emulation
+
+            if not emulation.is_active():
+                emulation.activate()
+                self._activated_emulation = True
+        self.hooks.register()
+        self._install_patches()
+        self.mode.__enter__()
+        self.enabled = True
+        return self
+
+    def disable(self) -> None:
+        if not self.enabled:
+            return
+        self.enabled = False
+        self._collect()
+        self.mode.__exit__(None, None, None)
+        self._patches.restore()
+        self.hooks.unregister()
+        if self._activated_emulation:
+            from csan_lint.runtime import emulation
+
+            emulation.deactivate()
+            self._activated_emulation = False
+
+    def restart(self) -> None:
+        """Fresh shadow state and checking back on (after an internal error left it unsure)."""
+        was_enabled = self.enabled
+        if was_enabled:
+            self.mode.__exit__(None, None, None)
+            self.hooks.unregister()
+        self._new_tracker()
+        self.broken = False
+        self.mode.checking = not self._paused
+        if was_enabled:
+            self.hooks.register()
+            self.mode.__enter__()
+
+    def __enter__(self) -> Sanitizer:
+        return self.enable()
+
+    def __exit__(self, *exc: object) -> None:
+        self.disable()
+
+    @property
+    def checking(self) -> bool:
+        """Whether ops are being checked: not while paused, nor after an internal error."""
+        return self.mode.checking
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    @paused.setter
+    def paused(self, value: bool) -> None:
+        """Ops run unchecked while paused (a test opted out); syncs and frees are still seen."""
+        self._paused = value
+        if not self.broken:
+            self.mode.checking = not value
+
+    # -- results ------------------------------------------------------------------------
+
+    def _collect(self) -> None:
+        """Move the tracker's new reports to `errors` and tell the listeners at once."""
+        found = self.tracker.errors
+        if len(found) == self._seen_errors:
+            return
+        new = found[self._seen_errors :]
+        self._seen_errors = len(found)
+        for report in new:
+            self.errors.append(report)
+            for listener in self.listeners:
+                listener(report)
+
+    def _internal_error(self, exc: BaseException) -> None:
+        self.broken = True
+        self.mode.checking = False
+        self.hooks.active = False
+        where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+        place = f" at {where[0].filename}:{where[0].lineno}" if where else ""
+        message = f"{type(exc).__name__}: {exc}{place}"
+        self.internal_errors.append(message)
+        warnings.warn(
+            f"csan: internal error, checking is off from here: {message}",
+            CsanInternalWarning,
+            stacklevel=2,
+        )
+        for listener in self.internal_listeners:
+            listener(message)
+
+    def _guard(self, action: Callable[[], None]) -> None:
+        """Run one piece of bookkeeping; its failure becomes an internal error."""
+        if not self.mode.checking:
+            return
+        try:
+            with self._lock:
+                action()
+            self._collect()
+        except Exception as exc:
+            self._internal_error(exc)
+
+    # -- entry points with no trace callback ----------------------------------------------
+
+    def _install_patches(self) -> None:
+        patches = self._patches
+        sanitizer = self
+
+        def capture_begin(original: Callable[..., Any]) -> Callable[..., Any]:
+            def wrapper(graph: Any, *args: Any, **kwargs: Any) -> Any:
+                stream = _current_stream()
+                stack = capture_stack()
+                sanitizer._guard(lambda: sanitizer._capture_began(stream, stack))
+                try:
+                    return original(graph, *args, **kwargs)
+                except BaseException:
+                    sanitizer.mode.captures.pop(stream, None)
+                    raise
+
+            return wrapper
+
+        def capture_end(original: Callable[..., Any]) -> Callable[..., Any]:
+            def wrapper(graph: Any, *args: Any, **kwargs: Any) -> Any:
+                stream = _current_stream()
+                stack = capture_stack()
+                sanitizer._guard(lambda: sanitizer._capture_ended(graph, stream, stack))
+                return original(graph, *args, **kwargs)
+
+            return wrapper
+
+        def replay(original: Callable[..., Any]) -> Callable[..., Any]:
+            def wrapper(graph: Any, *args: Any, **kwargs: Any) -> Any:
+                mode = sanitizer.mode
+                # The emulated device re-runs the captured ops: they are one graph launch here.
+                checking, mode.checking = mode.checking, False
+                try:
+                    result = original(graph, *args, **kwargs)
+                finally:
+                    mode.checking = checking
+                stack = capture_stack()
+                sanitizer._guard(lambda: sanitizer._replayed(graph, stack))
+                return result
+
+            return wrapper
+
+        def record_stream(original: Callable[..., Any]) -> Callable[..., Any]:
+            def wrapper(tensor: torch.Tensor, stream: Any) -> Any:
+                sanitizer._guard(
+                    lambda: sanitizer.sink.stream_recorded(_storage_base(tensor), _stream_handle(stream))
+                )
+                return original(tensor, stream)
+
+            return wrapper
+
+        def stream_query(original: Callable[..., Any]) -> Callable[..., Any]:
+            def wrapper(stream: Any) -> bool:
+                done = original(stream)
+                sanitizer._guard(lambda: sanitizer.sink.stream_queried(stream.cuda_stream, bool(done)))
+                return done
+
+            return wrapper
+
+        def event_query(original: Callable[..., Any]) -> Callable[..., Any]:
+            def wrapper(event: Any) -> bool:
+                done = original(event)
+                sanitizer._guard(lambda: sanitizer.sink.event_queried(event.cuda_event, bool(done)))
+                return done
+
+            return wrapper
+
+        def host_read(operator: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+            def make(original: Callable[..., Any]) -> Callable[..., Any]:
+                def wrapper(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+                    sanitizer.mode.host_read(tensor, operator)
+                    return original(tensor, *args, **kwargs)
+
+                return wrapper
+
+            return make
+
+        def thread_run(original: Callable[..., Any]) -> Callable[..., Any]:
+            def wrapper(thread: threading.Thread) -> None:
+                # Dispatch modes are per thread: work on a new thread is checked too.
+                if not sanitizer.enabled:
+                    return original(thread)
+                with sanitizer.mode:
+                    return original(thread)
+
+            return wrapper
+
+        graph_class = torch.cuda.CUDAGraph
+        patches.wrap(graph_class, "capture_begin", capture_begin)
+        patches.wrap(graph_class, "capture_end", capture_end)
+        patches.wrap(graph_class, "replay", replay)
+        patches.wrap(torch.Tensor, "record_stream", record_stream)
+        patches.wrap(torch.cuda.Stream, "query", stream_query)
+        patches.wrap(torch.cuda.Event, "query", event_query)
+        patches.wrap(torch.Tensor, "tolist", host_read("aten::tolist"))
+        patches.wrap(torch.Tensor, "numpy", host_read("aten::numpy"))
+        patches.wrap(threading.Thread, "run", thread_run)
+
+    def _capture_began(self, stream: int, stack: Any) -> None:
+        self.sink.capture_began(stream, stack=stack)
+        self.mode.captures[stream] = []
+
+    def _capture_ended(self, graph: Any, stream: int, stack: Any) -> None:
+        self.sink.capture_ended(stream, stack=stack)
+        accesses = self.mode.captures.pop(stream, None)
+        if accesses is not None:
+            self._graphs[graph] = list({(a.ptr, a.size): a for a in accesses}.values())
+
+    def _replayed(self, graph: Any, stack: Any) -> None:
+        accesses = self._graphs.get(graph)
+        if accesses:
+            self.sink.kernel_launched(_current_stream(), GRAPH_REPLAY_OPERATOR, accesses, stack=stack)
+
+
+def _is_cuda(tensor: torch.Tensor) -> bool:
+    return tensor.is_cuda
+
+
+def _is_pinned(tensor: torch.Tensor) -> bool:
+    return tensor.is_pinned()
+
+
+def _current_stream() -> int:
+    return torch.cuda.current_stream().cuda_stream
+
+
+def _stream_handle(stream: Any) -> int:
+    handle = getattr(stream, "cuda_stream", None)
+    if handle is None:  # a generic torch.Stream, as aten::record_stream receives it
+        handle = torch.cuda.Stream(
+            stream_id=stream.stream_id, device_index=stream.device_index, device_type=stream.device_type
+        ).cuda_stream
+    return handle
