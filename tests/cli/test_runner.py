@@ -1,0 +1,85 @@
+"""`lint_paths`: prefilter accounting, parallel == serial, and failures that stay local to a file.
+Sources with findings are the rules' own INVALID examples, so these tests follow the real rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from csan_lint.lint import runner
+from csan_lint.lint.config import Config
+from csan_lint.lint.registry import SYNTAX_ERROR_CODE, all_rules
+from csan_lint.lint.runner import INTERNAL_ERROR_CODE, READ_ERROR_CODE, lint_paths
+
+FLAGGED = [example.code for rule in all_rules() for example in rule.INVALID]
+CLEAN = [example.code for rule in all_rules() for example in rule.VALID]
+BROKEN = "import torch\n\nwith torch.cuda.stream(side)\n    pass\n"
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_files_without_stream_words_are_not_parsed(project: Path) -> None:
+    (project / "flagged.py").write_text(FLAGGED[0])
+    (project / "plain.py").write_text("def f(x):\n    return x + 1\n")
+    (project / "broken_plain.py").write_text("def f(:\n")  # unparsable, but cannot hold a stream bug
+    result = lint_paths(["."], Config(root=project))
+    assert (result.files_checked, result.files_parsed) == (3, 1)
+    assert {finding.path for finding in result.findings} == {"flagged.py"}
+
+
+def test_parallel_and_serial_runs_agree(project: Path) -> None:
+    for index, source in enumerate([*FLAGGED, *CLEAN, BROKEN]):
+        (project / f"m{index:02}.py").write_text(source)
+    config = Config(root=project)
+    serial = lint_paths(["."], config, jobs=1)
+    parallel = lint_paths(["."], config, jobs=2)
+    assert parallel == serial
+    assert serial.files_parsed == len(FLAGGED) + len(CLEAN) + 1
+    assert len({finding.path for finding in serial.findings}) >= len(FLAGGED) + 1
+    assert serial.findings == sorted(serial.findings, key=lambda f: (f.path, f.line, f.column, f.code))
+
+
+def test_a_syntax_error_does_not_stop_the_other_files(project: Path) -> None:
+    (project / "a_broken.py").write_text(BROKEN)
+    (project / "b_flagged.py").write_text(FLAGGED[0])
+    result = lint_paths(["."], Config(root=project))
+    broken = [finding for finding in result.findings if finding.path == "a_broken.py"]
+    assert [finding.code for finding in broken] == [SYNTAX_ERROR_CODE]
+    assert broken[0].line in (3, 4)  # the `with` missing its colon, or where the parser noticed
+    assert broken[0].message.startswith("syntax error")
+    assert any(finding.path == "b_flagged.py" for finding in result.findings)
+    assert not result.has_tool_errors
+
+
+def test_an_engine_crash_is_a_diagnostic_for_that_file_only(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_lint_source = runner.lint_source
+
+    def crashing(source: str, path: str, rules=None):
+        if path == "crash.py":
+            raise KeyError("boom")
+        return real_lint_source(source, path, rules)
+
+    monkeypatch.setattr(runner, "lint_source", crashing)
+    (project / "crash.py").write_text(FLAGGED[0])
+    (project / "flagged.py").write_text(FLAGGED[0])
+    result = lint_paths(["."], Config(root=project), jobs=1)
+    crash = [finding for finding in result.findings if finding.path == "crash.py"]
+    assert [(finding.code, finding.message) for finding in crash] == [(INTERNAL_ERROR_CODE, "internal error: KeyError: 'boom'")]
+    assert any(finding.path == "flagged.py" for finding in result.findings)
+    assert result.has_tool_errors
+
+
+def test_unreadable_input_is_located_and_the_rest_is_linted(project: Path) -> None:
+    (project / "latin.py").write_bytes(b"import torch\n\n# caf\xe9\nwith torch.cuda.stream(s):\n    pass\n")
+    (project / "cookie.py").write_bytes(b"# -*- coding: latin-1 -*-\n# caf\xe9\nx = 1\n")
+    (project / "flagged.py").write_text(FLAGGED[0])
+    result = lint_paths(["latin.py", "cookie.py", "missing.py", "flagged.py"], Config(root=project))
+    errors = [(f.path, f.line, f.column, f.code) for f in result.findings if f.code == READ_ERROR_CODE]
+    assert errors == [("latin.py", 3, 6, READ_ERROR_CODE), ("missing.py", 1, 1, READ_ERROR_CODE)]
+    assert any(finding.path == "flagged.py" for finding in result.findings)
+    assert not any(finding.path == "cookie.py" for finding in result.findings)  # PEP 263 honoured
