@@ -129,6 +129,21 @@ def _storage_base(tensor: torch.Tensor) -> int:
     return tensor.data_ptr() - tensor.storage_offset() * tensor.element_size()
 
 
+def _merge(
+    accesses: dict[tuple[int, int], list], key: tuple[int, int], name: str, is_write: bool, is_output: bool
+) -> None:
+    """Add one argument's bytes; the same bytes under several arguments (`add(a, a)`,
+    `mul(x, 5, out=x)`) are one access naming them all."""
+    known = accesses.get(key)
+    if known is None:
+        accesses[key] = [name, is_write, is_output]
+        return
+    if not is_output and name not in known[0].split(", "):
+        known[0] = f"{known[0]}, {name}"
+    known[1] = known[1] or is_write
+    known[2] = known[2] or is_output
+
+
 class SanitizerMode(TorchDispatchMode):
     """Reports each op on device tensors to `tracker` as a kernel launch.
 
@@ -194,7 +209,7 @@ class SanitizerMode(TorchDispatchMode):
         if plan.kind == _SKIP:
             return
         device: dict[tuple[int, int], list] = {}
-        host: list[tuple[torch.Tensor, str, bool]] = []
+        host: list[tuple[torch.Tensor, str, bool, bool]] = []
         # Device tensors, kept only while some allocation waits for its size and stream.
         seen: list[torch.Tensor] | None = [] if self.pending else None
         nargs = len(args)
@@ -228,12 +243,12 @@ class SanitizerMode(TorchDispatchMode):
             non_blocking = (
                 args[position] if position < nargs else kwargs.get("non_blocking", False)
             )
-            if non_blocking and all(self.is_pinned(t) for t, _, _ in host):
+            if non_blocking and all(self.is_pinned(entry[0]) for entry in host):
                 # The copy runs on the stream while the host goes on: its host side stays
                 # pending until a sync.
-                for tensor, name, is_write in host:
+                for tensor, name, is_write, is_output in host:
                     self._pin(tensor)
-                    device[byte_extent(tensor)] = [name, is_write, name == "output"]
+                    _merge(device, byte_extent(tensor), name, is_write, is_output)
             else:
                 host_sync = True
         accesses = [
@@ -260,26 +275,18 @@ class SanitizerMode(TorchDispatchMode):
         is_write: bool,
         is_output: bool,
         device: dict[tuple[int, int], list],
-        host: list[tuple[torch.Tensor, str, bool]],
+        host: list[tuple[torch.Tensor, str, bool, bool]],
         seen: list[torch.Tensor] | None,
     ) -> None:
         if not self.is_device(tensor):
-            host.append((tensor, name, is_write))
+            host.append((tensor, name, is_write, is_output))
             return
         key = byte_extent(tensor)
         if key[1] == 0:
             return  # an empty tensor touches no memory
         if seen is not None:
             seen.append(tensor)
-        known = device.get(key)
-        if known is None:
-            device[key] = [name, is_write, is_output]
-            return
-        # The same bytes under several arguments (`add(a, a)`, `mul(x, 5, out=x)`).
-        if not is_output and name not in known[0].split(", "):
-            known[0] = f"{known[0]}, {name}"
-        known[1] = known[1] or is_write
-        known[2] = known[2] or is_output
+        _merge(device, key, name, is_write, is_output)
 
     def _resolve_pending(self, tensors: list[torch.Tensor], stream: int) -> None:
         """Allocations first seen now: their size is the storage's, their stream the current one."""
@@ -309,9 +316,9 @@ class SanitizerMode(TorchDispatchMode):
                 self.tracker.freed(base)
         self._host_sweep_at = max(64, 2 * len(self.host_blocks))
 
-    def _host_access(self, operator: str, host: Sequence[tuple[torch.Tensor, str, bool]]) -> None:
+    def _host_access(self, operator: str, host: Sequence[tuple[torch.Tensor, str, bool, bool]]) -> None:
         stack = None
-        for tensor, _, is_write in host:
+        for tensor, _, is_write, _ in host:
             base = _storage_base(tensor)
             ref = self.host_blocks.get(base)
             if ref is None:
@@ -336,7 +343,7 @@ class SanitizerMode(TorchDispatchMode):
             return
         try:
             if not self.is_device(tensor):
-                self._host_access(operator, [(tensor, "self", False)])
+                self._host_access(operator, [(tensor, "self", False, False)])
         except Exception as exc:
             self.checking = False
             self.on_internal_error(exc)
