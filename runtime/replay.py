@@ -1,0 +1,43 @@
+"""`csan-lint --replay TRACE`: analyse a recorded trace offline with the same engine."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from csan_lint.runtime.report import render_text, to_json
+from csan_lint.runtime.trace import TraceError, replay
+from csan_lint.runtime.tracker import Tracker
+
+OUTPUT_FORMATS = ("text", "json")
+
+
+def main(trace_path: str, output_format: str = "text") -> int:
+    """Print the trace's reports (stdout) and a summary (stderr). Exit 1 if any error was found,
+    0 if none (warnings alone do not fail), 2 if the trace cannot be read or is malformed."""
+    if output_format not in OUTPUT_FORMATS:
+        print(f"csan-lint: unknown output format {output_format!r} (choose from {', '.join(OUTPUT_FORMATS)})", file=sys.stderr)
+        return 2
+    tracker = Tracker()
+    try:
+        replay(trace_path, tracker)
+    except TraceError as error:
+        print(f"csan-lint: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"csan-lint: {trace_path}: cannot read the trace: {error.strerror or error}", file=sys.stderr)
+        return 2
+    reports = tracker.errors
+    if output_format == "json":
+        print(json.dumps([to_json(r) for r in reports], indent=2))
+    else:
+        for report in reports:
+            print(render_text(report))
+            print()
+    errors = sum(r.severity == "error" for r in reports)
+    warnings = len(reports) - errors
+    if reports:
+        print(f"Found {errors} error(s) and {warnings} warning(s) in {trace_path}.", file=sys.stderr)
+    else:
+        print(f"No errors in {trace_path}.", file=sys.stderr)
+    return 1 if errors else 0

@@ -1,0 +1,119 @@
+"""Reports: one-line messages, text with the user's frames only, JSON with the same data."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sysconfig
+
+import pytest
+
+from csan_lint.runtime import kinds
+from csan_lint.runtime.events import Access
+from csan_lint.runtime.report import message, render_text, to_json
+from csan_lint.runtime.stacks import Frame, capture_stack, is_user_file, resolve, user_frames
+from csan_lint.runtime.tracker import Tracker
+
+S0, S1, S2 = 0, 1001, 1002
+BASE = 0x2000
+
+
+def _scenario(kind: str) -> Tracker:
+    """A tracker that has seen exactly one report of `kind`, with stacks from this file."""
+    t = Tracker()
+    write = [Access(BASE, 64, True, "self")]
+    read = [Access(BASE, 64, False, "self")]
+    if kind == kinds.READ_AFTER_WRITE:
+        t.kernel_launched(S0, "aten::fill_.Scalar(Tensor(a!) self)", write, capture_stack())
+        t.kernel_launched(S1, "aten::mul.Tensor(Tensor self, Tensor other)", read, capture_stack())
+    elif kind == kinds.WRITE_AFTER_READ:
+        t.kernel_launched(S0, "read", read, capture_stack())
+        t.kernel_launched(S1, "write", write, capture_stack())
+    elif kind == kinds.WRITE_AFTER_WRITE:
+        t.kernel_launched(S0, "write", write, capture_stack())
+        t.kernel_launched(S1, "write", write, capture_stack())
+    elif kind == kinds.FREE_IN_USE:
+        t.allocated(BASE, 64, S0, capture_stack())
+        t.kernel_launched(S1, "read", read, capture_stack())
+        t.freed(BASE, capture_stack())
+    elif kind == kinds.HOST_READ_PENDING:
+        t.kernel_launched(S1, "copy_", write, capture_stack())
+        t.host_accessed(BASE, 64, False, "tolist", capture_stack())
+    elif kind == kinds.HOST_WRITE_PENDING:
+        t.kernel_launched(S1, "copy_", read, capture_stack())
+        t.host_accessed(BASE, 64, True, "fill_", capture_stack())
+    elif kind == kinds.CAPTURE_ON_DEFAULT_STREAM:
+        t.capture_began(S0, capture_stack())
+    elif kind == kinds.UNJOINED_CAPTURE_FORK:
+        t.capture_began(S1, capture_stack())
+        t.event_recorded(1, S1)
+        t.event_waited(1, S2)
+        t.kernel_launched(S2, "mul", write, capture_stack())
+        t.capture_ended(S1, capture_stack())
+    elif kind == kinds.WAIT_UNRECORDED_EVENT:
+        t.event_waited(5, S1, capture_stack())
+    return t
+
+
+@pytest.mark.parametrize("kind", kinds.ALL_KINDS)
+def test_every_kind_renders(kind):
+    (report,) = _scenario(kind).errors
+    assert report.kind == kind
+    line = message(report)
+    assert line and "\n" not in line
+    text = render_text(report)
+    assert text.startswith(f"csan: {kind}: ")
+    assert f'File "{__file__}"' in text
+    data = to_json(report)
+    assert json.loads(json.dumps(data)) == data
+    assert data["kind"] == kind and data["message"] == line
+    assert data["severity"] == ("warning" if kind == kinds.WAIT_UNRECORDED_EVENT else "error")
+
+
+def test_text_names_both_accesses_and_hides_library_frames():
+    (report,) = _scenario(kinds.READ_AFTER_WRITE).errors
+    text = render_text(report)
+    assert "`aten::mul.Tensor` on stream 1001" in text and "`aten::fill_.Scalar` on the default stream" in text
+    assert "reading argument `self`" in text and "writing argument `self`" in text
+    assert "_pytest" not in text and "pluggy" not in text
+    assert "(its allocation was not seen)" in text
+
+
+def test_json_carries_user_frames_innermost_last():
+    (report,) = _scenario(kinds.FREE_IN_USE).errors
+    data = to_json(report)
+    assert set(data) == {"kind", "severity", "message", "allocation", "current", "previous"}
+    assert set(data["current"]) == {"stream", "operator", "argument", "is_write", "stack"}
+    assert data["allocation"]["ptr"] == BASE and data["allocation"]["stream"] == S0
+    innermost = data["previous"]["stack"][-1]
+    assert innermost["file"] == __file__ and innermost["function"] == "_scenario"
+    assert all(is_user_file(f["file"]) for f in data["current"]["stack"])
+
+
+def test_json_of_capture_error_has_no_allocation():
+    (report,) = _scenario(kinds.CAPTURE_ON_DEFAULT_STREAM).errors
+    data = to_json(report)
+    assert data["allocation"] is None and data["previous"] is None
+
+
+def test_user_frames_hide_torch_stdlib_and_own_files():
+    torch_dir = importlib.util.find_spec("torch").submodule_search_locations[0]
+    stdlib_file = os.path.join(sysconfig.get_paths()["stdlib"], "json", "decoder.py")
+    own_file = resolve(_scenario(kinds.WRITE_AFTER_WRITE).errors[0].current.stack)[-1]
+    frames = [
+        Frame(__file__, 1, "test"),
+        Frame(os.path.join(torch_dir, "nn", "modules", "linear.py"), 5, "forward"),
+        Frame(stdlib_file, 9, "decode"),
+        Frame(os.path.join(os.path.dirname(importlib.util.find_spec("csan_lint.runtime").origin), "tracker.py"), 3, "x"),
+        own_file,
+    ]
+    assert user_frames(frames) == [frames[0], own_file]
+
+
+def test_resolve_accepts_live_and_replayed_stacks():
+    live = capture_stack()
+    assert resolve(live)[-1] == Frame(__file__, live[-1][1], "test_resolve_accepts_live_and_replayed_stacks")
+    assert resolve([["a.py", 3, "f"]]) == [Frame("a.py", 3, "f")]
+    assert resolve((Frame("b.py", 4, "g"),)) == [Frame("b.py", 4, "g")]
+    assert resolve(None) == []

@@ -1,0 +1,151 @@
+"""Trace format: writing then replaying gives the same reports; bad traces fail located."""
+
+from __future__ import annotations
+
+import inspect
+import json
+
+import pytest
+
+from csan_lint.runtime.events import Access
+from csan_lint.runtime.replay import main as replay_main
+from csan_lint.runtime.report import render_text, to_json
+from csan_lint.runtime.stacks import capture_stack
+from csan_lint.runtime.trace import EVENTS, HEADER, TraceError, TraceWriter, replay
+from csan_lint.runtime.tracker import Tracker
+
+S0, S1, S2 = 0, 1001, 1002
+
+
+def _run(t) -> None:
+    """A run touching every event kind, with several races."""
+    t.stream_created(S1)
+    t.stream_created(S2)
+    t.event_created(1)
+    t.allocated(0x1000, 512, S0, capture_stack())
+    t.kernel_launched(S0, "fill_", [Access(0x1000, 512, True, "self", True)], capture_stack())
+    t.event_recorded(1, S0)
+    t.event_waited(1, S1, capture_stack())
+    t.kernel_launched(S1, "mul", [Access(0x1000, 256, False, "self"), Access(0x1100, 256, False, "other")], capture_stack())
+    t.kernel_launched(S2, "add_", [Access(0x1100, 64, True, "self")], capture_stack())  # WAR + WAW
+    t.stream_recorded(0x1000, S2)
+    t.stream_queried(S2, False)
+    t.event_queried(1, True)
+    t.freed(0x1000, capture_stack())  # S1 not covered: free-in-use
+    t.kernel_launched(S1, "copy_", [Access(0x9000, 64, True, "self")], capture_stack())
+    t.host_accessed(0x9000, 64, False, "tolist", capture_stack())
+    t.event_created(2)
+    t.event_waited(2, S2, capture_stack())
+    t.capture_began(S0, capture_stack())
+    t.capture_began(S1, capture_stack())
+    t.kernel_launched(S2, "relu", [], capture_stack())
+    t.capture_ended(S1, capture_stack())
+    t.stream_synchronized(S1)
+    t.event_synchronized(1)
+    t.device_synchronized()
+    t.event_deleted(1)
+
+
+def test_round_trip_gives_identical_reports(tmp_path):
+    path = tmp_path / "run.jsonl"
+    with TraceWriter(Tracker(), path) as writer:
+        _run(writer)
+        live = writer.errors
+    assert len({e.kind for e in live}) >= 7
+    replayed = Tracker()
+    replay(path, replayed)
+    assert [to_json(e) for e in replayed.errors] == [to_json(e) for e in live]
+    assert [render_text(e) for e in replayed.errors] == [render_text(e) for e in live]
+
+
+def test_writer_output_is_json_lines_with_header(tmp_path):
+    path = tmp_path / "run.jsonl"
+    with TraceWriter(None, path) as writer:
+        writer.kernel_launched(S1, "mul", [Access(16, 8, False, "self")], stack=None)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert lines == [
+        HEADER,
+        {
+            "event": "kernel_launched",
+            "stream": S1,
+            "operator": "mul",
+            "accesses": [{"ptr": 16, "size": 8, "is_write": False, "argument": "self", "is_output": False}],
+            "stack": None,
+        },
+    ]
+
+
+def test_trace_events_cover_the_engine_api():
+    public = {name for name, _ in inspect.getmembers(Tracker, inspect.isfunction) if not name.startswith("_")}
+    assert public - {"stats"} == set(EVENTS)
+    for name, params in EVENTS.items():
+        signature = list(inspect.signature(getattr(Tracker, name)).parameters)[1:]
+        assert signature == [p for p, _ in params], name
+
+
+def _trace(tmp_path, *lines: str):
+    path = tmp_path / "trace.jsonl"
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+GOOD = json.dumps(HEADER)
+
+
+@pytest.mark.parametrize(
+    ("lines", "where", "problem"),
+    [
+        ((GOOD, '{"event": "device_synchronized"}', '{"event": "foo"}'), 3, "unknown event 'foo'"),
+        ((GOOD, "{oops"), 2, "not JSON"),
+        (('{"event": "device_synchronized"}',), 1, "not a csan trace"),
+        (('{"format": "csan-trace", "version": 9}',), 1, "unsupported trace version 9"),
+        ((GOOD, '{"event": "freed"}'), 2, "event 'freed' lacks 'ptr'"),
+        ((GOOD, '{"event": "freed", "ptr": "0x10"}'), 2, "'ptr' must be an integer"),
+        ((GOOD, '{"event": "stream_queried", "stream": 1, "done": 1}'), 2, "'done' must be true or false"),
+        ((GOOD, '{"event": "kernel_launched", "stream": 1, "operator": "x", "accesses": [{"ptr": 1}]}'), 2, "access 0"),
+        ((GOOD, '{"event": "freed", "ptr": 1, "stack": [["a.py", "x", "f"]]}'), 2, "'stack' must be"),
+        ((GOOD, "[1]"), 2, "expected a JSON object"),
+        ((GOOD, '{"stream": 1}'), 2, "without 'event'"),
+        ((), 1, "empty trace"),
+    ],
+)
+def test_bad_trace_is_a_located_error(tmp_path, lines, where, problem):
+    path = _trace(tmp_path, *lines)
+    with pytest.raises(TraceError) as info:
+        replay(path, Tracker())
+    assert str(info.value).startswith(f"{path}:{where}: ")
+    assert problem in str(info.value)
+
+
+def test_replay_main_exit_codes_and_output(tmp_path, capsys):
+    path = tmp_path / "run.jsonl"
+    with TraceWriter(Tracker(), path) as writer:
+        _run(writer)
+        expected = [to_json(e) for e in writer.errors]
+    assert replay_main(str(path), "json") == 1
+    out, err = capsys.readouterr()
+    assert json.loads(out) == expected
+    assert "error(s)" in err
+
+    assert replay_main(str(path), "text") == 1
+    out, _ = capsys.readouterr()
+    assert out.count("csan: ") == len(expected)
+
+    clean = _trace(tmp_path, GOOD, '{"event": "kernel_launched", "stream": 1, "operator": "x", "accesses": []}')
+    assert replay_main(str(clean), "text") == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_replay_main_warnings_alone_pass(tmp_path, capsys):
+    path = _trace(tmp_path, GOOD, '{"event": "event_waited", "event_id": 3, "stream": 1}')
+    assert replay_main(str(path), "json") == 0
+    assert [r["kind"] for r in json.loads(capsys.readouterr().out)] == ["wait-unrecorded-event"]
+
+
+def test_replay_main_bad_input(tmp_path, capsys):
+    path = _trace(tmp_path, GOOD, '{"event": "foo"}')
+    assert replay_main(str(path), "text") == 2
+    assert capsys.readouterr().err.strip() == f"csan-lint: {path}:2: unknown event 'foo'"
+    assert replay_main(str(tmp_path / "missing.jsonl"), "text") == 2
+    assert "cannot read the trace" in capsys.readouterr().err
+    assert replay_main(str(path), "xml") == 2

@@ -1,0 +1,323 @@
+"""What the engine does beyond CSAN: byte ranges, free-in-use, host accesses, unrecorded events,
+zero-size tensors, every error collected once, graph capture rules, bounded memory."""
+
+from __future__ import annotations
+
+import sys
+
+from csan_lint.runtime import kinds
+from csan_lint.runtime.events import HOST, Access
+from csan_lint.runtime.stacks import capture_stack
+from csan_lint.runtime.tracker import Tracker
+
+S0, S1, S2 = 0, 1001, 1002
+BASE = 0x100000
+
+
+# -- (a) byte ranges within an allocation ------------------------------------------------------
+
+
+def test_view_at_offset_races_with_its_base():
+    t = Tracker()
+    t.allocated(BASE, 1024, S0)
+    t.kernel_launched(S0, "fill_", [Access(BASE, 1024, True, "self")])
+    t.kernel_launched(S1, "mul", [Access(BASE + 512, 256, False, "self")])  # data_ptr != BASE
+    assert [e.kind for e in t.errors] == [kinds.READ_AFTER_WRITE]
+    assert t.errors[0].allocation.ptr == BASE
+
+
+def test_disjoint_slices_do_not_race():
+    t = Tracker()
+    t.allocated(BASE, 1024, S0)
+    t.kernel_launched(S1, "fill_", [Access(BASE, 512, True, "self")])
+    t.kernel_launched(S2, "zero_", [Access(BASE + 512, 512, True, "self")])
+    assert t.errors == []
+    # ...but a read of the whole block touches both halves: two unordered writers.
+    t.kernel_launched(S0, "sum", [Access(BASE, 1024, False, "self")])
+    assert sorted(e.previous.stream for e in t.errors) == [S1, S2]
+
+
+def test_partial_overlap_races():
+    t = Tracker()
+    t.allocated(BASE, 1024, S0)
+    t.kernel_launched(S1, "fill_", [Access(BASE, 600, True, "self")])
+    t.kernel_launched(S2, "fill_", [Access(BASE + 599, 10, True, "self")])
+    assert [e.kind for e in t.errors] == [kinds.WRITE_AFTER_WRITE]
+
+
+def test_whole_write_collapses_intervals():
+    t = Tracker()
+    t.allocated(BASE, 1024, S0)
+    for i in range(8):
+        t.kernel_launched(S0, "read", [Access(BASE + 128 * i, 64, False, "self")])
+    assert t.stats()["intervals"] > 8
+    t.kernel_launched(S0, "fill_", [Access(BASE, 1024, True, "self")])
+    assert t.stats()["intervals"] == 1
+    assert t.errors == []
+
+
+def test_access_past_a_known_block_is_clipped_and_unknown_memory_backfilled():
+    t = Tracker()
+    t.allocated(BASE, 256, S0)
+    t.allocated(BASE + 256, 256, S0)
+    t.kernel_launched(S1, "fill_", [Access(BASE, 512, True, "self")])  # clipped to the first block
+    t.kernel_launched(S2, "fill_", [Access(BASE + 256, 256, True, "self")])
+    assert t.errors == []
+    t.kernel_launched(S1, "fill_", [Access(0x900000, 64, True, "self")])  # never allocated
+    t.kernel_launched(S2, "mul", [Access(0x900000 + 32, 64, False, "self")])  # grows the backfill
+    assert [(e.kind, e.allocation.ptr, e.allocation.stream) for e in t.errors] == [
+        (kinds.READ_AFTER_WRITE, 0x900000, None)
+    ]
+
+
+# -- (b) free-in-use ----------------------------------------------------------------------------
+
+
+def _side_read_then_free(ordering) -> list:
+    t = Tracker()
+    t.allocated(BASE, 256, S0)
+    t.kernel_launched(S0, "fill_", [Access(BASE, 256, True, "self")])
+    t.event_recorded(1, S0)
+    t.event_waited(1, S1)
+    t.kernel_launched(S1, "mul", [Access(BASE, 256, False, "self")])
+    ordering(t)
+    t.freed(BASE)
+    return t.errors
+
+
+def test_free_while_side_stream_uses_block():
+    errors = _side_read_then_free(lambda t: None)
+    assert [(e.kind, e.current.stream, e.current.operator, e.previous.stream) for e in errors] == [
+        (kinds.FREE_IN_USE, S0, "free", S1)
+    ]
+
+
+def test_record_stream_covers_the_free():
+    assert _side_read_then_free(lambda t: t.stream_recorded(BASE + 16, S1)) == []
+
+
+def test_record_stream_of_another_stream_does_not_cover():
+    assert [e.kind for e in _side_read_then_free(lambda t: t.stream_recorded(BASE, S2))] == [kinds.FREE_IN_USE]
+
+
+def test_owner_ordered_after_side_stream_covers_the_free():
+    def join(t):
+        t.event_recorded(2, S1)
+        t.event_waited(2, S0)
+
+    assert _side_read_then_free(join) == []
+
+
+def test_host_sync_covers_the_free():
+    assert _side_read_then_free(lambda t: t.stream_synchronized(S1)) == []
+    assert _side_read_then_free(lambda t: t.stream_queried(S1, True)) == []
+    assert [e.kind for e in _side_read_then_free(lambda t: t.stream_queried(S1, False))] == [kinds.FREE_IN_USE]
+
+
+def test_free_releases_shadow_state_and_block_reuse_is_new():
+    t = Tracker()
+    t.allocated(BASE, 256, S0)
+    t.kernel_launched(S1, "fill_", [Access(BASE, 256, True, "self")])
+    t.stream_recorded(BASE, S1)
+    t.freed(BASE)
+    assert t.stats()["allocations"] == 0
+    t.allocated(BASE, 256, S0)
+    t.kernel_launched(S0, "fill_", [Access(BASE, 256, True, "self")])
+    assert t.errors == []  # the allocator waited for S1 (record_stream)
+
+
+# -- (c) host accesses --------------------------------------------------------------------------
+
+
+def _d2h_copy(t: Tracker) -> None:
+    t.kernel_launched(S1, "copy_", [Access(BASE, 64, True, "self")])  # non_blocking into pinned memory
+
+
+def test_host_read_of_pending_copy_destination():
+    t = Tracker()
+    _d2h_copy(t)
+    t.host_accessed(BASE, 64, False, "tolist")
+    assert [(e.kind, e.current.stream, e.previous.stream) for e in t.errors] == [(kinds.HOST_READ_PENDING, HOST, S1)]
+
+
+def test_host_read_after_sync_or_event_query_is_clean():
+    for ordering in (
+        lambda t: t.stream_synchronized(S1),
+        lambda t: t.device_synchronized(),
+        lambda t: (t.event_recorded(3, S1), t.event_synchronized(3)),
+        lambda t: (t.event_recorded(3, S1), t.event_queried(3, True)),
+    ):
+        t = Tracker()
+        _d2h_copy(t)
+        ordering(t)
+        t.host_accessed(BASE, 64, False, "tolist")
+        assert t.errors == []
+
+
+def test_event_query_false_orders_nothing():
+    t = Tracker()
+    _d2h_copy(t)
+    t.event_recorded(3, S1)
+    t.event_queried(3, False)
+    t.host_accessed(BASE, 64, False, "tolist")
+    assert [e.kind for e in t.errors] == [kinds.HOST_READ_PENDING]
+
+
+def test_host_write_of_pending_copy_source():
+    t = Tracker()
+    t.kernel_launched(S1, "copy_", [Access(BASE, 64, False, "src")])  # non_blocking from pinned memory
+    t.host_accessed(BASE + 8, 8, True, "fill_")
+    assert [e.kind for e in t.errors] == [kinds.HOST_WRITE_PENDING]
+
+
+def test_launch_after_host_write_is_ordered():
+    t = Tracker()
+    t.host_accessed(BASE, 64, True, "fill_")
+    t.kernel_launched(S1, "copy_", [Access(BASE, 64, False, "src")])
+    t.kernel_launched(S2, "copy_", [Access(BASE, 64, True, "self")])  # S1 vs S2 still races
+    assert [e.kind for e in t.errors] == [kinds.WRITE_AFTER_READ]
+
+
+# -- (d) events never recorded ------------------------------------------------------------------
+
+
+def test_wait_on_unrecorded_event_orders_nothing_and_warns():
+    t = Tracker()
+    t.kernel_launched(S1, "fill_", [Access(BASE, 64, True, "self")])
+    t.event_created(7)
+    t.event_waited(7, S2)
+    t.kernel_launched(S2, "mul", [Access(BASE, 64, False, "self")])
+    assert [(e.kind, e.severity) for e in t.errors] == [
+        (kinds.WAIT_UNRECORDED_EVENT, "warning"),
+        (kinds.READ_AFTER_WRITE, "error"),
+    ]
+    warning = t.errors[0]
+    assert (warning.current.stream, warning.previous, warning.allocation) == (S2, None, None)
+
+
+# -- (e) zero-size tensors ----------------------------------------------------------------------
+
+
+def test_zero_size_tensors_never_collide():
+    t = Tracker()
+    t.allocated(BASE, 0, S0)
+    t.kernel_launched(S1, "fill_", [Access(BASE, 0, True, "self")])
+    t.kernel_launched(S2, "fill_", [Access(BASE, 0, True, "self")])
+    assert t.errors == [] and t.stats()["allocations"] == 0
+
+
+# -- (f) every error, once ------------------------------------------------------------------------
+
+
+def test_race_in_a_loop_is_reported_once():
+    t = Tracker()
+    for i in range(50):
+        ptr = BASE + 0x1000 * i
+        t.allocated(ptr, 64, S0, capture_stack())
+        t.kernel_launched(S0, "fill_", [Access(ptr, 64, True, "self")], capture_stack())
+        t.kernel_launched(S1, "mul", [Access(ptr, 64, False, "self")], capture_stack())
+    assert len(t.errors) == 1
+    error = t.errors[0]
+    assert error.current.stack[-1][0].co_name == "test_race_in_a_loop_is_reported_once"
+
+
+def test_distinct_sites_are_distinct_reports():
+    t = Tracker()
+    t.allocated(BASE, 64, S0, capture_stack())
+    t.kernel_launched(S0, "fill_", [Access(BASE, 64, True, "self")], capture_stack())
+    t.kernel_launched(S1, "mul", [Access(BASE, 64, False, "self")], capture_stack())
+    t.kernel_launched(S2, "add", [Access(BASE, 64, False, "self")], capture_stack())
+    assert [e.current.operator for e in t.errors] == ["mul", "add"]
+
+
+def test_errors_without_stacks_are_kept_per_allocation():
+    t = Tracker()
+    for i in range(5):
+        t.kernel_launched(S0, "fill_", [Access(BASE + 0x1000 * i, 64, True, "self")])
+    for i in range(5):
+        t.kernel_launched(S1, "fill_", [Access(BASE + 0x1000 * i, 64, True, "self")])
+    assert len(t.errors) == 5
+
+
+# -- CUDA graph capture -----------------------------------------------------------------------------
+
+
+def test_capture_on_default_stream():
+    t = Tracker()
+    t.capture_began(S0)
+    t.capture_ended(S0)
+    assert [e.kind for e in t.errors] == [kinds.CAPTURE_ON_DEFAULT_STREAM]
+
+
+def _fork(t: Tracker, event: int, source: int, target: int) -> None:
+    t.event_recorded(event, source)
+    t.event_waited(event, target)
+
+
+def test_forked_and_joined_side_stream_is_clean():
+    t = Tracker()
+    t.capture_began(S1)
+    _fork(t, 1, S1, S2)
+    t.kernel_launched(S2, "mul", [Access(BASE, 64, True, "self")])
+    _fork(t, 2, S2, S1)
+    t.capture_ended(S1)
+    assert t.errors == []
+
+
+def test_side_stream_not_forked_from_capture():
+    t = Tracker()
+    _fork(t, 1, S1, S2)  # before the capture begins: not a fork of the capture
+    t.capture_began(S1)
+    t.kernel_launched(S2, "mul", [Access(BASE, 64, True, "self")])
+    _fork(t, 2, S2, S1)
+    t.capture_ended(S1)
+    assert [(e.kind, e.current.stream, e.current.operator) for e in t.errors] == [
+        (kinds.UNJOINED_CAPTURE_FORK, S2, "mul")
+    ]
+
+
+def test_side_stream_not_joined_before_capture_end():
+    t = Tracker()
+    t.capture_began(S1)
+    _fork(t, 1, S1, S2)
+    t.kernel_launched(S2, "mul", [Access(BASE, 64, True, "self")])
+    t.capture_ended(S1)
+    assert [(e.kind, e.current.operator, e.previous.stream, e.previous.operator) for e in t.errors] == [
+        (kinds.UNJOINED_CAPTURE_FORK, "capture_end", S2, "mul")
+    ]
+
+
+def test_capture_ended_on_another_stream():
+    t = Tracker()
+    t.capture_began(S1)
+    t.capture_ended(S2)
+    assert [(e.kind, e.current.stream, e.previous.stream) for e in t.errors] == [(kinds.UNJOINED_CAPTURE_FORK, S2, S1)]
+
+
+# -- bounded memory ---------------------------------------------------------------------------------
+
+
+def test_shadow_state_stays_bounded_over_a_long_churn():
+    t = Tracker()
+    for i in range(100_000):
+        ptr = BASE + 0x1000 * (i % 7)
+        side = S1 + i % 3
+        t.allocated(ptr, 256, S0)
+        t.kernel_launched(S0, "fill_", [Access(ptr, 256, True, "self")])
+        _fork(t, 10 + i % 4, S0, side)
+        t.kernel_launched(side, "mul", [Access(ptr, 256, False, "self"), Access(ptr + 128, 64, False, "other")])
+        t.stream_recorded(ptr, side)
+        t.freed(ptr)
+    stats = t.stats()
+    assert stats["errors"] == 0
+    assert stats["allocations"] == 0 and stats["intervals"] == 0
+    assert stats["streams"] <= 4 and stats["events"] <= 4
+    assert len(t._seen) == 0 and len(t._bases) == 0
+
+
+def test_engine_imports_no_torch():
+    import subprocess
+
+    code = "import sys, csan_lint.runtime.tracker, csan_lint.runtime.report, csan_lint.runtime.trace, csan_lint.runtime.replay; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
