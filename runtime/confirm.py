@@ -241,5 +241,5 @@ def main(findings: list[Finding], paths: list[str], config: Any, options: dict[s
             format_text(verdicts, runtime_only, verbose=settings.verbose, quiet=settings.quiet),
             nl=False,
         )
-    failed = runtime_only or any(verdict.verdict in settings.fail_on for verdict in verdicts)
+    failed = any(entry.is_race for entry in runtime_only) or any(verdict.verdict in settings.fail_on for verdict in verdicts)
     return EXIT_FAILED if failed else EXIT_CLEAN

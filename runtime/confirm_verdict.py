@@ -94,6 +94,11 @@ class RuntimeOnly:
     tests: tuple[str, ...]
     report: Mapping[str, Any]
 
+    @property
+    def is_race(self) -> bool:
+        """False for the kinds the sanitizer calls warnings (a wait that orders nothing)."""
+        return self.report.get("severity", "error") != "warning"
+
 
 def real(path: str) -> str:
     return os.path.realpath(path)
@@ -107,8 +112,13 @@ def _span_text(span: Span) -> str:
 
 def _access_frames(report: Mapping[str, Any]) -> Iterable[tuple[str, int]]:
     """(real path, line) of every frame of both accesses. The free and the host access are the
-    `current` access of their reports; the allocation site is not an access and never matches."""
-    for side in ("current", "previous"):
+    `current` access of their reports. For a free in use, the allocation site counts too: the
+    hazard is the block allocated there (a missing `record_stream` is flagged where the tensor
+    is made, while the free happens wherever its last reference dies)."""
+    sides = ["current", "previous"]
+    if report.get("kind") == kinds.FREE_IN_USE:
+        sides.append("allocation")
+    for side in sides:
         access = report.get(side) or {}
         for frame in access.get("stack") or ():
             yield real(frame["file"]), int(frame["line"])

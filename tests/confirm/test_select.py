@@ -1,0 +1,100 @@
+"""Test selection: which test files reach a flagged module through imports, and test paths."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from csan_lint.runtime.confirm_select import SelectionError, default_test_paths, select_tests
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/flagged.py": "import torch\n",
+            "pkg/middle.py": "from . import flagged\n",
+            "pkg/other.py": "import os\n",
+            "pkg/sub/__init__.py": "",
+            "pkg/sub/deep.py": "from ..middle import x\n",
+            "tests/test_direct.py": "from pkg.flagged import thing\n",
+            "tests/test_transitive.py": "import pkg.middle\n",
+            "tests/test_relative_chain.py": "from pkg.sub import deep\n",
+            "tests/test_other.py": "import pkg.other\n",
+            "tests/test_bare.py": "import flagged\n",
+            "tests/fixtures/conftest.py": "from pkg import flagged\n",
+            "tests/fixtures/test_uses_fixture.py": "def test_x(thing): pass\n",
+            "tests/helpers.py": "import pkg.flagged\n",
+            "tests/test_broken_syntax.py": "def (:\n",
+        },
+    )
+    return tmp_path
+
+
+def test_selects_direct_transitive_relative_and_conftest_importers(project):
+    flagged = os.path.realpath("pkg/flagged.py")
+    selection = select_tests([flagged], ["tests"], ["pkg"])
+    assert selection.test_files == (
+        "tests/fixtures/test_uses_fixture.py",
+        "tests/test_bare.py",
+        "tests/test_direct.py",
+        "tests/test_relative_chain.py",
+        "tests/test_transitive.py",
+    )
+    assert len(selection.reaching[flagged]) == 5
+
+
+def test_unflagged_module_selects_nothing(project):
+    selection = select_tests([], ["tests"], ["pkg"])
+    assert selection.test_files == ()
+
+
+def test_each_flagged_file_knows_its_importers(project):
+    other = os.path.realpath("pkg/other.py")
+    selection = select_tests([other], ["tests"], ["pkg"])
+    assert selection.test_files == ("tests/test_other.py",)
+    assert selection.reaching[other] == {os.path.realpath("tests/test_other.py")}
+
+
+def test_explicit_test_file_and_node_id(project):
+    flagged = os.path.realpath("pkg/flagged.py")
+    selection = select_tests([flagged], ["tests/test_direct.py::test_a", "tests/test_other.py"], ["pkg"])
+    assert selection.test_files == ("tests/test_direct.py",)
+
+
+def test_missing_test_path_is_a_usage_error(project):
+    with pytest.raises(SelectionError, match="test path nowhere does not exist"):
+        select_tests([], ["nowhere"], ["pkg"])
+
+
+def test_default_test_paths_follow_pytest_testpaths(tmp_path, monkeypatch):
+    write(tmp_path, {"pyproject.toml": '[tool.pytest.ini_options]\ntestpaths = ["checks"]\n', "src/a.py": ""})
+    (tmp_path / "checks").mkdir()
+    paths, config = default_test_paths([str(tmp_path / "src")])
+    assert paths == [str(tmp_path / "checks")]
+    assert config is not None and config.rootdir == tmp_path
+
+
+def test_default_test_paths_fall_back_to_tests_next_to_the_config(tmp_path):
+    write(tmp_path, {"pytest.ini": "[pytest]\npython_files = check_*.py\n", "src/a.py": "", "tests/check_a.py": ""})
+    paths, config = default_test_paths([str(tmp_path / "src" / "a.py")])
+    assert paths == [str(tmp_path / "tests")]
+    assert config.python_files == ("check_*.py",)
+
+
+def test_no_test_paths_when_there_are_none(tmp_path):
+    write(tmp_path, {"src/a.py": ""})
+    paths, _ = default_test_paths([str(tmp_path / "src")])
+    assert paths == []

@@ -1,0 +1,167 @@
+"""The verdict rules on plain data: matching by position and kind, coverage, broken runs."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from csan_lint.lint.model import Finding, Span
+from csan_lint.runtime import confirm_verdict, kinds
+from csan_lint.runtime.confirm_verdict import (
+    CONFIRMED,
+    CRASHED,
+    DISMISSED,
+    ERROR,
+    FAILED,
+    PASSED,
+    RUNTIME_ONLY_CODES,
+    SKIPPED,
+    UNEXERCISED,
+    Race,
+    RunResult,
+    TestRun,
+    decide,
+)
+
+
+class _Rule:
+    code = "CSL101"
+    confirmed_by = (kinds.READ_AFTER_WRITE,)
+
+
+class _FreeRule:
+    code = "CSL201"
+    confirmed_by = (kinds.FREE_IN_USE,)
+
+
+@pytest.fixture(autouse=True)
+def rules(monkeypatch):
+    """Two rules with known `confirmed_by`, whatever the real catalog declares."""
+    table = {rule.code: rule for rule in (_Rule, _FreeRule)}
+    monkeypatch.setattr(confirm_verdict, "rule_by_code", table.get)
+
+
+@pytest.fixture
+def src(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mod.py").write_text("\n" * 40)
+    return os.path.realpath(tmp_path / "mod.py")
+
+
+def finding(start: int, end: int, code: str = "CSL101") -> Finding:
+    return Finding("mod.py", start, 5, code, "m", start, 9, Span(start, end))
+
+
+def race(path: str, line: int, kind: str = kinds.READ_AFTER_WRITE, previous_line: int = 1, alloc_line: int = 2):
+    def stack(at: int) -> list[dict]:
+        return [{"file": path, "line": at, "function": "f"}]
+
+    return {
+        "kind": kind,
+        "message": "a race",
+        "allocation": {"ptr": 0, "size": 4, "stream": 0, "stack": stack(alloc_line)},
+        "current": {"stream": 7, "operator": "aten::add", "argument": "self", "is_write": False, "stack": stack(line)},
+        "previous": {"stream": 0, "operator": "aten::mul", "argument": "out", "is_write": True, "stack": stack(previous_line)},
+    }
+
+
+def ran(nodeid: str, path: str, lines: set[int], outcome: str = PASSED, reason: str | None = None) -> TestRun:
+    return TestRun(nodeid, outcome, reason, {path: frozenset(lines)})
+
+
+def test_race_inside_the_span_confirms(src):
+    result = RunResult({"t::a": ran("t::a", src, {11})}, [Race("t::a", race(src, 11))])
+    (verdict,), runtime_only = decide([finding(10, 12)], result, {src: frozenset({"t.py"})})
+    assert (verdict.verdict, verdict.tests) == (CONFIRMED, ("t::a",))
+    assert verdict.race["current"]["stack"][0]["line"] == 11
+    assert runtime_only == []
+
+
+def test_previous_access_inside_the_span_confirms_too(src):
+    result = RunResult({}, [Race("t::a", race(src, 30, previous_line=12))])
+    (verdict,), _ = decide([finding(10, 12)], result, {})
+    assert verdict.verdict == CONFIRMED
+
+
+def test_race_of_another_kind_does_not_confirm_and_is_runtime_only(src):
+    result = RunResult({"t::a": ran("t::a", src, {11})}, [Race("t::a", race(src, 11, kinds.WRITE_AFTER_WRITE))])
+    (verdict,), runtime_only = decide([finding(10, 12)], result, {})
+    assert verdict.verdict == DISMISSED
+    assert [(entry.code, entry.line) for entry in runtime_only] == [(RUNTIME_ONLY_CODES[kinds.WRITE_AFTER_WRITE], 11)]
+
+
+def test_race_outside_the_span_is_runtime_only(src):
+    result = RunResult({"t::a": ran("t::a", src, {11}), "t::b": ran("t::b", src, set())}, [
+        Race("t::a", race(src, 20)),
+        Race("t::b", race(src, 20)),
+    ])
+    (verdict,), runtime_only = decide([finding(10, 12)], result, {})
+    assert verdict.verdict == DISMISSED
+    assert len(runtime_only) == 1 and runtime_only[0].tests == ("t::a", "t::b")
+
+
+def test_free_in_use_matches_the_allocation_site(src):
+    report = race(src, 30, kinds.FREE_IN_USE, previous_line=31, alloc_line=11)
+    (verdict,), _ = decide([finding(10, 12, "CSL201")], RunResult({}, [Race("t::a", report)]), {})
+    assert verdict.verdict == CONFIRMED
+
+
+def test_allocation_site_alone_does_not_confirm_other_kinds(src):
+    report = race(src, 30, previous_line=31, alloc_line=11)
+    (verdict,), _ = decide([finding(10, 12)], RunResult({}, [Race("t::a", report)]), {})
+    assert verdict.verdict == UNEXERCISED
+
+
+def test_ran_without_race_is_dismissed_with_the_test_count(src):
+    tests = {n: ran(n, src, {12}) for n in ("t::a", "t::b")} | {"t::c": ran("t::c", src, {13})}
+    (verdict,), _ = decide([finding(10, 12)], RunResult(tests, []), {src: frozenset({"t.py"})})
+    assert verdict.verdict == DISMISSED
+    assert verdict.reason == "block ran in 2 tests, no race"
+    assert verdict.tests == ("t::a", "t::b")
+
+
+def test_never_reached_is_unexercised_and_says_which_lines(src, tmp_path):
+    importer = os.path.realpath(tmp_path / "t.py")
+    tests = {"t.py::a": ran("t.py::a", src, {20}), "t.py::b": TestRun("t.py::b", SKIPPED)}
+    (verdict,), _ = decide([finding(10, 12)], RunResult(tests, []), {src: frozenset({importer})})
+    assert verdict.verdict == UNEXERCISED
+    assert verdict.reason == "no test reached lines 10-12 (1 test that import it skipped)"
+
+
+def test_not_imported_by_any_test_says_so(src):
+    (verdict,), _ = decide([finding(10, 10)], RunResult({}, []), {})
+    assert (verdict.verdict, verdict.reason) == (UNEXERCISED, "no test imports mod.py")
+
+
+@pytest.mark.parametrize("outcome", [FAILED, CRASHED])
+def test_broken_test_that_reached_the_block_gives_error(src, outcome):
+    tests = {"t::a": ran("t::a", src, {11}, outcome, "boom"), "t::b": ran("t::b", src, {11})}
+    (verdict,), _ = decide([finding(10, 12)], RunResult(tests, []), {})
+    assert verdict.verdict == ERROR
+    assert verdict.reason.startswith("t::a ") and "boom" in verdict.reason
+    assert verdict.reason.endswith("(the block also ran cleanly in 1 test)")
+
+
+def test_a_race_still_confirms_in_a_broken_test(src):
+    tests = {"t::a": ran("t::a", src, {11}, CRASHED, "killed")}
+    (verdict,), _ = decide([finding(10, 12)], RunResult(tests, [Race("t::a", race(src, 11))]), {})
+    assert verdict.verdict == CONFIRMED
+
+
+def test_test_file_that_failed_to_collect_gives_error_to_what_it_imports(src, tmp_path):
+    broken = os.path.realpath(tmp_path / "test_x.py")
+    result = RunResult({}, [], broken_files={broken: "ImportError: nope"})
+    (verdict,), _ = decide([finding(10, 12)], result, {src: frozenset({broken})})
+    assert verdict.verdict == ERROR
+    assert verdict.reason == "test_x.py could not be collected: ImportError: nope"
+
+
+def test_finding_of_no_rule_is_an_error_not_a_guess(src):
+    (verdict,), _ = decide([finding(1, 1, "CSL001")], RunResult({}, []), {})
+    assert verdict.verdict == ERROR
+
+
+def test_runtime_only_codes_cover_every_kind_once():
+    assert sorted(RUNTIME_ONLY_CODES) == sorted(kinds.ALL_KINDS)
+    assert len(set(RUNTIME_ONLY_CODES.values())) == len(kinds.ALL_KINDS)
