@@ -1,0 +1,47 @@
+"""Source text in, findings out: parse, analyse the stream flow once, run the rules on it.
+
+Pure on purpose: no file I/O, no configuration, no suppressions. The command line, the
+pre-commit hook and `--confirm` all apply those on top of this one function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import libcst as cst
+
+from csan_lint.lint.model import Finding, Span
+from csan_lint.lint.registry import SYNTAX_ERROR_CODE, all_rules
+from csan_lint.lint.rule import Rule
+from csan_lint.lint.streamflow import analyse
+
+
+def lint_source(source: str, path: str, rules: Sequence[type[Rule]] | None = None) -> list[Finding]:
+    """Parse, analyse, run the given rules (default: all). Pure: no file I/O, no config, no
+    suppressions (the shell applies those). A file that does not parse returns exactly one
+    Finding with code "CSL001", message "syntax error: <libcst's message>", at the error's
+    1-based line/column, span = that line. Findings sorted by (line, column, code)."""
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError as error:
+        return [_syntax_error(error, path)]
+    flow = analyse(module, path, source)
+    if not flow.hazards:
+        return []
+    findings = [finding for rule in (all_rules() if rules is None else rules) for finding in rule().check(flow)]
+    findings.sort(key=lambda finding: (finding.line, finding.column, finding.code))
+    return findings
+
+
+def _syntax_error(error: cst.ParserSyntaxError, path: str) -> Finding:
+    line, column = error.editor_line, error.editor_column
+    return Finding(
+        path=path,
+        line=line,
+        column=column,
+        code=SYNTAX_ERROR_CODE,
+        message=f"syntax error: {error.message}",
+        end_line=line,
+        end_column=column,
+        span=Span(line, line),
+    )

@@ -1,0 +1,100 @@
+"""Which torch.cuda API a name in the source means, however torch was imported.
+
+LibCST's QualifiedNameProvider answers this too, but costs about eight parses per file; the
+linter needs a dozen names, so a table of the module's own import aliases is enough and
+costs nothing beyond visiting the import statements.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+STREAM_CONTEXTS = frozenset({"torch.cuda.stream", "torch.cuda.StreamContext"})
+"""Calls whose value, used in `with`, makes their stream argument current for the block."""
+STREAM_CONSTRUCTORS = frozenset({"torch.cuda.Stream", "torch.cuda.ExternalStream"})
+CURRENT_STREAM = "torch.cuda.current_stream"
+DEFAULT_STREAM = "torch.cuda.default_stream"
+EVENT_CONSTRUCTORS = frozenset({"torch.cuda.Event"})
+DEVICE_SYNC = "torch.cuda.synchronize"
+SET_STREAM = "torch.cuda.set_stream"
+
+_CANONICAL_MODULES = {"torch.cuda.streams": "torch.cuda"}
+"""Submodules whose names torch.cuda re-exports: `torch.cuda.streams.Stream` is `torch.cuda.Stream`."""
+
+
+class ImportTable:
+    """Local name -> dotted name it was imported as, for the imports seen in one module.
+
+    A name bound by two different imports is dropped: guessing would trade precision for recall.
+    Relative imports are not resolved (the module's package is unknown to a pure function).
+    """
+
+    def __init__(self) -> None:
+        self._aliases: dict[str, str] = {}
+        self._ambiguous: set[str] = set()
+
+    def add(self, node: cst.Import | cst.ImportFrom) -> None:
+        if isinstance(node, cst.Import):
+            for alias in node.names:
+                dotted = dotted_name(alias.name)
+                if dotted is None:
+                    continue
+                if alias.asname is not None:
+                    self._bind(_asname(alias), dotted)
+                else:
+                    root = dotted.split(".", 1)[0]
+                    self._bind(root, root)
+            return
+        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+            return
+        module = dotted_name(node.module)
+        if module is None:
+            return
+        for alias in node.names:
+            name = dotted_name(alias.name)
+            if name is not None:
+                local = _asname(alias) if alias.asname is not None else name
+                self._bind(local, f"{module}.{name}")
+
+    def _bind(self, local: str, dotted: str) -> None:
+        if local in self._ambiguous:
+            return
+        previous = self._aliases.setdefault(local, dotted)
+        if previous != dotted:
+            del self._aliases[local]
+            self._ambiguous.add(local)
+
+    def __bool__(self) -> bool:
+        return bool(self._aliases)
+
+    def qualified(self, expr: cst.BaseExpression) -> str | None:
+        """`tc.stream` -> `torch.cuda.stream` under `import torch.cuda as tc`; None if not imported."""
+        dotted = dotted_name(expr)
+        if dotted is None:
+            return None
+        root, _, rest = dotted.partition(".")
+        target = self._aliases.get(root)
+        if target is None:
+            return None
+        full = f"{target}.{rest}" if rest else target
+        module, _, leaf = full.rpartition(".")
+        return f"{_CANONICAL_MODULES.get(module, module)}.{leaf}" if module else full
+
+
+def _asname(alias: cst.ImportAlias) -> str:
+    assert alias.asname is not None
+    name = alias.asname.name
+    return name.value if isinstance(name, cst.Name) else ""
+
+
+def dotted_name(expr: cst.BaseExpression) -> str | None:
+    """`a.b.c` for a chain of names and attributes, None for anything else."""
+    parts: list[str] = []
+    while isinstance(expr, cst.Attribute):
+        parts.append(expr.attr.value)
+        expr = expr.value
+    if not isinstance(expr, cst.Name):
+        return None
+    parts.append(expr.value)
+    return ".".join(reversed(parts))
+

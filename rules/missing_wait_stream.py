@@ -1,0 +1,248 @@
+"""CSL101: a side stream consumes a tensor the current stream produced, without waiting for it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from csan_lint.lint.model import Finding
+from csan_lint.lint.rule import Invalid, Rule, Valid
+from csan_lint.lint.streamflow import (
+    CURRENT,
+    HazardKind,
+    ModuleFlow,
+    describe_stream,
+    stream_expression,
+)
+from csan_lint.runtime.kinds import READ_AFTER_WRITE, WRITE_AFTER_WRITE
+
+
+class MissingWaitStream(Rule):
+    """
+    ## What it does
+    Flags a read or write, inside `with torch.cuda.stream(s):`, of a tensor whose last write
+    was launched on the current stream before the block, when nothing orders `s` after that
+    write: no `s.wait_stream(...)`, no `s.wait_event(e)` after `e.record()`, no host sync.
+
+    ## Why is this bad?
+    PyTorch's side streams are non-blocking: kernels on `s` do not wait for the current stream.
+    The kernel in the block can read the tensor before it is written, or race with the write,
+    and compute on stale or half-written data. There is no error, only wrong numbers, now and
+    then.
+
+    ## Known problems
+    Tensors whose producer is not visible in the function (parameters, results of calls into
+    other functions that launch work on other streams) are assumed ready. Two stream variables
+    are assumed to be different streams, and `torch.cuda.default_stream()` is assumed to be the
+    stream that is current when the function is entered. Ordering made inside called helper
+    functions is not seen, which can produce a finding the runtime check then dismisses.
+    """
+
+    code = "CSL101"
+    name = "missing-wait-stream"
+    summary = "side-stream work consumes a tensor produced on another stream with no ordering"
+    message = "'{tensor}' was written on {producer} and is {verb} on {consumer} with no wait_stream/wait_event between them"
+    fix_title = "call `{consumer_stream}.wait_stream({producer_stream})` before the `with` block"
+    confirmed_by = (READ_AFTER_WRITE, WRITE_AFTER_WRITE)
+
+    VALID = [
+        Valid(
+            """
+            import torch
+
+            def forward(x, s):
+                y = x * 2
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    z = y + 1
+                torch.cuda.current_stream().wait_stream(s)
+                return z
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def forward(x, s):
+                done = torch.cuda.Event()
+                y = x * 2
+                done.record()
+                with torch.cuda.stream(s):
+                    s.wait_event(done)
+                    z = y + 1
+                done.wait(torch.cuda.current_stream())
+                return y
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            y = torch.ones(4, device="cuda")
+            torch.cuda.synchronize()
+            with torch.cuda.stream(torch.cuda.Stream()):
+                z = y * 2
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def forward(s):
+                with torch.cuda.stream(s):
+                    a = torch.ones(4, device="cuda")
+                    b = a * 2
+                    b.add_(a)
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def forward(x, s):
+                n = x.size(0)
+                shape = x.shape
+                with torch.cuda.stream(s):
+                    y = x * 2
+                    z = torch.empty(n, *shape[1:], device="cuda")
+            """
+        ),
+        Valid(
+            """
+            import torch.cuda as tc
+            import torch
+
+            def forward(x):
+                side = tc.Stream()
+                main = tc.current_stream()
+                y = torch.relu(x)
+                ctx = tc.StreamContext(side)
+                side.wait_stream(main)
+                with ctx:
+                    z = y * 2
+                main.wait_stream(side)
+                return z
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def forward(x, s):
+                y = torch.relu(x)
+                total = y.sum().item()
+                with torch.cuda.stream(s):
+                    z = y * total
+            """
+        ),
+        Valid(
+            """
+            from mylib import stream
+
+            def forward(x, s):
+                y = x * 2
+                with stream(s):
+                    z = y + 1
+            """
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            """
+            import torch
+
+            s = torch.cuda.Stream()
+            x = torch.randn(8, device="cuda")
+            with torch.cuda.stream(s):
+                y = x * 2
+            """,
+            lines=(6,),
+        ),
+        Invalid(
+            """
+            import torch
+            import torch.cuda as tc
+
+            def step(model, batch, side):
+                out = model(batch)
+                with tc.stream(side):
+                    loss = out.sum()
+                tc.current_stream().wait_stream(side)
+                return loss
+            """,
+            lines=(7,),
+        ),
+        Invalid(
+            """
+            from torch.cuda import Stream, stream as s_ctx
+            import torch
+
+            buf = torch.zeros(4, device="cuda")
+            copy_stream = Stream()
+            with s_ctx(copy_stream):
+                buf.add_(1)
+            """,
+            lines=(7,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            def forward(x, s, flag):
+                y = x + 1
+                if flag:
+                    s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    z = y * 2
+                torch.cuda.current_stream().wait_stream(s)
+                return z
+            """,
+            lines=(8,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            def run(batches, s):
+                h = torch.zeros(4, device="cuda")
+                s.wait_stream(torch.cuda.current_stream())
+                for b in batches:
+                    with torch.cuda.stream(s):
+                        out = h * 2
+                    h = torch.relu(b)
+            """,
+            lines=(8,),
+        ),
+        Invalid(
+            """
+            from torch import cuda
+            import torch
+
+            def forward(x):
+                s = cuda.Stream()
+                y = torch.relu(x)
+                with cuda.stream(s):
+                    y.mul_(2)
+                cuda.synchronize()
+            """,
+            lines=(8,),
+        ),
+    ]
+
+    def check(self, flow: ModuleFlow) -> Iterator[Finding]:
+        for hazard in flow.hazards:
+            if hazard.other != CURRENT or hazard.kind not in (
+                HazardKind.READ_AFTER_WRITE,
+                HazardKind.WRITE_AFTER_WRITE,
+            ):
+                continue
+            consumer = hazard.access.stream
+            yield self.finding(
+                flow.path,
+                **flow.location(hazard),
+                tensor=hazard.tensor,
+                producer=describe_stream(hazard.other),
+                verb="written" if hazard.access.write else "read",
+                consumer=describe_stream(consumer),
+                consumer_stream=stream_expression(consumer),
+                producer_stream=stream_expression(hazard.other),
+            )
