@@ -1,0 +1,195 @@
+"""The emulated CUDA device: unmodified GPU test code runs on a CPU-only torch build.
+
+While active, `torch.cuda.is_available()` is True, tensors made with `device="cuda"` (or
+moved there) report `cuda:0` and keep their data in CPU memory, and the `torch.cuda`
+stream/event/graph API is a faithful fake that fires the `torch.cuda._gpu_trace` callbacks
+the CUDA runtime fires, so a sanitizer listening to them works the same on both.
+
+`activate()` patches torch (and `threading.Thread`, so new threads get the device too);
+`deactivate()` restores every patched attribute exactly. Activate before the test modules
+are imported: GPU suites evaluate `skipif(not torch.cuda.is_available())` at import.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+import torch.cuda.graphs
+import torch.cuda.streams
+from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+from csan_lint.runtime.emulation import device, graphs, streams
+
+__all__ = ["activate", "deactivate", "emulated", "is_active", "is_device", "is_pinned"]
+
+is_device = device.is_device
+is_pinned = device.is_pinned_host
+
+_MISSING = object()
+
+
+class _State:
+    def __init__(self) -> None:
+        self.saved: list[tuple[Any, str, Any]] = []
+        self.mode: device.DeviceMode | None = None
+        self.thread: threading.Thread | None = None
+
+
+_state = _State()
+_base_bootstrap = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]
+
+
+def _bootstrap_inner(thread: threading.Thread) -> None:
+    # Dispatch modes are per thread: a thread started while the device is emulated gets it.
+    with device.DeviceMode():
+        _base_bootstrap(thread)
+
+
+def _memory_stat(name: str) -> Any:
+    def stat(device_: Any = None) -> int:
+        streams.check_device(device_)
+        return getattr(device.memory, name)
+
+    return stat
+
+
+def _reset_peak(device_: Any = None) -> None:
+    streams.check_device(device_)
+    device.memory.peak = device.memory.allocated
+
+
+def _manual_seed(seed: int) -> None:
+    device.rng.generator.manual_seed(int(seed))
+
+
+def _seed() -> None:
+    device.rng.generator.seed()
+
+
+def _get_rng_state(device_: Any = "cuda") -> torch.Tensor:
+    return device.rng.generator.get_state()
+
+
+def _set_rng_state(new_state: torch.Tensor, device_: Any = "cuda") -> None:
+    device.rng.generator.set_state(new_state)
+
+
+def _cuda_functions() -> dict[str, Any]:
+    allocated = _memory_stat("allocated")
+    peak = _memory_stat("peak")
+    return {
+        "is_available": streams.is_available,
+        "device_count": streams.device_count,
+        "current_device": streams.current_device,
+        "set_device": streams.set_device,
+        "get_device_name": streams.get_device_name,
+        "get_device_capability": streams.get_device_capability,
+        "get_device_properties": streams.get_device_properties,
+        "_lazy_init": streams.no_op,
+        "init": streams.no_op,
+        "is_initialized": streams.is_available,
+        "_exchange_device": streams.exchange_device,
+        "_maybe_exchange_device": streams.exchange_device,
+        "Stream": streams.Stream,
+        "Event": streams.Event,
+        "current_stream": streams.current_stream,
+        "default_stream": streams.default_stream,
+        "set_stream": streams.set_stream,
+        "_set_stream_by_id": streams._set_stream_by_id,
+        "synchronize": streams.synchronize,
+        "is_current_stream_capturing": streams.is_current_stream_capturing,
+        "CUDAGraph": graphs.CUDAGraph,
+        "graph": graphs.graph,
+        "graph_pool_handle": graphs.graph_pool_handle,
+        "manual_seed": _manual_seed,
+        "manual_seed_all": _manual_seed,
+        "seed": _seed,
+        "seed_all": _seed,
+        "initial_seed": lambda: device.rng.generator.initial_seed(),
+        "get_rng_state": _get_rng_state,
+        "set_rng_state": _set_rng_state,
+        "empty_cache": streams.no_op,
+        "memory_allocated": allocated,
+        "memory_reserved": allocated,
+        "max_memory_allocated": peak,
+        "max_memory_reserved": peak,
+        "reset_peak_memory_stats": _reset_peak,
+        "reset_max_memory_allocated": _reset_peak,
+    }
+
+
+def _patches() -> list[tuple[Any, str, Any]]:
+    cuda = _cuda_functions()
+    table: list[tuple[Any, str, Any]] = [(torch.cuda, name, value) for name, value in cuda.items()]
+    table += [
+        (torch.cuda.streams, "Stream", streams.Stream),
+        (torch.cuda.streams, "Event", streams.Event),
+        (torch.cuda.graphs, "CUDAGraph", graphs.CUDAGraph),
+        (torch.cuda.graphs, "graph", graphs.graph),
+        (torch.cuda.graphs, "graph_pool_handle", graphs.graph_pool_handle),
+        (torch.cuda.graphs, "is_current_stream_capturing", streams.is_current_stream_capturing),
+        (threading.Thread, "_bootstrap_inner", _bootstrap_inner),
+    ]
+    table += [(torch.Tensor, name, value) for name, value in device.TENSOR_ATTRIBUTES.items()]
+    table += [(torch, name, value) for name, value in device.TORCH_FUNCTIONS.items()]
+    return table
+
+
+def is_active() -> bool:
+    return _state.mode is not None
+
+
+def activate() -> None:
+    """Emulate a CUDA device from now on (this thread and threads started from now on)."""
+    if is_active():
+        return
+    streams.reset()
+    device.reset()
+    graphs.graph.default_capture_stream = None
+    for owner, name, value in _patches():
+        _state.saved.append((owner, name, vars(owner).get(name, _MISSING)))
+        setattr(owner, name, value)
+    _state.mode = device.DeviceMode()
+    _state.mode.__enter__()
+    _state.thread = threading.current_thread()
+
+
+def deactivate() -> None:
+    """Give torch back exactly as it was; device tensors still alive become CPU tensors."""
+    mode = _state.mode
+    if mode is None:
+        return
+    if threading.current_thread() is not _state.thread:
+        raise RuntimeError("csan-lint emulation: deactivate() must run on the thread that activated it")
+    if _get_current_dispatch_mode() is not mode:
+        raise RuntimeError(
+            "csan-lint emulation: deactivate() with another TorchDispatchMode still active above "
+            "the emulated device; exit it first"
+        )
+    mode.__exit__(None, None, None)
+    _state.mode = None
+    _state.thread = None
+    for owner, name, value in reversed(_state.saved):
+        if value is _MISSING:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, value)
+    _state.saved.clear()
+    streams.reset()
+    device.reset()
+
+
+@contextmanager
+def emulated() -> Iterator[None]:
+    """`with emulated():` the block runs on the emulated device."""
+    was_active = is_active()
+    activate()
+    try:
+        yield
+    finally:
+        if not was_active:
+            deactivate()

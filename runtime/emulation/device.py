@@ -1,0 +1,465 @@
+"""Device tensors of the emulated CUDA device: plain CPU tensors whose storage is registered
+as device memory, reporting `cuda:0` through patched `torch.Tensor` attributes.
+
+Why this shape (checked on torch 2.13 CPU): a wrapper subclass with device "cuda" kills the
+process as soon as an op takes a CUDA device guard, while plain CPU tensors run every kernel.
+The registry is keyed by storage, so views share their base's device, and a weak reference
+on the storage's (preserved) Python object tells when the last tensor using it dies: that is
+the allocator's free. A TorchDispatchMode rewrites `device="cuda"` in factories, marks the
+results of ops on device tensors, and fires the allocator's trace callbacks; the `torch.Tensor`
+patches are global, so every thread and every other mode (a sanitizer's) sees the same answer.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+import torch
+from torch.cuda import _gpu_trace
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from csan_lint.runtime.emulation import streams
+
+CUDA = torch.device("cuda", 0)
+CPU = torch.device("cpu")
+_aten = torch.ops.aten
+_TensorBase = torch._C.TensorBase
+_device_get = _TensorBase.__dict__["device"].__get__
+_is_cuda_get = _TensorBase.__dict__["is_cuda"].__get__
+_is_cpu_get = _TensorBase.__dict__["is_cpu"].__get__
+_base_to = _TensorBase.to
+_base_tolist = _TensorBase.tolist
+_base_is_pinned = _TensorBase.is_pinned
+_base_get_device = _TensorBase.get_device
+_base_tensor = torch.tensor
+_base_as_tensor = torch.as_tensor
+_to_copy = _aten._to_copy.default
+
+
+class _Block(weakref.ref):
+    """A weak reference to a registered storage that remembers what its free must report."""
+
+    __slots__ = ("key", "ptr", "size")
+
+
+class _Registry:
+    """Storages by StorageImpl address; the entry goes when the storage dies."""
+
+    def __init__(self, on_free: Any = None) -> None:
+        self.blocks: dict[int, _Block] = {}
+        self.on_free = on_free
+
+    def add(self, storage: torch.UntypedStorage) -> _Block | None:
+        key = storage._cdata
+        if key in self.blocks:
+            return None
+        block = _Block(storage, self._released)
+        block.key = key
+        block.ptr = storage.data_ptr()
+        block.size = storage.nbytes()
+        self.blocks[key] = block
+        return block
+
+    def _released(self, block: _Block) -> None:
+        if self.blocks.get(block.key) is block:
+            del self.blocks[block.key]
+            if self.on_free is not None:
+                self.on_free(block)
+
+
+class _Memory:
+    """Device allocations: the registry plus `memory_allocated` bookkeeping."""
+
+    def __init__(self) -> None:
+        self.registry = _Registry(self._freed)
+        self.allocated = 0
+        self.peak = 0
+
+    def _freed(self, block: _Block) -> None:
+        if block.size:
+            self.allocated -= block.size
+            _gpu_trace.MemoryDeallocationCallbacks.fire_callbacks(block.ptr)
+
+    def mark(self, tensor: torch.Tensor) -> None:
+        block = self.registry.add(tensor.untyped_storage())
+        if block is not None and block.size:
+            # The caching allocator does not trace zero-byte tensors: they get no block.
+            self.allocated += block.size
+            self.peak = max(self.peak, self.allocated)
+            _gpu_trace.MemoryAllocationCallbacks.fire_callbacks(block.ptr)
+
+
+memory = _Memory()
+pinned = _Registry()
+
+
+def reset() -> None:
+    """Forget every device and pinned storage (leaving or entering the emulation)."""
+    global memory, pinned
+    memory = _Memory()
+    pinned = _Registry()
+
+
+def is_device(tensor: torch.Tensor) -> bool:
+    """Whether `tensor` lives on the emulated device (hot path)."""
+    try:
+        return tensor.untyped_storage()._cdata in memory.registry.blocks
+    except (RuntimeError, NotImplementedError, TypeError):
+        return False  # no storage: sparse, nested, wrapper subclasses
+
+
+def is_pinned_host(tensor: torch.Tensor) -> bool:
+    try:
+        return tensor.untyped_storage()._cdata in pinned.blocks
+    except (RuntimeError, NotImplementedError, TypeError):
+        return False
+
+
+def _mark_all(out: Any) -> None:
+    if isinstance(out, torch.Tensor):
+        memory.mark(out)
+    elif isinstance(out, (tuple, list)):
+        for item in out:
+            if isinstance(item, torch.Tensor):
+                memory.mark(item)
+
+
+def _pin_all(out: Any) -> None:
+    if isinstance(out, torch.Tensor):
+        pinned.add(out.untyped_storage())
+
+
+def _sync_current() -> None:
+    """A blocking copy between host and device: CUDA syncs the current stream (and traces it)."""
+    handle = streams.current_handle()
+    streams.forbid_during_capture(handle)
+    _gpu_trace.StreamSynchronizationCallbacks.fire_callbacks(handle)
+
+
+# -- per-op plans ---------------------------------------------------------------------------
+
+_PLAIN, _COPY_TO, _COPY_INTO, _SCALAR, _RECORD_STREAM = range(5)
+
+
+class _Plan:
+    """What one op overload needs from the emulation, computed once."""
+
+    __slots__ = ("kind", "fresh", "pointwise", "seeded", "writes")
+
+    def __init__(self, func: Any) -> None:
+        schema = func._schema
+        self.kind = {
+            _to_copy: _COPY_TO,
+            _aten.copy_.default: _COPY_INTO,
+            _aten._local_scalar_dense.default: _SCALAR,
+            _aten.record_stream.default: _RECORD_STREAM,
+        }.get(func, _PLAIN)
+        # Only results that alias no input are new allocations.
+        self.fresh = all(ret.alias_info is None for ret in schema.returns)
+        self.pointwise = torch.Tag.pointwise in func.tags
+        self.seeded = torch.Tag.nondeterministic_seeded in func.tags
+        # For ops that write their inputs and return them (in place, out=): which argument
+        # each result is, so a graph capture can defer the write to replay.
+        self.writes: tuple[tuple[int, str], ...] | None = None
+        returns = schema.returns
+        if returns and all(ret.alias_info is not None and ret.alias_info.is_write for ret in returns):
+            written = []
+            for ret in returns:
+                for position, argument in enumerate(schema.arguments):
+                    alias = argument.alias_info
+                    if alias is not None and alias.before_set == ret.alias_info.before_set:
+                        written.append((position, argument.name))
+                        break
+            if len(written) == len(returns):
+                self.writes = tuple(written)
+
+
+_plans: dict[Any, _Plan] = {}
+
+
+def _scan(args: tuple, kwargs: dict) -> tuple[bool, bool]:
+    """(any device tensor, any host tensor with data dimensions) among the arguments."""
+    on_device = on_host = False
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, torch.Tensor):
+            if is_device(value):
+                on_device = True
+            elif value.dim():
+                on_host = True
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                if isinstance(item, torch.Tensor):
+                    if is_device(item):
+                        on_device = True
+                    elif item.dim():
+                        on_host = True
+    return on_device, on_host
+
+
+class _CudaRng:
+    """The device's own generator: seeded ops on device tensors draw from it, so
+    `torch.cuda.manual_seed` reproduces device randomness without touching the CPU stream."""
+
+    def __init__(self) -> None:
+        self.generator = torch.Generator()
+        self.lock = threading.Lock()
+
+    def run(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        host = torch.default_generator
+        with self.lock:
+            saved = host.get_state()
+            host.set_state(self.generator.get_state())
+            try:
+                return func(*args, **kwargs)
+            finally:
+                self.generator.set_state(host.get_state())
+                host.set_state(saved)
+
+
+rng = _CudaRng()
+
+
+class DeviceMode(TorchDispatchMode):
+    """Runs ops on the CPU while keeping device tensors on the device."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # Otherwise torch wraps __torch_dispatch__ in torch._disable_dynamo: ~3 us per op.
+        return False
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        if kwargs is None:
+            kwargs = {}
+        plan = _plans.get(func)
+        if plan is None:
+            plan = _plans[func] = _Plan(func)
+        device = kwargs.get("device")
+        to_device = False
+        if device is not None:
+            if device.type == "cuda":
+                streams.check_device(device)
+                kwargs = {**kwargs, "device": CPU}
+                to_device = True
+            elif kwargs.get("pin_memory"):
+                kwargs = {**kwargs, "pin_memory": False}
+                out = func(*args, **kwargs)
+                _pin_all(out)
+                return out
+        on_device, on_host = _scan(args, kwargs)
+        if not (on_device or to_device):
+            if plan.kind == _PLAIN:
+                return func(*args, **kwargs)
+            return _special(plan.kind, func, args, kwargs, False, False)
+        if on_host and plan.pointwise:
+            raise RuntimeError(
+                "Expected all tensors to be on the same device, but found at least two "
+                "devices, cuda:0 and cpu!"
+            )
+        if streams.capturing:
+            graph = streams.capturing.get(streams.current_handle())
+            if graph is not None and plan.kind != _RECORD_STREAM:
+                if plan.kind == _SCALAR:
+                    raise RuntimeError(streams.CAPTURE_FORBIDDEN)
+                return graph.record(
+                    func, plan, args, kwargs, lambda: _execute(plan, func, args, kwargs, on_device, to_device)
+                )
+        return _execute(plan, func, args, kwargs, on_device, to_device)
+
+
+def _execute(plan: _Plan, func: Any, args: tuple, kwargs: dict, on_device: bool, to_device: bool) -> Any:
+    if plan.kind == _PLAIN:
+        return run(func, plan, args, kwargs)
+    return _special(plan.kind, func, args, kwargs, on_device, to_device)
+
+
+def run(func: Any, plan: _Plan, args: tuple, kwargs: dict) -> Any:
+    """Run an op on device tensors: device randomness, results on the device."""
+    out = rng.run(func, args, kwargs) if plan.seeded else func(*args, **kwargs)
+    if plan.fresh:
+        _mark_all(out)
+    return out
+
+
+def _special(kind: int, func: Any, args: tuple, kwargs: dict, on_device: bool, to_device: bool) -> Any:
+    if kind == _COPY_TO:
+        # _to_copy: to the device when asked (`device="cuda"`), to the host when asked
+        # (`device="cpu"`), else where the source is.
+        source_on_device = is_device(args[0])
+        target_device = to_device or ("device" not in kwargs and source_on_device)
+        non_blocking = kwargs.get("non_blocking", False)
+        # A non-blocking device-to-host copy lands in pinned memory (the CUDA `_to_copy`).
+        pin = kwargs.get("pin_memory") or (source_on_device and not target_device and non_blocking)
+        if kwargs.get("pin_memory"):
+            kwargs = {**kwargs, "pin_memory": False}
+        out = func(*args, **kwargs)
+        if target_device:
+            memory.mark(out)
+        elif pin:
+            pinned.add(out.untyped_storage())
+        if source_on_device != target_device and not non_blocking:
+            _sync_current()
+        return out
+    if kind == _COPY_INTO:
+        destination, source = args[0], args[1]
+        non_blocking = args[2] if len(args) > 2 else kwargs.get("non_blocking", False)
+        out = func(*args, **kwargs)
+        if is_device(destination) != is_device(source) and not non_blocking:
+            _sync_current()
+        return out
+    if kind == _SCALAR:
+        if on_device:
+            streams.forbid_during_capture(streams.current_handle())
+            out = func(*args, **kwargs)
+            _sync_current()
+            return out
+        return func(*args, **kwargs)
+    # _RECORD_STREAM: bookkeeping of the caching allocator; nothing to do on the CPU.
+    if on_device:
+        return None
+    return func(*args, **kwargs)
+
+
+# -- torch.Tensor attributes ------------------------------------------------------------------
+
+
+def _tensor_device(self: torch.Tensor) -> torch.device:
+    if is_device(self):
+        return CUDA
+    return _device_get(self)
+
+
+def _tensor_is_cuda(self: torch.Tensor) -> bool:
+    return is_device(self) or _is_cuda_get(self)
+
+
+def _tensor_is_cpu(self: torch.Tensor) -> bool:
+    return not is_device(self) and _is_cpu_get(self)
+
+
+def _tensor_get_device(self: torch.Tensor) -> int:
+    if is_device(self):
+        return 0
+    return _base_get_device(self)
+
+
+def _move(tensor: torch.Tensor, device: torch.device, dtype: Any, non_blocking: bool, memory_format: Any) -> torch.Tensor:
+    """A copy across the host/device boundary, as `_to_copy` with the target device, so
+    every mode on the stack sees the op a CUDA build dispatches."""
+    kwargs: dict[str, Any] = {"device": device, "non_blocking": non_blocking}
+    if dtype is not None:
+        kwargs["dtype"] = dtype
+    if memory_format is not None:
+        kwargs["memory_format"] = memory_format
+    return _to_copy(tensor, **kwargs)
+
+
+def _tensor_to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+    if args and isinstance(args[0], torch.Tensor):
+        other, rest = args[0], args[1:]
+        device, dtype = other.device, other.dtype
+        non_blocking = rest[0] if rest else kwargs.get("non_blocking", False)
+        copy = rest[1] if len(rest) > 1 else kwargs.get("copy", False)
+        memory_format = kwargs.get("memory_format")
+    else:
+        device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*args, **kwargs)
+        copy = kwargs.get("copy", False)
+    if device is None or device.type not in ("cuda", "cpu"):
+        return _base_to(self, *args, **kwargs)
+    if device.type == "cuda":
+        streams.check_device(device)
+    source_on_device = is_device(self)
+    if (device.type == "cuda") != source_on_device:
+        return _move(self, device, dtype, non_blocking, memory_format)
+    # No move: what is left (dtype, copy, layout) happens where the tensor is.
+    rest_kwargs: dict[str, Any] = {"non_blocking": non_blocking, "copy": copy}
+    if memory_format is not None:
+        rest_kwargs["memory_format"] = memory_format
+    if dtype is not None:
+        return _base_to(self, dtype, **rest_kwargs)
+    return _base_to(self, self.dtype, **rest_kwargs)
+
+
+def _tensor_cuda(self: torch.Tensor, device: Any = None, non_blocking: bool = False, memory_format: Any = torch.preserve_format) -> torch.Tensor:
+    target = CUDA if device is None else torch.device("cuda", streams.check_device(device))
+    return _tensor_to(self, target, non_blocking=non_blocking, memory_format=memory_format)
+
+
+def _tensor_cpu(self: torch.Tensor, memory_format: Any = torch.preserve_format) -> torch.Tensor:
+    if is_device(self):
+        return _move(self, CPU, None, False, memory_format)
+    return _base_to(self, CPU, memory_format=memory_format)
+
+
+def _tensor_pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
+    if is_device(self):
+        raise RuntimeError("cannot pin 'torch.cuda.FloatTensor' only dense CPU tensors can be pinned")
+    if is_pinned_host(self):
+        return self
+    out = self.clone()
+    pinned.add(out.untyped_storage())
+    return out
+
+
+def _tensor_is_pinned(self: torch.Tensor, device: Any = None) -> bool:
+    return is_pinned_host(self)
+
+
+def _tensor_tolist(self: torch.Tensor) -> Any:
+    # The CUDA build copies to the host first (a blocking copy: a stream sync).
+    if is_device(self):
+        return _base_tolist(_tensor_cpu(self))
+    return _base_tolist(self)
+
+
+def _tensor_numpy(self: torch.Tensor, *, force: bool = False) -> Any:
+    if is_device(self):
+        raise TypeError(
+            "can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the "
+            "tensor to host memory first."
+        )
+    return _TensorBase.numpy(self, force=force)
+
+
+def _factory(base: Any) -> Any:
+    """`torch.tensor` / `torch.as_tensor`: built on the host, then a blocking host-to-device
+    copy that the CUDA build makes below the dispatcher (no mode sees it, the sync is traced)."""
+
+    def factory(data: Any, *args: Any, device: Any = None, **kwargs: Any) -> torch.Tensor:
+        target = None if device is None else torch.device(device)
+        if base is _base_as_tensor and isinstance(data, torch.Tensor):
+            # No copy unless the device (or dtype) differs.
+            if target is None:
+                return base(data, *args, **kwargs)
+            return _tensor_to(data, target, *args, **kwargs)
+        if target is None or target.type != "cuda":
+            return base(data, *args, device=device, **kwargs)
+        streams.check_device(target)
+        out = base(data, *args, **kwargs)
+        memory.mark(out)
+        _sync_current()
+        return out
+
+    factory.__name__ = base.__name__
+    factory.__doc__ = base.__doc__
+    return factory
+
+
+TENSOR_ATTRIBUTES: dict[str, Any] = {
+    "device": property(_tensor_device),
+    "is_cuda": property(_tensor_is_cuda),
+    "is_cpu": property(_tensor_is_cpu),
+    "get_device": _tensor_get_device,
+    "to": _tensor_to,
+    "cuda": _tensor_cuda,
+    "cpu": _tensor_cpu,
+    "pin_memory": _tensor_pin_memory,
+    "is_pinned": _tensor_is_pinned,
+    "tolist": _tensor_tolist,
+    "numpy": _tensor_numpy,
+}
+TORCH_FUNCTIONS: dict[str, Any] = {
+    "tensor": _factory(_base_tensor),
+    "as_tensor": _factory(_base_as_tensor),
+}

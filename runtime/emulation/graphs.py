@@ -1,0 +1,149 @@
+"""CUDA graphs on the emulated device: capture records the ops issued on capturing streams,
+replay runs them again against the same storages.
+
+The capture rules are CUDA's: capture begins on a side stream (never the default stream)
+and ends on the stream it began on; a stream joins the capture by waiting on an event
+recorded on a capturing stream; synchronizing a capturing stream is an error. As in CUDA,
+work that writes memory in place (`x.add_(1)`, `static.copy_(batch)`) only happens at
+replay; ops that produce new tensors run during capture too (their results must exist, and
+on CUDA their contents are undefined until a replay), and replay refreshes them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import _disable_current_modes
+
+from csan_lint.runtime.emulation import device, streams
+
+_pool_ids = itertools.count(1)
+
+
+class CUDAGraph:
+    """`torch.cuda.CUDAGraph` of the emulated device."""
+
+    def __init__(self, keep_graph: bool = False) -> None:
+        self.capturing = False
+        self._captured = False
+        self._stream = streams.DEFAULT_STREAM
+        # (op, arguments, keyword arguments, captured results or None for in-place work)
+        self._ops: list[tuple[Any, tuple, dict, Any]] = []
+        self._pool = (0, next(_pool_ids))
+
+    def capture_begin(self, pool: Any = None, capture_error_mode: str = "global", **kwargs: Any) -> None:
+        handle = streams.current_handle()
+        if handle == streams.DEFAULT_STREAM:
+            raise RuntimeError(
+                "CUDA graphs must be captured on a non-default stream. (However, after "
+                "capture, it's ok to replay them on the default stream.)"
+            )
+        if self._captured or self.capturing:
+            raise RuntimeError(
+                "This CUDAGraph instance already owns a captured graph. To capture a new "
+                "graph, create a new instance."
+            )
+        if handle in streams.capturing:
+            raise RuntimeError(streams.CAPTURE_FORBIDDEN)
+        if pool is not None:
+            self._pool = tuple(pool)
+        self.capturing = True
+        self._stream = handle
+        streams.capturing[handle] = self
+
+    def capture_end(self) -> None:
+        if not self.capturing:
+            raise RuntimeError("CUDAGraph::capture_end called without a capture in progress")
+        if streams.current_handle() != self._stream:
+            raise RuntimeError("Capture must end on the same stream it began on.")
+        self.capturing = False
+        self._captured = True
+        for handle in [h for h, graph in streams.capturing.items() if graph is self]:
+            del streams.capturing[handle]
+
+    def record(self, func: Any, plan: Any, args: tuple, kwargs: dict, execute: Any) -> Any:
+        """One op issued on a capturing stream: `execute()` runs it the way the emulation
+        would outside a capture."""
+        if plan.writes is not None:
+            results = [
+                args[position] if position < len(args) else kwargs[name]
+                for position, name in plan.writes
+            ]
+            self._ops.append((func, args, kwargs, None))
+            return results[0] if len(results) == 1 else tuple(results)
+        out = execute()
+        if plan.fresh:
+            replay_kwargs = {**kwargs, "pin_memory": False} if kwargs.get("pin_memory") else kwargs
+            self._ops.append((func, args, replay_kwargs, out))
+        return out
+
+    def replay(self) -> None:
+        if not self._captured:
+            raise RuntimeError("Called CUDAGraph::replay without a preceding successful capture.")
+        # One graph launch on CUDA, not a sequence of kernels that modes would see.
+        with _disable_current_modes(), torch.no_grad():
+            for func, args, kwargs, out in self._ops:
+                if out is None:
+                    device.rng.run(func, args, kwargs)
+                    continue
+                _refresh(out, device.rng.run(func, args, kwargs))
+
+    def reset(self) -> None:
+        self._ops.clear()
+        self._captured = False
+
+    def pool(self) -> tuple[int, int]:
+        return self._pool
+
+    def enable_debug_mode(self) -> None:
+        """Nothing to debug: the emulation keeps no CUDA graph."""
+
+    def debug_dump(self, debug_path: str) -> None:
+        """Nothing to dump: the emulation keeps no CUDA graph."""
+
+
+def _refresh(captured: Any, fresh: Any) -> None:
+    if isinstance(captured, torch.Tensor):
+        captured.copy_(fresh)
+    elif isinstance(captured, (tuple, list)):
+        for old, new in zip(captured, fresh):
+            if isinstance(old, torch.Tensor):
+                old.copy_(new)
+
+
+class graph:
+    """`torch.cuda.graph`: capture on a side stream (the given one, else one shared by every
+    `graph` that names none), after a device synchronization."""
+
+    default_capture_stream: streams.Stream | None = None
+
+    def __init__(
+        self,
+        cuda_graph: CUDAGraph,
+        pool: Any = None,
+        stream: streams.Stream | None = None,
+        capture_error_mode: str = "global",
+        **kwargs: Any,
+    ) -> None:
+        if stream is None and graph.default_capture_stream is None:
+            graph.default_capture_stream = streams.Stream()
+        self.pool = () if pool is None else (pool,)
+        self.capture_stream = stream if stream is not None else graph.default_capture_stream
+        self.stream_ctx = torch.cuda.stream(self.capture_stream)
+        self.cuda_graph = cuda_graph
+        self.capture_error_mode = capture_error_mode
+
+    def __enter__(self) -> None:
+        torch.cuda.synchronize()
+        self.stream_ctx.__enter__()
+        self.cuda_graph.capture_begin(*self.pool, capture_error_mode=self.capture_error_mode)
+
+    def __exit__(self, *exc: object) -> None:
+        self.cuda_graph.capture_end()
+        self.stream_ctx.__exit__(*exc)
+
+
+def graph_pool_handle() -> tuple[int, int]:
+    return (0, next(_pool_ids))

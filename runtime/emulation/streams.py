@@ -1,0 +1,360 @@
+"""The emulated device's streams, events and synchronization: the `torch.cuda` API that GPU
+test code calls, firing the `torch.cuda._gpu_trace` callbacks the CUDA build fires, with the
+same arguments at the same moments, so a sanitizer sees the same event sequence on CPU.
+
+All work runs at once on the CPU, so every query answers "done"; what matters is the order
+of the events, not timing. One device (`cuda:0`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.cuda import _gpu_trace
+
+DEVICE_COUNT = 1
+DEFAULT_STREAM = 0
+# c10's pool: 32 streams per priority level, handed out round-robin, for at most 4 levels
+# (a modern GPU's priority range is wider and gets clamped to that).
+STREAMS_PER_POOL = 32
+PRIORITY_LEVELS = 4
+_STREAM_TYPE_BITS = 5  # c10 StreamId: (priority level + 1) << 5 | slot
+CUDA_TYPE = 1  # c10::DeviceType::CUDA
+CAPTURE_FORBIDDEN = "CUDA error: operation not permitted when stream is capturing"
+
+
+class _Pool:
+    """Which pool slot the next `Stream()` of each priority gets, and whether the pool exists."""
+
+    def __init__(self) -> None:
+        self.created = False
+        self.counters = [0] * PRIORITY_LEVELS
+        self.lock = threading.Lock()
+
+    def take(self, priority: int) -> int:
+        with self.lock:
+            if not self.created:
+                # c10 creates the whole pool on the first request (slot-major), firing one
+                # stream-creation callback per stream.
+                self.created = True
+                for slot in range(STREAMS_PER_POOL):
+                    for level in range(PRIORITY_LEVELS):
+                        _gpu_trace.StreamCreationCallbacks.fire_callbacks(_handle(level, slot))
+            level = min(max(-int(priority), 0), PRIORITY_LEVELS - 1)
+            slot = self.counters[level] % STREAMS_PER_POOL
+            self.counters[level] += 1
+        return _handle(level, slot)
+
+
+def _handle(level: int, slot: int) -> int:
+    return ((level + 1) << _STREAM_TYPE_BITS) | slot
+
+
+_pool = _Pool()
+_local = threading.local()  # .stream: this thread's current stream handle
+_event_ids = itertools.count(1)
+# Streams under graph capture (handle -> the graph), and the graph an event recorded during
+# a capture belongs to: waiting on such an event forks the waiting stream into the capture.
+capturing: dict[int, Any] = {}
+_captured_events: dict[int, Any] = {}
+
+
+def reset() -> None:
+    """Fresh device state: no pool yet, every thread back on the default stream."""
+    global _pool, _local, _event_ids
+    _pool = _Pool()
+    _local = threading.local()
+    _event_ids = itertools.count(1)
+    capturing.clear()
+    _captured_events.clear()
+
+
+def current_handle() -> int:
+    """The calling thread's current stream handle (hot path: no Stream object)."""
+    return getattr(_local, "stream", DEFAULT_STREAM)
+
+
+def forbid_during_capture(handle: int | None = None) -> None:
+    """Raise like CUDA for a synchronizing call while `handle` (or any stream) is capturing."""
+    if capturing and (handle is None or handle in capturing):
+        raise RuntimeError(CAPTURE_FORBIDDEN)
+
+
+def check_device(device: Any) -> int:
+    """The device index `device` names (None: the current one); an invalid one raises as CUDA."""
+    if device is None:
+        return 0
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type != "cuda":
+            raise ValueError(f"Expected a cuda device, but got: {device}")
+        index = 0 if device.index is None else device.index
+    else:
+        index = int(device)
+    if index < 0:
+        return 0
+    if index >= DEVICE_COUNT:
+        raise RuntimeError("CUDA error: invalid device ordinal")
+    return index
+
+
+class Stream(torch.Stream):
+    """A pool stream of the emulated device (or a view of one, given `stream_id`).
+
+    A `torch.Stream` subclass like the real one, so `Tensor.record_stream(s)` reaches the
+    dispatcher with a c10 stream; `stream_id` and `cuda_stream` are the same small handle.
+    """
+
+    def __new__(cls, device: Any = None, priority: int = 0, **kwargs: Any) -> Stream:
+        if "stream_id" in kwargs:
+            handle = int(kwargs["stream_id"])
+            check_device(kwargs.get("device_index"))
+        else:
+            check_device(device)
+            handle = _pool.take(priority)
+        return super().__new__(cls, stream_id=handle, device_index=0, device_type=CUDA_TYPE)
+
+    @property
+    def cuda_stream(self) -> int:
+        return self.stream_id
+
+    @property
+    def priority(self) -> int:
+        return -max((self.stream_id >> _STREAM_TYPE_BITS) - 1, 0)
+
+    def wait_event(self, event: Event) -> None:
+        event.wait(self)
+
+    def wait_stream(self, stream: Stream) -> None:
+        # As torch does it: an event recorded on `stream`, waited on here.
+        self.wait_event(stream.record_event())
+
+    def record_event(self, event: Event | None = None) -> Event:
+        if event is None:
+            event = Event()
+        event.record(self)
+        return event
+
+    def query(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        forbid_during_capture(self.stream_id)
+        _gpu_trace.StreamSynchronizationCallbacks.fire_callbacks(self.stream_id)
+
+    def __enter__(self) -> Stream:
+        previous = getattr(self, "_previous", None)
+        if previous is None:
+            previous = self._previous = []
+        previous.append(current_handle())
+        _local.stream = self.stream_id
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _local.stream = self._previous.pop()
+
+    @property
+    def _as_parameter_(self) -> ctypes.c_void_p:
+        return ctypes.c_void_p(self.stream_id)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Stream) and other.stream_id == self.stream_id
+
+    def __hash__(self) -> int:
+        return hash((self.stream_id, self.device))
+
+    def __repr__(self) -> str:
+        return f"<torch.cuda.Stream device=cuda:0 cuda_stream={self.stream_id:#x}>"
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.stream_id)
+
+
+class Event:
+    """An event of the emulated device. As in CUDA, the event handle is created lazily on the
+    first `record()`; waiting on or synchronizing a never-recorded event does nothing."""
+
+    def __init__(
+        self,
+        enable_timing: bool = False,
+        blocking: bool = False,
+        interprocess: bool = False,
+        external: bool = False,
+    ) -> None:
+        self.enable_timing = enable_timing
+        self.blocking = blocking
+        self.interprocess = interprocess
+        self.external = external
+        self._handle = 0
+        self._recorded_at = 0.0
+
+    @property
+    def cuda_event(self) -> int:
+        return self._handle
+
+    @property
+    def device(self) -> torch.device | None:
+        return torch.device("cuda", 0) if self._handle else None
+
+    def record(self, stream: Stream | None = None) -> None:
+        if stream is None:
+            stream = current_stream()
+        if not self._handle:
+            self._handle = next(_event_ids)
+            _gpu_trace.EventCreationCallbacks.fire_callbacks(self._handle)
+        self._recorded_at = time.perf_counter()
+        _gpu_trace.EventRecordCallbacks.fire_callbacks(self._handle, stream.stream_id)
+        graph = capturing.get(stream.stream_id)
+        if graph is not None:
+            _captured_events[self._handle] = graph
+        else:
+            _captured_events.pop(self._handle, None)
+
+    def wait(self, stream: Stream | None = None) -> None:
+        if stream is None:
+            stream = current_stream()
+        if not self._handle:
+            return
+        _gpu_trace.EventWaitCallbacks.fire_callbacks(self._handle, stream.stream_id)
+        graph = _captured_events.get(self._handle)
+        if graph is not None and graph.capturing:
+            capturing[stream.stream_id] = graph
+
+    def query(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        if not self._handle:
+            return
+        if _captured_events.get(self._handle) is not None:
+            forbid_during_capture()
+        _gpu_trace.EventSynchronizationCallbacks.fire_callbacks(self._handle)
+
+    def elapsed_time(self, end_event: Event) -> float:
+        if not (self._handle and end_event._handle):
+            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
+        if not (self.enable_timing and end_event.enable_timing):
+            raise RuntimeError("CUDA error: invalid resource handle")
+        return (end_event._recorded_at - self._recorded_at) * 1000.0
+
+    def ipc_handle(self) -> bytes:
+        raise RuntimeError("the emulated CUDA device has no interprocess events")
+
+    @property
+    def _as_parameter_(self) -> ctypes.c_void_p:
+        return ctypes.c_void_p(self._handle)
+
+    def __del__(self) -> None:
+        if self._handle:
+            _gpu_trace.EventDeletionCallbacks.fire_callbacks(self._handle)
+
+    def __repr__(self) -> str:
+        if self._handle:
+            return f"<torch.cuda.Event {self._handle:#x}>"
+        return "<torch.cuda.Event uninitialized>"
+
+
+# -- torch.cuda module functions -----------------------------------------------------------
+
+
+def current_stream(device: Any = None) -> Stream:
+    check_device(device)
+    return Stream(stream_id=current_handle(), device_index=0, device_type=CUDA_TYPE)
+
+
+def default_stream(device: Any = None) -> Stream:
+    check_device(device)
+    return Stream(stream_id=DEFAULT_STREAM, device_index=0, device_type=CUDA_TYPE)
+
+
+def set_stream(stream: Stream | None) -> None:
+    if stream is None:
+        return
+    _local.stream = stream.stream_id
+
+
+def _set_stream_by_id(stream_id: int, device_index: int, device_type: int) -> None:
+    check_device(device_index)
+    _local.stream = stream_id
+
+
+def synchronize(device: Any = None) -> None:
+    check_device(device)
+    forbid_during_capture()
+    _gpu_trace.DeviceSynchronizationCallbacks.fire_callbacks()
+
+
+def is_current_stream_capturing() -> bool:
+    return current_handle() in capturing
+
+
+def is_available() -> bool:
+    return True
+
+
+def device_count() -> int:
+    return DEVICE_COUNT
+
+
+def current_device() -> int:
+    return 0
+
+
+def set_device(device: Any) -> None:
+    check_device(device)
+
+
+def exchange_device(device: int) -> int:
+    """`torch.cuda._exchange_device`: select `device`, answer the previous one (-1: none)."""
+    if device < 0:
+        return -1
+    check_device(device)
+    return 0
+
+
+class DeviceProperties:
+    """What `get_device_properties` answers: a plausible modern GPU."""
+
+    name = "csan-lint emulated CUDA device"
+    major = 9
+    minor = 0
+    total_memory = 80 * 2**30
+    multi_processor_count = 132
+    is_integrated = False
+    is_multi_gpu_board = False
+    warp_size = 32
+
+    def __repr__(self) -> str:
+        return f"_CudaDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor})"
+
+
+def get_device_properties(device: Any = None) -> DeviceProperties:
+    check_device(device)
+    return DeviceProperties()
+
+
+def get_device_name(device: Any = None) -> str:
+    return get_device_properties(device).name
+
+
+def get_device_capability(device: Any = None) -> tuple[int, int]:
+    properties = get_device_properties(device)
+    return properties.major, properties.minor
+
+
+def no_op(*args: Any, **kwargs: Any) -> None:
+    """For the calls that have nothing to do on an emulated device (`empty_cache`, `init`)."""
+
+
+def returns(value: Any) -> Callable[..., Any]:
+    def answer(*args: Any, **kwargs: Any) -> Any:
+        return value
+
+    return answer
