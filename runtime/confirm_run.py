@@ -212,7 +212,7 @@ class Runner:
                 if len(result.ended) > before and self.counting:
                     self.done += 1
                     if self.progress is not None:
-                        self.progress(self.done, self.total or self.done)
+                        self.progress(self.done, max(self.total or 0, self.done))
 
     def _watch(self, process: subprocess.Popen[bytes], tails: Sequence[_Tail], result: _Pass) -> None:
         timeout = self.settings.timeout
@@ -249,6 +249,9 @@ class Runner:
                 break
             nodeid, outcome, reason = current.interrupted
             finished.add(nodeid)
+            self.done += 1
+            if self.progress is not None:
+                self.progress(self.done, max(self.total or 0, self.done))
             tests[self._display(current, nodeid)] = self._rerun_alone(
                 current, nodeid, outcome, reason, spans, races
             )

@@ -1,0 +1,80 @@
+"""Text and JSON output of --confirm, on verdicts made by hand."""
+
+from __future__ import annotations
+
+import json
+
+from csan_lint.lint.model import Finding, Span
+from csan_lint.runtime.confirm_output import format_json, format_text, report_from_json
+from csan_lint.runtime.confirm_verdict import RuntimeOnly, Verdict
+
+REPORT = {
+    "kind": "read-after-write",
+    "severity": "error",
+    "message": "`add` reads memory that `mul` may still be writing",
+    "allocation": {"ptr": 4096, "size": 16, "stream": 0, "stack": [{"file": "src/a.py", "line": 3, "function": "f"}]},
+    "current": {"stream": 7, "operator": "aten::add.Tensor", "argument": "self", "is_write": False,
+                "stack": [{"file": "src/a.py", "line": 12, "function": "f"}]},
+    "previous": {"stream": 0, "operator": "aten::mul.Tensor", "argument": "out", "is_write": True,
+                 "stack": [{"file": "src/a.py", "line": 10, "function": "f"}]},
+}
+
+
+def finding(line: int) -> Finding:
+    return Finding("src/a.py", line, 9, "CSL101", f"finding at {line}", line, 20, Span(line, line + 2))
+
+
+VERDICTS = [
+    Verdict(finding(11), "confirmed", "finding at 11", ("t.py::a", "t.py::b"), REPORT),
+    Verdict(finding(20), "dismissed", "block ran in 3 tests, no race", ("t.py::a", "t.py::b", "t.py::c")),
+    Verdict(finding(30), "unexercised", "no test reached lines 30-32"),
+    Verdict(finding(40), "error", "t.py::d crashed: the test process was killed by SIGKILL", ("t.py::d",)),
+]
+ONLY = [RuntimeOnly("CSL901", "read-after-write", "t.py", 7, "a race", ("t.py::e",), REPORT)]
+
+
+def test_text_has_one_line_per_verdict_and_a_summary():
+    lines = format_text(VERDICTS, ONLY).splitlines()
+    assert lines == [
+        "src/a.py:11:9: CSL101 confirmed  finding at 11 (t.py::a, +1 more)",
+        "src/a.py:20:9: CSL101 dismissed  block ran in 3 tests, no race (t.py::a, +2 more)",
+        "src/a.py:30:9: CSL101 unexercised  no test reached lines 30-32",
+        "src/a.py:40:9: CSL101 error  t.py::d crashed: the test process was killed by SIGKILL",
+        "t.py:7: CSL901 runtime-only  a race (t.py::e)",
+        "1 confirmed, 1 dismissed, 1 unexercised, 1 error; 1 runtime-only",
+    ]
+
+
+def test_quiet_drops_the_summary():
+    assert "runtime-only\n" not in format_text(VERDICTS, [], quiet=True)
+    assert format_text([], [], quiet=True) == ""
+
+
+def test_verbose_shows_the_sanitizer_report_under_confirmed_findings():
+    text = format_text(VERDICTS[:2], [], verbose=True)
+    lines = text.splitlines()
+    assert lines[0].startswith("src/a.py:11:9: CSL101 confirmed")
+    report = lines[1 : lines.index(next(line for line in lines if "dismissed" in line))]
+    assert report[0].startswith("    csan: read-after-write:")
+    assert any('File "src/a.py", line 12, in f' in line for line in report)
+    assert any('File "src/a.py", line 10, in f' in line for line in report)
+
+
+def test_report_survives_the_round_trip_through_json():
+    report = report_from_json(REPORT)
+    assert (report.kind, report.current.operator, report.previous.stream) == ("read-after-write", "aten::add.Tensor", 0)
+    assert report.allocation.stack[0].lineno == 3
+
+
+def test_json_document():
+    document = json.loads(format_json(VERDICTS, ONLY, device="emulated", test_files=["t.py"]))
+    assert document["version"] == 1 and document["device"] == "emulated" and document["test_files"] == ["t.py"]
+    first = document["findings"][0]
+    assert (first["code"], first["line"], first["span"], first["verdict"]) == (
+        "CSL101", 11, {"start_line": 11, "end_line": 13}, "confirmed",
+    )
+    assert first["tests"] == ["t.py::a", "t.py::b"] and first["runtime_report"] == REPORT
+    assert [f["verdict"] for f in document["findings"]] == ["confirmed", "dismissed", "unexercised", "error"]
+    assert document["findings"][2]["runtime_report"] is None
+    assert document["runtime_only"][0]["code"] == "CSL901"
+    assert document["summary"] == {"confirmed": 1, "dismissed": 1, "unexercised": 1, "error": 1, "runtime_only": 1}

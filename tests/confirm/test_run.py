@@ -1,0 +1,114 @@
+"""The runner against the real sanitizer plugin on the emulated device: outcomes, lines reached
+per test, and a hung test that costs only itself."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from csan_lint.lint.model import Span
+from csan_lint.runtime.confirm_run import Runner, RunSettings, short_reason
+from csan_lint.runtime.confirm_verdict import FAILED, PASSED, TIMED_OUT
+
+pytest.importorskip("torch")
+
+MODULE = """\
+import torch
+
+
+def work(x):
+    y = x + 1
+    return y
+"""
+
+TESTS = """\
+import time
+
+import pytest
+import torch
+
+import mod
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+def test_a_passes():
+    mod.work(torch.ones(1, device="cuda"))
+
+
+def test_b_hangs():
+    mod.work(torch.ones(1, device="cuda"))
+    time.sleep(120)
+
+
+def test_c_fails():
+    mod.work(torch.ones(1, device="cuda"))
+    assert False, "wrong numbers"
+
+
+def test_d_after_the_hang():
+    assert torch.ones(1, device="cuda").is_cuda
+"""
+
+
+@pytest.fixture(scope="module")
+def outcome(tmp_path_factory):
+    root = tmp_path_factory.mktemp("project")
+    (root / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
+    (root / "mod.py").write_text(MODULE)
+    (root / "tests").mkdir()
+    (root / "tests" / "test_mod.py").write_text(TESTS)
+    (root / "tests" / "test_broken.py").write_text("import mod\nimport module_that_does_not_exist\n")
+    workdir = tmp_path_factory.mktemp("work")
+    seen: list[tuple[int, int]] = []
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        runner = Runner(RunSettings("emulated", 4.0, workdir), lambda done, total: seen.append((done, total)))
+        spans = {os.path.realpath("mod.py"): [Span(4, 6)]}
+        result = runner.run(["tests/test_mod.py", "tests/test_broken.py"], spans)
+    finally:
+        os.chdir(cwd)
+    return result, seen, runner, os.path.realpath(root / "mod.py"), root
+
+
+def test_each_test_has_its_outcome_and_the_lines_it_ran(outcome):
+    result, _, runner, mod, _ = outcome
+    tests = result.tests
+    assert runner.device == "emulated"
+    assert tests["tests/test_mod.py::test_a_passes"].outcome == PASSED
+    assert tests["tests/test_mod.py::test_a_passes"].reached[mod] == {5, 6}
+    assert tests["tests/test_mod.py::test_c_fails"].outcome == FAILED
+    assert "wrong numbers" in tests["tests/test_mod.py::test_c_fails"].reason
+    assert tests["tests/test_mod.py::test_d_after_the_hang"].outcome == PASSED
+    assert mod not in tests["tests/test_mod.py::test_d_after_the_hang"].reached
+
+
+def test_a_hung_test_is_killed_and_what_it_reached_is_still_known(outcome):
+    result, _, _, mod, _ = outcome
+    hung = result.tests["tests/test_mod.py::test_b_hangs"]
+    assert hung.outcome == TIMED_OUT
+    assert hung.reason == "no result after 4 s"
+    assert hung.reached[mod] == {5, 6}
+
+
+def test_a_test_file_that_does_not_import_is_reported(outcome):
+    result, _, _, _, root = outcome
+    (message,) = result.broken_files.values()
+    assert list(result.broken_files) == [os.path.realpath(root / "tests" / "test_broken.py")]
+    assert "module_that_does_not_exist" in message
+
+
+def test_progress_counts_every_test_once(outcome):
+    _, seen, _, _, _ = outcome
+    assert [done for done, _ in seen] == [1, 2, 3, 4]
+    assert seen[-1][1] == 4
+
+
+def test_short_reason_keeps_the_error_line():
+    text = "def test():\n>       assert x == 1\nE       assert 2 == 1\n\ntests/t.py:3: AssertionError"
+    assert short_reason(text) == "assert 2 == 1"
+    assert short_reason("Skipped: no") == "Skipped: no"
+    assert short_reason(None) is None
