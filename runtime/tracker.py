@@ -121,8 +121,9 @@ class Tracker:
 
     @property
     def errors(self) -> list[RuntimeErrorReport]:
-        """All errors so far (warnings included, see `RuntimeErrorReport.severity`), in detection order."""
-        return list(self._errors)
+        """All errors so far (warnings included, see `RuntimeErrorReport.severity`), in detection
+        order. The engine's own list, not a copy (callers poll it per launch): do not mutate it."""
+        return self._errors
 
     def stats(self) -> dict[str, int]:
         """Sizes of the shadow state, to show it stays bounded."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import sys
 import sysconfig
 
 import pytest
@@ -113,7 +114,23 @@ def test_user_frames_hide_torch_stdlib_and_own_files():
 
 def test_resolve_accepts_live_and_replayed_stacks():
     live = capture_stack()
-    assert resolve(live)[-1] == Frame(__file__, live[-1][1], "test_resolve_accepts_live_and_replayed_stacks")
+    here = sys._getframe().f_lineno - 1
+    assert resolve(live)[-1] == Frame(__file__, here, "test_resolve_accepts_live_and_replayed_stacks")
     assert resolve([["a.py", 3, "f"]]) == [Frame("a.py", 3, "f")]
     assert resolve((Frame("b.py", 4, "g"),)) == [Frame("b.py", 4, "g")]
     assert resolve(None) == []
+
+
+def test_resolved_lines_match_f_lineno_on_every_frame():
+    def inner():
+        stack, line = capture_stack(), sys._getframe().f_lineno
+        expected, frame = [], sys._getframe()
+        while frame is not None:
+            expected.append(Frame(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
+            frame = frame.f_back
+        return stack, expected[::-1], line
+
+    stack, expected, line = inner()
+    resolved = resolve(stack)
+    assert len(resolved) > 10 and resolved[:-1] == expected[:-1]  # pytest's frames, this test
+    assert resolved[-1] == expected[-1]._replace(lineno=line)
