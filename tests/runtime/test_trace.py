@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+from pathlib import Path
 
 import pytest
 
@@ -149,3 +150,13 @@ def test_replay_main_bad_input(tmp_path, capsys):
     assert replay_main(str(tmp_path / "missing.jsonl"), "text") == 2
     assert "cannot read the trace" in capsys.readouterr().err
     assert replay_main(str(path), "xml") == 2
+
+
+def test_documented_example_replays_to_a_race(tmp_path):
+    doc = (Path(__file__).parents[2] / "docs" / "trace-format.md").read_text()
+    example = doc.split("## Example", 1)[1].split("```json\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "example.jsonl"
+    path.write_text(example)
+    tracker = Tracker()
+    replay(path, tracker)
+    assert [(e.kind, e.current.stack[-1].lineno) for e in tracker.errors] == [("read-after-write", 15)]
