@@ -177,6 +177,8 @@ class _Plan:
 
 
 _plans: dict[Any, _Plan] = {}
+# Set while a device-to-host copy the user asked for is dispatched (see `_special`).
+_copy_to_host = threading.local()
 
 
 def _scan(args: tuple, kwargs: dict) -> tuple[bool, bool]:
@@ -284,10 +286,11 @@ def run(func: Any, plan: _Plan, args: tuple, kwargs: dict) -> Any:
 
 def _special(kind: int, func: Any, args: tuple, kwargs: dict, on_device: bool, to_device: bool) -> Any:
     if kind == _COPY_TO:
-        # _to_copy: to the device when asked (`device="cuda"`), to the host when asked
-        # (`device="cpu"`), else where the source is.
+        # _to_copy: to the device when asked (`device="cuda"`), to the host when the user
+        # asked (`.cpu()`, `.to("cpu")`), else where the source is: torch's own code (a
+        # backward formula) names the device it sees, the CPU, meaning "the same device".
         source_on_device = is_device(args[0])
-        target_device = to_device or ("device" not in kwargs and source_on_device)
+        target_device = to_device or (source_on_device and not getattr(_copy_to_host, "active", False))
         non_blocking = kwargs.get("non_blocking", False)
         # A non-blocking device-to-host copy lands in pinned memory (the CUDA `_to_copy`).
         pin = kwargs.get("pin_memory") or (source_on_device and not target_device and non_blocking)
@@ -352,7 +355,13 @@ def _move(tensor: torch.Tensor, device: torch.device, dtype: Any, non_blocking: 
         kwargs["dtype"] = dtype
     if memory_format is not None:
         kwargs["memory_format"] = memory_format
-    return _to_copy(tensor, **kwargs)
+    if device.type == "cuda":
+        return _to_copy(tensor, **kwargs)
+    _copy_to_host.active = True
+    try:
+        return _to_copy(tensor, **kwargs)
+    finally:
+        _copy_to_host.active = False
 
 
 def _tensor_to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:

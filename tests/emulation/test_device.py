@@ -1,0 +1,181 @@
+"""Device tensors of the emulated device, exercised the way GPU test code uses them."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+pytestmark = pytest.mark.usefixtures("device")
+
+CUDA0 = torch.device("cuda", 0)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.zeros(3, device="cuda"),
+        lambda: torch.ones(3, device="cuda:0"),
+        lambda: torch.randn(3, device=torch.device("cuda")),
+        lambda: torch.arange(3, device="cuda"),
+        lambda: torch.full((3,), 2.0, device="cuda"),
+        lambda: torch.tensor([1.0, 2.0, 3.0], device="cuda"),
+        lambda: torch.as_tensor([1.0, 2.0, 3.0], device="cuda"),
+        lambda: torch.ones(3).cuda(),
+        lambda: torch.ones(3).to("cuda"),
+        lambda: torch.ones(3).to(device="cuda", dtype=torch.float64),
+    ],
+)
+def test_factories_and_moves_make_device_tensors(make):
+    x = make()
+    assert x.device == CUDA0
+    assert x.is_cuda and not x.is_cpu
+    assert x.get_device() == 0
+    assert "device='cuda:0'" in repr(x)
+
+
+def test_results_views_and_likes_stay_on_the_device():
+    x = torch.ones(4, device="cuda")
+    assert (x + 1).device == CUDA0
+    assert x[1:].device == CUDA0
+    assert x.view(2, 2).t().device == CUDA0
+    assert torch.zeros_like(x).device == CUDA0
+    assert x.new_zeros(2).device == CUDA0
+    assert torch.zeros(3, device=x.device).device == CUDA0
+    assert x.double().device == CUDA0
+    assert torch.stack([x, x]).device == CUDA0
+    assert x.max(dim=0).values.device == CUDA0
+
+
+def test_host_tensors_stay_on_the_host():
+    x = torch.ones(3)
+    assert x.device == torch.device("cpu")
+    assert not x.is_cuda and x.is_cpu
+    assert x.get_device() == -1
+    assert (x * 2).device == torch.device("cpu")
+
+
+def test_cpu_copies_back_and_item_reads_the_value():
+    x = torch.arange(4.0, device="cuda")
+    host = x.cpu()
+    assert host.device == torch.device("cpu")
+    assert host.data_ptr() != x.data_ptr()
+    host[0] = 100.0
+    assert x[0].item() == 0.0
+    assert x.to("cpu").device == torch.device("cpu")
+    assert x.sum().item() == 6.0
+    assert x.tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert x.cuda() is x
+    assert x.to("cuda") is x
+
+
+def test_to_other_tensor_follows_its_device_and_dtype():
+    on_device = torch.ones(2, device="cuda", dtype=torch.float64)
+    assert torch.ones(2).to(on_device).device == CUDA0
+    assert torch.ones(2).to(on_device).dtype == torch.float64
+    assert on_device.to(torch.ones(1)).device == torch.device("cpu")
+
+
+def test_pinned_memory_and_non_blocking_copies():
+    pageable = torch.arange(4.0)
+    pinned = pageable.pin_memory()
+    assert pinned.is_pinned() and not pageable.is_pinned()
+    assert pinned.device == torch.device("cpu")
+    assert pinned.pin_memory() is pinned
+    assert torch.empty(3, pin_memory=True).is_pinned()
+    x = pinned.to("cuda", non_blocking=True)
+    assert x.device == CUDA0 and x.tolist() == [0.0, 1.0, 2.0, 3.0]
+    back = x.to("cpu", non_blocking=True)
+    # CUDA's non-blocking device-to-host copy lands in pinned memory.
+    assert back.is_pinned() and back.device == torch.device("cpu")
+    assert not x.cpu().is_pinned()
+
+
+def test_module_cuda_forward_and_backward_keep_params_and_grads_on_the_device():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2)).cuda()
+    inputs = torch.randn(5, 4, device="cuda")
+    loss = F.cross_entropy(model(inputs), torch.tensor([0, 1, 0, 1, 1], device="cuda"))
+    loss.backward()
+    for parameter in model.parameters():
+        assert parameter.device == CUDA0
+        assert parameter.grad is not None and parameter.grad.device == CUDA0
+    assert loss.device == CUDA0
+    moved = torch.nn.Linear(2, 2).to("cuda")
+    assert moved.weight.device == CUDA0
+
+
+def test_backward_through_dtype_casts_and_indexing_gives_device_grads():
+    x = torch.randn(4, 5, device="cuda", requires_grad=True)
+    (x.half().float()[torch.tensor([0, 2], device="cuda")].sum() + x[1].sum()).backward()
+    assert x.grad.device == CUDA0
+
+
+def test_optimizer_step_on_device_params():
+    model = torch.nn.Linear(3, 2).cuda()
+    optimizer = torch.optim.Adam(model.parameters())
+    model(torch.randn(1, 3, device="cuda")).sum().backward()
+    optimizer.step()
+    assert model.weight.device == CUDA0
+    assert optimizer.state[model.weight]["exp_avg"].device == CUDA0
+
+
+def test_mixing_device_and_host_tensors_raises_like_cuda():
+    x = torch.ones(3, device="cuda")
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        x + torch.ones(3)
+    # A 0-dim host tensor is a scalar CUDA accepts.
+    assert (x * torch.tensor(2.0)).device == CUDA0
+
+
+def test_invalid_device_ordinal_raises():
+    with pytest.raises(RuntimeError, match="invalid device ordinal"):
+        torch.zeros(1, device="cuda:1")
+    with pytest.raises(RuntimeError, match="invalid device ordinal"):
+        torch.ones(1).cuda(1)
+
+
+def test_numpy_of_a_device_tensor_raises_like_cuda():
+    with pytest.raises(TypeError, match="can't convert cuda:0 device type tensor to numpy"):
+        torch.ones(1, device="cuda").numpy()
+
+
+def test_cuda_manual_seed_reproduces_device_randomness_without_touching_the_host_stream():
+    torch.manual_seed(1)
+    host_expected = torch.rand(3)
+    torch.manual_seed(1)
+    torch.cuda.manual_seed(7)
+    first = torch.randn(4, device="cuda")
+    host_actual = torch.rand(3)
+    torch.cuda.manual_seed(7)
+    second = torch.randn(4, device="cuda")
+    assert torch.equal(first.cpu(), second.cpu())
+    assert torch.equal(host_expected, host_actual)
+    state = torch.cuda.get_rng_state()
+    third = torch.rand(2, device="cuda")
+    torch.cuda.set_rng_state(state)
+    assert torch.equal(third.cpu(), torch.rand(2, device="cuda").cpu())
+
+
+def test_memory_allocated_counts_live_device_bytes():
+    gc.collect()
+    before = torch.cuda.memory_allocated()
+    x = torch.empty(256, device="cuda", dtype=torch.float32)
+    assert torch.cuda.memory_allocated() == before + 1024
+    assert torch.cuda.max_memory_allocated() >= before + 1024
+    del x
+    assert torch.cuda.memory_allocated() == before
+    torch.cuda.empty_cache()
+
+
+def test_device_module_functions():
+    assert torch.cuda.is_available()
+    assert torch.cuda.device_count() == 1
+    assert torch.cuda.current_device() == 0
+    torch.cuda.set_device(0)
+    assert isinstance(torch.cuda.get_device_name(), str)
+    assert torch.cuda.get_device_capability() >= (7, 0)
+    with torch.cuda.device(0):
+        assert torch.zeros(1, device="cuda").device == CUDA0
