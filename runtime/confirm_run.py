@@ -56,12 +56,13 @@ class RunSettings:
 
 
 def short_reason(longrepr: str | None) -> str | None:
-    """One line out of pytest's failure text: the last `E ` line, else the last line."""
+    """One line out of pytest's failure text: the first `E ` line (the exception and its
+    message), else the last line."""
     if not longrepr:
         return None
     lines = [line for line in longrepr.splitlines() if line.strip()]
     errors = [line[1:].strip() for line in lines if line.startswith("E ")]
-    text = errors[-1] if errors else lines[-1].strip() if lines else ""
+    text = errors[0] if errors else lines[-1].strip() if lines else ""
     return text[:200] or None
 
 

@@ -1,0 +1,111 @@
+"""`csan-lint --confirm` on the fixture project, for real: the linter, the selection, the
+sanitizer plugin on the emulated device, a crashing test. Every verdict is asserted exactly.
+
+fixture_project/app: racy.py races (confirmed), safe.py is flagged but synced by a helper in
+another module (dismissed), legacy.py is imported by a test but never called (unexercised),
+crashy.py is reached only by a test that then kills its process (error). tests/test_racy.py
+also races in its own code, which is not linted (runtime-only); tests/test_unrelated.py
+imports nothing flagged and must not run.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from csan_lint.lint.registry import rule_by_code
+
+pytest.importorskip("torch")
+
+FIXTURE = Path(__file__).parent / "fixture_project"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    project = tmp_path_factory.mktemp("fixture_project")
+    shutil.copytree(FIXTURE, project, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+    command = [sys.executable, "-m", "csan_lint", "app/", "--confirm", "--device", "emulated", "--timeout", "30", "--format", "json"]
+    done = subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=300)
+    assert done.stdout, done.stderr
+    return done.returncode, json.loads(done.stdout), done.stderr
+
+
+def by_file(document):
+    found: dict[str, list[dict]] = {}
+    for finding in document["findings"]:
+        found.setdefault(finding["path"], []).append(finding)
+    return found
+
+
+def test_every_flagged_module_has_findings(run):
+    _, document, _ = run
+    assert sorted(by_file(document)) == ["app/crashy.py", "app/legacy.py", "app/racy.py", "app/safe.py"]
+
+
+def test_racy_is_confirmed_with_the_runtime_report(run):
+    _, document, _ = run
+    for finding in by_file(document)["app/racy.py"]:
+        assert finding["verdict"] == "confirmed"
+        assert finding["tests"] == ["tests/test_racy.py::test_shifted"]
+        report = finding["runtime_report"]
+        assert report["kind"] in rule_by_code(finding["code"]).confirmed_by
+        lines = {frame["line"] for side in ("current", "previous") for frame in report[side]["stack"] if frame["file"].endswith("app/racy.py")}
+        assert lines & set(range(finding["span"]["start_line"], finding["span"]["end_line"] + 1))
+
+
+def test_safe_is_dismissed_by_the_three_tests_that_ran_it(run):
+    _, document, _ = run
+    for finding in by_file(document)["app/safe.py"]:
+        assert finding["verdict"] == "dismissed"
+        assert finding["reason"] == "block ran in 3 tests, no race"
+        assert finding["tests"] == [
+            "tests/test_safe.py::test_shifted",
+            "tests/test_safe.py::test_shifted_sizes[1]",
+            "tests/test_safe.py::test_shifted_sizes[3]",
+        ]
+        assert finding["runtime_report"] is None
+
+
+def test_legacy_is_unexercised(run):
+    _, document, _ = run
+    for finding in by_file(document)["app/legacy.py"]:
+        span = finding["span"]
+        assert finding["verdict"] == "unexercised"
+        assert finding["reason"] == f"no test reached lines {span['start_line']}-{span['end_line']}"
+        assert finding["tests"] == []
+
+
+def test_crashy_is_an_error_naming_the_crash(run):
+    _, document, _ = run
+    for finding in by_file(document)["app/crashy.py"]:
+        assert finding["verdict"] == "error"
+        assert finding["reason"] == (
+            "tests/test_crashy.py::test_shifted_then_dies crashed: the test process was killed by SIGKILL"
+        )
+        assert finding["tests"] == ["tests/test_crashy.py::test_shifted_then_dies"]
+
+
+def test_the_race_in_unlinted_test_code_is_runtime_only(run):
+    _, document, _ = run
+    (entry,) = document["runtime_only"]
+    assert (entry["code"], entry["kind"], entry["path"]) == ("CSL901", "read-after-write", "tests/test_racy.py")
+    assert entry["tests"] == ["tests/test_racy.py::test_race_in_unlinted_code"]
+    source = (FIXTURE / "tests" / "test_racy.py").read_text().splitlines()
+    assert source[entry["line"] - 1].strip() == "z = y - 1"
+
+
+def test_only_the_tests_that_import_flagged_code_ran(run):
+    _, document, _ = run
+    assert document["test_files"] == ["tests/test_crashy.py", "tests/test_racy.py", "tests/test_safe.py"]
+    assert document["device"] == "emulated"
+
+
+def test_summary_and_exit_code(run):
+    code, document, _ = run
+    assert document["summary"] == {"confirmed": 1, "dismissed": 1, "unexercised": 1, "error": 1, "runtime_only": 1}
+    assert code == 1
