@@ -233,7 +233,13 @@ def main(findings: list[Finding], paths: list[str], config: Any, options: dict[s
     verdicts, runtime_only = decide(findings, result, selection.reaching)
     if settings.output_format == "json":
         click.echo(
-            format_json(verdicts, runtime_only, device=device, test_files=selection.test_files),
+            format_json(
+                verdicts,
+                runtime_only,
+                device=device,
+                test_files=selection.test_files,
+                tests=list(result.tests.values()),
+            ),
             nl=False,
         )
     else:

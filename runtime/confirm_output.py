@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from csan_lint.lint.output import finding_to_dict
-from csan_lint.runtime.confirm_verdict import VERDICTS, RuntimeOnly, Verdict
+from csan_lint.runtime.confirm_verdict import VERDICTS, RuntimeOnly, TestRun, Verdict
 from csan_lint.runtime.events import AccessRecord, AllocationRecord, RuntimeErrorReport
 from csan_lint.runtime.stacks import Frame
 
@@ -108,11 +108,13 @@ def format_json(
     *,
     device: str | None,
     test_files: Sequence[str],
+    tests: Sequence[TestRun] = (),
 ) -> str:
     document = {
         "version": JSON_VERSION,
         "device": device,
         "test_files": list(test_files),
+        "tests": [{"nodeid": test.nodeid, "outcome": test.outcome, "reason": test.reason} for test in tests],
         "findings": [
             {
                 **finding_to_dict(verdict.finding),

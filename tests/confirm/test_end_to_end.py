@@ -103,6 +103,16 @@ def test_only_the_tests_that_import_flagged_code_ran(run):
     _, document, _ = run
     assert document["test_files"] == ["tests/test_crashy.py", "tests/test_racy.py", "tests/test_safe.py"]
     assert document["device"] == "emulated"
+    outcomes = {test["nodeid"]: test["outcome"] for test in document["tests"]}
+    assert outcomes == {
+        "tests/test_crashy.py::test_shifted_then_dies": "crashed",
+        "tests/test_crashy.py::test_after_the_crash_still_runs": "passed",
+        "tests/test_racy.py::test_shifted": "passed",
+        "tests/test_racy.py::test_race_in_unlinted_code": "passed",
+        "tests/test_safe.py::test_shifted": "passed",
+        "tests/test_safe.py::test_shifted_sizes[1]": "passed",
+        "tests/test_safe.py::test_shifted_sizes[3]": "passed",
+    }
 
 
 def test_summary_and_exit_code(run):
