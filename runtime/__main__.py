@@ -36,19 +36,25 @@ def main(argv: list[str] | None = None) -> int:
     sys.argv = [options.script, *options.args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(options.script)))
     status = 0
+    # The script's globals (and an exception's frames) outlive the sanitizer: tensors freed
+    # as the program ends are never reused, and reporting those frees would be noise.
+    leftovers: object = None
     try:
         with sanitize(options.device, trace) as sanitizer:
             try:
-                runpy.run_path(options.script, run_name="__main__")
+                leftovers = runpy.run_path(options.script, run_name="__main__")
             except SystemExit as exit_:
                 status = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
-            except Exception:
+                leftovers = exit_
+            except Exception as error:
                 # Shown like Python shows it; the races found before still get reported.
                 traceback.print_exc()
                 status = 1
+                leftovers = error
     finally:
         if trace is not None:
             trace.close()
+    del leftovers
     for report in sanitizer.errors:
         if options.format == "json":
             print(json.dumps(to_json(report)), file=sys.stderr)

@@ -61,7 +61,7 @@ _NOT_KERNELS = frozenset(
 )
 
 _KERNEL, _COPY, _HOST_SYNC, _SKIP = range(4)
-_VIEW, _WRITTEN, _FRESH = range(3)
+_RESULT = "output"  # the argument name of a fresh result (schema returns are mostly unnamed)
 
 
 class _Plan(NamedTuple):
@@ -69,11 +69,12 @@ class _Plan(NamedTuple):
 
     operator: str
     kind: int
-    # (position, name, is_write, reads): `reads` is False for metadata-only arguments.
+    # (position, name, is_write, is_output) of each argument whose data the kernel touches;
+    # is_output: the op returns it (written in place, `out=`). Metadata-only ones are left out.
     inputs: tuple[tuple[int, str, bool, bool], ...]
-    # per return: _FRESH (a new tensor the kernel writes), _WRITTEN (an input written in
-    # place, returned) or _VIEW (an alias that touches no data).
-    returns: tuple[int, ...]
+    # Positions in the result of the fresh tensors the kernel writes (not views, not inputs).
+    fresh_returns: tuple[int, ...]
+    single_return: bool
     non_blocking_position: int
 
 
@@ -82,6 +83,14 @@ def _plan(func: Any) -> _Plan:
     operator = func.name()
     base = operator.split(".", 1)[0]
     is_factory = bool(_FACTORY.match(schema.name.split("::", 1)[-1]))
+    returned: set[str] = set()
+    fresh_returns = []
+    for position, ret in enumerate(schema.returns):
+        alias = ret.alias_info
+        if alias is None:
+            fresh_returns.append(position)
+        elif alias.is_write:
+            returned |= alias.before_set
     inputs = []
     non_blocking_position = -1
     for position, argument in enumerate(schema.arguments):
@@ -91,11 +100,8 @@ def _plan(func: Any) -> _Plan:
         is_write = alias is not None and alias.is_write
         reads = not is_factory and (alias is None or alias.is_write)
         if is_write or reads:
-            inputs.append((position, argument.name, is_write, reads))
-    returns = tuple(
-        _FRESH if ret.alias_info is None else _WRITTEN if ret.alias_info.is_write else _VIEW
-        for ret in schema.returns
-    )
+            is_output = is_write and bool(alias.before_set & returned)
+            inputs.append((position, argument.name, is_write, is_output))
     if base in _NOT_KERNELS:
         kind = _SKIP
     elif base in ("aten::copy_", "aten::_to_copy", "aten::_copy_from", "aten::copy"):
@@ -104,7 +110,9 @@ def _plan(func: Any) -> _Plan:
         kind = _HOST_SYNC
     else:
         kind = _KERNEL
-    return _Plan(operator, kind, tuple(inputs), returns, non_blocking_position)
+    return _Plan(
+        operator, kind, tuple(inputs), tuple(fresh_returns), len(schema.returns) == 1, non_blocking_position
+    )
 
 
 def byte_extent(tensor: torch.Tensor) -> tuple[int, int]:
@@ -138,7 +146,7 @@ def _merge(
     if known is None:
         accesses[key] = [name, is_write, is_output]
         return
-    if not is_output and name not in known[0].split(", "):
+    if name != _RESULT and name not in known[0].split(", "):
         known[0] = f"{known[0]}, {name}"
     known[1] = known[1] or is_write
     known[2] = known[2] or is_output
@@ -208,30 +216,42 @@ class SanitizerMode(TorchDispatchMode):
             plan = self._plans[func] = _plan(func)
         if plan.kind == _SKIP:
             return
-        device: dict[tuple[int, int], list] = {}
-        host: list[tuple[torch.Tensor, str, bool, bool]] = []
-        # Device tensors, kept only while some allocation waits for its size and stream.
-        seen: list[torch.Tensor] | None = [] if self.pending else None
+        # (tensor, argument name, is_write, is_output) for every tensor the kernel touches.
+        touched: list[tuple[torch.Tensor, str, bool, bool]] = []
         nargs = len(args)
-        for position, name, is_write, reads in plan.inputs:
+        for position, name, is_write, is_output in plan.inputs:
             value = args[position] if position < nargs else kwargs.get(name)
             if isinstance(value, torch.Tensor):
-                self._sort(value, name, is_write, False, device, host, seen)
+                touched.append((value, name, is_write, is_output))
             elif isinstance(value, (list, tuple)):
                 for item in value:
                     if isinstance(item, torch.Tensor):
-                        self._sort(item, name, is_write, False, device, host, seen)
-        if plan.returns:
-            outs = out if len(plan.returns) > 1 else (out,)
-            for role, value in zip(plan.returns, outs):
-                if role == _VIEW:
-                    continue
-                if isinstance(value, torch.Tensor):
-                    self._sort(value, "output", True, True, device, host, seen)
-                elif isinstance(value, (list, tuple)):
-                    for item in value:
-                        if isinstance(item, torch.Tensor):
-                            self._sort(item, "output", True, True, device, host, seen)
+                        touched.append((item, name, is_write, is_output))
+        for position in plan.fresh_returns:
+            value = out if plan.single_return else out[position]
+            if isinstance(value, torch.Tensor):
+                touched.append((value, _RESULT, True, True))
+            elif isinstance(value, (list, tuple)):
+                for item in value:
+                    if isinstance(item, torch.Tensor):
+                        touched.append((item, _RESULT, True, True))
+
+        device: dict[tuple[int, int], list] = {}
+        host: list[tuple[torch.Tensor, str, bool, bool]] = []
+        is_device = self.is_device
+        for entry in touched:
+            tensor = entry[0]
+            if not is_device(tensor):
+                host.append(entry)
+                continue
+            numel = tensor.numel()
+            if not numel:
+                continue  # an empty tensor touches no memory
+            if tensor.is_contiguous():
+                key = (tensor.data_ptr(), numel * tensor.element_size())
+            else:
+                key = byte_extent(tensor)
+            _merge(device, key, entry[1], entry[2], entry[3])
         if not device:
             if host and self.host_blocks:
                 self._host_access(plan.operator, host)
@@ -257,8 +277,8 @@ class SanitizerMode(TorchDispatchMode):
         ]
         stack = capture_stack()
         with self.lock:
-            if seen:
-                self._resolve_pending(seen, stream)
+            if self.pending:
+                self._resolve_pending(touched, stream)
             self.tracker.kernel_launched(stream, plan.operator, accesses, stack=stack)
             if host_sync:
                 self.tracker.stream_synchronized(stream)
@@ -268,29 +288,12 @@ class SanitizerMode(TorchDispatchMode):
         if self.on_launch is not None:
             self.on_launch()
 
-    def _sort(
-        self,
-        tensor: torch.Tensor,
-        name: str,
-        is_write: bool,
-        is_output: bool,
-        device: dict[tuple[int, int], list],
-        host: list[tuple[torch.Tensor, str, bool, bool]],
-        seen: list[torch.Tensor] | None,
-    ) -> None:
-        if not self.is_device(tensor):
-            host.append((tensor, name, is_write, is_output))
-            return
-        key = byte_extent(tensor)
-        if key[1] == 0:
-            return  # an empty tensor touches no memory
-        if seen is not None:
-            seen.append(tensor)
-        _merge(device, key, name, is_write, is_output)
-
-    def _resolve_pending(self, tensors: list[torch.Tensor], stream: int) -> None:
+    def _resolve_pending(self, touched: list[tuple[torch.Tensor, str, bool, bool]], stream: int) -> None:
         """Allocations first seen now: their size is the storage's, their stream the current one."""
-        for tensor in tensors:
+        for entry in touched:
+            tensor = entry[0]
+            if not tensor.numel() or not self.is_device(tensor):
+                continue
             base = _storage_base(tensor)
             stack = self.pending.pop(base, None)
             if stack is not None:

@@ -22,6 +22,8 @@ from csan_lint.runtime.tracker import Tracker
 DEVICES = ("auto", "cuda", "emulated")
 
 GRAPH_REPLAY_OPERATOR = "cuda_graph.replay"
+UNRECORDED_EVENT = 0
+"""The handle a never-recorded event has (CUDA creates events on their first record)."""
 
 
 class CsanInternalWarning(RuntimeWarning):
@@ -94,6 +96,7 @@ class Sanitizer:
         self._lock = threading.RLock()
         self._patches = _Patches()
         self._graphs: weakref.WeakKeyDictionary[Any, list[Access]] = weakref.WeakKeyDictionary()
+        self._current_stream: Callable[[], int] = _current_stream
         self._new_tracker()
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -111,7 +114,7 @@ class Sanitizer:
             sink,
             is_device=_is_cuda,
             is_pinned=_is_pinned,
-            current_stream=_current_stream,
+            current_stream=self._current_stream,
             on_internal_error=self._internal_error,
             on_launch=self._collect,
             lock=self._lock,
@@ -126,10 +129,19 @@ class Sanitizer:
         self.device = resolve_device(self.requested_device)
         if self.device == "emulated":
             from csan_lint.runtime import emulation
+            from csan_lint.runtime.emulation import device, streams
 
             if not emulation.is_active():
                 emulation.activate()
                 self._activated_emulation = True
+            # The emulation's own registries answer at once (no Tensor attribute lookups).
+            self.mode.is_device = device.is_device
+            self.mode.is_pinned = device.is_pinned_host
+            self._current_stream = streams.current_handle
+        else:
+            self.mode.is_device, self.mode.is_pinned = _is_cuda, _is_pinned
+            self._current_stream = _current_stream
+        self.mode.current_stream = self._current_stream
         self.hooks.register()
         self._install_patches()
         self.mode.__enter__()
@@ -156,7 +168,9 @@ class Sanitizer:
         if was_enabled:
             self.mode.__exit__(None, None, None)
             self.hooks.unregister()
+        is_device, is_pinned = self.mode.is_device, self.mode.is_pinned
         self._new_tracker()
+        self.mode.is_device, self.mode.is_pinned = is_device, is_pinned
         self.broken = False
         self.mode.checking = not self._paused
         if was_enabled:
@@ -234,7 +248,7 @@ class Sanitizer:
 
         def capture_begin(original: Callable[..., Any]) -> Callable[..., Any]:
             def wrapper(graph: Any, *args: Any, **kwargs: Any) -> Any:
-                stream = _current_stream()
+                stream = sanitizer._current_stream()
                 stack = capture_stack()
                 sanitizer._guard(lambda: sanitizer._capture_began(stream, stack))
                 try:
@@ -247,7 +261,7 @@ class Sanitizer:
 
         def capture_end(original: Callable[..., Any]) -> Callable[..., Any]:
             def wrapper(graph: Any, *args: Any, **kwargs: Any) -> Any:
-                stream = _current_stream()
+                stream = sanitizer._current_stream()
                 stack = capture_stack()
                 sanitizer._guard(lambda: sanitizer._capture_ended(graph, stream, stack))
                 return original(graph, *args, **kwargs)
@@ -294,6 +308,19 @@ class Sanitizer:
 
             return wrapper
 
+        def event_wait(original: Callable[..., Any]) -> Callable[..., Any]:
+            def wrapper(event: Any, stream: Any = None) -> Any:
+                if not event.cuda_event:
+                    # CUDA fires no trace for a wait on a never-recorded event: it orders nothing.
+                    handle = sanitizer._current_stream() if stream is None else stream.cuda_stream
+                    stack = capture_stack()
+                    sanitizer._guard(
+                        lambda: sanitizer.sink.event_waited(UNRECORDED_EVENT, handle, stack=stack)
+                    )
+                return original(event, stream)
+
+            return wrapper
+
         def host_read(operator: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
             def make(original: Callable[..., Any]) -> Callable[..., Any]:
                 def wrapper(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
@@ -321,6 +348,7 @@ class Sanitizer:
         patches.wrap(torch.Tensor, "record_stream", record_stream)
         patches.wrap(torch.cuda.Stream, "query", stream_query)
         patches.wrap(torch.cuda.Event, "query", event_query)
+        patches.wrap(torch.cuda.Event, "wait", event_wait)
         patches.wrap(torch.Tensor, "tolist", host_read("aten::tolist"))
         patches.wrap(torch.Tensor, "numpy", host_read("aten::numpy"))
         patches.wrap(threading.Thread, "run", thread_run)
@@ -338,7 +366,7 @@ class Sanitizer:
     def _replayed(self, graph: Any, stack: Any) -> None:
         accesses = self._graphs.get(graph)
         if accesses:
-            self.sink.kernel_launched(_current_stream(), GRAPH_REPLAY_OPERATOR, accesses, stack=stack)
+            self.sink.kernel_launched(self._current_stream(), GRAPH_REPLAY_OPERATOR, accesses, stack=stack)
 
 
 def _is_cuda(tensor: torch.Tensor) -> bool:
