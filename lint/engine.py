@@ -24,7 +24,7 @@ def lint_source(source: str, path: str, rules: Sequence[type[Rule]] | None = Non
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as error:
-        return [_syntax_error(error, path)]
+        return [_syntax_error(error, source, path)]
     flow = analyse(module, path, source)
     if not flow.hazards:
         return []
@@ -33,8 +33,8 @@ def lint_source(source: str, path: str, rules: Sequence[type[Rule]] | None = Non
     return findings
 
 
-def _syntax_error(error: cst.ParserSyntaxError, path: str) -> Finding:
-    line, column = error.editor_line, error.editor_column
+def _syntax_error(error: cst.ParserSyntaxError, source: str, path: str) -> Finding:
+    line, column = _error_position(source) or (error.editor_line, error.editor_column)
     return Finding(
         path=path,
         line=line,
@@ -45,3 +45,17 @@ def _syntax_error(error: cst.ParserSyntaxError, path: str) -> Finding:
         end_column=column,
         span=Span(line, line),
     )
+
+
+def _error_position(source: str) -> tuple[int, int] | None:
+    """Where CPython's parser stops. libcst's native parser often reports the line after the
+    error (`def f(:` at 2:1), so its message is kept but its position is used only as a
+    fallback, for code CPython accepts and libcst does not. Runs only for broken files."""
+    try:
+        compile(source, "<csan-lint>", "exec", flags=0, dont_inherit=True)
+    except SyntaxError as error:
+        if error.lineno is not None:
+            return error.lineno, max(error.offset or 1, 1)
+    except ValueError:
+        return None
+    return None

@@ -567,7 +567,7 @@ class _FunctionAnalysis:
             self._tensors[key] = replace(self._tensors[key], escaped=True)
 
     def _tensor_names(self, expr: cst.CSTNode) -> Iterator[str]:
-        if self.state is None:
+        if self.state is None or not self.state.tensors:
             return
         key = dotted_name(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
         if key is not None and key in self.state.tensors:
@@ -976,7 +976,8 @@ def _scan(
 
 
 def _suites(node: cst.BaseCompoundStatement) -> Iterator[Sequence[cst.CSTNode]]:
-    yield _suite(node.body)
+    if not isinstance(node, cst.Match):
+        yield _suite(node.body)
     for part in ("orelse", "finalbody"):
         child = getattr(node, part, None)
         if isinstance(child, cst.If):

@@ -132,6 +132,8 @@ class MissingWaitStream(Rule):
                 total = y.sum().item()
                 with torch.cuda.stream(s):
                     z = y * total
+                torch.cuda.current_stream().wait_stream(s)
+                return z
             """
         ),
         Valid(

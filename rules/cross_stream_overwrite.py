@@ -1,0 +1,181 @@
+"""CSL103: a tensor read on one stream is overwritten on another before they are ordered."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from csan_lint.lint.model import Finding
+from csan_lint.lint.rule import Invalid, Rule, Valid
+from csan_lint.lint.streamflow import HazardKind, ModuleFlow, describe_stream, stream_expression
+from csan_lint.runtime.kinds import WRITE_AFTER_READ
+
+
+class CrossStreamOverwrite(Rule):
+    """
+    ## What it does
+    Flags an in-place write (`x.copy_(...)`, `x.add_(...)`, `x[...] = ...`, `x += ...`,
+    `out=x`) on one stream to a tensor that another stream read earlier, when the writing
+    stream was not ordered after that read (write-after-read).
+
+    ## Why is this bad?
+    The reading kernel may not have run yet when the overwrite starts: it then reads the new
+    values, or a mix of old and new. Reused buffers in prefetching and double-buffering loops
+    are the usual victims: the copy for the next batch overwrites the buffer the compute stream
+    is still reading.
+
+    ## Known problems
+    Only reads this function makes are known: a read made by a callee on another stream is not
+    seen. Rebinding a name (`x = ...`) makes a new tensor and is not an overwrite.
+    """
+
+    code = "CSL103"
+    name = "cross-stream-overwrite"
+    summary = "a tensor read on one stream is overwritten on another before they are ordered (WAR)"
+    message = "'{tensor}' is read on {reader} and then overwritten on {writer} before {writer} waits for that read"
+    fix_title = "call `{writer_stream}.wait_stream({reader_stream})` before overwriting '{tensor}'"
+    confirmed_by = (WRITE_AFTER_READ,)
+
+    VALID = [
+        Valid(
+            """
+            import torch
+
+            def step(buf, s):
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    out = buf * 2
+                torch.cuda.current_stream().wait_stream(s)
+                buf.zero_()
+                return out
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def step(buf, s):
+                with torch.cuda.stream(s):
+                    out = buf * 2
+                    buf.zero_()
+                    done = s.record_event()
+                torch.cuda.current_stream().wait_event(done)
+                return out
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def pipeline(batches, s):
+                buf = torch.empty(8, device="cuda")
+                for b in batches:
+                    s.wait_stream(torch.cuda.current_stream())
+                    with torch.cuda.stream(s):
+                        buf.copy_(b, non_blocking=True)
+                    torch.cuda.current_stream().wait_stream(s)
+                    total = buf.sum()
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def step(x, s):
+                y = torch.relu(x)
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    z = y + 1
+                torch.cuda.synchronize()
+                y[0] = 3
+                return z
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def step(x, s):
+                y = torch.relu(x)
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    z = y + 1
+                torch.cuda.current_stream().wait_stream(s)
+                y = torch.zeros(4, device="cuda")
+                return z, y
+            """
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            """
+            import torch
+
+            def step(buf, s):
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    out = buf * 2
+                buf.zero_()
+                torch.cuda.current_stream().wait_stream(s)
+                return out
+            """,
+            lines=(7,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            def step(x, s):
+                y = torch.relu(x)
+                s.wait_stream(torch.cuda.current_stream())
+                z = y + 1
+                with torch.cuda.stream(s):
+                    y.copy_(x)
+                torch.cuda.current_stream().wait_stream(s)
+            """,
+            lines=(8,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            def pipeline(batches, s):
+                buf = torch.empty(8, device="cuda")
+                s.wait_stream(torch.cuda.current_stream())
+                for b in batches:
+                    with torch.cuda.stream(s):
+                        buf.copy_(b, non_blocking=True)
+                    torch.cuda.current_stream().wait_stream(s)
+                    total = buf.sum()
+            """,
+            lines=(8,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            def step(x, s, out):
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    y = out * 2
+                torch.add(x, 1, out=out)
+                torch.cuda.current_stream().wait_stream(s)
+                return y
+            """,
+            lines=(7,),
+        ),
+    ]
+
+    def check(self, flow: ModuleFlow) -> Iterator[Finding]:
+        for hazard in flow.hazards:
+            if hazard.kind is not HazardKind.WRITE_AFTER_READ:
+                continue
+            writer = hazard.access.stream
+            yield self.finding(
+                flow.path,
+                **flow.location(hazard),
+                tensor=hazard.tensor,
+                reader=describe_stream(hazard.other),
+                writer=describe_stream(writer),
+                writer_stream=stream_expression(writer),
+                reader_stream=stream_expression(hazard.other),
+            )

@@ -1,0 +1,218 @@
+"""CSL102: a tensor produced on a side stream is used on another stream without joining first."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from csan_lint.lint.model import Finding
+from csan_lint.lint.rule import Invalid, Rule, Valid
+from csan_lint.lint.streamflow import (
+    CURRENT,
+    HazardKind,
+    ModuleFlow,
+    describe_stream,
+    stream_expression,
+)
+from csan_lint.runtime.kinds import READ_AFTER_WRITE, WRITE_AFTER_WRITE
+
+
+class MissingJoin(Rule):
+    """
+    ## What it does
+    Flags a read or write of a tensor last written on a side stream (inside
+    `with torch.cuda.stream(s):`) from another stream — usually the current stream after the
+    block — when nothing orders that stream after the write: no
+    `torch.cuda.current_stream().wait_stream(s)`, no event wait, no host sync. Loops are
+    followed around: a result produced on `s` at the end of one iteration and used at the
+    start of the next counts.
+
+    ## Why is this bad?
+    Leaving the `with` block does not wait for the work launched in it. The current stream
+    goes on at once and can read the result before the side stream has written it.
+
+    ## Known problems
+    A join done inside a called helper function is not seen. A wait made on only one branch of
+    an `if` does not order the other branch, so code that joins under a condition that always
+    holds is reported.
+    """
+
+    code = "CSL102"
+    name = "missing-join"
+    summary = "a tensor produced on a side stream is used on another stream with no ordering"
+    message = "'{tensor}' was written on {producer} and is {verb} on {consumer} with no wait_stream/wait_event between them"
+    fix_title = "join before the use: `{consumer_stream}.wait_stream({producer_stream})`"
+    confirmed_by = (READ_AFTER_WRITE, WRITE_AFTER_WRITE)
+
+    VALID = [
+        Valid(
+            """
+            import torch
+
+            def forward(x, s):
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    y = x * 2
+                torch.cuda.current_stream().wait_stream(s)
+                return y
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def forward(x, s):
+                ready = torch.cuda.Event()
+                with torch.cuda.stream(s):
+                    y = x * 2
+                    ready.record()
+                torch.cuda.current_stream().wait_event(ready)
+                return y
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def forward(x, s):
+                with torch.cuda.stream(s):
+                    y = x * 2
+                    e = s.record_event()
+                e.wait()
+                return y
+            """
+        ),
+        Valid(
+            """
+            from torch.cuda import synchronize
+            import torch
+
+            def forward(x, s):
+                with torch.cuda.stream(s):
+                    y = x * 2
+                synchronize()
+                return y
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def forward(x, s):
+                with torch.cuda.stream(s):
+                    y = x * 2
+                s.synchronize()
+                return y.sum()
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def forward(x, s):
+                main = torch.cuda.default_stream()
+                with torch.cuda.stream(s):
+                    y = x * 2
+                    z = y + 1
+                main.wait_stream(s)
+                return z, y
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def forward(x, s):
+                with torch.cuda.stream(s):
+                    y = x * 2
+                    total = y.sum().item()
+                return y, total
+            """
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            """
+            import torch
+
+            def forward(x, s):
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    y = x * 2
+                return y + 1
+            """,
+            lines=(7,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            def forward(x, s, join):
+                with torch.cuda.stream(s):
+                    y = x * 2
+                if join:
+                    torch.cuda.current_stream().wait_stream(s)
+                return y + 1
+            """,
+            lines=(8,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            def accumulate(xs, s):
+                out = torch.zeros(4, device="cuda")
+                for x in xs:
+                    total = out + x
+                    with torch.cuda.stream(s):
+                        out = torch.relu(x)
+                torch.cuda.current_stream().wait_stream(s)
+                return out
+            """,
+            lines=(6,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            def forward(a, b):
+                with torch.cuda.stream(a):
+                    y = torch.ones(4, device="cuda")
+                with torch.cuda.stream(b):
+                    z = y * 2
+                torch.cuda.synchronize()
+                return z
+            """,
+            lines=(7,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Prefetcher:
+                def load(self, batch):
+                    with torch.cuda.stream(self.copy_stream):
+                        self.buf = batch.to("cuda", non_blocking=True)
+                    return self.buf.float()
+            """,
+            lines=(7,),
+        ),
+    ]
+
+    def check(self, flow: ModuleFlow) -> Iterator[Finding]:
+        for hazard in flow.hazards:
+            if hazard.other == CURRENT or hazard.kind not in (
+                HazardKind.READ_AFTER_WRITE,
+                HazardKind.WRITE_AFTER_WRITE,
+            ):
+                continue
+            consumer = hazard.access.stream
+            yield self.finding(
+                flow.path,
+                **flow.location(hazard),
+                tensor=hazard.tensor,
+                producer=describe_stream(hazard.other),
+                verb="written" if hazard.access.write else "read",
+                consumer=describe_stream(consumer),
+                consumer_stream=stream_expression(consumer),
+                producer_stream=stream_expression(hazard.other),
+            )

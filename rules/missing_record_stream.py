@@ -1,0 +1,228 @@
+"""CSL201: a tensor used on a side stream is released before that use is ordered or recorded."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from csan_lint.lint.model import Finding
+from csan_lint.lint.rule import Invalid, Rule, Valid
+from csan_lint.lint.streamflow import Hazard, HazardKind, ModuleFlow, describe_stream, stream_expression
+from csan_lint.runtime.kinds import FREE_IN_USE
+
+
+class MissingRecordStream(Rule):
+    """
+    ## What it does
+    Flags the use, on a stream other than the one that allocated it, of a tensor created in
+    the function whose last reference then dies (`del x`, rebinding the name, the next loop
+    iteration, the function returning without the tensor escaping) before the allocating
+    stream is ordered after that use and without `x.record_stream(stream)`.
+
+    ## Why is this bad?
+    PyTorch's caching allocator ties a block to the stream that allocated it. When the last
+    reference dies the block is handed to the next allocation on that stream at once, while the
+    other stream's kernel may still be reading or writing it: a use-after-free that corrupts the
+    new tensor or the result, silently.
+
+    ## Known problems
+    Only tensors allocated in the function by an assignment are followed. A tensor passed to
+    unknown code, returned, stored in an attribute or a container, or aliased by a view is
+    assumed to escape and is not reported, although the release may still come too early.
+    """
+
+    code = "CSL201"
+    name = "missing-record-stream"
+    summary = "a tensor used on a non-allocating stream is released before that stream is ordered or recorded"
+    message = "'{tensor}' was allocated on {allocator} and used on {user}, then {release} before {allocator} waited for that use"
+    fix_title = "call `{tensor}.record_stream({user_stream})` after the use, or `{allocator_stream}.wait_stream({user_stream})` before releasing '{tensor}'"
+    confirmed_by = (FREE_IN_USE,)
+
+    VALID = [
+        Valid(
+            """
+            import torch
+
+            def producer(s, out):
+                x = torch.randn(8, device="cuda")
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    out.copy_(x)
+                x.record_stream(s)
+                del x
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def producer(s, out):
+                x = torch.randn(8, device="cuda")
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    out.copy_(x)
+                    x.record_stream(torch.cuda.current_stream())
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def producer(s, out):
+                x = torch.randn(8, device="cuda")
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    out.copy_(x)
+                torch.cuda.current_stream().wait_stream(s)
+                del x
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def producer(s):
+                x = torch.randn(8, device="cuda")
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    y = x * 2
+                torch.cuda.current_stream().wait_stream(s)
+                return x, y
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            class Cache:
+                def fill(self, s):
+                    x = torch.randn(8, device="cuda")
+                    s.wait_stream(torch.cuda.current_stream())
+                    with torch.cuda.stream(s):
+                        self.total = x.sum()
+                    self.keep = x
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def producer(s, out):
+                with torch.cuda.stream(s):
+                    x = torch.randn(8, device="cuda")
+                    out.copy_(x)
+                    del x
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def producer(batches, s):
+                for b in batches:
+                    x = b.to("cuda")
+                    s.wait_stream(torch.cuda.current_stream())
+                    with torch.cuda.stream(s):
+                        y = x.sum()
+                    x.record_stream(s)
+                torch.cuda.current_stream().wait_stream(s)
+            """
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            """
+            import torch
+
+            def producer(s):
+                x = torch.randn(8, device="cuda")
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    y = x * 2
+                del x
+                torch.cuda.current_stream().wait_stream(s)
+                return y
+            """,
+            lines=(7,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            def producer(batches, s):
+                for b in batches:
+                    x = b.to("cuda")
+                    s.wait_stream(torch.cuda.current_stream())
+                    with torch.cuda.stream(s):
+                        y = x.sum()
+                torch.cuda.current_stream().wait_stream(s)
+            """,
+            lines=(8,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            def producer(s, out):
+                x = torch.randn(8, device="cuda")
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    out.copy_(x)
+            """,
+            lines=(7,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            def producer(s, out, keep):
+                x = torch.randn(8, device="cuda")
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    out.copy_(x)
+                if keep:
+                    x.record_stream(s)
+                del x
+            """,
+            lines=(7,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            def producer(s, out):
+                x = torch.randn(8, device="cuda")
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    out.copy_(x)
+                x = torch.zeros(8, device="cuda")
+                torch.cuda.current_stream().wait_stream(s)
+                return x
+            """,
+            lines=(7,),
+        ),
+    ]
+
+    def check(self, flow: ModuleFlow) -> Iterator[Finding]:
+        for hazard in flow.hazards:
+            if hazard.kind is not HazardKind.FREE_IN_USE:
+                continue
+            user = hazard.access.stream
+            yield self.finding(
+                flow.path,
+                **flow.location(hazard),
+                tensor=hazard.tensor,
+                allocator=describe_stream(hazard.other),
+                user=describe_stream(user),
+                release=_release(flow, hazard),
+                user_stream=stream_expression(user),
+                allocator_stream=stream_expression(hazard.other),
+            )
+
+
+def _release(flow: ModuleFlow, hazard: Hazard) -> str:
+    if hazard.release is None:
+        return f"released when '{hazard.function}' returns"
+    verb = "deleted" if isinstance(hazard.release, cst.Del) else "rebound"
+    return f"{verb} at line {flow.line(hazard.release)}"
