@@ -216,8 +216,17 @@ def _join_marks(a: frozenset[_Mark], b: frozenset[_Mark]) -> frozenset[_Mark]:
     by_access = {mark.access: mark for mark in a}
     for mark in b:
         other = by_access.get(mark.access)
-        by_access[mark.access] = mark if other is None else _Mark(mark.access, mark.after & other.after)
+        by_access[mark.access] = mark if other is None else _Mark(mark.access, _meet(mark.after, other.after))
     return frozenset(by_access.values())
+
+
+def _meet(a: frozenset[str], b: frozenset[str]) -> frozenset[str]:
+    """Tokens ordered after the access on both paths; HOST stands for every token."""
+    if HOST in a:
+        return b
+    if HOST in b:
+        return a
+    return a & b
 
 
 def _join_tensor(a: _Tensor, b: _Tensor) -> _Tensor:
@@ -440,12 +449,17 @@ class _FunctionAnalysis:
         self._loop(node.test, None, node.body, node.orelse)
 
     def _try(self, node: cst.Try | cst.TryStar) -> None:
-        entry = self.state.copy() if self.state is not None else None
-        self.run(_suite(node.body))
+        raised_from: list[_State | None] = []
+        """Handlers may start after any statement of the body: the join of all those points."""
+        for statement in _suite(node.body):
+            raised_from.append(self.state.copy() if self.state is not None else None)
+            if self.state is not None:
+                self._statement(statement)
         body_end = self.state
+        raised_from.append(body_end)
         ends = []
         for handler in node.handlers:
-            self.state = _join([entry, body_end])
+            self.state = _join(raised_from)
             self.run(_suite(handler.body))
             ends.append(self.state)
         self.state = body_end

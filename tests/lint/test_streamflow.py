@@ -1,0 +1,523 @@
+"""The stream-flow interpreter on small programs: which accesses it finds unordered, and why."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+
+from csan_lint.lint.model import Span
+from csan_lint.lint.streamflow import CURRENT, HazardKind, ModuleFlow, analyse
+
+RAW, WAW, WAR, FREE = (
+    HazardKind.READ_AFTER_WRITE,
+    HazardKind.WRITE_AFTER_WRITE,
+    HazardKind.WRITE_AFTER_READ,
+    HazardKind.FREE_IN_USE,
+)
+
+
+def _flow(source: str) -> ModuleFlow:
+    source = textwrap.dedent(source)
+    return analyse(cst.parse_module(source), "m.py", source)
+
+
+def hazards(source: str, *kinds: HazardKind) -> set[tuple[str, str, int, str, str]]:
+    """(kind, tensor, line, stream of the access, other stream) for each hazard."""
+    flow = _flow(source)
+    return {
+        (hazard.kind.name, hazard.tensor, flow.line(hazard.access.node), hazard.access.stream, hazard.other)
+        for hazard in flow.hazards
+        if not kinds or hazard.kind in kinds
+    }
+
+
+def raw(tensor: str, line: int, stream: str, other: str) -> tuple[str, str, int, str, str]:
+    return ("READ_AFTER_WRITE", tensor, line, stream, other)
+
+
+FORK = """
+import torch
+
+def f(x, s):
+    y = x * 2
+    {before}
+    with torch.cuda.stream(s):
+        z = y + 1
+"""
+
+
+@pytest.mark.parametrize(
+    "before",
+    [
+        "s.wait_stream(torch.cuda.current_stream())",
+        "s.wait_stream(torch.cuda.default_stream())",
+        "torch.cuda.synchronize()",
+        "torch.cuda.current_stream().synchronize()",
+        "e = torch.cuda.current_stream().record_event(); s.wait_event(e)",
+        "e = torch.cuda.Event(); e.record(); e.wait(s)",
+        "e = torch.cuda.Event(); e.record(torch.cuda.current_stream()); s.wait_event(e)",
+        "e = torch.cuda.Event(); torch.cuda.current_stream().record_event(e); e.synchronize()",
+        "n = y.sum().item()",
+        "n = y.tolist()",
+        "h = y.cpu()",
+    ],
+)
+def test_orderings_before_the_block(before: str) -> None:
+    assert hazards(FORK.format(before=before), RAW) == set()
+
+
+@pytest.mark.parametrize(
+    "before",
+    [
+        "pass",
+        "torch.cuda.current_stream().wait_stream(s)",
+        "e = torch.cuda.Event(); s.wait_event(e)",
+        "e = torch.cuda.Event(); e.record(); e = torch.cuda.Event(); s.wait_event(e)",
+        "e = torch.cuda.Event(); e.record(s); s.wait_event(e)",
+        "s.synchronize()",
+        "other.wait_stream(torch.cuda.current_stream())",
+    ],
+)
+def test_not_orderings_before_the_block(before: str) -> None:
+    assert hazards(FORK.format(before=before), RAW) == {raw("y", 8, "s", CURRENT)}
+
+
+def test_event_captures_the_work_before_its_record_only() -> None:
+    source = """
+    import torch
+
+    def f(x, s):
+        e = torch.cuda.Event()
+        e.record()
+        y = x * 2
+        s.wait_event(e)
+        with torch.cuda.stream(s):
+            z = y + 1
+    """
+    assert hazards(source, RAW) == {raw("y", 10, "s", CURRENT)}
+
+
+def test_re_recording_an_event_moves_its_point() -> None:
+    source = """
+    import torch
+
+    def f(x, s):
+        e = torch.cuda.Event()
+        e.record()
+        y = x * 2
+        e.record()
+        s.wait_event(e)
+        with torch.cuda.stream(s):
+            z = y + 1
+    """
+    assert hazards(source, RAW) == set()
+
+
+def test_waits_are_transitive() -> None:
+    source = """
+    import torch
+
+    def f(x, a, b):
+        y = x * 2
+        a.wait_stream(torch.cuda.current_stream())
+        b.wait_stream(a)
+        with torch.cuda.stream(b):
+            z = y + 1
+    """
+    assert hazards(source, RAW) == set()
+
+
+def test_host_read_syncs_only_the_current_stream() -> None:
+    source = """
+    import torch
+
+    def f(x, s):
+        with torch.cuda.stream(s):
+            y = x * 2
+        n = x.sum().item()
+        return y
+    """
+    assert hazards(source, RAW) == {raw("y", 8, CURRENT, "s")}
+
+
+def test_host_read_inside_the_block_syncs_the_side_stream() -> None:
+    source = """
+    import torch
+
+    def f(x, s):
+        with torch.cuda.stream(s):
+            y = x * 2
+            n = y.sum().item()
+        return y
+    """
+    assert hazards(source, RAW) == set()
+
+
+def test_nested_blocks_and_several_items() -> None:
+    source = """
+    import torch
+
+    def f(x, a, b):
+        y = x * 2
+        with torch.cuda.stream(a):
+            u = y + 1
+            with torch.cuda.stream(b):
+                v = y + 2
+            w = y + 3
+        with torch.no_grad(), torch.cuda.stream(a), torch.cuda.stream(b):
+            t = y + 4
+    """
+    flow = _flow(source)
+    found = {(flow.line(h.access.node), h.access.stream, flow.location(h)["span"]) for h in flow.hazards if h.kind is RAW}
+    assert found == {
+        (7, "a", Span(6, 10)),
+        (9, "b", Span(8, 9)),
+        (10, "a", Span(6, 10)),
+        (12, "b", Span(11, 12)),
+    }
+
+
+def test_stream_context_object_and_current_stream_inside_a_block() -> None:
+    source = """
+    import torch
+
+    def f(x, s):
+        ctx = torch.cuda.StreamContext(s)
+        main = torch.cuda.current_stream()
+        with ctx:
+            y = x * 2
+            inner = torch.cuda.current_stream()
+        main.wait_stream(inner)
+        return y
+    """
+    assert hazards(source) == set()
+
+
+def test_stream_none_and_unresolved_stream_functions_are_not_blocks() -> None:
+    source = """
+    import torch
+    from mylib import stream
+
+    def f(x, s):
+        y = x * 2
+        with torch.cuda.stream(None):
+            z = y + 1
+        with stream(s):
+            w = y + 1
+        return z, w
+    """
+    assert hazards(source) == set()
+
+
+def test_set_stream_changes_the_current_stream() -> None:
+    source = """
+    import torch
+
+    def f(x, s):
+        y = x * 2
+        torch.cuda.set_stream(s)
+        return y + 1
+    """
+    assert hazards(source, RAW) == {raw("y", 7, "s", CURRENT)}
+
+
+def test_attributes_name_streams_and_tensors() -> None:
+    source = """
+    import torch
+
+    class Prefetcher:
+        def load(self, batch):
+            with torch.cuda.stream(self.copy_stream):
+                self.next = batch.cuda(non_blocking=True)
+            torch.cuda.current_stream().wait_stream(self.copy_stream)
+            return self.next
+
+        def bad(self, batch):
+            with torch.cuda.stream(self.copy_stream):
+                self.next = batch.cuda(non_blocking=True)
+            return self.next
+    """
+    flow = _flow(source)
+    assert hazards(source) == {raw("self.next", 14, CURRENT, "self.copy_stream")}
+    assert {hazard.function for hazard in flow.hazards} == {"Prefetcher.bad"}
+
+
+def test_branches_join_precisely() -> None:
+    source = """
+    import torch
+
+    def f(x, s, flag):
+        with torch.cuda.stream(s):
+            y = x * 2
+        if flag:
+            torch.cuda.current_stream().wait_stream(s)
+        else:
+            torch.cuda.synchronize()
+        a = y + 1
+        if flag:
+            b = torch.relu(x)
+        else:
+            with torch.cuda.stream(s):
+                b = torch.relu(x)
+        return b + a
+    """
+    assert hazards(source, RAW) == {raw("b", 17, CURRENT, "s")}
+
+
+def test_loop_carries_a_side_stream_result_to_the_next_iteration() -> None:
+    source = """
+    import torch
+
+    def f(xs, s):
+        acc = torch.zeros(4, device="cuda")
+        for x in xs:
+            acc.add_(x)
+            with torch.cuda.stream(s):
+                acc.mul_(2)
+        torch.cuda.current_stream().wait_stream(s)
+        return acc
+    """
+    assert hazards(source, WAW) == {
+        ("WRITE_AFTER_WRITE", "acc", 7, CURRENT, "s"),
+        ("WRITE_AFTER_WRITE", "acc", 9, "s", CURRENT),
+    }
+    assert hazards(source, RAW) == set()
+
+
+def test_wait_at_the_top_of_each_iteration_orders_the_carried_value() -> None:
+    source = """
+    import torch
+
+    def f(xs, s):
+        acc = torch.zeros(4, device="cuda")
+        for x in xs:
+            torch.cuda.current_stream().wait_stream(s)
+            acc.add_(x)
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                acc.mul_(2)
+        torch.cuda.current_stream().wait_stream(s)
+        return acc
+    """
+    assert hazards(source) == set()
+
+
+def test_while_break_and_continue_paths_reach_the_right_places() -> None:
+    source = """
+    import torch
+
+    def f(x, s, n):
+        while n:
+            with torch.cuda.stream(s):
+                y = x * 2
+            if n > 3:
+                break
+            torch.cuda.current_stream().wait_stream(s)
+            if n > 2:
+                continue
+            n -= 1
+        return y
+    """
+    assert hazards(source, RAW) == {raw("y", 14, CURRENT, "s")}
+
+
+def test_try_handlers_start_from_any_point_of_the_body() -> None:
+    source = """
+    import torch
+
+    def f(x, s):
+        try:
+            with torch.cuda.stream(s):
+                y = x * 2
+            torch.cuda.current_stream().wait_stream(s)
+        except RuntimeError:
+            return y
+        finally:
+            pass
+        return y
+    """
+    assert hazards(source, RAW) == {raw("y", 10, CURRENT, "s")}
+
+
+def test_views_share_the_state_of_their_base() -> None:
+    source = """
+    import torch
+
+    def f(x, s):
+        y = torch.relu(x)
+        head = y[0]
+        flat = y.view(-1)
+        with torch.cuda.stream(s):
+            a = head + 1
+            b = flat + 1
+        torch.cuda.current_stream().wait_stream(s)
+        return a, b
+    """
+    assert hazards(source, RAW) == {raw("head", 9, "s", CURRENT), raw("flat", 10, "s", CURRENT)}
+
+
+def test_views_of_parameters_are_ready() -> None:
+    source = """
+    import torch
+
+    def f(x, s):
+        head = x[0]
+        with torch.cuda.stream(s):
+            a = head + 1
+        torch.cuda.current_stream().wait_stream(s)
+        return a
+    """
+    assert hazards(source) == set()
+
+
+def test_host_values_are_not_tensors() -> None:
+    source = """
+    import torch
+
+    def f(x, s, count: int):
+        n = x.size(0)
+        dims = len(x.shape)
+        twice = count * 2
+        with torch.cuda.stream(s):
+            y = torch.empty(n, dims, twice, device="cuda")
+        torch.cuda.current_stream().wait_stream(s)
+        return y
+    """
+    assert hazards(source) == set()
+
+
+@pytest.mark.parametrize(
+    "escape",
+    [
+        "return x",
+        "self.keep = x",
+        "cache.append(x)",
+        "kept = x",
+        "kept = [x, 1]",
+        "kept = x.view(-1)",
+    ],
+)
+def test_escaping_tensors_are_not_released(escape: str) -> None:
+    source = f"""
+    import torch
+
+    def f(self, s, cache, out):
+        x = torch.ones(4, device="cuda")
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            out.copy_(x)
+        {escape}
+    """
+    assert hazards(source, FREE) == set()
+
+
+def test_release_points() -> None:
+    source = """
+    import torch
+
+    def f(s, out):
+        x = torch.ones(4, device="cuda")
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            out.copy_(x)
+        return out.sum()
+    """
+    flow = _flow(source)
+    [hazard] = [h for h in flow.hazards if h.kind is FREE]
+    assert (hazard.tensor, flow.line(hazard.access.node), hazard.other, hazard.release) == ("x", 8, CURRENT, None)
+
+
+def test_module_globals_are_never_released() -> None:
+    source = """
+    import torch
+
+    s = torch.cuda.Stream()
+    x = torch.ones(4, device="cuda")
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        y = x * 2
+    torch.cuda.current_stream().wait_stream(s)
+    z = y + 1
+    """
+    assert hazards(source) == set()
+    assert hazards(source.replace("torch.cuda.current_stream().wait_stream(s)", "x = None"), FREE) == {
+        ("FREE_IN_USE", "x", 8, "s", CURRENT)
+    }
+
+
+def test_functions_without_with_are_not_interpreted() -> None:
+    source = """
+    import torch
+
+    def helper(x, s):
+        torch.cuda.current_stream().wait_stream(s)
+        return x + 1
+    """
+    assert _flow(source).hazards == []
+
+
+def test_no_torch_import_means_no_analysis() -> None:
+    source = """
+    def f(x, s):
+        y = x * 2
+        with torch.cuda.stream(s):
+            z = y + 1
+    """
+    assert _flow(source).hazards == []
+
+
+def test_statement_span_outside_a_block_covers_the_statement() -> None:
+    source = """
+    import torch
+
+    def f(x, s):
+        with torch.cuda.stream(s):
+            y = x * 2
+        z = torch.cat(
+            [y, x],
+        )
+        torch.cuda.synchronize()
+        return z
+    """
+    flow = _flow(source)
+    [hazard] = flow.hazards
+    assert flow.location(hazard)["span"] == Span(7, 9)
+    assert flow.location(hazard)["line"] == 8
+
+
+def test_nested_function_is_its_own_scope() -> None:
+    source = """
+    import torch
+
+    def outer(x, s):
+        y = x * 2
+        def inner(z):
+            with torch.cuda.stream(s):
+                return z + 1
+        with torch.cuda.stream(s):
+            inner = y + 1
+        torch.cuda.synchronize()
+        return inner
+    """
+    flow = _flow(source)
+    assert {(h.function, flow.line(h.access.node)) for h in flow.hazards} == {("outer", 10)}
+
+
+def test_match_statement() -> None:
+    source = """
+    import torch
+
+    def f(x, s, mode):
+        match mode:
+            case "join":
+                with torch.cuda.stream(s):
+                    y = x * 2
+                torch.cuda.current_stream().wait_stream(s)
+            case _:
+                with torch.cuda.stream(s):
+                    y = x * 3
+        return y
+    """
+    assert hazards(source, RAW) == {raw("y", 13, CURRENT, "s")}
