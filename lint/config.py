@@ -81,15 +81,16 @@ def _codes_of(selector: str) -> frozenset[str]:
 
 
 def _suggestion(word: str, choices: Sequence[str]) -> str:
-    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    return f"; did you mean `{close[0]}`?" if close else ""
+    """A likely intended choice, else the list to pick from."""
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.7)
+    return f"; did you mean `{close[0]}`?" if close else f" (expected one of: {', '.join(choices)})"
 
 
 def check_selectors(selectors: Sequence[str], where: str) -> None:
     """Raise for a selector that matches no rule: it would silently do nothing."""
     for selector in selectors:
         if not _codes_of(selector):
-            choices = [name for rule in all_rules() for name in (rule.code, rule.name)]
+            choices = [rule.code for rule in all_rules()] + [rule.name for rule in all_rules()]
             raise ConfigError(
                 f"{where}: unknown rule code or name `{selector}`{_suggestion(selector, choices)}"
             )

@@ -1,0 +1,6 @@
+import torch
+
+
+def run(side):
+    with torch.cuda.stream(side)
+        pass

@@ -1,0 +1,5 @@
+import torch
+
+# café au lait
+with torch.cuda.stream(s):
+    pass
