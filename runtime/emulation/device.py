@@ -33,6 +33,7 @@ _base_to = _TensorBase.to
 _base_tolist = _TensorBase.tolist
 _base_is_pinned = _TensorBase.is_pinned
 _base_get_device = _TensorBase.get_device
+_base_type = _TensorBase.type
 _base_tensor = torch.tensor
 _base_as_tensor = torch.as_tensor
 _to_copy = _aten._to_copy.default
@@ -90,6 +91,25 @@ class _Memory:
             self.peak = max(self.peak, self.allocated)
             _gpu_trace.MemoryAllocationCallbacks.fire_callbacks(block.ptr)
 
+    def resized(self, tensor: torch.Tensor) -> None:
+        """A storage that grew moved to a new block: the allocator allocates it, then frees
+        the old one."""
+        storage = tensor.untyped_storage()
+        block = self.registry.blocks.get(storage._cdata)
+        if block is None:
+            return
+        ptr, size = storage.data_ptr(), storage.nbytes()
+        if ptr == block.ptr:
+            return
+        old_ptr, old_size = block.ptr, block.size
+        block.ptr, block.size = ptr, size
+        self.allocated += size - old_size
+        self.peak = max(self.peak, self.allocated)
+        if size:
+            _gpu_trace.MemoryAllocationCallbacks.fire_callbacks(ptr)
+        if old_size:
+            _gpu_trace.MemoryDeallocationCallbacks.fire_callbacks(old_ptr)
+
 
 memory = _Memory()
 pinned = _Registry()
@@ -140,7 +160,7 @@ def _sync_current() -> None:
 
 # -- per-op plans ---------------------------------------------------------------------------
 
-_PLAIN, _COPY_TO, _COPY_INTO, _SCALAR, _RECORD_STREAM = range(5)
+_PLAIN, _COPY_TO, _COPY_INTO, _SCALAR, _RECORD_STREAM, _RESIZE = range(6)
 
 
 class _Plan:
@@ -155,6 +175,8 @@ class _Plan:
             _aten.copy_.default: _COPY_INTO,
             _aten._local_scalar_dense.default: _SCALAR,
             _aten.record_stream.default: _RECORD_STREAM,
+            _aten.resize_.default: _RESIZE,
+            _aten.resize_as_.default: _RESIZE,
         }.get(func, _PLAIN)
         # Only results that alias no input are new allocations.
         self.fresh = all(ret.alias_info is None for ret in schema.returns)
@@ -318,6 +340,11 @@ def _special(kind: int, func: Any, args: tuple, kwargs: dict, on_device: bool, t
             _sync_current()
             return out
         return func(*args, **kwargs)
+    if kind == _RESIZE:
+        out = func(*args, **kwargs)
+        if on_device:
+            memory.resized(args[0])
+        return out
     # _RECORD_STREAM: bookkeeping of the caching allocator; nothing to do on the CPU.
     if on_device:
         return None
@@ -372,7 +399,9 @@ def _tensor_to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
         copy = rest[1] if len(rest) > 1 else kwargs.get("copy", False)
         memory_format = kwargs.get("memory_format")
     else:
-        device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*args, **kwargs)
+        # `_parse_to` knows every form of `to` but the `copy` flag.
+        parse_kwargs = {name: value for name, value in kwargs.items() if name != "copy"}
+        device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*args, **parse_kwargs)
         copy = kwargs.get("copy", False)
     if device is None or device.type not in ("cuda", "cpu"):
         return _base_to(self, *args, **kwargs)
@@ -431,6 +460,23 @@ def _tensor_numpy(self: torch.Tensor, *, force: bool = False) -> Any:
     return _TensorBase.numpy(self, force=force)
 
 
+def _tensor_type(self: torch.Tensor, dtype: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
+    if dtype is None:
+        name = _base_type(self)
+        return name.replace("torch.", "torch.cuda.", 1) if is_device(self) else name
+    if not isinstance(dtype, str):
+        return _base_type(self, dtype, non_blocking, **kwargs)
+    to_device = dtype.startswith("torch.cuda.")
+    if to_device:
+        dtype = "torch." + dtype[len("torch.cuda.") :]
+    out = _base_type(self, dtype, non_blocking, **kwargs)
+    if to_device and not is_device(out):
+        return _move(out, CUDA, None, non_blocking, None)
+    if not to_device and is_device(out):
+        return _move(out, CPU, None, non_blocking, None)
+    return out
+
+
 def _factory(base: Any) -> Any:
     """`torch.tensor` / `torch.as_tensor`: built on the host, then a blocking host-to-device
     copy that the CUDA build makes below the dispatcher (no mode sees it, the sync is traced)."""
@@ -455,6 +501,52 @@ def _factory(base: Any) -> Any:
     return factory
 
 
+class _GeneratorType(type(torch._C.Generator)):
+    def __instancecheck__(cls, instance: object) -> bool:
+        return isinstance(instance, torch._C.Generator)
+
+
+class Generator(torch._C.Generator, metaclass=_GeneratorType):
+    """`torch.Generator(device="cuda")`: a CPU generator (device ops run on the CPU) that
+    reports the device; every generator still passes `isinstance(g, torch.Generator)`."""
+
+    def __new__(cls, device: Any = None) -> Any:
+        target = CPU if device is None else torch.device(device)
+        if target.type != "cuda":
+            return torch._C.Generator(target)
+        streams.check_device(target)
+        return super().__new__(cls)
+
+    @property
+    def device(self) -> torch.device:
+        return CUDA
+
+
+_autocast = torch.amp.autocast_mode.autocast
+_base_autocast_enter = _autocast.__enter__
+_base_autocast_exit = _autocast.__exit__
+
+
+def _autocast_enter(self: Any) -> Any:
+    # Device tensors are CPU tensors to the dispatcher, so CUDA autocast alone would cast
+    # nothing: the same policy is applied on the CPU for the block.
+    out = _base_autocast_enter(self)
+    if self.device == "cuda":
+        host = _autocast("cpu", dtype=self.fast_dtype, enabled=self._enabled, cache_enabled=self._cache_enabled)
+        self.__dict__.setdefault("_emulated_host", []).append(host)
+        host.__enter__()
+    return out
+
+
+def _autocast_exit(self: Any, *exc: Any) -> Any:
+    hosts = self.__dict__.get("_emulated_host")
+    if hosts:
+        hosts.pop().__exit__(*exc)
+    return _base_autocast_exit(self, *exc)
+
+
+AUTOCAST_ATTRIBUTES: dict[str, Any] = {"__enter__": _autocast_enter, "__exit__": _autocast_exit}
+
 TENSOR_ATTRIBUTES: dict[str, Any] = {
     "device": property(_tensor_device),
     "is_cuda": property(_tensor_is_cuda),
@@ -467,8 +559,10 @@ TENSOR_ATTRIBUTES: dict[str, Any] = {
     "is_pinned": _tensor_is_pinned,
     "tolist": _tensor_tolist,
     "numpy": _tensor_numpy,
+    "type": _tensor_type,
 }
 TORCH_FUNCTIONS: dict[str, Any] = {
     "tensor": _factory(_base_tensor),
     "as_tensor": _factory(_base_as_tensor),
+    "Generator": Generator,
 }

@@ -13,7 +13,15 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from csan_lint.runtime import emulation
 
-_PATCHED_NAMESPACES = (torch, torch.cuda, torch.cuda.streams, torch.cuda.graphs, torch.Tensor, threading.Thread)
+_PATCHED_NAMESPACES = (
+    torch,
+    torch.cuda,
+    torch.cuda.streams,
+    torch.cuda.graphs,
+    torch.Tensor,
+    threading.Thread,
+    torch.amp.autocast_mode.autocast,
+)
 
 
 def _snapshot() -> list[dict[str, object]]:

@@ -179,3 +179,50 @@ def test_device_module_functions():
     assert torch.cuda.get_device_capability() >= (7, 0)
     with torch.cuda.device(0):
         assert torch.zeros(1, device="cuda").device == CUDA0
+
+
+def test_to_with_copy_and_memory_format():
+    x = torch.ones(2, 3, device="cuda")
+    copied = x.to("cuda", copy=True)
+    assert copied.device == CUDA0 and copied.data_ptr() != x.data_ptr()
+    assert x.to(torch.float64, copy=True).device == CUDA0
+    assert torch.ones(1, 2, 2, 2).to("cuda", memory_format=torch.channels_last).is_contiguous(
+        memory_format=torch.channels_last
+    )
+
+
+def test_tensor_type_names_and_moves():
+    x = torch.ones(2, device="cuda")
+    assert x.type() == "torch.cuda.FloatTensor"
+    assert torch.ones(2).type() == "torch.FloatTensor"
+    assert x.type("torch.cuda.DoubleTensor").device == CUDA0
+    assert x.type("torch.DoubleTensor").device == torch.device("cpu")
+    assert torch.ones(2).type("torch.cuda.LongTensor").type() == "torch.cuda.LongTensor"
+
+
+def test_device_generator_reproduces_and_is_a_generator():
+    generator = torch.Generator(device="cuda")
+    assert generator.device == CUDA0
+    assert isinstance(generator, torch.Generator)
+    assert isinstance(torch.default_generator, torch.Generator)
+    assert torch.Generator().device == torch.device("cpu")
+    generator.manual_seed(3)
+    first = torch.randn(4, device="cuda", generator=generator)
+    generator.manual_seed(3)
+    assert torch.equal(first.cpu(), torch.randn(4, device="cuda", generator=generator).cpu())
+
+
+def test_cuda_autocast_casts_and_grad_scaler_steps():
+    model = torch.nn.Linear(4, 4).cuda()
+    x = torch.randn(2, 4, device="cuda")
+    with torch.autocast("cuda", dtype=torch.float16):
+        y = model(x)
+    assert y.dtype == torch.float16 and y.device == CUDA0
+    assert model(x).dtype == torch.float32
+    scaler = torch.amp.GradScaler("cuda")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    before = model.weight.detach().clone()
+    scaler.scale(model(x).sum()).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    assert not torch.equal(before.cpu(), model.weight.detach().cpu())

@@ -180,3 +180,16 @@ def test_waiting_on_a_never_recorded_event_fires_nothing(trace):
 def test_empty_tensors_get_no_allocation(trace):
     torch.empty(0, device="cuda")
     assert trace.of("allocated") == []
+
+
+def test_growing_a_device_tensor_moves_it_to_a_new_block(trace):
+    x = torch.empty(4, device="cuda")
+    old = x.untyped_storage().data_ptr()
+    x.resize_(1 << 16)
+    new = x.untyped_storage().data_ptr()
+    assert new != old and x.is_cuda
+    assert trace[-2:] == [("allocated", new), ("freed", old)]
+    x.resize_(2)  # shrinking keeps the block
+    assert trace[-1] == ("freed", old)
+    del x
+    assert trace[-1] == ("freed", new)
