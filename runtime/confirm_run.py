@@ -35,6 +35,7 @@ from csan_lint.runtime.confirm_verdict import (
     TestRun,
 )
 
+OUTSIDE_TESTS = "(outside any test)"
 POLL_SECONDS = 0.05
 COLLECTION_TIMEOUT_FLOOR = 120.0
 """Collecting imports torch and the user's modules: give it more than one test's timeout."""
@@ -111,7 +112,7 @@ class _Pass:
 
     def take(self, record: dict[str, Any], now: float) -> None:
         kind = record.get("type")
-        nodeid = record.get("nodeid", "")
+        nodeid = record.get("nodeid") or ""  # "": outside any test (collection, session end)
         if kind == "session":
             self.rootdir = record.get("rootdir", self.rootdir)
             self.device = record.get("device", self.device)
@@ -305,6 +306,8 @@ class Runner:
     @staticmethod
     def _display(current: _Pass, nodeid: str) -> str:
         """The node id with its file relative to cwd (pytest's is relative to its rootdir)."""
+        if not nodeid:
+            return OUTSIDE_TESTS
         if current.rootdir is None:
             return nodeid
         file, sep, rest = nodeid.partition("::")

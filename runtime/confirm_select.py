@@ -38,7 +38,8 @@ class PytestConfig:
 @dataclass(frozen=True)
 class Selection:
     test_files: tuple[str, ...]
-    """Test files to run (paths relative to cwd when under it), sorted."""
+    """Test files to run (paths relative to cwd when under it; node ids where only those were
+    asked for), sorted: the arguments for pytest."""
     reaching: dict[str, frozenset[str]]
     """Flagged file (real path) -> the selected test files (real paths) that import it."""
 
@@ -127,21 +128,24 @@ def _python_files(paths: Iterable[str]) -> Iterator[Path]:
             yield candidate
 
 
-def discover_test_files(test_paths: Sequence[str], patterns: Sequence[str]) -> list[Path]:
-    """Test files under the test paths (files given explicitly are always tests)."""
-    found: list[Path] = []
+def discover_test_files(test_paths: Sequence[str], patterns: Sequence[str]) -> dict[Path, frozenset[str]]:
+    """Test files under the test paths (real paths; files given explicitly are always tests),
+    each with the node ids asked for in it (`tests/test_a.py::test_x`); empty: the whole file."""
+    found: dict[Path, frozenset[str]] = {}
     for path in test_paths:
-        file_part = path.split("::", 1)[0]
+        file_part, node_separator, _ = path.partition("::")
         if not os.path.exists(file_part):
             raise SelectionError(f"test path {file_part} does not exist")
         if os.path.isfile(file_part):
-            found.append(Path(file_part))
+            key = Path(os.path.realpath(file_part))
+            if not node_separator:
+                found[key] = frozenset()  # the whole file covers any of its node ids
+            elif key not in found or found[key]:
+                found[key] = found.get(key, frozenset()) | {path}
             continue
-        found.extend(
-            candidate
-            for candidate in _walk(Path(file_part))
-            if any(fnmatch.fnmatch(candidate.name, pattern) for pattern in patterns)
-        )
+        for candidate in _walk(Path(file_part)):
+            if any(fnmatch.fnmatch(candidate.name, pattern) for pattern in patterns):
+                found[Path(os.path.realpath(candidate))] = frozenset()
     return found
 
 
@@ -202,7 +206,8 @@ def select_tests(
     """The test files that reach a flagged file through imports (their own or their
     conftests'), and for each flagged file the test files that reach it."""
     flagged = {Path(os.path.realpath(path)) for path in flagged_files}
-    tests = [Path(os.path.realpath(path)) for path in discover_test_files(test_paths, patterns)]
+    asked = discover_test_files(test_paths, patterns)
+    tests = list(asked)
     stop = _common_directory([*test_paths, *source_paths])
     universe = {Path(os.path.realpath(path)) for path in _python_files([*source_paths, *test_paths])}
     universe |= flagged | set(tests)
@@ -232,7 +237,7 @@ def select_tests(
         for path in hit:
             reaching[str(path)].add(str(test))
         if hit:
-            selected.append(_display(test))
+            selected.extend(asked[test] or [_display(test)])
     return Selection(
         test_files=tuple(sorted(set(selected))),
         reaching={path: frozenset(files) for path, files in reaching.items()},

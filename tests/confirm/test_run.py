@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from csan_lint.lint.model import Span
-from csan_lint.runtime.confirm_run import Runner, RunSettings, short_reason
+from csan_lint.runtime.confirm_run import OUTSIDE_TESTS, Runner, RunSettings, _Pass, short_reason
 from csan_lint.runtime.confirm_verdict import FAILED, PASSED, TIMED_OUT
 
 pytest.importorskip("torch")
@@ -112,3 +112,12 @@ def test_short_reason_keeps_the_error_line():
     assert short_reason(text) == "AssertionError: bad x"
     assert short_reason("Skipped: no") == "Skipped: no"
     assert short_reason(None) is None
+
+
+def test_a_race_outside_any_test_is_kept_and_named_so():
+    record = _Pass()
+    record.take({"type": "session", "rootdir": "/project"}, 0.0)
+    record.take({"type": "race", "nodeid": None, "report": {"kind": "read-after-write"}}, 0.0)
+    record.take({"type": "test-start", "nodeid": "tests/test_a.py::test_x"}, 1.0)
+    assert [Runner._display(record, nodeid) for nodeid, _ in record.races] == [OUTSIDE_TESTS]
+    assert record.in_progress() == "tests/test_a.py::test_x"

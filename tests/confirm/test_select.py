@@ -68,10 +68,18 @@ def test_each_flagged_file_knows_its_importers(project):
     assert selection.reaching[other] == {os.path.realpath("tests/test_other.py")}
 
 
-def test_explicit_test_file_and_node_id(project):
+def test_explicit_node_ids_are_kept_for_pytest(project):
     flagged = os.path.realpath("pkg/flagged.py")
-    selection = select_tests([flagged], ["tests/test_direct.py::test_a", "tests/test_other.py"], ["pkg"])
-    assert selection.test_files == ("tests/test_direct.py",)
+    asked = ["tests/test_direct.py::test_b", "tests/test_direct.py::test_a", "tests/test_other.py"]
+    selection = select_tests([flagged], asked, ["pkg"])
+    assert selection.test_files == ("tests/test_direct.py::test_a", "tests/test_direct.py::test_b")
+
+
+def test_a_whole_file_covers_its_node_ids(project):
+    flagged = os.path.realpath("pkg/flagged.py")
+    asked = ["tests/test_direct.py::test_a", "tests/test_direct.py", "tests/test_bare.py::test_c"]
+    selection = select_tests([flagged], asked, ["pkg"])
+    assert selection.test_files == ("tests/test_bare.py::test_c", "tests/test_direct.py")
 
 
 def test_missing_test_path_is_a_usage_error(project):
