@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 import torch.cuda.graphs
+import torch.cuda.nvtx
 import torch.cuda.streams
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
@@ -60,6 +61,13 @@ def _memory_stat(name: str) -> Any:
 def _reset_peak(device_: Any = None) -> None:
     streams.check_device(device_)
     device.memory.peak = device.memory.allocated
+
+
+def _mem_get_info(device_: Any = None) -> tuple[int, int]:
+    """(free, total) bytes, as `cudaMemGetInfo` answers."""
+    streams.check_device(device_)
+    total = streams.DeviceProperties.total_memory
+    return total - device.memory.allocated, total
 
 
 def _manual_seed(seed: int) -> None:
@@ -119,6 +127,8 @@ def _cuda_functions() -> dict[str, Any]:
         "max_memory_reserved": peak,
         "reset_peak_memory_stats": _reset_peak,
         "reset_max_memory_allocated": _reset_peak,
+        "mem_get_info": _mem_get_info,
+        "is_bf16_supported": streams.returns(True),
     }
 
 
@@ -132,6 +142,7 @@ def _patches() -> list[tuple[Any, str, Any]]:
         (torch.cuda.graphs, "graph", graphs.graph),
         (torch.cuda.graphs, "graph_pool_handle", graphs.graph_pool_handle),
         (torch.cuda.graphs, "is_current_stream_capturing", streams.is_current_stream_capturing),
+        (torch.cuda.nvtx, "_nvtx", streams.Nvtx()),
         (threading.Thread, "_bootstrap_inner", _bootstrap_inner),
     ]
     table += [(torch.Tensor, name, value) for name, value in device.TENSOR_ATTRIBUTES.items()]

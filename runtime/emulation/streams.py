@@ -349,6 +349,14 @@ def get_device_capability(device: Any = None) -> tuple[int, int]:
     return properties.major, properties.minor
 
 
+class Nvtx:
+    """NVTX ranges and marks: annotations for a profiler, nothing to do here (the CPU
+    build's stub raises instead)."""
+
+    def __getattr__(self, name: str) -> Callable[..., int]:
+        return returns(0)
+
+
 def no_op(*args: Any, **kwargs: Any) -> None:
     """For the calls that have nothing to do on an emulated device (`empty_cache`, `init`)."""
 

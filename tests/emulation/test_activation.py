@@ -8,6 +8,7 @@ import threading
 import pytest
 import torch
 import torch.cuda.graphs
+import torch.cuda.nvtx
 import torch.cuda.streams
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
@@ -18,6 +19,7 @@ _PATCHED_NAMESPACES = (
     torch.cuda,
     torch.cuda.streams,
     torch.cuda.graphs,
+    torch.cuda.nvtx,
     torch.Tensor,
     threading.Thread,
     torch.amp.autocast_mode.autocast,

@@ -226,3 +226,15 @@ def test_cuda_autocast_casts_and_grad_scaler_steps():
     scaler.step(optimizer)
     scaler.update()
     assert not torch.equal(before.cpu(), model.weight.detach().cpu())
+
+
+def test_profiler_annotations_and_capability_queries_work():
+    with torch.cuda.nvtx.range("step"):
+        torch.cuda.nvtx.range_push("inner")
+        torch.cuda.nvtx.mark("here")
+        torch.cuda.nvtx.range_pop()
+    assert torch.cuda.is_bf16_supported()
+    free, total = torch.cuda.mem_get_info()
+    x = torch.empty(1024, device="cuda")
+    assert torch.cuda.mem_get_info()[0] == free - 4096 and total > free - 4096
+    del x
