@@ -102,7 +102,23 @@ _HOST_TORCH = frozenset(
         "torch.manual_seed", "torch.set_grad_enabled", "torch.inference_mode",
     }
 )  # fmt: skip
+_STORING_METHODS = frozenset(
+    {
+        "append", "extend", "insert", "appendleft", "extendleft", "put", "put_nowait", "setdefault",
+        "update", "push", "add", "enqueue", "set_result",
+    }
+)  # fmt: skip
+"""Container methods: what is passed to them outlives the call (`Tensor.add` loses no precision
+worth having)."""
 _NOT_TENSOR_ANNOTATIONS = frozenset({"int", "float", "bool", "str", "bytes"})
+_COLLECTIVES = frozenset(
+    f"torch.distributed.{name}"
+    for name in (
+        "all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
+        "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "recv", "irecv", "scatter",
+    )
+)  # fmt: skip
+"""Collectives that write their first argument in place, in order with the current stream."""
 
 
 class HazardKind(Enum):
@@ -485,6 +501,11 @@ class _FunctionAnalysis:
         bound = self._value(value)
         for target in targets:
             self._bind(target, bound)
+            key = dotted_name(target)
+            if bound.kind in ("alias", "other") and key is not None and dotted_name(value) is not None:
+                stream = self._stream(value)  # `s = self.copy_stream`: `s` names that stream if used as one
+                if stream is not None and self.state is not None:
+                    self.state.streams[key] = stream
 
     def _bind(self, target: cst.BaseAssignTargetExpression, value: _Value) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
@@ -495,11 +516,7 @@ class _FunctionAnalysis:
             self._bind(target.value, value)
             return
         if isinstance(target, cst.Subscript):
-            for element in target.slice:
-                self._eval(element)
-            key = dotted_name(target.value)
-            if key is not None and key not in self.state.streams:
-                self._access(key, target.value, write=True)
+            self._write_target(target)
             return
         key = dotted_name(target)
         if key is None or self.state is None:
@@ -556,8 +573,12 @@ class _FunctionAnalysis:
         elif isinstance(target, cst.Name):
             self._release(target.value, node)
             self._forget(target.value)
-        else:
-            self._eval(target)
+        elif isinstance(target, cst.Subscript):
+            self._eval(target.value)
+            for element in target.slice:
+                self._eval(element)
+        elif isinstance(target, cst.Attribute) and (key := dotted_name(target)) is not None:
+            self._forget(key)
 
     # ---- lifetimes
 
@@ -611,6 +632,12 @@ class _FunctionAnalysis:
             self._call(node)
         elif isinstance(node, cst.Arg):
             self._eval(node.value)
+        elif isinstance(node, cst.NamedExpr):
+            self._assign([node.target], node.value)
+        elif isinstance(node, (cst.Yield, cst.Await)) and isinstance(node.value, cst.BaseExpression):
+            self._eval(node.value)
+            if isinstance(node, cst.Yield):
+                self._escape_names(node.value)
         elif isinstance(node, (cst.Lambda, cst.FunctionDef)):
             return
         else:
@@ -628,7 +655,7 @@ class _FunctionAnalysis:
                 stream = self._stream(node.args[0].value)
                 if stream is not None and self.state is not None:
                     self.state.current = stream
-            elif qualified.endswith("_") and node.args and node.args[0].keyword is None:
+            elif (qualified.endswith("_") or qualified in _COLLECTIVES) and node.args and node.args[0].keyword is None:
                 self._write_target(node.args[0].value)
             self._write_out(node)
             return
@@ -639,8 +666,8 @@ class _FunctionAnalysis:
             key = dotted_name(receiver)
             tracked = key is not None and key in self.state.tensors
             if method == "record_stream" and tracked and node.args:
-                stream = self._stream(node.args[0].value)
                 assert key is not None
+                stream = self._stream(node.args[0].value)
                 if stream is not None:
                     tensor = self.state.tensors[key]
                     self.state.tensors[key] = replace(tensor, recorded=tensor.recorded | {stream})
@@ -654,17 +681,18 @@ class _FunctionAnalysis:
                 if self.state is not None:
                     self.state.update_marks(_MarkUpdate(self.state.current, HOST))
                 return
-            if _is_inplace(method) and key is not None and key not in self.state.streams:
+            if _is_inplace(method):
                 self._eval_args(node)
-                self._access(key, receiver, write=True)
+                self._write_target(receiver)
                 self._write_out(node)
                 return
             self._eval(receiver)
             self._eval_args(node)
-            if not tracked:
+            if method in _STORING_METHODS or not self._is_tensor(receiver):
                 self._escape_args(node)
         else:
-            self._eval(func)
+            if not isinstance(func, cst.Name):
+                self._eval(func)  # a called name is a function or a module, never a tensor
             self._eval_args(node)
             if not (isinstance(func, cst.Name) and func.value in _PURE_BUILTINS):
                 self._escape_args(node)
@@ -687,15 +715,29 @@ class _FunctionAnalysis:
                 self._write_target(arg.value)
 
     def _write_target(self, expr: cst.BaseExpression) -> None:
+        """An in-place write to `expr`, or to the tensor it is a view of (`x[i]`, `x.view(..)`)."""
         if isinstance(expr, (cst.Tuple, cst.List)):
             for element in expr.elements:
                 self._write_target(element.value)
             return
-        key = dotted_name(expr)
+        base = expr
+        while True:
+            if isinstance(base, cst.Subscript):
+                for element in base.slice:
+                    self._eval(element)
+                base = base.value
+            elif isinstance(base, cst.Call) and isinstance(base.func, cst.Attribute) and base.func.attr.value in _VIEW_METHODS:
+                self._eval_args(base)
+                base = base.func.value
+            elif isinstance(base, cst.Attribute) and base.attr.value in _VIEW_ATTRIBUTES:
+                base = base.value
+            else:
+                break
+        key = dotted_name(base)
         if key is not None and self.state is not None and key not in self.state.streams:
-            self._access(key, expr, write=True)
+            self._access(key, base, write=True)
         else:
-            self._eval(expr)
+            self._eval(base)
 
     def _stream_method(self, node: cst.Call, func: cst.Attribute) -> bool:
         """Ordering calls on streams and events; False if `func` is none of them."""
@@ -741,10 +783,14 @@ class _FunctionAnalysis:
         """The stream a `with` item makes current, None if it is no stream context."""
         assert self.state is not None
         if isinstance(expr, cst.Call) and self.imports.qualified(expr.func) in STREAM_CONTEXTS:
-            stream_arg = next((a.value for a in expr.args if a.keyword is None or a.keyword.value == "stream"), None)
-            return self._stream(stream_arg) if stream_arg is not None else None
+            return self._stream_argument(expr)
         key = dotted_name(expr)
         return self.state.contexts.get(key) if key is not None else None
+
+    def _stream_argument(self, call: cst.Call) -> str | None:
+        """The stream of `torch.cuda.stream(s)` / `StreamContext(stream=s)`; None for None."""
+        arg = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "stream"), None)
+        return self._stream(arg) if arg is not None else None
 
     def _stream(self, expr: cst.BaseExpression) -> str | None:
         """The stream an expression denotes: a tracked binding, or its own source text."""
@@ -781,7 +827,7 @@ class _FunctionAnalysis:
             return self._alias_of(expr.value)
         if isinstance(expr, cst.Subscript):
             return self._alias_of(expr.value)
-        if isinstance(expr, (cst.BinaryOperation, cst.UnaryOperation)):
+        if isinstance(expr, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison)):
             return _Value("tensor") if self._tensor_operand(expr) else _Value("other")
         if isinstance(expr, (cst.Tuple, cst.List, cst.Set, cst.Dict)):
             self._escape_names(expr)
@@ -806,8 +852,7 @@ class _FunctionAnalysis:
             if qualified in (CURRENT_STREAM, DEFAULT_STREAM):
                 return _Value("stream", self._stream(expr))
             if qualified in STREAM_CONTEXTS:
-                stream_arg = expr.args[0].value if expr.args else None
-                return _Value("context", self._stream(stream_arg) if stream_arg is not None else None)
+                return _Value("context", self._stream_argument(expr))
             if qualified in EVENT_CONSTRUCTORS:
                 return _Value("event")
             module = qualified.rpartition(".")[0]
@@ -838,6 +883,10 @@ class _FunctionAnalysis:
             return self._tensor_operand(expr.left) or self._tensor_operand(expr.right)
         if isinstance(expr, cst.UnaryOperation):
             return self._tensor_operand(expr.expression)
+        if isinstance(expr, cst.Comparison):
+            return self._tensor_operand(expr.left) or any(
+                self._tensor_operand(target.comparator) for target in expr.comparisons
+            )
         if isinstance(expr, cst.Call):
             return self._call_value(expr).kind == "tensor"
         if isinstance(expr, cst.Subscript):

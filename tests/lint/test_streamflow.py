@@ -521,3 +521,92 @@ def test_match_statement() -> None:
         return y
     """
     assert hazards(source, RAW) == {raw("y", 13, CURRENT, "s")}
+
+
+def test_in_place_writes_through_views_write_the_base() -> None:
+    source = """
+    import torch
+
+    def f(x, s, i):
+        buf = torch.zeros(8, device="cuda")
+        with torch.cuda.stream(s):
+            buf[i].copy_(x)
+            buf.view(-1).add_(1)
+            buf[0] = 3
+        torch.cuda.current_stream().wait_stream(s)
+        return buf
+    """
+    assert {(k, line) for k, _, line, _, _ in hazards(source)} == {("WRITE_AFTER_WRITE", 7)}
+
+
+def test_stream_bound_to_a_second_name() -> None:
+    source = """
+    import torch
+
+    class Loader:
+        def load(self, batch):
+            s = self.copy_stream
+            with torch.cuda.stream(s):
+                out = batch.cuda(non_blocking=True)
+            torch.cuda.current_stream().wait_stream(self.copy_stream)
+            return out
+    """
+    assert hazards(source) == set()
+
+
+def test_called_names_are_not_tensor_reads() -> None:
+    source = """
+    import torch
+
+    model = torch.nn.Linear(4, 4)
+    model = model.cuda()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        out = model(torch.ones(4, device="cuda"))
+    """
+    assert hazards(source) == set()
+
+
+def test_collectives_write_their_tensor() -> None:
+    source = """
+    import torch
+    import torch.distributed as dist
+
+    def f(grad, s):
+        with torch.cuda.stream(s):
+            summed = grad * 2
+        dist.all_reduce(summed)
+        return summed
+    """
+    assert hazards(source, WAW) == {("WRITE_AFTER_WRITE", "summed", 8, CURRENT, "s")}
+
+
+def test_comparisons_and_walrus_make_tensors() -> None:
+    source = """
+    import torch
+
+    def f(x, s):
+        mask = x > 0
+        if (y := torch.relu(x)) is not None:
+            pass
+        with torch.cuda.stream(s):
+            a = mask & y
+        torch.cuda.synchronize()
+        return a
+    """
+    assert hazards(source, RAW) == {raw("mask", 9, "s", CURRENT), raw("y", 9, "s", CURRENT)}
+
+
+def test_yielded_tensors_escape() -> None:
+    source = """
+    import torch
+
+    def batches(xs, s):
+        for x in xs:
+            y = torch.relu(x)
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                z = y * 2
+            yield y
+    """
+    assert hazards(source, FREE) == set()
