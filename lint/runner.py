@@ -143,10 +143,11 @@ def _run(work: list[_Job], jobs: int | None) -> list[list[Finding]]:
         jobs = (os.cpu_count() or 1) if enough else 1
     if jobs <= 1 or len(work) <= 1:
         return [_lint_job(job) for job in work]
-    # Biggest files first, in small chunks, so that no worker is left with a long tail.
+    # Deal the files, biggest first, round-robin into a few chunks per worker: chunks of about
+    # equal size, the biggest started first, so that no worker is left with a long tail.
     order = sorted(range(len(work)), key=lambda index: -len(work[index].source))
-    size = max(1, len(order) // (jobs * 8))
-    chunks = [order[start : start + size] for start in range(0, len(order), size)]
+    count = min(len(order), jobs * 4)
+    chunks = [order[start::count] for start in range(count)]
     results: list[list[Finding]] = [[] for _ in work]
     with ProcessPoolExecutor(max_workers=min(jobs, len(chunks))) as pool:
         futures = [(chunk, pool.submit(_lint_chunk, [work[index] for index in chunk])) for chunk in chunks]
