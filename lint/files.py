@@ -49,10 +49,12 @@ def might_have_findings(text: str) -> bool:
 
 
 @dataclass(frozen=True)
-class MissingPath:
-    """A path argument that does not exist: reported as a located diagnostic, not a crash."""
+class PathError:
+    """A path that cannot be walked (a missing argument, an unreadable directory): reported as a
+    diagnostic on that path while the others are linted."""
 
     path: Path
+    message: str
 
 
 def is_virtualenv(directory: Path) -> bool:
@@ -133,39 +135,42 @@ class Excluder:
         return False
 
 
-def discover(paths: Sequence[str], excluder: Excluder) -> Iterator[Path | MissingPath]:
+def discover(paths: Sequence[str], excluder: Excluder) -> Iterator[Path | PathError]:
     """Absolute paths of the Python files to lint, each once, in argument then walk order.
 
     A file named on the command line is always linted (even if ignored or not `*.py`);
     directories are walked for `*.py`, pruning skipped, virtualenv and ignored directories.
+    Symlinked directories are not followed (as git does not), so a link loop cannot recurse.
     """
     seen: set[Path] = set()
     for argument in paths:
         path = Path(os.path.abspath(argument))
         if path.is_dir():
-            files: Iterable[Path] = _walk(path, excluder, excluder.inherited(path))
+            files: Iterable[Path | PathError] = _walk(path, excluder, excluder.inherited(path))
         elif path.exists():
             files = [path]
         else:
-            yield MissingPath(path)
+            yield PathError(path, "no such file or directory")
             continue
         for file in files:
-            if file not in seen:
-                seen.add(file)
+            if isinstance(file, PathError) or file not in seen:
+                if isinstance(file, Path):
+                    seen.add(file)
                 yield file
 
 
-def _walk(directory: Path, excluder: Excluder, ignores: list[_IgnoreFile]) -> Iterator[Path]:
+def _walk(directory: Path, excluder: Excluder, ignores: list[_IgnoreFile]) -> Iterator[Path | PathError]:
     local = excluder.local(directory)
     if local is not None:
         ignores = [*ignores, local]
     try:
         entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
-    except OSError:
+    except OSError as error:
+        yield PathError(directory, f"cannot read directory: {error.strerror or error}")
         return
     for entry in entries:
         path = Path(entry.path)
-        if entry.is_dir():
+        if entry.is_dir(follow_symlinks=False):
             if entry.name in SKIPPED_DIR_NAMES or is_virtualenv(path):
                 continue
             if not excluder.excluded(path, True, ignores):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from csan_lint.lint.config import Config
 from csan_lint.lint.engine import lint_source
-from csan_lint.lint.files import Excluder, MissingPath, discover, display_path, might_have_findings
+from csan_lint.lint.files import Excluder, PathError, discover, display_path, might_have_findings
 from csan_lint.lint.model import Finding, Span
 from csan_lint.lint.registry import SYNTAX_ERROR_CODE, all_rules
 from csan_lint.lint.rule import Rule
@@ -118,9 +118,8 @@ def lint_paths(paths: Sequence[str], config: Config, *, jobs: int | None = None)
     work: list[_Job] = []
     files_checked = 0
     for found in discover(paths, excluder):
-        if isinstance(found, MissingPath):
-            shown = display_path(found.path, cwd)
-            findings.append(diagnostic(shown, READ_ERROR_CODE, "no such file or directory"))
+        if isinstance(found, PathError):
+            findings.append(diagnostic(display_path(found.path, cwd), READ_ERROR_CODE, found.message))
             continue
         files_checked += 1
         shown = display_path(found, cwd)

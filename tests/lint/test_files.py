@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from csan_lint.lint.files import Excluder, MissingPath, discover, display_path, might_have_findings
+from csan_lint.lint.files import Excluder, PathError, discover, display_path, might_have_findings
 from csan_lint.lint.registry import all_rules
 
 
@@ -21,8 +22,8 @@ def found(root: Path, paths: list[str], exclude: tuple[str, ...] = (), gitignore
     """Discovered files as paths relative to `root` (missing ones as `missing:<name>`)."""
     result = []
     for item in discover([str(root / path) for path in paths], Excluder(root, exclude, gitignore)):
-        if isinstance(item, MissingPath):
-            result.append(f"missing:{item.path.name}")
+        if isinstance(item, PathError):
+            result.append(f"{item.message}:{item.path.name}")
         else:
             result.append(item.relative_to(root).as_posix())
     return result
@@ -86,7 +87,29 @@ def test_config_exclude_patterns_are_relative_to_the_root(tmp_path: Path) -> Non
 
 def test_each_file_once_and_missing_paths_reported_in_order(tmp_path: Path) -> None:
     make_tree(tmp_path, {"a.py": "", "pkg/b.py": ""})
-    assert found(tmp_path, ["pkg", "nope.py", "pkg/b.py", "."]) == ["pkg/b.py", "missing:nope.py", "a.py"]
+    assert found(tmp_path, ["pkg", "nope.py", "pkg/b.py", "."]) == ["pkg/b.py", "no such file or directory:nope.py", "a.py"]
+
+
+def test_symlinked_directories_are_not_followed(tmp_path: Path) -> None:
+    make_tree(tmp_path, {"pkg/a.py": ""})
+    (tmp_path / "pkg" / "loop").symlink_to(tmp_path / "pkg", target_is_directory=True)
+    (tmp_path / "pkg" / "alias.py").symlink_to(tmp_path / "pkg" / "a.py")
+    assert found(tmp_path, ["."]) == ["pkg/a.py", "pkg/alias.py"]
+
+
+def test_an_unreadable_directory_is_reported_and_the_walk_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_tree(tmp_path, {"a.py": "", "locked/b.py": "", "z.py": ""})
+    real_scandir = os.scandir
+
+    def scandir(path):  # chmod 0 does not stop root, who runs CI here
+        if Path(path).name == "locked":
+            raise PermissionError(13, "Permission denied")
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    assert found(tmp_path, ["."]) == ["a.py", "cannot read directory: Permission denied:locked", "z.py"]
 
 
 def test_display_path_is_relative_under_cwd_else_absolute(tmp_path: Path) -> None:
