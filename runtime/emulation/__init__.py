@@ -146,6 +146,7 @@ def _patches() -> list[tuple[Any, str, Any]]:
         (threading.Thread, "_bootstrap_inner", _bootstrap_inner),
     ]
     table += [(torch.Tensor, name, value) for name, value in device.TENSOR_ATTRIBUTES.items()]
+    table += [(torch.UntypedStorage, name, value) for name, value in device.STORAGE_ATTRIBUTES.items()]
     table += [(torch, name, value) for name, value in device.TORCH_FUNCTIONS.items()]
     table += [(torch.amp.autocast_mode.autocast, name, value) for name, value in device.AUTOCAST_ATTRIBUTES.items()]
     return table

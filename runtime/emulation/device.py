@@ -84,7 +84,10 @@ class _Memory:
             _gpu_trace.MemoryDeallocationCallbacks.fire_callbacks(block.ptr)
 
     def mark(self, tensor: torch.Tensor) -> None:
-        block = self.registry.add(tensor.untyped_storage())
+        self.mark_storage(tensor.untyped_storage())
+
+    def mark_storage(self, storage: torch.UntypedStorage) -> None:
+        block = self.registry.add(storage)
         if block is not None and block.size:
             # The caching allocator does not trace zero-byte tensors: they get no block.
             self.allocated += block.size
@@ -521,6 +524,51 @@ class Generator(torch._C.Generator, metaclass=_GeneratorType):
     def device(self) -> torch.device:
         return CUDA
 
+
+_storage_device_get = torch._C.StorageBase.__dict__["device"].__get__
+_base_storage_to = torch.UntypedStorage.to
+
+
+def _storage_on_device(storage: torch.UntypedStorage) -> bool:
+    return storage._cdata in memory.registry.blocks
+
+
+def _storage_device(self: torch.UntypedStorage) -> torch.device:
+    if _storage_on_device(self):
+        return CUDA
+    return _storage_device_get(self)
+
+
+def _storage_to(self: torch.UntypedStorage, *, device: Any, non_blocking: bool = False) -> torch.UntypedStorage:
+    # What `torch.load` restores a "cuda:0" storage with (and `storage.cuda()`).
+    target = torch.device(device)
+    if target.type not in ("cuda", "cpu"):
+        return _base_storage_to(self, device=device, non_blocking=non_blocking)
+    on_device = _storage_on_device(self)
+    if (target.type == "cuda") == on_device:
+        if on_device:
+            streams.check_device(target)
+        return self
+    copy = torch.UntypedStorage(self.nbytes())
+    copy.copy_(self)
+    if target.type == "cuda":
+        streams.check_device(target)
+        memory.mark_storage(copy)
+    if not non_blocking:
+        _sync_current()
+    return copy
+
+
+def _storage_cuda(self: torch.UntypedStorage, device: Any = None, non_blocking: bool = False) -> torch.UntypedStorage:
+    target = torch.device("cuda", streams.check_device(device))
+    return _storage_to(self, device=target, non_blocking=non_blocking)
+
+
+STORAGE_ATTRIBUTES: dict[str, Any] = {
+    "device": property(_storage_device),
+    "to": _storage_to,
+    "cuda": _storage_cuda,
+}
 
 _autocast = torch.amp.autocast_mode.autocast
 _base_autocast_enter = _autocast.__enter__

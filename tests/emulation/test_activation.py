@@ -21,6 +21,7 @@ _PATCHED_NAMESPACES = (
     torch.cuda.graphs,
     torch.cuda.nvtx,
     torch.Tensor,
+    torch.UntypedStorage,
     threading.Thread,
     torch.amp.autocast_mode.autocast,
 )

@@ -238,3 +238,21 @@ def test_profiler_annotations_and_capability_queries_work():
     x = torch.empty(1024, device="cuda")
     assert torch.cuda.mem_get_info()[0] == free - 4096 and total > free - 4096
     del x
+
+
+def test_save_and_load_keep_device_tensors_on_the_device():
+    import io
+
+    model = torch.nn.Linear(2, 2).cuda()
+    buffer = io.BytesIO()
+    torch.save(model.state_dict(), buffer)
+    buffer.seek(0)
+    assert {v.device for v in torch.load(buffer).values()} == {CUDA0}
+    buffer.seek(0)
+    assert {v.device for v in torch.load(buffer, map_location="cpu").values()} == {torch.device("cpu")}
+    host = io.BytesIO()
+    torch.save(torch.nn.Linear(2, 2).state_dict(), host)
+    host.seek(0)
+    loaded = torch.load(host, map_location="cuda")
+    assert {v.device for v in loaded.values()} == {CUDA0}
+    assert model.weight.untyped_storage().is_cuda and not torch.ones(1).untyped_storage().is_cuda
