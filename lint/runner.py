@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import os
 import tokenize
+import traceback
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -81,10 +82,17 @@ def _lint_job(job: _Job) -> list[Finding]:
     try:
         findings = lint_source(job.source, job.path, job.rules)
     except Exception as error:  # a crash on one file is that file's diagnostic; the run goes on
-        return [diagnostic(job.path, INTERNAL_ERROR_CODE, f"internal error: {type(error).__name__}: {error}")]
+        return [diagnostic(job.path, INTERNAL_ERROR_CODE, _internal_error(error))]
     if not findings or findings[0].code == SYNTAX_ERROR_CODE:
         return findings
     return filter_suppressed(findings, job.source, rule_names())
+
+
+def _internal_error(error: Exception) -> str:
+    """The exception and where it was raised: enough for a bug report, without a traceback."""
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+    return f"internal error: {type(error).__name__}: {error}{where}"
 
 
 def read_source(path: Path, shown: str) -> str | Finding:
