@@ -1,0 +1,48 @@
+"""CLI behaviour that golden files show poorly: exit-status precedence, flag splitting, and an
+internal failure outside any one file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from csan_lint.lint import cli
+from csan_lint.lint.registry import all_rules
+
+FLAGGED = all_rules()[0].INVALID[0].code
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "flagged.py").write_text(FLAGGED)
+    return tmp_path
+
+
+def test_exit_zero_does_not_hide_an_unchecked_file(project: Path) -> None:
+    assert CliRunner().invoke(cli.main, ["--exit-zero", "flagged.py"]).exit_code == 0
+    result = CliRunner().invoke(cli.main, ["--exit-zero", "flagged.py", "missing.py"])
+    assert result.exit_code == 2
+    assert "missing.py:1:1: CSL003 no such file or directory" in result.stdout
+
+
+def test_select_values_split_on_commas_and_repeat(project: Path) -> None:
+    codes = [rule.code for rule in all_rules()]
+    result = CliRunner().invoke(cli.main, ["--select", f"{codes[0]}, {codes[1]}", "--select", codes[2], "--statistics"])
+    reported = {line.split()[1] for line in result.stdout.splitlines()[:-1]}
+    assert reported and reported <= set(codes[:3])
+
+
+def test_a_failure_outside_any_file_is_a_message_not_a_traceback(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(paths, config):
+        raise RuntimeError("discovery exploded")
+
+    monkeypatch.setattr(cli, "lint_paths", broken)
+    result = CliRunner().invoke(cli.main, ["."])
+    assert result.exit_code == 2
+    assert result.stderr == "error: internal error: RuntimeError: discovery exploded\n"
+    assert "Traceback" not in result.output
