@@ -48,11 +48,12 @@ def _csan() -> Any:
 # -- traces ------------------------------------------------------------------------------------------
 
 
-def churn_trace(launches: int, weights: int = 4) -> list[tuple[Any, ...]]:
-    """A training-loop-like, race-free trace: a few long-lived weights read by every launch (never
-    written: CSAN's read lists grow), activations allocated, used and freed, and every 4th
-    step a side stream that waits on the main stream, reads the activation, and is joined back
-    before the activation is freed."""
+def churn_trace(launches: int, weights: int = 4, update_every: int = 0) -> list[tuple[Any, ...]]:
+    """A training-loop-like, race-free trace: a few long-lived weights read by every launch,
+    activations allocated, used and freed, and every 4th step a side stream that waits on the
+    main stream, reads the activation, and is joined back before the activation is freed.
+    With `update_every`, an optimizer step rewrites the weights that often; without, they are
+    only read (CSAN keeps every read since the last write: its lists grow)."""
     ops: list[tuple[Any, ...]] = [("event_created", 1), ("event_created", 2)]
     weight_ptrs = [0x10_0000 + SIZE * i for i in range(weights)]
     for ptr in weight_ptrs:
@@ -72,6 +73,9 @@ def churn_trace(launches: int, weights: int = 4) -> list[tuple[Any, ...]]:
             ops += [("event_recorded", 1, MAIN), ("event_waited", 1, SIDE)]
             ops.append(("kernel_launched", SIDE, [activation, weight], []))
             ops += [("event_recorded", 2, SIDE), ("event_waited", 2, MAIN)]
+            done += 1
+        if update_every and step % update_every == update_every - 1:
+            ops.append(("kernel_launched", MAIN, [], list(weight_ptrs)))
             done += 1
         live.append(activation)
         if len(live) > 8:
@@ -165,9 +169,9 @@ def _launch_count(ops: list[tuple[Any, ...]]) -> int:
 # -- sections ------------------------------------------------------------------------------------------
 
 
-def bench_throughput(launches: int, depth: int) -> Iterator[Row]:
+def bench_throughput(launches: int, depth: int, update_every: int) -> Iterator[Row]:
     """Launches per second on the same race-free churn trace (best of 3)."""
-    trace = churn_trace(launches)
+    trace = churn_trace(launches, update_every=update_every)
     ours_ops, csan_ops = _ours_ops(trace), _csan_ops(trace)
     n = _launch_count(trace)
     csan = _csan()
@@ -181,8 +185,9 @@ def bench_throughput(launches: int, depth: int) -> Iterator[Row]:
         csan_s.append(_timed(lambda: found.extend(at_depth(depth, lambda: feed_csan(csan_ops, handler)))))
         assert found == [], "the churn trace must be race-free for CSAN"
     ours_rate, csan_rate = n / min(ours_s), n / min(csan_s)
+    weights = f"weights updated every {update_every} steps" if update_every else "read-only weights"
     yield (
-        f"launches/s ({n} launches, +{depth} frames)",
+        f"launches/s ({n} launches, {weights}, +{depth} frames)",
         f"{ours_rate:,.0f}",
         f"{csan_rate:,.0f}",
         f"{ours_rate / csan_rate:.1f}x (target >= {THROUGHPUT_TARGET:.0f}x)",
@@ -284,7 +289,8 @@ def bench_memory(launches: int, depth: int) -> Iterator[Row]:
 
 
 SECTIONS: list[Callable[[argparse.Namespace], Iterator[Row]]] = [
-    lambda a: bench_throughput(a.launches, a.depth),
+    lambda a: bench_throughput(a.launches, a.depth, update_every=16),
+    lambda a: bench_throughput(a.launches, a.depth, update_every=0),
     lambda a: bench_write_after_reads(a.depth),
     lambda a: bench_memory(a.memory_launches, a.depth),
 ]

@@ -1,6 +1,6 @@
 """Cheap stack capture for the hot path, resolved to text only when a report is made.
 
-Capturing keeps `(code object, instruction offset)` pairs: no line lookup, no strings. CSAN's
+Capturing keeps code objects and instruction offsets: no line lookup, no strings. CSAN's
 `traceback.StackSummary.extract` costs most of its per-launch time; this is about 13 times
 cheaper (and reading `f_lineno` instead of `f_lasti` would double our cost: it scans the line
 table). Lines are computed in `resolve`, when a report is made. Replayed traces carry frames
@@ -13,7 +13,7 @@ import importlib.util
 import os
 import sys
 import sysconfig
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from types import CodeType
 from typing import NamedTuple, Union
 
@@ -26,22 +26,33 @@ class Frame(NamedTuple):
     function: str
 
 
-Stack = tuple[Union[tuple[CodeType, int], Frame], ...]
-"""Innermost frame LAST, like a traceback. Live stacks hold (code, f_lasti) pairs; replayed ones
-Frames. Equal stacks mean the same call sites, so a Stack can key a cache or a dedup set."""
+Stack = tuple[Union[CodeType, int, Frame], ...]
+"""Opaque outside this module; read it with `resolve`. A live stack is flat, innermost frame
+FIRST, as the walk finds it: (code, f_lasti, caller's code, caller's f_lasti, ...), which saves
+a tuple per frame and a reversal. A replayed stack is a tuple of Frames, innermost last.
+Equal stacks mean the same call sites, so a Stack can key a cache or a dedup set."""
 
 EMPTY_STACK: Stack = ()
 
 
-def capture_stack(skip: int = 0) -> Stack:
-    """The caller's stack (minus `skip` more frames), innermost last."""
+def capture_stack(skip: int = 0, stop: Container[CodeType] = ()) -> Stack:
+    """The caller's stack (minus `skip` more frames). The walk ends at a frame running one of
+    the `stop` code objects (a test runner's call into the test, say: the frames outside it are
+    never the user's, and under pytest they are most of the stack)."""
     frame = sys._getframe(skip + 1)
-    pairs = []
-    while frame is not None:
-        pairs.append((frame.f_code, frame.f_lasti))
-        frame = frame.f_back
-    pairs.reverse()
-    return tuple(pairs)
+    flat: list[CodeType | int] = []
+    append = flat.append
+    if stop:
+        while frame is not None and frame.f_code not in stop:
+            append(frame.f_code)
+            append(frame.f_lasti)
+            frame = frame.f_back
+    else:
+        while frame is not None:
+            append(frame.f_code)
+            append(frame.f_lasti)
+            frame = frame.f_back
+    return tuple(flat)
 
 
 def line_of(code: CodeType, lasti: int) -> int:
@@ -53,13 +64,19 @@ def line_of(code: CodeType, lasti: int) -> int:
 
 
 def resolve(stack: Stack | Sequence[Sequence[object]] | None) -> list[Frame]:
-    """Frames of a live or replayed stack (lists of [file, line, function] are accepted too)."""
+    """Frames of a live or replayed stack (lists of [file, line, function] are accepted too),
+    innermost last."""
+    if not stack:
+        return []
+    if isinstance(stack[0], CodeType):
+        codes: Sequence[CodeType] = stack[0::2]  # type: ignore[assignment]
+        offsets: Sequence[int] = stack[1::2]  # type: ignore[assignment]
+        live = [Frame(code.co_filename, line_of(code, lasti), code.co_name) for code, lasti in zip(codes, offsets)]
+        live.reverse()
+        return live
     frames = []
-    for entry in stack or ():
-        first = entry[0]
-        if isinstance(first, CodeType):
-            frames.append(Frame(first.co_filename, line_of(first, entry[1]), first.co_name))  # type: ignore[arg-type]
-        elif isinstance(entry, Frame):
+    for entry in stack:
+        if isinstance(entry, Frame):
             frames.append(entry)
         else:
             filename, lineno, function = entry

@@ -134,3 +134,14 @@ def test_resolved_lines_match_f_lineno_on_every_frame():
     resolved = resolve(stack)
     assert len(resolved) > 10 and resolved[:-1] == expected[:-1]  # pytest's frames, this test
     assert resolved[-1] == expected[-1]._replace(lineno=line)
+
+
+def test_capture_stops_at_a_stop_frame():
+    def runner():
+        return middle()
+
+    def middle():
+        return capture_stack(stop={runner.__code__})
+
+    assert [f.function for f in resolve(runner())] == ["middle"]
+    assert [f.function for f in resolve(capture_stack(stop={test_capture_stops_at_a_stop_frame.__code__}))] == []

@@ -7,7 +7,7 @@ import sys
 
 from csan_lint.runtime import kinds
 from csan_lint.runtime.events import HOST, Access
-from csan_lint.runtime.stacks import capture_stack
+from csan_lint.runtime.stacks import capture_stack, resolve
 from csan_lint.runtime.tracker import Tracker
 
 S0, S1, S2 = 0, 1001, 1002
@@ -218,7 +218,7 @@ def test_race_in_a_loop_is_reported_once():
         t.kernel_launched(S1, "mul", [Access(ptr, 64, False, "self")], capture_stack())
     assert len(t.errors) == 1
     error = t.errors[0]
-    assert error.current.stack[-1][0].co_name == "test_race_in_a_loop_is_reported_once"
+    assert resolve(error.current.stack)[-1].function == "test_race_in_a_loop_is_reported_once"
 
 
 def test_distinct_sites_are_distinct_reports():
