@@ -29,11 +29,15 @@ class BucketedAllReduce:
     def all_reduce_grads(self) -> None:
         """Replace every gradient by its average over the ranks; ordered with later work."""
         for bucket in self.buckets:
-            flat = torch.cat([param.grad.reshape(-1) for param in bucket])
-            with torch.cuda.stream(self.comm_stream):
-                flat.div_(self.world_size)  # stands in for dist.all_reduce(flat, op=AVG)
-                chunks = flat.split([param.numel() for param in bucket])
-                for param, chunk in zip(bucket, chunks):
-                    param.grad.copy_(chunk.view_as(param.grad))
-            flat.record_stream(self.comm_stream)
+            self._reduce_bucket(bucket)
         torch.cuda.current_stream().wait_stream(self.comm_stream)
+
+    def _reduce_bucket(self, bucket: list[nn.Parameter]) -> None:
+        """Launch the reduction of one bucket, as DDP does from the hook of its last gradient."""
+        flat = torch.cat([param.grad.reshape(-1) for param in bucket])
+        with torch.cuda.stream(self.comm_stream):
+            flat.div_(self.world_size)  # stands in for dist.all_reduce(flat, op=AVG); expect: CSL101
+            chunks = flat.split([param.numel() for param in bucket])
+            for param, chunk in zip(bucket, chunks):
+                param.grad.copy_(chunk.view_as(param.grad))
+        flat.record_stream(self.comm_stream)

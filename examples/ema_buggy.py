@@ -28,7 +28,7 @@ class EMATrainer:
         for inputs, targets in batches:
             residual = inputs @ self.weights - targets
             grad = inputs.t() @ residual / len(inputs)
-            self.weights.sub_(self.lr * grad)
+            self.weights.sub_(self.lr * grad)  # expect: CSL103
             self.ema_stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(self.ema_stream):
                 self.ema_weights.lerp_(self.weights, 1 - self.decay)

@@ -1,46 +1,47 @@
 """Pipelined host-to-device loader: pageable batches staged through two pinned buffers and
-copied on a copy stream, so the copy of batch i+1 overlaps the step on batch i.
+copied on a copy stream, so the copy of batch i+1 overlaps the work on batch i.
 
-Hazard: each device batch is allocated on `copy_stream` and read by `step` on the compute
+Hazard: each device batch is allocated on `copy_stream` and standardized on the compute
 stream; the compute stream waits for the copy (`wait_event`), but nothing tells the caching
 allocator about that use. When `on_device` is rebound, its block goes back to `copy_stream`'s
-pool and the next copy may overwrite it while `step` still reads it (CSL201
+pool and the next copy may overwrite it while the compute stream still reads it (CSL201
 missing-record-stream).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 import torch
 
 
 class PinnedLoader:
-    """Copies batches of one shape to the device through double-buffered pinned memory."""
+    """Copies batches of one shape to the device through double-buffered pinned memory and
+    standardizes them there."""
 
-    def __init__(self, shape: tuple[int, ...], device: str = "cuda") -> None:
+    def __init__(self, mean: torch.Tensor, std: torch.Tensor, device: str = "cuda") -> None:
+        self.mean = mean.to(device)
+        self.std = std.to(device)
         self.device = device
         self.copy_stream = torch.cuda.Stream()
-        self.staging = [torch.empty(shape).pin_memory() for _ in range(2)]
-        self.copied: list[torch.cuda.Event | None] = [None, None]
+        self.staging = [torch.empty(mean.shape).pin_memory() for _ in range(2)]
+        self.in_flight: list[torch.cuda.Event | None] = [None, None]
 
-    def run(
-        self, batches: Iterable[torch.Tensor], step: Callable[[torch.Tensor], torch.Tensor]
-    ) -> list[torch.Tensor]:
-        """`step` applied on the device to every batch, in order."""
+    def run(self, batches: Iterable[torch.Tensor]) -> list[torch.Tensor]:
+        """Every batch standardized on the device, in order."""
         results = []
         for index, batch in enumerate(batches):
             slot = index % 2
-            previous_copy = self.copied[slot]
-            if previous_copy is not None:
-                previous_copy.synchronize()  # the staging buffer's last copy has been read
+            staging = self.staging[slot]
+            in_flight = self.in_flight[slot]
+            if in_flight is not None:
+                in_flight.synchronize()  # the last copy out of this staging buffer is done
             copied = torch.cuda.Event()
             with torch.cuda.stream(self.copy_stream):
-                staging = self.staging[slot]
                 staging.copy_(batch)
                 on_device = staging.to(self.device, non_blocking=True)
                 copied.record()
-            self.copied[slot] = copied
+            self.in_flight[slot] = copied
             torch.cuda.current_stream().wait_event(copied)
-            results.append(step(on_device))
+            results.append((on_device - self.mean) / self.std)  # expect: CSL201
         return results

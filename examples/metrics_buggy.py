@@ -32,11 +32,11 @@ class Evaluator:
             logits = self.model(inputs)
             self.metric_stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(self.metric_stream):
-                correct += (logits.argmax(dim=1) == labels).sum()
+                correct += (logits.argmax(dim=1) == labels).sum()  # expect: CSL201
             logits.record_stream(self.metric_stream)
             labels.record_stream(self.metric_stream)
             seen += labels.numel()
-        return correct.item() / seen
+        return correct.item() / seen  # expect: CSL102
 
     @torch.no_grad()
     def mean_loss(self, batches: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> float:
@@ -46,8 +46,8 @@ class Evaluator:
             logits = self.model(inputs)
             self.metric_stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(self.metric_stream):
-                total += nn.functional.cross_entropy(logits, labels, reduction="sum")
+                total += nn.functional.cross_entropy(logits, labels, reduction="sum")  # expect: CSL201
             logits.record_stream(self.metric_stream)
             labels.record_stream(self.metric_stream)
             seen += labels.numel()
-        return total.item() / seen
+        return total.item() / seen  # expect: CSL102

@@ -2,9 +2,11 @@
 so that the copy of layer i's activation overlaps the compute of layer i+1.
 
 Hazard: `offload_stream` never waits for the compute stream, so the copy may read an activation
-before the layer has written it (CSL101 missing-wait-stream); and the activation is dropped on
+before the layer has written it (CSL101 missing-wait-stream). And the activation is dropped on
 the next iteration without `record_stream`, so the caching allocator may give its block to the
-next layer's output while the copy still reads it (CSL201 missing-record-stream).
+next layer's output while the copy still reads it: the linter cannot see that one (the
+activation goes to `layer`, which might keep it alive), the sanitizer reports it as a
+runtime-only free-in-use race.
 """
 
 from __future__ import annotations
@@ -31,6 +33,6 @@ class ActivationOffloader:
         for index, layer in enumerate(self.layers):
             activation = layer(activation)
             with torch.cuda.stream(self.offload_stream):
-                self.host_buffers[index].copy_(activation, non_blocking=True)
+                self.host_buffers[index].copy_(activation, non_blocking=True)  # expect: CSL101
         self.offload_stream.synchronize()
         return activation

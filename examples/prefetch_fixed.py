@@ -1,6 +1,6 @@
 """Prefetch the next batch to the GPU on a copy stream while the model runs on the current one.
 
-Fixed: before taking a batch the compute stream waits for the copy stream (`wait_stream`), and
+Fixed: before using each batch the compute stream waits for the copy stream (`wait_stream`), and
 the batch is marked as used by the compute stream (`record_stream`), so the caching allocator
 does not reuse its block for a later copy until the model is done with it.
 """
@@ -12,7 +12,7 @@ from torch import nn
 
 
 class CUDAPrefetcher:
-    """Feeds batches to a model, copying batch i+1 to the device while batch i is consumed."""
+    """Feeds batches to a model; the copy of batch i+1 overlaps the model's work on batch i."""
 
     def __init__(self, batches: list[torch.Tensor], device: str = "cuda") -> None:
         self.batches = [batch.pin_memory() for batch in batches]
@@ -23,14 +23,11 @@ class CUDAPrefetcher:
         """The model's output for every batch, in order."""
         compute_stream = torch.cuda.current_stream()
         outputs = []
-        with torch.cuda.stream(self.copy_stream):
-            next_batch = self.batches[0].to(self.device, non_blocking=True)
-        for index in range(len(self.batches)):
+        for cpu_batch in self.batches:
+            # Queued on copy_stream only: runs while the model still works on the last batch.
+            with torch.cuda.stream(self.copy_stream):
+                batch = cpu_batch.to(self.device, non_blocking=True)
             compute_stream.wait_stream(self.copy_stream)
-            batch = next_batch
             batch.record_stream(compute_stream)
-            if index + 1 < len(self.batches):
-                with torch.cuda.stream(self.copy_stream):
-                    next_batch = self.batches[index + 1].to(self.device, non_blocking=True)
             outputs.append(model(batch))
         return outputs

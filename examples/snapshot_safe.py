@@ -27,4 +27,4 @@ class WeightSnapshotter:
         with torch.cuda.stream(self.copy_stream):
             flat = torch.cat([param.detach().reshape(-1) for param in self.model.parameters()])
         wait_for_device()
-        return flat.cpu()
+        return flat.cpu()  # expect: CSL102

@@ -18,7 +18,8 @@ def test_accuracy_counts_correct_predictions(module):
     model = nn.Linear(6, 3)
     batches = [(torch.randn(10, 6), torch.randint(0, 3, (10,))) for _ in range(4)]
     with torch.no_grad():
-        correct = sum(int((model(inputs).argmax(dim=1) == labels).sum()) for inputs, labels in batches)
+        predictions = [(model(inputs).argmax(dim=1), labels) for inputs, labels in batches]
+        correct = sum(int((predicted == labels).sum()) for predicted, labels in predictions)
     assert 0 < correct < 40  # a count that a wrong accumulation would miss
     evaluator = module.Evaluator(model.cuda())
     accuracy = evaluator.accuracy([(inputs.cuda(), labels.cuda()) for inputs, labels in batches])
