@@ -81,8 +81,14 @@ def _confirm(result: LintResult, paths: list[str], config: Any, options: dict[st
     "--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
     help="Output format; JSON is described in docs/json-format.md.",
 )
-@click.option("--select", multiple=True, metavar="CODES", help="Only these rules (codes, code prefixes or names; comma-separated).")
-@click.option("--ignore", multiple=True, metavar="CODES", help="Also skip these rules (codes, code prefixes or names; comma-separated).")
+@click.option(
+    "--select", multiple=True, metavar="CODES",
+    help="Only these rules (codes, code prefixes or names; comma-separated).",
+)
+@click.option(
+    "--ignore", multiple=True, metavar="CODES",
+    help="Also skip these rules (codes, code prefixes or names; comma-separated).",
+)
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Read settings from this TOML file.")
 @click.option("--statistics", is_flag=True, help="Print a count per rule instead of each finding.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")

@@ -195,4 +195,3 @@ def load_config(
         check_selectors(ignore, "--ignore")
         config = replace(config, ignore=(*config.ignore, *ignore))
     return config
-

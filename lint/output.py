@@ -33,7 +33,8 @@ def statistics(findings: Sequence[Finding]) -> list[tuple[str, str, int]]:
     """(code, name, count) per code, most frequent first, then by code."""
     counts = Counter(finding.code for finding in findings)
     names = rule_names()
-    return sorted(((code, names.get(code, ""), count) for code, count in counts.items()), key=lambda row: (-row[2], row[0]))
+    rows = [(code, names.get(code, ""), count) for code, count in counts.items()]
+    return sorted(rows, key=lambda row: (-row[2], row[0]))
 
 
 def format_text(result: LintResult, *, show_statistics: bool = False, quiet: bool = False) -> str:

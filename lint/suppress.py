@@ -63,7 +63,8 @@ def _comments(source: str) -> list[tuple[int, str]]:
     except (tokenize.TokenError, SyntaxError):
         # Newer syntax than this interpreter's tokenizer knows (libcst parsed it): fall back to
         # each line's text from its first `#`, which errs towards honouring a suppression.
-        return [(number, line[line.index("#") :]) for number, line in enumerate(source.splitlines(), 1) if "#" in line]
+        lines = enumerate(source.splitlines(), 1)
+        return [(number, line[line.index("#"):]) for number, line in lines if "#" in line]
 
 
 def filter_suppressed(findings: Sequence[Finding], source: str, names: dict[str, str]) -> list[Finding]:

@@ -25,10 +25,12 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from csan_lint.runtime.emulation import device, graphs, streams
 
-__all__ = ["activate", "deactivate", "emulated", "is_active", "is_device", "is_pinned"]
+__all__ = ["activate", "current_stream_handle", "deactivate", "emulated", "is_active", "is_device", "is_pinned"]
 
+# Cheap per-op queries for a sanitizer stacked on the emulation (no Stream object, no getter).
 is_device = device.is_device
 is_pinned = device.is_pinned_host
+current_stream_handle = streams.current_handle
 
 _MISSING = object()
 

@@ -57,7 +57,10 @@ def _handle(level: int, slot: int) -> int:
 
 
 _pool = _Pool()
-_local = threading.local()  # .stream: this thread's current stream handle
+# .stream: this thread's current stream handle; .previous: the ones `with stream:` replaced
+_local = threading.local()
+# One Stream object per handle for current_stream()/default_stream(): a sanitizer asks per op.
+_views: dict[int, Stream] = {}
 _event_ids = itertools.count(1)
 # Streams under graph capture (handle -> the graph), and the graph an event recorded during
 # a capture belongs to: waiting on such an event forks the waiting stream into the capture.
@@ -71,6 +74,7 @@ def reset() -> None:
     _pool = _Pool()
     _local = threading.local()
     _event_ids = itertools.count(1)
+    _views.clear()
     capturing.clear()
     _captured_events.clear()
 
@@ -150,15 +154,15 @@ class Stream(torch.Stream):
         _gpu_trace.StreamSynchronizationCallbacks.fire_callbacks(self.stream_id)
 
     def __enter__(self) -> Stream:
-        previous = getattr(self, "_previous", None)
+        previous = getattr(_local, "previous", None)
         if previous is None:
-            previous = self._previous = []
+            previous = _local.previous = []
         previous.append(current_handle())
         _local.stream = self.stream_id
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _local.stream = self._previous.pop()
+        _local.stream = _local.previous.pop()
 
     @property
     def _as_parameter_(self) -> ctypes.c_void_p:
@@ -264,14 +268,23 @@ class Event:
 # -- torch.cuda module functions -----------------------------------------------------------
 
 
+def _view(handle: int) -> Stream:
+    stream = _views.get(handle)
+    if stream is None:
+        stream = _views[handle] = Stream(stream_id=handle, device_index=0, device_type=CUDA_TYPE)
+    return stream
+
+
 def current_stream(device: Any = None) -> Stream:
-    check_device(device)
-    return Stream(stream_id=current_handle(), device_index=0, device_type=CUDA_TYPE)
+    if device is not None:
+        check_device(device)
+    return _view(current_handle())
 
 
 def default_stream(device: Any = None) -> Stream:
-    check_device(device)
-    return Stream(stream_id=DEFAULT_STREAM, device_index=0, device_type=CUDA_TYPE)
+    if device is not None:
+        check_device(device)
+    return _view(DEFAULT_STREAM)
 
 
 def set_stream(stream: Stream | None) -> None:

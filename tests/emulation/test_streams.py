@@ -193,3 +193,34 @@ def test_growing_a_device_tensor_moves_it_to_a_new_block(trace):
     assert trace[-1] == ("freed", old)
     del x
     assert trace[-1] == ("freed", new)
+
+
+def test_record_stream_reaches_a_mode_above_with_the_stream_handle():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen = []
+
+    class Recorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is torch.ops.aten.record_stream.default:
+                seen.append((args[0].data_ptr(), args[1].stream_id))
+            return func(*args, **(kwargs or {}))
+
+    side = torch.cuda.Stream()
+    x = torch.ones(4, device="cuda")
+    with Recorder():
+        x.record_stream(side)
+    assert seen == [(x.data_ptr(), side.cuda_stream)]
+    with pytest.raises(RuntimeError):
+        torch.ones(1).record_stream(side)  # a host tensor has no allocator stream, as on CUDA
+
+
+def test_current_stream_answers_are_cheap_and_equal():
+    from csan_lint.runtime import emulation
+
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        assert emulation.current_stream_handle() == side.cuda_stream
+        assert torch.cuda.current_stream() == side
+    assert emulation.current_stream_handle() == 0
+    assert torch.cuda.current_stream() == torch.cuda.default_stream()
