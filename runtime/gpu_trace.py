@@ -33,6 +33,7 @@ class GpuTraceHooks:
         self.on_internal_error = on_internal_error
         self.after = after
         self.lock = lock
+        self.stack_stop: Any = ()
         self.active = True
         self._registered: list[tuple[Any, Callable[..., None]]] = []
 
@@ -83,9 +84,9 @@ class GpuTraceHooks:
         return callback
 
     def _allocated(self, ptr: int) -> None:
-        self.pending[ptr] = capture_stack()
+        self.pending[ptr] = capture_stack(stop=self.stack_stop)
 
     def _freed(self, ptr: int) -> None:
         # A block no op ever showed has no shadow state to release.
         if self.pending.pop(ptr, None) is None:
-            self.tracker.freed(ptr, stack=capture_stack())
+            self.tracker.freed(ptr, stack=capture_stack(stop=self.stack_stop))

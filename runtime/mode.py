@@ -182,6 +182,9 @@ class SanitizerMode(TorchDispatchMode):
         # Threads share the tracker; the mode, the trace callbacks and the wrappers take turns.
         self.lock = lock if lock is not None else threading.RLock()
         self.checking = True
+        # Code objects where stack walks end: the frames outside a test runner's call into
+        # the user's code are never the user's (see capture_stack).
+        self.stack_stop: set[Any] = set()
         # Allocations announced by the allocator callback (ptr -> stack) whose size and
         # stream are learnt when an op first shows their storage.
         self.pending: dict[int, Any] = {}
@@ -275,7 +278,7 @@ class SanitizerMode(TorchDispatchMode):
             Access(ptr, size, is_write, name, is_output)
             for (ptr, size), (name, is_write, is_output) in device.items()
         ]
-        stack = capture_stack()
+        stack = capture_stack(stop=self.stack_stop)
         with self.lock:
             if self.pending:
                 self._resolve_pending(touched, stream)
@@ -334,7 +337,7 @@ class SanitizerMode(TorchDispatchMode):
             if size == 0:
                 continue
             if stack is None:
-                stack = capture_stack()
+                stack = capture_stack(stop=self.stack_stop)
             with self.lock:
                 self.tracker.host_accessed(ptr, size, is_write, operator, stack=stack)
         if stack is not None and self.on_launch is not None:

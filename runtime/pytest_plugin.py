@@ -55,6 +55,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(CsanSession(config), "csan-session")
 
 
+def _entry_codes() -> set[Any]:
+    """pytest's calls into test functions and fixtures: stack walks stop there."""
+    from _pytest import fixtures, python
+
+    functions = (getattr(python, "pytest_pyfunc_call", None), getattr(fixtures, "call_fixture_func", None))
+    return {f.__code__ for f in functions if f is not None}
+
+
 class _ReportFile:
     """JSON Lines, flushed after each line."""
 
@@ -93,6 +101,7 @@ class CsanSession:
             from csan_lint.runtime.sanitizer import Sanitizer
 
             self.sanitizer = Sanitizer(self.device)
+            self.sanitizer.stack_stop.update(_entry_codes())
             self.sanitizer.listeners.append(self._race)
             self.sanitizer.internal_listeners.append(self._internal_error)
             self.sanitizer.enable()

@@ -97,6 +97,9 @@ class Sanitizer:
         self._patches = _Patches()
         self._graphs: weakref.WeakKeyDictionary[Any, list[Access]] = weakref.WeakKeyDictionary()
         self._current_stream: Callable[[], int] = _current_stream
+        # Code objects of a driver's call into user code (pytest's, runpy's): stack walks stop
+        # there, which keeps capture cost independent of the driver's depth.
+        self.stack_stop: set[Any] = set()
         self._new_tracker()
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -122,6 +125,7 @@ class Sanitizer:
         self.hooks = GpuTraceHooks(
             sink, self.mode.pending, self._internal_error, after=self._collect, lock=self._lock
         )
+        self.mode.stack_stop = self.hooks.stack_stop = self.stack_stop
 
     def enable(self) -> Sanitizer:
         if self.enabled:
@@ -221,11 +225,14 @@ class Sanitizer:
         place = f" at {where[0].filename}:{where[0].lineno}" if where else ""
         message = f"{type(exc).__name__}: {exc}{place}"
         self.internal_errors.append(message)
-        warnings.warn(
-            f"csan: internal error, checking is off from here: {message}",
-            CsanInternalWarning,
-            stacklevel=2,
-        )
+        try:
+            warnings.warn(
+                f"csan: internal error, checking is off from here: {message}",
+                CsanInternalWarning,
+                stacklevel=2,
+            )
+        except Warning:
+            pass  # warnings turned into errors (-W error) must not reach the user's code
         for listener in self.internal_listeners:
             listener(message)
 
@@ -249,7 +256,7 @@ class Sanitizer:
         def capture_begin(original: Callable[..., Any]) -> Callable[..., Any]:
             def wrapper(graph: Any, *args: Any, **kwargs: Any) -> Any:
                 stream = sanitizer._current_stream()
-                stack = capture_stack()
+                stack = capture_stack(stop=sanitizer.stack_stop)
                 sanitizer._guard(lambda: sanitizer._capture_began(stream, stack))
                 try:
                     return original(graph, *args, **kwargs)
@@ -262,7 +269,7 @@ class Sanitizer:
         def capture_end(original: Callable[..., Any]) -> Callable[..., Any]:
             def wrapper(graph: Any, *args: Any, **kwargs: Any) -> Any:
                 stream = sanitizer._current_stream()
-                stack = capture_stack()
+                stack = capture_stack(stop=sanitizer.stack_stop)
                 sanitizer._guard(lambda: sanitizer._capture_ended(graph, stream, stack))
                 return original(graph, *args, **kwargs)
 
@@ -277,7 +284,7 @@ class Sanitizer:
                     result = original(graph, *args, **kwargs)
                 finally:
                     mode.checking = checking
-                stack = capture_stack()
+                stack = capture_stack(stop=sanitizer.stack_stop)
                 sanitizer._guard(lambda: sanitizer._replayed(graph, stack))
                 return result
 
@@ -313,7 +320,7 @@ class Sanitizer:
                 if not event.cuda_event:
                     # CUDA fires no trace for a wait on a never-recorded event: it orders nothing.
                     handle = sanitizer._current_stream() if stream is None else stream.cuda_stream
-                    stack = capture_stack()
+                    stack = capture_stack(stop=sanitizer.stack_stop)
                     sanitizer._guard(
                         lambda: sanitizer.sink.event_waited(UNRECORDED_EVENT, handle, stack=stack)
                     )

@@ -1,0 +1,170 @@
+"""The pytest plugin, run for real in a subprocess on a small GPU test module (emulated device)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+GPU_TESTS = '''
+import os
+import pytest
+import torch
+
+requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+@requires_cuda
+def test_racy():
+    a = torch.rand(4, 2, device="cuda")
+    with torch.cuda.stream(torch.cuda.Stream()):
+        torch.mul(a, 5, out=a)
+    torch.cuda.synchronize()
+
+
+@requires_cuda
+def test_clean():
+    a = torch.rand(4, 2, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        torch.mul(a, 5, out=a)
+    torch.cuda.synchronize()
+
+
+@requires_cuda
+@pytest.mark.csan(enabled=False)
+def test_racy_opted_out():
+    a = torch.rand(4, 2, device="cuda")
+    with torch.cuda.stream(torch.cuda.Stream()):
+        torch.mul(a, 5, out=a)
+    torch.cuda.synchronize()
+'''
+
+
+@pytest.fixture
+def gpu_tests(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_gpu=GPU_TESTS)
+    return pytester
+
+
+def read_report(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_inert_without_options(gpu_tests: pytest.Pytester):
+    result = gpu_tests.runpytest_subprocess("-rs")
+    result.assert_outcomes(skipped=3)
+    result.stdout.fnmatch_lines(["*needs CUDA*"])
+
+
+def test_csan_fails_the_racy_test_and_passes_the_clean_ones(gpu_tests: pytest.Pytester):
+    result = gpu_tests.runpytest_subprocess("--csan", "--csan-device", "emulated")
+    result.assert_outcomes(failed=1, passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_racy*",
+            "*CUDA stream sanitizer: 1 race(s)*",
+            "*write-after-write*aten::mul.out*",
+            "FAILED test_gpu.py::test_racy - *",
+        ]
+    )
+    assert "test_clean FAILED" not in result.stdout.str()
+
+
+def test_report_only_passes_but_reports(gpu_tests: pytest.Pytester):
+    result = gpu_tests.runpytest_subprocess("--csan", "--csan-report-only", "-rP")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*csan*", "*write-after-write*"])
+
+
+def test_report_file_has_the_json_lines(gpu_tests: pytest.Pytester):
+    path = gpu_tests.path / "csan.jsonl"
+    gpu_tests.runpytest_subprocess("--csan", f"--csan-report={path}")
+    records = read_report(path)
+    assert records[0] == {"type": "session", "version": 1, "device": "emulated"}
+    types = [(r["type"], r.get("nodeid")) for r in records[1:]]
+    assert types == [
+        ("test-start", "test_gpu.py::test_racy"),
+        ("race", "test_gpu.py::test_racy"),
+        ("test-end", "test_gpu.py::test_racy"),
+        ("test-start", "test_gpu.py::test_clean"),
+        ("test-end", "test_gpu.py::test_clean"),
+        ("test-start", "test_gpu.py::test_racy_opted_out"),
+        ("test-end", "test_gpu.py::test_racy_opted_out"),
+    ]
+    race = records[2]["report"]
+    assert race["kind"] == "write-after-write"
+    assert race["current"]["operator"].startswith("aten::mul")
+    source = (gpu_tests.path / "test_gpu.py").read_text().splitlines()
+    assert race["current"]["stack"][-1]["line"] == source.index("        torch.mul(a, 5, out=a)") + 1
+    assert race["previous"]["stack"][-1]["line"] == source.index('    a = torch.rand(4, 2, device="cuda")') + 1
+    outcomes = [r["outcome"] for r in records if r["type"] == "test-end"]
+    assert outcomes == ["failed", "passed", "passed"]
+    assert "race" in records[3]["longrepr"]
+
+
+def test_emulate_runs_gpu_tests_without_checking(gpu_tests: pytest.Pytester):
+    result = gpu_tests.runpytest_subprocess("--csan-emulate")
+    result.assert_outcomes(passed=3)
+
+
+def test_crash_mid_test_keeps_the_lines_written_before(pytester: pytest.Pytester):
+    pytester.makepyfile(
+        test_crash='''
+import os
+import torch
+
+def test_first():
+    torch.ones(2, device="cuda").add_(1)
+
+def test_races_then_dies():
+    a = torch.rand(4, device="cuda")
+    with torch.cuda.stream(torch.cuda.Stream()):
+        a.mul_(2)
+    os._exit(3)
+'''
+    )
+    path = pytester.path / "csan.jsonl"
+    result = pytester.runpytest_subprocess("--csan", f"--csan-report={path}")
+    assert result.ret == 3
+    records = read_report(path)
+    assert [r["type"] for r in records] == [
+        "session", "test-start", "test-end", "test-start", "race"
+    ]
+    assert records[4]["nodeid"] == "test_crash.py::test_races_then_dies"
+
+
+def test_internal_error_is_reported_not_a_user_failure(pytester: pytest.Pytester):
+    pytester.makeconftest(
+        '''
+import pytest
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    session = config.pluginmanager.get_plugin("csan-session")
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("engine bug")
+    session.sanitizer.tracker.kernel_launched = broken
+'''
+    )
+    pytester.makepyfile(
+        test_ok='''
+import torch
+
+def test_uses_the_device():
+    x = torch.ones(2, device="cuda")
+    assert (x + 1).sum().item() == 4
+
+def test_next_one_is_checked_again():
+    assert torch.ones(1, device="cuda").item() == 1
+'''
+    )
+    path = pytester.path / "csan.jsonl"
+    result = pytester.runpytest_subprocess("--csan", f"--csan-report={path}", "-W", "error::RuntimeWarning")
+    result.assert_outcomes(passed=2)
+    records = read_report(path)
+    internal = [r for r in records if r["type"] == "internal-error"]
+    assert len(internal) == 1
+    assert internal[0]["nodeid"] == "test_ok.py::test_uses_the_device"
+    assert "ZeroDivisionError: engine bug" in internal[0]["message"]
