@@ -3,7 +3,9 @@ replay runs them again against the same storages.
 
 The capture rules are CUDA's: capture begins on a side stream (never the default stream)
 and ends on the stream it began on; a stream joins the capture by waiting on an event
-recorded on a capturing stream; synchronizing a capturing stream is an error. As in CUDA,
+recorded on a capturing stream, and must be joined back (the origin stream waits on an
+event recorded after its last captured work) before the capture ends; synchronizing a
+capturing stream is an error. As in CUDA,
 work that writes memory in place (`x.add_(1)`, `static.copy_(batch)`) only happens at
 replay; ops that produce new tensors run during capture too (their results must exist, and
 on CUDA their contents are undefined until a replay), and replay refreshes them.
@@ -31,6 +33,11 @@ class CUDAGraph:
         self._stream = streams.DEFAULT_STREAM
         # (op, arguments, keyword arguments, captured results or None for in-place work)
         self._ops: list[tuple[Any, tuple, dict, Any]] = []
+        # Per capturing stream: how much work it captured, and how far it has seen (through
+        # event waits) into each other stream's work. CUDA ends a capture only when the
+        # origin stream has seen all of every forked stream.
+        self._work: dict[int, int] = {}
+        self._seen: dict[int, dict[int, int]] = {}
         self._pool = (0, next(_pool_ids))
 
     def capture_begin(self, pool: Any = None, capture_error_mode: str = "global", **kwargs: Any) -> None:
@@ -51,6 +58,8 @@ class CUDAGraph:
             self._pool = tuple(pool)
         self.capturing = True
         self._stream = handle
+        self._work = {handle: 0}
+        self._seen = {handle: {}}
         streams.capturing[handle] = self
 
     def capture_end(self) -> None:
@@ -59,13 +68,31 @@ class CUDAGraph:
         if streams.current_handle() != self._stream:
             raise RuntimeError("Capture must end on the same stream it began on.")
         self.capturing = False
-        self._captured = True
         for handle in [h for h, graph in streams.capturing.items() if graph is self]:
             del streams.capturing[handle]
+        seen = self._seen[self._stream]
+        if any(seen.get(stream, -1) < work for stream, work in self._work.items() if stream != self._stream):
+            self._ops.clear()
+            raise RuntimeError("CUDA error: capturing stream has unjoined work")
+        self._captured = True
+
+    def snapshot(self, stream: int) -> dict[int, int]:
+        """What an event recorded now on `stream` orders: its own work and what it has seen."""
+        return {**self._seen[stream], stream: self._work[stream]}
+
+    def join(self, stream: int, snapshot: dict[int, int]) -> None:
+        """`stream` waits on an event with `snapshot`: it forks into the capture or joins."""
+        self._work.setdefault(stream, 0)
+        seen = self._seen.setdefault(stream, {})
+        for other, work in snapshot.items():
+            if other != stream and seen.get(other, -1) < work:
+                seen[other] = work
 
     def record(self, func: Any, plan: Any, args: tuple, kwargs: dict, execute: Any) -> Any:
         """One op issued on a capturing stream: `execute()` runs it the way the emulation
         would outside a capture."""
+        stream = streams.current_handle()
+        self._work[stream] += 1
         if plan.writes is not None:
             results = [
                 args[position] if position < len(args) else kwargs[name]

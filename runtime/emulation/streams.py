@@ -62,10 +62,11 @@ _local = threading.local()
 # One Stream object per handle for current_stream()/default_stream(): a sanitizer asks per op.
 _views: dict[int, Stream] = {}
 _event_ids = itertools.count(1)
-# Streams under graph capture (handle -> the graph), and the graph an event recorded during
-# a capture belongs to: waiting on such an event forks the waiting stream into the capture.
+# Streams under graph capture (handle -> the graph), and for an event recorded during a
+# capture, its graph and what the recording stream had captured: waiting on such an event
+# forks the waiting stream into the capture (or joins it back).
 capturing: dict[int, Any] = {}
-_captured_events: dict[int, Any] = {}
+_captured_events: dict[int, tuple[Any, dict[int, int]]] = {}
 
 
 def reset() -> None:
@@ -217,7 +218,7 @@ class Event:
         _gpu_trace.EventRecordCallbacks.fire_callbacks(self._handle, stream.stream_id)
         graph = capturing.get(stream.stream_id)
         if graph is not None:
-            _captured_events[self._handle] = graph
+            _captured_events[self._handle] = (graph, graph.snapshot(stream.stream_id))
         else:
             _captured_events.pop(self._handle, None)
 
@@ -227,8 +228,10 @@ class Event:
         if not self._handle:
             return
         _gpu_trace.EventWaitCallbacks.fire_callbacks(self._handle, stream.stream_id)
-        graph = _captured_events.get(self._handle)
-        if graph is not None and graph.capturing:
+        captured = _captured_events.get(self._handle)
+        if captured is not None and captured[0].capturing:
+            graph, snapshot = captured
+            graph.join(stream.stream_id, snapshot)
             capturing[stream.stream_id] = graph
 
     def query(self) -> bool:

@@ -124,3 +124,32 @@ def test_replay_before_capture_and_second_capture_raise():
     graph.reset()
     with pytest.raises(RuntimeError, match="without a preceding successful capture"):
         graph.replay()
+
+
+def test_a_fork_not_joined_back_fails_the_capture_like_cuda():
+    graph = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    x = torch.ones(2, device="cuda")
+    with pytest.raises(RuntimeError, match="capturing stream has unjoined work"):
+        with torch.cuda.graph(graph):
+            capture = torch.cuda.current_stream()
+            side.wait_stream(capture)
+            with torch.cuda.stream(side):
+                x.mul_(2)
+    assert not torch.cuda.is_current_stream_capturing()
+    with pytest.raises(RuntimeError, match="without a preceding successful capture"):
+        graph.replay()
+
+
+def test_a_join_before_the_forked_streams_last_work_is_not_enough():
+    graph = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    x = torch.ones(2, device="cuda")
+    with pytest.raises(RuntimeError, match="unjoined work"):
+        with torch.cuda.graph(graph):
+            capture = torch.cuda.current_stream()
+            side.wait_stream(capture)
+            joined = side.record_event()
+            with torch.cuda.stream(side):
+                x.mul_(2)
+            capture.wait_event(joined)
