@@ -84,7 +84,11 @@ class _Memory:
             _gpu_trace.MemoryDeallocationCallbacks.fire_callbacks(block.ptr)
 
     def mark(self, tensor: torch.Tensor) -> None:
-        self.mark_storage(tensor.untyped_storage())
+        try:
+            storage = tensor.untyped_storage()
+        except (RuntimeError, NotImplementedError, TypeError):
+            return  # no storage (sparse, nested): it cannot pass for a device tensor
+        self.mark_storage(storage)
 
     def mark_storage(self, storage: torch.UntypedStorage) -> None:
         block = self.registry.add(storage)
@@ -150,7 +154,7 @@ def _mark_all(out: Any) -> None:
 
 
 def _pin_all(out: Any) -> None:
-    if isinstance(out, torch.Tensor):
+    if isinstance(out, torch.Tensor) and out.layout == torch.strided:
         pinned.add(out.untyped_storage())
 
 

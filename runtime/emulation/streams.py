@@ -130,6 +130,11 @@ class Stream(torch.Stream):
     def cuda_stream(self) -> int:
         return self.stream_id
 
+    @staticmethod
+    def priority_range() -> tuple[int, int]:
+        """(lowest, highest) priority, as `cudaDeviceGetStreamPriorityRange` clamped by c10."""
+        return 0, -(PRIORITY_LEVELS - 1)
+
     @property
     def priority(self) -> int:
         return -max((self.stream_id >> _STREAM_TYPE_BITS) - 1, 0)
