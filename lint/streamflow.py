@@ -634,10 +634,9 @@ class _FunctionAnalysis:
             self._eval(node.value)
         elif isinstance(node, cst.NamedExpr):
             self._assign([node.target], node.value)
-        elif isinstance(node, (cst.Yield, cst.Await)) and isinstance(node.value, cst.BaseExpression):
+        elif isinstance(node, cst.Yield) and isinstance(node.value, cst.BaseExpression):
             self._eval(node.value)
-            if isinstance(node, cst.Yield):
-                self._escape_names(node.value)
+            self._escape_names(node.value)
         elif isinstance(node, (cst.Lambda, cst.FunctionDef)):
             return
         else:
@@ -823,6 +822,8 @@ class _FunctionAnalysis:
                 return _Value("stream", self.state.streams[key])
             if key in self.state.contexts:
                 return _Value("context", self.state.contexts[key])
+        if isinstance(expr, cst.Await):
+            return self._value(expr.expression)
         if isinstance(expr, cst.Attribute) and expr.attr.value in _VIEW_ATTRIBUTES:
             return self._alias_of(expr.value)
         if isinstance(expr, cst.Subscript):

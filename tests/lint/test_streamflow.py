@@ -610,3 +610,16 @@ def test_yielded_tensors_escape() -> None:
             yield y
     """
     assert hazards(source, FREE) == set()
+
+
+def test_async_functions() -> None:
+    source = """
+    import torch
+
+    async def f(x, s, client):
+        y = await client.fetch(x)
+        with torch.cuda.stream(s):
+            z = y * 2
+        await client.send(z)
+    """
+    assert hazards(source, RAW) == {raw("y", 7, "s", CURRENT), raw("z", 8, CURRENT, "s")}
