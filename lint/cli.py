@@ -75,7 +75,11 @@ def _confirm(result: LintResult, paths: list[str], config: Any, options: dict[st
     return confirm_main(result.findings, paths, config, options)
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="Exit status: 0 no findings, 1 findings, 2 usage, config or internal error "
+    "(or a file that could not be checked). Settings: [tool.csan-lint] in pyproject.toml.",
+)
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option(
     "--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
