@@ -168,6 +168,7 @@ def activate() -> None:
     for owner, name, value in _patches():
         _state.saved.append((owner, name, vars(owner).get(name, _MISSING)))
         setattr(owner, name, value)
+    device.active = True
     _state.mode = device.DeviceMode()
     _state.mode.__enter__()
     _state.thread = threading.current_thread()
@@ -186,6 +187,7 @@ def deactivate() -> None:
             "the emulated device; exit it first"
         )
     mode.__exit__(None, None, None)
+    device.active = False
     _state.mode = None
     _state.thread = None
     for owner, name, value in reversed(_state.saved):

@@ -31,7 +31,6 @@ _is_cuda_get = _TensorBase.__dict__["is_cuda"].__get__
 _is_cpu_get = _TensorBase.__dict__["is_cpu"].__get__
 _base_to = _TensorBase.to
 _base_tolist = _TensorBase.tolist
-_base_is_pinned = _TensorBase.is_pinned
 _base_get_device = _TensorBase.get_device
 _base_type = _TensorBase.type
 _base_tensor = torch.tensor
@@ -120,11 +119,14 @@ class _Memory:
 
 memory = _Memory()
 pinned = _Registry()
+active = False
 
 
 def reset() -> None:
-    """Forget every device and pinned storage (leaving or entering the emulation)."""
+    """Forget every device and pinned storage (leaving or entering the emulation); tensors
+    of the old device die silently, with no free callback from a device that is gone."""
     global memory, pinned
+    memory.registry.on_free = None
     memory = _Memory()
     pinned = _Registry()
 
@@ -263,6 +265,8 @@ class DeviceMode(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         if kwargs is None:
             kwargs = {}
+        if not active:
+            return func(*args, **kwargs)  # a thread that outlived the emulation
         plan = _plans.get(func)
         if plan is None:
             plan = _plans[func] = _Plan(func)
@@ -290,7 +294,8 @@ class DeviceMode(TorchDispatchMode):
             )
         if streams.capturing:
             graph = streams.capturing.get(streams.current_handle())
-            if graph is not None and plan.kind != _RECORD_STREAM:
+            # Allocator bookkeeping (record_stream, resize_) happens at once, even in a capture.
+            if graph is not None and plan.kind not in (_RECORD_STREAM, _RESIZE):
                 if plan.kind == _SCALAR:
                     raise RuntimeError(streams.CAPTURE_FORBIDDEN)
                 return graph.record(

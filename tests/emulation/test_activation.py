@@ -146,3 +146,27 @@ def test_guarded_gpu_module_is_skipped_without_the_emulation(pytester: pytest.Py
     pytester.makepyfile(test_gpu=GUARDED_MODULE)
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(skipped=1)
+
+
+def test_a_thread_that_outlives_the_emulation_gets_plain_torch():
+    started, stopped, done = threading.Event(), threading.Event(), {}
+
+    def worker():
+        assert torch.ones(1, device="cuda").is_cuda
+        started.set()
+        stopped.wait(10)
+        try:
+            torch.zeros(1, device="cuda")
+        except (RuntimeError, AssertionError, NotImplementedError):
+            done["refused"] = True
+
+    emulation.activate()
+    thread = threading.Thread(target=worker)
+    try:
+        thread.start()
+        assert started.wait(10)
+    finally:
+        emulation.deactivate()
+    stopped.set()
+    thread.join()
+    assert done == {"refused": True}
