@@ -4,7 +4,6 @@ per test, and a hung test that costs only itself."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
