@@ -321,9 +321,19 @@ class Tracker:
                 continue  # zero-size tensors touch no byte
             epoch = (seq, stream, operator, access, stack)
             allocation = allocations.get(ptr)
-            if allocation is not None and len(allocation.cells) == 1 and ptr + size == allocation.end:
+            if allocation is not None and ptr + size == allocation.end and len(allocation.cells) == 1:
                 # Whole-block access, whole-block state: the common case, O(1) in the state size.
-                self._check(allocation.cells[0], allocation, clock, epoch, is_write, _DEVICE_KINDS)
+                # An ordered read or an ordered first write is settled here; the rest in _check.
+                cell = allocation.cells[0]
+                write = cell.write
+                if write is None or clock.get(write[1], 0) >= write[0]:
+                    if not is_write:
+                        cell.reads[stream] = epoch
+                        continue
+                    if not cell.reads:
+                        cell.write = epoch
+                        continue
+                self._check(cell, allocation, clock, epoch, is_write, _DEVICE_KINDS)
             else:
                 self._access_range(ptr, size, clock, epoch, is_write, _DEVICE_KINDS)
 
