@@ -490,8 +490,8 @@ def _tensor_type(self: torch.Tensor, dtype: Any = None, non_blocking: bool = Fal
 
 
 def _factory(base: Any) -> Any:
-    """`torch.tensor` / `torch.as_tensor`: built on the host, then a blocking host-to-device
-    copy that the CUDA build makes below the dispatcher (no mode sees it, the sync is traced)."""
+    """`torch.tensor` / `torch.as_tensor` with a device: built on the host, then moved by a
+    blocking `_to_copy` to the device, the op the CUDA build dispatches for them."""
 
     def factory(data: Any, *args: Any, device: Any = None, **kwargs: Any) -> torch.Tensor:
         target = None if device is None else torch.device(device)
@@ -503,10 +503,9 @@ def _factory(base: Any) -> Any:
         if target is None or target.type != "cuda":
             return base(data, *args, device=device, **kwargs)
         streams.check_device(target)
-        out = base(data, *args, **kwargs)
-        memory.mark(out)
-        _sync_current()
-        return out
+        requires_grad = kwargs.pop("requires_grad", False)
+        out = _move(base(data, *args, **kwargs), CUDA, None, False, None)
+        return out.requires_grad_() if requires_grad else out
 
     factory.__name__ = base.__name__
     factory.__doc__ = base.__doc__

@@ -224,3 +224,20 @@ def test_current_stream_answers_are_cheap_and_equal():
         assert torch.cuda.current_stream() == side
     assert emulation.current_stream_handle() == 0
     assert torch.cuda.current_stream() == torch.cuda.default_stream()
+
+
+def test_tensor_literal_on_the_device_is_a_blocking_copy_a_mode_sees(trace):
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    ops = []
+
+    class Recorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            ops.append((func, (kwargs or {}).get("device")))
+            return func(*args, **(kwargs or {}))
+
+    with Recorder():
+        x = torch.tensor([1.0, 2.0], device="cuda", requires_grad=True)
+    assert (torch.ops.aten._to_copy.default, torch.device("cuda", 0)) in ops
+    assert x.is_leaf and x.requires_grad and x.is_cuda
+    assert trace[-2:] == [("allocated", x.untyped_storage().data_ptr()), ("stream_synchronized", 0)]
