@@ -3,9 +3,8 @@
 files do not act on this repository) and `expected` (exit code, stdout, stderr; the temporary
 directory written `[TMP]`).
 
-`pytest tests/cli --update-golden` (or `CSAN_UPDATE_GOLDEN=1 pytest ...` from anywhere: pytest
-registers this conftest's option only when it is loaded at start-up, i.e. when tests/cli is named
-on the command line) rewrites `expected` from the actual run instead of comparing: review the diff.
+`pytest --update-golden` (option registered in tests/conftest.py; `CSAN_UPDATE_GOLDEN=1` works
+too) rewrites `expected` from the actual run instead of comparing: review the diff.
 """
 
 from __future__ import annotations
@@ -17,9 +16,6 @@ import pytest
 
 @pytest.fixture
 def update_golden(request: pytest.FixtureRequest) -> bool:
-    option = request.config.getoption("--update-golden", default=False)
+    option = request.config.getoption("--update-golden")
     return bool(option) or os.environ.get("CSAN_UPDATE_GOLDEN") == "1"
 
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--update-golden", action="store_true", help="Rewrite the CLI golden files from the actual output.")
