@@ -1,24 +1,34 @@
 """Dispatch-mode overhead: the sanitizer's TorchDispatchMode (op -> accesses, stack, tracker)
-against a do-nothing TorchDispatchMode on the same op loop, at two stack depths, plus
-the emulated device with and without checking (what `--confirm` adds to a test run).
-Target: sanitizer mode <= 2x the do-nothing mode. Prints a table; asserts nothing.
+against a do-nothing TorchDispatchMode on the same op loop, at two stack depths; then, on the
+emulated device, the whole sanitizer against the emulation alone and against CSAN's own
+dispatch mode. Target: sanitizer mode <= 2x the do-nothing mode. Prints ratios, asserts nothing.
 
-    python benchmarks/dispatch_bench.py [--ops N]
+    python benchmarks/dispatch_bench.py [--ops N] [--depth D]
+
+`bench_dispatch` is also a section of `benchmarks/runtime_bench.py`.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
+import torch.cuda._gpu_trace as gpu_trace
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from csan_lint.runtime import sanitize
+from csan_lint.runtime import emulation, sanitize
 from csan_lint.runtime.mode import SanitizerMode
 from csan_lint.runtime.tracker import Tracker
+
+TARGET = 2.0
+"""The sanitizer mode's cost per op over a do-nothing mode's."""
+
+Row = tuple[str, str, str, str]
 
 
 class NothingMode(TorchDispatchMode):
@@ -26,53 +36,47 @@ class NothingMode(TorchDispatchMode):
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
-        return False  # same fast path as SanitizerMode, so the ratio is the sanitizer's own work
+        return False  # the same fast path as SanitizerMode: the ratio is the sanitizer's own work
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         return func(*args, **(kwargs or {}))
 
 
-class DefaultNothingMode(TorchDispatchMode):
-    """A do-nothing mode as users write it (torch wraps it in torch._disable_dynamo)."""
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        return func(*args, **(kwargs or {}))
-
-
-def _op_loop(ops: int, a: torch.Tensor, b: torch.Tensor) -> None:
-    # No fresh outputs: on plain CPU no allocator callback announces them, and an engine
-    # that had to backfill a new block per op would not be what a real run costs.
-    c = torch.empty_like(a)
+def _op_loop(ops: int, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> None:
+    # In place and out= only: on plain CPU no allocator callback announces fresh outputs, and
+    # backfilling a new block per op is not what a real run costs.
     for _ in range(ops // 3):
         torch.add(a, b, out=c)
         a.mul_(1.0)
         torch.mul(c, b, out=a)
 
 
-def _deep(depth: int, fn: Callable[[], None]) -> None:
-    """Run fn under `depth` extra Python frames (a model's call stack)."""
+def _at_depth(depth: int, fn: Callable[[], None]) -> None:
+    """Run fn under `depth` extra Python frames (a model's or a test runner's call stack)."""
     if depth:
-        _deep(depth - 1, fn)
+        _at_depth(depth - 1, fn)
     else:
         fn()
 
 
-def _time(ops: int, depth: int, context: Callable[[], contextlib.AbstractContextManager], device: str) -> float:
+def _per_op(ops: int, depth: int, context: Callable[[], Any], device: str) -> float:
     """Microseconds per op, best of 3."""
     best = float("inf")
     for _ in range(3):
         with context():
-            a = torch.ones(16, device=device)
-            b = torch.ones(16, device=device)
+            a, b, c = (torch.ones(64, device=device) for _ in range(3))
+            torch.cuda.synchronize() if device == "cuda" else None
+            gc.collect()
             start = time.perf_counter()
-            _deep(depth, lambda: _op_loop(ops, a, b))
+            _at_depth(depth, lambda: _op_loop(ops, a, b, c))
             best = min(best, time.perf_counter() - start)
+            del a, b, c
     return best / (ops // 3 * 3) * 1e6
 
 
 @contextlib.contextmanager
 def _sanitizer_mode_on_cpu() -> Iterator[None]:
-    """The sanitizer's mode and engine with every CPU tensor taken as a device tensor."""
+    """The sanitizer's mode and engine, every CPU tensor taken for a device tensor."""
     mode = SanitizerMode(
         Tracker(),
         is_device=lambda t: True,
@@ -85,49 +89,47 @@ def _sanitizer_mode_on_cpu() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _emulated(checking: bool) -> Iterator[None]:
-    from csan_lint.runtime import emulation
+def _csan_mode() -> Iterator[None]:
+    """torch's CSAN dispatch mode on the emulated device; its trace callbacks (which it never
+    unregisters) are taken out again afterwards so they do not slow the other runs."""
+    from torch.cuda._sanitizer import CUDASanitizerDispatchMode
 
-    if checking:
-        with sanitize(device="emulated"):
-            yield
-    else:
-        with emulation.emulated():
-            yield
+    registries = [v for v in vars(gpu_trace).values() if hasattr(v, "callback_list")]
+    before = {id(r): list(r.callback_list) for r in registries}
+    with emulation.emulated(), CUDASanitizerDispatchMode():
+        yield
+    for registry in registries:
+        registry.callback_list[:] = before[id(registry)]
 
 
-def dispatch_overhead(ops: int = 30000) -> list[tuple[str, float, str]]:
-    """Rows of (setting, us/op, ratio text)."""
-    rows = []
-    for depth in (0, 50):
-        plain = _time(ops, depth, contextlib.nullcontext, "cpu")
-        nothing = _time(ops, depth, NothingMode, "cpu")
-        default_nothing = _time(ops, depth, DefaultNothingMode, "cpu")
-        ours = _time(ops, depth, _sanitizer_mode_on_cpu, "cpu")
-        rows += [
-            (f"plain CPU ops (+{depth} frames)", plain, ""),
-            (f"do-nothing mode, skip-dynamo (+{depth})", nothing, f"{nothing / plain:.1f}x plain"),
-            (f"do-nothing mode, torch default (+{depth})", default_nothing, f"{default_nothing / plain:.1f}x plain"),
-            (f"sanitizer mode (+{depth})", ours, f"{ours / nothing:.2f}x do-nothing (target <= 2x)"),
-        ]
-    emulated = _time(ops, 0, lambda: _emulated(False), "cuda")
-    checked = _time(ops, 0, lambda: _emulated(True), "cuda")
-    rows += [
-        ("emulated device, checking off", emulated, ""),
-        ("emulated device + sanitizer", checked, f"{checked / emulated:.2f}x checking off"),
-    ]
-    return rows
+def bench_dispatch(ops: int, depth: int) -> Iterator[Row]:
+    """Rows of (measure, csan-lint, other, ratio)."""
+    for frames in sorted({0, depth}):
+        nothing = _per_op(ops, frames, NothingMode, "cpu")
+        ours = _per_op(ops, frames, _sanitizer_mode_on_cpu, "cpu")
+        yield (
+            f"us/op, mode vs do-nothing mode (CPU ops, +{frames} frames)",
+            f"{ours:.2f}",
+            f"{nothing:.2f}",
+            f"{ours / nothing:.2f}x (target <= {TARGET:.0f}x)",
+        )
+    alone = _per_op(ops, 0, emulation.emulated, "cuda")
+    checked = _per_op(ops, 0, lambda: sanitize(device="emulated"), "cuda")
+    csan = _per_op(ops, 0, _csan_mode, "cuda")
+    yield ("us/op, emulated device: sanitizer vs emulation alone", f"{checked:.2f}", f"{alone:.2f}", f"{checked / alone:.2f}x")
+    yield ("us/op, emulated device: sanitizer vs CSAN's mode", f"{checked:.2f}", f"{csan:.2f}", f"{csan / checked:.1f}x faster")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ops", type=int, default=30000)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ops", type=int, default=30_000)
+    parser.add_argument("--depth", type=int, default=30, help="extra stack frames under the op loop")
     options = parser.parse_args()
-    rows = dispatch_overhead(options.ops)
-    width = max(len(name) for name, _, _ in rows)
-    print(f"{'setting':<{width}}  {'us/op':>7}  ratio")
-    for name, micros, ratio in rows:
-        print(f"{name:<{width}}  {micros:7.2f}  {ratio}")
+    rows = list(bench_dispatch(options.ops, options.depth))
+    header: Row = ("measure", "csan-lint", "other", "ratio")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
+    for row in [header, *rows]:
+        print("  ".join(cell.ljust(w) if j == 0 else cell.rjust(w) for j, (cell, w) in enumerate(zip(row, widths))))
 
 
 if __name__ == "__main__":

@@ -309,12 +309,20 @@ def bench_memory(launches: int, depth: int) -> Iterator[Row]:
     )
 
 
+def bench_dispatch_overhead(depth: int) -> Iterator[Row]:
+    """The torch integration's dispatch-mode cost per op (benchmarks/dispatch_bench.py)."""
+    from dispatch_bench import bench_dispatch
+
+    return bench_dispatch(30_000, depth)
+
+
 SECTIONS: list[Callable[[argparse.Namespace], Iterator[Row]]] = [
     lambda a: bench_throughput(a.launches, a.depth, update_every=16),
     lambda a: bench_throughput(a.launches, a.depth, update_every=16, cut=True),
     lambda a: bench_throughput(a.launches, a.depth, update_every=0),
     lambda a: bench_write_after_reads(a.depth),
     lambda a: bench_memory(a.memory_launches, a.depth),
+    lambda a: bench_dispatch_overhead(a.depth),
 ]
 
 

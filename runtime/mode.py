@@ -138,18 +138,18 @@ def _storage_base(tensor: torch.Tensor) -> int:
 
 
 def _merge(
-    accesses: dict[tuple[int, int], list], key: tuple[int, int], name: str, is_write: bool, is_output: bool
+    accesses: dict[tuple[int, int], Access], key: tuple[int, int], name: str, is_write: bool, is_output: bool
 ) -> None:
     """Add one argument's bytes; the same bytes under several arguments (`add(a, a)`,
     `mul(x, 5, out=x)`) are one access naming them all."""
     known = accesses.get(key)
     if known is None:
-        accesses[key] = [name, is_write, is_output]
+        accesses[key] = Access(key[0], key[1], is_write, name, is_output)
         return
-    if name != _RESULT and name not in known[0].split(", "):
-        known[0] = f"{known[0]}, {name}"
-    known[1] = known[1] or is_write
-    known[2] = known[2] or is_output
+    argument = known.argument
+    if name != _RESULT and name not in argument.split(", "):
+        argument = f"{argument}, {name}"
+    accesses[key] = Access(key[0], key[1], known.is_write or is_write, argument, known.is_output or is_output)
 
 
 class SanitizerMode(TorchDispatchMode):
@@ -169,7 +169,8 @@ class SanitizerMode(TorchDispatchMode):
         is_pinned: Callable[[torch.Tensor], bool],
         current_stream: Callable[[], int],
         on_internal_error: Callable[[BaseException], None],
-        on_launch: Callable[[], None] | None = None,
+        errors: Sequence[Any] = (),
+        on_errors: Callable[[], None] | None = None,
         lock: Any = None,
     ) -> None:
         super().__init__()
@@ -178,7 +179,11 @@ class SanitizerMode(TorchDispatchMode):
         self.is_pinned = is_pinned
         self.current_stream = current_stream
         self.on_internal_error = on_internal_error
-        self.on_launch = on_launch
+        # The tracker's error list, watched after each launch: `on_errors` hears of new ones
+        # at once (the pytest plugin streams them, so a crash loses none).
+        self.errors = errors
+        self.errors_seen = 0
+        self.on_errors = on_errors
         # Threads share the tracker; the mode, the trace callbacks and the wrappers take turns.
         self.lock = lock if lock is not None else threading.RLock()
         self.checking = True
@@ -239,7 +244,7 @@ class SanitizerMode(TorchDispatchMode):
                     if isinstance(item, torch.Tensor):
                         touched.append((item, _RESULT, True, True))
 
-        device: dict[tuple[int, int], list] = {}
+        device: dict[tuple[int, int], Access] = {}
         host: list[tuple[torch.Tensor, str, bool, bool]] = []
         is_device = self.is_device
         for entry in touched:
@@ -247,14 +252,14 @@ class SanitizerMode(TorchDispatchMode):
             if not is_device(tensor):
                 host.append(entry)
                 continue
-            numel = tensor.numel()
-            if not numel:
+            nbytes = tensor.nbytes
+            if not nbytes:
                 continue  # an empty tensor touches no memory
-            if tensor.is_contiguous():
-                key = (tensor.data_ptr(), numel * tensor.element_size())
+            key = (tensor.data_ptr(), nbytes) if tensor.is_contiguous() else byte_extent(tensor)
+            if key in device:
+                _merge(device, key, entry[1], entry[2], entry[3])
             else:
-                key = byte_extent(tensor)
-            _merge(device, key, entry[1], entry[2], entry[3])
+                device[key] = Access(key[0], key[1], entry[2], entry[1], entry[3])
         if not device:
             if host and self.host_blocks:
                 self._host_access(plan.operator, host)
@@ -274,10 +279,7 @@ class SanitizerMode(TorchDispatchMode):
                     _merge(device, byte_extent(tensor), name, is_write, is_output)
             else:
                 host_sync = True
-        accesses = [
-            Access(ptr, size, is_write, name, is_output)
-            for (ptr, size), (name, is_write, is_output) in device.items()
-        ]
+        accesses = list(device.values())
         stack = capture_stack(stop=self.stack_stop)
         with self.lock:
             if self.pending:
@@ -288,8 +290,8 @@ class SanitizerMode(TorchDispatchMode):
         captured = self.captures.get(stream)
         if captured is not None:
             captured.extend(accesses)
-        if self.on_launch is not None:
-            self.on_launch()
+        if len(self.errors) != self.errors_seen:
+            self._new_errors()
 
     def _resolve_pending(self, touched: list[tuple[torch.Tensor, str, bool, bool]], stream: int) -> None:
         """Allocations first seen now: their size is the storage's, their stream the current one."""
@@ -340,8 +342,13 @@ class SanitizerMode(TorchDispatchMode):
                 stack = capture_stack(stop=self.stack_stop)
             with self.lock:
                 self.tracker.host_accessed(ptr, size, is_write, operator, stack=stack)
-        if stack is not None and self.on_launch is not None:
-            self.on_launch()
+        if len(self.errors) != self.errors_seen:
+            self._new_errors()
+
+    def _new_errors(self) -> None:
+        self.errors_seen = len(self.errors)
+        if self.on_errors is not None:
+            self.on_errors()
 
     def host_read(self, tensor: torch.Tensor, operator: str) -> None:
         """A host read that does not go through the dispatcher (`.tolist()`, `.numpy()`)."""

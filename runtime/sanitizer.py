@@ -119,7 +119,8 @@ class Sanitizer:
             is_pinned=_is_pinned,
             current_stream=self._current_stream,
             on_internal_error=self._internal_error,
-            on_launch=self._collect,
+            errors=self.tracker.errors,
+            on_errors=self._collect,
             lock=self._lock,
         )
         self.hooks = GpuTraceHooks(
@@ -133,15 +134,14 @@ class Sanitizer:
         self.device = resolve_device(self.requested_device)
         if self.device == "emulated":
             from csan_lint.runtime import emulation
-            from csan_lint.runtime.emulation import device, streams
 
             if not emulation.is_active():
                 emulation.activate()
                 self._activated_emulation = True
             # The emulation's own registries answer at once (no Tensor attribute lookups).
-            self.mode.is_device = device.is_device
-            self.mode.is_pinned = device.is_pinned_host
-            self._current_stream = streams.current_handle
+            self.mode.is_device = emulation.is_device
+            self.mode.is_pinned = emulation.is_pinned
+            self._current_stream = emulation.current_stream_handle
         else:
             self.mode.is_device, self.mode.is_pinned = _is_cuda, _is_pinned
             self._current_stream = _current_stream
