@@ -16,7 +16,7 @@ FORMAT = "csan-trace"
 VERSION = 1
 HEADER = {"format": FORMAT, "version": VERSION}
 
-# Parameter types: int, bool, str, stack (optional: [[file, line, function], ...] or null),
+# Parameter types: int, int? (an integer or null), bool, str, stack (optional: [[file, line, function], ...] or null),
 # accesses ([{"ptr", "size", "is_write", "argument", "is_output"}, ...]).
 EVENTS: dict[str, tuple[tuple[str, str], ...]] = {
     "stream_created": (("stream", "int"),),
@@ -29,7 +29,7 @@ EVENTS: dict[str, tuple[tuple[str, str], ...]] = {
     "device_synchronized": (),
     "stream_queried": (("stream", "int"), ("done", "bool")),
     "event_queried": (("event", "int"), ("done", "bool")),
-    "allocated": (("ptr", "int"), ("size", "int"), ("stream", "int"), ("stack", "stack")),
+    "allocated": (("ptr", "int"), ("size", "int"), ("stream", "int?"), ("stack", "stack")),
     "freed": (("ptr", "int"), ("stack", "stack")),
     "stream_recorded": (("ptr", "int"), ("stream", "int")),
     "kernel_launched": (("stream", "int"), ("operator", "str"), ("accesses", "accesses"), ("stack", "stack")),
@@ -142,10 +142,11 @@ class TraceError(ValueError):
 
 def _convert(kind: str, name: str, value: Any) -> Any:
     """The value as the engine takes it, or a ValueError saying what is wrong."""
-    if kind == "int":
-        if isinstance(value, int) and not isinstance(value, bool):
+    if kind in ("int", "int?"):
+        if (isinstance(value, int) and not isinstance(value, bool)) or (value is None and kind == "int?"):
             return value
-        raise ValueError(f"{name!r} must be an integer, got {json.dumps(value)}")
+        or_null = " or null" if kind == "int?" else ""
+        raise ValueError(f"{name!r} must be an integer{or_null}, got {json.dumps(value)}")
     if kind == "bool":
         if isinstance(value, bool):
             return value

@@ -209,8 +209,10 @@ class Tracker:
 
     # -- memory ------------------------------------------------------------------------------
 
-    def allocated(self, ptr: int, size: int, stream: int, stack: Stack | None = None) -> None:
-        """A new block. Blocks it overlaps were freed without us seeing it: forget them (backfill)."""
+    def allocated(self, ptr: int, size: int, stream: int | None, stack: Stack | None = None) -> None:
+        """A new block. Blocks it overlaps were freed without us seeing it: forget them (backfill).
+        `stream` None: a block no stream owns (pinned host memory: the host allocator itself
+        waits for the copies using it), so its free is not checked."""
         if size <= 0:
             return  # a zero-size block holds no bytes: nothing can race on it
         end = ptr + size

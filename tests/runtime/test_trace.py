@@ -33,8 +33,10 @@ def _run(t) -> None:
     t.stream_queried(S2, False)
     t.event_queried(1, True)
     t.freed(0x1000, capture_stack())  # S1 not covered: free-in-use
+    t.allocated(0x9000, 128, None)  # pinned host memory
     t.kernel_launched(S1, "copy_", [Access(0x9000, 64, True, "self")], capture_stack())
     t.host_accessed(0x9000, 64, False, "tolist", capture_stack())
+    t.freed(0x9000)
     t.event_created(2)
     t.event_waited(2, S2, capture_stack())
     t.capture_began(S0, capture_stack())
