@@ -2,8 +2,10 @@
 is flattened on the compute stream and averaged on a communication stream.
 
 Hazard: `comm_stream` never waits for the compute stream, so the (simulated) all-reduce may
-read and scale the flat bucket before `torch.cat` has written it, and write the gradients back
-while `torch.cat` may still be reading them (CSL101 missing-wait-stream).
+read and scale the flat bucket before `torch.cat` has written it (CSL101 missing-wait-stream).
+It may also write the gradients back while `torch.cat` still reads them: the linter does not
+see that one (the gradients are read through a comprehension variable), the sanitizer reports
+it as a runtime-only write-after-read race.
 """
 
 from __future__ import annotations

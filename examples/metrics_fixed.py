@@ -23,6 +23,7 @@ class Evaluator:
 
     @torch.no_grad()
     def accuracy(self, batches: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> float:
+        """The fraction of samples whose top-scoring class is the label."""
         correct = torch.zeros((), dtype=torch.long, device=self.device)
         seen = 0
         for inputs, labels in batches:
@@ -38,6 +39,7 @@ class Evaluator:
 
     @torch.no_grad()
     def mean_loss(self, batches: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> float:
+        """The cross-entropy loss averaged over all samples."""
         total = torch.zeros((), device=self.device)
         seen = 0
         for inputs, labels in batches:
