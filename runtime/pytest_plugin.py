@@ -85,7 +85,10 @@ class CsanSession:
         from csan_lint.runtime.sanitizer import resolve_device
 
         self.report_only: bool = config.getoption("csan_report_only")
-        self.device = resolve_device(config.getoption("csan_device"))
+        try:
+            self.device = resolve_device(config.getoption("csan_device"))
+        except RuntimeError as error:
+            raise pytest.UsageError(f"--csan-device: {error}") from None
         self.activated_emulation = False
         if self.device == "emulated" and not emulation.is_active():
             emulation.activate()

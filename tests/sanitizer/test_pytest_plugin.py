@@ -104,6 +104,12 @@ def test_report_file_has_the_json_lines(gpu_tests: pytest.Pytester):
     assert "race" in records[3]["longrepr"]
 
 
+def test_asking_for_a_real_gpu_without_one_is_a_usage_error(gpu_tests: pytest.Pytester):
+    result = gpu_tests.runpytest_subprocess("--csan", "--csan-device", "cuda")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--csan-device: device 'cuda' asked for, but torch sees no real CUDA device*"])
+
+
 def test_emulate_runs_gpu_tests_without_checking(gpu_tests: pytest.Pytester):
     result = gpu_tests.runpytest_subprocess("--csan-emulate")
     result.assert_outcomes(passed=3)
