@@ -13,7 +13,7 @@ import pytest
 from csan_lint.runtime import kinds
 from csan_lint.runtime.events import Access
 from csan_lint.runtime.report import message, render_text, to_json
-from csan_lint.runtime.stacks import Frame, capture_stack, is_user_file, resolve, user_frames
+from csan_lint.runtime.stacks import Frame, capture_stack, innermost_user_frame, is_user_file, resolve, user_frames
 from csan_lint.runtime.tracker import Tracker
 
 S0, S1, S2 = 0, 1001, 1002
@@ -145,3 +145,16 @@ def test_capture_stops_at_a_stop_frame():
 
     assert [f.function for f in resolve(runner())] == ["middle"]
     assert [f.function for f in resolve(capture_stack(stop={test_capture_stops_at_a_stop_frame.__code__}))] == []
+
+
+def test_innermost_user_frame_agrees_with_resolve():
+    def helper():
+        return capture_stack()
+
+    live = helper()
+    assert innermost_user_frame(live) == user_frames(resolve(live))[-1]
+    assert innermost_user_frame(live).function == "helper"
+    replayed = tuple(resolve(live))
+    assert innermost_user_frame(replayed) == innermost_user_frame(live)
+    library_only = tuple(f for f in replayed if not is_user_file(f.filename))
+    assert innermost_user_frame(library_only) is None and innermost_user_frame(None) is None
