@@ -512,6 +512,18 @@ def _factory(base: Any) -> Any:
     return factory
 
 
+_device_tensor = _factory(_base_tensor)
+
+
+def _tensor_new_tensor(self: torch.Tensor, data: Any, *, device: Any = None, **kwargs: Any) -> torch.Tensor:
+    # The C++ `new_tensor` takes the device it sees, the CPU; the device's own is wanted.
+    target = CUDA if device is None and is_device(self) else device
+    if target is not None and torch.device(target).type == "cuda":
+        kwargs.setdefault("dtype", self.dtype)
+        return _device_tensor(data, device=target, **kwargs)
+    return _TensorBase.new_tensor(self, data, device=device, **kwargs)
+
+
 class _GeneratorType(type(torch._C.Generator)):
     def __instancecheck__(cls, instance: object) -> bool:
         return isinstance(instance, torch._C.Generator)
@@ -616,9 +628,10 @@ TENSOR_ATTRIBUTES: dict[str, Any] = {
     "tolist": _tensor_tolist,
     "numpy": _tensor_numpy,
     "type": _tensor_type,
+    "new_tensor": _tensor_new_tensor,
 }
 TORCH_FUNCTIONS: dict[str, Any] = {
-    "tensor": _factory(_base_tensor),
+    "tensor": _device_tensor,
     "as_tensor": _factory(_base_as_tensor),
     "Generator": Generator,
 }

@@ -256,3 +256,12 @@ def test_save_and_load_keep_device_tensors_on_the_device():
     loaded = torch.load(host, map_location="cuda")
     assert {v.device for v in loaded.values()} == {CUDA0}
     assert model.weight.untyped_storage().is_cuda and not torch.ones(1).untyped_storage().is_cuda
+
+
+def test_new_tensor_follows_the_source_device_and_dtype():
+    x = torch.ones(2, device="cuda", dtype=torch.float64)
+    made = x.new_tensor([1, 2])
+    assert made.device == CUDA0 and made.dtype == torch.float64
+    assert torch.ones(2).new_tensor([1.0]).device == torch.device("cpu")
+    assert torch.ones(2).new_tensor([1.0], device="cuda").device == CUDA0
+    assert x.new_tensor([1.0], device="cpu").device == torch.device("cpu")
