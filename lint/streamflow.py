@@ -30,6 +30,7 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from csan_lint.lint.model import Span
+from csan_lint.runtime import kinds
 from csan_lint.lint.names import (
     CURRENT_STREAM,
     DEFAULT_STREAM,
@@ -122,10 +123,12 @@ _COLLECTIVES = frozenset(
 
 
 class HazardKind(Enum):
-    READ_AFTER_WRITE = "read-after-write"
-    WRITE_AFTER_WRITE = "write-after-write"
-    WRITE_AFTER_READ = "write-after-read"
-    FREE_IN_USE = "free-in-use"
+    """Named after the runtime error kind that would confirm the hazard."""
+
+    READ_AFTER_WRITE = kinds.READ_AFTER_WRITE
+    WRITE_AFTER_WRITE = kinds.WRITE_AFTER_WRITE
+    WRITE_AFTER_READ = kinds.WRITE_AFTER_READ
+    FREE_IN_USE = kinds.FREE_IN_USE
 
 
 @dataclass(frozen=True)
@@ -161,7 +164,6 @@ class Hazard:
     tensor: str
     access: Access
     other: str
-    other_access: Access | None
     release: cst.CSTNode | None = None
     function: str | None = None
 
@@ -275,6 +277,8 @@ def _join(states: Iterable[_State | None]) -> _State | None:
 
 @dataclass
 class _Loop:
+    current: str
+    """The stream current in the loop body: `break` inside a stream block leaves the block too."""
     breaks: list[_State] = field(default_factory=list)
     continues: list[_State] = field(default_factory=list)
 
@@ -383,6 +387,7 @@ class _FunctionAnalysis:
         elif isinstance(node, (cst.Break, cst.Continue)):
             if self.loops and self.state is not None:
                 loop = self.loops[-1]
+                self.state.current = loop.current
                 (loop.breaks if isinstance(node, cst.Break) else loop.continues).append(self.state)
             self.state = None
         elif isinstance(node, cst.Assert):
@@ -436,8 +441,8 @@ class _FunctionAnalysis:
     ) -> None:
         head = self.state
         for _ in range(_MAX_LOOP_PASSES):
-            self.loops.append(_Loop())
             self.state = head.copy() if head is not None else None
+            self.loops.append(_Loop(self.state.current if self.state is not None else CURRENT))
             if per_pass is not None:
                 self._header(per_pass)
             if bind is not None and self.state is not None:
@@ -589,7 +594,7 @@ class _FunctionAnalysis:
             return
         for use in tensor.uses:
             if use.access.stream not in tensor.recorded and not use.orders(tensor.alloc):
-                self._hazard(HazardKind.FREE_IN_USE, key, use.access, tensor.alloc, None, where)
+                self._hazard(HazardKind.FREE_IN_USE, key, use.access, tensor.alloc, where)
 
     def _release_all(self, where: cst.CSTNode | None) -> None:
         if self.function is None:
@@ -909,11 +914,11 @@ class _FunctionAnalysis:
         for last in tensor.writes:
             if last.access.stream != stream and not last.orders(stream):
                 kind = HazardKind.WRITE_AFTER_WRITE if write else HazardKind.READ_AFTER_WRITE
-                self._hazard(kind, key, access, last.access.stream, last.access)
+                self._hazard(kind, key, access, last.access.stream)
         if write:
             for read in tensor.reads:
                 if read.access.stream != stream and not read.orders(stream):
-                    self._hazard(HazardKind.WRITE_AFTER_READ, key, access, read.access.stream, read.access)
+                    self._hazard(HazardKind.WRITE_AFTER_READ, key, access, read.access.stream)
         mark = _Mark(access, frozenset({stream}))
         if write:
             tensor = replace(tensor, writes=frozenset({mark}), reads=frozenset())
@@ -929,11 +934,11 @@ class _FunctionAnalysis:
         tensor: str,
         access: Access,
         other: str,
-        other_access: Access | None,
         release: cst.CSTNode | None = None,
     ) -> None:
-        hazard = Hazard(kind, tensor, access, other, other_access, release, self.function)
-        self.hazards.setdefault((kind, tensor, access.node, other, release), hazard)
+        """Once per access and other stream: the first release found is the one reported."""
+        hazard = Hazard(kind, tensor, access, other, release, self.function)
+        self.hazards.setdefault((kind, tensor, access.node, other), hazard)
 
 
 @dataclass(frozen=True)

@@ -623,3 +623,37 @@ def test_async_functions() -> None:
         await client.send(z)
     """
     assert hazards(source, RAW) == {raw("y", 7, "s", CURRENT), raw("z", 8, CURRENT, "s")}
+
+
+def test_break_inside_a_stream_block_leaves_the_block() -> None:
+    source = """
+    import torch
+
+    def f(xs, s):
+        for x in xs:
+            with torch.cuda.stream(s):
+                y = torch.relu(x)
+                if y is None:
+                    break
+            torch.cuda.current_stream().wait_stream(s)
+        else:
+            return None
+        z = torch.relu(xs)
+        with torch.cuda.stream(s):
+            w = z + 1
+    """
+    assert hazards(source, RAW) == {raw("z", 15, "s", CURRENT)}
+
+
+def test_one_release_reported_per_use() -> None:
+    source = """
+    import torch
+
+    def f(xs, s, out):
+        for b in xs:
+            x = torch.relu(b)
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                out.copy_(x)
+    """
+    assert hazards(source, FREE) == {("FREE_IN_USE", "x", 9, "s", CURRENT)}
