@@ -63,15 +63,29 @@ def line_of(code: CodeType, lasti: int) -> int:
     return code.co_firstlineno
 
 
+_CACHE_LIMIT = 65536
+# Keyed by id(code): hashing a code object hashes its bytecode and constants (a 30-frame stack
+# takes ~5 us to hash). Each value holds its code object, which keeps the id from being reused.
+_code_is_user: dict[int, tuple[CodeType, bool]] = {}
+_frames: dict[tuple[int, int], tuple[CodeType, Frame]] = {}
+
+
+def _frame(code: CodeType, lasti: int) -> Frame:
+    cached = _frames.get((id(code), lasti))
+    if cached is None:
+        if len(_frames) >= _CACHE_LIMIT:
+            _frames.clear()
+        cached = _frames[(id(code), lasti)] = (code, Frame(code.co_filename, line_of(code, lasti), code.co_name))
+    return cached[1]
+
+
 def resolve(stack: Stack | Sequence[Sequence[object]] | None) -> list[Frame]:
     """Frames of a live or replayed stack (lists of [file, line, function] are accepted too),
     innermost last."""
     if not stack:
         return []
     if isinstance(stack[0], CodeType):
-        codes: Sequence[CodeType] = stack[0::2]  # type: ignore[assignment]
-        offsets: Sequence[int] = stack[1::2]  # type: ignore[assignment]
-        live = [Frame(code.co_filename, line_of(code, lasti), code.co_name) for code, lasti in zip(codes, offsets)]
+        live = [_frame(code, lasti) for code, lasti in zip(stack[0::2], stack[1::2])]  # type: ignore[arg-type]
         live.reverse()
         return live
     frames = []
@@ -154,13 +168,6 @@ def user_frames(frames: Iterable[Frame]) -> list[Frame]:
     return [f for f in frames if is_user_file(f.filename)]
 
 
-_CACHE_LIMIT = 65536
-# Keyed by id(code): hashing a code object hashes its bytecode and constants (a 30-frame stack
-# takes ~5 us to hash). Each value holds its code object, which keeps the id from being reused.
-_code_is_user: dict[int, tuple[CodeType, bool]] = {}
-_frames: dict[tuple[int, int], tuple[CodeType, Frame]] = {}
-
-
 def innermost_user_frame(stack: Stack | None) -> Frame | None:
     """The frame a report points at, and errors are deduplicated by: the deepest user frame.
     Called for every race found, so live stacks are scanned from the inside with cached answers."""
@@ -177,11 +184,5 @@ def innermost_user_frame(stack: Stack | None) -> Frame | None:
         if known is None:
             known = _code_is_user[id(code)] = (code, is_user_file(code.co_filename))
         if known[1]:
-            lasti: int = stack[i + 1]  # type: ignore[assignment]
-            cached = _frames.get((id(code), lasti))
-            if cached is None:
-                if len(_frames) >= _CACHE_LIMIT:
-                    _frames.clear()
-                cached = _frames[(id(code), lasti)] = (code, Frame(code.co_filename, line_of(code, lasti), code.co_name))
-            return cached[1]
+            return _frame(code, stack[i + 1])  # type: ignore[arg-type]
     return None

@@ -51,9 +51,6 @@ def json_key(param: str) -> str:
     return "event_id" if param == "event" else param
 
 
-_STACK_CACHE_LIMIT = 65536
-
-
 class TraceWriter:
     """Has the Tracker's methods: writes one JSON object per call, then forwards it to `tracker`
     (None: write only). `file` is a path or an open text file."""
@@ -66,23 +63,15 @@ class TraceWriter:
         else:
             self._file = file
             self._owned = False
-        self._stacks: dict[Stack, list[list[Any]]] = {}
         self._write(HEADER)
 
     def _write(self, obj: dict[str, Any]) -> None:
         self._file.write(json.dumps(obj, separators=(",", ":")) + "\n")
 
-    def _stack(self, stack: Stack | None) -> list[list[Any]] | None:
-        """Resolved once per distinct stack: loops repeat the same few."""
-        if stack is None:
-            return None
-        cached = self._stacks.get(stack)
-        if cached is None:
-            cached = [[f.filename, f.lineno, f.function] for f in resolve(stack)]
-            if len(self._stacks) >= _STACK_CACHE_LIMIT:
-                self._stacks.clear()
-            self._stacks[stack] = cached
-        return cached
+    @staticmethod
+    def _stack(stack: Stack | None) -> list[Frame] | None:
+        """Frames serialize as [file, line, function] (a NamedTuple is a JSON array)."""
+        return None if stack is None else resolve(stack)
 
     def _emit(self, event: str, params: tuple[tuple[str, str], ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         values = dict(zip((name for name, _ in params), args))
