@@ -15,7 +15,7 @@ from csan_lint.runtime.stacks import capture_stack
 
 class GpuTraceHooks:
     """Forwards the trace callbacks to `tracker`; memory allocations go to `pending` (ptr ->
-    allocation stack) until an op shows their size and stream. `on_internal_error` receives
+    (stream, stack) at allocation) until an op shows their size. `on_internal_error` receives
     our own failures (the registry would only log them); `after` runs after each callback;
     `lock` keeps the tracker consistent when callbacks come from several threads."""
 
@@ -25,11 +25,13 @@ class GpuTraceHooks:
         pending: dict[int, Any],
         on_internal_error: Callable[[BaseException], None],
         *,
+        current_stream: Callable[[], int],
         after: Callable[[], None],
         lock: Any,
     ) -> None:
         self.tracker = tracker
         self.pending = pending
+        self.current_stream = current_stream
         self.on_internal_error = on_internal_error
         self.after = after
         self.lock = lock
@@ -84,7 +86,8 @@ class GpuTraceHooks:
         return callback
 
     def _allocated(self, ptr: int) -> None:
-        self.pending[ptr] = capture_stack(stop=self.stack_stop)
+        # The caching allocator hands the block to the current stream.
+        self.pending[ptr] = (self.current_stream(), capture_stack(stop=self.stack_stop))
 
     def _freed(self, ptr: int) -> None:
         # A block no op ever showed has no shadow state to release.

@@ -190,8 +190,8 @@ class SanitizerMode(TorchDispatchMode):
         # Code objects where stack walks end: the frames outside a test runner's call into
         # the user's code are never the user's (see capture_stack).
         self.stack_stop: set[Any] = set()
-        # Allocations announced by the allocator callback (ptr -> stack) whose size and
-        # stream are learnt when an op first shows their storage.
+        # Allocations announced by the allocator callback (ptr -> (stream, stack)) whose size
+        # is learnt when an op first shows their storage.
         self.pending: dict[int, Any] = {}
         # Host blocks a device copy used (storage base -> weak ref): later CPU ops on them
         # are host accesses. The weak ref tells a dead block from a new one at that address.
@@ -283,7 +283,7 @@ class SanitizerMode(TorchDispatchMode):
         stack = capture_stack(stop=self.stack_stop)
         with self.lock:
             if self.pending:
-                self._resolve_pending(touched, stream)
+                self._resolve_pending(touched)
             self.tracker.kernel_launched(stream, plan.operator, accesses, stack=stack)
             if host_sync:
                 self.tracker.stream_synchronized(stream)
@@ -293,15 +293,16 @@ class SanitizerMode(TorchDispatchMode):
         if len(self.errors) != self.errors_seen:
             self._new_errors()
 
-    def _resolve_pending(self, touched: list[tuple[torch.Tensor, str, bool, bool]], stream: int) -> None:
-        """Allocations first seen now: their size is the storage's, their stream the current one."""
+    def _resolve_pending(self, touched: list[tuple[torch.Tensor, str, bool, bool]]) -> None:
+        """Allocations first seen now: their size is their storage's."""
         for entry in touched:
             tensor = entry[0]
             if not tensor.numel() or not self.is_device(tensor):
                 continue
             base = _storage_base(tensor)
-            stack = self.pending.pop(base, None)
-            if stack is not None:
+            allocation = self.pending.pop(base, None)
+            if allocation is not None:
+                stream, stack = allocation
                 self.tracker.allocated(base, tensor.untyped_storage().nbytes(), stream, stack=stack)
 
     def _pin(self, tensor: torch.Tensor) -> None:

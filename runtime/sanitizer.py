@@ -124,7 +124,12 @@ class Sanitizer:
             lock=self._lock,
         )
         self.hooks = GpuTraceHooks(
-            sink, self.mode.pending, self._internal_error, after=self._collect, lock=self._lock
+            sink,
+            self.mode.pending,
+            self._internal_error,
+            current_stream=lambda: self._current_stream(),
+            after=self._collect,
+            lock=self._lock,
         )
         self.mode.stack_stop = self.hooks.stack_stop = self.stack_stop
 

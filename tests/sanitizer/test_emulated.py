@@ -160,6 +160,16 @@ def test_free_after_record_stream_is_clean(emulated):
     del y
 
 
+def test_block_belongs_to_the_stream_it_was_allocated_on(emulated):
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        x = torch.tensor([1.0, 2.0], device="cuda")  # no kernel: the allocation alone names `side`
+    x.add_(1)
+    del x
+    report = only(emulated.errors, kinds.FREE_IN_USE)
+    assert report.allocation.stream == side.cuda_stream
+
+
 # -- pinned memory and non-blocking copies -------------------------------------------------------
 
 

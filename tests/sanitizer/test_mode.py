@@ -144,14 +144,14 @@ def test_host_only_ops_are_ignored():
     assert rec.calls == []
 
 
-def test_pending_allocation_gets_size_and_stream_when_first_seen():
+def test_pending_allocation_gets_its_size_when_first_seen():
     x = torch.ones(4)
     rec = Recorder()
     mode = make_mode(rec)
-    mode.pending[base(x)] = "alloc-stack"
+    mode.pending[base(x)] = (3, "alloc-stack")
     with mode:
         x[2:].add_(1)  # a view at an offset still names its block's base
-    assert rec.calls[0] == ("allocated", (base(x), 16, STREAM))
+    assert rec.calls[0] == ("allocated", (base(x), 16, 3))
     assert mode.pending == {}
 
 
