@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
 import sysconfig
 from collections.abc import Container, Iterable, Sequence
@@ -116,13 +117,22 @@ def _package_dirs(names: Iterable[str]) -> list[str]:
     return [os.path.normcase(os.path.abspath(d)) for d in dirs]
 
 
+_HIDDEN_PACKAGES = ("torch", "functorch", "_pytest", "pytest", "pluggy", "csan_lint")
+
+# The same libraries on the machine that recorded a replayed trace, wherever they were installed.
+_FOREIGN_LIBRARY = re.compile(
+    r"[/\\](?:site|dist)-packages[/\\](?:%s)(?:[/\\]|\.py$)" % "|".join(_HIDDEN_PACKAGES)
+    + r"|[/\\]lib[/\\]python3\.\d+[/\\](?!(?:site|dist)-packages[/\\])"
+)
+
+
 class _Hidden:
     """Decides which files are not the user's: torch, csan_lint, pytest/pluggy and the stdlib."""
 
     def __init__(self) -> None:
         here = os.path.dirname(os.path.abspath(__file__))
         own = [os.path.join(os.path.dirname(here), d) for d in ("lint", "rules", "runtime", "csan_lint")]
-        libraries = _package_dirs(("torch", "functorch", "_pytest", "pytest", "pluggy", "csan_lint"))
+        libraries = _package_dirs(_HIDDEN_PACKAGES)
         self.prefixes = tuple(
             p if p.endswith((".py", ".pyc")) else p + os.sep
             for p in {os.path.normcase(p) for p in own} | set(libraries)
@@ -145,8 +155,10 @@ class _Hidden:
                 hidden = filename.startswith("<frozen")
             else:
                 path = os.path.normcase(os.path.abspath(filename))
-                hidden = path.startswith(self.prefixes) or (
-                    path.startswith(self.stdlib) and not path.startswith(self.site)
+                hidden = (
+                    path.startswith(self.prefixes)
+                    or (path.startswith(self.stdlib) and not path.startswith(self.site))
+                    or _FOREIGN_LIBRARY.search(filename) is not None
                 )
             self.cache[filename] = hidden
         return hidden

@@ -158,3 +158,23 @@ def test_innermost_user_frame_agrees_with_resolve():
     assert innermost_user_frame(replayed) == innermost_user_frame(live)
     library_only = tuple(f for f in replayed if not is_user_file(f.filename))
     assert innermost_user_frame(library_only) is None and innermost_user_frame(None) is None
+
+
+@pytest.mark.parametrize(
+    ("path", "user"),
+    [
+        ("/opt/conda/lib/python3.10/site-packages/torch/nn/modules/module.py", False),
+        ("/usr/lib/python3/dist-packages/_pytest/python.py", False),
+        ("/opt/conda/lib/python3.10/site-packages/pluggy/_callers.py", False),
+        ("/opt/conda/lib/python3.10/threading.py", False),
+        ("/opt/conda/lib/python3.10/site-packages/torchvision/ops/boxes.py", True),
+        ("/opt/conda/lib/python3.10/site-packages/mylib/train.py", True),
+        ("/home/me/project/torch_utils/train.py", True),
+        ("train.py", True),
+        ("<string>", True),
+        ("<frozen importlib._bootstrap>", False),
+    ],
+)
+def test_frames_recorded_on_another_machine(path, user):
+    """Replayed traces carry the recording machine's paths: its libraries stay hidden."""
+    assert is_user_file(path) is user
