@@ -374,8 +374,7 @@ class _FunctionAnalysis:
             self._eval(node.value)
         elif isinstance(node, cst.Return):
             if node.value is not None:
-                self._eval(node.value)
-                self._escape_names(node.value)
+                self._pass(node.value)
             self._release_all(None)
             self.state = None
         elif isinstance(node, cst.Raise):
@@ -500,7 +499,8 @@ class _FunctionAnalysis:
     def _assign(self, targets: Sequence[cst.BaseAssignTargetExpression], value: cst.BaseExpression) -> None:
         if self._record_event_assignment(targets, value):
             return
-        self._eval(value)
+        if not _is_reference(value):
+            self._eval(value)
         if self.state is None:
             return
         bound = self._value(value)
@@ -606,6 +606,12 @@ class _FunctionAnalysis:
         for key in self._tensor_names(expr):
             self._tensors[key] = replace(self._tensors[key], escaped=True)
 
+    def _pass(self, expr: cst.BaseExpression) -> None:
+        """A value handed to the caller: it escapes, and is read only if computing it launches work."""
+        if not _is_reference(expr):
+            self._eval(expr)
+        self._escape_names(expr)
+
     def _tensor_names(self, expr: cst.CSTNode) -> Iterator[str]:
         if self.state is None or not self.state.tensors:
             return
@@ -640,8 +646,7 @@ class _FunctionAnalysis:
         elif isinstance(node, cst.NamedExpr):
             self._assign([node.target], node.value)
         elif isinstance(node, cst.Yield) and isinstance(node.value, cst.BaseExpression):
-            self._eval(node.value)
-            self._escape_names(node.value)
+            self._pass(node.value)
         elif isinstance(node, (cst.Lambda, cst.FunctionDef)):
             return
         else:
@@ -652,14 +657,15 @@ class _FunctionAnalysis:
         func = node.func
         qualified = self.imports.qualified(func) if self.imports else None
         if qualified is not None and qualified.startswith("torch."):
-            self._eval_args(node)
+            in_place = (qualified.endswith("_") or qualified in _COLLECTIVES) and bool(node.args) and node.args[0].keyword is None
+            self._eval_args(node, skip_first=in_place)
             if qualified == DEVICE_SYNC:
                 self.state.update_marks(_MarkUpdate(None, HOST))
             elif qualified == SET_STREAM and node.args:
                 stream = self._stream(node.args[0].value)
                 if stream is not None and self.state is not None:
                     self.state.current = stream
-            elif (qualified.endswith("_") or qualified in _COLLECTIVES) and node.args and node.args[0].keyword is None:
+            elif in_place:
                 self._write_target(node.args[0].value)
             self._write_out(node)
             return
@@ -702,9 +708,10 @@ class _FunctionAnalysis:
                 self._escape_args(node)
         self._write_out(node)
 
-    def _eval_args(self, node: cst.Call) -> None:
-        for arg in node.args:
-            if arg.keyword is None or arg.keyword.value != "out":
+    def _eval_args(self, node: cst.Call, *, skip_first: bool = False) -> None:
+        """Reads of the arguments, except the ones the call writes in place (checked as writes)."""
+        for index, arg in enumerate(node.args):
+            if (arg.keyword is None or arg.keyword.value != "out") and not (skip_first and index == 0):
                 self._eval(arg.value)
 
     def _escape_args(self, node: cst.Call) -> None:
@@ -955,6 +962,15 @@ def _names(target: cst.CSTNode) -> Iterator[str]:
             yield from _names(element.value)
     elif isinstance(target, cst.StarredElement):
         yield from _names(target.value)
+
+
+def _is_reference(expr: cst.CSTNode) -> bool:
+    """Names, attributes and literal containers of them: passing them around launches no kernel."""
+    if isinstance(expr, (cst.Tuple, cst.List)):
+        return all(_is_reference(element.value) for element in expr.elements)
+    if isinstance(expr, cst.StarredElement):
+        return _is_reference(expr.value)
+    return isinstance(expr, (cst.Name, cst.Attribute)) and dotted_name(expr) is not None
 
 
 def _is_inplace(method: str) -> bool:

@@ -31,7 +31,8 @@ class MissingJoin(Rule):
     goes on at once and can read the result before the side stream has written it.
 
     ## Known problems
-    A join done inside a called helper function is not seen. A wait made on only one branch of
+    Handing a tensor back (`return y`, storing it) is not a use: a caller that uses it before
+    joining is not seen. A join done inside a called helper function is not seen. A wait made on only one branch of
     an `if` does not order the other branch, so code that joins under a condition that always
     holds is reported.
     """
@@ -53,7 +54,7 @@ class MissingJoin(Rule):
                 with torch.cuda.stream(s):
                     y = x * 2
                 torch.cuda.current_stream().wait_stream(s)
-                return y
+                return y + 1, y
             """
         ),
         Valid(
@@ -66,7 +67,7 @@ class MissingJoin(Rule):
                     y = x * 2
                     ready.record()
                 torch.cuda.current_stream().wait_event(ready)
-                return y
+                return y + 1, y
             """
         ),
         Valid(
@@ -78,7 +79,7 @@ class MissingJoin(Rule):
                     y = x * 2
                     e = s.record_event()
                 e.wait()
-                return y
+                return y + 1, y
             """
         ),
         Valid(
@@ -90,7 +91,7 @@ class MissingJoin(Rule):
                 with torch.cuda.stream(s):
                     y = x * 2
                 synchronize()
-                return y
+                return y + 1, y
             """
         ),
         Valid(

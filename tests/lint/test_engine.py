@@ -18,16 +18,16 @@ SOURCE = textwrap.dedent(
         y = x * 2
         with torch.cuda.stream(s):
             z = y + 1
-        return z
+        return z * 2
     """
 )
 
 
 def test_findings_sorted_with_span_and_fix() -> None:
     findings = lint_source(SOURCE, "pkg/model.py")
-    assert [(f.line, f.column, f.code) for f in findings] == [(6, 13, "CSL101"), (6, 13, "CSL201"), (7, 12, "CSL102")]
+    assert [(f.line, f.column, f.code) for f in findings] == [(6, 13, "CSL101"), (6, 13, "CSL201"), (7, 12, "CSL102"), (7, 12, "CSL201")]
     assert {f.path for f in findings} == {"pkg/model.py"}
-    assert [f.span for f in findings] == [Span(5, 6), Span(5, 6), Span(7, 7)]
+    assert [f.span for f in findings] == [Span(5, 6), Span(5, 6), Span(7, 7), Span(7, 7)]
     assert all(f.fix for f in findings)
 
 

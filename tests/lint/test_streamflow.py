@@ -137,7 +137,7 @@ def test_host_read_syncs_only_the_current_stream() -> None:
         with torch.cuda.stream(s):
             y = x * 2
         n = x.sum().item()
-        return y
+        return y + 1
     """
     assert hazards(source, RAW) == {raw("y", 8, CURRENT, "s")}
 
@@ -237,7 +237,7 @@ def test_attributes_name_streams_and_tensors() -> None:
         def bad(self, batch):
             with torch.cuda.stream(self.copy_stream):
                 self.next = batch.cuda(non_blocking=True)
-            return self.next
+            return self.next.float()
     """
     flow = _flow(source)
     assert hazards(source) == {raw("self.next", 14, CURRENT, "self.copy_stream")}
@@ -318,7 +318,7 @@ def test_while_break_and_continue_paths_reach_the_right_places() -> None:
             if n > 2:
                 continue
             n -= 1
-        return y
+        return y + 1
     """
     assert hazards(source, RAW) == {raw("y", 14, CURRENT, "s")}
 
@@ -333,7 +333,7 @@ def test_try_handlers_start_from_any_point_of_the_body() -> None:
                 y = x * 2
             torch.cuda.current_stream().wait_stream(s)
         except RuntimeError:
-            return y
+            return y + 1
         finally:
             pass
         return y
@@ -518,7 +518,7 @@ def test_match_statement() -> None:
             case _:
                 with torch.cuda.stream(s):
                     y = x * 3
-        return y
+        return y + 1
     """
     assert hazards(source, RAW) == {raw("y", 13, CURRENT, "s")}
 
@@ -657,3 +657,18 @@ def test_one_release_reported_per_use() -> None:
                 out.copy_(x)
     """
     assert hazards(source, FREE) == {("FREE_IN_USE", "x", 9, "s", CURRENT)}
+
+
+def test_handing_a_tensor_back_is_not_a_use() -> None:
+    source = """
+    import torch
+
+    def f(x, s):
+        with torch.cuda.stream(s):
+            y = x * 2
+            done = s.record_event()
+        alias = y
+        pair = [alias, done]
+        return y, done
+    """
+    assert hazards(source) == set()

@@ -48,7 +48,7 @@ def test_missing_join_message() -> None:
         def f(x, s):
             with torch.cuda.stream(s):
                 y = x * 2
-            return y
+            return y.sum()
         """,
     )
     assert finding.message == (

@@ -147,3 +147,34 @@ def test_nested_module_stacks_point_at_the_user_line(tmp_path):
     assert sanitizer.errors, "reading weights written on the default stream from a side stream races"
     frame = innermost_user_frame(sanitizer.errors[0].current.stack)
     assert frame is not None and frame.filename.endswith("model_code.py") and frame.lineno == 9
+
+
+def test_written_trace_replays_to_the_same_reports(tmp_path):
+    from csan_lint.runtime.report import to_json
+    from csan_lint.runtime.trace import replay
+    from csan_lint.runtime.tracker import Tracker
+
+    path = tmp_path / "trace.jsonl"
+    with open(path, "w", encoding="utf-8") as out, sanitize(device="emulated", trace_out=out) as sanitizer:
+        x = torch.ones(8, device="cuda")
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            x.mul_(2)
+        host = x.to("cpu", non_blocking=True)
+        host.tolist()
+        del x
+    replayed = Tracker()
+    replay(path, replayed)
+    live = [to_json(e) for e in sanitizer.errors]
+    assert sorted(e["kind"] for e in live) == sorted(
+        [kinds.WRITE_AFTER_WRITE, kinds.READ_AFTER_WRITE, kinds.HOST_READ_PENDING]
+    )
+    assert [to_json(e) for e in replayed.errors] == live
+
+
+def test_module_runner_reports_races_before_a_crash(tmp_path):
+    (tmp_path / "crash.py").write_text(RACY + "raise ValueError('user bug')\n")
+    result = run_python("-m", "csan_lint.runtime", "crash.py", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "ValueError: user bug" in result.stderr
+    assert "write-after-write" in result.stderr
