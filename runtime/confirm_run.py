@@ -148,6 +148,9 @@ def _describe_exit(returncode: int) -> str:
 
 
 class Runner:
+    """Runs tests in as many pytest processes as crashes and hangs require, and reports the
+    progress as tests end."""
+
     def __init__(self, settings: RunSettings, progress: Progress | None = None) -> None:
         self.settings = settings
         self.progress = progress
@@ -159,26 +162,28 @@ class Runner:
         self.counting = True
         """Off while re-running a broken test alone: it was counted already."""
 
-    def _pytest(
-        self,
-        targets: Sequence[str],
-        probe: dict[str, Any],
-    ) -> _Pass:
+    def _tick(self) -> None:
+        self.done += 1
+        if self.progress is not None:
+            self.progress(self.done, max(self.total or 0, self.done))
+
+    def _pytest(self, targets: Sequence[str], probe: dict[str, Any]) -> _Pass:
         self.passes += 1
         workdir = self.settings.workdir
         report = workdir / f"report-{self.passes}.jsonl"
         probe_out = workdir / f"probe-{self.passes}.jsonl"
         spec = workdir / f"probe-{self.passes}.json"
         spec.write_text(json.dumps({**probe, "out": str(probe_out)}), encoding="utf-8")
+        plugins = ["-p", "csan_lint.runtime.confirm_probe"]
+        if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):  # the entry point is not loaded then
+            plugins += ["-p", "csan_lint.runtime.pytest_plugin"]
         command = [
-            self.settings.python, "-m", "pytest", *targets,
-            "-p", "csan_lint.runtime.confirm_probe", f"--csan-confirm-probe={spec}",
+            self.settings.python, "-m", "pytest", *targets, *plugins,
+            f"--csan-confirm-probe={spec}",
             "--csan", f"--csan-device={self.settings.device}", "--csan-report-only",
             f"--csan-report={report}",
             "--continue-on-collection-errors", "-p", "no:cacheprovider", "-q",
         ]  # fmt: skip
-        if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
-            command[4:4] = ["-p", "csan_lint.runtime.pytest_plugin"]
         log_path = workdir / f"pytest-{self.passes}.log"
         result = _Pass()
         tails = (_Tail(probe_out), _Tail(report))
@@ -212,9 +217,7 @@ class Runner:
                 if record.get("type") == "collected" and self.total is None:
                     self.total = result.collected
                 if len(result.ended) > before and self.counting:
-                    self.done += 1
-                    if self.progress is not None:
-                        self.progress(self.done, max(self.total or 0, self.done))
+                    self._tick()
 
     def _watch(self, process: subprocess.Popen[bytes], tails: Sequence[_Tail], result: _Pass) -> None:
         timeout = self.settings.timeout
@@ -251,9 +254,7 @@ class Runner:
                 break
             nodeid, outcome, reason = current.interrupted
             finished.add(nodeid)
-            self.done += 1
-            if self.progress is not None:
-                self.progress(self.done, max(self.total or 0, self.done))
+            self._tick()
             tests[self._display(current, nodeid)] = self._rerun_alone(
                 current, nodeid, outcome, reason, spans, races
             )
@@ -305,14 +306,16 @@ class Runner:
 
     @staticmethod
     def _display(current: _Pass, nodeid: str) -> str:
-        """The node id with its file relative to cwd (pytest's is relative to its rootdir)."""
+        """The node id with its file relative to cwd when under it, else absolute (pytest's is
+        relative to its rootdir): what a user can paste, and what a re-run passes to pytest."""
         if not nodeid:
             return OUTSIDE_TESTS
         if current.rootdir is None:
             return nodeid
-        file, sep, rest = nodeid.partition("::")
-        relative = os.path.relpath(os.path.join(current.rootdir, file))
-        return relative + sep + rest if not relative.startswith("..") else nodeid
+        file, separator, rest = nodeid.partition("::")
+        absolute = os.path.join(current.rootdir, file)
+        relative = os.path.relpath(absolute)
+        return (absolute if relative.startswith("..") else relative) + separator + rest
 
 
 def _frozen(lines: Mapping[str, set[int]]) -> dict[str, frozenset[int]]:
