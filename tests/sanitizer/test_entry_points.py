@@ -167,7 +167,7 @@ def test_written_trace_replays_to_the_same_reports(tmp_path):
     replay(path, replayed)
     live = [to_json(e) for e in sanitizer.errors]
     assert sorted(e["kind"] for e in live) == sorted(
-        [kinds.WRITE_AFTER_WRITE, kinds.READ_AFTER_WRITE, kinds.HOST_READ_PENDING]
+        [kinds.WRITE_AFTER_WRITE, kinds.READ_AFTER_WRITE, kinds.HOST_READ_PENDING, kinds.FREE_IN_USE]
     )
     assert [to_json(e) for e in replayed.errors] == live
 
