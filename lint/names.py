@@ -64,8 +64,10 @@ class ImportTable:
             del self._aliases[local]
             self._ambiguous.add(local)
 
-    def __bool__(self) -> bool:
-        return bool(self._aliases)
+    @property
+    def imports_torch(self) -> bool:
+        """Without a torch import no stream API can be named, so nothing needs analysing."""
+        return any(target == "torch" or target.startswith("torch.") for target in self._aliases.values())
 
     def qualified(self, expr: cst.BaseExpression) -> str | None:
         """`tc.stream` -> `torch.cuda.stream` under `import torch.cuda as tc`; None if not imported."""

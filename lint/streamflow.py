@@ -655,7 +655,7 @@ class _FunctionAnalysis:
 
     def _call(self, node: cst.Call) -> None:
         func = node.func
-        qualified = self.imports.qualified(func) if self.imports else None
+        qualified = self.imports.qualified(func)
         if qualified is not None and qualified.startswith("torch."):
             in_place = (qualified.endswith("_") or qualified in _COLLECTIVES) and bool(node.args) and node.args[0].keyword is None
             self._eval_args(node, skip_first=in_place)
@@ -858,7 +858,7 @@ class _FunctionAnalysis:
 
     def _call_value(self, expr: cst.Call) -> _Value:
         assert self.state is not None
-        qualified = self.imports.qualified(expr.func) if self.imports else None
+        qualified = self.imports.qualified(expr.func)
         if qualified is not None:
             if qualified in STREAM_CONSTRUCTORS:
                 return _Value("stream")
@@ -1024,7 +1024,7 @@ def analyse(module: cst.Module, path: str, source: str) -> ModuleFlow:
     functions: list[tuple[str, cst.FunctionDef]] = []
     module_has_with = _scan(module.body, imports, functions, "")
     hazards: dict[tuple[object, ...], Hazard] = {}
-    if imports:
+    if imports.imports_torch:
         everywhere = "set_stream" in source
         if module_has_with or everywhere:
             _FunctionAnalysis(imports, hazards, function=None).run(module.body)

@@ -68,9 +68,12 @@ def test_same_binding_twice_is_not_a_conflict() -> None:
     assert table.qualified(cst.parse_expression("torch.cuda.Event")) == "torch.cuda.Event"
 
 
-def test_empty_table_is_false() -> None:
-    assert not ImportTable()
-    assert _table("import os")
+@pytest.mark.parametrize(
+    ("imports", "expected"),
+    [("import os", False), ("from mylib import torch_utils", False), ("import torch", True), ("from torch import cuda", True)],
+)
+def test_imports_torch(imports: str, expected: bool) -> None:
+    assert _table(imports).imports_torch is expected
 
 
 def test_dotted_name() -> None:
