@@ -229,7 +229,8 @@ def main(findings: list[Finding], paths: list[str], config: Any, options: dict[s
                     progress.close()
             device = runner.device
     else:
-        _say(settings, f"No test imports a flagged module (looked in: {', '.join(test_paths) or 'nothing'}).")
+        looked = ", ".join(os.path.relpath(path.split("::")[0]) for path in test_paths)
+        _say(settings, f"No test imports a flagged module (looked in: {looked or 'no test path'}).")
     verdicts, runtime_only = decide(findings, result, selection.reaching)
     if settings.output_format == "json":
         click.echo(
@@ -247,5 +248,7 @@ def main(findings: list[Finding], paths: list[str], config: Any, options: dict[s
             format_text(verdicts, runtime_only, verbose=settings.verbose, quiet=settings.quiet),
             nl=False,
         )
-    failed = any(entry.is_race for entry in runtime_only) or any(verdict.verdict in settings.fail_on for verdict in verdicts)
+    failed = any(entry.is_race for entry in runtime_only) or any(
+        verdict.verdict in settings.fail_on for verdict in verdicts
+    )
     return EXIT_FAILED if failed else EXIT_CLEAN
