@@ -94,6 +94,10 @@ _PURE_BUILTINS = frozenset(
     }
 )  # fmt: skip
 """Builtins that neither return a tensor nor keep their arguments alive."""
+_METADATA_BUILTINS = frozenset({"len", "isinstance", "issubclass", "hasattr", "id", "type", "callable"})
+"""Builtins that look at a tensor without launching work on it."""
+_SYNC_BUILTINS = frozenset({"int", "float", "bool", "str", "repr", "format", "print"})
+"""Builtins that copy a tensor's value to the host, waiting for the current stream."""
 _TENSOR_MODULES = ("torch", "torch.nn.functional", "torch.fft", "torch.linalg", "torch.special")
 _HOST_TORCH = frozenset(
     {
@@ -703,8 +707,12 @@ class _FunctionAnalysis:
         else:
             if not isinstance(func, cst.Name):
                 self._eval(func)  # a called name is a function or a module, never a tensor
-            self._eval_args(node)
-            if not (isinstance(func, cst.Name) and func.value in _PURE_BUILTINS):
+            builtin = func.value if isinstance(func, cst.Name) else None
+            if builtin not in _METADATA_BUILTINS:
+                self._eval_args(node)
+            if builtin in _SYNC_BUILTINS:
+                self.state.update_marks(_MarkUpdate(self.state.current, HOST))
+            if builtin not in _PURE_BUILTINS:
                 self._escape_args(node)
         self._write_out(node)
 

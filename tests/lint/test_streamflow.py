@@ -672,3 +672,32 @@ def test_handing_a_tensor_back_is_not_a_use() -> None:
         return y, done
     """
     assert hazards(source) == set()
+
+
+@pytest.mark.parametrize("call", ["print(y)", "n = int(y.sum())", "flag = bool(y.any())", "text = str(y)"])
+def test_builtins_that_read_values_sync_the_host(call: str) -> None:
+    source = f"""
+    import torch
+
+    def f(x, s):
+        with torch.cuda.stream(s):
+            y = x * 2
+            {call}
+        return y + 1
+    """
+    assert hazards(source, RAW) == set()
+
+
+def test_metadata_builtins_do_not_read() -> None:
+    source = """
+    import torch
+
+    def f(x, s):
+        with torch.cuda.stream(s):
+            y = x * 2
+        n = len(y)
+        ok = isinstance(y, torch.Tensor)
+        torch.cuda.current_stream().wait_stream(s)
+        return y + n
+    """
+    assert hazards(source, RAW) == set()
