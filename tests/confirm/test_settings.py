@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ from csan_lint.lint.config import Config
 from csan_lint.lint.model import Finding, Span
 from csan_lint.runtime import confirm
 from csan_lint.runtime.confirm import ConfirmUsageError, resolve_settings
+from csan_lint.runtime.confirm_verdict import Race, RunResult, TestRun
 
 
 def config(tmp_path: Path, **table) -> Config:
@@ -81,3 +84,79 @@ def test_missing_torch_names_what_to_install(tmp_path, capsys, monkeypatch):
 def test_bad_config_exits_2(tmp_path, capsys):
     assert confirm.main([], ["src"], config(tmp_path, device="tpu"), {}) == 2
     assert "device: expected one of" in capsys.readouterr().err
+
+
+class _FakeRunner:
+    """Stands in for the pytest subprocess: returns a prepared result, records its arguments."""
+
+    result = None
+    calls: list = []
+
+    def __init__(self, settings, progress):
+        self.settings = settings
+        self.device = "emulated"
+
+    def run(self, test_files, spans):
+        _FakeRunner.calls.append((self.settings, list(test_files), dict(spans)))
+        return _FakeRunner.result
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mod.py").write_text("import torch\n" + "\n" * 30)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_mod.py").write_text("import mod\n")
+    (tmp_path / "tests" / "test_other.py").write_text("import os\n")
+    monkeypatch.setattr(confirm, "Runner", _FakeRunner)
+    _FakeRunner.calls = []
+    return tmp_path
+
+
+def _run_with(result, project, capsys, **options):
+    _FakeRunner.result = result or RunResult({}, [])
+    findings = [
+        Finding("mod.py", 10, 5, "CSL101", "racy", 10, 9, Span(10, 11)),
+        Finding("mod.py", 20, 5, "CSL101", "never run", 20, 9, Span(20, 21)),
+    ]
+    code = confirm.main(findings, ["mod.py"], config(project), options)
+    return code, capsys.readouterr()
+
+
+def _race(line, severity="error"):
+    frame = {"file": os.path.realpath("mod.py"), "line": line, "function": "f"}
+    access = {"stream": 3, "operator": "aten::add", "argument": "self", "is_write": False, "stack": [frame]}
+    return {"kind": "read-after-write", "severity": severity, "message": "m", "allocation": None, "current": access, "previous": None}
+
+
+def test_main_runs_only_the_importing_tests_with_the_settings(project, capsys):
+    code, out = _run_with(None, project, capsys, device="emulated", timeout=9.0)
+    ((settings, test_files, spans),) = _FakeRunner.calls
+    assert test_files == ["tests/test_mod.py"]
+    assert (settings.device, settings.timeout) == ("emulated", 9.0)
+    assert list(spans.values()) == [[Span(10, 11), Span(20, 21)]]
+    assert "Running 1 test file(s)" in out.err
+    assert out.out.splitlines()[-1] == "0 confirmed, 0 dismissed, 2 unexercised, 0 error; 0 runtime-only"
+    assert code == 0
+
+
+def test_fail_on_widens_the_exit_code(project, capsys):
+    code, _ = _run_with(None, project, capsys, fail_on="unexercised")
+    assert code == 1
+
+
+def test_confirmed_fails_and_json_carries_the_report(project, capsys):
+    tests = {"tests/test_mod.py::t": TestRun("tests/test_mod.py::t", "passed", None, {})}
+    code, out = _run_with(RunResult(tests, [Race("tests/test_mod.py::t", _race(11))]), project, capsys, output_format="json")
+    document = json.loads(out.out)
+    assert [finding["verdict"] for finding in document["findings"]] == ["confirmed", "unexercised"]
+    assert document["findings"][0]["runtime_report"]["current"]["stack"][0]["line"] == 11
+    assert document["tests"] == [{"nodeid": "tests/test_mod.py::t", "outcome": "passed", "reason": None}]
+    assert code == 1
+
+
+@pytest.mark.parametrize(("severity", "expected"), [("error", 1), ("warning", 0)])
+def test_runtime_only_races_fail_and_warnings_do_not(project, capsys, severity, expected):
+    code, out = _run_with(RunResult({}, [Race("tests/test_mod.py::t", _race(25, severity))]), project, capsys)
+    assert "mod.py:25: CSL901 runtime-only  m (tests/test_mod.py::t)" in out.out
+    assert code == expected
