@@ -24,14 +24,13 @@ class ActivationOffloader:
         ]
 
     @torch.no_grad()
-    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         """The stack's output; `host_buffers[i]` holds layer i's output when this returns."""
-        activation = inputs
         for index, layer in enumerate(self.layers):
-            activation = layer(activation)
+            x = layer(x)
             self.offload_stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(self.offload_stream):
-                self.host_buffers[index].copy_(activation, non_blocking=True)
-            activation.record_stream(self.offload_stream)
+                self.host_buffers[index].copy_(x, non_blocking=True)
+            x.record_stream(self.offload_stream)
         self.offload_stream.synchronize()
-        return activation
+        return x
