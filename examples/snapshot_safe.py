@@ -15,7 +15,7 @@ from torch import nn
 
 
 class WeightSnapshotter:
-    """Takes host copies of a model's parameters without blocking its compute stream."""
+    """Takes host copies of a model's parameters, flattened on a side stream."""
 
     def __init__(self, model: nn.Module) -> None:
         self.model = model
