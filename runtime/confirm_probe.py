@@ -6,7 +6,7 @@ Records are JSON Lines appended to the spec's `out` file and flushed one by one,
 loses at most the test in progress:
     {"type": "session", "rootdir": ...}
     {"type": "collected", "count": N}
-    {"type": "collect-error", "path": real path, "message": ...}
+    {"type": "collect-error", "path": real path, "longrepr": pytest's text}
     {"type": "reached", "nodeid": ..., "lines": {real path: [line, ...]}}
 Two ways to know the lines: `coverage` (coverage.py's C tracer, one dynamic context per test,
 read back when the test ends: cheap, but lost if the process dies mid-test) and `trace`
@@ -49,6 +49,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 class Probe:
+    """The probe for one session: coverage (or the span tracer) on from configure to the end."""
+
     def __init__(self, config: pytest.Config, spec: dict[str, Any]) -> None:
         self.config = config
         self.files = [os.path.realpath(path) for path in spec["files"]]
@@ -79,13 +81,11 @@ class Probe:
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
             path = Path(self.config.rootpath, report.nodeid.split("::", 1)[0])
-            lines = [line for line in report.longreprtext.splitlines() if line.strip()]
-            message = next((line[1:].strip() for line in reversed(lines) if line.startswith("E ")), "")
             self.write(
                 {
                     "type": "collect-error",
                     "path": os.path.realpath(path),
-                    "message": message or (lines[-1] if lines else "collection failed"),
+                    "longrepr": report.longreprtext,
                 }
             )
 

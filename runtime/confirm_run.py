@@ -119,7 +119,7 @@ class _Pass:
         elif kind == "collected":
             self.collected = int(record["count"])
         elif kind == "collect-error":
-            self.broken_files[record["path"]] = record["message"]
+            self.broken_files[record["path"]] = short_reason(record.get("longrepr")) or "collection failed"
         elif kind == "reached":
             lines = self.reached.setdefault(nodeid, {})
             for path, found in record["lines"].items():
