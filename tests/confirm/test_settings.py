@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -160,3 +162,17 @@ def test_runtime_only_races_fail_and_warnings_do_not(project, capsys, severity, 
     code, out = _run_with(RunResult({}, [Race("tests/test_mod.py::t", _race(25, severity))]), project, capsys)
     assert "mod.py:25: CSL901 runtime-only  m (tests/test_mod.py::t)" in out.out
     assert code == expected
+
+
+def test_cli_without_torch_says_what_to_install(tmp_path):
+    """The real command line, in a process where torch cannot be imported."""
+    (tmp_path / "mod.py").write_text(
+        "import torch\n\ndef f(x, s):\n    y = x * 2\n    with torch.cuda.stream(s):\n        z = y + 1\n    return z\n"
+    )
+    script = "import sys; sys.modules['torch'] = None; from csan_lint.lint.cli import main; main()"
+    done = subprocess.run(
+        [sys.executable, "-c", script, "mod.py", "--confirm"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 2, done.stderr
+    assert "missing: torch" in done.stderr
+    assert "pip install 'csan-lint[runtime]' torch" in done.stderr
