@@ -10,6 +10,7 @@ from csan_lint.runtime.trace import TraceError, replay
 from csan_lint.runtime.tracker import Tracker
 
 OUTPUT_FORMATS = ("text", "json")
+JSON_VERSION = 1
 
 
 def main(trace_path: str, output_format: str = "text") -> int:
@@ -28,14 +29,20 @@ def main(trace_path: str, output_format: str = "text") -> int:
         print(f"csan-lint: {trace_path}: cannot read the trace: {error.strerror or error}", file=sys.stderr)
         return 2
     reports = tracker.errors
+    errors = sum(r.severity == "error" for r in reports)
+    warnings = len(reports) - errors
     if output_format == "json":
-        print(json.dumps([to_json(r) for r in reports], indent=2))
+        document = {
+            "version": JSON_VERSION,
+            "trace": trace_path,
+            "reports": [to_json(r) for r in reports],
+            "summary": {"errors": errors, "warnings": warnings},
+        }
+        print(json.dumps(document, indent=2))
     else:
         for report in reports:
             print(render_text(report))
             print()
-    errors = sum(r.severity == "error" for r in reports)
-    warnings = len(reports) - errors
     if reports:
         print(f"Found {errors} error(s) and {warnings} warning(s) in {trace_path}.", file=sys.stderr)
     else:

@@ -127,8 +127,12 @@ def test_replay_main_exit_codes_and_output(tmp_path, capsys):
         expected = [to_json(e) for e in writer.errors]
     assert replay_main(str(path), "json") == 1
     out, err = capsys.readouterr()
-    assert json.loads(out) == expected
-    assert "error(s)" in err
+    document = json.loads(out)
+    assert document["version"] == 1 and document["trace"] == str(path)
+    assert document["reports"] == expected
+    warnings = sum(r["severity"] == "warning" for r in expected)
+    assert document["summary"] == {"errors": len(expected) - warnings, "warnings": warnings} and warnings == 1
+    assert f"Found {len(expected) - warnings} error(s) and 1 warning(s)" in err
 
     assert replay_main(str(path), "text") == 1
     out, _ = capsys.readouterr()
@@ -142,7 +146,7 @@ def test_replay_main_exit_codes_and_output(tmp_path, capsys):
 def test_replay_main_warnings_alone_pass(tmp_path, capsys):
     path = _trace(tmp_path, GOOD, '{"event": "event_waited", "event_id": 3, "stream": 1}')
     assert replay_main(str(path), "json") == 0
-    assert [r["kind"] for r in json.loads(capsys.readouterr().out)] == ["wait-unrecorded-event"]
+    assert [r["kind"] for r in json.loads(capsys.readouterr().out)["reports"]] == ["wait-unrecorded-event"]
 
 
 def test_replay_main_bad_input(tmp_path, capsys):
