@@ -197,8 +197,9 @@ class SanitizerMode(TorchDispatchMode):
         # are host accesses. The weak ref tells a dead block from a new one at that address.
         self.host_blocks: dict[int, StorageWeakRef] = {}
         self._host_sweep_at = 64
-        # Accesses of the kernels launched during each running graph capture (stream -> list).
-        self.captures: dict[int, list[Access]] = {}
+        # Accesses of the kernels captured into the running CUDA graph: they run at replay,
+        # not now (None: no capture running).
+        self.capture: list[Access] | None = None
         self._plans: dict[Any, _Plan] = {}
 
     @classmethod
@@ -280,6 +281,11 @@ class SanitizerMode(TorchDispatchMode):
             else:
                 host_sync = True
         accesses = list(device.values())
+        if self.capture is not None and torch.cuda.is_current_stream_capturing():
+            # The tracker checks the capture's fork/join structure; the memory is touched
+            # when the graph is replayed.
+            self.capture.extend(accesses)
+            accesses = []
         stack = capture_stack(stop=self.stack_stop)
         with self.lock:
             if self.pending:
@@ -287,9 +293,6 @@ class SanitizerMode(TorchDispatchMode):
             self.tracker.kernel_launched(stream, plan.operator, accesses, stack=stack)
             if host_sync:
                 self.tracker.stream_synchronized(stream)
-        captured = self.captures.get(stream)
-        if captured is not None:
-            captured.extend(accesses)
         if len(self.errors) != self.errors_seen:
             self._new_errors()
 

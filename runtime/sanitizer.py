@@ -266,7 +266,7 @@ class Sanitizer:
                 try:
                     return original(graph, *args, **kwargs)
                 except BaseException:
-                    sanitizer.mode.captures.pop(stream, None)
+                    sanitizer.mode.capture = None
                     raise
 
             return wrapper
@@ -367,13 +367,20 @@ class Sanitizer:
 
     def _capture_began(self, stream: int, stack: Any) -> None:
         self.sink.capture_began(stream, stack=stack)
-        self.mode.captures[stream] = []
+        self.mode.capture = []
 
     def _capture_ended(self, graph: Any, stream: int, stack: Any) -> None:
         self.sink.capture_ended(stream, stack=stack)
-        accesses = self.mode.captures.pop(stream, None)
+        accesses, self.mode.capture = self.mode.capture, None
         if accesses is not None:
-            self._graphs[graph] = list({(a.ptr, a.size): a for a in accesses}.values())
+            # One access per extent, a write if any captured kernel wrote it.
+            merged: dict[tuple[int, int], Access] = {}
+            for access in accesses:
+                key = (access.ptr, access.size)
+                known = merged.get(key)
+                if known is None or (access.is_write and not known.is_write):
+                    merged[key] = access
+            self._graphs[graph] = list(merged.values())
 
     def _replayed(self, graph: Any, stack: Any) -> None:
         accesses = self._graphs.get(graph)

@@ -283,6 +283,25 @@ def test_capture_forked_and_joined_is_clean(emulated):
     del y
 
 
+def test_replay_reads_static_inputs_on_the_replay_stream(emulated):
+    static = torch.ones(8, device="cuda")
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        result = static * 2
+    # Captured work did not run during capture: refilling the input on another stream after
+    # the capture is fine, but the replay on the default stream reads it unordered.
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        static.fill_(3)
+    graph.replay(); replay_line = here()  # noqa: E702
+    report = only(emulated.errors, kinds.READ_AFTER_WRITE)
+    assert report.current.operator == "cuda_graph.replay" and line(report.current) == replay_line
+    assert "aten::fill_" in report.previous.operator
+    del result
+
+
 # -- threads ------------------------------------------------------------------------------------------
 
 
