@@ -16,8 +16,8 @@ FORMAT = "csan-trace"
 VERSION = 1
 HEADER = {"format": FORMAT, "version": VERSION}
 
-# Parameter types: int, int? (an integer or null), bool, str, stack (optional: [[file, line, function], ...] or null),
-# accesses ([{"ptr", "size", "is_write", "argument", "is_output"}, ...]).
+# Parameter types: int, int? (an integer or null), bool, str, accesses ([{"ptr", "size",
+# "is_write", "argument", "is_output"}, ...]), stack (optional: [[file, line, function], ...] or null).
 EVENTS: dict[str, tuple[tuple[str, str], ...]] = {
     "stream_created": (("stream", "int"),),
     "event_created": (("event", "int"),),
