@@ -137,7 +137,7 @@ def main(
     except Exception as error:  # a bug outside any one file: say so plainly, not as a traceback
         _fail(f"internal error: {type(error).__name__}: {error}")
     if confirm:
-        options = {**confirm_options, "output_format": output_format, "quiet": quiet}
+        options = {**confirm_options, "output_format": output_format, "quiet": quiet, "exit_zero": exit_zero}
         raise SystemExit(_confirm(result, targets, config, options))
     if output_format == "json":
         click.echo(format_json(result), nl=False)

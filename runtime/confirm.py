@@ -6,7 +6,8 @@ position (`confirm_verdict`) -> output (`confirm_output`). This module only wire
 the settings: `[tool.csan-lint.confirm]` overridden by the command line.
 
 Exit status: 1 if a finding is confirmed or a race no finding explains was seen (and for the
-verdicts `--fail-on` adds), 0 otherwise, 2 when the check could not be made at all.
+verdicts `--fail-on` adds) unless `--exit-zero`, 0 otherwise, 2 when the check could not be
+made at all.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ class ConfirmSettings:
     verbose: bool = False
     output_format: str = "text"
     quiet: bool = False
+    exit_zero: bool = False
+    """`--exit-zero`: report, but exit 0 whatever the verdicts (2 still means it could not run)."""
 
 
 def _suggest(word: str, choices: Sequence[str]) -> str:
@@ -120,6 +123,7 @@ def resolve_settings(config: Any, options: Mapping[str, Any]) -> ConfirmSettings
         verbose=bool(options.get("verbose")),
         output_format=options.get("output_format") or "text",
         quiet=bool(options.get("quiet")),
+        exit_zero=bool(options.get("exit_zero")),
     )
     if options.get("timeout") is not None:
         settings = replace(settings, timeout=_timeout(options["timeout"], "--timeout"))
@@ -251,4 +255,4 @@ def main(findings: list[Finding], paths: list[str], config: Any, options: dict[s
     failed = any(entry.is_race for entry in runtime_only) or any(
         verdict.verdict in settings.fail_on for verdict in verdicts
     )
-    return EXIT_FAILED if failed else EXIT_CLEAN
+    return EXIT_FAILED if failed and not settings.exit_zero else EXIT_CLEAN

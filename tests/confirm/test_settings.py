@@ -142,9 +142,9 @@ def test_main_runs_only_the_importing_tests_with_the_settings(project, capsys):
     assert code == 0
 
 
-def test_fail_on_widens_the_exit_code(project, capsys):
-    code, _ = _run_with(None, project, capsys, fail_on="unexercised")
-    assert code == 1
+def test_fail_on_widens_the_exit_code_and_exit_zero_silences_it(project, capsys):
+    assert _run_with(None, project, capsys, fail_on="unexercised")[0] == 1
+    assert _run_with(None, project, capsys, fail_on="unexercised", exit_zero=True)[0] == 0
 
 
 def test_confirmed_fails_and_json_carries_the_report(project, capsys):
