@@ -22,8 +22,6 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from csan_lint.runtime.events import Access
 from csan_lint.runtime.stacks import capture_stack
 
-_aten = torch.ops.aten
-
 # Ops that only read their inputs' metadata (CSAN's rule): `new_empty(x)`, `empty_like(x)`.
 _FACTORY = re.compile(r"(new_.*|.*_like)$")
 
@@ -133,7 +131,8 @@ def byte_extent(tensor: torch.Tensor) -> tuple[int, int]:
     return tensor.data_ptr() + low * item, (high - low + 1) * item
 
 
-def _storage_base(tensor: torch.Tensor) -> int:
+def storage_base(tensor: torch.Tensor) -> int:
+    """The address of the block holding the tensor (what the allocator's callbacks name)."""
     return tensor.data_ptr() - tensor.storage_offset() * tensor.element_size()
 
 
@@ -302,14 +301,14 @@ class SanitizerMode(TorchDispatchMode):
             tensor = entry[0]
             if not tensor.numel() or not self.is_device(tensor):
                 continue
-            base = _storage_base(tensor)
+            base = storage_base(tensor)
             allocation = self.pending.pop(base, None)
             if allocation is not None:
                 stream, stack = allocation
                 self.tracker.allocated(base, tensor.untyped_storage().nbytes(), stream, stack=stack)
 
     def _pin(self, tensor: torch.Tensor) -> None:
-        base = _storage_base(tensor)
+        base = storage_base(tensor)
         known = self.host_blocks.get(base)
         if known is not None and not known.expired():
             return
@@ -331,7 +330,7 @@ class SanitizerMode(TorchDispatchMode):
     def _host_access(self, operator: str, host: Sequence[tuple[torch.Tensor, str, bool, bool]]) -> None:
         stack = None
         for tensor, _, is_write, _ in host:
-            base = _storage_base(tensor)
+            base = storage_base(tensor)
             ref = self.host_blocks.get(base)
             if ref is None:
                 continue

@@ -15,7 +15,7 @@ import torch
 
 from csan_lint.runtime.events import Access, RuntimeErrorReport
 from csan_lint.runtime.gpu_trace import GpuTraceHooks
-from csan_lint.runtime.mode import SanitizerMode, _storage_base
+from csan_lint.runtime.mode import SanitizerMode, storage_base
 from csan_lint.runtime.stacks import capture_stack
 from csan_lint.runtime.tracker import Tracker
 
@@ -161,7 +161,10 @@ class Sanitizer:
         if not self.enabled:
             return
         self.enabled = False
-        self._collect()
+        try:
+            self._collect()  # the last reports, to the listeners
+        except Exception as exc:
+            self._internal_error(exc)
         self.mode.__exit__(None, None, None)
         self._patches.restore()
         self.hooks.unregister()
@@ -239,7 +242,10 @@ class Sanitizer:
         except Warning:
             pass  # warnings turned into errors (-W error) must not reach the user's code
         for listener in self.internal_listeners:
-            listener(message)
+            try:
+                listener(message)
+            except Exception:
+                pass  # nothing is left to tell; the user's program must go on
 
     def _guard(self, action: Callable[[], None]) -> None:
         """Run one piece of bookkeeping; its failure becomes an internal error."""
@@ -260,9 +266,7 @@ class Sanitizer:
 
         def capture_begin(original: Callable[..., Any]) -> Callable[..., Any]:
             def wrapper(graph: Any, *args: Any, **kwargs: Any) -> Any:
-                stream = sanitizer._current_stream()
-                stack = capture_stack(stop=sanitizer.stack_stop)
-                sanitizer._guard(lambda: sanitizer._capture_began(stream, stack))
+                sanitizer._guard(sanitizer._capture_began)
                 try:
                     return original(graph, *args, **kwargs)
                 except BaseException:
@@ -273,9 +277,7 @@ class Sanitizer:
 
         def capture_end(original: Callable[..., Any]) -> Callable[..., Any]:
             def wrapper(graph: Any, *args: Any, **kwargs: Any) -> Any:
-                stream = sanitizer._current_stream()
-                stack = capture_stack(stop=sanitizer.stack_stop)
-                sanitizer._guard(lambda: sanitizer._capture_ended(graph, stream, stack))
+                sanitizer._guard(lambda: sanitizer._capture_ended(graph))
                 return original(graph, *args, **kwargs)
 
             return wrapper
@@ -289,8 +291,7 @@ class Sanitizer:
                     result = original(graph, *args, **kwargs)
                 finally:
                     mode.checking = checking
-                stack = capture_stack(stop=sanitizer.stack_stop)
-                sanitizer._guard(lambda: sanitizer._replayed(graph, stack))
+                sanitizer._guard(lambda: sanitizer._replayed(graph))
                 return result
 
             return wrapper
@@ -298,7 +299,7 @@ class Sanitizer:
         def record_stream(original: Callable[..., Any]) -> Callable[..., Any]:
             def wrapper(tensor: torch.Tensor, stream: Any) -> Any:
                 sanitizer._guard(
-                    lambda: sanitizer.sink.stream_recorded(_storage_base(tensor), _stream_handle(stream))
+                    lambda: sanitizer.sink.stream_recorded(storage_base(tensor), _stream_handle(stream))
                 )
                 return original(tensor, stream)
 
@@ -322,13 +323,7 @@ class Sanitizer:
 
         def event_wait(original: Callable[..., Any]) -> Callable[..., Any]:
             def wrapper(event: Any, stream: Any = None) -> Any:
-                if not event.cuda_event:
-                    # CUDA fires no trace for a wait on a never-recorded event: it orders nothing.
-                    handle = sanitizer._current_stream() if stream is None else stream.cuda_stream
-                    stack = capture_stack(stop=sanitizer.stack_stop)
-                    sanitizer._guard(
-                        lambda: sanitizer.sink.event_waited(UNRECORDED_EVENT, handle, stack=stack)
-                    )
+                sanitizer._guard(lambda: sanitizer._event_waited(event, stream))
                 return original(event, stream)
 
             return wrapper
@@ -365,12 +360,14 @@ class Sanitizer:
         patches.wrap(torch.Tensor, "numpy", host_read("aten::numpy"))
         patches.wrap(threading.Thread, "run", thread_run)
 
-    def _capture_began(self, stream: int, stack: Any) -> None:
-        self.sink.capture_began(stream, stack=stack)
+    # Each runs under `_guard`; their stacks start in our frames, which reports hide.
+
+    def _capture_began(self) -> None:
+        self.sink.capture_began(self._current_stream(), stack=capture_stack(stop=self.stack_stop))
         self.mode.capture = []
 
-    def _capture_ended(self, graph: Any, stream: int, stack: Any) -> None:
-        self.sink.capture_ended(stream, stack=stack)
+    def _capture_ended(self, graph: Any) -> None:
+        self.sink.capture_ended(self._current_stream(), stack=capture_stack(stop=self.stack_stop))
         accesses, self.mode.capture = self.mode.capture, None
         if accesses is not None:
             # One access per extent, a write if any captured kernel wrote it.
@@ -382,10 +379,18 @@ class Sanitizer:
                     merged[key] = access
             self._graphs[graph] = list(merged.values())
 
-    def _replayed(self, graph: Any, stack: Any) -> None:
+    def _replayed(self, graph: Any) -> None:
         accesses = self._graphs.get(graph)
         if accesses:
+            stack = capture_stack(stop=self.stack_stop)
             self.sink.kernel_launched(self._current_stream(), GRAPH_REPLAY_OPERATOR, accesses, stack=stack)
+
+    def _event_waited(self, event: Any, stream: Any) -> None:
+        if not event.cuda_event:
+            # CUDA fires no trace for a wait on a never-recorded event: it orders nothing.
+            handle = self._current_stream() if stream is None else stream.cuda_stream
+            stack = capture_stack(stop=self.stack_stop)
+            self.sink.event_waited(UNRECORDED_EVENT, handle, stack=stack)
 
 
 def _is_cuda(tensor: torch.Tensor) -> bool:
