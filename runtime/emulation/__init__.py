@@ -52,45 +52,7 @@ def _bootstrap_inner(thread: threading.Thread) -> None:
         _base_bootstrap(thread)
 
 
-def _memory_stat(name: str) -> Any:
-    def stat(device_: Any = None) -> int:
-        streams.check_device(device_)
-        return getattr(device.memory, name)
-
-    return stat
-
-
-def _reset_peak(device_: Any = None) -> None:
-    streams.check_device(device_)
-    device.memory.peak = device.memory.allocated
-
-
-def _mem_get_info(device_: Any = None) -> tuple[int, int]:
-    """(free, total) bytes, as `cudaMemGetInfo` answers."""
-    streams.check_device(device_)
-    total = streams.DeviceProperties.total_memory
-    return total - device.memory.allocated, total
-
-
-def _manual_seed(seed: int) -> None:
-    device.rng.generator.manual_seed(int(seed))
-
-
-def _seed() -> None:
-    device.rng.generator.seed()
-
-
-def _get_rng_state(device_: Any = "cuda") -> torch.Tensor:
-    return device.rng.generator.get_state()
-
-
-def _set_rng_state(new_state: torch.Tensor, device_: Any = "cuda") -> None:
-    device.rng.generator.set_state(new_state)
-
-
 def _cuda_functions() -> dict[str, Any]:
-    allocated = _memory_stat("allocated")
-    peak = _memory_stat("peak")
     return {
         "is_available": streams.is_available,
         "device_count": streams.device_count,
@@ -115,21 +77,21 @@ def _cuda_functions() -> dict[str, Any]:
         "CUDAGraph": graphs.CUDAGraph,
         "graph": graphs.graph,
         "graph_pool_handle": graphs.graph_pool_handle,
-        "manual_seed": _manual_seed,
-        "manual_seed_all": _manual_seed,
-        "seed": _seed,
-        "seed_all": _seed,
-        "initial_seed": lambda: device.rng.generator.initial_seed(),
-        "get_rng_state": _get_rng_state,
-        "set_rng_state": _set_rng_state,
+        "manual_seed": device.manual_seed,
+        "manual_seed_all": device.manual_seed,
+        "seed": device.seed,
+        "seed_all": device.seed,
+        "initial_seed": device.initial_seed,
+        "get_rng_state": device.get_rng_state,
+        "set_rng_state": device.set_rng_state,
         "empty_cache": streams.no_op,
-        "memory_allocated": allocated,
-        "memory_reserved": allocated,
-        "max_memory_allocated": peak,
-        "max_memory_reserved": peak,
-        "reset_peak_memory_stats": _reset_peak,
-        "reset_max_memory_allocated": _reset_peak,
-        "mem_get_info": _mem_get_info,
+        "memory_allocated": device.memory_allocated,
+        "memory_reserved": device.memory_allocated,
+        "max_memory_allocated": device.max_memory_allocated,
+        "max_memory_reserved": device.max_memory_allocated,
+        "reset_peak_memory_stats": device.reset_peak_memory_stats,
+        "reset_max_memory_allocated": device.reset_peak_memory_stats,
+        "mem_get_info": device.mem_get_info,
         "is_bf16_supported": streams.returns(True),
     }
 

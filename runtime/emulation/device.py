@@ -254,6 +254,53 @@ class _CudaRng:
 rng = _CudaRng()
 
 
+# -- torch.cuda memory statistics and random state ---------------------------------------------
+
+
+def memory_allocated(device: Any = None) -> int:
+    streams.check_device(device)
+    return memory.allocated
+
+
+def max_memory_allocated(device: Any = None) -> int:
+    streams.check_device(device)
+    return memory.peak
+
+
+def reset_peak_memory_stats(device: Any = None) -> None:
+    streams.check_device(device)
+    memory.peak = memory.allocated
+
+
+def mem_get_info(device: Any = None) -> tuple[int, int]:
+    """(free, total) bytes, as `cudaMemGetInfo` answers."""
+    streams.check_device(device)
+    total = streams.DeviceProperties.total_memory
+    return total - memory.allocated, total
+
+
+def manual_seed(seed: int) -> None:
+    rng.generator.manual_seed(int(seed))
+
+
+def seed() -> None:
+    rng.generator.seed()
+
+
+def initial_seed() -> int:
+    return rng.generator.initial_seed()
+
+
+def get_rng_state(device: Any = "cuda") -> torch.Tensor:
+    streams.check_device(device)
+    return rng.generator.get_state()
+
+
+def set_rng_state(new_state: torch.Tensor, device: Any = "cuda") -> None:
+    streams.check_device(device)
+    rng.generator.set_state(new_state)
+
+
 class DeviceMode(TorchDispatchMode):
     """Runs ops on the CPU while keeping device tensors on the device."""
 
