@@ -8,6 +8,12 @@ the CUDA runtime fires, so a sanitizer listening to them works the same on both.
 `activate()` patches torch (and `threading.Thread`, so new threads get the device too);
 `deactivate()` restores every patched attribute exactly. Activate before the test modules
 are imported: GPU suites evaluate `skipif(not torch.cuda.is_available())` at import.
+
+Known gaps: threads started before `activate()` have no device (dispatch modes are per
+thread); sparse/nested device tensors, the legacy `torch.cuda.FloatTensor` types and
+`DataParallel`'s scatter are not emulated; torch's C++ names the CPU when it means "the
+tensor's device", so `zeros_like(x, device="cpu")` of a device `x` stays on the device and
+a host leaf moved to the device gets its gradient on the device.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ DEFAULT_STREAM = 0
 # (a modern GPU's priority range is wider and gets clamped to that).
 STREAMS_PER_POOL = 32
 PRIORITY_LEVELS = 4
-_STREAM_TYPE_BITS = 5  # c10 StreamId: (priority level + 1) << 5 | slot
+_STREAM_TYPE_BITS = 5  # a pool stream's handle: (priority level + 1) << 5 | slot
 CUDA_TYPE = 1  # c10::DeviceType::CUDA
 CAPTURE_FORBIDDEN = "CUDA error: operation not permitted when stream is capturing"
 
