@@ -13,6 +13,7 @@ import ast
 import configparser
 import fnmatch
 import os
+import re
 import tomllib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -156,16 +157,42 @@ def _module_names(path: Path) -> Iterator[str]:
         yield ".".join(parts[start:])
 
 
+_LINE = rb"(?:[^\n\\]|\\(?s:.))*"
+"""The rest of a logical line: a backslash joins the next physical line."""
+_IMPORT_STATEMENT = re.compile(
+    rb"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+import[ \t]*(?:\((?:[^)#]|#[^\n]*)*\)|" + _LINE + rb")"
+    rb"|import[ \t]+" + _LINE + rb")",
+    re.M,
+)
+"""Import statements at any indentation (parenthesised lists included, with comments inside
+them skipped whole, so a `)` in a comment does not end the list; backslash continuations too).
+Matching text rather than parsing whole files keeps selection cheap on big trees (torch: 23 s
+to parse, under 2 s this way); a match inside a string only adds a name: selection may
+over-approximate, which per-test coverage then corrects."""
+
+
+def _import_nodes(source: bytes) -> Iterator[ast.stmt]:
+    statements = [match.group(0).strip() for match in _IMPORT_STATEMENT.finditer(source)]
+    try:
+        yield from ast.parse(b"\n".join(statements)).body
+    except (SyntaxError, ValueError):  # one bad match (prose in a docstring): the rest still count
+        for statement in statements:
+            try:
+                yield from ast.parse(statement).body
+            except (SyntaxError, ValueError):
+                continue
+
+
 def _imports(path: Path) -> tuple[set[str], set[Path]]:
     """Absolute module names this file imports (with their parent packages) and the files its
-    relative imports name. A file that does not parse imports nothing we can know."""
+    relative imports name."""
     try:
-        tree = ast.parse(path.read_bytes(), filename=str(path))
-    except (OSError, SyntaxError, ValueError):
+        source = path.read_bytes()
+    except OSError:
         return set(), set()
     names: set[str] = set()
     relative: set[Path] = set()
-    for node in ast.walk(tree):
+    for node in _import_nodes(source):
         if isinstance(node, ast.Import):
             modules = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -175,8 +202,7 @@ def _imports(path: Path) -> tuple[set[str], set[Path]]:
             for _ in range(node.level - 1):
                 base = base.parent
             stem = base.joinpath(*node.module.split(".")) if node.module else base
-            targets = [stem] + [stem / alias.name for alias in node.names]
-            for target in targets:
+            for target in [stem] + [stem / alias.name for alias in node.names]:
                 relative.update((target.with_suffix(".py"), target / "__init__.py"))
             continue
         else:
@@ -218,11 +244,15 @@ def select_tests(
         for name in _module_names(path):
             by_name.setdefault(name, set()).add(path)
     edges: dict[Path, set[Path]] = {}
-    for path in universe:
-        names, relative = _imports(path)
-        targets = {target for name in names for target in by_name.get(name, ())}
-        targets.update(target for target in relative if target in universe)
-        edges[path] = targets
+
+    def imported_by(path: Path) -> set[Path]:
+        """Files of the universe that `path` imports; read only when a test reaches `path`."""
+        if path not in edges:
+            names, relative = _imports(path)
+            edges[path] = {target for name in names for target in by_name.get(name, ())}
+            edges[path].update(target for target in relative if target in universe)
+        return edges[path]
+
     reaching: dict[str, set[str]] = {str(path): set() for path in flagged}
     selected: list[str] = []
     for test in tests:
@@ -232,7 +262,7 @@ def select_tests(
             current = pending.pop()
             if current not in seen:
                 seen.add(current)
-                pending.extend(edges.get(current, ()))
+                pending.extend(imported_by(current))
         hit = seen & flagged
         for path in hit:
             reaching[str(path)].add(str(test))

@@ -106,3 +106,20 @@ def test_no_test_paths_when_there_are_none(tmp_path):
     write(tmp_path, {"src/a.py": ""})
     paths, _ = default_test_paths([str(tmp_path / "src")])
     assert paths == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from pkg.flagged import (  # noqa: F401 (used by fixtures)\n    a,\n    b,\n)\n",
+        "from pkg import other, \\\n    flagged\n",
+        "def test_x():\n    if True:\n        import pkg.flagged as f\n",
+        '"""This module does not import anything useful (prose).\nimport this is not code\n"""\nfrom pkg import flagged\n',
+        "import os; from pkg.flagged import thing\n",
+    ],
+    ids=["parenthesised-with-comment", "backslash", "indented", "prose-in-docstring", "semicolon"],
+)
+def test_import_forms_are_seen(project, source):
+    (project / "tests" / "test_form.py").write_text(source)
+    selection = select_tests([os.path.realpath("pkg/flagged.py")], ["tests/test_form.py"], ["pkg"])
+    assert selection.test_files == ("tests/test_form.py",)
