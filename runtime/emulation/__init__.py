@@ -12,8 +12,7 @@ are imported: GPU suites evaluate `skipif(not torch.cuda.is_available())` at imp
 Known gaps: threads started before `activate()` have no device (dispatch modes are per
 thread); sparse/nested device tensors, the legacy `torch.cuda.FloatTensor` types and
 `DataParallel`'s scatter are not emulated; torch's C++ names the CPU when it means "the
-tensor's device", so `zeros_like(x, device="cpu")` of a device `x` stays on the device and
-a host leaf moved to the device gets its gradient on the device.
+tensor's device", so a host leaf moved to the device gets its gradient on the device.
 """
 
 from __future__ import annotations

@@ -208,8 +208,9 @@ class _Plan:
 
 
 _plans: dict[Any, _Plan] = {}
-# Set while a device-to-host copy the user asked for is dispatched (see `_special`).
-_copy_to_host = threading.local()
+# Set while a call in which the user named the host (`.cpu()`, `zeros_like(x, device="cpu")`)
+# is dispatched: torch's own C++ names the CPU too, meaning "the same device" (see `_special`).
+_host_named = threading.local()
 
 
 def _scan(args: tuple, kwargs: dict) -> tuple[bool, bool]:
@@ -329,6 +330,8 @@ class DeviceMode(TorchDispatchMode):
                 out = func(*args, **kwargs)
                 _pin_all(out)
                 return out
+            elif plan.kind == _PLAIN and getattr(_host_named, "active", False):
+                return func(*args, **kwargs)
         on_device, on_host = _scan(args, kwargs)
         if not (on_device or to_device):
             if plan.kind == _PLAIN:
@@ -371,7 +374,7 @@ def _special(kind: int, func: Any, args: tuple, kwargs: dict, on_device: bool, t
         # asked (`.cpu()`, `.to("cpu")`), else where the source is: torch's own code (a
         # backward formula) names the device it sees, the CPU, meaning "the same device".
         source_on_device = is_device(args[0])
-        target_device = to_device or (source_on_device and not getattr(_copy_to_host, "active", False))
+        target_device = to_device or (source_on_device and not getattr(_host_named, "active", False))
         non_blocking = kwargs.get("non_blocking", False)
         # A non-blocking device-to-host copy lands in pinned memory (the CUDA `_to_copy`).
         pin = kwargs.get("pin_memory") or (source_on_device and not target_device and non_blocking)
@@ -443,11 +446,11 @@ def _move(tensor: torch.Tensor, device: torch.device, dtype: Any, non_blocking: 
         kwargs["memory_format"] = memory_format
     if device.type == "cuda":
         return _to_copy(tensor, **kwargs)
-    _copy_to_host.active = True
+    _host_named.active = True
     try:
         return _to_copy(tensor, **kwargs)
     finally:
-        _copy_to_host.active = False
+        _host_named.active = False
 
 
 def _tensor_to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
@@ -558,6 +561,28 @@ def _factory(base: Any) -> Any:
     factory.__doc__ = base.__doc__
     return factory
 
+
+def _host_when_named(base: Any) -> Any:
+    """`zeros_like(x, device="cpu")`, `x.new_zeros(n, device="cpu")`: the user named the
+    host, so the result is a host tensor even when `x` is on the device."""
+
+    def call(*args: Any, **kwargs: Any) -> torch.Tensor:
+        device = kwargs.get("device")
+        if device is None or torch.device(device).type != "cpu":
+            return base(*args, **kwargs)
+        _host_named.active = True
+        try:
+            return base(*args, **kwargs)
+        finally:
+            _host_named.active = False
+
+    call.__name__ = base.__name__
+    call.__doc__ = base.__doc__
+    return call
+
+
+_LIKE_FACTORIES = ("empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "randint_like")
+_NEW_FACTORIES = ("new_empty", "new_empty_strided", "new_zeros", "new_ones", "new_full")
 
 _device_tensor = _factory(_base_tensor)
 
@@ -676,9 +701,11 @@ TENSOR_ATTRIBUTES: dict[str, Any] = {
     "numpy": _tensor_numpy,
     "type": _tensor_type,
     "new_tensor": _tensor_new_tensor,
+    **{name: _host_when_named(getattr(_TensorBase, name)) for name in _NEW_FACTORIES},
 }
 TORCH_FUNCTIONS: dict[str, Any] = {
     "tensor": _device_tensor,
     "as_tensor": _factory(_base_as_tensor),
     "Generator": Generator,
+    **{name: _host_when_named(getattr(torch, name)) for name in _LIKE_FACTORIES},
 }

@@ -265,3 +265,19 @@ def test_new_tensor_follows_the_source_device_and_dtype():
     assert torch.ones(2).new_tensor([1.0]).device == torch.device("cpu")
     assert torch.ones(2).new_tensor([1.0], device="cuda").device == CUDA0
     assert x.new_tensor([1.0], device="cpu").device == torch.device("cpu")
+
+
+def test_likes_and_news_go_where_the_user_names():
+    x = torch.ones(2, 2, device="cuda")
+    host_made = (
+        torch.zeros_like(x, device="cpu"),
+        torch.empty_like(x, device="cpu"),
+        x.new_zeros(3, device="cpu"),
+        x.new_full((2,), 1.0, device="cpu"),
+    )
+    for made in host_made:
+        assert made.device == torch.device("cpu")
+    for made in (torch.zeros_like(x), torch.randn_like(x), x.new_ones(3), torch.ones_like(torch.ones(2), device="cuda")):
+        assert made.device == CUDA0
+    staging = torch.empty_like(x, device="cpu", pin_memory=True)
+    assert staging.is_pinned() and staging.device == torch.device("cpu")
