@@ -656,8 +656,18 @@ def _storage_cuda(self: torch.UntypedStorage, device: Any = None, non_blocking: 
     return _storage_to(self, device=target, non_blocking=non_blocking)
 
 
+def _storage_clone(self: torch.UntypedStorage) -> torch.UntypedStorage:
+    # torch's clone builds `UntypedStorage(n, device=self.device)`, which the CPU build refuses.
+    copy = torch.UntypedStorage(self.nbytes())
+    copy.copy_(self)
+    if _storage_on_device(self):
+        memory.mark_storage(copy)
+    return copy
+
+
 STORAGE_ATTRIBUTES: dict[str, Any] = {
     "device": property(_storage_device),
+    "clone": _storage_clone,
     "to": _storage_to,
     "cuda": _storage_cuda,
 }

@@ -281,3 +281,16 @@ def test_likes_and_news_go_where_the_user_names():
         assert made.device == CUDA0
     staging = torch.empty_like(x, device="cpu", pin_memory=True)
     assert staging.is_pinned() and staging.device == torch.device("cpu")
+
+
+def test_deepcopy_and_pickle_keep_device_tensors_on_the_device():
+    import copy
+    import pickle
+
+    x = torch.arange(3.0, device="cuda")
+    duplicates = (copy.deepcopy(x), pickle.loads(pickle.dumps(x)), copy.deepcopy(torch.nn.Linear(2, 2).cuda()).weight)
+    for duplicate in duplicates:
+        assert duplicate.device == CUDA0
+    assert copy.deepcopy(x).data_ptr() != x.data_ptr()
+    assert copy.deepcopy(x).tolist() == [0.0, 1.0, 2.0]
+    assert copy.deepcopy(torch.ones(1)).device == torch.device("cpu")
