@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from csan_lint.lint.files import display_path
 from csan_lint.lint.model import Span
 from csan_lint.runtime.confirm_verdict import (
     CRASHED,
@@ -313,9 +314,7 @@ class Runner:
         if current.rootdir is None:
             return nodeid
         file, separator, rest = nodeid.partition("::")
-        absolute = os.path.join(current.rootdir, file)
-        relative = os.path.relpath(absolute)
-        return (absolute if relative.startswith("..") else relative) + separator + rest
+        return display_path(Path(current.rootdir, file)) + separator + rest
 
 
 def _frozen(lines: Mapping[str, set[int]]) -> dict[str, frozenset[int]]:

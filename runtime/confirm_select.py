@@ -19,6 +19,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from csan_lint.lint.files import display_path
+
 DEFAULT_TEST_FILES = ("test_*.py", "*_test.py")
 _SKIP_DIRS = frozenset({".git", "__pycache__", "node_modules", ".tox", ".nox", ".csan_lint_cache"})
 
@@ -267,14 +269,8 @@ def select_tests(
         for path in hit:
             reaching[str(path)].add(str(test))
         if hit:
-            selected.extend(asked[test] or [_display(test)])
+            selected.extend(asked[test] or [display_path(test)])
     return Selection(
         test_files=tuple(sorted(set(selected))),
         reaching={path: frozenset(files) for path, files in reaching.items()},
     )
-
-
-def _display(path: Path) -> str:
-    """Relative to cwd when under it: what the user typed, and what pytest node ids use."""
-    relative = os.path.relpath(path)
-    return str(path) if relative.startswith("..") else relative

@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from csan_lint.lint.files import display_path
 from csan_lint.lint.model import Finding, Span
 from csan_lint.lint.registry import rule_by_code
 from csan_lint.runtime import kinds
@@ -101,6 +103,7 @@ class RuntimeOnly:
 
 
 def real(path: str) -> str:
+    """The path with symlinks resolved: how findings, coverage and stacks are compared."""
     return os.path.realpath(path)
 
 
@@ -124,11 +127,11 @@ def _access_frames(report: Mapping[str, Any]) -> Iterable[tuple[str, int]]:
             yield real(frame["file"]), int(frame["line"])
 
 
-def _matches(finding: Finding, path: str, report: Mapping[str, Any]) -> bool:
+def _matches(finding: Finding, path: str, kind: object, frames: frozenset[tuple[str, int]]) -> bool:
     rule = rule_by_code(finding.code)
-    if rule is None or report.get("kind") not in rule.confirmed_by:
+    if rule is None or kind not in rule.confirmed_by:
         return False
-    return any(file == path and line in finding.span for file, line in _access_frames(report))
+    return any(file == path and line in finding.span for file, line in frames)
 
 
 def _tests_text(count: int) -> str:
@@ -157,6 +160,7 @@ def decide(
     import it, transitively: only used to say why a finding was not reached.
     """
     paths = [real(finding.path) for finding in findings]
+    frames = [frozenset(_access_frames(race.report)) for race in run.races]
     explained: set[int] = set()
     verdicts: list[Verdict] = []
     for finding, path in zip(findings, paths):
@@ -165,7 +169,11 @@ def decide(
                 Verdict(finding, ERROR, f"{finding.code} is not a stream rule: nothing to run")
             )
             continue
-        matched = [i for i, race in enumerate(run.races) if _matches(finding, path, race.report)]
+        matched = [
+            i
+            for i, race in enumerate(run.races)
+            if _matches(finding, path, race.report.get("kind"), frames[i])
+        ]
         explained.update(matched)
         if matched:
             tests = tuple(dict.fromkeys(run.races[i].nodeid for i in matched))
@@ -210,7 +218,7 @@ def _not_reached(
         return Verdict(
             finding,
             ERROR,
-            f"{os.path.relpath(broken[0])} could not be collected: {run.broken_files[broken[0]]}",
+            f"{display_path(Path(broken[0]))} could not be collected: {run.broken_files[broken[0]]}",
         )
     if not importers:
         return Verdict(finding, UNEXERCISED, f"no test imports {finding.path}")
@@ -267,7 +275,7 @@ def _runtime_only(races: Sequence[Race]) -> list[RuntimeOnly]:
             RuntimeOnly(
                 code=RUNTIME_ONLY_CODES.get(kind, UNKNOWN_KIND_CODE),
                 kind=kind,
-                path=os.path.relpath(file) if os.path.isabs(file) else file,
+                path=display_path(Path(file)),
                 line=line,
                 message=str(report.get("message") or kind),
                 tests=tuple(dict.fromkeys(race.nodeid for race in group)),
