@@ -18,12 +18,14 @@ import os
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 
+from csan_lint.lint.config import Config
+from csan_lint.lint.files import display_path
 from csan_lint.lint.model import Finding, Span
 from csan_lint.lint.registry import rule_by_code
 from csan_lint.runtime.confirm_output import format_json, format_text
@@ -96,42 +98,45 @@ def _device(value: object, where: str) -> str:
     return str(value)
 
 
-def resolve_settings(config: Any, options: Mapping[str, Any]) -> ConfirmSettings:
+def resolve_settings(config: Config, options: Mapping[str, Any]) -> ConfirmSettings:
     """The config file's `[tool.csan-lint.confirm]`, validated, with the command line on top.
     Test paths in the file are relative to the file's directory."""
-    table: Mapping[str, Any] = getattr(config, "confirm", None) or {}
-    source = getattr(config, "source", None)
-    where = f"{os.path.relpath(source) if source else 'config'} [tool.csan-lint.confirm]"
+    table = config.confirm
+    where = f"{display_path(config.source) if config.source else 'config'} [tool.csan-lint.confirm]"
     for key in table:
         if key not in CONFIG_KEYS:
             raise ConfirmUsageError(f"{where}: unknown key `{key}`{_suggest(key, CONFIG_KEYS)}")
     tests: tuple[str, ...] | None = None
+    timeout, device, fail_on = DEFAULT_TIMEOUT, "auto", frozenset({CONFIRMED})
     if "tests" in table:
-        value = table["tests"]
-        value = [value] if isinstance(value, str) else value
+        value = [table["tests"]] if isinstance(table["tests"], str) else table["tests"]
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
             raise ConfirmUsageError(f"{where}: tests: expected a list of paths, got {table['tests']!r}")
-        root = Path(getattr(config, "root", "."))
-        tests = tuple(os.path.relpath(root / item) for item in value)
-    settings = ConfirmSettings(
-        tests=tuple(options["tests"]) if options.get("tests") else tests,
-        timeout=_timeout(table["timeout"], f"{where}: timeout") if "timeout" in table else DEFAULT_TIMEOUT,
-        device=_device(table["device"], f"{where}: device") if "device" in table else "auto",
-        fail_on=_fail_on(table["fail-on"], f"{where}: fail-on")
-        if "fail-on" in table
-        else frozenset({CONFIRMED}),
+        tests = tuple(os.path.relpath(config.root / item) for item in value)
+    if "timeout" in table:
+        timeout = _timeout(table["timeout"], f"{where}: timeout")
+    if "device" in table:
+        device = _device(table["device"], f"{where}: device")
+    if "fail-on" in table:
+        fail_on = _fail_on(table["fail-on"], f"{where}: fail-on")
+    if options.get("tests"):
+        tests = tuple(options["tests"])
+    if options.get("timeout") is not None:
+        timeout = _timeout(options["timeout"], "--timeout")
+    if options.get("device") is not None:
+        device = _device(options["device"], "--device")
+    if options.get("fail_on") is not None:
+        fail_on = _fail_on(options["fail_on"], "--fail-on")
+    return ConfirmSettings(
+        tests=tests,
+        timeout=timeout,
+        device=device,
+        fail_on=fail_on,
         verbose=bool(options.get("verbose")),
         output_format=options.get("output_format") or "text",
         quiet=bool(options.get("quiet")),
         exit_zero=bool(options.get("exit_zero")),
     )
-    if options.get("timeout") is not None:
-        settings = replace(settings, timeout=_timeout(options["timeout"], "--timeout"))
-    if options.get("device") is not None:
-        settings = replace(settings, device=_device(options["device"], "--device"))
-    if options.get("fail_on") is not None:
-        settings = replace(settings, fail_on=_fail_on(options["fail_on"], "--fail-on"))
-    return settings
 
 
 def missing_requirements() -> list[str]:
@@ -186,7 +191,7 @@ def _test_paths(settings: ConfirmSettings, paths: Sequence[str]) -> tuple[list[s
     return found, config.python_files if config else DEFAULT_TEST_FILES
 
 
-def main(findings: list[Finding], paths: list[str], config: Any, options: dict[str, Any]) -> int:
+def main(findings: list[Finding], paths: list[str], config: Config, options: dict[str, Any]) -> int:
     """The `--confirm` run over the findings of the static pass on `paths`."""
     try:
         settings = resolve_settings(config, options)
