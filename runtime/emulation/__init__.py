@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 import torch.cuda.graphs
+import torch.cuda.memory
 import torch.cuda.nvtx
 import torch.cuda.streams
 from torch.utils._python_dispatch import _get_current_dispatch_mode
@@ -89,7 +90,20 @@ def _cuda_functions() -> dict[str, Any]:
         "initial_seed": device.initial_seed,
         "get_rng_state": device.get_rng_state,
         "set_rng_state": device.set_rng_state,
+        "get_rng_state_all": device.get_rng_state_all,
+        "set_rng_state_all": device.set_rng_state_all,
+        "ipc_collect": streams.no_op,
+        "set_sync_debug_mode": streams.no_op,
+        "get_sync_debug_mode": streams.returns(0),
+        "is_bf16_supported": streams.returns(True),
+    }
+
+
+def _memory_functions() -> dict[str, Any]:
+    return {
         "empty_cache": streams.no_op,
+        "memory_stats": device.memory_stats,
+        "memory_summary": device.memory_summary,
         "memory_allocated": device.memory_allocated,
         "memory_reserved": device.memory_allocated,
         "max_memory_allocated": device.max_memory_allocated,
@@ -97,13 +111,14 @@ def _cuda_functions() -> dict[str, Any]:
         "reset_peak_memory_stats": device.reset_peak_memory_stats,
         "reset_max_memory_allocated": device.reset_peak_memory_stats,
         "mem_get_info": device.mem_get_info,
-        "is_bf16_supported": streams.returns(True),
     }
 
 
 def _patches() -> list[tuple[Any, str, Any]]:
-    cuda = _cuda_functions()
-    table: list[tuple[Any, str, Any]] = [(torch.cuda, name, value) for name, value in cuda.items()]
+    table: list[tuple[Any, str, Any]] = [(torch.cuda, name, value) for name, value in _cuda_functions().items()]
+    # torch.cuda's memory functions call each other inside torch.cuda.memory: patch both.
+    for name, value in _memory_functions().items():
+        table += [(torch.cuda, name, value), (torch.cuda.memory, name, value)]
     table += [
         (torch.cuda.streams, "Stream", streams.Stream),
         (torch.cuda.streams, "Event", streams.Event),

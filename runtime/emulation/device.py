@@ -273,6 +273,25 @@ def reset_peak_memory_stats(device: Any = None) -> None:
     memory.peak = memory.allocated
 
 
+def memory_stats(device: Any = None) -> dict[str, int]:
+    """The caching allocator's counters that tests read (bytes of live device tensors)."""
+    streams.check_device(device)
+    stats = {}
+    for kind in ("allocated_bytes", "reserved_bytes", "active_bytes"):
+        stats[f"{kind}.all.current"] = memory.allocated
+        stats[f"{kind}.all.peak"] = memory.peak
+    stats["num_alloc_retries"] = stats["num_ooms"] = 0
+    return stats
+
+
+def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
+    stats = memory_stats(device)
+    return (
+        f"csan-lint emulated CUDA device: {stats['allocated_bytes.all.current']} bytes allocated, "
+        f"peak {stats['allocated_bytes.all.peak']}"
+    )
+
+
 def mem_get_info(device: Any = None) -> tuple[int, int]:
     """(free, total) bytes, as `cudaMemGetInfo` answers."""
     streams.check_device(device)
@@ -300,6 +319,15 @@ def get_rng_state(device: Any = "cuda") -> torch.Tensor:
 def set_rng_state(new_state: torch.Tensor, device: Any = "cuda") -> None:
     streams.check_device(device)
     rng.generator.set_state(new_state)
+
+
+def get_rng_state_all() -> list[torch.Tensor]:
+    return [rng.generator.get_state()]
+
+
+def set_rng_state_all(new_states: Any) -> None:
+    for state in new_states:
+        rng.generator.set_state(state)
 
 
 class DeviceMode(TorchDispatchMode):

@@ -8,6 +8,7 @@ import threading
 import pytest
 import torch
 import torch.cuda.graphs
+import torch.cuda.memory
 import torch.cuda.nvtx
 import torch.cuda.streams
 from torch.utils._python_dispatch import _get_current_dispatch_mode
@@ -19,6 +20,7 @@ _PATCHED_NAMESPACES = (
     torch.cuda,
     torch.cuda.streams,
     torch.cuda.graphs,
+    torch.cuda.memory,
     torch.cuda.nvtx,
     torch.Tensor,
     torch.UntypedStorage,

@@ -165,8 +165,13 @@ def test_memory_allocated_counts_live_device_bytes():
     x = torch.empty(256, device="cuda", dtype=torch.float32)
     assert torch.cuda.memory_allocated() == before + 1024
     assert torch.cuda.max_memory_allocated() >= before + 1024
+    assert torch.cuda.memory_stats()["allocated_bytes.all.current"] == before + 1024
+    assert torch.cuda.memory.memory_allocated() == before + 1024
+    assert str(before + 1024) in torch.cuda.memory_summary()
     del x
     assert torch.cuda.memory_allocated() == before
+    torch.cuda.reset_peak_memory_stats()
+    assert torch.cuda.max_memory_allocated() == before
     torch.cuda.empty_cache()
 
 
@@ -179,6 +184,13 @@ def test_device_module_functions():
     assert torch.cuda.get_device_capability() >= (7, 0)
     with torch.cuda.device(0):
         assert torch.zeros(1, device="cuda").device == CUDA0
+    torch.cuda.ipc_collect()
+    torch.cuda.set_sync_debug_mode(0)
+    assert torch.cuda.get_sync_debug_mode() == 0
+    states = torch.cuda.get_rng_state_all()
+    first = torch.rand(2, device="cuda")
+    torch.cuda.set_rng_state_all(states)
+    assert torch.equal(first.cpu(), torch.rand(2, device="cuda").cpu())
 
 
 def test_to_with_copy_and_memory_format():
