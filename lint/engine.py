@@ -28,7 +28,9 @@ def lint_source(source: str, path: str, rules: Sequence[type[Rule]] | None = Non
     flow = analyse(module, path, source)
     if not flow.hazards:
         return []
-    findings = [finding for rule in (all_rules() if rules is None else rules) for finding in rule().check(flow)]
+    findings = [
+        finding for rule in (all_rules() if rules is None else rules) for finding in rule().check(flow)
+    ]
     findings.sort(key=lambda finding: (finding.line, finding.column, finding.code))
     return findings
 

@@ -99,4 +99,3 @@ def dotted_name(expr: cst.BaseExpression) -> str | None:
         return None
     parts.append(expr.value)
     return ".".join(reversed(parts))
-

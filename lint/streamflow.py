@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Literal
+from typing import Literal, TypedDict
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
@@ -206,7 +206,11 @@ class _MarkUpdate:
             after = mark.after
             if self.drop is not None and self.drop in after:
                 after = after - {self.drop}
-            if self.token is not None and (self.when is None or self.when in after) and self.token not in after:
+            if (
+                self.token is not None
+                and (self.when is None or self.when in after)
+                and self.token not in after
+            ):
                 after = after | {self.token}
             if after is not mark.after:
                 changed = True
@@ -370,7 +374,7 @@ class _FunctionAnalysis:
         elif isinstance(node, cst.AugAssign):
             self._eval(node.value)
             key = dotted_name(node.target)
-            if key is not None and (key in self._tensors or key in self.maybe_tensors):
+            if key is not None and (key in self.live.tensors or key in self.maybe_tensors):
                 self._access(key, node.target, write=True)
             else:
                 self._eval(node.target)
@@ -388,10 +392,10 @@ class _FunctionAnalysis:
         elif isinstance(node, cst.Del):
             self._delete(node.target, node)
         elif isinstance(node, (cst.Break, cst.Continue)):
-            if self.loops and self.state is not None:
+            if self.loops:
                 loop = self.loops[-1]
-                self.state.current = loop.current
-                (loop.breaks if isinstance(node, cst.Break) else loop.continues).append(self.state)
+                self.live.current = loop.current
+                (loop.breaks if isinstance(node, cst.Break) else loop.continues).append(self.live)
             self.state = None
         elif isinstance(node, cst.Assert):
             self._eval(node.test)
@@ -442,22 +446,23 @@ class _FunctionAnalysis:
         body: cst.BaseSuite,
         orelse: cst.Else | None,
     ) -> None:
-        head = self.state
+        head = self.live
         for _ in range(_MAX_LOOP_PASSES):
-            self.state = head.copy() if head is not None else None
-            self.loops.append(_Loop(self.state.current if self.state is not None else CURRENT))
+            self.state = head.copy()
+            self.loops.append(_Loop(head.current))
             if per_pass is not None:
                 self._header(per_pass)
-            if bind is not None and self.state is not None:
+            if bind is not None:
                 self.statement = bind
                 self._bind(bind, _Value("other"))
             self.run(_suite(body))
             loop = self.loops.pop()
             new_head = _join([head, self.state, *loop.continues])
+            assert new_head is not None  # `head` is live
             if new_head == head:
                 break
             head = new_head
-        self.state = head.copy() if head is not None else None
+        self.state = head.copy()
         if per_pass is not None:
             self._header(per_pass)
         if orelse is not None:
@@ -496,27 +501,26 @@ class _FunctionAnalysis:
     # ---- bindings
 
     @property
-    def _tensors(self) -> dict[str, _Tensor]:
+    def live(self) -> _State:
+        """The state of the path being interpreted: helpers run only while it is reachable."""
         assert self.state is not None
-        return self.state.tensors
+        return self.state
 
-    def _assign(self, targets: Sequence[cst.BaseAssignTargetExpression], value: cst.BaseExpression) -> None:
+    def _assign(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
         if self._record_event_assignment(targets, value):
             return
         if not _is_reference(value):
             self._eval(value)
-        if self.state is None:
-            return
         bound = self._value(value)
         for target in targets:
             self._bind(target, bound)
             key = dotted_name(target)
             if bound.kind in ("alias", "other") and key is not None and dotted_name(value) is not None:
                 stream = self._stream(value)  # `s = self.copy_stream`: `s` names that stream if used as one
-                if stream is not None and self.state is not None:
-                    self.state.streams[key] = stream
+                if stream is not None:
+                    self.live.streams[key] = stream
 
-    def _bind(self, target: cst.BaseAssignTargetExpression, value: _Value) -> None:
+    def _bind(self, target: cst.BaseExpression, value: _Value) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
             for element in target.elements:
                 self._bind(element.value, value)
@@ -528,13 +532,13 @@ class _FunctionAnalysis:
             self._write_target(target)
             return
         key = dotted_name(target)
-        if key is None or self.state is None:
+        if key is None:
             return
         owned = isinstance(target, cst.Name)
         if owned:
             self._release(key, target)
         self._forget(key)
-        state = self.state
+        state = self.live
         if value.kind == "tensor":
             mark = _Mark(self._make_access(target, write=True), frozenset({state.current}))
             state.tensors[key] = _Tensor(writes=frozenset({mark}), alloc=state.current if owned else None)
@@ -549,7 +553,7 @@ class _FunctionAnalysis:
             state.update_marks(_MarkUpdate(None, None, drop=f"event:{key}"))
 
     def _record_event_assignment(
-        self, targets: Sequence[cst.BaseAssignTargetExpression], value: cst.BaseExpression
+        self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression
     ) -> bool:
         """`e = s.record_event()`: a new event, recorded on `s` at once."""
         if not (
@@ -562,7 +566,7 @@ class _FunctionAnalysis:
         ):
             return False
         key = dotted_name(targets[0])
-        assert key is not None and self.state is not None
+        assert key is not None
         stream = self._stream(value.func.value)
         self._forget(key)
         if stream is not None:
@@ -570,12 +574,11 @@ class _FunctionAnalysis:
         return True
 
     def _forget(self, key: str) -> None:
-        if self.state is not None:
-            self.state.tensors.pop(key, None)
-            self.state.streams.pop(key, None)
-            self.state.contexts.pop(key, None)
+        self.live.tensors.pop(key, None)
+        self.live.streams.pop(key, None)
+        self.live.contexts.pop(key, None)
 
-    def _delete(self, target: cst.BaseDelTargetExpression, node: cst.Del) -> None:
+    def _delete(self, target: cst.BaseExpression, node: cst.Del) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
             for element in target.elements:
                 self._delete(element.value, node)
@@ -584,8 +587,8 @@ class _FunctionAnalysis:
             self._forget(target.value)
         elif isinstance(target, cst.Subscript):
             self._eval(target.value)
-            for element in target.slice:
-                self._eval(element)
+            for index in target.slice:
+                self._eval(index)
         elif isinstance(target, cst.Attribute) and (key := dotted_name(target)) is not None:
             self._forget(key)
 
@@ -593,7 +596,7 @@ class _FunctionAnalysis:
 
     def _release(self, key: str, where: cst.CSTNode | None) -> None:
         """The name's last reference dies at `where`: uses on other streams must be ordered."""
-        tensor = self._tensors.get(key)
+        tensor = self.live.tensors.get(key)
         if tensor is None or tensor.alloc is None or tensor.escaped:
             return
         for use in tensor.uses:
@@ -603,12 +606,12 @@ class _FunctionAnalysis:
     def _release_all(self, where: cst.CSTNode | None) -> None:
         if self.function is None:
             return  # module globals live until exit
-        for key in list(self._tensors):
+        for key in list(self.live.tensors):
             self._release(key, where)
 
     def _escape_names(self, expr: cst.CSTNode) -> None:
         for key in self._tensor_names(expr):
-            self._tensors[key] = replace(self._tensors[key], escaped=True)
+            self.live.tensors[key] = replace(self.live.tensors[key], escaped=True)
 
     def _pass(self, expr: cst.BaseExpression) -> None:
         """A value handed to the caller: it escapes, and is read only if computing it launches work."""
@@ -617,10 +620,10 @@ class _FunctionAnalysis:
         self._escape_names(expr)
 
     def _tensor_names(self, expr: cst.CSTNode) -> Iterator[str]:
-        if self.state is None or not self.state.tensors:
+        if self.state is None or not self.live.tensors:
             return
         key = dotted_name(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
-        if key is not None and key in self.state.tensors:
+        if key is not None and key in self.live.tensors:
             yield key
             return
         if isinstance(expr, (cst.Lambda, cst.BinaryOperation, cst.Comparison)):
@@ -635,11 +638,11 @@ class _FunctionAnalysis:
         if self.state is None:
             return
         if isinstance(node, cst.Name):
-            if node.value in self.state.tensors or node.value in self.maybe_tensors:
+            if node.value in self.live.tensors or node.value in self.maybe_tensors:
                 self._access(node.value, node, write=False)
         elif isinstance(node, cst.Attribute):
             key = dotted_name(node)
-            if key is not None and key in self.state.tensors:
+            if key is not None and key in self.live.tensors:
                 self._access(key, node, write=False)
             elif node.attr.value not in _HOST_ATTRIBUTES:
                 self._eval(node.value)
@@ -661,14 +664,18 @@ class _FunctionAnalysis:
         func = node.func
         qualified = self.imports.qualified(func)
         if qualified is not None and qualified.startswith("torch."):
-            in_place = (qualified.endswith("_") or qualified in _COLLECTIVES) and bool(node.args) and node.args[0].keyword is None
+            in_place = (
+                (qualified.endswith("_") or qualified in _COLLECTIVES)
+                and bool(node.args)
+                and node.args[0].keyword is None
+            )
             self._eval_args(node, skip_first=in_place)
             if qualified == DEVICE_SYNC:
-                self.state.update_marks(_MarkUpdate(None, HOST))
+                self.live.update_marks(_MarkUpdate(None, HOST))
             elif qualified == SET_STREAM and node.args:
                 stream = self._stream(node.args[0].value)
-                if stream is not None and self.state is not None:
-                    self.state.current = stream
+                if stream is not None:
+                    self.live.current = stream
             elif in_place:
                 self._write_target(node.args[0].value)
             self._write_out(node)
@@ -678,13 +685,13 @@ class _FunctionAnalysis:
                 return
             method, receiver = func.attr.value, func.value
             key = dotted_name(receiver)
-            tracked = key is not None and key in self.state.tensors
+            tracked = key is not None and key in self.live.tensors
             if method == "record_stream" and tracked and node.args:
                 assert key is not None
                 stream = self._stream(node.args[0].value)
                 if stream is not None:
-                    tensor = self.state.tensors[key]
-                    self.state.tensors[key] = replace(tensor, recorded=tensor.recorded | {stream})
+                    tensor = self.live.tensors[key]
+                    self.live.tensors[key] = replace(tensor, recorded=tensor.recorded | {stream})
                 return
             if method in _HOST_METHODS:
                 self._eval_args(node)
@@ -692,8 +699,7 @@ class _FunctionAnalysis:
             if method in _SYNC_METHODS:
                 self._eval(receiver)
                 self._eval_args(node)
-                if self.state is not None:
-                    self.state.update_marks(_MarkUpdate(self.state.current, HOST))
+                self.live.update_marks(_MarkUpdate(self.live.current, HOST))
                 return
             if _is_inplace(method):
                 self._eval_args(node)
@@ -711,7 +717,7 @@ class _FunctionAnalysis:
             if builtin not in _METADATA_BUILTINS:
                 self._eval_args(node)
             if builtin in _SYNC_BUILTINS:
-                self.state.update_marks(_MarkUpdate(self.state.current, HOST))
+                self.live.update_marks(_MarkUpdate(self.live.current, HOST))
             if builtin not in _PURE_BUILTINS:
                 self._escape_args(node)
         self._write_out(node)
@@ -724,9 +730,8 @@ class _FunctionAnalysis:
 
     def _escape_args(self, node: cst.Call) -> None:
         """Unknown code may keep its arguments alive: their lifetime is no longer ours."""
-        if self.state is not None:
-            for arg in node.args:
-                self._escape_names(arg.value)
+        for arg in node.args:
+            self._escape_names(arg.value)
 
     def _write_out(self, node: cst.Call) -> None:
         for arg in node.args:
@@ -742,10 +747,14 @@ class _FunctionAnalysis:
         base = expr
         while True:
             if isinstance(base, cst.Subscript):
-                for element in base.slice:
-                    self._eval(element)
+                for index in base.slice:
+                    self._eval(index)
                 base = base.value
-            elif isinstance(base, cst.Call) and isinstance(base.func, cst.Attribute) and base.func.attr.value in _VIEW_METHODS:
+            elif (
+                isinstance(base, cst.Call)
+                and isinstance(base.func, cst.Attribute)
+                and base.func.attr.value in _VIEW_METHODS
+            ):
                 self._eval_args(base)
                 base = base.func.value
             elif isinstance(base, cst.Attribute) and base.attr.value in _VIEW_ATTRIBUTES:
@@ -753,7 +762,7 @@ class _FunctionAnalysis:
             else:
                 break
         key = dotted_name(base)
-        if key is not None and self.state is not None and key not in self.state.streams:
+        if key is not None and key not in self.live.streams:
             self._access(key, base, write=True)
         else:
             self._eval(base)
@@ -765,46 +774,44 @@ class _FunctionAnalysis:
         if method == "wait_stream" and args:
             waiter, producer = self._stream(receiver), self._stream(args[0])
             if waiter is not None and producer is not None and waiter != producer:
-                self.state.update_marks(_MarkUpdate(producer, waiter))
+                self.live.update_marks(_MarkUpdate(producer, waiter))
         elif method == "wait_event" and args:
             waiter = self._stream(receiver)
             if waiter is not None:
-                self.state.update_marks(_MarkUpdate(f"event:{_code(args[0])}", waiter))
+                self.live.update_marks(_MarkUpdate(f"event:{_code(args[0])}", waiter))
         elif method == "record_event" and args:
             stream = self._stream(receiver)
             if stream is not None:
                 self._record(f"event:{_code(args[0])}", stream)
-        elif method == "record" and dotted_name(receiver) not in self.state.tensors:
-            stream = self._stream(args[0]) if args else self.state.current
+        elif method == "record" and dotted_name(receiver) not in self.live.tensors:
+            stream = self._stream(args[0]) if args else self.live.current
             if stream is not None:
                 self._record(f"event:{_code(receiver)}", stream)
-        elif method == "wait" and dotted_name(receiver) not in self.state.tensors:
-            waiter = self._stream(args[0]) if args else self.state.current
+        elif method == "wait" and dotted_name(receiver) not in self.live.tensors:
+            waiter = self._stream(args[0]) if args else self.live.current
             if waiter is not None:
-                self.state.update_marks(_MarkUpdate(f"event:{_code(receiver)}", waiter))
-        elif method == "synchronize" and not args and dotted_name(receiver) not in self.state.tensors:
+                self.live.update_marks(_MarkUpdate(f"event:{_code(receiver)}", waiter))
+        elif method == "synchronize" and not args and dotted_name(receiver) not in self.live.tensors:
             stream = self._stream(receiver)
             if stream is not None:
-                self.state.update_marks(_MarkUpdate(stream, HOST))
-            self.state.update_marks(_MarkUpdate(f"event:{_code(receiver)}", HOST))
+                self.live.update_marks(_MarkUpdate(stream, HOST))
+            self.live.update_marks(_MarkUpdate(f"event:{_code(receiver)}", HOST))
         else:
             return False
         return True
 
     def _record(self, token: str, stream: str) -> None:
         """Re-recording an event replaces what it captured."""
-        assert self.state is not None
-        self.state.update_marks(_MarkUpdate(stream, token, drop=token))
+        self.live.update_marks(_MarkUpdate(stream, token, drop=token))
 
     # ---- streams
 
     def _context_stream(self, expr: cst.BaseExpression) -> str | None:
         """The stream a `with` item makes current, None if it is no stream context."""
-        assert self.state is not None
         if isinstance(expr, cst.Call) and self.imports.qualified(expr.func) in STREAM_CONTEXTS:
             return self._stream_argument(expr)
         key = dotted_name(expr)
-        return self.state.contexts.get(key) if key is not None else None
+        return self.live.contexts.get(key) if key is not None else None
 
     def _stream_argument(self, call: cst.Call) -> str | None:
         """The stream of `torch.cuda.stream(s)` / `StreamContext(stream=s)`; None for None."""
@@ -813,35 +820,33 @@ class _FunctionAnalysis:
 
     def _stream(self, expr: cst.BaseExpression) -> str | None:
         """The stream an expression denotes: a tracked binding, or its own source text."""
-        assert self.state is not None
         if isinstance(expr, cst.Call):
             qualified = self.imports.qualified(expr.func)
             if qualified == CURRENT_STREAM:
-                return self.state.current
+                return self.live.current
             if qualified == DEFAULT_STREAM:
                 return CURRENT
         if isinstance(expr, cst.Name) and expr.value == "None":
             return None
         key = dotted_name(expr)
-        if key is not None and key in self.state.streams:
-            return self.state.streams[key]
+        if key is not None and key in self.live.streams:
+            return self.live.streams[key]
         return _code(expr)
 
     # ---- values
 
     def _value(self, expr: cst.BaseExpression) -> _Value:
         """What an assignment binds: a new tensor, an alias of a tracked one, a stream..."""
-        assert self.state is not None
-        tensors = self.state.tensors
+        tensors = self.live.tensors
         key = dotted_name(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
         if key is not None:
             if key in tensors:
                 self._escape_names(expr)
                 return _Value("alias", key)
-            if key in self.state.streams:
-                return _Value("stream", self.state.streams[key])
-            if key in self.state.contexts:
-                return _Value("context", self.state.contexts[key])
+            if key in self.live.streams:
+                return _Value("stream", self.live.streams[key])
+            if key in self.live.contexts:
+                return _Value("context", self.live.contexts[key])
         if isinstance(expr, cst.Await):
             return self._value(expr.expression)
         if isinstance(expr, cst.Attribute) and expr.attr.value in _VIEW_ATTRIBUTES:
@@ -859,13 +864,12 @@ class _FunctionAnalysis:
 
     def _alias_of(self, expr: cst.BaseExpression) -> _Value:
         key = dotted_name(expr)
-        if key is not None and self.state is not None and key in self.state.tensors:
+        if key is not None and key in self.live.tensors:
             self._escape_names(expr)
             return _Value("alias", key)
         return _Value("other")
 
     def _call_value(self, expr: cst.Call) -> _Value:
-        assert self.state is not None
         qualified = self.imports.qualified(expr.func)
         if qualified is not None:
             if qualified in STREAM_CONSTRUCTORS:
@@ -897,7 +901,7 @@ class _FunctionAnalysis:
 
     def _is_tensor(self, expr: cst.BaseExpression) -> bool:
         key = dotted_name(expr)
-        return key is not None and self.state is not None and (key in self.state.tensors or key in self.maybe_tensors)
+        return key is not None and (key in self.live.tensors or key in self.maybe_tensors)
 
     def _tensor_operand(self, expr: cst.BaseExpression) -> bool:
         if isinstance(expr, cst.BinaryOperation):
@@ -917,13 +921,12 @@ class _FunctionAnalysis:
     # ---- accesses
 
     def _make_access(self, node: cst.CSTNode, *, write: bool) -> Access:
-        assert self.state is not None and self.statement is not None
-        return Access(node, self.state.current, write, self.block or self.statement)
+        assert self.statement is not None
+        return Access(node, self.live.current, write, self.block or self.statement)
 
     def _access(self, key: str, node: cst.CSTNode, *, write: bool) -> None:
         """A kernel on the current stream reads or writes `key`: check it, then record it."""
-        assert self.state is not None
-        tensor = self.state.tensors.get(key) or _Tensor()
+        tensor = self.live.tensors.get(key) or _Tensor()
         access = self._make_access(node, write=write)
         stream = access.stream
         for last in tensor.writes:
@@ -938,10 +941,12 @@ class _FunctionAnalysis:
         if write:
             tensor = replace(tensor, writes=frozenset({mark}), reads=frozenset())
         else:
-            tensor = replace(tensor, reads=frozenset(r for r in tensor.reads if r.access.stream != stream) | {mark})
+            tensor = replace(
+                tensor, reads=frozenset(r for r in tensor.reads if r.access.stream != stream) | {mark}
+            )
         if tensor.alloc is not None and stream != tensor.alloc:
             tensor = replace(tensor, uses=frozenset(u for u in tensor.uses if u.access != access) | {mark})
-        self.state.tensors[key] = tensor
+        self.live.tensors[key] = tensor
 
     def _hazard(
         self,
@@ -985,6 +990,16 @@ def _is_inplace(method: str) -> bool:
     return method.endswith("_") and not method.startswith("_") and method not in _HOST_METHODS
 
 
+class Location(TypedDict):
+    """`Rule.finding()`'s position arguments."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    span: Span
+
+
 @dataclass
 class ModuleFlow:
     """What the rules read: the module's hazards, and where its nodes are (computed on demand)."""
@@ -1000,7 +1015,7 @@ class ModuleFlow:
             self._positions = wrapper.resolve(PositionProvider)
         return self._positions[node]
 
-    def location(self, hazard: Hazard) -> dict[str, object]:
+    def location(self, hazard: Hazard) -> Location:
         """`finding()` keyword arguments: the access's 1-based position and the block's span."""
         where = self.range(hazard.access.node)
         span = self.range(hazard.access.span_node)
@@ -1016,13 +1031,24 @@ class ModuleFlow:
         return self.range(node).start.line
 
 
-def describe_stream(stream: str) -> str:
-    """How messages name a stream."""
+def message_fields(hazard: Hazard) -> dict[str, str]:
+    """What rule templates may name: `{tensor}`; `{stream}` (the offending access's) and `{other}`
+    as prose ("side stream 's'"), `{stream_code}` and `{other_code}` as code for fixes; `{verb}`."""
+    return {
+        "tensor": hazard.tensor,
+        "stream": _describe(hazard.access.stream),
+        "other": _describe(hazard.other),
+        "stream_code": _expression(hazard.access.stream),
+        "other_code": _expression(hazard.other),
+        "verb": "written" if hazard.access.write else "read",
+    }
+
+
+def _describe(stream: str) -> str:
     return "the current stream" if stream == CURRENT else f"side stream '{stream}'"
 
 
-def stream_expression(stream: str) -> str:
-    """Source text that denotes the stream, for fix suggestions."""
+def _expression(stream: str) -> str:
     return "torch.cuda.current_stream()" if stream == CURRENT else stream
 
 
@@ -1087,9 +1113,12 @@ def _has_with(body: Sequence[cst.CSTNode]) -> bool:
     for node in body:
         if isinstance(node, cst.With):
             return True
-        if isinstance(node, cst.BaseCompoundStatement) and not isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-            if any(_has_with(suite) for suite in _suites(node)):
-                return True
+        if (
+            isinstance(node, cst.BaseCompoundStatement)
+            and not isinstance(node, (cst.FunctionDef, cst.ClassDef))
+            and any(_has_with(suite) for suite in _suites(node))
+        ):
+            return True
     return False
 
 

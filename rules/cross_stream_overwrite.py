@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from csan_lint.lint.model import Finding
 from csan_lint.lint.rule import Invalid, Rule, Valid
-from csan_lint.lint.streamflow import HazardKind, ModuleFlow, describe_stream, stream_expression
+from csan_lint.lint.streamflow import HazardKind, ModuleFlow, message_fields
 from csan_lint.runtime.kinds import WRITE_AFTER_READ
 
 
@@ -31,8 +31,10 @@ class CrossStreamOverwrite(Rule):
     code = "CSL103"
     name = "cross-stream-overwrite"
     summary = "a tensor read on one stream is overwritten on another before they are ordered (WAR)"
-    message = "'{tensor}' is read on {reader} and then overwritten on {writer} before {writer} waits for that read"
-    fix_title = "call `{writer_stream}.wait_stream({reader_stream})` before overwriting '{tensor}'"
+    message = (
+        "'{tensor}' is read on {other} and then overwritten on {stream} before {stream} waits for that read"
+    )
+    fix_title = "call `{stream_code}.wait_stream({other_code})` before overwriting '{tensor}'"
     confirmed_by = (WRITE_AFTER_READ,)
 
     VALID = [
@@ -167,15 +169,5 @@ class CrossStreamOverwrite(Rule):
 
     def check(self, flow: ModuleFlow) -> Iterator[Finding]:
         for hazard in flow.hazards:
-            if hazard.kind is not HazardKind.WRITE_AFTER_READ:
-                continue
-            writer = hazard.access.stream
-            yield self.finding(
-                flow.path,
-                **flow.location(hazard),
-                tensor=hazard.tensor,
-                reader=describe_stream(hazard.other),
-                writer=describe_stream(writer),
-                writer_stream=stream_expression(writer),
-                reader_stream=stream_expression(hazard.other),
-            )
+            if hazard.kind is HazardKind.WRITE_AFTER_READ:
+                yield self.finding(flow.path, **flow.location(hazard), **message_fields(hazard))

@@ -6,13 +6,7 @@ from collections.abc import Iterator
 
 from csan_lint.lint.model import Finding
 from csan_lint.lint.rule import Invalid, Rule, Valid
-from csan_lint.lint.streamflow import (
-    CURRENT,
-    HazardKind,
-    ModuleFlow,
-    describe_stream,
-    stream_expression,
-)
+from csan_lint.lint.streamflow import CURRENT, HazardKind, ModuleFlow, message_fields
 from csan_lint.runtime.kinds import READ_AFTER_WRITE, WRITE_AFTER_WRITE
 
 
@@ -40,8 +34,8 @@ class MissingJoin(Rule):
     code = "CSL102"
     name = "missing-join"
     summary = "a tensor produced on a side stream is used on another stream with no ordering"
-    message = "'{tensor}' was written on {producer} and is {verb} on {consumer} with no wait_stream/wait_event between them"
-    fix_title = "join before the use: `{consumer_stream}.wait_stream({producer_stream})`"
+    message = "'{tensor}' was written on {other} and is {verb} on {stream} with no wait_stream/wait_event between them"
+    fix_title = "join before the use: `{stream_code}.wait_stream({other_code})`"
     confirmed_by = (READ_AFTER_WRITE, WRITE_AFTER_WRITE)
 
     VALID = [
@@ -201,19 +195,8 @@ class MissingJoin(Rule):
 
     def check(self, flow: ModuleFlow) -> Iterator[Finding]:
         for hazard in flow.hazards:
-            if hazard.other == CURRENT or hazard.kind not in (
+            if hazard.other != CURRENT and hazard.kind in (
                 HazardKind.READ_AFTER_WRITE,
                 HazardKind.WRITE_AFTER_WRITE,
             ):
-                continue
-            consumer = hazard.access.stream
-            yield self.finding(
-                flow.path,
-                **flow.location(hazard),
-                tensor=hazard.tensor,
-                producer=describe_stream(hazard.other),
-                verb="written" if hazard.access.write else "read",
-                consumer=describe_stream(consumer),
-                consumer_stream=stream_expression(consumer),
-                producer_stream=stream_expression(hazard.other),
-            )
+                yield self.finding(flow.path, **flow.location(hazard), **message_fields(hazard))

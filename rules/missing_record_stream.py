@@ -8,7 +8,7 @@ import libcst as cst
 
 from csan_lint.lint.model import Finding
 from csan_lint.lint.rule import Invalid, Rule, Valid
-from csan_lint.lint.streamflow import Hazard, HazardKind, ModuleFlow, describe_stream, stream_expression
+from csan_lint.lint.streamflow import Hazard, HazardKind, ModuleFlow, message_fields
 from csan_lint.runtime.kinds import FREE_IN_USE
 
 
@@ -35,8 +35,14 @@ class MissingRecordStream(Rule):
     code = "CSL201"
     name = "missing-record-stream"
     summary = "a tensor used on a non-allocating stream is released before that stream is ordered or recorded"
-    message = "'{tensor}' was allocated on {allocator} and used on {user}, then {release} before {allocator} waited for that use"
-    fix_title = "call `{tensor}.record_stream({user_stream})` after the use, or `{allocator_stream}.wait_stream({user_stream})` before releasing '{tensor}'"
+    message = (
+        "'{tensor}' was allocated on {other} and used on {stream}, then {release} "
+        "before {other} waited for that use"
+    )
+    fix_title = (
+        "call `{tensor}.record_stream({stream_code})` after the use, "
+        "or `{other_code}.wait_stream({stream_code})` before releasing '{tensor}'"
+    )
     confirmed_by = (FREE_IN_USE,)
 
     VALID = [
@@ -206,19 +212,13 @@ class MissingRecordStream(Rule):
 
     def check(self, flow: ModuleFlow) -> Iterator[Finding]:
         for hazard in flow.hazards:
-            if hazard.kind is not HazardKind.FREE_IN_USE:
-                continue
-            user = hazard.access.stream
-            yield self.finding(
-                flow.path,
-                **flow.location(hazard),
-                tensor=hazard.tensor,
-                allocator=describe_stream(hazard.other),
-                user=describe_stream(user),
-                release=_release(flow, hazard),
-                user_stream=stream_expression(user),
-                allocator_stream=stream_expression(hazard.other),
-            )
+            if hazard.kind is HazardKind.FREE_IN_USE:
+                yield self.finding(
+                    flow.path,
+                    **flow.location(hazard),
+                    **message_fields(hazard),
+                    release=_release(flow, hazard),
+                )
 
 
 def _release(flow: ModuleFlow, hazard: Hazard) -> str:

@@ -25,7 +25,12 @@ SOURCE = textwrap.dedent(
 
 def test_findings_sorted_with_span_and_fix() -> None:
     findings = lint_source(SOURCE, "pkg/model.py")
-    assert [(f.line, f.column, f.code) for f in findings] == [(6, 13, "CSL101"), (6, 13, "CSL201"), (7, 12, "CSL102"), (7, 12, "CSL201")]
+    assert [(f.line, f.column, f.code) for f in findings] == [
+        (6, 13, "CSL101"),
+        (6, 13, "CSL201"),
+        (7, 12, "CSL102"),
+        (7, 12, "CSL201"),
+    ]
     assert {f.path for f in findings} == {"pkg/model.py"}
     assert [f.span for f in findings] == [Span(5, 6), Span(5, 6), Span(7, 7), Span(7, 7)]
     assert all(f.fix for f in findings)
@@ -58,6 +63,9 @@ def test_clean_and_empty_sources() -> None:
 
 
 def test_no_torch_import() -> None:
-    probe = "import sys; from csan_lint.lint.engine import lint_source; lint_source(sys.argv[1], 'm.py'); print('torch' in sys.modules)"
+    probe = (
+        "import sys; from csan_lint.lint.engine import lint_source; "
+        "lint_source(sys.argv[1], 'm.py'); print('torch' in sys.modules)"
+    )
     result = subprocess.run([sys.executable, "-c", probe, SOURCE], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"

@@ -70,7 +70,12 @@ def test_same_binding_twice_is_not_a_conflict() -> None:
 
 @pytest.mark.parametrize(
     ("imports", "expected"),
-    [("import os", False), ("from mylib import torch_utils", False), ("import torch", True), ("from torch import cuda", True)],
+    [
+        ("import os", False),
+        ("from mylib import torch_utils", False),
+        ("import torch", True),
+        ("from torch import cuda", True),
+    ],
 )
 def test_imports_torch(imports: str, expected: bool) -> None:
     assert _table(imports).imports_torch is expected

@@ -170,7 +170,11 @@ def test_nested_blocks_and_several_items() -> None:
             t = y + 4
     """
     flow = _flow(source)
-    found = {(flow.line(h.access.node), h.access.stream, flow.location(h)["span"]) for h in flow.hazards if h.kind is RAW}
+    found = {
+        (flow.line(h.access.node), h.access.stream, flow.location(h)["span"])
+        for h in flow.hazards
+        if h.kind is RAW
+    }
     assert found == {
         (7, "a", Span(6, 10)),
         (9, "b", Span(8, 9)),
@@ -426,7 +430,12 @@ def test_release_points() -> None:
     """
     flow = _flow(source)
     [hazard] = [h for h in flow.hazards if h.kind is FREE]
-    assert (hazard.tensor, flow.line(hazard.access.node), hazard.other, hazard.release) == ("x", 8, CURRENT, None)
+    assert (hazard.tensor, flow.line(hazard.access.node), hazard.other, hazard.release) == (
+        "x",
+        8,
+        CURRENT,
+        None,
+    )
 
 
 def test_module_globals_are_never_released() -> None:
