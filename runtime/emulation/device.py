@@ -489,10 +489,17 @@ def _tensor_to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
         copy = rest[1] if len(rest) > 1 else kwargs.get("copy", False)
         memory_format = kwargs.get("memory_format")
     else:
-        # `_parse_to` knows every form of `to` but the `copy` flag.
+        # `_parse_to` knows every form of `to` but refuses `copy=True`.
         parse_kwargs = {name: value for name, value in kwargs.items() if name != "copy"}
-        device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*args, **parse_kwargs)
         copy = kwargs.get("copy", False)
+        try:
+            device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*args, **parse_kwargs)
+        except RuntimeError:
+            if not args:
+                raise
+            # `copy=True` given positionally: always the last positional argument.
+            device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*args[:-1], **parse_kwargs)
+            copy = True
     if device is None or device.type not in ("cuda", "cpu"):
         return _base_to(self, *args, **kwargs)
     if device.type == "cuda":

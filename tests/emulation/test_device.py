@@ -198,6 +198,8 @@ def test_to_with_copy_and_memory_format():
     copied = x.to("cuda", copy=True)
     assert copied.device == CUDA0 and copied.data_ptr() != x.data_ptr()
     assert x.to(torch.float64, copy=True).device == CUDA0
+    assert x.to("cuda", torch.float32, False, True).data_ptr() != x.data_ptr()
+    assert x.to(torch.float32, False, True).data_ptr() != x.data_ptr()
     assert torch.ones(1, 2, 2, 2).to("cuda", memory_format=torch.channels_last).is_contiguous(
         memory_format=torch.channels_last
     )
