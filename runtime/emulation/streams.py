@@ -61,7 +61,10 @@ _pool = _Pool()
 _local = threading.local()
 # One Stream object per handle for current_stream()/default_stream(): a sanitizer asks per op.
 _views: dict[int, Stream] = {}
+# Event handles never repeat in a process, so an event of an earlier activation can't be
+# taken for a new one; `_generation` tells which activation an event was created in.
 _event_ids = itertools.count(1)
+_generation = 0
 # Streams under graph capture (handle -> the graph), and for an event recorded during a
 # capture, its graph and what the recording stream had captured: waiting on such an event
 # forks the waiting stream into the capture (or joins it back).
@@ -71,10 +74,10 @@ _captured_events: dict[int, tuple[Any, dict[int, int]]] = {}
 
 def reset() -> None:
     """Fresh device state: no pool yet, every thread back on the default stream."""
-    global _pool, _local, _event_ids
+    global _pool, _local, _generation
     _pool = _Pool()
     _local = threading.local()
-    _event_ids = itertools.count(1)
+    _generation += 1
     _views.clear()
     capturing.clear()
     _captured_events.clear()
@@ -203,6 +206,7 @@ class Event:
         self.interprocess = interprocess
         self.external = external
         self._handle = 0
+        self._generation = 0
         self._recorded_at = 0.0
 
     @property
@@ -218,6 +222,7 @@ class Event:
             stream = current_stream()
         if not self._handle:
             self._handle = next(_event_ids)
+            self._generation = _generation
             _gpu_trace.EventCreationCallbacks.fire_callbacks(self._handle)
         self._recorded_at = time.perf_counter()
         _gpu_trace.EventRecordCallbacks.fire_callbacks(self._handle, stream.stream_id)
@@ -264,7 +269,8 @@ class Event:
         return ctypes.c_void_p(self._handle)
 
     def __del__(self) -> None:
-        if self._handle:
+        # An event of a device that is gone (deactivated since) dies silently.
+        if self._handle and self._generation == _generation:
             _gpu_trace.EventDeletionCallbacks.fire_callbacks(self._handle)
 
     def __repr__(self) -> str:

@@ -172,3 +172,26 @@ def test_a_thread_that_outlives_the_emulation_gets_plain_torch():
     stopped.set()
     thread.join()
     assert done == {"refused": True}
+
+
+def test_events_of_an_earlier_activation_die_silently_and_handles_never_repeat():
+    from torch.cuda import _gpu_trace
+
+    with emulation.emulated():
+        old = torch.cuda.Event()
+        old.record()
+        old_handle = old.cuda_event
+    deleted = []
+    _gpu_trace.EventDeletionCallbacks.add_callback(deleted.append)
+    try:
+        with emulation.emulated():
+            new = torch.cuda.Event()
+            new.record()
+            assert new.cuda_event != old_handle
+            del old
+            assert deleted == []
+            new_handle = new.cuda_event
+            del new
+            assert deleted == [new_handle]
+    finally:
+        _gpu_trace.EventDeletionCallbacks.callback_list.remove(deleted.append)
