@@ -59,6 +59,7 @@ _NOT_KERNELS = frozenset(
 )
 
 _KERNEL, _COPY, _HOST_SYNC, _SKIP = range(4)
+_new_access = tuple.__new__
 _RESULT = "output"  # the argument name of a fresh result (schema returns are mostly unnamed)
 
 
@@ -86,7 +87,8 @@ def _plan(func: Any) -> _Plan:
     for position, ret in enumerate(schema.returns):
         alias = ret.alias_info
         if alias is None:
-            fresh_returns.append(position)
+            if "Tensor" in str(ret.type):  # not `.item()`'s number
+                fresh_returns.append(position)
         elif alias.is_write:
             returned |= alias.before_set
     inputs = []
@@ -94,6 +96,8 @@ def _plan(func: Any) -> _Plan:
     for position, argument in enumerate(schema.arguments):
         if argument.name == "non_blocking":
             non_blocking_position = position
+        if "Tensor" not in str(argument.type):
+            continue  # ints, scalars, dtypes: no memory
         alias = argument.alias_info
         is_write = alias is not None and alias.is_write
         reads = not is_factory and (alias is None or alias.is_write)
@@ -224,42 +228,56 @@ class SanitizerMode(TorchDispatchMode):
             plan = self._plans[func] = _plan(func)
         if plan.kind == _SKIP:
             return
-        # (tensor, argument name, is_write, is_output) for every tensor the kernel touches.
-        touched: list[tuple[torch.Tensor, str, bool, bool]] = []
+        device: dict[tuple[int, int], Access] = {}
+        # (tensor, argument name, is_write, is_output) of the host tensors, for copies and
+        # host accesses; `seen` keeps device tensors while allocations wait for their size.
+        host: list[tuple[torch.Tensor, str, bool, bool]] = []
+        seen: list[torch.Tensor] | None = [] if self.pending else None
+        is_device = self.is_device
         nargs = len(args)
         for position, name, is_write, is_output in plan.inputs:
             value = args[position] if position < nargs else kwargs.get(name)
             if isinstance(value, torch.Tensor):
-                touched.append((value, name, is_write, is_output))
+                tensors: Sequence[Any] = (value,)
             elif isinstance(value, (list, tuple)):
-                for item in value:
-                    if isinstance(item, torch.Tensor):
-                        touched.append((item, name, is_write, is_output))
+                tensors = value
+            else:
+                continue  # None, or a number where the schema allows a wrapped scalar
+            for tensor in tensors:
+                if not isinstance(tensor, torch.Tensor):
+                    continue
+                if not is_device(tensor):
+                    host.append((tensor, name, is_write, is_output))
+                    continue
+                nbytes = tensor.nbytes
+                if not nbytes:
+                    continue  # an empty tensor touches no memory
+                key = (tensor.data_ptr(), nbytes) if tensor.is_contiguous() else byte_extent(tensor)
+                if key in device:
+                    _merge(device, key, name, is_write, is_output)
+                else:
+                    # Access(ptr, size, is_write, argument, is_output) without the Python-level
+                    # NamedTuple constructor: half the cost, and this runs per tensor per op.
+                    device[key] = _new_access(Access, (key[0], nbytes, is_write, name, is_output))
+                if seen is not None:
+                    seen.append(tensor)
         for position in plan.fresh_returns:
             value = out if plan.single_return else out[position]
             if isinstance(value, torch.Tensor):
-                touched.append((value, _RESULT, True, True))
-            elif isinstance(value, (list, tuple)):
-                for item in value:
-                    if isinstance(item, torch.Tensor):
-                        touched.append((item, _RESULT, True, True))
-
-        device: dict[tuple[int, int], Access] = {}
-        host: list[tuple[torch.Tensor, str, bool, bool]] = []
-        is_device = self.is_device
-        for entry in touched:
-            tensor = entry[0]
-            if not is_device(tensor):
-                host.append(entry)
-                continue
-            nbytes = tensor.nbytes
-            if not nbytes:
-                continue  # an empty tensor touches no memory
-            key = (tensor.data_ptr(), nbytes) if tensor.is_contiguous() else byte_extent(tensor)
-            if key in device:
-                _merge(device, key, entry[1], entry[2], entry[3])
+                tensors = (value,)
+            elif value is None:
+                continue  # an optional result left out
             else:
-                device[key] = Access(key[0], key[1], entry[2], entry[1], entry[3])
+                tensors = value
+            for tensor in tensors:
+                if not is_device(tensor):
+                    host.append((tensor, _RESULT, True, True))
+                    continue
+                key = byte_extent(tensor)
+                if key[1]:
+                    _merge(device, key, _RESULT, True, True)
+                    if seen is not None:
+                        seen.append(tensor)
         if not device:
             if host and self.host_blocks:
                 self._host_access(plan.operator, host)
@@ -287,20 +305,17 @@ class SanitizerMode(TorchDispatchMode):
             accesses = []
         stack = capture_stack(stop=self.stack_stop)
         with self.lock:
-            if self.pending:
-                self._resolve_pending(touched)
+            if seen:
+                self._resolve_pending(seen)
             self.tracker.kernel_launched(stream, plan.operator, accesses, stack=stack)
             if host_sync:
                 self.tracker.stream_synchronized(stream)
         if len(self.errors) != self.errors_seen:
             self._new_errors()
 
-    def _resolve_pending(self, touched: list[tuple[torch.Tensor, str, bool, bool]]) -> None:
+    def _resolve_pending(self, tensors: list[torch.Tensor]) -> None:
         """Allocations first seen now: their size is their storage's."""
-        for entry in touched:
-            tensor = entry[0]
-            if not tensor.numel() or not self.is_device(tensor):
-                continue
+        for tensor in tensors:
             base = storage_base(tensor)
             allocation = self.pending.pop(base, None)
             if allocation is not None:

@@ -119,6 +119,31 @@ def test_tensor_lists_are_read_element_by_element():
     assert reads == [Access(base(a), 8, False, "tensors"), Access(base(b), 12, False, "tensors")]
 
 
+def test_fresh_tensor_list_results_are_written():
+    a, b = torch.ones(2), torch.ones(3)
+    rec = Recorder()
+    with make_mode(rec):
+        c, d = torch._foreach_add([a, b], 1.0)
+    (op, accesses), = rec.launches()
+    assert op == "aten::_foreach_add.Scalar"
+    assert accesses == [
+        Access(base(a), 8, False, "self"),
+        Access(base(b), 12, False, "self"),
+        Access(base(c), 8, True, "output", True),
+        Access(base(d), 12, True, "output", True),
+    ]
+
+
+def test_number_results_and_scalar_arguments_are_not_memory():
+    x = torch.ones(3)
+    rec = Recorder()
+    with make_mode(rec):
+        x.add_(2.5)
+        x[0].item()
+    launches = rec.launches()
+    assert [len(accesses) for _, accesses in launches] == [1, 1]
+
+
 def test_item_syncs_the_host_with_the_current_stream_after_its_kernel():
     x = torch.ones(1)
     rec = Recorder()
