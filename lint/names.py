@@ -65,6 +65,11 @@ class ImportTable:
             self._ambiguous.add(local)
 
     @property
+    def names(self) -> frozenset[str]:
+        """The local names the imports bind."""
+        return frozenset(self._aliases)
+
+    @property
     def imports_torch(self) -> bool:
         """Without a torch import no stream API can be named, so nothing needs analysing."""
         return any(target == "torch" or target.startswith("torch.") for target in self._aliases.values())

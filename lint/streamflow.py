@@ -310,10 +310,14 @@ class _FunctionAnalysis:
         *,
         function: str | None,
         params: frozenset[str] = frozenset(),
+        helpers: _Helpers | None = None,
     ) -> None:
         self.imports = imports
         self.hazards = hazards
         self.function = function
+        self.helpers = helpers
+        self.substitution: dict[str, str] = {}
+        """While a helper's summary is replayed: its parameters -> the caller's streams and events."""
         self.maybe_tensors = set(params)
         """Names of unknown values that may be tensors: parameters and loop targets."""
         self.state: _State | None = _State()
@@ -680,6 +684,10 @@ class _FunctionAnalysis:
                 self._write_target(node.args[0].value)
             self._write_out(node)
             return
+        if self.helpers is not None:
+            summary = self.helpers.summary(self.function, func)
+            if summary is not None:
+                self._replay(summary, node)
         if isinstance(func, cst.Attribute):
             if self._stream_method(node, func):
                 return
@@ -776,29 +784,52 @@ class _FunctionAnalysis:
             if waiter is not None and producer is not None and waiter != producer:
                 self.live.update_marks(_MarkUpdate(producer, waiter))
         elif method == "wait_event" and args:
-            waiter = self._stream(receiver)
-            if waiter is not None:
-                self.live.update_marks(_MarkUpdate(f"event:{_code(args[0])}", waiter))
+            waiter, event = self._stream(receiver), self._event(args[0])
+            if waiter is not None and event is not None:
+                self.live.update_marks(_MarkUpdate(event, waiter))
         elif method == "record_event" and args:
-            stream = self._stream(receiver)
-            if stream is not None:
-                self._record(f"event:{_code(args[0])}", stream)
+            stream, event = self._stream(receiver), self._event(args[0])
+            if stream is not None and event is not None:
+                self._record(event, stream)
         elif method == "record" and dotted_name(receiver) not in self.live.tensors:
-            stream = self._stream(args[0]) if args else self.live.current
-            if stream is not None:
-                self._record(f"event:{_code(receiver)}", stream)
+            stream, event = (self._stream(args[0]) if args else self.live.current), self._event(receiver)
+            if stream is not None and event is not None:
+                self._record(event, stream)
         elif method == "wait" and dotted_name(receiver) not in self.live.tensors:
-            waiter = self._stream(args[0]) if args else self.live.current
-            if waiter is not None:
-                self.live.update_marks(_MarkUpdate(f"event:{_code(receiver)}", waiter))
+            waiter, event = (self._stream(args[0]) if args else self.live.current), self._event(receiver)
+            if waiter is not None and event is not None:
+                self.live.update_marks(_MarkUpdate(event, waiter))
         elif method == "synchronize" and not args and dotted_name(receiver) not in self.live.tensors:
-            stream = self._stream(receiver)
-            if stream is not None:
-                self.live.update_marks(_MarkUpdate(stream, HOST))
-            self.live.update_marks(_MarkUpdate(f"event:{_code(receiver)}", HOST))
+            stream, event = self._stream(receiver), self._event(receiver)
+            for token in (stream, event):
+                if token is not None:
+                    self.live.update_marks(_MarkUpdate(token, HOST))
         else:
             return False
         return True
+
+    def _replay(self, summary: _Summary, call: cst.Call) -> None:
+        """The ordering a same-module helper always makes, in the caller's streams."""
+        mapping: dict[str, str] = {}
+        positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+        for param, value in zip(summary.params, positional, strict=False):  # fewer arguments: defaults
+            stream = self._stream(value)
+            if stream is not None:
+                mapping[param] = stream
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value in summary.params:
+                stream = self._stream(arg.value)
+                if stream is not None:
+                    mapping[arg.keyword.value] = stream
+        if not set(summary.needs) <= mapping.keys():
+            return  # a parameter left to its default: its stream is unknown here
+        self.substitution = mapping
+        for ordering in summary.calls:
+            if self.imports.qualified(ordering.func) == DEVICE_SYNC:
+                self.live.update_marks(_MarkUpdate(None, HOST))
+            elif isinstance(ordering.func, cst.Attribute):
+                self._stream_method(ordering, ordering.func)
+        self.substitution = {}
 
     def _record(self, token: str, stream: str) -> None:
         """Re-recording an event replaces what it captured."""
@@ -818,8 +849,15 @@ class _FunctionAnalysis:
         arg = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "stream"), None)
         return self._stream(arg) if arg is not None else None
 
+    def _event(self, expr: cst.BaseExpression) -> str | None:
+        """The ordering token of the event an expression denotes; None for `None`."""
+        name = self._stream(expr)
+        return None if name is None else f"event:{name}"
+
     def _stream(self, expr: cst.BaseExpression) -> str | None:
         """The stream an expression denotes: a tracked binding, or its own source text."""
+        if isinstance(expr, cst.Name) and expr.value in self.substitution:
+            return self.substitution[expr.value]
         if isinstance(expr, cst.Call):
             qualified = self.imports.qualified(expr.func)
             if qualified == CURRENT_STREAM:
@@ -1060,13 +1098,108 @@ def analyse(module: cst.Module, path: str, source: str) -> ModuleFlow:
     hazards: dict[tuple[object, ...], Hazard] = {}
     if imports.imports_torch:
         everywhere = "set_stream" in source
+        helpers = _Helpers(imports, dict(functions))
         if module_has_with or everywhere:
-            _FunctionAnalysis(imports, hazards, function=None).run(module.body)
+            _FunctionAnalysis(imports, hazards, function=None, helpers=helpers).run(module.body)
         for name, function in functions:
             if everywhere or _has_with(_suite(function.body)):
-                analysis = _FunctionAnalysis(imports, hazards, function=name, params=_tensor_params(function))
+                analysis = _FunctionAnalysis(
+                    imports, hazards, function=name, params=_tensor_params(function), helpers=helpers
+                )
                 analysis.run_function(function.body)
     return ModuleFlow(path, module, list(hazards.values()))
+
+
+_ORDERING_METHODS = frozenset({"wait_stream", "wait_event", "record_event", "record", "wait", "synchronize"})
+
+
+@dataclass(frozen=True)
+class _Summary:
+    """The ordering calls a helper makes unconditionally before anything else, in its own names."""
+
+    params: tuple[str, ...]
+    """Positional parameters, without `self`/`cls`."""
+    needs: frozenset[str]
+    """The parameters those calls name: a call site must pass them all."""
+    calls: tuple[cst.Call, ...]
+
+
+class _Helpers:
+    """Summaries of the module's own functions and methods, built on first call."""
+
+    def __init__(self, imports: ImportTable, functions: dict[str, cst.FunctionDef]) -> None:
+        self.imports = imports
+        self.functions = functions
+        self.summaries: dict[str, _Summary | None] = {}
+
+    def summary(self, caller: str | None, func: cst.BaseExpression) -> _Summary | None:
+        """`helper(...)` names a module-level function; `self.helper(...)` a method of the caller's class."""
+        if isinstance(func, cst.Name):
+            name = func.value
+        elif (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value in ("self", "cls")
+            and caller is not None
+            and "." in caller
+        ):
+            name = f"{caller.rsplit('.', 1)[0]}.{func.attr.value}"
+        else:
+            return None
+        if name not in self.summaries:
+            function = self.functions.get(name)
+            self.summaries[name] = None if function is None else self._summarise(function)
+        return self.summaries[name]
+
+    def _summarise(self, function: cst.FunctionDef) -> _Summary | None:
+        params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+        if params and params[0] in ("self", "cls"):
+            params = params[1:]
+        allowed = {*params, "self", "cls"}
+        calls: list[cst.Call] = []
+        needs: set[str] = set()
+        for statement in _suite(function.body):
+            if not isinstance(statement, cst.SimpleStatementLine):
+                break  # what follows a branch or a loop may not run
+            for small in statement.body:
+                if isinstance(small, (cst.Return, cst.Raise)):
+                    break
+                if not (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)):
+                    continue
+                call = small.value
+                is_sync = self.imports.qualified(call.func) == DEVICE_SYNC
+                if not is_sync and not (
+                    isinstance(call.func, cst.Attribute) and call.func.attr.value in _ORDERING_METHODS
+                ):
+                    continue
+                roots = _roots(call)
+                if roots is None or not roots <= allowed | self.imports.names:
+                    continue  # names a local of the helper: meaningless at the call site
+                calls.append(call)
+                needs |= roots & set(params)
+            else:
+                continue
+            break
+        return _Summary(tuple(params), frozenset(needs), tuple(calls)) if calls else None
+
+
+def _roots(node: cst.CSTNode) -> set[str] | None:
+    """The free names of a call made of names, attributes, calls and arguments; None if it has more."""
+    if isinstance(node, cst.Name):
+        return {node.value}
+    if isinstance(node, cst.Attribute):
+        return _roots(node.value)
+    if isinstance(node, cst.Arg):
+        return _roots(node.value)
+    if isinstance(node, cst.Call):
+        roots = _roots(node.func)
+        for arg in node.args:
+            arg_roots = _roots(arg)
+            if roots is None or arg_roots is None:
+                return None
+            roots |= arg_roots
+        return roots
+    return None
 
 
 def _scan(
