@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -211,6 +213,16 @@ _plans: dict[Any, _Plan] = {}
 # Set while a call in which the user named the host (`.cpu()`, `zeros_like(x, device="cpu")`)
 # is dispatched: torch's own C++ names the CPU too, meaning "the same device" (see `_special`).
 _host_named = threading.local()
+
+
+@contextmanager
+def _naming_host() -> Iterator[None]:
+    previous = getattr(_host_named, "active", False)
+    _host_named.active = True
+    try:
+        yield
+    finally:
+        _host_named.active = previous
 
 
 def _scan(args: tuple, kwargs: dict) -> tuple[bool, bool]:
@@ -474,11 +486,8 @@ def _move(tensor: torch.Tensor, device: torch.device, dtype: Any, non_blocking: 
         kwargs["memory_format"] = memory_format
     if device.type == "cuda":
         return _to_copy(tensor, **kwargs)
-    _host_named.active = True
-    try:
+    with _naming_host():
         return _to_copy(tensor, **kwargs)
-    finally:
-        _host_named.active = False
 
 
 def _tensor_to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
@@ -605,11 +614,8 @@ def _host_when_named(base: Any) -> Any:
         device = kwargs.get("device")
         if device is None or torch.device(device).type != "cpu":
             return base(*args, **kwargs)
-        _host_named.active = True
-        try:
+        with _naming_host():
             return base(*args, **kwargs)
-        finally:
-            _host_named.active = False
 
     call.__name__ = base.__name__
     call.__doc__ = base.__doc__
