@@ -7,9 +7,18 @@ import linecache
 from typing import Any
 
 from csan_lint.runtime import kinds
-from csan_lint.runtime.events import DEFAULT_STREAM, HOST, AccessRecord, RuntimeErrorReport
+from csan_lint.runtime.events import (
+    DEFAULT_STREAM,
+    HOST,
+    AccessRecord,
+    RuntimeErrorReport,
+)
 from csan_lint.runtime.stacks import Frame, Stack, resolve, user_frames
-from csan_lint.runtime.tracker import CAPTURE_BEGIN_OPERATOR, CAPTURE_END_OPERATOR, FREE_OPERATOR
+from csan_lint.runtime.tracker import (
+    CAPTURE_BEGIN_OPERATOR,
+    CAPTURE_END_OPERATOR,
+    FREE_OPERATOR,
+)
 
 
 def stream_name(stream: int | None) -> str:

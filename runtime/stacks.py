@@ -16,7 +16,7 @@ import sys
 import sysconfig
 from collections.abc import Container, Iterable, Sequence
 from types import CodeType
-from typing import NamedTuple, Union
+from typing import NamedTuple
 
 
 class Frame(NamedTuple):
@@ -27,7 +27,7 @@ class Frame(NamedTuple):
     function: str
 
 
-Stack = tuple[Union[CodeType, int, Frame], ...]
+Stack = tuple[CodeType | int | Frame, ...]
 """Opaque outside this module; read it with `resolve`. A live stack is flat, innermost frame
 FIRST, as the walk finds it: (code, f_lasti, caller's code, caller's f_lasti, ...), which saves
 a tuple per frame and a reversal. A replayed stack is a tuple of Frames, innermost last.
@@ -121,7 +121,7 @@ _HIDDEN_PACKAGES = ("torch", "functorch", "_pytest", "pytest", "pluggy", "csan_l
 
 # The same libraries on the machine that recorded a replayed trace, wherever they were installed.
 _FOREIGN_LIBRARY = re.compile(
-    r"[/\\](?:site|dist)-packages[/\\](?:%s)(?:[/\\]|\.py$)" % "|".join(_HIDDEN_PACKAGES)
+    rf"[/\\](?:site|dist)-packages[/\\](?:{'|'.join(_HIDDEN_PACKAGES)})(?:[/\\]|\.py$)"
     + r"|[/\\]lib[/\\]python3\.\d+[/\\](?!(?:site|dist)-packages[/\\])"
 )
 

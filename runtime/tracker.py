@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any
 
 from csan_lint.runtime import kinds
 from csan_lint.runtime.events import (
@@ -31,7 +31,7 @@ from csan_lint.runtime.events import (
 from csan_lint.runtime.stacks import EMPTY_STACK, Stack, innermost_user_frame
 
 # An epoch: (seq, stream, operator, access, stack); one small tuple per access, built only once.
-Epoch = tuple[int, int, str, Access, Optional[Stack]]
+Epoch = tuple[int, int, str, Access, Stack | None]
 Clock = dict[int, int]
 
 FREE_OPERATOR = "free"
@@ -54,7 +54,7 @@ class _Stream:
 class _Cell:
     """Access state of one byte interval of an allocation."""
 
-    __slots__ = ("write", "reads")
+    __slots__ = ("reads", "write")
 
     def __init__(self, write: Epoch | None = None, reads: dict[int, Epoch] | None = None) -> None:
         self.write = write
@@ -65,7 +65,7 @@ class _Cell:
 
 
 class _Allocation:
-    __slots__ = ("ptr", "end", "stream", "stack", "bounds", "cells", "recorded", "backfilled")
+    __slots__ = ("backfilled", "bounds", "cells", "end", "ptr", "recorded", "stack", "stream")
 
     def __init__(self, ptr: int, size: int, stream: int | None, stack: Stack | None, backfilled: bool) -> None:
         self.ptr = ptr
@@ -83,7 +83,7 @@ class _Allocation:
 
 
 class _Capture:
-    __slots__ = ("stream", "begin_seq", "stack", "side")
+    __slots__ = ("begin_seq", "side", "stack", "stream")
 
     def __init__(self, stream: int, begin_seq: int, stack: Stack | None) -> None:
         self.stream = stream

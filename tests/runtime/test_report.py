@@ -13,7 +13,14 @@ import pytest
 from csan_lint.runtime import kinds
 from csan_lint.runtime.events import Access
 from csan_lint.runtime.report import message, render_text, to_json
-from csan_lint.runtime.stacks import Frame, capture_stack, innermost_user_frame, is_user_file, resolve, user_frames
+from csan_lint.runtime.stacks import (
+    Frame,
+    capture_stack,
+    innermost_user_frame,
+    is_user_file,
+    resolve,
+    user_frames,
+)
 from csan_lint.runtime.tracker import Tracker
 
 S0, S1, S2 = 0, 1001, 1002
