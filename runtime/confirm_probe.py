@@ -99,6 +99,14 @@ class Probe:
             items[:] = [item for item in items if item.nodeid not in self.deselect]
         self.write({"type": "collected", "count": len(items)})
 
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Lines run while importing the test modules (module-level code of flagged modules):
+        under the sanitizer too, so they count, as "outside any test" (node id "")."""
+        if self.coverage is not None:
+            lines = self._covered("")
+            if lines:
+                self.write({"type": "reached", "nodeid": "", "lines": lines})
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
         if self.coverage is not None:

@@ -304,6 +304,8 @@ class Runner:
                 outcome = FAILED
             display = self._display(current, nodeid)
             tests[display] = TestRun(display, outcome, reason, _frozen(current.reached.get(nodeid, {})))
+        if "" in current.reached:  # imports at collection: run under the sanitizer, by no test
+            tests[OUTSIDE_TESTS] = TestRun(OUTSIDE_TESTS, PASSED, None, _frozen(current.reached[""]))
 
     @staticmethod
     def _display(current: _Pass, nodeid: str) -> str:
