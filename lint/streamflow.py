@@ -660,6 +660,9 @@ class _FunctionAnalysis:
             self._pass(node.value)
         elif isinstance(node, (cst.Lambda, cst.FunctionDef)):
             return
+        elif isinstance(node, (cst.BinaryOperation, cst.BooleanOperation)):
+            for operand in _operands(node):
+                self._eval(operand)
         else:
             for child in node.children:
                 self._eval(child)
@@ -943,7 +946,7 @@ class _FunctionAnalysis:
 
     def _tensor_operand(self, expr: cst.BaseExpression) -> bool:
         if isinstance(expr, cst.BinaryOperation):
-            return self._tensor_operand(expr.left) or self._tensor_operand(expr.right)
+            return any(self._tensor_operand(operand) for operand in _operands(expr))
         if isinstance(expr, cst.UnaryOperation):
             return self._tensor_operand(expr.expression)
         if isinstance(expr, cst.Comparison):
@@ -1003,6 +1006,17 @@ class _FunctionAnalysis:
 class _Value:
     kind: Literal["tensor", "alias", "stream", "context", "event", "other"]
     source: str | None = None
+
+
+def _operands(expr: cst.BinaryOperation | cst.BooleanOperation) -> list[cst.BaseExpression]:
+    """`a + b + c` left to right, without recursing down the left spine: long chains of `+`
+    (generated code, string building) would exceed the interpreter's recursion limit."""
+    rights = []
+    left: cst.BaseExpression = expr
+    while isinstance(left, type(expr)):
+        rights.append(left.right)
+        left = left.left
+    return [left, *reversed(rights)]
 
 
 def _names(target: cst.CSTNode) -> Iterator[str]:

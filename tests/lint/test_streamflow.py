@@ -783,3 +783,9 @@ def test_method_helpers_of_the_same_class() -> None:
             return out.float()
     """
     assert hazards(source, RAW) == {raw("out", 22, CURRENT, "self.copy_stream")}
+
+
+def test_long_operator_chains_do_not_exhaust_the_stack() -> None:
+    chain = " + ".join(["x"] * 3000)
+    source = f"import torch\n\ndef f(x, s):\n    with torch.cuda.stream(s):\n        y = {chain}\n    return y\n"
+    assert analyse(cst.parse_module(source), "m.py", source).hazards == []
