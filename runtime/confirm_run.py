@@ -36,7 +36,8 @@ from csan_lint.runtime.confirm_verdict import (
     TestRun,
 )
 
-OUTSIDE_TESTS = "(outside any test)"
+OUTSIDE_TESTS = "<outside any test>"
+"""Stands for a node id where there is none: imports at collection, session teardown."""
 POLL_SECONDS = 0.05
 COLLECTION_TIMEOUT_FLOOR = 120.0
 """Collecting imports torch and the user's modules: give it more than one test's timeout."""
