@@ -298,6 +298,17 @@ def test_side_stream_not_joined_before_capture_end():
     ]
 
 
+def test_side_stream_used_again_after_its_join():
+    t = Tracker()
+    t.capture_began(S1)
+    _fork(t, 1, S1, S2)
+    t.kernel_launched(S2, "mul", [Access(BASE, 64, True, "self")])
+    _fork(t, 2, S2, S1)
+    t.kernel_launched(S2, "add", [Access(BASE + 64, 64, True, "self")])  # after the join
+    t.capture_ended(S1)
+    assert [(e.kind, e.previous.operator) for e in t.errors] == [(kinds.UNJOINED_CAPTURE_FORK, "add")]
+
+
 def test_capture_ended_on_another_stream():
     t = Tracker()
     t.capture_began(S1)
