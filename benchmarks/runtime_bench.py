@@ -112,7 +112,7 @@ def _csan_ops(trace: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     return out
 
 
-def feed_ours(ops: list[tuple[Any, ...]], tracker: Tracker, stop: frozenset[Any] = frozenset()) -> None:
+def feed_ours(ops: list[tuple[Any, ...]], tracker: Tracker, stop: frozenset[int] = frozenset()) -> None:
     for op in ops:
         name = op[0]
         if name == "kernel_launched":
@@ -165,7 +165,7 @@ def _runner_call(fn: Callable[[], Any]) -> Any:
     return fn()
 
 
-RUNNER_STOP = frozenset({_runner_call.__code__})
+RUNNER_STOP = frozenset({id(_runner_call.__code__)})
 
 
 def under_runner(depth: int, fn: Callable[[], Any]) -> Any:

@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with sanitize(options.device, trace) as sanitizer:
             # runpy's call into the script: stack walks stop there.
-            sanitizer.stack_stop.add(runpy._run_code.__code__)  # type: ignore[attr-defined]
+            sanitizer.stack_stop.add(id(runpy._run_code.__code__))  # type: ignore[attr-defined]
             try:
                 leftovers = runpy.run_path(options.script, run_name="__main__")
             except SystemExit as exit_:

@@ -190,9 +190,9 @@ class SanitizerMode(TorchDispatchMode):
         # Threads share the tracker; the mode, the trace callbacks and the wrappers take turns.
         self.lock = lock if lock is not None else threading.RLock()
         self.checking = True
-        # Code objects where stack walks end: the frames outside a test runner's call into
-        # the user's code are never the user's (see capture_stack).
-        self.stack_stop: set[Any] = set()
+        # Ids of the code objects where stack walks end: the frames outside a test runner's
+        # call into the user's code are never the user's (see capture_stack).
+        self.stack_stop: set[int] = set()
         # Allocations announced by the allocator callback (ptr -> (stream, stack)) whose size
         # is learnt when an op first shows their storage.
         self.pending: dict[int, Any] = {}

@@ -55,12 +55,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(CsanSession(config), "csan-session")
 
 
-def _entry_codes() -> set[Any]:
-    """pytest's calls into test functions and fixtures: stack walks stop there."""
+def _entry_codes() -> set[int]:
+    """pytest's calls into test functions and fixtures (code ids): stack walks stop there.
+    The functions live as long as pytest's modules, so their ids stay theirs."""
     from _pytest import fixtures, python
 
     functions = (getattr(python, "pytest_pyfunc_call", None), getattr(fixtures, "call_fixture_func", None))
-    return {f.__code__ for f in functions if f is not None}
+    return {id(f.__code__) for f in functions if f is not None}
 
 
 class _ReportFile:

@@ -97,9 +97,9 @@ class Sanitizer:
         self._patches = _Patches()
         self._graphs: weakref.WeakKeyDictionary[Any, list[Access]] = weakref.WeakKeyDictionary()
         self._current_stream: Callable[[], int] = _current_stream
-        # Code objects of a driver's call into user code (pytest's, runpy's): stack walks stop
-        # there, which keeps capture cost independent of the driver's depth.
-        self.stack_stop: set[Any] = set()
+        # Ids of the code objects of a driver's call into user code (pytest's, runpy's): stack
+        # walks stop there, which keeps capture cost independent of the driver's depth.
+        self.stack_stop: set[int] = set()
         self._new_tracker()
 
     # -- lifecycle ----------------------------------------------------------------------

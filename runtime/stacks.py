@@ -36,15 +36,16 @@ Equal stacks mean the same call sites, so a Stack can key a cache or a dedup set
 EMPTY_STACK: Stack = ()
 
 
-def capture_stack(skip: int = 0, stop: Container[CodeType] = ()) -> Stack:
+def capture_stack(skip: int = 0, stop: Container[int] = ()) -> Stack:
     """The caller's stack (minus `skip` more frames). The walk ends at a frame running one of
-    the `stop` code objects (a test runner's call into the test, say: the frames outside it are
-    never the user's, and under pytest they are most of the stack)."""
+    the code objects whose `id()` is in `stop` (a test runner's call into the test, say: the
+    frames outside it are never the user's, and under pytest they are most of the stack).
+    Ids, not code objects: hashing a code object hashes its bytecode and constants."""
     frame = sys._getframe(skip + 1)
     flat: list[CodeType | int] = []
     append = flat.append
     if stop:
-        while frame is not None and frame.f_code not in stop:
+        while frame is not None and id(frame.f_code) not in stop:
             append(frame.f_code)
             append(frame.f_lasti)
             frame = frame.f_back
