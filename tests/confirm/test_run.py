@@ -12,6 +12,7 @@ from csan_lint.runtime.confirm_run import OUTSIDE_TESTS, Runner, RunSettings, _P
 from csan_lint.runtime.confirm_verdict import FAILED, PASSED, TIMED_OUT
 
 pytest.importorskip("torch")
+pytestmark = pytest.mark.slow  # three pytest processes and an 8 s timeout
 
 MODULE = """\
 import torch
