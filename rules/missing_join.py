@@ -26,9 +26,10 @@ class MissingJoin(Rule):
 
     ## Known problems
     Handing a tensor back (`return y`, storing it) is not a use: a caller that uses it before
-    joining is not seen. A join done inside a called helper function is not seen. A wait made on only one branch of
-    an `if` does not order the other branch, so code that joins under a condition that always
-    holds is reported.
+    joining is not seen. A join done by a called function is seen only when that function is
+    defined in the same module and joins unconditionally, first thing in its body. A wait made
+    on only one branch of an `if` does not order the other branch, so code that joins under a
+    condition that always holds is reported.
     """
 
     code = "CSL102"

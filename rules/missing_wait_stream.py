@@ -27,8 +27,9 @@ class MissingWaitStream(Rule):
     Tensors whose producer is not visible in the function (parameters, results of calls into
     other functions that launch work on other streams) are assumed ready. Two stream variables
     are assumed to be different streams, and `torch.cuda.default_stream()` is assumed to be the
-    stream that is current when the function is entered. Ordering made inside called helper
-    functions is not seen, which can produce a finding the runtime check then dismisses.
+    stream that is current when the function is entered. Ordering made by a called function is
+    seen only when it is defined in the same module and orders unconditionally, first thing in
+    its body; otherwise the finding is one the runtime check dismisses.
     """
 
     code = "CSL101"
