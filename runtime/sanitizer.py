@@ -338,13 +338,25 @@ class Sanitizer:
 
             return make
 
-        def thread_run(original: Callable[..., Any]) -> Callable[..., Any]:
+        def thread_bootstrap(original: Callable[..., Any]) -> Callable[..., Any]:
+            # Dispatch modes are per thread: a new thread's work is checked by entering the
+            # mode around its run() (a subclass's override included), inside whatever the
+            # thread's bootstrap sets up first (the emulated device's mode, which must sit
+            # below ours as it does on the main thread).
             def wrapper(thread: threading.Thread) -> None:
-                # Dispatch modes are per thread: work on a new thread is checked too.
-                if not sanitizer.enabled:
-                    return original(thread)
-                with sanitizer.mode:
-                    return original(thread)
+                run = thread.run
+
+                def checked_run() -> None:
+                    if not sanitizer.enabled:
+                        return run()
+                    with sanitizer.mode:
+                        return run()
+
+                thread.run = checked_run  # type: ignore[method-assign]
+                try:
+                    original(thread)
+                finally:
+                    del thread.run
 
             return wrapper
 
@@ -358,7 +370,7 @@ class Sanitizer:
         patches.wrap(torch.cuda.Event, "wait", event_wait)
         patches.wrap(torch.Tensor, "tolist", host_read("aten::tolist"))
         patches.wrap(torch.Tensor, "numpy", host_read("aten::numpy"))
-        patches.wrap(threading.Thread, "run", thread_run)
+        patches.wrap(threading.Thread, "_bootstrap_inner", thread_bootstrap)
 
     # Each runs under `_guard`; their stacks start in our frames, which reports hide.
 

@@ -334,3 +334,28 @@ def test_two_threads_on_their_own_streams_writing_one_tensor_race(emulated):
     _run_threads(shared, shared)
     report = only(emulated.errors, kinds.WRITE_AFTER_WRITE)
     assert report.current.stream != report.previous.stream
+
+
+class _Producer(threading.Thread):
+    """A Thread subclass overriding run(): its work must be checked too."""
+
+    def __init__(self, source: torch.Tensor) -> None:
+        super().__init__()
+        self.source = source
+        self.result: torch.Tensor | None = None
+
+    def run(self) -> None:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.default_stream())
+        with torch.cuda.stream(stream):
+            self.result = self.source * 2  # a fresh tensor written on the thread's stream
+
+
+def test_fresh_result_of_a_thread_subclass_read_unsynced_races(emulated):
+    producer = _Producer(torch.ones(4, device="cuda"))
+    producer.start()
+    producer.join()
+    producer.result.sum()
+    report = only(races(emulated.errors), kinds.READ_AFTER_WRITE)
+    assert "aten::mul" in report.previous.operator
+
