@@ -359,3 +359,27 @@ def test_fresh_result_of_a_thread_subclass_read_unsynced_races(emulated):
     report = only(races(emulated.errors), kinds.READ_AFTER_WRITE)
     assert "aten::mul" in report.previous.operator
 
+
+
+def test_a_training_step_on_one_stream_is_clean(emulated):
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2)).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for _ in range(3):
+        batch = torch.randn(4, 8).pin_memory().to("cuda", non_blocking=True)
+        loss = model(batch).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        loss.item()
+    assert emulated.errors == []
+    assert emulated.internal_errors == []
+
+
+def test_prefetch_on_a_side_stream_without_wait_races(emulated):
+    model = torch.nn.Linear(8, 2).cuda()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        batch = torch.randn(4, 8).pin_memory().to("cuda", non_blocking=True)
+    model(batch).sum().item()
+    report = only(races(emulated.errors), kinds.READ_AFTER_WRITE)
+    assert report.previous.stream == side.cuda_stream
