@@ -90,6 +90,11 @@ class CsanSession:
             self.device = resolve_device(config.getoption("csan_device"))
         except RuntimeError as error:
             raise pytest.UsageError(f"--csan-device: {error}") from None
+        path = config.getoption("csan_report")
+        try:
+            self.report = _ReportFile(path) if path else None
+        except OSError as error:
+            raise pytest.UsageError(f"--csan-report: cannot write {path}: {error.strerror}") from None
         self.activated_emulation = False
         if self.device == "emulated" and not emulation.is_active():
             emulation.activate()
@@ -98,8 +103,6 @@ class CsanSession:
         self.nodeid: str | None = None
         self.outcome = "passed"
         self.longrepr: str | None = None
-        path = config.getoption("csan_report")
-        self.report = _ReportFile(path) if path else None
         self._write({"type": "session", "version": REPORT_VERSION, "device": self.device})
         if config.getoption("csan"):
             from csan_lint.runtime.sanitizer import Sanitizer

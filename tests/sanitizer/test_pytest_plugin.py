@@ -111,6 +111,12 @@ def test_asking_for_a_real_gpu_without_one_is_a_usage_error(gpu_tests: pytest.Py
     result.stderr.fnmatch_lines(["*--csan-device: device 'cuda' asked for, but torch sees no real CUDA device*"])
 
 
+def test_unwritable_report_path_is_a_usage_error(gpu_tests: pytest.Pytester):
+    result = gpu_tests.runpytest_subprocess("--csan", *EMULATED, "--csan-report=missing/dir/r.jsonl")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--csan-report: cannot write missing/dir/r.jsonl*"])
+
+
 def test_emulate_runs_gpu_tests_without_checking(gpu_tests: pytest.Pytester):
     result = gpu_tests.runpytest_subprocess("--csan-emulate", *EMULATED)
     result.assert_outcomes(passed=3)
