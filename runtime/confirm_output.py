@@ -1,16 +1,21 @@
 """What `--confirm` prints: one line per finding with its verdict, the races no finding explains,
-a summary; or the same as JSON (docs/confirm.md). Pure functions from verdicts to text."""
+a summary; or the same as JSON (docs/confirm.md), or as a JUnit XML report for CI test-report
+viewers (docs/ci.md). Pure functions from verdicts to text."""
 
 from __future__ import annotations
 
 import json
+import re
 import textwrap
+import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from csan_lint.lint.output import finding_to_dict
-from csan_lint.runtime.confirm_verdict import VERDICTS, RuntimeOnly, TestRun, Verdict
+from csan_lint.lint.runner import rule_names
+from csan_lint.runtime.confirm_verdict import CONFIRMED, ERROR, UNEXERCISED, VERDICTS, RuntimeOnly, TestRun, Verdict
 from csan_lint.runtime.events import AccessRecord, AllocationRecord, RuntimeErrorReport
+from csan_lint.runtime.report import render_text
 from csan_lint.runtime.stacks import Frame
 
 JSON_VERSION = 1
@@ -69,8 +74,6 @@ def report_from_json(data: Mapping[str, Any]) -> RuntimeErrorReport:
 
 
 def render_race(data: Mapping[str, Any]) -> str:
-    from csan_lint.runtime.report import render_text
-
     return render_text(report_from_json(data))
 
 
@@ -81,12 +84,14 @@ def format_text(
     verbose: bool = False,
     quiet: bool = False,
 ) -> str:
+    """A line per finding (an error's reason names its test already), the runtime-only races,
+    the summary; `verbose` adds the sanitizer's report under each race."""
     lines: list[str] = []
     for verdict in verdicts:
         finding = verdict.finding
         lines.append(
             f"{finding.path}:{finding.line}:{finding.column}: {finding.code} {verdict.verdict}  "
-            f"{verdict.reason}{_tests_suffix(verdict.tests) if verdict.verdict != 'error' else ''}"
+            f"{verdict.reason}{_tests_suffix(verdict.tests) if verdict.verdict != ERROR else ''}"
         )
         if verbose and verdict.race is not None:
             lines.append(textwrap.indent(render_race(verdict.race).rstrip(), "    "))
@@ -143,3 +148,86 @@ def format_json(
         },
     }
     return json.dumps(document, indent=2) + "\n"
+
+
+JUNIT_SUITE = "csan-lint --confirm"
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+"""Characters XML 1.0 cannot hold at all (not even escaped): a test's output may contain them."""
+
+
+def _xml(text: str) -> str:
+    return _NOT_XML.sub("\ufffd", text)
+
+
+def _classname(path: str) -> str:
+    """`src/pkg/a.py` -> `src.pkg.a`: report viewers group test cases by dotted class name."""
+    return path.removesuffix(".py").replace("\\", "/").strip("/").replace("/", ".")
+
+
+def _testcase(suite: ET.Element, path: str, line: int, name: str) -> ET.Element:
+    return ET.SubElement(
+        suite, "testcase", classname=_xml(_classname(path)), name=_xml(name), file=_xml(path), line=str(line)
+    )
+
+
+def _outcome(case: ET.Element, tag: str, kind: str, message: str, details: str) -> None:
+    element = ET.SubElement(case, tag, type=kind, message=_xml(message))
+    if details:
+        element.text = _xml(details)
+
+
+def _details(reason: str, tests: Sequence[str], race: Mapping[str, Any] | None) -> str:
+    lines = [reason, *(f"test: {test}" for test in tests)]
+    if race is not None:
+        lines.append(render_race(race).rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def format_junit(
+    verdicts: Sequence[Verdict],
+    runtime_only: Sequence[RuntimeOnly],
+    *,
+    fail_on: frozenset[str] = frozenset({CONFIRMED}),
+    device: str | None = None,
+) -> str:
+    """One test case per finding, then one per race no finding explains. A verdict in `fail_on`
+    (confirmed, and what `--fail-on` adds) is a failure, `error` an error, `unexercised` (when not
+    failing) skipped, the rest pass with the reason as their output: the report fails exactly
+    when the exit status does (under `--exit-zero` too, so the viewer still shows the bug)."""
+    suite = ET.Element("testsuite", name=JUNIT_SUITE)
+    if device is not None:
+        ET.SubElement(ET.SubElement(suite, "properties"), "property", name="device", value=device)
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    for verdict in verdicts:
+        finding = verdict.finding
+        name = f"{finding.code} {rule_names().get(finding.code, '')} at {finding.path}:{finding.line}:{finding.column}"
+        case = _testcase(suite, finding.path, finding.line, name)
+        message = f"{verdict.verdict}: {verdict.reason}"
+        details = _details(verdict.reason, verdict.tests, verdict.race)
+        counts["tests"] += 1
+        if verdict.verdict == ERROR:
+            _outcome(case, "error", ERROR, message, details)
+            counts["errors"] += 1
+        elif verdict.verdict in fail_on:
+            _outcome(case, "failure", verdict.verdict, message, details)
+            counts["failures"] += 1
+        elif verdict.verdict == UNEXERCISED:
+            ET.SubElement(case, "skipped", message=_xml(message))
+            counts["skipped"] += 1
+        else:
+            ET.SubElement(case, "system-out").text = _xml(details)
+    for entry in runtime_only:
+        case = _testcase(suite, entry.path, entry.line, f"{entry.code} runtime-only at {entry.path}:{entry.line}")
+        details = _details(entry.message, entry.tests, entry.report)
+        counts["tests"] += 1
+        if entry.is_race:
+            _outcome(case, "failure", "runtime-only", f"runtime-only: {entry.message}", details)
+            counts["failures"] += 1
+        else:
+            ET.SubElement(case, "system-out").text = _xml(details)
+    for key, value in counts.items():
+        suite.set(key, str(value))
+    root = ET.Element("testsuites", name=JUNIT_SUITE, **{key: str(value) for key, value in counts.items()})
+    root.append(suite)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
