@@ -193,6 +193,19 @@ def test_host_tolist_before_sync_races_and_after_sync_is_clean(emulated):
     assert len(emulated.errors) == 1
 
 
+def test_a_query_that_answers_done_orders_the_host(emulated):
+    x = torch.arange(4.0, device="cuda")
+    by_stream = x.to("cpu", non_blocking=True)
+    assert torch.cuda.current_stream().query()
+    by_stream.tolist()
+    done = torch.cuda.Event()
+    by_event = x.to("cpu", non_blocking=True)
+    done.record()
+    assert done.query()
+    by_event.tolist()
+    assert emulated.errors == []
+
+
 def test_host_overwrites_pinned_source_of_a_pending_upload(emulated):
     staging = torch.ones(4).pin_memory()
     device = staging.to("cuda", non_blocking=True)
