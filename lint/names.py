@@ -7,6 +7,8 @@ costs nothing beyond visiting the import statements.
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 STREAM_CONTEXTS = frozenset({"torch.cuda.stream", "torch.cuda.StreamContext"})
@@ -18,6 +20,9 @@ EVENT_CONSTRUCTORS = frozenset({"torch.cuda.Event"})
 DEVICE_SYNC = "torch.cuda.synchronize"
 SET_STREAM = "torch.cuda.set_stream"
 
+_DEVICE_HANDLE = re.compile(r"(?:^|\.)_?device_(?:handle|module)$")
+"""Device-generic code (FSDP, DCP) reaches torch.cuda through an object named like
+`state._device_handle` or `self.device_module`: `torch.get_device_module(device)` at run time."""
 _CANONICAL_MODULES = {"torch.cuda.streams": "torch.cuda"}
 """Submodules whose names torch.cuda re-exports: `torch.cuda.streams.Stream` is `torch.cuda.Stream`."""
 
@@ -82,7 +87,8 @@ class ImportTable:
         root, _, rest = dotted.partition(".")
         target = self._aliases.get(root)
         if target is None:
-            return None
+            module, _, leaf = dotted.rpartition(".")
+            return f"torch.cuda.{leaf}" if _DEVICE_HANDLE.search(module) else None
         full = f"{target}.{rest}" if rest else target
         module, _, leaf = full.rpartition(".")
         return f"{_CANONICAL_MODULES.get(module, module)}.{leaf}" if module else full

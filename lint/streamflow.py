@@ -47,6 +47,8 @@ CURRENT = "<current>"
 """The stream that is current where the function is entered (the caller's)."""
 HOST = "*"
 """Ordering token of a host sync: every later launch on any stream comes after the access."""
+UNKNOWN = "?"
+"""A name bound to different streams on different paths: blocks on it are not judged."""
 
 _MAX_LOOP_PASSES = 8
 
@@ -115,7 +117,6 @@ _STORING_METHODS = frozenset(
 )  # fmt: skip
 """Container methods: what is passed to them outlives the call (`Tensor.add` loses no precision
 worth having)."""
-_NOT_TENSOR_ANNOTATIONS = frozenset({"int", "float", "bool", "str", "bytes"})
 _COLLECTIVES = frozenset(
     f"torch.distributed.{name}"
     for name in (
@@ -278,9 +279,19 @@ def _join(states: Iterable[_State | None]) -> _State | None:
         for key, tensor in state.tensors.items():
             mine = result.tensors.get(key)
             result.tensors[key] = tensor if mine is None else _join_tensor(mine, tensor)
-        result.streams = {k: v for k, v in result.streams.items() if state.streams.get(k) == v}
+        result.streams = _join_bindings(result.streams, state.streams)
         result.contexts = {k: v for k, v in result.contexts.items() if state.contexts.get(k) == v}
     return result
+
+
+def _join_bindings(a: dict[str, str], b: dict[str, str]) -> dict[str, str]:
+    """A name bound to one stream on both paths keeps it, to different ones it is UNKNOWN.
+    A name not bound on a path denotes the stream spelled like it."""
+    joined = {}
+    for key in a.keys() | b.keys():
+        left, right = a.get(key, key), b.get(key, key)
+        joined[key] = left if left == right else UNKNOWN
+    return joined
 
 
 @dataclass
@@ -321,6 +332,8 @@ class _FunctionAnalysis:
         self.maybe_tensors = set(params)
         """Names of unknown values that may be tensors: parameters and loop targets."""
         self.state: _State | None = _State()
+        self.silent = 0
+        """Depth of blocks on an UNKNOWN stream: their accesses are taken as ordered, never judged."""
         self.block: cst.With | None = None
         self.statement: cst.CSTNode | None = None
         self.loops: list[_Loop] = []
@@ -435,6 +448,11 @@ class _FunctionAnalysis:
                 stream = item_stream
         if stream is None or self.state is None:
             self.run(_suite(node.body))
+            return
+        if stream == UNKNOWN:
+            self.silent += 1
+            self.run(_suite(node.body))
+            self.silent -= 1
             return
         outer_stream, outer_block = self.state.current, self.block
         self.state.current, self.block = stream, node
@@ -970,6 +988,13 @@ class _FunctionAnalysis:
         tensor = self.live.tensors.get(key) or _Tensor()
         access = self._make_access(node, write=write)
         stream = access.stream
+        if self.silent:
+            quiet = frozenset({_Mark(access, frozenset({HOST}))})
+            if write:
+                self.live.tensors[key] = replace(tensor, writes=quiet, reads=frozenset())
+            else:
+                self.live.tensors[key] = replace(tensor, reads=tensor.reads | quiet)
+            return
         for last in tensor.writes:
             if last.access.stream != stream and not last.orders(stream):
                 kind = HazardKind.WRITE_AFTER_WRITE if write else HazardKind.READ_AFTER_WRITE
@@ -1270,7 +1295,8 @@ def _has_with(body: Sequence[cst.CSTNode]) -> bool:
 
 
 def _tensor_params(function: cst.FunctionDef) -> frozenset[str]:
-    """Parameters that may be tensors: all but `self`/`cls` and those annotated as plain scalars."""
+    """Parameters that may be tensors: unannotated ones (but `self`/`cls`), and those whose
+    annotation names a tensor (`Tensor`, `Optional[torch.Tensor]`, `list[Tensor]`...)."""
     names = set()
     params = function.params
     for param in (*params.posonly_params, *params.params, *params.kwonly_params):
@@ -1278,7 +1304,7 @@ def _tensor_params(function: cst.FunctionDef) -> frozenset[str]:
         if name in ("self", "cls"):
             continue
         annotation = param.annotation
-        if annotation is not None and dotted_name(annotation.annotation) in _NOT_TENSOR_ANNOTATIONS:
+        if annotation is not None and "Tensor" not in _code(annotation.annotation):
             continue
         names.add(name)
     return frozenset(names)

@@ -37,6 +37,9 @@ def _resolve(imports: str, expression: str) -> str | None:
         ("from torch import cuda", "cuda.Event", "torch.cuda.Event"),
         ("from torch.cuda.streams import Stream", "Stream", "torch.cuda.Stream"),
         ("import torch as th", "th.cuda.stream", "torch.cuda.stream"),
+        ("import os", "state._device_handle.stream", "torch.cuda.stream"),
+        ("import os", "self.device_module.Event", "torch.cuda.Event"),
+        ("import os", "device_handle.current_stream", "torch.cuda.current_stream"),
     ],
 )
 def test_spellings(imports: str, expression: str, expected: str) -> None:
@@ -52,6 +55,8 @@ def test_spellings(imports: str, expression: str, expected: str) -> None:
         ("from torch.cuda import *", "stream"),
         ("import torch", "streams[0]"),
         ("import torch", "f().stream"),
+        ("import os", "self.handle.stream"),
+        ("import os", "my_device_handles.stream"),
     ],
 )
 def test_not_resolved(imports: str, expression: str) -> None:

@@ -787,5 +787,62 @@ def test_method_helpers_of_the_same_class() -> None:
 
 def test_long_operator_chains_do_not_exhaust_the_stack() -> None:
     chain = " + ".join(["x"] * 1100)  # deeper than the default recursion limit; libcst parses it slowly
-    source = f"import torch\n\ndef f(x, s):\n    with torch.cuda.stream(s):\n        y = {chain}\n    return y\n"
+    source = (
+        f"import torch\n\ndef f(x, s):\n    with torch.cuda.stream(s):\n        y = {chain}\n    return y\n"
+    )
     assert analyse(cst.parse_module(source), "m.py", source).hazards == []
+
+
+def test_a_stream_chosen_on_a_branch_is_not_judged() -> None:
+    source = """
+    import torch
+
+    def f(x, a, b, flag):
+        chosen = a
+        same = a
+        if flag:
+            chosen = b
+        with torch.cuda.stream(a):
+            y = x * 2
+        with torch.cuda.stream(chosen):
+            z = y + 1
+        with torch.cuda.stream(same):
+            w = y + 2
+        torch.cuda.synchronize()
+        return z, w
+    """
+    assert hazards(source) == set()
+
+
+def test_a_stream_chosen_the_same_on_every_branch_is_that_stream() -> None:
+    source = """
+    import torch
+
+    def f(x, a, b, flag):
+        if flag:
+            chosen = b
+        else:
+            chosen = b
+        y = x * 2
+        with torch.cuda.stream(chosen):
+            z = y + 1
+        torch.cuda.current_stream().wait_stream(b)
+        return z + 1
+    """
+    assert hazards(source, RAW) == {raw("y", 11, "b", CURRENT)}
+
+
+def test_annotations_say_which_parameters_may_be_tensors() -> None:
+    source = """
+    import torch
+
+    def f(handle: "FlatParamHandle", x: torch.Tensor, group: object, s):
+        flag = handle.pre_unshard()
+        y = x * 2
+        factor = scale(group)
+        with torch.cuda.stream(s):
+            z = y + factor + flag
+        torch.cuda.synchronize()
+        return z
+    """
+    assert hazards(source, RAW) == {raw("y", 9, "s", CURRENT)}
