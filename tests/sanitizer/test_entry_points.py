@@ -178,3 +178,13 @@ def test_module_runner_reports_races_before_a_crash(tmp_path):
     assert result.returncode == 1
     assert "ValueError: user bug" in result.stderr
     assert "write-after-write" in result.stderr
+
+
+def test_package_and_plugin_import_without_torch(tmp_path):
+    probe = (
+        "import sys\n"
+        "import csan_lint.runtime, csan_lint.runtime.pytest_plugin\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    result = run_python("-c", probe, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
