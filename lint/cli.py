@@ -14,11 +14,14 @@ import click
 
 from csan_lint import __version__
 from csan_lint.lint.config import ConfigError, load_config
-from csan_lint.lint.output import format_explanation, format_json, format_rule_list, format_text
+from csan_lint.lint.output import format_explanation, format_github, format_json, format_rule_list, format_text
 from csan_lint.lint.registry import all_rules, rule_by_code
 from csan_lint.lint.runner import LintResult, lint_paths
+from csan_lint.lint.sarif import format_sarif
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+STATIC_FORMATS = ("text", "json", "sarif", "github")
+CONFIRM_FORMATS = ("text", "json", "junit")
 
 CONFIRM_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     # `--confirm`'s own options (`--tests`, `--device`, `--timeout`, `--fail-on`, `-v`) go here,
@@ -82,8 +85,10 @@ def _confirm(result: LintResult, paths: list[str], config: Any, options: dict[st
 )
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option(
-    "--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
-    help="Output format; JSON is described in docs/json-format.md.",
+    "--format", "output_format", type=click.Choice(sorted({*STATIC_FORMATS, *CONFIRM_FORMATS})), default="text",
+    show_default=True,
+    help="Output format: text, json (docs/json-format.md), sarif (SARIF 2.1.0), github (workflow "
+    "annotations); with --confirm: text, json or junit (docs/ci.md).",
 )
 @click.option(
     "--select", multiple=True, metavar="CODES",
@@ -101,6 +106,10 @@ def _confirm(result: LintResult, paths: list[str], config: Any, options: dict[st
 @click.option("--replay", metavar="TRACE", type=click.Path(), help="Analyse a recorded runtime trace (JSON Lines).")
 @click.option("--confirm", is_flag=True, help="Run the tests that reach each finding under the runtime sanitizer.")
 @click.option("-q", "--quiet", is_flag=True, help="No summary line.")
+@click.option(
+    "--no-cache", is_flag=True,
+    help="Neither read nor write the per-file results cache (.csan_lint_cache/ at the project root).",
+)
 @click.version_option(__version__, "--version", prog_name="csan-lint")
 @_with_confirm_options
 def main(
@@ -116,6 +125,7 @@ def main(
     replay: str | None,
     confirm: bool,
     quiet: bool,
+    no_cache: bool,
     **confirm_options: Any,
 ) -> None:
     """Find CUDA stream synchronization bugs in PATHS (files or directories; default: .)."""
@@ -127,13 +137,19 @@ def main(
         return
     if replay is not None:
         raise SystemExit(_replay(replay, output_format))
+    formats = CONFIRM_FORMATS if confirm else STATIC_FORMATS
+    if output_format not in formats:
+        _fail(
+            f"--format {output_format} is for {'the static check' if confirm else '--confirm'}; "
+            f"{'--confirm' if confirm else 'the static check'} prints {', '.join(formats)}"
+        )
     targets = list(paths) or ["."]
     try:
         config = load_config(targets, config_file, _split(select), _split(ignore))
     except ConfigError as error:
         _fail(str(error))
     try:
-        result = lint_paths(targets, config)
+        result = lint_paths(targets, config, cache=not no_cache)
     except Exception as error:  # a bug outside any one file: say so plainly, not as a traceback
         _fail(f"internal error: {type(error).__name__}: {error}")
     if confirm:
@@ -141,6 +157,10 @@ def main(
         raise SystemExit(_confirm(result, targets, config, options))
     if output_format == "json":
         click.echo(format_json(result), nl=False)
+    elif output_format == "sarif":
+        click.echo(format_sarif(result), nl=False)
+    elif output_format == "github":
+        click.echo(format_github(result, quiet=quiet), nl=False)
     else:
         click.echo(format_text(result, show_statistics=statistics, quiet=quiet), nl=False)
     if result.has_tool_errors:

@@ -1,5 +1,9 @@
-"""Lint many files: discover, read, prefilter, run the engine (in a process pool when there is
-enough to parse), apply suppressions. Every failure stays local to its file as a diagnostic.
+"""Lint many files: discover, consult the cache, read, prefilter, run the engine (in a process
+pool when there is enough to parse), apply suppressions. Every failure stays local to its file as
+a diagnostic.
+
+Start-up matters (pre-commit runs this on one or two files): libcst, the rules and the process
+pool are imported only when a file actually needs parsing.
 
 Public API: `lint_paths(paths, config) -> LintResult`.
 """
@@ -11,13 +15,12 @@ import os
 import tokenize
 import traceback
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from csan_lint.lint.cache import ResultCache, Stat, content_hash, file_stat
 from csan_lint.lint.config import Config
-from csan_lint.lint.engine import lint_source
 from csan_lint.lint.files import Excluder, PathError, discover, display_path, might_have_findings
 from csan_lint.lint.model import Finding, Span
 from csan_lint.lint.registry import SYNTAX_ERROR_CODE, all_rules
@@ -48,7 +51,10 @@ class LintResult:
     files_checked: int
     """Files found and read (a file skipped by the prefilter counts: it was checked)."""
     files_parsed: int
-    """Files that passed the prefilter and went to the engine."""
+    """Files that passed the prefilter: their findings came from the engine (in this run or,
+    through the cache, in an earlier one), so a warm run reports what a cold one does."""
+    files_cached: int = 0
+    """Files whose result came from the cache instead of being read and linted."""
 
     @property
     def files_with_findings(self) -> int:
@@ -78,6 +84,14 @@ class _Job:
     rules: tuple[type[Rule], ...]
 
 
+def lint_source(source: str, path: str, rules: Sequence[type[Rule]] | None = None) -> list[Finding]:
+    """`csan_lint.lint.engine.lint_source`, imported on first use: the engine pulls in libcst,
+    which a run whose files all fail the prefilter (or hit the cache) never needs."""
+    from csan_lint.lint.engine import lint_source as engine_lint_source
+
+    return engine_lint_source(source, path, rules)
+
+
 def _lint_job(job: _Job) -> list[Finding]:
     try:
         findings = lint_source(job.source, job.path, job.rules)
@@ -95,13 +109,16 @@ def _internal_error(error: Exception) -> str:
     return f"internal error: {type(error).__name__}: {error}{where}"
 
 
-def read_source(path: Path, shown: str) -> str | Finding:
-    """The file's text, decoded as Python does (PEP 263 cookie, BOM, else UTF-8), or a located
-    diagnostic saying why it cannot be read."""
+def read_bytes(path: Path, shown: str) -> bytes | Finding:
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except OSError as error:
         return diagnostic(shown, READ_ERROR_CODE, f"cannot read file: {error.strerror or error}")
+
+
+def decode_source(data: bytes, shown: str) -> str | Finding:
+    """The file's text, decoded as Python does (PEP 263 cookie, BOM, else UTF-8), or a located
+    diagnostic saying why it cannot be decoded."""
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as error:
@@ -114,34 +131,76 @@ def read_source(path: Path, shown: str) -> str | Finding:
         return diagnostic(shown, READ_ERROR_CODE, f"cannot decode file as {encoding}: {error.reason}", line, column)
 
 
-def lint_paths(paths: Sequence[str], config: Config, *, jobs: int | None = None) -> LintResult:
+@dataclass(frozen=True)
+class _Seen:
+    """A file that was read, with what the cache needs to store its result."""
+
+    path: Path
+    stat: Stat | None
+    digest: str
+
+
+def lint_paths(paths: Sequence[str], config: Config, *, jobs: int | None = None, cache: bool = False) -> LintResult:
     """Lint the files and directories in `paths` under `config`.
 
     `jobs`: worker processes; None picks `os.cpu_count()` when there is enough source to parse,
-    else lints in this process. The result is the same either way.
+    else lints in this process. `cache`: reuse and store per-file results in the project's
+    `.csan_lint_cache/` (see csan_lint.lint.cache). The result is the same either way.
     """
     cwd = Path.cwd()
     excluder = Excluder(config.root, config.exclude, config.respect_gitignore)
+    results = ResultCache(config.root, config) if cache else None
     findings: list[Finding] = []
     work: list[_Job] = []
-    files_checked = 0
+    seen: list[_Seen] = []
+    files_checked = files_parsed = files_cached = 0
     for found in discover(paths, excluder):
         if isinstance(found, PathError):
             findings.append(diagnostic(display_path(found.path, cwd), READ_ERROR_CODE, found.message))
             continue
         files_checked += 1
         shown = display_path(found, cwd)
-        source = read_source(found, shown)
+        # Stat before reading: a file changed after the stat then has a newer stat than the
+        # bytes hashed, so the next run re-reads it instead of trusting a stale entry.
+        stat = file_stat(found) if results is not None else None
+        hit = results.lookup(found, shown, stat) if results is not None else None
+        data: bytes | Finding = b""
+        digest = ""
+        if hit is None:
+            data = read_bytes(found, shown)
+            if results is not None and isinstance(data, bytes):
+                digest = content_hash(data)
+                hit = results.lookup(found, shown, stat, digest)
+        if hit is not None:
+            findings.extend(hit.findings)
+            files_parsed += hit.parsed
+            files_cached += 1
+            continue
+        source = decode_source(data, shown) if isinstance(data, bytes) else data
         if isinstance(source, Finding):
             findings.append(source)
+            if results is not None:
+                results.drop(found)
             continue
-        rules = config.rules_for(found)
-        if rules and might_have_findings(source) and not skips_file(source):
+        rules = config.rules_for(found) if might_have_findings(source) and not skips_file(source) else ()
+        if rules:
             work.append(_Job(shown, source, rules))
-    for file_findings in _run(work, jobs):
+            seen.append(_Seen(found, stat, digest))
+        elif results is not None:
+            results.store(found, stat, digest, [], parsed=False)
+    for file, file_findings in zip(seen, _run(work, jobs)):
         findings.extend(file_findings)
+        if results is None:
+            continue
+        if any(finding.code == INTERNAL_ERROR_CODE for finding in file_findings):
+            results.drop(file.path)  # a crash (or a killed worker) is not a result to keep
+        else:
+            results.store(file.path, file.stat, file.digest, file_findings, parsed=True)
+    if results is not None:
+        results.save()
+    files_parsed += len(work)
     findings.sort(key=lambda finding: (finding.path, finding.line, finding.column, finding.code))
-    return LintResult(findings, files_checked, len(work))
+    return LintResult(findings, files_checked, files_parsed, files_cached)
 
 
 def _run(work: list[_Job], jobs: int | None) -> list[list[Finding]]:
@@ -155,6 +214,8 @@ def _run(work: list[_Job], jobs: int | None) -> list[list[Finding]]:
     order = sorted(range(len(work)), key=lambda index: -len(work[index].source))
     count = min(len(order), jobs * 4)
     chunks = [order[start::count] for start in range(count)]
+    from concurrent.futures import ProcessPoolExecutor  # only a run with much to parse pays for it
+
     results: list[list[Finding]] = [[] for _ in work]
     with ProcessPoolExecutor(max_workers=min(jobs, len(chunks))) as pool:
         futures = [(chunk, pool.submit(_lint_chunk, [work[index] for index in chunk])) for chunk in chunks]

@@ -38,7 +38,7 @@ def test_select_values_split_on_commas_and_repeat(project: Path) -> None:
 def test_a_failure_outside_any_file_is_a_message_not_a_traceback(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(paths, config):
+    def broken(paths, config, **options):
         raise RuntimeError("discovery exploded")
 
     monkeypatch.setattr(cli, "lint_paths", broken)

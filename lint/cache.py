@@ -1,0 +1,196 @@
+"""Per-file results cache in `.csan_lint_cache/` at the project root, so that a re-run only lints
+what changed.
+
+A warm run is dominated by discovery, reading and hashing, not by parsing, so an entry is keyed
+by the file's absolute path and remembers its `(mtime_ns, size)` as well as its content hash:
+an unchanged stat skips even reading the file; a changed stat with the same bytes (a `touch`, a
+checkout) costs a read and a hash, never a parse. Files the prefilter rejects get entries too:
+they cost nothing to store and spare the next run reading them.
+
+Everything that decides a file's findings besides its bytes is in the name of the cache file:
+the csan-lint version, a fingerprint of the analysis sources (an editable install changes code
+without changing its version), the rule selection (`select`, `ignore`) and `per-file-ignores`
+with the root they are relative to: per-file ignores choose which rules run on a file, so they
+apply before caching, and changing them starts a fresh cache. The selectors are keyed as
+written, not resolved to codes: resolving them would import every rule (and libcst) on a run
+that may parse nothing.
+
+Safe to share between concurrent runs: the file is read once, written once at the end of a run
+that changed something (temp file + `os.replace`, merged with what another run wrote meanwhile),
+so a reader sees a whole file or the previous one; anything unreadable or malformed, whole file
+or single entry, is a miss.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from csan_lint import __version__
+from csan_lint import rules as rules_package
+from csan_lint.lint.config import Config
+from csan_lint.lint.model import Finding, Span
+
+CACHE_DIR_NAME = ".csan_lint_cache"
+FORMAT = 1
+"""Bump when the layout of an entry changes."""
+RACY_NS = 2_000_000_000
+"""A file modified this recently may change again within the same mtime tick without changing
+its size; its stat is not trusted (the next run hashes it), as git does for racy index entries."""
+
+Stat = tuple[int, int]
+"""(mtime_ns, size)."""
+
+
+def file_stat(path: Path) -> Stat | None:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return status.st_mtime_ns, status.st_size
+
+
+def content_hash(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+@dataclass(frozen=True)
+class Hit:
+    findings: list[Finding]
+    parsed: bool
+    """Whether the file passed the prefilter (its findings came from the engine)."""
+
+
+def _source_fingerprint() -> str:
+    """Names, sizes and mtimes of the analysis modules: a few dozen stats, no imports."""
+    digest = hashlib.blake2b(digest_size=16)
+    for directory in (Path(__file__).parent, *map(Path, rules_package.__path__)):
+        try:
+            entries = sorted((entry.name, entry.stat()) for entry in os.scandir(directory) if entry.name.endswith(".py"))
+        except OSError:
+            continue
+        for name, status in entries:
+            digest.update(f"{directory}/{name}:{status.st_mtime_ns}:{status.st_size}\n".encode())
+    return digest.hexdigest()
+
+
+def settings_key(config: Config) -> str:
+    """Everything besides a file's path and bytes that decides its findings."""
+    settings = {
+        "format": FORMAT,
+        "version": __version__,
+        "sources": _source_fingerprint(),
+        "root": str(config.root),
+        "select": None if config.select is None else list(config.select),
+        "ignore": list(config.ignore),
+        "per_file_ignores": sorted((pattern, list(codes)) for pattern, codes in config.per_file_ignores.items()),
+    }
+    return hashlib.blake2b(json.dumps(settings, sort_keys=True).encode(), digest_size=12).hexdigest()
+
+
+def _encode(findings: list[Finding]) -> list[list[Any]]:
+    """Without the path: it is shown relative to the working directory, which may differ."""
+    return [
+        [f.line, f.column, f.code, f.message, f.end_line, f.end_column, f.span.start_line, f.span.end_line, f.fix]
+        for f in findings
+    ]
+
+
+def _decode(rows: Any, shown: str) -> list[Finding]:
+    """Raises TypeError/ValueError on a malformed entry (a miss for the caller)."""
+    findings = []
+    for row in rows:
+        line, column, code, message, end_line, end_column, span_start, span_end, fix = row
+        numbers_ok = all(type(n) is int for n in (line, column, end_line, end_column, span_start, span_end))
+        texts_ok = isinstance(code, str) and isinstance(message, str) and isinstance(fix, (str, type(None)))
+        if not (numbers_ok and texts_ok):
+            raise TypeError(f"malformed cached finding: {row!r}")
+        findings.append(Finding(shown, line, column, code, message, end_line, end_column, Span(span_start, span_end), fix))
+    return findings
+
+
+class ResultCache:
+    """The entries of one settings key; `lookup` before reading a file, `store` after linting it,
+    `save` once at the end."""
+
+    def __init__(self, root: Path, config: Config) -> None:
+        self.directory = root / CACHE_DIR_NAME
+        self.file = self.directory / f"results-{settings_key(config)}.json"
+        self._entries = self._load()
+        self._changed: dict[str, dict[str, Any] | None] = {}
+        """Entries this run wrote (None: dropped), merged into the file at `save`."""
+
+    def _load(self) -> dict[str, Any]:
+        try:
+            document = json.loads(self.file.read_bytes())
+        except (OSError, ValueError):  # absent, unreadable, truncated or not JSON: all misses
+            return {}
+        entries = document.get("entries") if isinstance(document, dict) else None
+        return entries if isinstance(entries, dict) else {}
+
+    def lookup(self, path: Path, shown: str, stat: Stat | None, digest: str | None = None) -> Hit | None:
+        """The cached result when the stat matches (`digest` None) or the content hash does."""
+        entry = self._entries.get(str(path))
+        if not isinstance(entry, dict) or (stat is None and digest is None):
+            return None
+        try:
+            if digest is None:
+                if entry.get("stat") != list(stat):
+                    return None
+            elif entry.get("hash") != digest:
+                return None
+            hit = Hit(_decode(entry["findings"], shown), entry["parsed"] is True)
+        except (KeyError, TypeError, ValueError):
+            return None
+        if digest is not None:
+            self._remember(path, stat, digest, entry["findings"], hit.parsed)  # same bytes, new stat
+        return hit
+
+    def store(self, path: Path, stat: Stat | None, digest: str, findings: list[Finding], parsed: bool) -> None:
+        self._remember(path, stat, digest, _encode(findings), parsed)
+
+    def drop(self, path: Path) -> None:
+        """Forget a file whose result is not cacheable (unreadable, or the linter failed on it)."""
+        if str(path) in self._entries:
+            self._changed[str(path)] = None
+
+    def _remember(self, path: Path, stat: Stat | None, digest: str, rows: list[Any], parsed: bool) -> None:
+        trusted = stat is not None and time.time_ns() - stat[0] > RACY_NS
+        entry = {"stat": list(stat) if trusted and stat else None, "hash": digest, "findings": rows, "parsed": parsed}
+        self._entries[str(path)] = entry
+        self._changed[str(path)] = entry
+
+    def save(self) -> None:
+        """Merge this run's entries into what is on disk now and replace the file atomically.
+        A cache that cannot be written (read-only tree, full disk) is only a slower next run."""
+        if not self._changed:
+            return
+        try:
+            self.directory.mkdir(exist_ok=True)
+            ignore = self.directory / ".gitignore"
+            if not ignore.exists():
+                ignore.write_text("# Created by csan-lint automatically.\n*\n")
+                (self.directory / "CACHEDIR.TAG").write_text(
+                    "Signature: 8a477f597d28d172789f06886806bc55\n# This is a csan-lint cache directory.\n"
+                )
+            entries = self._load()  # another run may have saved since this one started
+            for path, entry in self._changed.items():
+                if entry is None:
+                    entries.pop(path, None)
+                else:
+                    entries[path] = entry
+            entries = {path: entry for path, entry in entries.items() if os.path.exists(path)}
+            temporary = self.directory / f".{self.file.name}.{os.getpid()}.{time.time_ns()}.tmp"
+            try:
+                temporary.write_text(json.dumps({"entries": entries}, separators=(",", ":")))
+                os.replace(temporary, self.file)
+            finally:
+                temporary.unlink(missing_ok=True)
+        except OSError:
+            return
+        self._changed.clear()
