@@ -1,4 +1,5 @@
-"""Reporters: text for people, JSON for machines (schema in docs/json-format.md), rule listings.
+"""Reporters: text for people, JSON for machines (schema in docs/json-format.md), GitHub
+workflow annotations, rule listings (SARIF is in `csan_lint.lint.sarif`).
 
 Pure functions from results to strings; no decisions about what is a finding live here.
 """
@@ -86,6 +87,40 @@ def format_json(result: LintResult) -> str:
         },
     }
     return json.dumps(document, indent=2) + "\n"
+
+
+def _escape_data(text: str) -> str:
+    """A workflow command's message: `%`, CR and LF would end or corrupt the command."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    """A workflow command property: `:` ends the property list and `,` separates properties."""
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def github_annotation(finding: Finding) -> str:
+    """`::error file=..,line=..,col=..,endLine=..,endColumn=..,title=CODE name::message`, the help
+    line after the message: GitHub shows it on the line in the pull request's diff."""
+    properties = {
+        "file": finding.path,
+        "line": finding.line,
+        "col": finding.column,
+        "endLine": finding.end_line,
+        "endColumn": finding.end_column,
+        "title": f"{finding.code} {rule_names().get(finding.code, '')}".rstrip(),
+    }
+    message = finding.message + (f"\nhelp: {finding.fix}" if finding.fix else "")
+    rendered = ",".join(f"{key}={_escape_property(str(value))}" for key, value in properties.items())
+    return f"::error {rendered}::{_escape_data(message)}"
+
+
+def format_github(result: LintResult, *, quiet: bool = False) -> str:
+    """One annotation per finding, then the summary line (a plain log line) unless `quiet`."""
+    lines = [github_annotation(finding) for finding in result.findings]
+    if not quiet:
+        lines.append(summary_line(result))
+    return "\n".join(lines) + "\n" if lines else ""
 
 
 def format_rule_list(rules: Sequence[type[Rule]]) -> str:
