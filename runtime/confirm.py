@@ -28,7 +28,7 @@ from csan_lint.lint.config import Config
 from csan_lint.lint.files import display_path
 from csan_lint.lint.model import Finding, Span
 from csan_lint.lint.registry import rule_by_code
-from csan_lint.runtime.confirm_output import format_json, format_text
+from csan_lint.runtime.confirm_output import format_json, format_junit, format_text
 from csan_lint.runtime.confirm_run import RunError, Runner, RunSettings
 from csan_lint.runtime.confirm_select import (
     DEFAULT_TEST_FILES,
@@ -200,6 +200,8 @@ def main(findings: list[Finding], paths: list[str], config: Config, options: dic
     if not findings:
         if settings.output_format == "json":
             click.echo(format_json([], [], device=None, test_files=[]), nl=False)
+        elif settings.output_format == "junit":
+            click.echo(format_junit([], []), nl=False)
         elif not settings.quiet:
             click.echo("No findings: nothing to confirm, no test was run.")
         return EXIT_CLEAN
@@ -252,6 +254,8 @@ def main(findings: list[Finding], paths: list[str], config: Config, options: dic
             ),
             nl=False,
         )
+    elif settings.output_format == "junit":
+        click.echo(format_junit(verdicts, runtime_only, fail_on=settings.fail_on, device=device), nl=False)
     else:
         click.echo(
             format_text(verdicts, runtime_only, verbose=settings.verbose, quiet=settings.quiet),
