@@ -1,0 +1,3 @@
+import torch
+with torch.cuda.stream(s)
+    pass
