@@ -105,6 +105,19 @@ def test_freed_memory_releases_its_shadow_state():
         assert len(sanitizer.mode.pending) < 10
 
 
+def test_dead_pinned_buffers_are_forgotten():
+    with sanitize(device="emulated") as sanitizer:
+        x = torch.ones(16, device="cuda")
+        for _ in range(500):
+            host = x.to("cpu", non_blocking=True)
+            torch.cuda.synchronize()
+            host.add_(1)  # a host write, after the sync: fine
+            del host
+        assert sanitizer.errors == []
+        assert len(sanitizer.mode.host_blocks) <= 64
+        assert sanitizer.tracker.stats()["allocations"] <= 70
+
+
 def test_a_racing_loop_reports_once():
     with sanitize(device="emulated") as sanitizer:
         side = torch.cuda.Stream()
