@@ -14,6 +14,15 @@ Every set is built from the function's own nodes and names, so the lattice is fi
 are iterated to a fixpoint and branches join by union of accesses and intersection of facts,
 so an ordering made on one branch only does not order the other.
 
+Precision over recall, since a finding must be worth a reader's time:
+- a value is a tensor when it comes from a torch op, an operator or method on a tensor, or a
+  call given one; parameters count when unannotated or annotated as tensors. Values of unknown
+  origin (parameters, attributes set elsewhere) are taken as ready: no producer, no finding;
+- handing a tensor on (`return x`, `y = x`) is not a device read; passing it to unknown code,
+  storing it or viewing it makes its lifetime someone else's (no CSL201);
+- a helper defined in the module whose body starts with ordering calls has them replayed at its
+  call sites; blocks on a stream that differs between paths are not judged.
+
 Only functions (and module bodies) that contain a `with` statement are interpreted: without
 one no second stream can appear (except through `torch.cuda.set_stream`, checked textually).
 Positions are computed only when a module has hazards, since PositionProvider costs a parse.
@@ -30,7 +39,6 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from csan_lint.lint.model import Span
-from csan_lint.runtime import kinds
 from csan_lint.lint.names import (
     CURRENT_STREAM,
     DEFAULT_STREAM,
@@ -42,6 +50,7 @@ from csan_lint.lint.names import (
     ImportTable,
     dotted_name,
 )
+from csan_lint.runtime import kinds
 
 CURRENT = "<current>"
 """The stream that is current where the function is entered (the caller's)."""
