@@ -149,7 +149,7 @@ class Sanitizer:
             self._current_stream = emulation.current_stream_handle
         else:
             self.mode.is_device, self.mode.is_pinned = _is_cuda, _is_pinned
-            self._current_stream = _current_stream
+            self._current_stream = _cuda_current_stream()
         self.mode.current_stream = self._current_stream
         self.hooks.register()
         self._install_patches()
@@ -415,6 +415,16 @@ def _is_pinned(tensor: torch.Tensor) -> bool:
 
 def _current_stream() -> int:
     return torch.cuda.current_stream().cuda_stream
+
+
+def _cuda_current_stream() -> Callable[[], int]:
+    """The current stream's handle on a real GPU, without building a Stream object per op
+    (what inductor's generated code calls); the public API where torch lacks it."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    get_device = getattr(torch._C, "_cuda_getDevice", None)
+    if raw is None or get_device is None:
+        return _current_stream
+    return lambda: raw(get_device())
 
 
 def _stream_handle(stream: Any) -> int:

@@ -201,3 +201,13 @@ def test_package_and_plugin_import_without_torch(tmp_path):
     )
     result = run_python("-c", probe, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
+
+
+def test_real_gpu_current_stream_reads_the_raw_handle(monkeypatch):
+    from csan_lint.runtime import sanitizer as module
+
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: 3, raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device: 1000 + device, raising=False)
+    assert module._cuda_current_stream()() == 1003
+    monkeypatch.delattr(torch._C, "_cuda_getCurrentRawStream")
+    assert module._cuda_current_stream() is module._current_stream
