@@ -10,6 +10,7 @@ line tracer to learn which flagged lines it reached before it broke.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -180,7 +182,7 @@ class Runner:
         if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):  # the entry point is not loaded then
             plugins += ["-p", "csan_lint.runtime.pytest_plugin"]
         command = [
-            self.settings.python, "-m", "pytest", *targets, *plugins,
+            self.settings.python, "-m", "pytest", *targets, *plugins, *_overrides(),
             f"--csan-confirm-probe={spec}",
             "--csan", f"--csan-device={self.settings.device}", "--csan-report-only",
             f"--csan-report={report}",
@@ -318,6 +320,19 @@ class Runner:
             return nodeid
         file, separator, rest = nodeid.partition("::")
         return display_path(Path(current.rootdir, file)) + separator + rest
+
+
+@cache
+def _overrides() -> list[str]:
+    """Options that undo a project's `addopts` where they would break the run: pytest-xdist
+    workers would each truncate the report file, and pytest-cov's tracer would displace the
+    probe's. Only for plugins that are installed (their options do not exist otherwise)."""
+    overrides = []
+    if importlib.util.find_spec("xdist") is not None:
+        overrides += ["-n", "0"]
+    if importlib.util.find_spec("pytest_cov") is not None:
+        overrides += ["--no-cov"]
+    return overrides
 
 
 def _frozen(lines: Mapping[str, set[int]]) -> dict[str, frozenset[int]]:
