@@ -29,6 +29,8 @@ from typing import IO, Any
 import pytest
 
 OPTION = "--csan-confirm-probe"
+UNCHECKED_CONTEXT = "<not sanitized>"
+"""Coverage context of tests marked `csan(enabled=False)`: measured, never read."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -109,6 +111,16 @@ class Probe:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+        marker = item.get_closest_marker("csan")
+        if marker is not None and not marker.kwargs.get("enabled", True):
+            # Opted out of the sanitizer: what it runs is not checked, so it dismisses nothing.
+            if self.coverage is not None:
+                self.coverage.switch_context(UNCHECKED_CONTEXT)
+            try:
+                return (yield)
+            finally:
+                if self.coverage is not None:
+                    self.coverage.switch_context("")
         if self.coverage is not None:
             self.coverage.switch_context(item.nodeid)
             try:

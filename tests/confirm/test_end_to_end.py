@@ -2,7 +2,8 @@
 sanitizer plugin on the emulated device, a crashing test. Every verdict is asserted exactly.
 
 fixture_project/app: racy.py races (confirmed), safe.py is flagged but synced by a helper in
-another module (dismissed), legacy.py is imported by a test but never called (unexercised),
+another module (dismissed), legacy.py is called only by a test that opts out of the sanitizer
+(unexercised),
 crashy.py is reached only by a test that then kills its process (error). tests/test_racy.py
 also races in its own code, which is not linted (runtime-only); tests/test_unrelated.py
 imports nothing flagged and must not run.
@@ -112,6 +113,7 @@ def test_only_the_tests_that_import_flagged_code_ran(run):
         "tests/test_safe.py::test_shifted": "passed",
         "tests/test_safe.py::test_shifted_sizes[1]": "passed",
         "tests/test_safe.py::test_shifted_sizes[3]": "passed",
+        "tests/test_safe.py::test_unchecked_run_of_legacy": "passed",
         "<outside any test>": "passed",  # the app modules' imports and defs, at collection
     }
 

@@ -1,4 +1,4 @@
-"""Unexercised: imported by the tests, never called by them."""
+"""Unexercised: no sanitized test calls it (one runs it with the sanitizer off)."""
 
 from __future__ import annotations
 
