@@ -424,7 +424,7 @@ class _FunctionAnalysis:
                 (loop.breaks if isinstance(node, cst.Break) else loop.continues).append(self.live)
             self.state = None
         elif isinstance(node, cst.Assert):
-            self._eval(node.test)
+            self._condition(node.test)
 
     # ---- compound statements
 
@@ -433,8 +433,16 @@ class _FunctionAnalysis:
         self.statement = expr
         self._eval(expr)
 
+    def _condition(self, test: cst.BaseExpression) -> None:
+        """`if t:` on a tensor copies its truth value to the host: a sync with the current stream.
+        Only tensors made here count: a parameter tested is usually a flag, and taking it for a
+        sync would hide the one-sided waits that branch on it."""
+        self._header(test)
+        if self.state is not None and self._tensor_operand(test, made_here=True):
+            self.live.update_marks(_MarkUpdate(self.live.current, HOST))
+
     def _if(self, node: cst.If) -> None:
-        self._header(node.test)
+        self._condition(node.test)
         entry = self.state
         self.state = entry.copy() if entry is not None else None
         self.run(_suite(node.body))
@@ -482,7 +490,7 @@ class _FunctionAnalysis:
             self.state = head.copy()
             self.loops.append(_Loop(head.current))
             if per_pass is not None:
-                self._header(per_pass)
+                self._condition(per_pass)
             if bind is not None:
                 self.statement = bind
                 self._bind(bind, _Value("other"))
@@ -495,7 +503,7 @@ class _FunctionAnalysis:
             head = new_head
         self.state = head.copy()
         if per_pass is not None:
-            self._header(per_pass)
+            self._condition(per_pass)
         if orelse is not None:
             self.run(_suite(orelse.body))
         self.state = _join([self.state, *loop.breaks])
@@ -937,7 +945,7 @@ class _FunctionAnalysis:
             return _Value("alias", key)
         return _Value("other")
 
-    def _call_value(self, expr: cst.Call) -> _Value:
+    def _call_value(self, expr: cst.Call, *, made_here: bool = False) -> _Value:
         qualified = self.imports.qualified(expr.func)
         if qualified is not None:
             if qualified in STREAM_CONSTRUCTORS:
@@ -959,32 +967,39 @@ class _FunctionAnalysis:
                 return _Value("other")
             if method in _VIEW_METHODS:
                 return self._alias_of(func.value)
-            if method in _TENSOR_METHODS or self._is_tensor(func.value):
+            if method in _TENSOR_METHODS or self._is_tensor(func.value, made_here=made_here):
                 return _Value("tensor")
         elif isinstance(func, cst.Name) and func.value in _PURE_BUILTINS:
             return _Value("other")
-        if any(self._is_tensor(arg.value) for arg in expr.args):
+        if any(self._is_tensor(arg.value, made_here=made_here) for arg in expr.args):
             return _Value("tensor")
         return _Value("other")
 
-    def _is_tensor(self, expr: cst.BaseExpression) -> bool:
+    def _is_tensor(self, expr: cst.BaseExpression, *, made_here: bool = False) -> bool:
+        """A tracked tensor or a name that may be one; `made_here`: one this function wrote."""
         key = dotted_name(expr)
-        return key is not None and (key in self.live.tensors or key in self.maybe_tensors)
+        if key is None:
+            return False
+        if made_here:
+            return key in self.live.tensors and bool(self.live.tensors[key].writes)
+        return key in self.live.tensors or key in self.maybe_tensors
 
-    def _tensor_operand(self, expr: cst.BaseExpression) -> bool:
+    def _tensor_operand(self, expr: cst.BaseExpression, *, made_here: bool = False) -> bool:
         if isinstance(expr, cst.BinaryOperation):
-            return any(self._tensor_operand(operand) for operand in _operands(expr))
+            return any(self._tensor_operand(operand, made_here=made_here) for operand in _operands(expr))
         if isinstance(expr, cst.UnaryOperation):
-            return self._tensor_operand(expr.expression)
+            return self._tensor_operand(expr.expression, made_here=made_here)
         if isinstance(expr, cst.Comparison):
-            return self._tensor_operand(expr.left) or any(
-                self._tensor_operand(target.comparator) for target in expr.comparisons
+            if all(isinstance(target.operator, (cst.Is, cst.IsNot)) for target in expr.comparisons):
+                return False  # identity: a Python bool, no kernel
+            return self._tensor_operand(expr.left, made_here=made_here) or any(
+                self._tensor_operand(target.comparator, made_here=made_here) for target in expr.comparisons
             )
         if isinstance(expr, cst.Call):
-            return self._call_value(expr).kind == "tensor"
+            return self._call_value(expr, made_here=made_here).kind == "tensor"
         if isinstance(expr, cst.Subscript):
-            return self._is_tensor(expr.value)
-        return self._is_tensor(expr)
+            return self._is_tensor(expr.value, made_here=made_here)
+        return self._is_tensor(expr, made_here=made_here)
 
     # ---- accesses
 

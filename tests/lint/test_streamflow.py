@@ -846,3 +846,18 @@ def test_annotations_say_which_parameters_may_be_tensors() -> None:
         return z
     """
     assert hazards(source, RAW) == {raw("y", 9, "s", CURRENT)}
+
+
+@pytest.mark.parametrize(("test", "synced"), [("y.any()", True), ("y > 0", True), ("y is None", False)])
+def test_a_tensor_condition_syncs_the_host(test: str, synced: bool) -> None:
+    source = f"""
+    import torch
+
+    def f(x, s):
+        with torch.cuda.stream(s):
+            y = x * 2
+            if {test}:
+                n = 1
+        return y + 1
+    """
+    assert (hazards(source, RAW) == set()) is synced
