@@ -26,8 +26,6 @@ def lint_source(source: str, path: str, rules: Sequence[type[Rule]] | None = Non
     except cst.ParserSyntaxError as error:
         return [_syntax_error(error, source, path)]
     flow = analyse(module, path, source)
-    if not flow.hazards:
-        return []
     findings = [
         finding for rule in (all_rules() if rules is None else rules) for finding in rule().check(flow)
     ]
