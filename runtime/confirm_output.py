@@ -13,7 +13,15 @@ from typing import Any
 
 from csan_lint.lint.output import finding_to_dict
 from csan_lint.lint.runner import rule_names
-from csan_lint.runtime.confirm_verdict import CONFIRMED, ERROR, UNEXERCISED, VERDICTS, RuntimeOnly, TestRun, Verdict
+from csan_lint.runtime.confirm_verdict import (
+    CONFIRMED,
+    ERROR,
+    UNEXERCISED,
+    VERDICTS,
+    RuntimeOnly,
+    TestRun,
+    Verdict,
+)
 from csan_lint.runtime.events import AccessRecord, AllocationRecord, RuntimeErrorReport
 from csan_lint.runtime.report import render_text
 from csan_lint.runtime.stacks import Frame
@@ -225,9 +233,10 @@ def format_junit(
             counts["failures"] += 1
         else:
             ET.SubElement(case, "system-out").text = _xml(details)
+    root = ET.Element("testsuites", name=JUNIT_SUITE)
     for key, value in counts.items():
+        root.set(key, str(value))
         suite.set(key, str(value))
-    root = ET.Element("testsuites", name=JUNIT_SUITE, **{key: str(value) for key, value in counts.items()})
     root.append(suite)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

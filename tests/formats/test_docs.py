@@ -12,7 +12,7 @@ ROOT = Path(__file__).parents[2]
 
 
 def test_readme_rule_rows_match_the_catalog() -> None:
-    rows = re.findall(r"^\| (CSL\d+) \| ([a-z-]+) \| (.+) \|$", (ROOT / "README.md").read_text(), re.M)
+    rows = re.findall(r"^\| (CSL\d+) \| ([a-z-]+) \| (.+) \|$", (ROOT / "README.md").read_text(), re.MULTILINE)
     assert rows
     for code, name, summary in rows:
         rule = rule_by_code(code)
@@ -22,5 +22,5 @@ def test_readme_rule_rows_match_the_catalog() -> None:
 
 def test_ci_doc_lists_every_format() -> None:
     section = (ROOT / "docs" / "ci.md").read_text().split("## Output formats")[1].split("\n###")[0]
-    listed = re.findall(r"^\| `([a-z]+)`(?: \(default\))? \|", section, re.M)
+    listed = re.findall(r"^\| `([a-z]+)`(?: \(default\))? \|", section, re.MULTILINE)
     assert sorted(listed) == sorted({*STATIC_FORMATS, *CONFIRM_FORMATS})
