@@ -104,8 +104,8 @@ def _plan(func: Any) -> _Plan:
         if is_write or reads:
             is_output = is_write and bool(alias.before_set & returned)
             inputs.append((position, argument.name, is_write, is_output))
-    if base in _NOT_KERNELS:
-        kind = _SKIP
+    if base in _NOT_KERNELS or not (inputs or fresh_returns):
+        kind = _SKIP  # bookkeeping, or a view: it touches no data
     elif base in ("aten::copy_", "aten::_to_copy", "aten::_copy_from", "aten::copy"):
         kind = _COPY
     elif base in _HOST_SYNC_OPS:
