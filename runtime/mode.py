@@ -321,25 +321,34 @@ class SanitizerMode(TorchDispatchMode):
             if allocation is not None:
                 stream, stack = allocation
                 self.tracker.allocated(base, tensor.untyped_storage().nbytes(), stream, stack=stack)
+                # On the emulated device a dead pinned block's address can become a device
+                # block's: the allocation replaced the host state, which must not be freed later.
+                self.host_blocks.pop(base, None)
 
     def _pin(self, tensor: torch.Tensor) -> None:
+        """A pinned host block a device copy uses: its later CPU ops are host accesses."""
         base = storage_base(tensor)
         known = self.host_blocks.get(base)
         if known is not None and not known.expired():
             return
         if known is not None:
-            # The pinned block died and its address was handed out again: the host
-            # allocator only reuses a block once the copies using it are done.
-            self.tracker.freed(base)
+            # A dead block's address handed out again: the host allocator reuses a block
+            # only once the copies using it are done, so its old state is no hazard.
+            self._forget_host_block(base)
         self.host_blocks[base] = StorageWeakRef(tensor.untyped_storage())
         if len(self.host_blocks) >= self._host_sweep_at:
             self._sweep_host_blocks()
 
+    def _forget_host_block(self, base: int) -> None:
+        # The tracker backfilled the block (no allocating stream): freeing it checks nothing.
+        del self.host_blocks[base]
+        with self.lock:
+            self.tracker.freed(base)
+
     def _sweep_host_blocks(self) -> None:
         for base, ref in list(self.host_blocks.items()):
             if ref.expired():
-                del self.host_blocks[base]
-                self.tracker.freed(base)
+                self._forget_host_block(base)
         self._host_sweep_at = max(64, 2 * len(self.host_blocks))
 
     def _host_access(self, operator: str, host: Sequence[tuple[torch.Tensor, str, bool, bool]]) -> None:
@@ -350,8 +359,7 @@ class SanitizerMode(TorchDispatchMode):
             if ref is None:
                 continue
             if ref.expired():
-                del self.host_blocks[base]
-                self.tracker.freed(base)
+                self._forget_host_block(base)  # a new block at a dead one's address
                 continue
             ptr, size = byte_extent(tensor)
             if size == 0:

@@ -196,6 +196,25 @@ def test_non_blocking_copy_to_pinned_host_leaves_a_pending_host_side():
     assert rec.calls[-1][1][:4] == (base(host), 16, True, "aten::add_.Tensor")
 
 
+def test_a_device_block_at_a_pinned_address_is_never_freed_as_host_memory():
+    dev = torch.ones(4)
+    buffer = torch.zeros(4)
+    host = {base(buffer)}
+    rec = Recorder()
+    mode = make_mode(rec, host=host, pinned=True)
+    with mode:
+        buffer.copy_(dev, non_blocking=True)
+    assert base(buffer) in mode.host_blocks
+    # On the emulated device one address space holds both: the address becomes a device block's.
+    host.clear()
+    mode.pending[base(buffer)] = (STREAM, None)
+    with mode:
+        buffer.add_(1)
+    assert mode.host_blocks == {}
+    assert [name for name, _ in rec.calls][-2:] == ["allocated", "kernel_launched"]
+    assert "freed" not in [name for name, _ in rec.calls]
+
+
 def test_blocking_copy_to_host_syncs_and_does_not_track_host_memory():
     dev = torch.ones(4)
     host = torch.zeros(4)
