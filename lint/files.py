@@ -6,8 +6,10 @@ expensive libcst parse only runs on files that could hold a stream bug (about 4%
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,25 +140,41 @@ class Excluder:
 def discover(paths: Sequence[str], excluder: Excluder) -> Iterator[Path | PathError]:
     """Absolute paths of the Python files to lint, each once, in argument then walk order.
 
-    A file named on the command line is always linted (even if ignored or not `*.py`);
-    directories are walked for `*.py`, pruning skipped, virtualenv and ignored directories.
-    Symlinked directories are not followed (as git does not), so a link loop cannot recurse.
+    A file named on the command line is always linted (even if ignored or not `*.py`), unless it
+    is not a regular file (reading a FIFO or a device would block or never end); directories are
+    walked for `*.py`, pruning skipped, virtualenv and ignored directories. Symlinked directories
+    are not followed (as git does not), so a link loop cannot recurse; a `*.py` link that leads
+    nowhere (dangling, or a loop) is reported, since the user expects it checked.
     """
     seen: set[Path] = set()
     for argument in paths:
         path = Path(os.path.abspath(argument))
-        if path.is_dir():
+        try:
+            mode = os.stat(path).st_mode
+        except OSError as error:
+            yield PathError(path, unreachable(path, error))
+            continue
+        if stat.S_ISDIR(mode):
             files: Iterable[Path | PathError] = _walk(path, excluder, excluder.inherited(path))
-        elif path.exists():
+        elif stat.S_ISREG(mode):
             files = [path]
         else:
-            yield PathError(path, "no such file or directory")
+            yield PathError(path, "not a regular file (a FIFO, socket or device): not read")
             continue
         for file in files:
             if isinstance(file, PathError) or file not in seen:
                 if isinstance(file, Path):
                     seen.add(file)
                 yield file
+
+
+def unreachable(path: Path, error: OSError) -> str:
+    """Why a path cannot be opened, in the words a user looks for."""
+    if error.errno == errno.ELOOP:
+        return "symbolic link loop: the link never leads to a file"
+    if error.errno == errno.ENOENT:
+        return "broken symbolic link: its target does not exist" if path.is_symlink() else "no such file or directory"
+    return f"cannot access: {error.strerror or error}"
 
 
 def _walk(directory: Path, excluder: Excluder, ignores: list[_IgnoreFile]) -> Iterator[Path | PathError]:
@@ -175,8 +193,18 @@ def _walk(directory: Path, excluder: Excluder, ignores: list[_IgnoreFile]) -> It
                 continue
             if not excluder.excluded(path, True, ignores):
                 yield from _walk(path, excluder, ignores)
-        elif entry.name.endswith(".py") and entry.is_file() and not excluder.excluded(path, False, ignores):
-            yield path
+        elif not entry.name.endswith(".py") or excluder.excluded(path, False, ignores):
+            continue
+        else:
+            try:
+                is_file = entry.is_file()  # follows a link; free otherwise (the listing has the type)
+                if not is_file and entry.is_symlink():
+                    os.stat(path)  # a link to a directory passes; a dangling one or a loop raises
+            except OSError as error:
+                yield PathError(path, unreachable(path, error))
+                continue
+            if is_file:
+                yield path
 
 
 def display_path(path: Path, cwd: Path | None = None) -> str:
