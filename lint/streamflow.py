@@ -108,7 +108,7 @@ _PURE_BUILTINS = frozenset(
 _METADATA_BUILTINS = frozenset({"len", "isinstance", "issubclass", "hasattr", "id", "type", "callable"})
 """Builtins that look at a tensor without launching work on it."""
 _SYNC_BUILTINS = frozenset({"int", "float", "bool", "str", "repr", "format", "print"})
-"""Builtins that copy a tensor's value to the host, waiting for the current stream."""
+"""Builtins that copy a tensor argument's value to the host, waiting for the current stream."""
 _TENSOR_MODULES = ("torch", "torch.nn.functional", "torch.fft", "torch.linalg", "torch.special")
 _HOST_TORCH = frozenset(
     {
@@ -762,7 +762,7 @@ class _FunctionAnalysis:
             builtin = func.value if isinstance(func, cst.Name) else None
             if builtin not in _METADATA_BUILTINS:
                 self._eval_args(node)
-            if builtin in _SYNC_BUILTINS:
+            if builtin in _SYNC_BUILTINS and any(self._tensor_operand(arg.value) for arg in node.args):
                 self.live.update_marks(_MarkUpdate(self.live.current, HOST))
             if builtin not in _PURE_BUILTINS:
                 self._escape_args(node)

@@ -861,3 +861,17 @@ def test_a_tensor_condition_syncs_the_host(test: str, synced: bool) -> None:
         return y + 1
     """
     assert (hazards(source, RAW) == set()) is synced
+
+
+def test_builtins_on_host_values_do_not_sync() -> None:
+    source = """
+    import torch
+
+    def f(x, s):
+        with torch.cuda.stream(s):
+            y = x * 2
+            n = int(1000 * cycles_per_ms())
+            print("launched", n)
+        return y + 1
+    """
+    assert hazards(source, RAW) == {raw("y", 9, CURRENT, "s")}
