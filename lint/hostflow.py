@@ -1,0 +1,901 @@
+"""Host-side ordering: a second, lighter abstract interpreter for what the host does around the
+streams — pending non-blocking copies (CSL301, CSL302), events waited before any record
+(CSL401) and CUDA graph capture (CSL501, CSL502).
+
+streamflow.py follows tensors between streams; the hazards here are about the host and about
+objects (copies, events, captures), so they get their own small state:
+- the current stream, as in streamflow (`<current>` outside any stream block);
+- per host buffer (a dotted name), the non-blocking copies still pending into it (device to
+  host) or out of it (host to device), each with the ordering tokens whose host sync covers it:
+  its stream, streams that waited for it, `event:e` for events recorded after it;
+- events made in the function and not yet recorded on every path;
+- the graph capture running, if any: its stream, the side streams forked from it, the side
+  stream blocks entered during it and whether each was forked and joined.
+
+Branches join by union of what is pending and intersection of what orders it; loops run to a
+fixpoint, so a copy at the end of one iteration meets the overwrite at the start of the next.
+Precision over recall: a buffer counts as pinned only when this module pins it, passing a buffer
+to a function of unknown effect hands it off (no read, no longer tracked), and a call to a
+same-module function that synchronizes anywhere in its body orders the host after everything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+
+import libcst as cst
+
+from csan_lint.lint.names import (
+    CURRENT_STREAM,
+    DEFAULT_STREAM,
+    DEVICE_SYNC,
+    EVENT_CONSTRUCTORS,
+    STREAM_CONTEXTS,
+    ImportTable,
+    dotted_name,
+)
+from csan_lint.lint.streamflow import CURRENT, Location, ModuleFlow
+from csan_lint.lint.model import Span
+from csan_lint.runtime import kinds
+
+GRAPH_CONTEXT = "torch.cuda.graph"
+CAPTURE = "<capture>"
+"""The side stream `torch.cuda.graph` captures on when given none."""
+_MAX_LOOP_PASSES = 6
+
+_METADATA = frozenset(
+    {
+        "size", "dim", "ndimension", "numel", "nelement", "element_size", "stride",
+        "storage_offset", "data_ptr", "is_contiguous", "get_device", "is_pinned", "shape",
+        "dtype", "device", "ndim", "is_cuda", "requires_grad", "layout", "nbytes", "itemsize",
+        "untyped_storage", "record_stream",
+    }
+)  # fmt: skip
+"""Attributes and methods that look at a buffer without reading its data."""
+_DEVICE_BOUND = frozenset({"to", "cuda"})
+"""A host buffer's `.to(device)` / `.cuda()` is a copy in stream order, not a host read."""
+_HOST_SYNC_METHODS = frozenset({"item", "cpu", "tolist"})
+"""On a device tensor these wait for the current stream."""
+_READING_BUILTINS = frozenset(
+    {
+        "print", "int", "float", "bool", "str", "repr", "format", "list", "tuple", "sum", "max",
+        "min", "sorted", "abs", "round", "iter", "next", "enumerate", "zip", "map", "any", "all",
+        "set", "dict", "bytes", "complex",
+    }
+)  # fmt: skip
+_SYNCING_BUILTINS = frozenset({"int", "float", "bool"})
+"""Converting a device tensor to a Python number waits for the current stream."""
+_STORING_METHODS = frozenset(
+    {"append", "extend", "insert", "appendleft", "put", "put_nowait", "setdefault", "update", "add", "push"}
+)
+_EVENT_NEUTRAL = frozenset({"synchronize", "query", "elapsed_time"})
+"""Event methods that neither record it nor hand it to code that might."""
+
+
+@dataclass(frozen=True)
+class HostHazard:
+    """One host-side finding: `kind` is the runtime error kind that would confirm it."""
+
+    kind: str
+    node: cst.CSTNode
+    """Where the finding points: the host access, the wait, `capture_begin`, the side block's item."""
+    span_node: cst.CSTNode
+    fields: tuple[tuple[str, str], ...]
+    copy: cst.CSTNode | None = None
+    """The pending copy a host access races with."""
+
+
+@dataclass(frozen=True)
+class _Copy:
+    node: cst.CSTNode
+    stream: str
+
+
+@dataclass(frozen=True)
+class _Pending:
+    copy: _Copy
+    after: frozenset[str]
+    """Tokens whose host sync orders the host after the copy: streams and `event:e`."""
+
+
+@dataclass(frozen=True)
+class _Block:
+    """A side stream block entered during a capture."""
+
+    item: cst.CSTNode
+    node: cst.With
+    stream: str
+    forked: bool
+
+
+@dataclass(frozen=True)
+class _Capture:
+    stream: str
+    forked: frozenset[str] = frozenset()
+    """Side streams ordered after the capture stream since the capture began."""
+    blocks: frozenset[_Block] = frozenset()
+    joined: frozenset[_Block] = frozenset()
+    events: frozenset[tuple[str, str]] = frozenset()
+    """(event, stream) recorded during the capture, for event-based forks and joins."""
+
+
+@dataclass
+class _State:
+    current: str = CURRENT
+    streams: dict[str, str] = field(default_factory=dict)
+    into: dict[str, frozenset[_Pending]] = field(default_factory=dict)
+    """Host buffer -> device-to-host copies that may still be writing it."""
+    out_of: dict[str, frozenset[_Pending]] = field(default_factory=dict)
+    """Pinned host buffer -> host-to-device copies that may still be reading it."""
+    pinned: frozenset[str] = frozenset()
+    unrecorded: frozenset[str] = frozenset()
+    capture: _Capture | None = None
+
+    def copy(self) -> _State:
+        return replace(self, streams=dict(self.streams), into=dict(self.into), out_of=dict(self.out_of))
+
+
+def _join_pending(a: frozenset[_Pending], b: frozenset[_Pending]) -> frozenset[_Pending]:
+    by_copy = {pending.copy: pending for pending in a}
+    for pending in b:
+        other = by_copy.get(pending.copy)
+        by_copy[pending.copy] = pending if other is None else _Pending(pending.copy, pending.after & other.after)
+    return frozenset(by_copy.values())
+
+
+def _join_maps(a: dict[str, frozenset[_Pending]], b: dict[str, frozenset[_Pending]]) -> dict[str, frozenset[_Pending]]:
+    joined = dict(a)
+    for key, pending in b.items():
+        joined[key] = _join_pending(joined[key], pending) if key in joined else pending
+    return joined
+
+
+def _join_capture(a: _Capture | None, b: _Capture | None) -> _Capture | None:
+    if a is None or b is None or a.stream != b.stream:
+        return a or b
+    return _Capture(a.stream, a.forked & b.forked, a.blocks | b.blocks, a.joined & b.joined, a.events & b.events)
+
+
+def _join(states: Sequence[_State | None]) -> _State | None:
+    live = [state for state in states if state is not None]
+    if not live:
+        return None
+    result = live[0].copy()
+    for state in live[1:]:
+        if state.current != result.current:
+            result.current = "?"
+        result.streams = {k: v for k, v in result.streams.items() if state.streams.get(k) == v}
+        result.into = _join_maps(result.into, state.into)
+        result.out_of = _join_maps(result.out_of, state.out_of)
+        result.pinned &= state.pinned
+        result.unrecorded |= state.unrecorded
+        result.capture = _join_capture(result.capture, state.capture)
+    return result
+
+
+def _update(pendings: dict[str, frozenset[_Pending]], when: str | None, token: str) -> None:
+    """Adds `token` to the copies ordered before `when` (all of them if `when` is None)."""
+    for key, marks in pendings.items():
+        pendings[key] = frozenset(
+            _Pending(p.copy, p.after | {token}) if when is None or when in p.after else p for p in marks
+        )
+
+
+def _drop(pendings: dict[str, frozenset[_Pending]], token: str | None) -> None:
+    """The host synced with `token` (every copy if None): the copies it covers are done."""
+    for key in list(pendings):
+        left = frozenset(p for p in pendings[key] if token is not None and token not in p.after)
+        if left:
+            pendings[key] = left
+        else:
+            del pendings[key]
+
+
+class _Analysis:
+    """Interprets one function (or module) body."""
+
+    def __init__(self, module: _ModuleFacts, hazards: dict[tuple[str, cst.CSTNode], HostHazard]) -> None:
+        self.facts = module
+        self.imports = module.imports
+        self.hazards = hazards
+        self.state: _State | None = _State(pinned=module.pinned)
+        self.statement: cst.CSTNode | None = None
+        self.loops: list[tuple[list[_State], list[_State]]] = []
+
+    @property
+    def live(self) -> _State:
+        assert self.state is not None
+        return self.state
+
+    # ---- statements
+
+    def run(self, body: Sequence[cst.BaseStatement | cst.BaseSmallStatement]) -> None:
+        for statement in body:
+            if self.state is None:
+                return
+            self._statement(statement)
+
+    def _statement(self, node: cst.BaseStatement | cst.BaseSmallStatement) -> None:
+        if isinstance(node, cst.SimpleStatementLine):
+            for small in node.body:
+                if self.state is None:
+                    return
+                self.statement = node
+                self._small(small)
+        elif isinstance(node, cst.If):
+            self.statement = node.test
+            self._eval(node.test)
+            entry = self.live
+            self.state = entry.copy()
+            self.run(node.body.body)
+            then = self.state
+            self.state = entry
+            if isinstance(node.orelse, cst.If):
+                self._statement(node.orelse)
+            elif isinstance(node.orelse, cst.Else):
+                self.run(node.orelse.body.body)
+            self.state = _join([then, self.state])
+        elif isinstance(node, cst.With):
+            self._with(node)
+        elif isinstance(node, (cst.For, cst.While)):
+            self._loop(node)
+        elif isinstance(node, (cst.Try, cst.TryStar)):
+            self._try(node)
+        elif isinstance(node, cst.Match):
+            self.statement = node.subject
+            self._eval(node.subject)
+            entry = self.live
+            ends = []
+            for case in node.cases:
+                self.state = entry.copy()
+                self.run(case.body.body)
+                ends.append(self.state)
+            self.state = _join([entry, *ends])
+        elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            self._forget(node.name.value)
+
+    def _small(self, node: cst.BaseSmallStatement) -> None:
+        if isinstance(node, (cst.Assign, cst.AnnAssign)):
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            if node.value is not None:
+                self._assign(targets, node.value)
+        elif isinstance(node, cst.AugAssign):
+            self._eval(node.value)
+            self._host_write(node.target, node)
+            self._eval(node.target)
+        elif isinstance(node, cst.Expr):
+            self._eval(node.value)
+        elif isinstance(node, cst.Return):
+            if node.value is not None:
+                self._hand_off(node.value)
+            self.state = None
+        elif isinstance(node, cst.Raise):
+            self.state = None
+        elif isinstance(node, cst.Del):
+            for name in _targets(node.target):
+                self._forget(name)
+        elif isinstance(node, (cst.Break, cst.Continue)) and self.loops:
+            self.loops[-1][0 if isinstance(node, cst.Break) else 1].append(self.live)
+            self.state = None
+        elif isinstance(node, cst.Assert):
+            self._eval(node.test)
+
+    def _with(self, node: cst.With) -> None:
+        outer = self.live.current
+        block: _Block | None = None
+        graph: cst.Call | None = None
+        for item in node.items:
+            self.statement = item
+            expr = item.item
+            qualified = self.imports.qualified(expr.func) if isinstance(expr, cst.Call) else None
+            if isinstance(expr, cst.Call) and qualified in STREAM_CONTEXTS:
+                self._eval_args(expr, reads=False)
+                arg = next((a.value for a in expr.args if a.keyword is None or a.keyword.value == "stream"), None)
+                stream = self._stream(arg) if arg is not None else None
+                if stream is not None:
+                    capture = self.live.capture
+                    if capture is not None and stream != capture.stream:
+                        block = _Block(item, node, stream, stream in capture.forked)
+                        self.live.capture = replace(capture, blocks=capture.blocks | {block})
+                    self.live.current = stream
+            elif isinstance(expr, cst.Call) and qualified == GRAPH_CONTEXT:
+                self._eval_args(expr, reads=False)
+                given = next((a.value for a in expr.args if a.keyword and a.keyword.value == "stream"), None)
+                stream = self._stream(given) if given is not None else CAPTURE
+                graph = expr
+                self.live.current = stream
+                self.live.capture = _Capture(stream)
+            else:
+                self._eval(expr)
+        self.run(node.body.body)
+        if self.state is None:
+            return
+        self.live.current = outer
+        if graph is not None:
+            self._end_capture()
+
+    def _loop(self, node: cst.For | cst.While) -> None:
+        if isinstance(node, cst.For):
+            self.statement = node.iter
+            self._eval(node.iter)
+        head = self.live
+        for _ in range(_MAX_LOOP_PASSES):
+            self.state = head.copy()
+            if isinstance(node, cst.While):
+                self.statement = node.test
+                self._eval(node.test)
+            else:
+                for name in _targets(node.target):
+                    self._forget(name)
+            self.loops.append(([], []))
+            self.run(node.body.body)
+            breaks, continues = self.loops.pop()
+            new_head = _join([head, self.state, *continues])
+            assert new_head is not None
+            if new_head == head:
+                break
+            head = new_head
+        self.state = head.copy()
+        if node.orelse is not None:
+            self.run(node.orelse.body.body)
+        self.state = _join([self.state, *breaks])
+
+    def _try(self, node: cst.Try | cst.TryStar) -> None:
+        raised_from: list[_State | None] = []
+        for statement in node.body.body:
+            raised_from.append(self.state.copy() if self.state is not None else None)
+            if self.state is not None:
+                self._statement(statement)
+        body_end = self.state
+        raised_from.append(body_end)
+        ends = []
+        for handler in node.handlers:
+            self.state = _join(raised_from)
+            if self.state is not None:
+                self.run(handler.body.body)
+            ends.append(self.state)
+        self.state = body_end
+        if node.orelse is not None and self.state is not None:
+            self.run(node.orelse.body.body)
+        self.state = _join([self.state, *ends])
+        if node.finalbody is not None and self.state is not None:
+            self.run(node.finalbody.body.body)
+
+    # ---- bindings
+
+    def _assign(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
+        source = dotted_name(value)
+        state = self.live
+        if source is not None:  # `y = x`: a reference, no read; `y` names what `x` names
+            for target in targets:
+                key = dotted_name(target)
+                if key is None:
+                    self._host_write(target, value)
+                    continue
+                self._forget(key)
+                for table in (state.into, state.out_of):
+                    if source in table:
+                        table[key] = table[source]
+                if source in state.streams:
+                    state.streams[key] = state.streams[source]
+                if source in state.pinned:
+                    state.pinned |= {key}
+            return
+        self._eval(value)
+        if self.state is None:
+            return
+        for target in targets:
+            key = dotted_name(target)
+            if key is None:
+                self._host_write(target, value)
+                continue
+            self._forget(key)
+            self._bind(key, value)
+
+    def _bind(self, key: str, value: cst.BaseExpression) -> None:
+        state = self.live
+        if isinstance(value, cst.Subscript) and dotted_name(value.value) in state.pinned:
+            state.pinned |= {key}
+        if not isinstance(value, cst.Call):
+            return
+        qualified = self.imports.qualified(value.func)
+        if qualified in EVENT_CONSTRUCTORS:
+            state.unrecorded |= {key}
+        elif qualified in (CURRENT_STREAM, DEFAULT_STREAM):
+            state.streams[key] = self._stream(value) or key
+        elif _pins(value):
+            state.pinned |= {key}
+        func = value.func
+        if not isinstance(func, cst.Attribute):
+            return
+        method = func.attr.value
+        if method == "record_event" and not value.args:
+            stream = self._stream(func.value)
+            if stream is not None:
+                self._record(key, stream)
+        elif method == "to" and _non_blocking(value) and _to_host(value):
+            state.into[key] = frozenset({_Pending(_Copy(value, state.current), frozenset({state.current}))})
+            state.pinned |= {key}
+
+    def _forget(self, key: str) -> None:
+        state = self.live
+        state.into.pop(key, None)
+        state.out_of.pop(key, None)
+        state.streams.pop(key, None)
+        state.pinned -= {key}
+        state.unrecorded -= {key}
+
+    def _hand_off(self, expr: cst.BaseExpression) -> None:
+        """A value given to code whose effect is unknown: not read here, no longer tracked."""
+        key = dotted_name(expr)
+        if key is not None:
+            self.live.into.pop(key, None)
+            self.live.out_of.pop(key, None)
+            self.live.unrecorded -= {key}
+        elif isinstance(expr, (cst.Tuple, cst.List)):
+            for element in expr.elements:
+                self._hand_off(element.value)
+        else:
+            self._eval(expr)
+
+    # ---- expressions
+
+    def _eval(self, node: cst.CSTNode) -> None:
+        if self.state is None:
+            return
+        if isinstance(node, (cst.Name, cst.Attribute)) and (key := dotted_name(node)) is not None:
+            if isinstance(node, cst.Attribute) and node.attr.value in _METADATA:
+                return
+            self._host_read(key, node)
+            if isinstance(node, cst.Attribute):
+                self._eval(node.value)
+        elif isinstance(node, cst.Call):
+            self._call(node)
+        elif isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+            return
+        elif isinstance(node, cst.Attribute):
+            if node.attr.value not in _METADATA:
+                self._eval(node.value)
+        elif isinstance(node, cst.NamedExpr):
+            self._assign([node.target], node.value)
+        else:
+            for child in node.children:
+                self._eval(child)
+
+    def _call(self, node: cst.Call) -> None:
+        func = node.func
+        qualified = self.imports.qualified(func)
+        if qualified == DEVICE_SYNC:
+            self._host_sync(None)
+            return
+        if qualified is not None:
+            self._eval_args(node, reads=True)
+            self._write_out(node)
+            return
+        if isinstance(func, cst.Name):
+            builtin = func.value
+            reading = builtin in _READING_BUILTINS and builtin not in self.facts.functions
+            self._eval_args(node, reads=reading)
+            if builtin in self.facts.syncing:
+                self._host_sync(None)
+            elif builtin in _SYNCING_BUILTINS:
+                self._host_sync(self.live.current)
+            return
+        if not isinstance(func, cst.Attribute):
+            self._eval(func)
+            self._eval_args(node, reads=False)
+            return
+        if self._ordering(node, func):
+            return
+        method, receiver = func.attr.value, func.value
+        key = dotted_name(receiver)
+        if (
+            isinstance(receiver, cst.Name)
+            and receiver.value in ("self", "cls")
+            and method in self.facts.syncing
+        ):
+            self._eval_args(node, reads=False)
+            self._host_sync(None)
+            return
+        if method in _STORING_METHODS:
+            self._eval(receiver)
+            for arg in node.args:
+                self._hand_off(arg.value)
+            return
+        if method in _METADATA or (method in _DEVICE_BOUND and key is not None):
+            self._eval_args(node, reads=False)
+            if method in _DEVICE_BOUND and key in self.live.pinned and _non_blocking(node) and not _to_host(node):
+                self._upload(key, node)
+            return
+        if method == "copy_" and node.args:
+            self._copy_into(receiver, node)
+            return
+        pending = key is not None and (key in self.live.into or key in self.live.out_of)
+        self._eval(receiver)
+        self._eval_args(node, reads=pending or key in self.live.pinned)
+        if method.endswith("_") and not method.startswith("_"):
+            self._host_write(receiver, node)
+        elif method in _HOST_SYNC_METHODS and not pending:
+            self._host_sync(self.live.current)
+        elif method == "to" and not _non_blocking(node) and _to_host(node):
+            self._host_sync(self.live.current)
+        self._write_out(node)
+
+    def _eval_args(self, node: cst.Call, *, reads: bool) -> None:
+        """`reads`: the callee reads its arguments' data on the host (a torch op, `print`...);
+        otherwise a buffer passed as is is handed off to unknown code."""
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value == "out":
+                continue
+            if reads:
+                self._eval(arg.value)
+            else:
+                self._hand_off(arg.value)
+
+    def _write_out(self, node: cst.Call) -> None:
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value == "out":
+                self._host_write(arg.value, node)
+
+    def _copy_into(self, receiver: cst.BaseExpression, node: cst.Call) -> None:
+        """`dst.copy_(src[, non_blocking])`: a download into a pinned `dst`, an upload from a
+        pinned `src`, or (blocking, into a host buffer) a host write."""
+        state = self.live
+        source = node.args[0].value
+        dst, src = _base(receiver), dotted_name(source)
+        non_blocking = _non_blocking(node) or (
+            len(node.args) > 1 and node.args[1].keyword is None and _is_true(node.args[1].value)
+        )
+        if src is not None and src in state.pinned and non_blocking:
+            self._upload(src, node)
+        elif src is not None:
+            self._host_read(src, source)
+        else:
+            self._eval(source)
+        if dst is None:
+            self._eval(receiver)
+        elif non_blocking and dst in state.pinned:
+            self._pending_write_check(dst, node)
+            state.into[dst] = frozenset({_Pending(_Copy(node, state.current), frozenset({state.current}))})
+        elif not non_blocking:
+            self._host_write(receiver, node)
+
+    def _upload(self, key: str, node: cst.Call) -> None:
+        state = self.live
+        copy = _Pending(_Copy(node, state.current), frozenset({state.current}))
+        state.out_of[key] = state.out_of.get(key, frozenset()) | {copy}
+
+    # ---- host accesses
+
+    def _host_read(self, key: str, node: cst.CSTNode) -> None:
+        pending = self.live.into.pop(key, None)
+        if pending:
+            copy = next(iter(sorted(pending, key=lambda p: id(p.copy.node)))).copy
+            self._hazard(kinds.HOST_READ_PENDING, node, buffer=key, stream=copy.stream, copy=copy.node)
+
+    def _host_write(self, target: cst.BaseExpression, node: cst.CSTNode) -> None:
+        key = _base(target)
+        if key is None:
+            self._eval(target)
+            return
+        if isinstance(target, cst.Subscript):
+            for index in target.slice:
+                self._eval(index)
+        self._pending_write_check(key, node)
+        self.live.into.pop(key, None)
+
+    def _pending_write_check(self, key: str, node: cst.CSTNode) -> None:
+        pending = self.live.out_of.pop(key, None)
+        if pending:
+            copy = next(iter(sorted(pending, key=lambda p: id(p.copy.node)))).copy
+            self._hazard(kinds.HOST_WRITE_PENDING, node, buffer=key, stream=copy.stream, copy=copy.node)
+
+    def _host_sync(self, token: str | None) -> None:
+        _drop(self.live.into, token)
+        _drop(self.live.out_of, token)
+
+    def _hazard(
+        self,
+        kind: str,
+        node: cst.CSTNode,
+        span_node: cst.CSTNode | None = None,
+        *,
+        copy: cst.CSTNode | None = None,
+        **fields: str,
+    ) -> None:
+        """Once per kind and node: loops revisit the same code."""
+        span = span_node or self.statement or node
+        self.hazards.setdefault((kind, node), HostHazard(kind, node, span, tuple(sorted(fields.items())), copy))
+
+    # ---- streams, events, captures
+
+    def _ordering(self, node: cst.Call, func: cst.Attribute) -> bool:
+        """Calls on streams, events and graphs; False if `func` is none of them."""
+        method, receiver = func.attr.value, func.value
+        key = dotted_name(receiver)
+        state = self.live
+        if key is not None and (key in state.into or key in state.out_of or key in state.pinned):
+            return False  # a host buffer's own method
+        args = [arg.value for arg in node.args]
+        capture = state.capture
+        if method == "wait_stream" and args:
+            waiter, producer = self._stream(receiver), self._stream(args[0])
+            if waiter is not None and producer is not None:
+                _update(state.into, producer, waiter)
+                _update(state.out_of, producer, waiter)
+                if capture is not None:
+                    self._capture_order(waiter, producer)
+        elif method in ("wait_event", "wait") and (args or method == "wait"):
+            event_expr = args[0] if method == "wait_event" else receiver
+            waiter_expr = receiver if method == "wait_event" else (args[0] if args else None)
+            event = dotted_name(event_expr)
+            waiter = self._stream(waiter_expr) if waiter_expr is not None else state.current
+            if event is not None and event in state.unrecorded:
+                self._hazard(kinds.WAIT_UNRECORDED_EVENT, node, event=event)
+                state.unrecorded -= {event}
+            if event is not None and waiter is not None:
+                _update(state.into, f"event:{event}", waiter)
+                _update(state.out_of, f"event:{event}", waiter)
+                if capture is not None:
+                    for recorded, stream in capture.events:
+                        if recorded == event:
+                            self._capture_order(waiter, stream)
+        elif method == "record_event" and args:
+            stream, event = self._stream(receiver), dotted_name(args[0])
+            if stream is not None and event is not None:
+                self._record(event, stream)
+        elif method == "record" and (key is None or key in state.unrecorded or not args or len(args) == 1):
+            stream = self._stream(args[0]) if args else state.current
+            if key is None or stream is None:
+                return False
+            self._record(key, stream)
+        elif method in ("synchronize", "query") and not args:
+            stream = self._stream(receiver)
+            self._host_sync(stream)
+            if key is not None:
+                self._host_sync(f"event:{key}")
+        elif method == "capture_begin":
+            self._eval_args(node, reads=False)
+            if state.current == CURRENT:
+                self._hazard(kinds.CAPTURE_ON_DEFAULT_STREAM, node, graph=key or _code(receiver))
+            else:
+                state.capture = _Capture(state.current)
+        elif method == "capture_end" and capture is not None:
+            self._end_capture()
+        else:
+            return False
+        return True
+
+    def _record(self, event: str, stream: str) -> None:
+        state = self.live
+        token = f"event:{event}"
+        _drop_token(state.into, token)
+        _drop_token(state.out_of, token)
+        _update(state.into, stream, token)
+        _update(state.out_of, stream, token)
+        state.unrecorded -= {event}
+        if state.capture is not None:
+            events = frozenset(e for e in state.capture.events if e[0] != event) | {(event, stream)}
+            state.capture = replace(state.capture, events=events)
+
+    def _capture_order(self, waiter: str, producer: str) -> None:
+        """`waiter` now comes after `producer`'s work: a fork from, or a join into, the capture."""
+        capture = self.live.capture
+        assert capture is not None
+        if producer == capture.stream:
+            capture = replace(capture, forked=capture.forked | {waiter})
+        if waiter == capture.stream:
+            capture = replace(capture, joined=capture.joined | {b for b in capture.blocks if b.stream == producer})
+        self.live.capture = capture
+
+    def _end_capture(self) -> None:
+        capture = self.live.capture
+        self.live.capture = None
+        assert capture is not None
+        for block in capture.blocks:
+            joined = block in capture.joined
+            if block.forked and joined:
+                continue
+            if not block.forked and not joined:
+                missing = "neither forked from nor joined back to"
+            else:
+                missing = "not joined back to" if block.forked else "not forked from"
+            self._hazard(
+                kinds.UNJOINED_CAPTURE_FORK,
+                block.item,
+                block.node,
+                stream=block.stream,
+                capture=capture.stream,
+                missing=missing,
+            )
+
+    def _stream(self, expr: cst.BaseExpression | None) -> str | None:
+        if expr is None or (isinstance(expr, cst.Name) and expr.value == "None"):
+            return None
+        if isinstance(expr, cst.Call):
+            qualified = self.imports.qualified(expr.func)
+            if qualified == CURRENT_STREAM:
+                return self.live.current
+            if qualified == DEFAULT_STREAM:
+                return CURRENT
+        key = dotted_name(expr)
+        if key is not None and key in self.live.streams:
+            return self.live.streams[key]
+        return _code(expr)
+
+
+def _drop_token(pendings: dict[str, frozenset[_Pending]], token: str) -> None:
+    """Re-recording an event replaces what it captured."""
+    for key, marks in pendings.items():
+        pendings[key] = frozenset(_Pending(p.copy, p.after - {token}) for p in marks)
+
+
+def _targets(target: cst.CSTNode) -> Iterator[str]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from _targets(element.value)
+    elif (key := dotted_name(target)) is not None:  # type: ignore[arg-type]
+        yield key
+
+
+def _base(expr: cst.BaseExpression) -> str | None:
+    """The buffer an expression writes through: `buf`, `buf[i]`, `self.buf[:n]`."""
+    while isinstance(expr, cst.Subscript):
+        expr = expr.value
+    return dotted_name(expr)
+
+
+def _code(expr: cst.BaseExpression) -> str:
+    return dotted_name(expr) or cst.Module(body=[]).code_for_node(expr)
+
+
+def _is_true(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "True"
+
+
+def _non_blocking(call: cst.Call) -> bool:
+    return any(arg.keyword is not None and arg.keyword.value == "non_blocking" and _is_true(arg.value) for arg in call.args)
+
+
+def _to_host(call: cst.Call) -> bool:
+    """`x.to("cpu", ...)`, `x.to(device="cpu")`, `x.to(torch.device("cpu"))`."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value != "device":
+            continue
+        value = arg.value
+        if isinstance(value, cst.Call) and value.args:
+            value = value.args[0].value
+        if isinstance(value, cst.SimpleString) and value.evaluated_value in ("cpu", b"cpu"):
+            return True
+    return False
+
+
+def _pins(expr: cst.CSTNode) -> bool:
+    """The expression makes pinned host memory: `.pin_memory()`, `pin_memory=True`."""
+    if isinstance(expr, cst.Call):
+        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "pin_memory":
+            return True
+        if any(arg.keyword is not None and arg.keyword.value == "pin_memory" and _is_true(arg.value) for arg in expr.args):
+            return True
+    return any(_pins(child) for child in expr.children if not isinstance(child, (cst.Lambda, cst.FunctionDef)))
+
+
+@dataclass
+class _ModuleFacts:
+    imports: ImportTable = field(default_factory=ImportTable)
+    functions: dict[str, cst.FunctionDef] = field(default_factory=dict)
+    """Same-module functions and methods by their bare name."""
+    syncing: frozenset[str] = frozenset()
+    """Bare names of the module's functions that synchronize the host somewhere in their body."""
+    pinned: frozenset[str] = frozenset()
+    """`self.x` attributes assigned pinned memory somewhere in the module."""
+
+
+class _Scanner(cst.CSTVisitor):
+    def __init__(self, facts: _ModuleFacts) -> None:
+        self.facts = facts
+        self.pinned: set[str] = set()
+
+    def visit_Import(self, node: cst.Import) -> None:
+        self.facts.imports.add(node)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        self.facts.imports.add(node)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.facts.functions[node.name.value] = node
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if _pins(node.value):
+            for target in node.targets:
+                key = dotted_name(target.target)
+                if key is not None and key.startswith("self."):
+                    self.pinned.add(key)
+
+
+class _SyncFinder(cst.CSTVisitor):
+    def __init__(self, imports: ImportTable) -> None:
+        self.imports = imports
+        self.found = False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if self.imports.qualified(func) == DEVICE_SYNC or (
+            isinstance(func, cst.Attribute) and func.attr.value == "synchronize"
+        ):
+            self.found = True
+
+
+@lru_cache(maxsize=4)
+def host_hazards(module: cst.Module) -> tuple[HostHazard, ...]:
+    """Every host-side hazard of the module; cached, since five rules read it."""
+    facts = _ModuleFacts()
+    scanner = _Scanner(facts)
+    module.visit(scanner)
+    if not facts.imports.imports_torch:
+        return ()
+    facts.pinned = frozenset(scanner.pinned)
+    syncing = set()
+    for name, function in facts.functions.items():
+        finder = _SyncFinder(facts.imports)
+        function.body.visit(finder)
+        if finder.found:
+            syncing.add(name)
+    facts.syncing = frozenset(syncing)
+    hazards: dict[tuple[str, cst.CSTNode], HostHazard] = {}
+    _Analysis(facts, hazards).run(module.body)
+    for function in _all_functions(module):
+        _Analysis(facts, hazards).run(function.body.body)
+    return tuple(hazards.values())
+
+
+def _all_functions(module: cst.Module) -> list[cst.FunctionDef]:
+    found: list[cst.FunctionDef] = []
+
+    class Collector(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            found.append(node)
+
+    module.visit(Collector())
+    return found
+
+
+def host_location(flow: ModuleFlow, hazard: HostHazard) -> Location:
+    """`finding()` keyword arguments for a host hazard."""
+    where = flow.range(hazard.node)
+    span = flow.range(hazard.span_node)
+    return {
+        "line": where.start.line,
+        "column": where.start.column + 1,
+        "end_line": where.end.line,
+        "end_column": where.end.column + 1,
+        "span": Span(span.start.line, span.end.line),
+    }
+
+
+def describe(stream: str) -> str:
+    if stream == CURRENT:
+        return "the current stream"
+    if stream == CAPTURE:
+        return "the capture stream"
+    return f"stream '{stream}'"
+
+
+def expression(stream: str) -> str:
+    if stream in (CURRENT, CAPTURE):
+        return "torch.cuda.current_stream()"
+    return stream
+
+
+def fields(flow: ModuleFlow, hazard: HostHazard) -> dict[str, str]:
+    """Message fields of a hazard: its own, plus `{stream}`/`{stream_code}`, `{copy_line}`."""
+    result = dict(hazard.fields)
+    if hazard.copy is not None:
+        result["copy_line"] = str(flow.line(hazard.copy))
+    for name in ("stream", "capture"):
+        if name in result:
+            result[f"{name}_code"] = expression(result[name])
+            result[name] = describe(result[name])
+    return result

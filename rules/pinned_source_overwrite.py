@@ -1,0 +1,175 @@
+"""CSL302: the host overwrites the pinned source of a pending non-blocking host-to-device copy."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from csan_lint.lint.hostflow import fields, host_hazards, host_location
+from csan_lint.lint.model import Finding
+from csan_lint.lint.rule import Invalid, Rule, Valid
+from csan_lint.lint.streamflow import ModuleFlow
+from csan_lint.runtime.kinds import HOST_WRITE_PENDING
+
+
+class PinnedSourceOverwrite(Rule):
+    """
+    ## What it does
+    Flags a host write — `buf.copy_(batch)`, `buf.fill_(...)`, `buf[i] = ...`, `out=buf` — to a
+    pinned buffer (pinned in this module: `.pin_memory()`, `pin_memory=True`) while a
+    non-blocking copy out of it to the device (`buf.to("cuda", non_blocking=True)`,
+    `buf.cuda(non_blocking=True)`, `dev.copy_(buf, non_blocking=True)`) may still be running,
+    that is before the host synchronized with the copy's stream. Loops are followed around: the
+    copy at the end of one iteration meets the refill at the start of the next.
+
+    ## Why is this bad?
+    A non-blocking copy from pinned memory is a DMA transfer the GPU performs later. Refilling
+    the buffer before it is done makes the device receive part of the next batch (the reused
+    staging buffer of hand-written data loaders): training silently sees mixed data.
+
+    ## Known problems
+    Only buffers pinned in the same module are known to be pinned (a copy from pageable memory
+    waits for the host and is safe). A blocking `buf.copy_(src)` is taken as a host write even
+    when `src` is on the device. Rebinding the buffer's name (`staging = self.staging[i]`) is
+    taken to give a different buffer, so double buffering by index is trusted, not checked.
+    """
+
+    code = "CSL302"
+    name = "pinned-source-overwrite"
+    summary = "the host overwrites the pinned source of a pending non-blocking host-to-device copy"
+    message = "pinned buffer '{buffer}' is overwritten on the host while the non-blocking copy out of it (line {copy_line}) may still be running on {stream}"
+    fix_title = "synchronize with the copy before refilling '{buffer}': `{stream_code}.synchronize()` (or an event recorded after the copy), or alternate between two buffers"
+    confirmed_by = (HOST_WRITE_PENDING,)
+
+    VALID = [
+        Valid(
+            """
+            import torch
+
+            def upload(batches):
+                staging = torch.empty(4).pin_memory()
+                out = []
+                for batch in batches:
+                    staging.copy_(batch)
+                    out.append(staging.to("cuda", non_blocking=True))
+                    torch.cuda.current_stream().synchronize()
+                return out
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def upload(batches, s):
+                staging = torch.empty(4, pin_memory=True)
+                done = torch.cuda.Event()
+                out = []
+                for batch in batches:
+                    done.synchronize()
+                    staging.copy_(batch)
+                    with torch.cuda.stream(s):
+                        out.append(staging.to("cuda", non_blocking=True))
+                        done.record()
+                return out
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def upload(batches):
+                staging = torch.empty(4)
+                out = []
+                for batch in batches:
+                    staging.copy_(batch)
+                    out.append(staging.to("cuda", non_blocking=True))
+                return out
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def upload(batch):
+                staging = torch.empty(4).pin_memory()
+                staging.copy_(batch)
+                device = staging.to("cuda")
+                staging.zero_()
+                return device
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def upload(batch):
+                staging = batch.pin_memory()
+                device = staging.cuda(non_blocking=True)
+                total = staging.sum()
+                staging = torch.zeros(4)
+                staging.fill_(1)
+                return device, total
+            """
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            """
+            import torch
+
+            def upload(batches):
+                staging = torch.empty(4).pin_memory()
+                out = []
+                for batch in batches:
+                    staging.copy_(batch)
+                    out.append(staging.to("cuda", non_blocking=True))
+                return out
+            """,
+            lines=(7,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            staging = torch.ones(4).pin_memory()
+            device = staging.cuda(non_blocking=True)
+            staging.fill_(3)
+            """,
+            lines=(5,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Uploader:
+                def __init__(self):
+                    self.host = torch.empty(8, pin_memory=True)
+                    self.device = torch.empty(8, device="cuda")
+
+                def send(self, values, s):
+                    with torch.cuda.stream(s):
+                        self.device.copy_(self.host, non_blocking=True)
+                    self.host[:] = values
+                    return self.device
+            """,
+            lines=(11,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            def upload(batch, flag):
+                staging = torch.empty(4, pin_memory=True)
+                device = staging.to("cuda", non_blocking=True)
+                if flag:
+                    torch.cuda.synchronize()
+                torch.mul(batch, 2, out=staging)
+                return device
+            """,
+            lines=(8,),
+        ),
+    ]
+
+    def check(self, flow: ModuleFlow) -> Iterator[Finding]:
+        for hazard in host_hazards(flow.module):
+            if hazard.kind == HOST_WRITE_PENDING:
+                yield self.finding(flow.path, **host_location(flow, hazard), **fields(flow, hazard))

@@ -1,0 +1,183 @@
+"""CSL301: the host reads the destination of a non-blocking device-to-host copy before a sync."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from csan_lint.lint.hostflow import fields, host_hazards, host_location
+from csan_lint.lint.model import Finding
+from csan_lint.lint.rule import Invalid, Rule, Valid
+from csan_lint.lint.streamflow import ModuleFlow
+from csan_lint.runtime.kinds import HOST_READ_PENDING
+
+
+class UnsyncedHostRead(Rule):
+    """
+    ## What it does
+    Flags a host read — `.numpy()`, `.tolist()`, `.item()`, indexing, printing, an operator or
+    a torch op (they run on the CPU), a call into numpy or another imported library — of the
+    destination of a non-blocking device-to-host copy (`x.to("cpu", non_blocking=True)`, or
+    `pinned.copy_(x, non_blocking=True)` into a buffer this module pins) before the host has
+    synchronized with the copy's stream: `torch.cuda.synchronize()`, `s.synchronize()`, an event
+    recorded after the copy and synchronized, or a blocking `.item()`/`.cpu()` on that stream.
+
+    ## Why is this bad?
+    A non-blocking copy returns as soon as it is queued. Until the stream reaches it, the host
+    buffer holds whatever was there before: the program reads zeros, stale values or half a
+    batch, with no error. `.cpu()` and `.to("cpu")` without `non_blocking` wait and are safe.
+
+    ## Known problems
+    A buffer handed to a function of unknown effect (`self.log(host)`) is assumed to be read
+    later, after a sync; a same-module function that synchronizes anywhere in its body is taken
+    to order the host after every copy, even on a path where it does not. A copy into a buffer
+    pinned in another module is not seen. `.item()`, `.cpu()` and `.tolist()` on any other
+    tensor are taken as syncs with the current stream, even when that tensor is on the host.
+    """
+
+    code = "CSL301"
+    name = "unsynced-host-read"
+    summary = "the host reads the destination of a non-blocking device-to-host copy before a sync"
+    message = "'{buffer}' is read on the host while the non-blocking copy into it (line {copy_line}) may still be running on {stream}"
+    fix_title = "synchronize with the copy first: `{stream_code}.synchronize()` (or record an event after the copy and `synchronize()` it)"
+    confirmed_by = (HOST_READ_PENDING,)
+
+    VALID = [
+        Valid(
+            """
+            import torch
+
+            def loss_value(loss):
+                host = loss.to("cpu", non_blocking=True)
+                torch.cuda.synchronize()
+                return host.item()
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def fetch(x, s):
+                done = torch.cuda.Event()
+                with torch.cuda.stream(s):
+                    host = x.to("cpu", non_blocking=True)
+                    done.record()
+                done.synchronize()
+                return host.numpy()
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def fetch(x):
+                host = x.cpu()
+                blocking = x.to("cpu")
+                return host.tolist(), blocking[0]
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def fetch(x, s):
+                with torch.cuda.stream(s):
+                    host = x.to("cpu", non_blocking=True)
+                torch.cuda.current_stream().wait_stream(s)
+                torch.cuda.current_stream().synchronize()
+                print(host)
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def fetch(x, results):
+                host = x.to("cpu", non_blocking=True)
+                results.append(host)
+                return host.shape, host.dtype
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def fetch(x):
+                host = x.to("cpu", non_blocking=True)
+                host = torch.zeros(3)
+                return host.tolist()
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def fetch(x, flag):
+                host = x.to("cpu", non_blocking=True)
+                if flag:
+                    torch.cuda.synchronize()
+                else:
+                    torch.cuda.current_stream().synchronize()
+                return host.tolist()
+            """
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            """
+            import torch
+
+            x = torch.arange(4.0, device="cuda")
+            host = x.to("cpu", non_blocking=True)
+            print(host.tolist())
+            """,
+            lines=(5,),
+        ),
+        Invalid(
+            """
+            import numpy as np
+            import torch
+
+            def fetch(x, flag):
+                host = x.to("cpu", non_blocking=True)
+                if flag:
+                    torch.cuda.synchronize()
+                return np.asarray(host)
+            """,
+            lines=(8,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Offload:
+                def __init__(self, n):
+                    self.buffer = torch.empty(n, pin_memory=True)
+
+                def fetch(self, x, s):
+                    with torch.cuda.stream(s):
+                        self.buffer.copy_(x, non_blocking=True)
+                    torch.cuda.current_stream().synchronize()
+                    return self.buffer[0]
+            """,
+            lines=(11,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            def losses(batches, model):
+                values = []
+                for batch in batches:
+                    loss = model(batch)
+                    host = loss.to("cpu", non_blocking=True)
+                    values.append(float(host))
+                return values
+            """,
+            lines=(8,),
+        ),
+    ]
+
+    def check(self, flow: ModuleFlow) -> Iterator[Finding]:
+        for hazard in host_hazards(flow.module):
+            if hazard.kind == HOST_READ_PENDING:
+                yield self.finding(flow.path, **host_location(flow, hazard), **fields(flow, hazard))
