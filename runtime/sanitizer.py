@@ -96,6 +96,7 @@ class Sanitizer:
         self._lock = threading.RLock()
         self._patches = _Patches()
         self._graphs: weakref.WeakKeyDictionary[Any, list[Access]] = weakref.WeakKeyDictionary()
+        self._writer: Any = None
         self._current_stream: Callable[[], int] = _current_stream
         # Ids of the code objects of a driver's call into user code (pytest's, runpy's): stack
         # walks stop there, which keeps capture cost independent of the driver's depth.
@@ -111,7 +112,11 @@ class Sanitizer:
         if self.trace_out is not None:
             from csan_lint.runtime.trace import TraceWriter
 
-            sink = TraceWriter(self.tracker, self.trace_out)
+            writer = self._writer
+            if writer is None:
+                writer = self._writer = TraceWriter(self.tracker, self.trace_out)
+            writer.tracker = self.tracker  # after a restart the trace goes on in the same file
+            sink = writer
         self.sink = sink
         self.mode = SanitizerMode(
             sink,
@@ -163,6 +168,8 @@ class Sanitizer:
         self.enabled = False
         try:
             self._collect()  # the last reports, to the listeners
+            if self.trace_out is not None:
+                self._writer.flush()
         except Exception as exc:
             self._internal_error(exc)
         self.mode.__exit__(None, None, None)

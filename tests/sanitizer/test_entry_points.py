@@ -211,3 +211,14 @@ def test_real_gpu_current_stream_reads_the_raw_handle(monkeypatch):
     assert module._cuda_current_stream()() == 1003
     monkeypatch.delattr(torch._C, "_cuda_getCurrentRawStream")
     assert module._cuda_current_stream() is module._current_stream
+
+
+def test_restart_keeps_one_trace_going(tmp_path):
+    path = tmp_path / "trace.jsonl"
+    with open(path, "w", encoding="utf-8") as out, sanitize(device="emulated", trace_out=out) as sanitizer:
+        torch.ones(2, device="cuda").add_(1)
+        sanitizer.restart()
+        torch.ones(2, device="cuda").add_(2)
+    lines = path.read_text().splitlines()
+    assert sum('"csan-trace"' in line for line in lines) == 1
+    assert sum('"kernel_launched"' in line for line in lines) == 4
