@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
+
+FixSafety = Literal["safe", "unsafe"]
+"""`safe`: `--fix` applies the edits. `unsafe`: only with `--unsafe-fixes`, because the edit
+spells the torch API through a module alias or adds an import."""
 
 
 @dataclass(frozen=True, order=True)
@@ -14,6 +19,18 @@ class Span:
 
     def __contains__(self, line: object) -> bool:
         return isinstance(line, int) and self.start_line <= line <= self.end_line
+
+
+@dataclass(frozen=True, order=True)
+class Edit:
+    """Insert one statement as a new line before 1-based `line` (one past the last line: at the
+    end), indented like the statement that starts at `anchor_line`. Whole-line insertions keep
+    the file's formatting and comments as they are."""
+
+    line: int
+    anchor_line: int
+    text: str
+    """The statement, without indentation or newline."""
 
 
 @dataclass(frozen=True, order=True)
@@ -30,3 +47,7 @@ class Finding:
     span: Span
     fix: str | None = None
     """The remedy, printed as `help:`; None when the rule has nothing certain to suggest."""
+    edits: tuple[Edit, ...] = field(default=(), compare=False)
+    """The fix as insertions (`--fix`); empty when no edit is certain. Not part of a finding's
+    identity: a result read back from the cache has none, and `--fix` lints afresh."""
+    fix_safety: FixSafety = field(default="safe", compare=False)

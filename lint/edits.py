@@ -1,0 +1,241 @@
+"""The edits behind `--fix`: for a hazard, the one statement whose insertion orders it, and where.
+
+Rules call these at finding time, when the facts are at hand (the stream block, the use, the
+stream and tensor spellings); `csan_lint.lint.fix` applies the edits to the source text. A
+builder returns no fix unless the edit is certain to order the hazard:
+- the stream must be a plain name or attribute chain (`s`, `self.copy_stream`): a call
+  (`torch.cuda.Stream()`) would make a new stream, or run its side effects twice;
+- the inserted statement must run where the stream it names is current (for
+  `torch.cuda.current_stream()`) and bound, and the tensor it names is still the one used.
+
+A fix that must reach `torch.cuda` through an alias (`tc.current_stream()`) or add
+`import torch` is marked unsafe: right, but written in a way the author did not choose.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+import libcst as cst
+
+from csan_lint.lint.model import Edit, Finding, FixSafety
+from csan_lint.lint.names import CURRENT_STREAM, STREAM_CONTEXTS, ImportTable, dotted_name
+from csan_lint.lint.streamflow import CURRENT, Hazard, ModuleFlow
+
+_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+
+
+@dataclass(frozen=True)
+class Fix:
+    edits: tuple[Edit, ...]
+    safety: FixSafety
+
+
+def attach(finding: Finding, fix: Fix | None) -> Finding:
+    """The finding with the fix's edits, unchanged when there is no fix."""
+    if fix is None:
+        return finding
+    return replace(finding, edits=fix.edits, fix_safety=fix.safety)
+
+
+def wait_before_block(flow: ModuleFlow, hazard: Hazard) -> Fix | None:
+    """CSL101: `s.wait_stream(torch.cuda.current_stream())` just before the `with` block.
+
+    Before it, not as its first statement: inside the block the current stream is `s` itself.
+    The block must not sit in another stream block, where the current stream is not the one
+    that wrote the tensor."""
+    block = hazard.access.span_node
+    stream = hazard.access.stream
+    if hazard.other != CURRENT or not isinstance(block, cst.With) or not _is_name(stream):
+        return None
+    context = _context(flow.module)
+    if _binds(block, stream) or any(_may_switch_stream(context, outer) for outer in context.enclosing(block)):
+        return None
+    current = context.current_stream()
+    if current is None:
+        return None
+    start = flow.line(block)
+    return _fix(flow, context, Edit(start, start, f"{stream}.wait_stream({current.code})"), current)
+
+
+def join_before_use(flow: ModuleFlow, hazard: Hazard) -> Fix | None:
+    """CSL102: `<using stream>.wait_stream(<writing stream>)` just before the statement that uses
+    the tensor. There the using stream is current, whatever blocks surround the statement."""
+    stream, other = hazard.access.stream, hazard.other
+    if not (_is_name(other) and (stream == CURRENT or _is_name(stream))):
+        return None
+    context = _context(flow.module)
+    statement = context.statement_of(hazard.access.node)
+    if statement is None:
+        return None
+    spelled = context.current_stream() if stream == CURRENT else _Spelling(stream, "safe")
+    if spelled is None:
+        return None
+    start = flow.line(statement)
+    return _fix(flow, context, Edit(start, start, f"{spelled.code}.wait_stream({other})"), spelled)
+
+
+def record_after_use(flow: ModuleFlow, hazard: Hazard) -> Fix | None:
+    """CSL201: `t.record_stream(s)` right after the block (or statement) that used `t` on `s`,
+    so the allocator waits for `s` before reusing `t`'s memory. Not when `t` is released inside
+    that block: after it the name no longer means the tensor that was used."""
+    anchor = hazard.access.span_node
+    stream, tensor = hazard.access.stream, hazard.tensor
+    if not (_is_name(tensor) and (stream == CURRENT or _is_name(stream))):
+        return None
+    if isinstance(anchor, cst.With) and stream == CURRENT or not isinstance(anchor, (cst.With, cst.SimpleStatementLine)):
+        return None
+    if _leaves(anchor):
+        return None
+    where = flow.range(anchor)
+    if hazard.release is not None and where.start.line <= flow.line(hazard.release) <= where.end.line:
+        return None
+    context = _context(flow.module)
+    if isinstance(anchor, cst.With) and (_binds(anchor, stream) or _binds(anchor, tensor)):
+        return None
+    spelled = context.current_stream() if stream == CURRENT else _Spelling(stream, "safe")
+    if spelled is None:
+        return None
+    edit = Edit(where.end.line + 1, where.start.line, f"{tensor}.record_stream({spelled.code})")
+    return _fix(flow, context, edit, spelled)
+
+
+def _leaves(statement: cst.With | cst.SimpleStatementLine) -> bool:
+    """Control never reaches the line after the statement: it ends in `return`, `raise`..."""
+    last: cst.CSTNode = statement
+    while isinstance(last, cst.With):
+        last = last.body if isinstance(last.body, cst.SimpleStatementSuite) else last.body.body[-1]
+    if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) and last.body:
+        return isinstance(last.body[-1], (cst.Return, cst.Raise, cst.Break, cst.Continue))
+    return False
+
+
+def _is_name(expression: str) -> bool:
+    return _DOTTED.fullmatch(expression) is not None
+
+
+def _binds(block: cst.With, expression: str) -> bool:
+    """The block's own `as` targets rebind the name the fix would use."""
+    root = expression.split(".", 1)[0]
+    return any(
+        item.asname is not None and any(name == root for name in _target_names(item.asname.name))
+        for item in block.items
+    )
+
+
+def _target_names(target: cst.BaseExpression) -> Iterator[str]:
+    if isinstance(target, cst.Name):
+        yield target.value
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from _target_names(element.value)
+
+
+def _may_switch_stream(context: _Context, node: cst.CSTNode) -> bool:
+    """A `with` around the block that is, or may be (a context held in a variable), a stream."""
+    if not isinstance(node, cst.With):
+        return False
+    return any(
+        not isinstance(item.item, cst.Call) or context.imports.qualified(item.item.func) in STREAM_CONTEXTS
+        for item in node.items
+    )
+
+
+def _fix(flow: ModuleFlow, context: _Context, edit: Edit, spelling: _Spelling) -> Fix | None:
+    if not spelling.needs_import:
+        return Fix((edit,), spelling.safety)
+    if context.import_statement is None:
+        return None
+    line = flow.line(context.import_statement)
+    return Fix((Edit(line, line, "import torch"), edit), "unsafe")
+
+
+@dataclass(frozen=True)
+class _Spelling:
+    code: str
+    safety: FixSafety
+    needs_import: bool = False
+
+
+class _Context:
+    """What the builders need beyond the hazard: each node's parent, and the names the module
+    binds at its top level (a fix may be put in any function: an import made inside one
+    function is no binding it can use). Built once per module, and only for modules with hazards."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.imports = ImportTable()
+        self.import_statement: cst.SimpleStatementLine | None = None
+        """Where `import torch` goes: before the first top-level import after `__future__` ones."""
+        for statement in module.body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                if isinstance(small, (cst.Import, cst.ImportFrom)):
+                    self.imports.add(small)
+                    if self.import_statement is None and not _is_future(small):
+                        self.import_statement = statement
+        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        stack: list[cst.CSTNode] = [module]
+        while stack:
+            node = stack.pop()
+            for child in node.children:
+                self.parents[child] = node
+                stack.append(child)
+
+    def enclosing(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        """Ancestors up to the function (or module) the node runs in."""
+        parent = self.parents.get(node)
+        while parent is not None and not isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            yield parent
+            parent = self.parents.get(parent)
+
+    def statement_of(self, node: cst.CSTNode) -> cst.BaseStatement | None:
+        """The statement a new line can go just before so that it runs before `node` does, in the
+        same stream context: the simple statement holding it, or the compound statement whose
+        header (an `if` test, a `for` iterable, a `with` item) holds it. None for a `while`
+        test (evaluated again each iteration), an `elif` test, lambdas and comprehensions
+        (evaluated later or repeatedly), and one-line bodies (`if c: use(y)`)."""
+        child = node
+        for parent in self.enclosing(node):
+            if isinstance(parent, (cst.SimpleStatementSuite, cst.While, cst.Match, cst.BaseComp)):
+                return None
+            if isinstance(parent, cst.SimpleStatementLine):
+                return parent
+            if isinstance(parent, cst.If):
+                is_elif = isinstance(self.parents.get(parent), cst.If)
+                return parent if child is parent.test and not is_elif else None
+            if isinstance(parent, cst.For):
+                return parent if child is parent.iter else None
+            if isinstance(parent, cst.With):
+                return parent if isinstance(child, cst.WithItem) else None
+            if isinstance(parent, (cst.BaseSuite, cst.BaseCompoundStatement)):
+                return None
+            child = parent
+        return None
+
+    def current_stream(self) -> _Spelling | None:
+        """How this module can say `torch.cuda.current_stream()`: as written when `torch` is
+        imported as itself, else through its own alias (unsafe), else after `import torch`."""
+        bound = {local: self.imports.qualified(cst.Name(local)) for local in sorted(self.imports.names)}
+        if bound.get("torch") == "torch":
+            return _Spelling("torch.cuda.current_stream()", "safe")
+        spellings = ((CURRENT_STREAM, "()"), ("torch.cuda", ".current_stream()"), ("torch", ".cuda.current_stream()"))
+        for target, suffix in spellings:
+            local = next((name for name, full in bound.items() if full == target), None)
+            if local is not None:
+                return _Spelling(f"{local}{suffix}", "unsafe")
+        if "torch" in bound:  # `torch` names something else: an import would shadow it
+            return None
+        return _Spelling("torch.cuda.current_stream()", "unsafe", needs_import=True)
+
+
+def _is_future(node: cst.Import | cst.ImportFrom) -> bool:
+    return isinstance(node, cst.ImportFrom) and isinstance(node.module, cst.Name) and node.module.value == "__future__"
+
+
+@lru_cache(maxsize=1)
+def _context(module: cst.Module) -> _Context:
+    return _Context(module)
