@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from csan_lint.lint.edits import attach, record_after_use
 from csan_lint.lint.model import Finding
 from csan_lint.lint.rule import Invalid, Rule, Valid
 from csan_lint.lint.streamflow import Hazard, HazardKind, ModuleFlow, message_fields
@@ -213,12 +214,13 @@ class MissingRecordStream(Rule):
     def check(self, flow: ModuleFlow) -> Iterator[Finding]:
         for hazard in flow.hazards:
             if hazard.kind is HazardKind.FREE_IN_USE:
-                yield self.finding(
+                finding = self.finding(
                     flow.path,
                     **flow.location(hazard),
                     **message_fields(hazard),
                     release=_release(flow, hazard),
                 )
+                yield attach(finding, record_after_use(flow, hazard))
 
 
 def _release(flow: ModuleFlow, hazard: Hazard) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from csan_lint.lint.edits import attach, wait_before_block
 from csan_lint.lint.model import Finding
 from csan_lint.lint.rule import Invalid, Rule, Valid
 from csan_lint.lint.streamflow import CURRENT, HazardKind, ModuleFlow, message_fields
@@ -231,4 +232,5 @@ class MissingWaitStream(Rule):
                 HazardKind.READ_AFTER_WRITE,
                 HazardKind.WRITE_AFTER_WRITE,
             ):
-                yield self.finding(flow.path, **flow.location(hazard), **message_fields(hazard))
+                finding = self.finding(flow.path, **flow.location(hazard), **message_fields(hazard))
+                yield attach(finding, wait_before_block(flow, hazard))
