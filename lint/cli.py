@@ -8,6 +8,7 @@ runtime, imported only then (it needs torch; the static path never imports it).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, NoReturn
 
 import click
@@ -78,6 +79,28 @@ def _confirm(result: LintResult, paths: list[str], config: Any, options: dict[st
     return confirm_main(result.findings, paths, config, options)
 
 
+def _diff(result: LintResult, config: Any, unsafe: bool, quiet: bool) -> int:
+    """`--diff`: the fixes as a patch on stdout; exit 1 when there is one, 2 on an unreadable file."""
+    from csan_lint.lint.fix import fix_paths  # libcst: only when fixing
+
+    report = fix_paths(result, config, write=False, unsafe=unsafe)
+    click.echo(report.diff, nl=False)
+    click.echo(format_text(LintResult(report.errors, 0, 0), quiet=True), nl=False, err=True)
+    if not quiet:
+        click.echo(f"Would fix {report.fixed} finding{'' if report.fixed == 1 else 's'}.", err=True)
+    return EXIT_ERROR if report.errors else EXIT_FINDINGS if report.diff else EXIT_CLEAN
+
+
+def _fix(result: LintResult, targets: list[str], config: Any, unsafe: bool, no_cache: bool) -> tuple[LintResult, int]:
+    """`--fix`: write the fixes, then lint again for what is left (files it could not write count)."""
+    from csan_lint.lint.fix import fix_paths
+
+    report = fix_paths(result, config, write=True, unsafe=unsafe)
+    after = lint_paths(targets, config, cache=not no_cache)
+    findings = sorted([*after.findings, *report.errors], key=lambda f: (f.path, f.line, f.column, f.code))
+    return replace(after, findings=findings), report.fixed
+
+
 @click.command(
     context_settings={"help_option_names": ["-h", "--help"]},
     epilog="Exit status: 0 no findings, 1 findings, 2 usage, config or internal error "
@@ -110,6 +133,9 @@ def _confirm(result: LintResult, paths: list[str], config: Any, options: dict[st
     "--no-cache", is_flag=True,
     help="Neither read nor write the per-file results cache (.csan_lint_cache/ at the project root).",
 )
+@click.option("--fix", is_flag=True, help="Apply the safe fixes (docs/rules.md says which rules have them), then report what is left.")
+@click.option("--diff", is_flag=True, help="Print the fixes as a unified diff instead of writing them; exit 1 if there are any.")
+@click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff: also apply fixes that add an import or spell torch through an alias.")
 @click.version_option(__version__, "--version", prog_name="csan-lint")
 @_with_confirm_options
 def main(
@@ -126,6 +152,9 @@ def main(
     confirm: bool,
     quiet: bool,
     no_cache: bool,
+    fix: bool,
+    diff: bool,
+    unsafe_fixes: bool,
     **confirm_options: Any,
 ) -> None:
     """Find CUDA stream synchronization bugs in PATHS (files or directories; default: .)."""
@@ -137,6 +166,8 @@ def main(
         return
     if replay is not None:
         raise SystemExit(_replay(replay, output_format))
+    if confirm and (fix or diff):
+        _fail("--fix and --diff change files; run them without --confirm")
     formats = CONFIRM_FORMATS if confirm else STATIC_FORMATS
     if output_format not in formats:
         _fail(
@@ -155,6 +186,11 @@ def main(
     if confirm:
         options = {**confirm_options, "output_format": output_format, "quiet": quiet, "exit_zero": exit_zero}
         raise SystemExit(_confirm(result, targets, config, options))
+    if diff:
+        raise SystemExit(_diff(result, config, unsafe_fixes, quiet))
+    fixed = None
+    if fix:
+        result, fixed = _fix(result, targets, config, unsafe_fixes, no_cache)
     if output_format == "json":
         click.echo(format_json(result), nl=False)
     elif output_format == "sarif":
@@ -163,6 +199,8 @@ def main(
         click.echo(format_github(result, quiet=quiet), nl=False)
     else:
         click.echo(format_text(result, show_statistics=statistics, quiet=quiet), nl=False)
+    if fixed is not None and not quiet:
+        click.echo(f"Fixed {fixed} finding{'' if fixed == 1 else 's'} ({len(result.findings)} remaining).", err=True)
     if result.has_tool_errors:
         raise SystemExit(EXIT_ERROR)
     raise SystemExit(EXIT_FINDINGS if result.findings and not exit_zero else EXIT_CLEAN)
