@@ -21,6 +21,7 @@ from functools import lru_cache
 
 import libcst as cst
 
+from csan_lint.lint.hostflow import HostHazard
 from csan_lint.lint.model import Edit, Finding, FixSafety
 from csan_lint.lint.names import CURRENT_STREAM, STREAM_CONTEXTS, ImportTable, dotted_name
 from csan_lint.lint.streamflow import CURRENT, Hazard, ModuleFlow
@@ -101,6 +102,26 @@ def record_after_use(flow: ModuleFlow, hazard: Hazard) -> Fix | None:
         return None
     edit = Edit(where.end.line + 1, where.start.line, f"{tensor}.record_stream({spelled.code})")
     return _fix(flow, context, edit, spelled)
+
+
+def sync_before_read(flow: ModuleFlow, hazard: HostHazard) -> Fix | None:
+    """CSL301: `s.synchronize()` just before the statement whose host read would see the copy
+    unfinished. A copy made on the current stream is synced as `torch.cuda.current_stream()`
+    only where that is still the stream current (no stream block around the read)."""
+    stream = dict(hazard.fields).get("stream", "")
+    if not (stream == CURRENT or _is_name(stream)):
+        return None
+    context = _context(flow.module)
+    statement = context.statement_of(hazard.node)
+    if statement is None:
+        return None
+    if stream == CURRENT and any(_may_switch_stream(context, outer) for outer in context.enclosing(hazard.node)):
+        return None
+    spelled = context.current_stream() if stream == CURRENT else _Spelling(stream, "safe")
+    if spelled is None:
+        return None
+    start = flow.line(statement)
+    return _fix(flow, context, Edit(start, start, f"{spelled.code}.synchronize()"), spelled)
 
 
 def _leaves(statement: cst.With | cst.SimpleStatementLine) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from csan_lint.lint.edits import attach, sync_before_read
 from csan_lint.lint.hostflow import fields, host_hazards, host_location
 from csan_lint.lint.model import Finding
 from csan_lint.lint.rule import Invalid, Rule, Valid
@@ -180,4 +181,5 @@ class UnsyncedHostRead(Rule):
     def check(self, flow: ModuleFlow) -> Iterator[Finding]:
         for hazard in host_hazards(flow.module):
             if hazard.kind == HOST_READ_PENDING:
-                yield self.finding(flow.path, **host_location(flow, hazard), **fields(flow, hazard))
+                finding = self.finding(flow.path, **host_location(flow, hazard), **fields(flow, hazard))
+                yield attach(finding, sync_before_read(flow, hazard))
