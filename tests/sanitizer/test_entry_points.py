@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 import torch
 import torch.cuda._gpu_trace as gpu_trace
 
@@ -37,6 +38,7 @@ def run_python(*args: str, cwd) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_module_runner_reports_races_and_exits_1(tmp_path):
     (tmp_path / "racy.py").write_text(RACY)
     result = run_python("-m", "csan_lint.runtime", "--device", "emulated", "racy.py", cwd=tmp_path)
@@ -46,6 +48,7 @@ def test_module_runner_reports_races_and_exits_1(tmp_path):
     assert "csan: 1 race(s) found" in result.stderr
 
 
+@pytest.mark.slow
 def test_module_runner_passes_arguments_and_exits_0_when_clean(tmp_path):
     (tmp_path / "clean.py").write_text(CLEAN)
     result = run_python("-m", "csan_lint.runtime", "clean.py", "--flag", "x", cwd=tmp_path)
@@ -54,6 +57,7 @@ def test_module_runner_passes_arguments_and_exits_0_when_clean(tmp_path):
     assert "csan:" not in result.stderr
 
 
+@pytest.mark.slow
 def test_module_runner_json_and_trace_out(tmp_path):
     (tmp_path / "racy.py").write_text(RACY)
     result = run_python(
@@ -66,6 +70,7 @@ def test_module_runner_json_and_trace_out(tmp_path):
     assert any('"kernel_launched"' in line and "aten::mul.out" in line for line in trace)
 
 
+@pytest.mark.slow
 def test_enable_checks_the_rest_of_the_program_and_reports_at_exit(tmp_path):
     script = "import csan_lint.runtime\ncsan_lint.runtime.enable(device='emulated')\n" + RACY
     (tmp_path / "prog.py").write_text(script)
@@ -185,6 +190,7 @@ def test_written_trace_replays_to_the_same_reports(tmp_path):
     assert [to_json(e) for e in replayed.errors] == live
 
 
+@pytest.mark.slow
 def test_module_runner_reports_races_before_a_crash(tmp_path):
     (tmp_path / "crash.py").write_text(RACY + "raise ValueError('user bug')\n")
     result = run_python("-m", "csan_lint.runtime", "crash.py", cwd=tmp_path)
@@ -193,6 +199,7 @@ def test_module_runner_reports_races_before_a_crash(tmp_path):
     assert "write-after-write" in result.stderr
 
 
+@pytest.mark.slow
 def test_package_and_plugin_import_without_torch(tmp_path):
     probe = (
         "import sys\n"

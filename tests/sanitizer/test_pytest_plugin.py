@@ -7,6 +7,9 @@ import json
 import pytest
 import torch
 
+# Every test here runs pytest in a subprocess that imports torch: a few seconds each.
+pytestmark = pytest.mark.slow
+
 EMULATED = ("--csan-device", "emulated")
 no_real_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="expects a machine without CUDA")
 
