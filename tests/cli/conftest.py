@@ -20,6 +20,5 @@ def update_golden(request: pytest.FixtureRequest) -> bool:
     return bool(option) or os.environ.get("CSAN_UPDATE_GOLDEN") == "1"
 
 
-
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: takes more than ~20 s (subprocesses, pre-commit); still run by default")
