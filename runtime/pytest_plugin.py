@@ -41,7 +41,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--csan-emulate",
         action="store_true",
-        help="run GPU tests on the emulated CUDA device, without checking",
+        help="run GPU tests on the emulated CUDA device (even where a GPU is present), without checking",
     )
 
 
@@ -86,8 +86,13 @@ class CsanSession:
         from csan_lint.runtime.sanitizer import resolve_device
 
         self.report_only: bool = config.getoption("csan_report_only")
+        requested = config.getoption("csan_device")
+        if config.getoption("csan_emulate"):
+            if requested == "cuda":
+                raise pytest.UsageError("--csan-emulate runs on the emulated device, not --csan-device cuda")
+            requested = "emulated"  # even where a GPU is present: the CPU baseline
         try:
-            self.device = resolve_device(config.getoption("csan_device"))
+            self.device = resolve_device(requested)
         except RuntimeError as error:
             raise pytest.UsageError(f"--csan-device: {error}") from None
         path = config.getoption("csan_report")

@@ -121,8 +121,12 @@ def test_unwritable_report_path_is_a_usage_error(gpu_tests: pytest.Pytester):
 
 
 def test_emulate_runs_gpu_tests_without_checking(gpu_tests: pytest.Pytester):
-    result = gpu_tests.runpytest_subprocess("--csan-emulate", *EMULATED)
+    path = gpu_tests.path / "csan.jsonl"
+    result = gpu_tests.runpytest_subprocess("--csan-emulate", f"--csan-report={path}")
     result.assert_outcomes(passed=3)
+    records = read_report(path)
+    assert records[0]["device"] == "emulated"
+    assert "race" not in [r["type"] for r in records]
 
 
 def test_crash_mid_test_keeps_the_lines_written_before(pytester: pytest.Pytester):
