@@ -6,6 +6,7 @@ Records are JSON Lines appended to the spec's `out` file and flushed one by one,
 loses at most the test in progress:
     {"type": "session", "rootdir": ...}
     {"type": "collected", "count": N}
+    {"type": "collect-start" | "collect-end", "path": real path}        # a test file's import
     {"type": "collect-error", "path": real path, "longrepr": pytest's text}
     {"type": "reached", "nodeid": ..., "lines": {real path: [line, ...]}}
 Two ways to know the lines: `coverage` (coverage.py's C tracer, one dynamic context per test,
@@ -80,16 +81,16 @@ class Probe:
         self.out.write(json.dumps(record) + "\n")
         self.out.flush()
 
+    def pytest_collectstart(self, collector: pytest.Collector) -> None:
+        if isinstance(collector, pytest.File):  # importing a test module: it may crash or hang
+            self.write({"type": "collect-start", "path": os.path.realpath(collector.path)})
+
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        path = os.path.realpath(Path(self.config.rootpath, report.nodeid.split("::", 1)[0]))
         if report.failed:
-            path = Path(self.config.rootpath, report.nodeid.split("::", 1)[0])
-            self.write(
-                {
-                    "type": "collect-error",
-                    "path": os.path.realpath(path),
-                    "longrepr": report.longreprtext,
-                }
-            )
+            self.write({"type": "collect-error", "path": path, "longrepr": report.longreprtext})
+        if "::" not in report.nodeid:
+            self.write({"type": "collect-end", "path": path})
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(

@@ -5,7 +5,8 @@ started and ended, races) and the probe's (lines reached per test). This side ta
 a test that crashes the interpreter or hangs past the per-test timeout costs only itself: the
 process is killed, the tests not run yet are run again in a new process with the broken one
 and those already done deselected, and the broken one is re-run alone with a crash-proof
-line tracer to learn which flagged lines it reached before it broke.
+line tracer to learn which flagged lines it reached before it broke. A test file whose import
+kills the process (or hangs) is ignored in the next process and reported as not collected.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ OUTSIDE_TESTS = "<outside any test>"
 """Stands for a node id where there is none: imports at collection, session teardown."""
 POLL_SECONDS = 0.05
 COLLECTION_TIMEOUT_FLOOR = 120.0
-"""Collecting imports torch and the user's modules: give it more than one test's timeout."""
+"""Importing a test file (torch, the user's modules) gets 4 test timeouts, and at least this."""
 
 Progress = Callable[[int, int], None]
 """(tests finished, tests collected) after each test."""
@@ -110,8 +111,12 @@ class _Pass:
     races: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     internal: dict[str, str] = field(default_factory=dict)
     broken_files: dict[str, str] = field(default_factory=dict)
+    collecting: dict[str, float] = field(default_factory=dict)
+    """Test files being imported (real path -> when it began); removed when collected."""
     interrupted: tuple[str, str, str] | None = None
     """(node id, outcome, reason) of the test in progress when the process died or was killed."""
+    interrupted_file: tuple[str, str] | None = None
+    """(real path, reason) of the test file being imported when the process died or hung."""
     returncode: int | None = None
 
     def take(self, record: dict[str, Any], now: float) -> None:
@@ -122,6 +127,10 @@ class _Pass:
             self.device = record.get("device", self.device)
         elif kind == "collected":
             self.collected = int(record["count"])
+        elif kind == "collect-start":
+            self.collecting[record["path"]] = now
+        elif kind == "collect-end":
+            self.collecting.pop(record["path"], None)
         elif kind == "collect-error":
             self.broken_files[record["path"]] = short_reason(record.get("longrepr")) or "collection failed"
         elif kind == "reached":
@@ -137,6 +146,9 @@ class _Pass:
         elif kind == "internal-error":
             self.internal.setdefault(nodeid, str(record.get("message", "")))
 
+    def importing(self) -> str | None:
+        return next(reversed(self.collecting), None)
+
     def in_progress(self) -> str | None:
         running = [nodeid for nodeid in self.started if nodeid not in self.ended]
         return running[-1] if running else None
@@ -148,7 +160,7 @@ def _describe_exit(returncode: int) -> str:
             return f"the test process was killed by {signal.Signals(-returncode).name}"
         except ValueError:
             return f"the test process was killed by signal {-returncode}"
-    return f"the test process exited with code {returncode} mid-test"
+    return f"the test process exited with code {returncode}"
 
 
 class Runner:
@@ -171,7 +183,7 @@ class Runner:
         if self.progress is not None:
             self.progress(self.done, max(self.total or 0, self.done))
 
-    def _pytest(self, targets: Sequence[str], probe: dict[str, Any]) -> _Pass:
+    def _pytest(self, targets: Sequence[str], probe: dict[str, Any], ignore: Sequence[str] = ()) -> _Pass:
         self.passes += 1
         workdir = self.settings.workdir
         report = workdir / f"report-{self.passes}.jsonl"
@@ -187,6 +199,7 @@ class Runner:
             "--csan", f"--csan-device={self.settings.device}", "--csan-report-only",
             f"--csan-report={report}",
             "--continue-on-collection-errors", "-p", "no:cacheprovider", "-q",
+            *(f"--ignore={path}" for path in ignore),  # for files found under directory targets
         ]  # fmt: skip
         log_path = workdir / f"pytest-{self.passes}.log"
         result = _Pass()
@@ -206,40 +219,50 @@ class Runner:
         running = result.in_progress()
         if running is not None and result.interrupted is None:
             result.interrupted = (running, CRASHED, _describe_exit(process.returncode))
-        if result.interrupted is None and process.returncode not in (0, 1, 5):
+        importing = result.importing()  # pytest always reports a file it began, unless it died
+        if importing is not None and result.interrupted_file is None:
+            result.interrupted_file = (importing, f"{_describe_exit(process.returncode)} while importing it")
+        if result.interrupted is None and result.interrupted_file is None and process.returncode not in (0, 1, 5):
             raise RunError(
                 f"pytest exited with code {process.returncode}:\n{_log_tail(log_path)}"
             )
         return result
 
-    def _drain(self, tails: Sequence[_Tail], result: _Pass) -> None:
+    def _drain(self, tails: Sequence[_Tail], result: _Pass) -> int:
+        """Takes the new records of both files; returns how many there were."""
         now = time.monotonic()
+        count = 0
         for tail in tails:
-            for record in tail.records():
+            records = tail.records()
+            count += len(records)
+            for record in records:
                 before = len(result.ended)
                 result.take(record, now)
                 if record.get("type") == "collected" and self.total is None:
                     self.total = result.collected
                 if len(result.ended) > before and self.counting:
                     self._tick()
+        return count
 
     def _watch(self, process: subprocess.Popen[bytes], tails: Sequence[_Tail], result: _Pass) -> None:
         timeout = self.settings.timeout
         idle_since = time.monotonic()
         while process.poll() is None:
             time.sleep(POLL_SECONDS)
-            count = len(result.started) + len(result.ended)
-            self._drain(tails, result)
             now = time.monotonic()
-            if len(result.started) + len(result.ended) != count:
+            if self._drain(tails, result):
                 idle_since = now
-            running = result.in_progress()
+            running, importing = result.in_progress(), result.importing()
+            slow = max(4 * timeout, COLLECTION_TIMEOUT_FLOOR)
             if running is not None and now - result.started[running] > timeout:
                 _kill(process)
                 result.interrupted = (running, TIMED_OUT, f"no result after {timeout:g} s")
-            elif running is None and now - idle_since > max(4 * timeout, COLLECTION_TIMEOUT_FLOOR):
+            elif running is None and importing is not None and now - result.collecting[importing] > slow:
                 _kill(process)
-                raise RunError(f"pytest made no progress for {now - idle_since:.0f} s (collection hung?)")
+                result.interrupted_file = (importing, f"importing it took more than {slow:g} s")
+            elif running is None and importing is None and now - idle_since > slow:
+                _kill(process)
+                raise RunError(f"pytest made no progress for {slow:g} s outside any test")
 
     def run(self, test_files: Sequence[str], spans: Mapping[str, Sequence[Span]]) -> RunResult:
         """All the tests in `test_files`, however many processes it takes."""
@@ -248,12 +271,27 @@ class Runner:
         races: list[Race] = []
         broken_files: dict[str, str] = {}
         finished: set[str] = set()
+        ignored: list[str] = []
         while True:
             current = self._pytest(
-                test_files, {"mode": "coverage", "files": files, "deselect": sorted(finished)}
+                test_files,
+                {"mode": "coverage", "files": files, "deselect": sorted(finished)},
+                ignored,
             )
             self._merge(current, tests, races, broken_files)
             finished.update(current.ended)
+            if current.interrupted_file is not None:
+                path, reason = current.interrupted_file
+                if path in ignored:  # pytest did not drop it: stop rather than loop
+                    raise RunError(f"{display_path(Path(path))}: {reason}, and it could not be left out")
+                broken_files[path] = reason
+                ignored.append(path)
+                test_files = [
+                    target for target in test_files if os.path.realpath(target.split("::")[0]) != path
+                ]
+                if not test_files:
+                    break
+                continue
             if current.interrupted is None:
                 break
             nodeid, outcome, reason = current.interrupted

@@ -1,5 +1,6 @@
 """The runner against the real sanitizer plugin on the emulated device: outcomes, lines reached
-per test, and a hung test that costs only itself."""
+per test, and a hung test and a test file that kills its process on import, each costing only
+itself."""
 
 from __future__ import annotations
 
@@ -68,6 +69,7 @@ def outcome(tmp_path_factory):
     (root / "tests").mkdir()
     (root / "tests" / "test_mod.py").write_text(TESTS)
     (root / "tests" / "test_broken.py").write_text("import mod\nimport module_that_does_not_exist\n")
+    (root / "tests" / "test_dies.py").write_text("import os\nimport signal\n\nos.kill(os.getpid(), signal.SIGKILL)\n")
     workdir = tmp_path_factory.mktemp("work")
     seen: list[tuple[int, int]] = []
     cwd = os.getcwd()
@@ -76,7 +78,7 @@ def outcome(tmp_path_factory):
         # The timeout must exceed the slowest real test on a loaded 2-core machine.
         runner = Runner(RunSettings("emulated", 8.0, workdir), lambda done, total: seen.append((done, total)))
         spans = {os.path.realpath("mod.py"): [Span(4, 6)]}
-        result = runner.run(["tests/test_mod.py", "tests/test_broken.py"], spans)
+        result = runner.run(["tests/test_dies.py", "tests/test_mod.py", "tests/test_broken.py"], spans)
     finally:
         os.chdir(cwd)
     return result, seen, runner, os.path.realpath(root / "mod.py"), root
@@ -108,11 +110,12 @@ def test_a_hung_test_is_killed_and_what_it_reached_is_still_known(outcome):
     assert hung.reached[mod] == {5, 6}
 
 
-def test_a_test_file_that_does_not_import_is_reported(outcome):
+def test_test_files_that_fail_or_die_on_import_are_reported(outcome):
     result, _, _, _, root = outcome
-    (message,) = result.broken_files.values()
-    assert list(result.broken_files) == [os.path.realpath(root / "tests" / "test_broken.py")]
-    assert "module_that_does_not_exist" in message
+    assert result.broken_files == {
+        os.path.realpath(root / "tests" / "test_dies.py"): "the test process was killed by SIGKILL while importing it",
+        os.path.realpath(root / "tests" / "test_broken.py"): "ModuleNotFoundError: No module named 'module_that_does_not_exist'",
+    }
 
 
 def test_progress_counts_every_test_once(outcome):
