@@ -295,6 +295,8 @@ class Runner:
             if current.interrupted is None:
                 break
             nodeid, outcome, reason = current.interrupted
+            if nodeid in finished:  # it was deselected, yet ran again: stop rather than loop
+                raise RunError(f"{nodeid}: {reason}, and it could not be deselected")
             finished.add(nodeid)
             self._tick()
             tests[self._display(current, nodeid)] = self._rerun_alone(
