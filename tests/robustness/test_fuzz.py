@@ -16,26 +16,11 @@ from hypothesis import strategies as st
 import csan_lint_robustness_workloads as workloads  # loaded by this directory's conftest.py
 from csan_lint.lint.config import Config
 from csan_lint.lint.engine import lint_source
-from csan_lint.lint.model import Finding
-from csan_lint.lint.registry import SYNTAX_ERROR_CODE, all_rules
+from csan_lint.lint.registry import SYNTAX_ERROR_CODE
 from csan_lint.lint.runner import lint_paths
 
-RULE_CODES = {rule.code for rule in all_rules()}
 CI = settings(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 """No deadline (a loaded CI machine), no example database written into the checkout."""
-
-
-def check_findings(findings: list[Finding], source: str, path: str) -> None:
-    """What every result must be, whatever the input: located inside the file, known codes, a
-    syntax error alone."""
-    lines = source.count("\n") + 1
-    for finding in findings:
-        assert finding.path == path
-        assert finding.code in RULE_CODES | {SYNTAX_ERROR_CODE}, finding
-        assert 1 <= finding.line <= lines and finding.column >= 1, finding
-        assert finding.span.start_line <= finding.span.end_line <= lines, finding
-    if any(finding.code == SYNTAX_ERROR_CODE for finding in findings):
-        assert len(findings) == 1
 
 
 @settings(CI, max_examples=50)
@@ -43,7 +28,7 @@ def check_findings(findings: list[Finding], source: str, path: str) -> None:
 def test_any_python_is_linted_without_crashing(source: str, prefix: str) -> None:
     """With `import torch` on top too: a module that imports no torch name is not interpreted."""
     text = prefix + source
-    check_findings(lint_source(text, "fuzz.py"), text, "fuzz.py")
+    workloads.check_findings(lint_source(text, "fuzz.py"), text, "fuzz.py")
 
 
 @settings(CI, max_examples=100)
@@ -52,7 +37,7 @@ def test_stream_heavy_code_is_analysed_without_crashing(source: str) -> None:
     compile(source, "generated.py", "exec")  # the strategy writes valid Python only
     findings = lint_source(source, "generated.py")
     assert not any(finding.code == SYNTAX_ERROR_CODE for finding in findings)
-    check_findings(findings, source, "generated.py")
+    workloads.check_findings(findings, source, "generated.py")
 
 
 @settings(CI, max_examples=25)
@@ -79,4 +64,4 @@ def test_the_file_path_reports_what_the_engine_reports(sources: list[str]) -> No
 
 @pytest.mark.parametrize("source", ["", "\n", "\\\n", "#", "\ufeff", "x = (", "\x00", "\t\tpass", "import torch\nwith"])
 def test_degenerate_sources(source: str) -> None:
-    check_findings(lint_source(source, "tiny.py"), source, "tiny.py")
+    workloads.check_findings(lint_source(source, "tiny.py"), source, "tiny.py")

@@ -128,6 +128,22 @@ stream_programs: st.SearchStrategy[str] = st.builds(
 """Whole modules of stream-heavy functions; always valid Python (the tests check it compiles)."""
 
 
+def check_findings(findings: list[Any], source: str, path: str) -> None:
+    """What every result must be, whatever the input: located inside the file, known codes, a
+    syntax error alone. Raises AssertionError otherwise."""
+    from csan_lint.lint.registry import SYNTAX_ERROR_CODE, all_rules
+
+    codes = {rule.code for rule in all_rules()} | {SYNTAX_ERROR_CODE}
+    lines = source.count("\n") + 1
+    for finding in findings:
+        assert finding.path == path
+        assert finding.code in codes, finding
+        assert 1 <= finding.line <= lines and finding.column >= 1, finding
+        assert finding.span.start_line <= finding.span.end_line <= lines, finding
+    if any(finding.code == SYNTAX_ERROR_CODE for finding in findings):
+        assert len(findings) == 1
+
+
 # -- hostile inputs for the file layer -----------------------------------------------------------
 
 HUGE_BYTES = 10 * 1024 * 1024
