@@ -144,7 +144,9 @@ def fix_paths(result: LintResult, config: Config, *, write: bool, unsafe: bool =
 
 
 def unified_diff(before: str, after: str, path: str) -> str:
-    lines = difflib.unified_diff(_LINE.findall(before), _LINE.findall(after), f"a/{path}", f"b/{path}")
+    """`git diff` style (`a/`, `b/` before a relative path), so that `git apply` takes it."""
+    old, new = (path, path) if Path(path).is_absolute() else (f"a/{path}", f"b/{path}")
+    lines = difflib.unified_diff(_LINE.findall(before), _LINE.findall(after), old, new)
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 

@@ -1,0 +1,14 @@
+from __future__ import annotations
+
+import torch
+from torch.cuda import Stream, stream as s_ctx
+
+
+def run(data):
+    copy_stream = Stream()
+    out = data * 2
+    copy_stream.wait_stream(torch.cuda.current_stream())
+    with s_ctx(copy_stream):
+        out.add_(1)
+    copy_stream.synchronize()
+    return out
