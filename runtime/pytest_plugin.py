@@ -64,6 +64,16 @@ def _entry_codes() -> set[int]:
     return {id(f.__code__) for f in functions if f is not None}
 
 
+def _render(reports: list[RuntimeErrorReport]) -> str:
+    from csan_lint.runtime.report import render_text
+
+    try:
+        return "\n\n".join(render_text(r) for r in reports)
+    except Exception as error:  # a rendering bug must not become the user's failure
+        kinds = ", ".join(r.kind for r in reports)
+        return f"csan: {kinds} (internal error while rendering: {type(error).__name__}: {error})"
+
+
 class _ReportFile:
     """JSON Lines, flushed after each line."""
 
@@ -173,9 +183,7 @@ class CsanSession:
         finally:
             found = sanitizer.errors[before:]
             if found:
-                from csan_lint.runtime.report import render_text
-
-                text = "\n\n".join(render_text(r) for r in found)
+                text = _render(found)
                 item.add_report_section(when, "csan", text)
         races = [r for r in found if r.severity == "error"]
         if races and not self.report_only:
