@@ -39,11 +39,12 @@ class GpuTraceHooks:
         self.active = True
         self._registered: list[tuple[Any, Callable[..., None]]] = []
 
-    def register(self) -> None:
+    def register(self, real_cuda: bool) -> None:
+        """Add our callbacks; on a real GPU also switch the C++ side's tracing on (it fires
+        the callbacks only once a Python tracer asked for them)."""
         if self._registered:
             return
-        if torch.cuda.is_available():
-            # The C++ side only fires the callbacks once a Python tracer asked for them.
+        if real_cuda:
             torch._C._activate_gpu_trace()
         t = self.tracker
         wiring: list[tuple[Any, Callable[..., None]]] = [

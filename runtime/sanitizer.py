@@ -156,7 +156,7 @@ class Sanitizer:
             self.mode.is_device, self.mode.is_pinned = _is_cuda, _is_pinned
             self._current_stream = _cuda_current_stream()
         self.mode.current_stream = self._current_stream
-        self.hooks.register()
+        self.hooks.register(real_cuda=self.device == "cuda")
         self._install_patches()
         self.mode.__enter__()
         self.enabled = True
@@ -193,7 +193,7 @@ class Sanitizer:
         self.broken = False
         self.mode.checking = not self._paused
         if was_enabled:
-            self.hooks.register()
+            self.hooks.register(real_cuda=self.device == "cuda")
             self.mode.__enter__()
 
     def __enter__(self) -> Sanitizer:
