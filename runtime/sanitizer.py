@@ -203,11 +203,6 @@ class Sanitizer:
         self.disable()
 
     @property
-    def checking(self) -> bool:
-        """Whether ops are being checked: not while paused, nor after an internal error."""
-        return self.mode.checking
-
-    @property
     def paused(self) -> bool:
         return self._paused
 
