@@ -358,7 +358,8 @@ class Sanitizer:
                 try:
                     original(thread)
                 finally:
-                    del thread.run
+                    if thread.__dict__.get("run") is checked_run:
+                        del thread.run
 
             return wrapper
 
