@@ -78,22 +78,28 @@ def apply_edits(source: str, edits: Iterable[Edit]) -> str:
     own line ending; the edits are applied bottom-up, so line numbers stay valid."""
     lines = _LINE.findall(source)
     newline = next((line[len(line.rstrip("\r\n")) :] for line in lines if line.rstrip("\r\n") != line), "\n")
-    chosen: dict[str, Edit] = {}
+    chosen: dict[str, tuple[Edit, str]] = {}
     for edit in sorted(set(edits), key=lambda edit: (edit.line, edit.text)):
-        in_range = 1 <= edit.anchor_line <= len(lines) and 1 <= edit.line <= len(lines) + 1
-        if in_range and not (_stands_at(lines, edit.line - 1, edit.text) or _stands_at(lines, edit.line - 2, edit.text)):
-            chosen.setdefault(edit.text, edit)
-    if lines and not lines[-1].endswith(("\n", "\r")) and any(edit.line > len(lines) for edit in chosen.values()):
-        lines[-1] += newline
-    for edit in sorted(chosen.values(), key=lambda edit: edit.line, reverse=True):
+        if not (1 <= edit.anchor_line <= len(lines) and 1 <= edit.line <= len(lines) + 1):
+            continue
         indent = _INDENT.match(lines[edit.anchor_line - 1])
         assert indent is not None  # `[ \t]*` matches any string
-        lines.insert(edit.line - 1, f"{indent.group()}{edit.text}{newline}")
+        statement = f"{indent.group()}{edit.text}"
+        if not (_stands_at(lines, edit.line - 1, statement) or _stands_at(lines, edit.line - 2, statement)):
+            chosen.setdefault(edit.text, (edit, statement))
+    if lines and not lines[-1].endswith(("\n", "\r")) and any(edit.line > len(lines) for edit, _ in chosen.values()):
+        lines[-1] += newline
+    for edit, statement in sorted(chosen.values(), key=lambda pair: pair[0].line, reverse=True):
+        lines.insert(edit.line - 1, statement + newline)
     return "".join(lines)
 
 
-def _stands_at(lines: list[str], index: int, text: str) -> bool:
-    return 0 <= index < len(lines) and lines[index].strip() == text
+def _stands_at(lines: list[str], index: int, statement: str) -> bool:
+    """The line holds exactly this statement, at this indentation (comments after it allowed)."""
+    if not 0 <= index < len(lines):
+        return False
+    line = lines[index].rstrip("\r\n")
+    return line == statement or line.startswith(f"{statement} ") and line[len(statement) :].lstrip().startswith("#")
 
 
 def _lint(source: str, path: str, rules: Sequence[type[Rule]] | None) -> list[Finding]:
