@@ -92,8 +92,9 @@ def format_text(
     verbose: bool = False,
     quiet: bool = False,
 ) -> str:
-    """A line per finding (an error's reason names its test already), the runtime-only races,
-    the summary; `verbose` adds the sanitizer's report under each race."""
+    """A line per finding (an error's reason names its test already; a confirmed one gets its
+    `help:`), the runtime-only races, the summary; `verbose` adds the sanitizer's report under
+    each race."""
     lines: list[str] = []
     for verdict in verdicts:
         finding = verdict.finding
@@ -101,11 +102,14 @@ def format_text(
             f"{finding.path}:{finding.line}:{finding.column}: {finding.code} {verdict.verdict}  "
             f"{verdict.reason}{_tests_suffix(verdict.tests) if verdict.verdict != ERROR else ''}"
         )
+        if verdict.verdict == CONFIRMED and finding.fix:
+            lines.append(f"    help: {finding.fix}")
         if verbose and verdict.race is not None:
             lines.append(textwrap.indent(render_race(verdict.race).rstrip(), "    "))
     for entry in runtime_only:
+        label = "runtime-only" if entry.is_race else "runtime-only warning"
         lines.append(
-            f"{entry.path}:{entry.line}: {entry.code} runtime-only  {entry.message}"
+            f"{entry.path}:{entry.line}: {entry.code} {label}  {entry.message}"
             f"{_tests_suffix(entry.tests)}"
         )
         if verbose:

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("torch")
 
 REPO = Path(__file__).resolve().parents[2]
-LINE = re.compile(r"^(?P<path>\S+?):(?P<line>\d+):(?:\d+:)? (?P<code>CSL\d+) (?P<verdict>[a-z-]+)  ")
+LINE = re.compile(r"^(?P<path>\S+?):(?P<line>\d+):(?:\d+:)? (?P<code>CSL\d+) (?P<verdict>[a-z-]+)(?: warning)?  ")
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +48,9 @@ def test_the_flagged_but_safe_snapshot_is_dismissed(output):
 def test_a_confirmed_finding_carries_the_sanitizer_report(output):
     _, lines = output
     index = next(i for i, line in enumerate(lines) if " confirmed  " in line)
-    assert lines[index + 1].startswith("    csan: ")
-    assert any(line.strip().startswith('File "') and "examples/" in line for line in lines[index + 1 : index + 12])
+    assert lines[index + 1].startswith("    help: ")
+    assert lines[index + 2].startswith("    csan: ")
+    assert any(line.strip().startswith('File "') and "examples/" in line for line in lines[index + 2 : index + 12])
 
 
 def test_summary_line_counts_match_the_lines(output):

@@ -21,7 +21,7 @@ REPORT = {
 
 
 def finding(line: int) -> Finding:
-    return Finding("src/a.py", line, 9, "CSL101", f"finding at {line}", line, 20, Span(line, line + 2))
+    return Finding("src/a.py", line, 9, "CSL101", f"finding at {line}", line, 20, Span(line, line + 2), "wait")
 
 
 VERDICTS = [
@@ -30,18 +30,23 @@ VERDICTS = [
     Verdict(finding(30), "unexercised", "no test reached lines 30-32"),
     Verdict(finding(40), "error", "t.py::d crashed: the test process was killed by SIGKILL", ("t.py::d",)),
 ]
-ONLY = [RuntimeOnly("CSL901", "read-after-write", "t.py", 7, "a race", ("t.py::e",), REPORT)]
+ONLY = [
+    RuntimeOnly("CSL901", "read-after-write", "t.py", 7, "a race", ("t.py::e",), REPORT),
+    RuntimeOnly("CSL909", "wait-unrecorded-event", "t.py", 9, "no-op wait", ("t.py::f",), {**REPORT, "severity": "warning"}),
+]
 
 
 def test_text_has_one_line_per_verdict_and_a_summary():
     lines = format_text(VERDICTS, ONLY).splitlines()
     assert lines == [
         "src/a.py:11:9: CSL101 confirmed  finding at 11 (t.py::a, +1 more)",
+        "    help: wait",
         "src/a.py:20:9: CSL101 dismissed  block ran in 3 tests, no race (t.py::a, +2 more)",
         "src/a.py:30:9: CSL101 unexercised  no test reached lines 30-32",
         "src/a.py:40:9: CSL101 error  t.py::d crashed: the test process was killed by SIGKILL",
         "t.py:7: CSL901 runtime-only  a race (t.py::e)",
-        "1 confirmed, 1 dismissed, 1 unexercised, 1 error; 1 runtime-only",
+        "t.py:9: CSL909 runtime-only warning  no-op wait (t.py::f)",
+        "1 confirmed, 1 dismissed, 1 unexercised, 1 error; 2 runtime-only",
     ]
 
 
@@ -54,7 +59,8 @@ def test_verbose_shows_the_sanitizer_report_under_confirmed_findings():
     text = format_text(VERDICTS[:2], [], verbose=True)
     lines = text.splitlines()
     assert lines[0].startswith("src/a.py:11:9: CSL101 confirmed")
-    report = lines[1 : lines.index(next(line for line in lines if "dismissed" in line))]
+    assert lines[1] == "    help: wait"
+    report = lines[2 : lines.index(next(line for line in lines if "dismissed" in line))]
     assert report[0].startswith("    csan: read-after-write:")
     assert any('File "src/a.py", line 12, in f' in line for line in report)
     assert any('File "src/a.py", line 10, in f' in line for line in report)
@@ -76,5 +82,5 @@ def test_json_document():
     assert first["tests"] == ["t.py::a", "t.py::b"] and first["runtime_report"] == REPORT
     assert [f["verdict"] for f in document["findings"]] == ["confirmed", "dismissed", "unexercised", "error"]
     assert document["findings"][2]["runtime_report"] is None
-    assert document["runtime_only"][0]["code"] == "CSL901"
-    assert document["summary"] == {"confirmed": 1, "dismissed": 1, "unexercised": 1, "error": 1, "runtime_only": 1}
+    assert [entry["code"] for entry in document["runtime_only"]] == ["CSL901", "CSL909"]
+    assert document["summary"] == {"confirmed": 1, "dismissed": 1, "unexercised": 1, "error": 1, "runtime_only": 2}

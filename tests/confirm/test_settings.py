@@ -157,10 +157,12 @@ def test_confirmed_fails_and_json_carries_the_report(project, capsys):
     assert code == 1
 
 
-@pytest.mark.parametrize(("severity", "expected"), [("error", 1), ("warning", 0)])
-def test_runtime_only_races_fail_and_warnings_do_not(project, capsys, severity, expected):
+@pytest.mark.parametrize(
+    ("severity", "label", "expected"), [("error", "runtime-only", 1), ("warning", "runtime-only warning", 0)]
+)
+def test_runtime_only_races_fail_and_warnings_do_not(project, capsys, severity, label, expected):
     code, out = _run_with(RunResult({}, [Race("tests/test_mod.py::t", _race(25, severity))]), project, capsys)
-    assert "mod.py:25: CSL901 runtime-only  m (tests/test_mod.py::t)" in out.out
+    assert f"mod.py:25: CSL901 {label}  m (tests/test_mod.py::t)" in out.out
     assert code == expected
 
 
