@@ -18,6 +18,15 @@ from csan_lint.lint.rule import Rule
 
 COMMAND = "python -m csan_lint.lint.docs > docs/rules.md"
 _EXAMPLE = "example.py"
+_INTRODUCTION = (
+    "Each rule reads the stream flow of a function (csan_lint.lint.streamflow) and reports one "
+    "kind of ordering bug. `csan-lint --explain CODE` prints a rule's section in the terminal; "
+    "`csan-lint --confirm` runs the tests that reach a finding under the runtime sanitizer, and "
+    "the *confirmed by* kinds are the sanitizer's reports that confirm it. "
+    "`csan-lint --fix` applies the autofixes marked *safe*; `--unsafe-fixes` adds those that "
+    "must spell `torch.cuda` through a module alias or add `import torch`; `--diff` shows them "
+    "without writing."
+)
 
 
 def render(rules: Sequence[type[Rule]]) -> str:
@@ -25,13 +34,7 @@ def render(rules: Sequence[type[Rule]]) -> str:
     parts = [
         "# Rules",
         f"<!-- Generated from the rule catalog by `{COMMAND}`; do not edit by hand. -->",
-        "Each rule reads the stream flow of a function (csan_lint.lint.streamflow) and reports one "
-        "kind of ordering bug. `csan-lint --explain CODE` prints a rule's section in the terminal; "
-        "`csan-lint --confirm` runs the tests that reach a finding under the runtime sanitizer, and "
-        "the *confirmed by* kinds are the sanitizer's reports that confirm it. "
-        "`csan-lint --fix` applies the autofixes marked *safe*; `--unsafe-fixes` adds those that "
-        "must spell `torch.cuda` through a module alias or add `import torch`; `--diff` shows them "
-        "without writing.",
+        _INTRODUCTION,
         _index(rules),
         *(_section(rule) for rule in rules),
     ]

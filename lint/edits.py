@@ -23,7 +23,7 @@ import libcst as cst
 
 from csan_lint.lint.hostflow import HostHazard
 from csan_lint.lint.model import Edit, Finding, FixSafety
-from csan_lint.lint.names import CURRENT_STREAM, STREAM_CONTEXTS, ImportTable, dotted_name
+from csan_lint.lint.names import CURRENT_STREAM, STREAM_CONTEXTS, ImportTable
 from csan_lint.lint.streamflow import CURRENT, Hazard, ModuleFlow
 
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")

@@ -134,7 +134,7 @@ def fix_paths(result: LintResult, config: Config, *, write: bool, unsafe: bool =
         if isinstance(source, Finding):
             errors.append(source)
             continue
-        outcome = fix_source(source, shown, config.rules_for(path.resolve()), unsafe=unsafe)
+        outcome = fix_source(source, shown, config.rules_for(path.absolute()), unsafe=unsafe)
         if outcome.source == source:
             continue
         fixed += outcome.fixed

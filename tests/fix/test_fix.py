@@ -65,7 +65,7 @@ def test_a_suppressed_finding_is_not_fixed() -> None:
 
 def test_a_pass_that_does_not_reduce_the_findings_is_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
     """An edit that fixes nothing (here: a no-op statement) is not kept."""
-    import csan_lint.lint.fix as fix
+    from csan_lint.lint import fix
 
     findings = lint_source(BUGGY, "m.py")
     useless = [replace(finding, edits=(Edit(5, 5, "pass"),)) for finding in findings]

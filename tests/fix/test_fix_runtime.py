@@ -16,9 +16,9 @@ from click.testing import CliRunner
 from csan_lint.lint.cli import main
 
 torch = pytest.importorskip("torch")
-from torch import nn  # noqa: E402
+from torch import nn
 
-from csan_lint.runtime import sanitize  # noqa: E402
+from csan_lint.runtime import sanitize
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
