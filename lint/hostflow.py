@@ -21,7 +21,9 @@ same-module function that synchronizes anywhere in its body orders the host afte
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
@@ -41,6 +43,8 @@ from csan_lint.lint.model import Span
 from csan_lint.runtime import kinds
 
 GRAPH_CONTEXT = "torch.cuda.graph"
+UNKNOWN = "?"
+"""The current stream differs between paths, or was set by code not followed."""
 CAPTURE = "<capture>"
 """The side stream `torch.cuda.graph` captures on when given none."""
 _MAX_LOOP_PASSES = 6
@@ -165,7 +169,7 @@ def _join(states: Sequence[_State | None]) -> _State | None:
     result = live[0].copy()
     for state in live[1:]:
         if state.current != result.current:
-            result.current = "?"
+            result.current = UNKNOWN
         result.streams = {k: v for k, v in result.streams.items() if state.streams.get(k) == v}
         result.into = _join_maps(result.into, state.into)
         result.out_of = _join_maps(result.out_of, state.out_of)
@@ -200,7 +204,7 @@ class _Analysis:
         self.facts = module
         self.imports = module.imports
         self.hazards = hazards
-        self.state: _State | None = _State(pinned=module.pinned)
+        self.state: _State | None = _State(pinned=frozenset(module.pinned))
         self.statement: cst.CSTNode | None = None
         self.loops: list[tuple[list[_State], list[_State]]] = []
 
@@ -383,7 +387,10 @@ class _Analysis:
                 if source in state.pinned:
                     state.pinned |= {key}
             return
-        self._eval(value)
+        if isinstance(value, (cst.Tuple, cst.List)):
+            self._hand_off(value)  # packing values up is no read
+        else:
+            self._eval(value)
         if self.state is None:
             return
         for target in targets:
@@ -405,7 +412,7 @@ class _Analysis:
             state.unrecorded |= {key}
         elif qualified in (CURRENT_STREAM, DEFAULT_STREAM):
             state.streams[key] = self._stream(value) or key
-        elif _pins(value):
+        elif self.facts.pins and _pins(value):
             state.pinned |= {key}
         func = value.func
         if not isinstance(func, cst.Attribute):
@@ -461,7 +468,7 @@ class _Analysis:
         elif isinstance(node, cst.NamedExpr):
             self._assign([node.target], node.value)
         else:
-            for child in node.children:
+            for child in _children(node):
                 self._eval(child)
 
     def _call(self, node: cst.Call) -> None:
@@ -478,7 +485,7 @@ class _Analysis:
             builtin = func.value
             reading = builtin in _READING_BUILTINS and builtin not in self.facts.functions
             self._eval_args(node, reads=reading)
-            if builtin in self.facts.syncing:
+            if self.facts.syncs(builtin):
                 self._host_sync(None)
             elif builtin in _SYNCING_BUILTINS:
                 self._host_sync(self.live.current)
@@ -494,7 +501,7 @@ class _Analysis:
         if (
             isinstance(receiver, cst.Name)
             and receiver.value in ("self", "cls")
-            and method in self.facts.syncing
+            and self.facts.syncs(method)
         ):
             self._eval_args(node, reads=False)
             self._host_sync(None)
@@ -656,9 +663,11 @@ class _Analysis:
             self._host_sync(stream)
             if key is not None:
                 self._host_sync(f"event:{key}")
+        elif method == "__enter__" and not args:
+            state.current = UNKNOWN  # a context entered by hand: it may make any stream current
         elif method == "capture_begin":
             self._eval_args(node, reads=False)
-            if state.current == CURRENT:
+            if state.current == CURRENT and not _is_self(receiver):
                 self._hazard(kinds.CAPTURE_ON_DEFAULT_STREAM, node, graph=key or _code(receiver))
             else:
                 state.capture = _Capture(state.current)
@@ -726,6 +735,14 @@ class _Analysis:
         return _code(expr)
 
 
+def _is_self(expr: cst.BaseExpression) -> bool:
+    """`self.capture_begin()`, `super().capture_begin()`: a graph class wrapping its own
+    capture, on whatever stream its caller made current."""
+    if isinstance(expr, cst.Call):
+        return isinstance(expr.func, cst.Name) and expr.func.value == "super"
+    return isinstance(expr, cst.Name) and expr.value == "self"
+
+
 def _drop_token(pendings: dict[str, frozenset[_Pending]], token: str) -> None:
     """Re-recording an event replaces what it captured."""
     for key, marks in pendings.items():
@@ -779,87 +796,149 @@ def _pins(expr: cst.CSTNode) -> bool:
             return True
         if any(arg.keyword is not None and arg.keyword.value == "pin_memory" and _is_true(arg.value) for arg in expr.args):
             return True
-    return any(_pins(child) for child in expr.children if not isinstance(child, (cst.Lambda, cst.FunctionDef)))
+    return any(_pins(child) for child in _children(expr) if not isinstance(child, (cst.Lambda, cst.FunctionDef)))
 
 
 @dataclass
 class _ModuleFacts:
     imports: ImportTable = field(default_factory=ImportTable)
-    functions: dict[str, cst.FunctionDef] = field(default_factory=dict)
+    functions: dict[str, list[cst.FunctionDef]] = field(default_factory=dict)
     """Same-module functions and methods by their bare name."""
-    syncing: frozenset[str] = frozenset()
-    """Bare names of the module's functions that synchronize the host somewhere in their body."""
-    pinned: frozenset[str] = frozenset()
+    pinned: set[str] = field(default_factory=set)
     """`self.x` attributes assigned pinned memory somewhere in the module."""
+    pins: bool = True
+    """The module's text mentions pinning at all: if not, no expression needs looking into."""
+    syncing: bool = True
+    """Likewise for `synchronize`."""
+    _syncing: dict[str, bool] = field(default_factory=dict)
 
+    def syncs(self, name: str) -> bool:
+        """A same-module function of that name synchronizes the host somewhere in its body."""
+        if not self.syncing:
+            return False
+        if name not in self._syncing:
+            self._syncing[name] = any(
+                _finds(function.body, self._is_sync) for function in self.functions.get(name, ())
+            )
+        return self._syncing[name]
 
-class _Scanner(cst.CSTVisitor):
-    def __init__(self, facts: _ModuleFacts) -> None:
-        self.facts = facts
-        self.pinned: set[str] = set()
-
-    def visit_Import(self, node: cst.Import) -> None:
-        self.facts.imports.add(node)
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        self.facts.imports.add(node)
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.facts.functions[node.name.value] = node
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        if _pins(node.value):
-            for target in node.targets:
-                key = dotted_name(target.target)
-                if key is not None and key.startswith("self."):
-                    self.pinned.add(key)
-
-
-class _SyncFinder(cst.CSTVisitor):
-    def __init__(self, imports: ImportTable) -> None:
-        self.imports = imports
-        self.found = False
-
-    def visit_Call(self, node: cst.Call) -> None:
+    def _is_sync(self, node: cst.CSTNode) -> bool:
+        if not isinstance(node, cst.Call):
+            return False
         func = node.func
-        if self.imports.qualified(func) == DEVICE_SYNC or (
+        return self.imports.qualified(func) == DEVICE_SYNC or (
             isinstance(func, cst.Attribute) and func.attr.value == "synchronize"
-        ):
-            self.found = True
+        )
+
+
+def _scan(body: Sequence[cst.CSTNode], facts: _ModuleFacts) -> None:
+    """Imports, function definitions and pinned attributes, by statements: a libcst visitor
+    would cost as much as the parse."""
+    for node in body:
+        if isinstance(node, cst.SimpleStatementLine):
+            for small in node.body:
+                if isinstance(small, (cst.Import, cst.ImportFrom)):
+                    facts.imports.add(small)
+                elif isinstance(small, cst.Assign) and facts.pins and _pins(small.value):
+                    facts.pinned.update(
+                        key
+                        for target in small.targets
+                        if (key := dotted_name(target.target)) is not None and key.startswith("self.")
+                    )
+        elif isinstance(node, cst.FunctionDef):
+            facts.functions.setdefault(node.name.value, []).append(node)
+            _scan(node.body.body, facts)
+        elif isinstance(node, cst.BaseCompoundStatement):
+            for suite in _suites(node):
+                _scan(suite, facts)
+
+
+def _suites(node: cst.BaseCompoundStatement) -> Iterator[Sequence[cst.CSTNode]]:
+    if not isinstance(node, cst.Match):
+        yield node.body.body
+    for part in ("orelse", "finalbody"):
+        child = getattr(node, part, None)
+        if isinstance(child, cst.If):
+            yield [child]
+        elif child is not None:
+            yield child.body.body
+    for handler in getattr(node, "handlers", ()):
+        yield handler.body.body
+    for case in getattr(node, "cases", ()):
+        yield case.body.body
+
+
+def _finds(node: cst.CSTNode, predicate: Callable[[cst.CSTNode], bool]) -> bool:
+    return predicate(node) or any(_finds(child, predicate) for child in _children(node))
+
+
+def _children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
+    """The sub-nodes of common nodes read straight from their fields: libcst's `children`
+    visits the node to find them, which costs several times more."""
+    fields = _FIELDS.get(type(node))
+    return node.children if fields is None else fields(node)
+
+
+def _leaf(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
+    return ()
+
+
+_FIELDS: dict[type[cst.CSTNode], Callable[[Any], Sequence[cst.CSTNode]]] = {
+    cst.Name: _leaf,
+    cst.Integer: _leaf,
+    cst.Float: _leaf,
+    cst.SimpleString: _leaf,
+    cst.Attribute: lambda node: (node.value,),
+    cst.Call: lambda node: (node.func, *(arg.value for arg in node.args)),
+    cst.BinaryOperation: lambda node: (node.left, node.right),
+    cst.BooleanOperation: lambda node: (node.left, node.right),
+    cst.UnaryOperation: lambda node: (node.expression,),
+    cst.Comparison: lambda node: (node.left, *(target.comparator for target in node.comparisons)),
+    cst.Tuple: lambda node: tuple(element.value for element in node.elements),
+    cst.List: lambda node: tuple(element.value for element in node.elements),
+    cst.Set: lambda node: tuple(element.value for element in node.elements),
+    cst.Subscript: lambda node: (node.value, *node.slice),
+    cst.SubscriptElement: lambda node: (node.slice,),
+    cst.Index: lambda node: (node.value,),
+    cst.IfExp: lambda node: (node.test, node.body, node.orelse),
+    cst.Await: lambda node: (node.expression,),
+    cst.StarredElement: lambda node: (node.value,),
+    cst.IndentedBlock: lambda node: node.body,
+    cst.SimpleStatementLine: lambda node: node.body,
+    cst.Expr: lambda node: (node.value,),
+    cst.Assign: lambda node: (node.value,),
+    cst.Return: lambda node: (node.value,) if node.value is not None else (),
+    cst.If: lambda node: (node.test, node.body, *((node.orelse,) if node.orelse else ())),
+    cst.Else: lambda node: (node.body,),
+    cst.For: lambda node: (node.iter, node.body),
+    cst.While: lambda node: (node.test, node.body),
+    cst.With: lambda node: (*(item.item for item in node.items), node.body),
+}
 
 
 @lru_cache(maxsize=4)
-def host_hazards(module: cst.Module) -> tuple[HostHazard, ...]:
-    """Every host-side hazard of the module; cached, since five rules read it."""
-    facts = _ModuleFacts()
-    scanner = _Scanner(facts)
-    module.visit(scanner)
+def _host_hazards(module: cst.Module, source: str) -> tuple[HostHazard, ...]:
+    facts = _ModuleFacts(pins="pin_memory" in source, syncing="synchronize" in source)
+    _scan(module.body, facts)
     if not facts.imports.imports_torch:
         return ()
-    facts.pinned = frozenset(scanner.pinned)
-    syncing = set()
-    for name, function in facts.functions.items():
-        finder = _SyncFinder(facts.imports)
-        function.body.visit(finder)
-        if finder.found:
-            syncing.add(name)
-    facts.syncing = frozenset(syncing)
     hazards: dict[tuple[str, cst.CSTNode], HostHazard] = {}
     _Analysis(facts, hazards).run(module.body)
-    for function in _all_functions(module):
-        _Analysis(facts, hazards).run(function.body.body)
+    for functions in facts.functions.values():
+        for function in functions:
+            _Analysis(facts, hazards).run(function.body.body)
     return tuple(hazards.values())
 
 
-def _all_functions(module: cst.Module) -> list[cst.FunctionDef]:
-    found: list[cst.FunctionDef] = []
+_RELEVANT = re.compile(r"non_blocking|Event|capture_begin|graph\(")
+"""Without one of these no rule here can fire: most files are skipped without a walk."""
 
-    class Collector(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-            found.append(node)
 
-    module.visit(Collector())
-    return found
+def host_hazards(flow: ModuleFlow) -> tuple[HostHazard, ...]:
+    """Every host-side hazard of the module; cached, since five rules read it."""
+    if not _RELEVANT.search(flow.source):
+        return ()
+    return _host_hazards(flow.module, flow.source)
 
 
 def host_location(flow: ModuleFlow, hazard: HostHazard) -> Location:

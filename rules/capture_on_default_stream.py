@@ -140,6 +140,6 @@ class CaptureOnDefaultStream(Rule):
     ]
 
     def check(self, flow: ModuleFlow) -> Iterator[Finding]:
-        for hazard in host_hazards(flow.module):
+        for hazard in host_hazards(flow):
             if hazard.kind == CAPTURE_ON_DEFAULT_STREAM:
                 yield self.finding(flow.path, **host_location(flow, hazard), **fields(flow, hazard))

@@ -170,6 +170,6 @@ class PinnedSourceOverwrite(Rule):
     ]
 
     def check(self, flow: ModuleFlow) -> Iterator[Finding]:
-        for hazard in host_hazards(flow.module):
+        for hazard in host_hazards(flow):
             if hazard.kind == HOST_WRITE_PENDING:
                 yield self.finding(flow.path, **host_location(flow, hazard), **fields(flow, hazard))

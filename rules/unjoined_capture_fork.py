@@ -168,6 +168,6 @@ class UnjoinedCaptureFork(Rule):
     ]
 
     def check(self, flow: ModuleFlow) -> Iterator[Finding]:
-        for hazard in host_hazards(flow.module):
+        for hazard in host_hazards(flow):
             if hazard.kind == UNJOINED_CAPTURE_FORK:
                 yield self.finding(flow.path, **host_location(flow, hazard), **fields(flow, hazard))

@@ -179,7 +179,7 @@ class UnsyncedHostRead(Rule):
     ]
 
     def check(self, flow: ModuleFlow) -> Iterator[Finding]:
-        for hazard in host_hazards(flow.module):
+        for hazard in host_hazards(flow):
             if hazard.kind == HOST_READ_PENDING:
                 finding = self.finding(flow.path, **host_location(flow, hazard), **fields(flow, hazard))
                 yield attach(finding, sync_before_read(flow, hazard))

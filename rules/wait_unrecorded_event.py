@@ -155,6 +155,6 @@ class WaitUnrecordedEvent(Rule):
     ]
 
     def check(self, flow: ModuleFlow) -> Iterator[Finding]:
-        for hazard in host_hazards(flow.module):
+        for hazard in host_hazards(flow):
             if hazard.kind == WAIT_UNRECORDED_EVENT:
                 yield self.finding(flow.path, **host_location(flow, hazard), **fields(flow, hazard))
