@@ -1109,6 +1109,8 @@ class ModuleFlow:
     module: cst.Module
     hazards: list[Hazard]
     _positions: Mapping[cst.CSTNode, CodeRange] | None = field(default=None, repr=False)
+    source: str = field(default="", repr=False)
+    """The module's text, for rules that prefilter on it (hostflow.py)."""
 
     def range(self, node: cst.CSTNode) -> CodeRange:
         if self._positions is None:
@@ -1170,7 +1172,7 @@ def analyse(module: cst.Module, path: str, source: str) -> ModuleFlow:
                     imports, hazards, function=name, params=_tensor_params(function), helpers=helpers
                 )
                 analysis.run_function(function.body)
-    return ModuleFlow(path, module, list(hazards.values()))
+    return ModuleFlow(path, module, list(hazards.values()), source=source)
 
 
 _ORDERING_METHODS = frozenset({"wait_stream", "wait_event", "record_event", "record", "wait", "synchronize"})
