@@ -136,7 +136,7 @@ class Probe:
             return (yield)
         finally:
             sys.settrace(None)
-            threading.settrace(None)  # type: ignore[arg-type]
+            threading.settrace(None)
 
     def _covered(self, nodeid: str) -> dict[str, list[int]]:
         data = self.coverage.get_data()

@@ -99,7 +99,7 @@ class RuntimeOnly:
     @property
     def is_race(self) -> bool:
         """False for the kinds the sanitizer calls warnings (a wait that orders nothing)."""
-        return self.report.get("severity", "error") != "warning"
+        return bool(self.report.get("severity", "error") != "warning")
 
 
 def real(path: str) -> str:
