@@ -10,7 +10,7 @@ from pathlib import Path
 
 import hypothesmith
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import csan_lint_robustness_workloads as workloads  # loaded by this directory's conftest.py
@@ -31,8 +31,21 @@ def test_any_python_is_linted_without_crashing(source: str, prefix: str) -> None
     workloads.check_findings(lint_source(text, "fuzz.py"), text, "fuzz.py")
 
 
+NESTED_CAPTURE = """\
+import torch
+
+
+def f(graph, x):
+    with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph):
+            x.add_(1)
+"""
+"""Found by this test (shrunk by hand): an internal error in the capture tracking of hostflow."""
+
+
 @settings(CI, max_examples=100)
 @given(source=workloads.stream_programs)
+@example(source=NESTED_CAPTURE)
 def test_stream_heavy_code_is_analysed_without_crashing(source: str) -> None:
     compile(source, "generated.py", "exec")  # the strategy writes valid Python only
     findings = lint_source(source, "generated.py")
