@@ -34,6 +34,7 @@ from csan_lint.lint.names import (
     DEFAULT_STREAM,
     DEVICE_SYNC,
     EVENT_CONSTRUCTORS,
+    SET_STREAM,
     STREAM_CONTEXTS,
     ImportTable,
     dotted_name,
@@ -287,7 +288,7 @@ class _Analysis:
             self._eval(node.test)
 
     def _with(self, node: cst.With) -> None:
-        outer = self.live.current
+        outer, outer_capture = self.live.current, self.live.capture
         block: _Block | None = None
         graph: cst.Call | None = None
         for item in node.items:
@@ -319,6 +320,7 @@ class _Analysis:
         self.live.current = outer
         if graph is not None:
             self._end_capture()
+            self.live.capture = outer_capture  # a capture nested in another fails; the outer goes on
 
     def _loop(self, node: cst.For | cst.While) -> None:
         if isinstance(node, cst.For):
@@ -476,6 +478,9 @@ class _Analysis:
         qualified = self.imports.qualified(func)
         if qualified == DEVICE_SYNC:
             self._host_sync(None)
+            return
+        if qualified == SET_STREAM and node.args:
+            self.live.current = self._stream(node.args[0].value) or self.live.current
             return
         if qualified is not None:
             self._eval_args(node, reads=True)
@@ -701,8 +706,9 @@ class _Analysis:
 
     def _end_capture(self) -> None:
         capture = self.live.capture
+        if capture is None:
+            return
         self.live.capture = None
-        assert capture is not None
         for block in capture.blocks:
             joined = block in capture.joined
             if block.forked and joined:

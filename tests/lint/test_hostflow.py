@@ -1,0 +1,391 @@
+"""The host-side interpreter on small programs: which host accesses it finds racing with a
+pending copy, which waits order nothing, which captures are malformed, and the messages."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+
+from csan_lint.lint.engine import lint_source
+from csan_lint.lint.hostflow import host_hazards
+from csan_lint.lint.model import Span
+from csan_lint.lint.registry import rule_by_code
+from csan_lint.lint.streamflow import analyse
+from csan_lint.runtime import kinds
+
+
+def hazards(source: str) -> set[tuple[str, int]]:
+    """(kind, line) of every host hazard."""
+    source = textwrap.dedent(source)
+    flow = analyse(cst.parse_module(source), "m.py", source)
+    return {(hazard.kind, flow.line(hazard.node)) for hazard in host_hazards(flow)}
+
+
+DOWNLOAD = """
+import torch
+
+def helper():
+    torch.cuda.synchronize()
+
+def f(x, s, other, y):
+    with torch.cuda.stream(s):
+        host = x.to("cpu", non_blocking=True)
+        {inside}
+    {between}
+    return host.tolist()
+"""
+
+
+@pytest.mark.parametrize(
+    ("inside", "between"),
+    [
+        ("pass", "torch.cuda.synchronize()"),
+        ("pass", "s.synchronize()"),
+        ("pass", "s.query()"),
+        ("done = s.record_event()", "done.synchronize()"),
+        ("pass", "done = torch.cuda.Event(); done.record(s); done.synchronize()"),
+        ("pass", "torch.cuda.current_stream().wait_stream(s); y.item()"),
+        ("y.item()", "pass"),
+        ("pass", "helper()"),
+        ("pass", "torch.cuda.current_stream().wait_stream(s); torch.cuda.current_stream().synchronize()"),
+    ],
+)
+def test_syncs_that_cover_the_copy(inside: str, between: str) -> None:
+    assert hazards(DOWNLOAD.format(inside=inside, between=between)) == set()
+
+
+@pytest.mark.parametrize(
+    ("inside", "between"),
+    [
+        ("pass", "pass"),
+        ("pass", "other.synchronize()"),
+        ("pass", "torch.cuda.current_stream().synchronize()"),
+        ("pass", "y.item()"),
+        ("pass", "done = torch.cuda.Event(); done.record(); done.synchronize()"),
+        ("done = s.record_event()", "done.record(other); done.synchronize()"),
+        ("pass", "if y:\n        torch.cuda.synchronize()"),
+    ],
+)
+def test_syncs_that_do_not_cover_the_copy(inside: str, between: str) -> None:
+    line = 12 + between.count("\n")
+    assert hazards(DOWNLOAD.format(inside=inside, between=between)) == {(kinds.HOST_READ_PENDING, line)}
+
+
+READ = """
+import numpy as np
+import torch
+
+def keep(value):
+    return value
+
+def f(x, log):
+    host = x.to("cpu", non_blocking=True)
+    {use}
+"""
+
+
+@pytest.mark.parametrize(
+    "use",
+    ["host[0]", "host.numpy()", "host.item()", "print(host)", "np.asarray(host)", "host + 1",
+     "torch.cat([host, host])", "f'{host}'", "if host.sum() > 0: pass", "host.float()"],
+)  # fmt: skip
+def test_host_reads(use: str) -> None:
+    assert hazards(READ.format(use=use)) == {(kinds.HOST_READ_PENDING, 10)}
+
+
+@pytest.mark.parametrize(
+    "use",
+    ["host.shape", "host.size(0)", "log.append(host)", "keep(host)", "return host",
+     "pair = (host, x)", "device = host.to('cuda')", "host.record_stream(None)", "del host"],
+)  # fmt: skip
+def test_uses_that_read_nothing_now(use: str) -> None:
+    assert hazards(READ.format(use=use)) == set()
+
+
+def test_an_alias_of_the_destination_is_the_destination() -> None:
+    found = hazards(
+        """
+        import torch
+
+        def f(x):
+            host = x.to("cpu", non_blocking=True)
+            view = host
+            return view.tolist()
+        """
+    )
+    assert found == {(kinds.HOST_READ_PENDING, 7)}
+
+
+def test_a_read_is_reported_once_per_copy() -> None:
+    found = hazards(
+        """
+        import torch
+
+        def f(x):
+            host = x.to("cpu", non_blocking=True)
+            a = host.tolist()
+            b = host.tolist()
+            host = x.to("cpu", non_blocking=True)
+            c = host[0]
+        """
+    )
+    assert found == {(kinds.HOST_READ_PENDING, 6), (kinds.HOST_READ_PENDING, 9)}
+
+
+UPLOAD = """
+import torch
+
+class Loader:
+    def __init__(self):
+        self.staging = torch.empty(8, pin_memory=True)
+
+    def run(self, batches, s):
+        out = []
+        for batch in batches:
+            {refill}
+            with torch.cuda.stream(s):
+                out.append(self.staging.to("cuda", non_blocking=True))
+            {after}
+        return out
+"""
+
+
+@pytest.mark.parametrize("refill", ["self.staging.copy_(batch)", "self.staging[:] = batch", "self.staging += 1",
+                                    "torch.add(batch, 1, out=self.staging)", "self.staging.zero_()"])  # fmt: skip
+def test_loop_carried_refill_of_a_pinned_attribute(refill: str) -> None:
+    found = hazards(UPLOAD.format(refill=refill, after="pass"))
+    assert found == {(kinds.HOST_WRITE_PENDING, 11)}
+
+
+@pytest.mark.parametrize("after", ["s.synchronize()", "torch.cuda.synchronize()"])
+def test_refill_after_a_sync_is_safe(after: str) -> None:
+    assert hazards(UPLOAD.format(refill="self.staging.copy_(batch)", after=after)) == set()
+
+
+def test_an_upload_from_pageable_memory_is_not_judged() -> None:
+    source = UPLOAD.format(refill="self.staging.copy_(batch)", after="pass")
+    assert hazards(source.replace(", pin_memory=True", "")) == set()
+
+
+def test_reading_the_source_of_an_upload_is_fine() -> None:
+    found = hazards(
+        """
+        import torch
+
+        def f(batch):
+            staging = batch.pin_memory()
+            device = staging.cuda(non_blocking=True)
+            return device, staging.sum(), staging.tolist()
+        """
+    )
+    assert found == set()
+
+
+EVENTS = """
+import torch
+
+def f(x, s, flag, items):
+    ready = torch.cuda.Event()
+    {before}
+    s.wait_event(ready)
+"""
+
+
+@pytest.mark.parametrize(
+    ("before", "flagged"),
+    [
+        ("pass", True),
+        ("ready.record()", False),
+        ("s.record_event(ready)", False),
+        ("if flag:\n        ready.record()", True),
+        ("if flag:\n        ready.record()\n    else:\n        ready.record(s)", False),
+        ("for item in items:\n        ready.record()", True),
+        ("items.append(ready)", False),
+        ("ready = s.record_event()", False),
+        ("ready.synchronize()", True),
+        ("try:\n        ready.record()\n    except RuntimeError:\n        pass", True),
+    ],
+)
+def test_wait_on_an_event_not_recorded_on_every_path(before: str, flagged: bool) -> None:
+    expected = {(kinds.WAIT_UNRECORDED_EVENT, 7 + before.count("\n"))} if flagged else set()
+    assert hazards(EVENTS.format(before=before)) == expected
+
+
+CAPTURE = """
+import torch
+
+def f(g, s, side, x):
+    with torch.cuda.graph(g):
+        {fork}
+        with torch.cuda.stream(side):
+            y = x * 2
+            {inside}
+        {join}
+    return y
+"""
+
+
+@pytest.mark.parametrize(
+    ("fork", "inside", "join", "flagged"),
+    [
+        ("side.wait_stream(torch.cuda.current_stream())", "pass",
+         "torch.cuda.current_stream().wait_stream(side)", False),
+        ("c = torch.cuda.current_stream(); side.wait_stream(c)", "pass", "c.wait_stream(side)", False),
+        ("e = torch.cuda.Event(); e.record(); side.wait_event(e)", "j = side.record_event()", "j.wait()", False),
+        ("pass", "pass", "torch.cuda.current_stream().wait_stream(side)", True),
+        ("side.wait_stream(torch.cuda.current_stream())", "pass", "pass", True),
+        ("side.wait_stream(s)", "pass", "torch.cuda.current_stream().wait_stream(side)", True),
+        ("side.wait_stream(torch.cuda.current_stream())", "pass", "s.wait_stream(side)", True),
+    ],
+)  # fmt: skip
+def test_capture_fork_and_join(fork: str, inside: str, join: str, flagged: bool) -> None:
+    found = hazards(CAPTURE.format(fork=fork, inside=inside, join=join))
+    assert found == ({(kinds.UNJOINED_CAPTURE_FORK, 7)} if flagged else set())
+
+
+@pytest.mark.parametrize(
+    ("setup", "flagged"),
+    [
+        ("g.capture_begin()", True),
+        ("with torch.cuda.stream(s):\n        g.capture_begin()", False),
+        ("torch.cuda.set_stream(s)\n    g.capture_begin()", False),
+        ("ctx = torch.cuda.stream(s)\n    ctx.__enter__()\n    g.capture_begin()", False),
+        ("super().capture_begin()", False),
+    ],
+)
+def test_capture_begin_stream(setup: str, flagged: bool) -> None:
+    source = f"import torch\n\ndef f(g, s):\n    {setup}\n"
+    expected = {(kinds.CAPTURE_ON_DEFAULT_STREAM, 4 + setup.count("\n"))} if flagged else set()
+    assert hazards(source) == expected
+
+
+def test_modules_without_torch_or_without_the_apis_are_skipped() -> None:
+    assert hazards("import numpy\nx = numpy.ones(3)\ne = Event()\ne.wait()\n") == set()
+    assert hazards("import torch\n\ndef f(x):\n    return x.sum().tolist()\n") == set()
+
+
+def _only(code: str, source: str):
+    rule = rule_by_code(code)
+    assert rule is not None
+    [finding] = lint_source(textwrap.dedent(source), "m.py", rules=[rule])
+    return finding
+
+
+def test_unsynced_host_read_message() -> None:
+    finding = _only(
+        "CSL301",
+        """
+        import torch
+
+        def f(x, s):
+            with torch.cuda.stream(s):
+                host = x.to("cpu", non_blocking=True)
+            return host.numpy()
+        """,
+    )
+    assert finding.message == (
+        "'host' is read on the host while the non-blocking copy into it (line 6) may still be running on stream 's'"
+    )
+    assert finding.fix == (
+        "synchronize with the copy first: `s.synchronize()` (or record an event after the copy and `synchronize()` it)"
+    )
+    assert (finding.line, finding.column, finding.end_line, finding.end_column) == (7, 12, 7, 16)
+    assert finding.span == Span(7, 7)
+
+
+def test_pinned_source_overwrite_message() -> None:
+    finding = _only(
+        "CSL302",
+        """
+        import torch
+
+        staging = torch.ones(4).pin_memory()
+        device = staging.cuda(non_blocking=True)
+        staging.fill_(3)
+        """,
+    )
+    assert finding.message == (
+        "pinned buffer 'staging' is overwritten on the host while the non-blocking copy out of it (line 5) "
+        "may still be running on the current stream"
+    )
+    assert finding.fix == (
+        "synchronize with the copy before refilling 'staging': `torch.cuda.current_stream().synchronize()` "
+        "(or an event recorded after the copy), or alternate between two buffers"
+    )
+    assert (finding.line, finding.column) == (6, 1)
+
+
+def test_wait_unrecorded_event_message() -> None:
+    finding = _only(
+        "CSL401",
+        """
+        import torch
+
+        def f(s):
+            ready = torch.cuda.Event()
+            s.wait_event(ready)
+        """,
+    )
+    assert finding.message == "event 'ready' is waited on before it is recorded on every path: the wait orders nothing"
+    assert finding.fix == "record 'ready' on the producing stream (`ready.record()`) on every path before waiting on it"
+    assert (finding.line, finding.column, finding.span) == (6, 5, Span(6, 6))
+
+
+def test_capture_on_default_stream_message() -> None:
+    finding = _only(
+        "CSL501",
+        """
+        import torch
+
+        g = torch.cuda.CUDAGraph()
+        g.capture_begin()
+        """,
+    )
+    assert finding.message == "graph 'g' begins capture on the default stream, which CUDA cannot capture"
+    assert finding.fix == (
+        "capture with `with torch.cuda.graph(g):`, or call `g.capture_begin()` inside `with torch.cuda.stream(side):`"
+    )
+
+
+def test_unjoined_capture_fork_message() -> None:
+    finding = _only(
+        "CSL502",
+        """
+        import torch
+
+        def f(g, s, side, x):
+            with torch.cuda.stream(s):
+                g.capture_begin()
+                with torch.cuda.stream(side):
+                    y = x * 2
+                g.capture_end()
+        """,
+    )
+    assert finding.message == (
+        "stream 'side' is used during CUDA graph capture but is neither forked from nor joined back to stream 's'"
+    )
+    assert finding.fix == (
+        "fork and join inside the capture: `side.wait_stream(s)` before the block, `s.wait_stream(side)` after it"
+    )
+    assert (finding.line, finding.column) == (7, 14)
+    assert finding.span == Span(7, 8)
+
+
+def test_nested_captures_are_checked_without_crashing() -> None:
+    found = hazards(
+        """
+        import torch
+
+        def f(graph, side, x):
+            with torch.cuda.graph(graph):
+                with torch.cuda.graph(graph):
+                    x.add_(1)
+                with torch.cuda.stream(side):
+                    y = x * 2
+            graph.capture_end()
+            return y
+        """
+    )
+    assert found == {(kinds.UNJOINED_CAPTURE_FORK, 8)}
