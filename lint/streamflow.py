@@ -129,8 +129,9 @@ worth having)."""
 _COLLECTIVES = frozenset(
     f"torch.distributed.{name}"
     for name in (
-        "all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
-        "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "recv", "irecv", "scatter",
+        "all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor", "all_gather_single",
+        "_all_gather_base", "reduce_scatter", "reduce_scatter_tensor", "reduce_scatter_single",
+        "_reduce_scatter_base", "all_to_all", "all_to_all_single", "recv", "irecv", "scatter",
     )
 )  # fmt: skip
 """Collectives that write their first argument in place, in order with the current stream."""

@@ -576,15 +576,16 @@ def test_called_names_are_not_tensor_reads() -> None:
     assert hazards(source) == set()
 
 
-def test_collectives_write_their_tensor() -> None:
-    source = """
+@pytest.mark.parametrize("collective", ["all_reduce(summed)", "reduce_scatter_single(summed, grad)"])
+def test_collectives_write_their_tensor(collective: str) -> None:
+    source = f"""
     import torch
     import torch.distributed as dist
 
     def f(grad, s):
         with torch.cuda.stream(s):
             summed = grad * 2
-        dist.all_reduce(summed)
+        dist.{collective}
         return summed
     """
     assert hazards(source, WAW) == {("WRITE_AFTER_WRITE", "summed", 8, CURRENT, "s")}
