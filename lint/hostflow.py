@@ -34,6 +34,7 @@ from csan_lint.lint.names import (
     DEFAULT_STREAM,
     DEVICE_SYNC,
     EVENT_CONSTRUCTORS,
+    GRAPH_CAPTURE,
     SET_STREAM,
     STREAM_CONTEXTS,
     ImportTable,
@@ -43,7 +44,6 @@ from csan_lint.lint.streamflow import CURRENT, Location, ModuleFlow
 from csan_lint.lint.model import Span
 from csan_lint.runtime import kinds
 
-GRAPH_CONTEXT = "torch.cuda.graph"
 UNKNOWN = "?"
 """The current stream differs between paths, or was set by code not followed."""
 CAPTURE = "<capture>"
@@ -305,7 +305,7 @@ class _Analysis:
                         block = _Block(item, node, stream, stream in capture.forked)
                         self.live.capture = replace(capture, blocks=capture.blocks | {block})
                     self.live.current = stream
-            elif isinstance(expr, cst.Call) and qualified == GRAPH_CONTEXT:
+            elif isinstance(expr, cst.Call) and qualified == GRAPH_CAPTURE:
                 self._eval_args(expr, reads=False)
                 given = next((a.value for a in expr.args if a.keyword and a.keyword.value == "stream"), None)
                 stream = self._stream(given) if given is not None else CAPTURE
@@ -412,6 +412,8 @@ class _Analysis:
         qualified = self.imports.qualified(value.func)
         if qualified in EVENT_CONSTRUCTORS:
             state.unrecorded |= {key}
+            _drop_token(state.into, f"event:{key}")  # a new event orders nothing yet
+            _drop_token(state.out_of, f"event:{key}")
         elif qualified in (CURRENT_STREAM, DEFAULT_STREAM):
             state.streams[key] = self._stream(value) or key
         elif self.facts.pins and _pins(value):

@@ -19,6 +19,8 @@ DEFAULT_STREAM = "torch.cuda.default_stream"
 EVENT_CONSTRUCTORS = frozenset({"torch.cuda.Event"})
 DEVICE_SYNC = "torch.cuda.synchronize"
 SET_STREAM = "torch.cuda.set_stream"
+GRAPH_CAPTURE = "torch.cuda.graph"
+"""A `with` on it captures a CUDA graph on a side stream, after synchronizing the device."""
 
 _DEVICE_HANDLE = re.compile(r"(?:^|\.)_?device_(?:handle|module)$")
 """Device-generic code (FSDP, DCP) reaches torch.cuda through an object named like

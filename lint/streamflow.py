@@ -44,6 +44,7 @@ from csan_lint.lint.names import (
     DEFAULT_STREAM,
     DEVICE_SYNC,
     EVENT_CONSTRUCTORS,
+    GRAPH_CAPTURE,
     SET_STREAM,
     STREAM_CONSTRUCTORS,
     STREAM_CONTEXTS,
@@ -462,6 +463,8 @@ class _FunctionAnalysis:
             item_stream = self._context_stream(item.item)
             if item_stream is None:
                 self._eval(item.item)
+                if isinstance(item.item, cst.Call) and self.imports.qualified(item.item.func) == GRAPH_CAPTURE:
+                    self.live.update_marks(_MarkUpdate(None, HOST))  # it synchronizes the device first
             else:
                 stream = item_stream
         if stream is None or self.state is None:

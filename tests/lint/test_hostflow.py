@@ -389,3 +389,38 @@ def test_nested_captures_are_checked_without_crashing() -> None:
         """
     )
     assert found == {(kinds.UNJOINED_CAPTURE_FORK, 8)}
+
+
+def test_a_new_event_under_an_old_name_orders_nothing() -> None:
+    found = hazards(
+        """
+        import torch
+
+        def f(x):
+            done = torch.cuda.Event()
+            host = x.to("cpu", non_blocking=True)
+            done.record()
+            done = torch.cuda.Event()
+            done.synchronize()
+            return host.tolist()
+        """
+    )
+    assert found == {(kinds.HOST_READ_PENDING, 10)}
+
+
+@pytest.mark.parametrize(("context", "flagged"), [("torch.cuda.graph(g)", False), ("open(g)", True)])
+def test_entering_torch_cuda_graph_synchronizes_the_device(context: str, flagged: bool) -> None:
+    """streamflow: `torch.cuda.graph` synchronizes before capturing, so work before it is done."""
+    source = textwrap.dedent(
+        f"""
+        import torch
+
+        def f(g, side, x):
+            y = x * 2
+            with {context}:
+                with torch.cuda.stream(side):
+                    z = y + 1
+        """
+    )
+    codes = {finding.code for finding in lint_source(source, "m.py")}
+    assert ("CSL101" in codes) == flagged
