@@ -34,7 +34,9 @@ class GraphedHead:
         return self.static_output.clone(), self.static_sums.clone()
 
 
-def capture(fn: Callable[[torch.Tensor], torch.Tensor], static_input: torch.Tensor) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
+def capture(
+    fn: Callable[[torch.Tensor], torch.Tensor], static_input: torch.Tensor
+) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
     """A graph of `fn(static_input)` and its static output."""
     graph = torch.cuda.CUDAGraph()
     graph.capture_begin()  # expect: CSL501

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from typing import Any
 
 import libcst as cst
-
+from csan_lint.lint.model import Span
 from csan_lint.lint.names import (
     CURRENT_STREAM,
     DEFAULT_STREAM,
@@ -41,7 +41,6 @@ from csan_lint.lint.names import (
     dotted_name,
 )
 from csan_lint.lint.streamflow import CURRENT, Location, ModuleFlow
-from csan_lint.lint.model import Span
 from csan_lint.runtime import kinds
 
 UNKNOWN = "?"
@@ -146,11 +145,15 @@ def _join_pending(a: frozenset[_Pending], b: frozenset[_Pending]) -> frozenset[_
     by_copy = {pending.copy: pending for pending in a}
     for pending in b:
         other = by_copy.get(pending.copy)
-        by_copy[pending.copy] = pending if other is None else _Pending(pending.copy, pending.after & other.after)
+        by_copy[pending.copy] = (
+            pending if other is None else _Pending(pending.copy, pending.after & other.after)
+        )
     return frozenset(by_copy.values())
 
 
-def _join_maps(a: dict[str, frozenset[_Pending]], b: dict[str, frozenset[_Pending]]) -> dict[str, frozenset[_Pending]]:
+def _join_maps(
+    a: dict[str, frozenset[_Pending]], b: dict[str, frozenset[_Pending]]
+) -> dict[str, frozenset[_Pending]]:
     joined = dict(a)
     for key, pending in b.items():
         joined[key] = _join_pending(joined[key], pending) if key in joined else pending
@@ -160,7 +163,9 @@ def _join_maps(a: dict[str, frozenset[_Pending]], b: dict[str, frozenset[_Pendin
 def _join_capture(a: _Capture | None, b: _Capture | None) -> _Capture | None:
     if a is None or b is None or a.stream != b.stream:
         return a or b
-    return _Capture(a.stream, a.forked & b.forked, a.blocks | b.blocks, a.joined & b.joined, a.events & b.events)
+    return _Capture(
+        a.stream, a.forked & b.forked, a.blocks | b.blocks, a.joined & b.joined, a.events & b.events
+    )
 
 
 def _join(states: Sequence[_State | None]) -> _State | None:
@@ -297,7 +302,9 @@ class _Analysis:
             qualified = self.imports.qualified(expr.func) if isinstance(expr, cst.Call) else None
             if isinstance(expr, cst.Call) and qualified in STREAM_CONTEXTS:
                 self._eval_args(expr, reads=False)
-                arg = next((a.value for a in expr.args if a.keyword is None or a.keyword.value == "stream"), None)
+                arg = next(
+                    (a.value for a in expr.args if a.keyword is None or a.keyword.value == "stream"), None
+                )
                 stream = self._stream(arg) if arg is not None else None
                 if stream is not None:
                     capture = self.live.capture
@@ -308,10 +315,10 @@ class _Analysis:
             elif isinstance(expr, cst.Call) and qualified == GRAPH_CAPTURE:
                 self._eval_args(expr, reads=False)
                 given = next((a.value for a in expr.args if a.keyword and a.keyword.value == "stream"), None)
-                stream = self._stream(given) if given is not None else CAPTURE
+                capture_stream = (self._stream(given) if given is not None else None) or CAPTURE
                 graph = expr
-                self.live.current = stream
-                self.live.capture = _Capture(stream)
+                self.live.current = capture_stream
+                self.live.capture = _Capture(capture_stream)
             else:
                 self._eval(expr)
         self.run(node.body.body)
@@ -505,11 +512,7 @@ class _Analysis:
             return
         method, receiver = func.attr.value, func.value
         key = dotted_name(receiver)
-        if (
-            isinstance(receiver, cst.Name)
-            and receiver.value in ("self", "cls")
-            and self.facts.syncs(method)
-        ):
+        if isinstance(receiver, cst.Name) and receiver.value in ("self", "cls") and self.facts.syncs(method):
             self._eval_args(node, reads=False)
             self._host_sync(None)
             return
@@ -520,7 +523,12 @@ class _Analysis:
             return
         if method in _METADATA or (method in _DEVICE_BOUND and key is not None):
             self._eval_args(node, reads=False)
-            if method in _DEVICE_BOUND and key in self.live.pinned and _non_blocking(node) and not _to_host(node):
+            if (
+                method in _DEVICE_BOUND
+                and key in self.live.pinned
+                and _non_blocking(node)
+                and not _to_host(node)
+            ):
                 self._upload(key, node)
             return
         if method == "copy_" and node.args:
@@ -531,9 +539,13 @@ class _Analysis:
         self._eval_args(node, reads=pending or key in self.live.pinned)
         if method.endswith("_") and not method.startswith("_"):
             self._host_write(receiver, node)
-        elif method in _HOST_SYNC_METHODS and not pending:
-            self._host_sync(self.live.current)
-        elif method == "to" and not _non_blocking(node) and _to_host(node):
+        elif (
+            method in _HOST_SYNC_METHODS
+            and not pending
+            or method == "to"
+            and not _non_blocking(node)
+            and _to_host(node)
+        ):
             self._host_sync(self.live.current)
         self._write_out(node)
 
@@ -621,7 +633,9 @@ class _Analysis:
     ) -> None:
         """Once per kind and node: loops revisit the same code."""
         span = span_node or self.statement or node
-        self.hazards.setdefault((kind, node), HostHazard(kind, node, span, tuple(sorted(fields.items())), copy))
+        self.hazards.setdefault(
+            (kind, node), HostHazard(kind, node, span, tuple(sorted(fields.items())), copy)
+        )
 
     # ---- streams, events, captures
 
@@ -653,21 +667,21 @@ class _Analysis:
                 _update(state.into, f"event:{event}", waiter)
                 _update(state.out_of, f"event:{event}", waiter)
                 if capture is not None:
-                    for recorded, stream in capture.events:
+                    for recorded, recorded_on in capture.events:
                         if recorded == event:
-                            self._capture_order(waiter, stream)
+                            self._capture_order(waiter, recorded_on)
         elif method == "record_event" and args:
-            stream, event = self._stream(receiver), dotted_name(args[0])
-            if stream is not None and event is not None:
-                self._record(event, stream)
-        elif method == "record" and (key is None or key in state.unrecorded or not args or len(args) == 1):
-            stream = self._stream(args[0]) if args else state.current
-            if key is None or stream is None:
-                return False
-            self._record(key, stream)
+            recorder, recorded = self._stream(receiver), dotted_name(args[0])
+            if recorder is not None and recorded is not None:
+                self._record(recorded, recorder)
+        elif method == "record" and len(args) <= 1 and key is not None:
+            on = self._stream(args[0]) if args else state.current
+            if on is not None:
+                self._record(key, on)
         elif method in ("synchronize", "query") and not args:
-            stream = self._stream(receiver)
-            self._host_sync(stream)
+            synced = self._stream(receiver)
+            if synced is not None:
+                self._host_sync(synced)
             if key is not None:
                 self._host_sync(f"event:{key}")
         elif method == "__enter__" and not args:
@@ -703,7 +717,9 @@ class _Analysis:
         if producer == capture.stream:
             capture = replace(capture, forked=capture.forked | {waiter})
         if waiter == capture.stream:
-            capture = replace(capture, joined=capture.joined | {b for b in capture.blocks if b.stream == producer})
+            capture = replace(
+                capture, joined=capture.joined | {b for b in capture.blocks if b.stream == producer}
+            )
         self.live.capture = capture
 
     def _end_capture(self) -> None:
@@ -761,7 +777,7 @@ def _targets(target: cst.CSTNode) -> Iterator[str]:
     if isinstance(target, (cst.Tuple, cst.List)):
         for element in target.elements:
             yield from _targets(element.value)
-    elif (key := dotted_name(target)) is not None:  # type: ignore[arg-type]
+    elif isinstance(target, cst.BaseExpression) and (key := dotted_name(target)) is not None:
         yield key
 
 
@@ -781,7 +797,10 @@ def _is_true(expr: cst.BaseExpression) -> bool:
 
 
 def _non_blocking(call: cst.Call) -> bool:
-    return any(arg.keyword is not None and arg.keyword.value == "non_blocking" and _is_true(arg.value) for arg in call.args)
+    return any(
+        arg.keyword is not None and arg.keyword.value == "non_blocking" and _is_true(arg.value)
+        for arg in call.args
+    )
 
 
 def _to_host(call: cst.Call) -> bool:
@@ -802,9 +821,14 @@ def _pins(expr: cst.CSTNode) -> bool:
     if isinstance(expr, cst.Call):
         if isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "pin_memory":
             return True
-        if any(arg.keyword is not None and arg.keyword.value == "pin_memory" and _is_true(arg.value) for arg in expr.args):
+        if any(
+            arg.keyword is not None and arg.keyword.value == "pin_memory" and _is_true(arg.value)
+            for arg in expr.args
+        ):
             return True
-    return any(_pins(child) for child in _children(expr) if not isinstance(child, (cst.Lambda, cst.FunctionDef)))
+    return any(
+        _pins(child) for child in _children(expr) if not isinstance(child, (cst.Lambda, cst.FunctionDef))
+    )
 
 
 @dataclass

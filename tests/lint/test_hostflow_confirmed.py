@@ -12,10 +12,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-from csan_lint.lint.engine import lint_source  # noqa: E402
-from csan_lint.lint.registry import rule_by_code  # noqa: E402
-from csan_lint.runtime import sanitize  # noqa: E402
-from csan_lint.runtime.report import to_json  # noqa: E402
+from csan_lint.lint.engine import lint_source
+from csan_lint.lint.registry import rule_by_code
+from csan_lint.runtime import sanitize
+from csan_lint.runtime.report import to_json
 
 PAIRS = {
     "CSL301": (
