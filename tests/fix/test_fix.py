@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from csan_lint.lint import fix
 from csan_lint.lint.cli import main
 from csan_lint.lint.engine import lint_source
 from csan_lint.lint.fix import apply_edits, fix_source
@@ -70,6 +71,13 @@ def test_a_pass_that_does_not_reduce_the_findings_is_dropped(monkeypatch: pytest
     findings = lint_source(BUGGY, "m.py")
     useless = [replace(finding, edits=(Edit(5, 5, "pass"),)) for finding in findings]
     monkeypatch.setattr(fix, "lint_source", lambda source, path, rules=None: useless)
+    assert fix_source(BUGGY, "m.py").source == BUGGY
+
+
+def test_a_pass_that_breaks_the_syntax_is_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    findings = lint_source(BUGGY, "m.py")
+    broken = [replace(finding, edits=(Edit(5, 5, "y = ("),)) for finding in findings * 2]  # 2 > 1 syntax error
+    monkeypatch.setattr(fix, "lint_source", lambda source, path, rules=None: broken if source == BUGGY else lint_source(source, path))
     assert fix_source(BUGGY, "m.py").source == BUGGY
 
 
@@ -154,4 +162,17 @@ def test_fix_with_confirm_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.M
     _project(tmp_path, monkeypatch, **{"m.py": BUGGY})
     result = CliRunner().invoke(main, ["--fix", "--confirm", "m.py"])
     assert result.exit_code == 2 and "without --confirm" in result.stderr
+    assert (tmp_path / "m.py").read_text() == BUGGY
+
+
+def test_a_file_that_cannot_be_written_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _project(tmp_path, monkeypatch, **{"m.py": BUGGY})
+
+    def refuse(self: Path, data: bytes) -> int:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "write_bytes", refuse)
+    result = CliRunner().invoke(main, ["--fix", "--no-cache", "m.py"])
+    assert result.exit_code == 2
+    assert "m.py:1:1: CSL003 cannot write fixed file: Permission denied" in result.stdout
     assert (tmp_path / "m.py").read_text() == BUGGY
