@@ -14,13 +14,12 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
+from csan_lint import __version__
 from csan_lint.lint.model import Finding
 from csan_lint.lint.output import format_explanation
 from csan_lint.lint.registry import all_rules
 from csan_lint.lint.rule import Rule
 from csan_lint.lint.runner import DIAGNOSTIC_NAMES, LintResult
-
-from csan_lint import __version__
 
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
