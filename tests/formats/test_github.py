@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from click.testing import CliRunner
+
 from csan_lint.lint.cli import main
 from csan_lint.lint.model import Finding, Span
 from csan_lint.lint.output import format_github, github_annotation

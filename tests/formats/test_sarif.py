@@ -11,6 +11,7 @@ from typing import Any
 import jsonschema
 import pytest
 from click.testing import CliRunner
+
 from csan_lint.lint.cli import main
 from csan_lint.lint.config import load_config
 from csan_lint.lint.output import format_explanation
