@@ -1,5 +1,6 @@
 """The fix is a real fix: an example that races on the emulated device runs race-free once
-`csan-lint --fix` has been applied to it (a copy: the example stays buggy for the demo)."""
+`csan-lint --fix` has been applied to it (a copy: the example stays buggy for the demo).
+CSL101 (offload), CSL102 and CSL201 (metrics), CSL301 (readback)."""
 
 from __future__ import annotations
 
@@ -66,6 +67,20 @@ def _offload(module: ModuleType) -> None:
     torch.manual_seed(0)
     layers = nn.Sequential(*[nn.Linear(8, 8) for _ in range(3)]).cuda()
     module.ActivationOffloader(layers, batch_size=4).forward(torch.randn(4, 8).cuda())
+
+
+def _readback(module: ModuleType) -> None:
+    torch.manual_seed(0)
+    weight = torch.randn(8, 1).cuda()
+    logger = module.LossLogger()
+    for _ in range(2):
+        logger.log((torch.randn(16, 8).cuda() @ weight).pow(2).mean())
+
+
+def test_fixed_readback_example_reads_the_copy_after_it_lands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    buggy, fixed = _fixed_copy("readback_buggy.py", tmp_path, monkeypatch)
+    assert "host-read-pending" in _races(buggy, _readback)
+    assert _races(fixed, _readback) == []
 
 
 def test_fixed_metrics_example_runs_race_free(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
