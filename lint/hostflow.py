@@ -433,7 +433,7 @@ class _Analysis:
             stream = self._stream(func.value)
             if stream is not None:
                 self._record(key, stream)
-        elif method == "to" and _non_blocking(value) and _to_host(value):
+        elif _downloads(value):
             state.into[key] = frozenset({_Pending(_Copy(value, state.current), frozenset({state.current}))})
             state.pinned |= {key}
 
@@ -533,6 +533,12 @@ class _Analysis:
             return
         if method == "copy_" and node.args:
             self._copy_into(receiver, node)
+            return
+        if _downloads(receiver):  # `x.to("cpu", non_blocking=True).tolist()`: read at once
+            self._eval(receiver)
+            stream = self.live.current
+            self._hazard(kinds.HOST_READ_PENDING, node, buffer=_code(receiver), stream=stream, copy=receiver)
+            self._eval_args(node, reads=True)
             return
         pending = key is not None and (key in self.live.into or key in self.live.out_of)
         self._eval(receiver)
@@ -800,6 +806,17 @@ def _non_blocking(call: cst.Call) -> bool:
     return any(
         arg.keyword is not None and arg.keyword.value == "non_blocking" and _is_true(arg.value)
         for arg in call.args
+    )
+
+
+def _downloads(expr: cst.BaseExpression) -> bool:
+    """`x.to("cpu", non_blocking=True)`: a device-to-host copy whose result may not be there yet."""
+    return (
+        isinstance(expr, cst.Call)
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value == "to"
+        and _non_blocking(expr)
+        and _to_host(expr)
     )
 
 

@@ -429,3 +429,18 @@ def test_entering_torch_cuda_graph_synchronizes_the_device(context: str, flagged
     )
     codes = {finding.code for finding in lint_source(source, "m.py")}
     assert ("CSL101" in codes) == flagged
+
+
+@pytest.mark.parametrize(
+    ("use", "flagged"),
+    [
+        ("x.to('cpu', non_blocking=True).tolist()", True),
+        ("x.to('cpu', non_blocking=True)[0]", False),
+        ("x.to('cpu', non_blocking=True).shape", False),
+        ("x.to('cpu').tolist()", False),
+        ("x.to('cuda', non_blocking=True).tolist()", False),
+    ],
+)
+def test_a_download_read_in_the_same_expression(use: str, flagged: bool) -> None:
+    source = f"import torch\n\ndef f(x):\n    return {use}\n"
+    assert hazards(source) == ({(kinds.HOST_READ_PENDING, 4)} if flagged else set())
