@@ -60,7 +60,7 @@ def wait_before_block(flow: ModuleFlow, hazard: Hazard) -> Fix | None:
     if current is None:
         return None
     start = flow.line(block)
-    return _fix(flow, context, Edit(start, start, f"{stream}.wait_stream({current.code})"), current)
+    return _fix(flow, context, Edit(start, start, f"{stream}.wait_stream({current.code})", _scope(flow, block)), current)
 
 
 def join_before_use(flow: ModuleFlow, hazard: Hazard) -> Fix | None:
@@ -77,7 +77,7 @@ def join_before_use(flow: ModuleFlow, hazard: Hazard) -> Fix | None:
     if spelled is None:
         return None
     start = flow.line(statement)
-    return _fix(flow, context, Edit(start, start, f"{spelled.code}.wait_stream({other})"), spelled)
+    return _fix(flow, context, Edit(start, start, f"{spelled.code}.wait_stream({other})", _scope(flow, statement)), spelled)
 
 
 def record_after_use(flow: ModuleFlow, hazard: Hazard) -> Fix | None:
@@ -101,7 +101,7 @@ def record_after_use(flow: ModuleFlow, hazard: Hazard) -> Fix | None:
     spelled = context.current_stream() if stream == CURRENT else _Spelling(stream, "safe")
     if spelled is None:
         return None
-    edit = Edit(where.end.line + 1, where.start.line, f"{tensor}.record_stream({spelled.code})")
+    edit = Edit(where.end.line + 1, where.start.line, f"{tensor}.record_stream({spelled.code})", _scope(flow, anchor))
     return _fix(flow, context, edit, spelled)
 
 
@@ -122,7 +122,7 @@ def sync_before_read(flow: ModuleFlow, hazard: HostHazard) -> Fix | None:
     if spelled is None:
         return None
     start = flow.line(statement)
-    return _fix(flow, context, Edit(start, start, f"{spelled.code}.synchronize()"), spelled)
+    return _fix(flow, context, Edit(start, start, f"{spelled.code}.synchronize()", _scope(flow, statement)), spelled)
 
 
 def _leaves(statement: cst.With | cst.SimpleStatementLine) -> bool:
@@ -215,12 +215,12 @@ class _Context:
         return _Spelling("torch.cuda.current_stream()", "unsafe", needs_import=True)
 
 
-def _ancestors(flow: ModuleFlow, node: cst.CSTNode) -> list[cst.CSTNode]:
-    """The node's parents, innermost first, up to the function (or module) it runs in.
+def _path(flow: ModuleFlow, node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The nodes from the module down to `node`'s parent; empty if `node` is not found.
 
-    Found by walking down from the module into the child whose position holds the node's,
-    not with a parent map: that would visit the whole module (a fifth of the lint time of a
-    200 kB file) for the few nodes a fix looks at."""
+    Found by walking down into the child whose position holds the node's, not with a parent
+    map: that would visit the whole module (a fifth of the lint time of a 200 kB file) for
+    the few nodes a fix looks at."""
     target = flow.range(node)
     path: list[cst.CSTNode] = []
     current: cst.CSTNode = flow.module
@@ -231,13 +231,24 @@ def _ancestors(flow: ModuleFlow, node: cst.CSTNode) -> list[cst.CSTNode]:
                 current = child
                 break
         else:
-            return []  # not found: no fix rather than a wrong one
+            return []
+    return path
+
+
+def _ancestors(flow: ModuleFlow, node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The node's parents, innermost first, up to the function (or module) it runs in."""
     inner = []
-    for ancestor in reversed(path):
+    for ancestor in reversed(_path(flow, node)):
         if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             break
         inner.append(ancestor)
     return inner
+
+
+def _scope(flow: ModuleFlow, node: cst.CSTNode) -> int:
+    """Line of the `def` the node runs in, 0 at module level (see Edit.scope)."""
+    functions = [ancestor for ancestor in _path(flow, node) if isinstance(ancestor, cst.FunctionDef)]
+    return flow.line(functions[-1]) if functions else 0
 
 
 def _holds(outer: CodeRange, inner: CodeRange) -> bool:

@@ -8,8 +8,8 @@ fix, at most `MAX_PASSES` times, so fixing a fixed file changes nothing.
 
 An insertion whose statement already stands on the line it would go to is skipped (an edit
 that did not order its hazard is not added again), and of two insertions of the same
-statement in one pass only the first is made: one join often orders several uses, and the next
-pass's lint says whether the second is still needed.
+statement in one function and pass only the first is made: one join often orders several uses,
+and the next pass's lint says whether the second is still needed.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def apply_edits(source: str, edits: Iterable[Edit]) -> str:
     own line ending; the edits are applied bottom-up, so line numbers stay valid."""
     lines = _LINE.findall(source)
     newline = next((line[len(line.rstrip("\r\n")) :] for line in lines if line.rstrip("\r\n") != line), "\n")
-    chosen: dict[str, tuple[Edit, str]] = {}
+    chosen: dict[tuple[int, str], tuple[Edit, str]] = {}
     for edit in sorted(set(edits), key=lambda edit: (edit.line, edit.text)):
         if not (1 <= edit.anchor_line <= len(lines) and 1 <= edit.line <= len(lines) + 1):
             continue
@@ -86,7 +86,7 @@ def apply_edits(source: str, edits: Iterable[Edit]) -> str:
         assert indent is not None  # `[ \t]*` matches any string
         statement = f"{indent.group()}{edit.text}"
         if not (_stands_at(lines, edit.line - 1, statement) or _stands_at(lines, edit.line - 2, statement)):
-            chosen.setdefault(edit.text, (edit, statement))
+            chosen.setdefault((edit.scope, edit.text), (edit, statement))
     if lines and not lines[-1].endswith(("\n", "\r")) and any(edit.line > len(lines) for edit, _ in chosen.values()):
         lines[-1] += newline
     for edit, statement in sorted(chosen.values(), key=lambda pair: pair[0].line, reverse=True):

@@ -31,6 +31,10 @@ class Edit:
     anchor_line: int
     text: str
     """The statement, without indentation or newline."""
+    scope: int = 0
+    """Line of the `def` the statement goes in (0: module level). `--fix` makes one insertion of
+    a statement per scope and pass: a join often orders several uses at once, and the next
+    pass's lint tells whether the next one is still needed."""
 
 
 @dataclass(frozen=True, order=True)

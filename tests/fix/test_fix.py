@@ -48,6 +48,12 @@ def test_an_insertion_already_made_is_not_made_again() -> None:
     assert apply_edits(source, [Edit(2, 2, "c()"), Edit(3, 1, "c()"), Edit(2, 2, "c()")]) == "a()\nc()\nb()\n"
 
 
+def test_one_insertion_of_a_statement_per_function_and_pass() -> None:
+    source = "def f():\n    a()\n    b()\ndef g():\n    c()\n"
+    edits = [Edit(3, 3, "j()", scope=1), Edit(2, 2, "j()", scope=1), Edit(5, 5, "j()", scope=4)]
+    assert apply_edits(source, edits) == "def f():\n    j()\n    a()\n    b()\ndef g():\n    j()\n    c()\n"
+
+
 def test_edits_out_of_range_are_ignored() -> None:
     assert apply_edits("a()\n", [Edit(9, 1, "b()"), Edit(1, 5, "c()")]) == "a()\n"
 
