@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,25 +27,27 @@ def table(pattern: re.Pattern[str]) -> list[re.Match[str]]:
 
 
 @pytest.fixture(scope="module")
-def confirmed() -> dict:
+def confirmed() -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, "-m", "csan_lint", "examples/", "--confirm", "--device", "emulated", "--format", "json"],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=300,
+        check=False,
     )
     assert done.returncode == 1, done.stderr  # races were confirmed
-    return json.loads(done.stdout)
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
 
 
-def test_each_finding_gets_its_intended_verdict(confirmed: dict) -> None:
+def test_each_finding_gets_its_intended_verdict(confirmed: dict[str, Any]) -> None:
     intended = {(f"examples/{row['file']}", int(row["line"]), row["code"]): row["verdict"] for row in table(FINDING_ROW)}
     got = {(finding["path"], finding["line"], finding["code"]): finding["verdict"] for finding in confirmed["findings"]}
     assert got == intended
 
 
-def test_runtime_only_races_are_the_listed_ones(confirmed: dict) -> None:
+def test_runtime_only_races_are_the_listed_ones(confirmed: dict[str, Any]) -> None:
     listed = {(row["file"], row["kind"]) for row in table(RUNTIME_ONLY_ROW)}
     assert listed, "no runtime-only rows in EXPECTED.md"
     seen_in_modules = set()
