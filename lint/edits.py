@@ -83,16 +83,22 @@ def join_before_use(flow: ModuleFlow, hazard: Hazard) -> Fix | None:
 def record_after_use(flow: ModuleFlow, hazard: Hazard) -> Fix | None:
     """CSL201: `t.record_stream(s)` right after the block (or statement) that used `t` on `s`,
     so the allocator waits for `s` before reusing `t`'s memory. Not when `t` is released inside
-    that block: after it the name no longer means the tensor that was used."""
+    that block: after it the name no longer means the tensor that was used.
+
+    A statement that leaves the function (`return t + 1`) gets the call just before it: the
+    allocator waits for the recorded streams' work up to the free, wherever the call stands."""
     anchor = hazard.access.span_node
     stream, tensor = hazard.access.stream, hazard.tensor
     if not (_is_name(tensor) and (stream == CURRENT or _is_name(stream))):
         return None
     if isinstance(anchor, cst.With) and stream == CURRENT or not isinstance(anchor, (cst.With, cst.SimpleStatementLine)):
         return None
-    if _leaves(anchor):
-        return None
     where = flow.range(anchor)
+    line = where.end.line + 1
+    if _leaves(anchor):
+        if isinstance(anchor, cst.With):
+            return None
+        line = where.start.line
     if hazard.release is not None and where.start.line <= flow.line(hazard.release) <= where.end.line:
         return None
     context = _context(flow.module)
@@ -101,7 +107,7 @@ def record_after_use(flow: ModuleFlow, hazard: Hazard) -> Fix | None:
     spelled = context.current_stream() if stream == CURRENT else _Spelling(stream, "safe")
     if spelled is None:
         return None
-    edit = Edit(where.end.line + 1, where.start.line, f"{tensor}.record_stream({spelled.code})", _scope(flow, anchor))
+    edit = Edit(line, where.start.line, f"{tensor}.record_stream({spelled.code})", _scope(flow, anchor))
     return _fix(flow, context, edit, spelled)
 
 

@@ -17,3 +17,14 @@ def copy_out(s, out):
 	with torch.cuda.stream(s):
 		out.copy_(x)
 	x.record_stream(s)
+
+
+def doubled(batch, side):
+    x = batch.cuda()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        y = x * 2
+    x.record_stream(side)
+    torch.cuda.current_stream().wait_stream(side)
+    y.record_stream(torch.cuda.current_stream())
+    return y + 1  # `y` dies here while the current stream may still read it
