@@ -54,7 +54,8 @@ def wait_before_block(flow: ModuleFlow, hazard: Hazard) -> Fix | None:
     if hazard.other != CURRENT or not isinstance(block, cst.With) or not _is_name(stream):
         return None
     context = _context(flow.module)
-    if _binds(block, stream) or any(_may_switch_stream(context, outer) for outer in _ancestors(flow, block)):
+    ancestors = _ancestors(flow, block)
+    if ancestors is None or _binds(block, stream) or any(_may_switch_stream(context, outer) for outer in ancestors):
         return None
     current = context.current_stream()
     if current is None:
@@ -122,7 +123,8 @@ def sync_before_read(flow: ModuleFlow, hazard: HostHazard) -> Fix | None:
     statement = _statement_of(flow, hazard.node)
     if statement is None:
         return None
-    if stream == CURRENT and any(_may_switch_stream(context, outer) for outer in _ancestors(flow, hazard.node)):
+    ancestors = _ancestors(flow, hazard.node)
+    if ancestors is None or stream == CURRENT and any(_may_switch_stream(context, outer) for outer in ancestors):
         return None
     spelled = context.current_stream() if stream == CURRENT else _Spelling(stream, "safe")
     if spelled is None:
@@ -221,8 +223,8 @@ class _Context:
         return _Spelling("torch.cuda.current_stream()", "unsafe", needs_import=True)
 
 
-def _path(flow: ModuleFlow, node: cst.CSTNode) -> list[cst.CSTNode]:
-    """The nodes from the module down to `node`'s parent; empty if `node` is not found.
+def _path(flow: ModuleFlow, node: cst.CSTNode) -> list[cst.CSTNode] | None:
+    """The nodes from the module down to `node`'s parent; None if `node` is not found.
 
     Found by walking down into the child whose position holds the node's, not with a parent
     map: that would visit the whole module (a fifth of the lint time of a 200 kB file) for
@@ -237,14 +239,17 @@ def _path(flow: ModuleFlow, node: cst.CSTNode) -> list[cst.CSTNode]:
                 current = child
                 break
         else:
-            return []
+            return None
     return path
 
 
-def _ancestors(flow: ModuleFlow, node: cst.CSTNode) -> list[cst.CSTNode]:
+def _ancestors(flow: ModuleFlow, node: cst.CSTNode) -> list[cst.CSTNode] | None:
     """The node's parents, innermost first, up to the function (or module) it runs in."""
+    path = _path(flow, node)
+    if path is None:
+        return None
     inner = []
-    for ancestor in reversed(_path(flow, node)):
+    for ancestor in reversed(path):
         if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             break
         inner.append(ancestor)
@@ -253,7 +258,7 @@ def _ancestors(flow: ModuleFlow, node: cst.CSTNode) -> list[cst.CSTNode]:
 
 def _scope(flow: ModuleFlow, node: cst.CSTNode) -> int:
     """Line of the `def` the node runs in, 0 at module level (see Edit.scope)."""
-    functions = [ancestor for ancestor in _path(flow, node) if isinstance(ancestor, cst.FunctionDef)]
+    functions = [ancestor for ancestor in _path(flow, node) or () if isinstance(ancestor, cst.FunctionDef)]
     return flow.line(functions[-1]) if functions else 0
 
 
@@ -269,6 +274,8 @@ def _statement_of(flow: ModuleFlow, node: cst.CSTNode) -> cst.BaseStatement | No
     test (evaluated again each iteration), an `elif` test, lambdas and comprehensions
     (evaluated later or repeatedly), and one-line bodies (`if c: use(y)`)."""
     ancestors = _ancestors(flow, node)
+    if ancestors is None:
+        return None
     child = node
     for index, parent in enumerate(ancestors):
         if isinstance(parent, (cst.SimpleStatementSuite, cst.While, cst.Match, cst.BaseComp)):
