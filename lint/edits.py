@@ -121,8 +121,8 @@ def sync_before_read(flow: ModuleFlow, hazard: HostHazard) -> Fix | None:
         return None
     context = _context(flow.module)
     statement = _statement_of(flow, hazard.node)
-    if statement is None:
-        return None
+    if statement is None or hazard.copy is not None and _holds(flow.range(statement), flow.range(hazard.copy)):
+        return None  # a copy read in the statement that makes it (`.to(..., non_blocking=True).tolist()`)
     ancestors = _ancestors(flow, hazard.node)
     if ancestors is None or stream == CURRENT and any(_may_switch_stream(context, outer) for outer in ancestors):
         return None
