@@ -396,7 +396,7 @@ class _Analysis:
                 if source in state.pinned:
                     state.pinned |= {key}
             return
-        if isinstance(value, (cst.Tuple, cst.List)):
+        if isinstance(value, (cst.Tuple, cst.List, cst.Set, cst.Dict)):
             self._hand_off(value)  # packing values up is no read
         else:
             self._eval(value)
@@ -452,9 +452,14 @@ class _Analysis:
             self.live.into.pop(key, None)
             self.live.out_of.pop(key, None)
             self.live.unrecorded -= {key}
-        elif isinstance(expr, (cst.Tuple, cst.List)):
+        elif isinstance(expr, (cst.Tuple, cst.List, cst.Set)):
             for element in expr.elements:
                 self._hand_off(element.value)
+        elif isinstance(expr, cst.Dict):
+            for item in expr.elements:
+                if isinstance(item, cst.DictElement):
+                    self._hand_off(item.key)
+                self._hand_off(item.value)
         else:
             self._eval(expr)
 

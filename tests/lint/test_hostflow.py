@@ -97,7 +97,8 @@ def test_host_reads(use: str) -> None:
 @pytest.mark.parametrize(
     "use",
     ["host.shape", "host.size(0)", "log.append(host)", "keep(host)", "return host",
-     "pair = (host, x)", "device = host.to('cuda')", "host.record_stream(None)", "del host"],
+     "pair = (host, x)", "device = host.to('cuda')", "host.record_stream(None)", "del host",
+     "return {'loss': host}", "out = {'loss': host, **log}"],
 )  # fmt: skip
 def test_uses_that_read_nothing_now(use: str) -> None:
     assert hazards(READ.format(use=use)) == set()
