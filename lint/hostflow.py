@@ -351,6 +351,9 @@ class _Analysis:
                 break
             head = new_head
         self.state = head.copy()
+        if isinstance(node, cst.While):  # the loop ends after its test ran once more
+            self.statement = node.test
+            self._eval(node.test)
         if node.orelse is not None:
             self.run(node.orelse.body.body)
         self.state = _join([self.state, *breaks])

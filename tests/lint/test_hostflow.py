@@ -445,3 +445,20 @@ def test_entering_torch_cuda_graph_synchronizes_the_device(context: str, flagged
 def test_a_download_read_in_the_same_expression(use: str, flagged: bool) -> None:
     source = f"import torch\n\ndef f(x):\n    return {use}\n"
     assert hazards(source) == ({(kinds.HOST_READ_PENDING, 4)} if flagged else set())
+
+
+def test_a_loop_that_ends_when_a_query_answers_done_orders_the_host() -> None:
+    found = hazards(
+        """
+        import torch
+
+        def f(x, s):
+            with torch.cuda.stream(s):
+                host = x.to("cpu", non_blocking=True)
+                done = s.record_event()
+            while not done.query():
+                pass
+            return host.numpy()
+        """
+    )
+    assert found == set()
