@@ -74,8 +74,6 @@ _SYNCING_BUILTINS = frozenset({"int", "float", "bool"})
 _STORING_METHODS = frozenset(
     {"append", "extend", "insert", "appendleft", "put", "put_nowait", "setdefault", "update", "add", "push"}
 )
-_EVENT_NEUTRAL = frozenset({"synchronize", "query", "elapsed_time"})
-"""Event methods that neither record it nor hand it to code that might."""
 
 
 @dataclass(frozen=True)
@@ -553,12 +551,8 @@ class _Analysis:
         self._eval_args(node, reads=pending or key in self.live.pinned)
         if method.endswith("_") and not method.startswith("_"):
             self._host_write(receiver, node)
-        elif (
-            method in _HOST_SYNC_METHODS
-            and not pending
-            or method == "to"
-            and not _non_blocking(node)
-            and _to_host(node)
+        elif (method in _HOST_SYNC_METHODS and not pending) or (
+            method == "to" and not _non_blocking(node) and _to_host(node)
         ):
             self._host_sync(self.live.current)
         self._write_out(node)
@@ -936,15 +930,11 @@ def _children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
     return node.children if fields is None else fields(node)
 
 
-def _leaf(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
-    return ()
-
-
 _FIELDS: dict[type[cst.CSTNode], Callable[[Any], Sequence[cst.CSTNode]]] = {
-    cst.Name: _leaf,
-    cst.Integer: _leaf,
-    cst.Float: _leaf,
-    cst.SimpleString: _leaf,
+    cst.Name: lambda _: (),
+    cst.Integer: lambda _: (),
+    cst.Float: lambda _: (),
+    cst.SimpleString: lambda _: (),
     cst.Attribute: lambda node: (node.value,),
     cst.Call: lambda node: (node.func, *(arg.value for arg in node.args)),
     cst.BinaryOperation: lambda node: (node.left, node.right),
