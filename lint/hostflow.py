@@ -28,6 +28,7 @@ from functools import lru_cache
 from typing import Any
 
 import libcst as cst
+
 from csan_lint.lint.model import Span
 from csan_lint.lint.names import (
     CURRENT_STREAM,
@@ -85,6 +86,7 @@ class HostHazard:
     """Where the finding points: the host access, the wait, `capture_begin`, the side block's item."""
     span_node: cst.CSTNode
     fields: tuple[tuple[str, str], ...]
+    """Raw message fields: names as written, streams as tokens (`<current>`); `fields()` words them."""
     copy: cst.CSTNode | None = None
     """The pending copy a host access races with."""
 
