@@ -81,6 +81,15 @@ def join_before_use(flow: ModuleFlow, hazard: Hazard) -> Fix | None:
     return _fix(flow, context, Edit(start, start, f"{spelled.code}.wait_stream({other})", _scope(flow, statement)), spelled)
 
 
+def wait_before_overwrite(flow: ModuleFlow, hazard: Hazard) -> Fix | None:
+    """CSL103: order the overwriting stream after the read. A read on the current stream is
+    waited for just before the overwriting block (as for CSL101); a read on a named stream,
+    just before the overwriting statement (as for CSL102)."""
+    if hazard.other == CURRENT:
+        return wait_before_block(flow, hazard)
+    return join_before_use(flow, hazard)
+
+
 def record_after_use(flow: ModuleFlow, hazard: Hazard) -> Fix | None:
     """CSL201: `t.record_stream(s)` right after the block (or statement) that used `t` on `s`,
     so the allocator waits for `s` before reusing `t`'s memory. Not when `t` is released inside

@@ -1,6 +1,6 @@
 """The fix is a real fix: an example that races on the emulated device runs race-free once
 `csan-lint --fix` has been applied to it (a copy: the example stays buggy for the demo).
-CSL101 (offload), CSL102 and CSL201 (metrics), CSL301 (readback)."""
+CSL101 (offload), CSL102 and CSL201 (metrics), CSL103 (ema), CSL301 (readback)."""
 
 from __future__ import annotations
 
@@ -81,6 +81,18 @@ def test_fixed_readback_example_reads_the_copy_after_it_lands(tmp_path: Path, mo
     buggy, fixed = _fixed_copy("readback_buggy.py", tmp_path, monkeypatch)
     assert "host-read-pending" in _races(buggy, _readback)
     assert _races(fixed, _readback) == []
+
+
+def _ema(module: ModuleType) -> None:
+    torch.manual_seed(0)
+    batches = [(inputs.cuda(), (inputs @ torch.ones(4, 1)).cuda()) for inputs in torch.randn(3, 16, 4)]
+    module.EMATrainer(torch.zeros(4, 1).cuda(), lr=0.1, decay=0.9).fit(batches)
+
+
+def test_fixed_ema_example_waits_before_the_overwrite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    buggy, fixed = _fixed_copy("ema_buggy.py", tmp_path, monkeypatch)
+    assert "write-after-read" in _races(buggy, _ema)
+    assert _races(fixed, _ema) == []
 
 
 def test_fixed_metrics_example_runs_race_free(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
