@@ -16,8 +16,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch._ops import OpOverload
 from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from csan_lint.runtime.events import Access
 from csan_lint.runtime.stacks import capture_stack
@@ -66,6 +67,10 @@ _RESULT = "output"  # the argument name of a fresh result (schema returns are mo
 class _Plan(NamedTuple):
     """What the schema of one op overload says, computed once per overload."""
 
+    # The overload's own C++ callable (an OpOverload's __call__ is one more Python frame that
+    # only forwards to it), or the overload itself when it is another kind of operator. It
+    # also keeps the overload alive, so the id that keys the plan cache is never reused.
+    call: Callable[..., Any]
     operator: str
     kind: int
     # (position, name, is_write, is_output) of each argument whose data the kernel touches;
@@ -112,8 +117,9 @@ def _plan(func: Any) -> _Plan:
         kind = _HOST_SYNC
     else:
         kind = _KERNEL
+    call = func._op if type(func) is OpOverload else func
     return _Plan(
-        operator, kind, tuple(inputs), tuple(fresh_returns), len(schema.returns) == 1, non_blocking_position
+        call, operator, kind, tuple(inputs), tuple(fresh_returns), len(schema.returns) == 1, non_blocking_position
     )
 
 
@@ -213,21 +219,26 @@ class SanitizerMode(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if kwargs is None:
             kwargs = {}
-        out = func(*args, **kwargs)
-        if self.checking:
+        # Keyed by id: an OpOverload hashes in Python (~0.3 us an op); the plan keeps it alive.
+        plan = self._plans.get(id(func))
+        if plan is None:
             try:
-                self._observe(func, args, kwargs, out)
+                plan = self._plans[id(func)] = _plan(func)
+            except Exception as exc:  # a sanitizer bug must not break the user's program
+                if self.checking:
+                    self.checking = False
+                    self.on_internal_error(exc)
+                return func(*args, **kwargs)
+        out = plan.call(*args, **kwargs)
+        if self.checking and plan.kind != _SKIP:
+            try:
+                self._observe(plan, args, kwargs, out)
             except Exception as exc:  # a sanitizer bug must not break the user's program
                 self.checking = False
                 self.on_internal_error(exc)
         return out
 
-    def _observe(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
-        plan = self._plans.get(func)
-        if plan is None:
-            plan = self._plans[func] = _plan(func)
-        if plan.kind == _SKIP:
-            return
+    def _observe(self, plan: _Plan, args: tuple, kwargs: dict, out: Any) -> None:
         device: dict[tuple[int, int], Access] = {}
         # (tensor, argument name, is_write, is_output) of the host tensors, for copies and
         # host accesses; `seen` keeps device tensors while allocations wait for their size.
@@ -258,7 +269,7 @@ class SanitizerMode(TorchDispatchMode):
                 else:
                     # Access(ptr, size, is_write, argument, is_output) without the Python-level
                     # NamedTuple constructor: half the cost, and this runs per tensor per op.
-                    device[key] = _new_access(Access, (key[0], nbytes, is_write, name, is_output))
+                    device[key] = _new_access(Access, (key[0], key[1], is_write, name, is_output))
                 if seen is not None:
                     seen.append(tensor)
         for position in plan.fresh_returns:
@@ -273,11 +284,16 @@ class SanitizerMode(TorchDispatchMode):
                 if not is_device(tensor):
                     host.append((tensor, _RESULT, True, True))
                     continue
-                key = byte_extent(tensor)
-                if key[1]:
+                nbytes = tensor.nbytes
+                if not nbytes:
+                    continue
+                key = (tensor.data_ptr(), nbytes) if tensor.is_contiguous() else byte_extent(tensor)
+                if key in device:
                     _merge(device, key, _RESULT, True, True)
-                    if seen is not None:
-                        seen.append(tensor)
+                else:
+                    device[key] = _new_access(Access, (key[0], key[1], True, _RESULT, True))
+                if seen is not None:
+                    seen.append(tensor)
         if not device:
             if host and self.host_blocks:
                 self._host_access(plan.operator, host)
@@ -303,13 +319,19 @@ class SanitizerMode(TorchDispatchMode):
             # when the graph is replayed.
             self.capture.extend(accesses)
             accesses = []
-        stack = capture_stack(stop=self.stack_stop)
-        with self.lock:
+        # From the frame that called the op: this one and __torch_dispatch__ are never the user's.
+        stack = capture_stack(skip=2, stop=self.stack_stop)
+        # acquire/release, not `with`: the context manager protocol costs twice as much.
+        lock = self.lock
+        lock.acquire()
+        try:
             if seen:
                 self._resolve_pending(seen)
             self.tracker.kernel_launched(stream, plan.operator, accesses, stack=stack)
             if host_sync:
                 self.tracker.stream_synchronized(stream)
+        finally:
+            lock.release()
         if len(self.errors) != self.errors_seen:
             self._new_errors()
 

@@ -45,8 +45,11 @@ def capture_stack(skip: int = 0, stop: Container[int] = ()) -> Stack:
     flat: list[CodeType | int] = []
     append = flat.append
     if stop:
-        while frame is not None and id(frame.f_code) not in stop:
-            append(frame.f_code)
+        while frame is not None:
+            code = frame.f_code  # read once: each read is a getter call
+            if id(code) in stop:
+                break
+            append(code)
             append(frame.f_lasti)
             frame = frame.f_back
     else:

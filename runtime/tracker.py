@@ -328,11 +328,18 @@ class Tracker:
                 # An ordered read or an ordered first write is settled here; the rest in _check.
                 cell = allocation.cells[0]
                 write = cell.write
-                if write is None or clock.get(write[1], 0) >= write[0]:
+                # A write of this stream's own is ordered: no clock lookup.
+                if write is None or write[1] == stream or clock.get(write[1], 0) >= write[0]:
                     if not is_write:
                         cell.reads[stream] = epoch
                         continue
-                    if not cell.reads:
+                    reads = cell.reads
+                    if not reads:
+                        cell.write = epoch
+                        continue
+                    if len(reads) == 1 and stream in reads:
+                        # The only read is this stream's own, always ordered before its work.
+                        reads.clear()
                         cell.write = epoch
                         continue
                 self._check(cell, allocation, clock, epoch, is_write, _DEVICE_KINDS)
