@@ -129,6 +129,8 @@ class _Capture:
 class _State:
     current: str = CURRENT
     streams: dict[str, str] = field(default_factory=dict)
+    contexts: dict[str, str] = field(default_factory=dict)
+    """Names bound to `torch.cuda.stream(s)` objects -> the stream their `with` makes current."""
     into: dict[str, frozenset[_Pending]] = field(default_factory=dict)
     """Host buffer -> device-to-host copies that may still be writing it."""
     out_of: dict[str, frozenset[_Pending]] = field(default_factory=dict)
@@ -138,7 +140,13 @@ class _State:
     capture: _Capture | None = None
 
     def copy(self) -> _State:
-        return replace(self, streams=dict(self.streams), into=dict(self.into), out_of=dict(self.out_of))
+        return replace(
+            self,
+            streams=dict(self.streams),
+            contexts=dict(self.contexts),
+            into=dict(self.into),
+            out_of=dict(self.out_of),
+        )
 
 
 def _join_pending(a: frozenset[_Pending], b: frozenset[_Pending]) -> frozenset[_Pending]:
@@ -177,6 +185,7 @@ def _join(states: Sequence[_State | None]) -> _State | None:
         if state.current != result.current:
             result.current = UNKNOWN
         result.streams = {k: v for k, v in result.streams.items() if state.streams.get(k) == v}
+        result.contexts = {k: v for k, v in result.contexts.items() if state.contexts.get(k) == v}
         result.into = _join_maps(result.into, state.into)
         result.out_of = _join_maps(result.out_of, state.out_of)
         result.pinned &= state.pinned
@@ -294,29 +303,22 @@ class _Analysis:
 
     def _with(self, node: cst.With) -> None:
         outer, outer_capture = self.live.current, self.live.capture
-        block: _Block | None = None
-        graph: cst.Call | None = None
+        captures = False
         for item in node.items:
             self.statement = item
             expr = item.item
             qualified = self.imports.qualified(expr.func) if isinstance(expr, cst.Call) else None
+            key = dotted_name(expr)
             if isinstance(expr, cst.Call) and qualified in STREAM_CONTEXTS:
                 self._eval_args(expr, reads=False)
-                arg = next(
-                    (a.value for a in expr.args if a.keyword is None or a.keyword.value == "stream"), None
-                )
-                stream = self._stream(arg) if arg is not None else None
-                if stream is not None:
-                    capture = self.live.capture
-                    if capture is not None and stream != capture.stream:
-                        block = _Block(item, node, stream, stream in capture.forked)
-                        self.live.capture = replace(capture, blocks=capture.blocks | {block})
-                    self.live.current = stream
+                self._enter_stream(self._context_stream(expr), item, node)
+            elif key is not None and key in self.live.contexts:
+                self._enter_stream(self.live.contexts[key], item, node)
             elif isinstance(expr, cst.Call) and qualified == GRAPH_CAPTURE:
                 self._eval_args(expr, reads=False)
                 given = next((a.value for a in expr.args if a.keyword and a.keyword.value == "stream"), None)
                 capture_stream = (self._stream(given) if given is not None else None) or CAPTURE
-                graph = expr
+                captures = True
                 self.live.current = capture_stream
                 self.live.capture = _Capture(capture_stream)
             else:
@@ -325,9 +327,24 @@ class _Analysis:
         if self.state is None:
             return
         self.live.current = outer
-        if graph is not None:
+        if captures:
             self._end_capture()
             self.live.capture = outer_capture  # a capture nested in another fails; the outer goes on
+
+    def _enter_stream(self, stream: str | None, item: cst.WithItem, node: cst.With) -> None:
+        """A `with` item makes `stream` current; during a capture, that is a side stream block."""
+        if stream is None:
+            return
+        capture = self.live.capture
+        if capture is not None and stream != capture.stream:
+            block = _Block(item, node, stream, stream in capture.forked)
+            self.live.capture = replace(capture, blocks=capture.blocks | {block})
+        self.live.current = stream
+
+    def _context_stream(self, call: cst.Call) -> str | None:
+        """The stream of `torch.cuda.stream(s)` / `StreamContext(stream=s)`; None for None."""
+        arg = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "stream"), None)
+        return self._stream(arg) if arg is not None else None
 
     def _loop(self, node: cst.For | cst.While) -> None:
         if isinstance(node, cst.For):
@@ -426,6 +443,8 @@ class _Analysis:
             _drop_token(state.out_of, f"event:{key}")
         elif qualified in (CURRENT_STREAM, DEFAULT_STREAM):
             state.streams[key] = self._stream(value) or key
+        elif qualified in STREAM_CONTEXTS and (stream := self._context_stream(value)) is not None:
+            state.contexts[key] = stream
         elif self.facts.pins and _pins(value):
             state.pinned |= {key}
         func = value.func
@@ -445,6 +464,7 @@ class _Analysis:
         state.into.pop(key, None)
         state.out_of.pop(key, None)
         state.streams.pop(key, None)
+        state.contexts.pop(key, None)
         state.pinned -= {key}
         state.unrecorded -= {key}
 

@@ -252,6 +252,8 @@ def test_capture_fork_and_join(fork: str, inside: str, join: str, flagged: bool)
         ("with torch.cuda.stream(s):\n        g.capture_begin()", False),
         ("torch.cuda.set_stream(s)\n    g.capture_begin()", False),
         ("ctx = torch.cuda.stream(s)\n    ctx.__enter__()\n    g.capture_begin()", False),
+        ("ctx = torch.cuda.stream(s)\n    with ctx:\n        g.capture_begin()", False),
+        ("ctx = torch.cuda.stream(s)\n    ctx = None\n    with ctx:\n        g.capture_begin()", True),
         ("super().capture_begin()", False),
     ],
 )
