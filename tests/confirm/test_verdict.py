@@ -165,3 +165,12 @@ def test_finding_of_no_rule_is_an_error_not_a_guess(src):
 def test_runtime_only_codes_cover_every_kind_once():
     assert sorted(RUNTIME_ONLY_CODES) == sorted(kinds.ALL_KINDS)
     assert len(set(RUNTIME_ONLY_CODES.values())) == len(kinds.ALL_KINDS)
+
+
+def test_races_between_the_same_lines_are_one_runtime_only_entry(src):
+    first = race(src, 20, previous_line=5)
+    second = {**race(src, 20, previous_line=5), "current": {**first["current"], "operator": "aten::std"}}
+    third = race(src, 21, previous_line=5)
+    result = RunResult({}, [Race("t::a", first), Race("t::a", second), Race("t::b", third)])
+    _, runtime_only = decide([], result, {})
+    assert [(entry.line, entry.tests) for entry in runtime_only] == [(20, ("t::a",)), (21, ("t::b",))]
