@@ -152,7 +152,7 @@ def discover(paths: Sequence[str], excluder: Excluder) -> Iterator[Path | PathEr
         try:
             mode = os.stat(path).st_mode
         except OSError as error:
-            yield PathError(path, unreachable(path, error))
+            yield PathError(path, _unreachable(path, error))
             continue
         if stat.S_ISDIR(mode):
             files: Iterable[Path | PathError] = _walk(path, excluder, excluder.inherited(path))
@@ -168,7 +168,7 @@ def discover(paths: Sequence[str], excluder: Excluder) -> Iterator[Path | PathEr
                 yield file
 
 
-def unreachable(path: Path, error: OSError) -> str:
+def _unreachable(path: Path, error: OSError) -> str:
     """Why a path cannot be opened, in the words a user looks for."""
     if error.errno == errno.ELOOP:
         return "symbolic link loop: the link never leads to a file"
@@ -201,7 +201,7 @@ def _walk(directory: Path, excluder: Excluder, ignores: list[_IgnoreFile]) -> It
                 if not is_file and entry.is_symlink():
                     os.stat(path)  # a link to a directory passes; a dangling one or a loop raises
             except OSError as error:
-                yield PathError(path, unreachable(path, error))
+                yield PathError(path, _unreachable(path, error))
                 continue
             if is_file:
                 yield path
