@@ -20,17 +20,25 @@ Precision over recall, since a finding must be worth a reader's time:
   origin (parameters, attributes set elsewhere) are taken as ready: no producer, no finding;
 - handing a tensor on (`return x`, `y = x`) is not a device read; passing it to unknown code,
   storing it or viewing it makes its lifetime someone else's (no CSL201);
-- a helper defined in the module whose body starts with ordering calls has them replayed at its
-  call sites; blocks on a stream that differs between paths are not judged.
+- blocks on a stream that differs between paths are not judged.
 
-Only functions (and module bodies) that contain a `with` statement are interpreted: without
-one no second stream can appear (except through `torch.cuda.set_stream`, checked textually).
+Calls are followed through summaries (lint/summaries.py): a called function of the module, a
+method called as `self.m()`, or a module-level function of another linted module is run once
+on symbolic arguments, with a probe access per stream or event it orders on; the orderings that
+hold on every return, and the parameters and `self` attributes it leaves written and on which
+stream, are replayed at each call site in the caller's streams. Across methods, `self.x` left
+written on a side stream by a method that may run first is where public methods start from
+(see `_cross_method`).
+
+Only functions (and module bodies) that contain a `with` statement, or call a function of the
+module that leaves a tensor written on another stream, are interpreted: without either no second
+stream can appear (except through `torch.cuda.set_stream`, checked textually).
 Positions are computed only when a module has hazards, since PositionProvider costs a parse.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Literal, TypedDict
@@ -51,6 +59,7 @@ from csan_lint.lint.names import (
     ImportTable,
     dotted_name,
 )
+from csan_lint.lint.summaries import ANY_OTHER, PackageIndex, Summary, Write, module_name
 from csan_lint.runtime import kinds
 
 CURRENT = "<current>"
@@ -156,6 +165,8 @@ class Access:
     write: bool
     span_node: cst.CSTNode
     """The innermost stream `with` around the access, or its statement outside any block."""
+    function: str | None = None
+    """The function interpreted when the access was made (`Cls.method`; None: module body)."""
 
 
 @dataclass(frozen=True)
@@ -182,6 +193,8 @@ class Hazard:
     other: str
     release: cst.CSTNode | None = None
     function: str | None = None
+    origin: str | None = None
+    """The other function that made the conflicting access (a producer method), if any."""
 
 
 @dataclass(frozen=True)
@@ -197,7 +210,7 @@ class _Tensor:
     recorded: frozenset[str] = frozenset()
     escaped: bool = False
 
-    def with_marks(self, update: _MarkUpdate) -> _Tensor:
+    def with_marks(self, update: Callable[[frozenset[_Mark]], frozenset[_Mark]]) -> _Tensor:
         writes, reads, uses = update(self.writes), update(self.reads), update(self.uses)
         if writes is self.writes and reads is self.reads and uses is self.uses:
             return self
@@ -243,7 +256,7 @@ class _State:
     def copy(self) -> _State:
         return _State(self.current, dict(self.tensors), dict(self.streams), dict(self.contexts))
 
-    def update_marks(self, update: _MarkUpdate) -> None:
+    def update_marks(self, update: Callable[[frozenset[_Mark]], frozenset[_Mark]]) -> None:
         for key, tensor in self.tensors.items():
             self.tensors[key] = tensor.with_marks(update)
 
@@ -333,16 +346,25 @@ class _FunctionAnalysis:
         function: str | None,
         params: frozenset[str] = frozenset(),
         helpers: _Helpers | None = None,
+        entry: Mapping[str, _Tensor] | None = None,
+        probes: Iterable[str] = (),
     ) -> None:
         self.imports = imports
         self.hazards = hazards
         self.function = function
         self.helpers = helpers
-        self.substitution: dict[str, str] = {}
-        """While a helper's summary is replayed: its parameters -> the caller's streams and events."""
         self.maybe_tensors = set(params)
         """Names of unknown values that may be tensors: parameters and loop targets."""
-        self.state: _State | None = _State()
+        self.state: _State | None = _State(tensors=dict(entry or {}))
+        for token in probes:
+            self.live.tensors[_probe(token)] = _Tensor(writes=frozenset({_Mark(_PROBE_ACCESS, frozenset({token}))}))
+        self.exits: list[_State] = []
+        """The states at each `return` and at the end of the body: what a caller continues from."""
+        self.tokens: set[str] = set()
+        """Streams and events the ordering calls named: a summary probes each of them."""
+        self.bound: set[str] = set()
+        """Names (re)bound here: a parameter rebound no longer denotes the caller's argument."""
+        self.yields = False
         self.silent = 0
         """Depth of blocks on an UNKNOWN stream: their accesses are taken as ordered, never judged."""
         self.block: cst.With | None = None
@@ -354,6 +376,7 @@ class _FunctionAnalysis:
     def run_function(self, body: cst.BaseSuite) -> None:
         self.run(_suite(body))
         if self.state is not None:
+            self.exits.append(self.state.copy())
             self._release_all(None)
 
     def run(self, body: Sequence[cst.BaseStatement | cst.BaseSmallStatement]) -> None:
@@ -411,6 +434,8 @@ class _FunctionAnalysis:
         elif isinstance(node, cst.Return):
             if node.value is not None:
                 self._pass(node.value)
+            if self.state is not None:
+                self.exits.append(self.state.copy())
             self._release_all(None)
             self.state = None
         elif isinstance(node, cst.Raise):
@@ -441,7 +466,7 @@ class _FunctionAnalysis:
         sync would hide the one-sided waits that branch on it."""
         self._header(test)
         if self.state is not None and self._tensor_operand(test, made_here=True):
-            self.live.update_marks(_MarkUpdate(self.live.current, HOST))
+            self._order(_MarkUpdate(self.live.current, HOST))
 
     def _if(self, node: cst.If) -> None:
         self._condition(node.test)
@@ -464,7 +489,7 @@ class _FunctionAnalysis:
             if item_stream is None:
                 self._eval(item.item)
                 if isinstance(item.item, cst.Call) and self.imports.qualified(item.item.func) == GRAPH_CAPTURE:
-                    self.live.update_marks(_MarkUpdate(None, HOST))  # it synchronizes the device first
+                    self._order(_MarkUpdate(None, HOST))  # it synchronizes the device first
             else:
                 stream = item_stream
         if stream is None or self.state is None:
@@ -578,6 +603,7 @@ class _FunctionAnalysis:
         if key is None:
             return
         owned = isinstance(target, cst.Name)
+        self.bound.add(key)
         if owned:
             self._release(key, target)
         self._forget(key)
@@ -695,8 +721,10 @@ class _FunctionAnalysis:
             self._eval(node.value)
         elif isinstance(node, cst.NamedExpr):
             self._assign([node.target], node.value)
-        elif isinstance(node, cst.Yield) and isinstance(node.value, cst.BaseExpression):
-            self._pass(node.value)
+        elif isinstance(node, cst.Yield):
+            self.yields = True
+            if isinstance(node.value, cst.BaseExpression):
+                self._pass(node.value)
         elif isinstance(node, (cst.Lambda, cst.FunctionDef)):
             return
         elif isinstance(node, (cst.BinaryOperation, cst.BooleanOperation)):
@@ -717,7 +745,7 @@ class _FunctionAnalysis:
             )
             self._eval_args(node, skip_first=in_place)
             if qualified == DEVICE_SYNC:
-                self.live.update_marks(_MarkUpdate(None, HOST))
+                self._order(_MarkUpdate(None, HOST))
             elif qualified == SET_STREAM and node.args:
                 stream = self._stream(node.args[0].value)
                 if stream is not None:
@@ -726,10 +754,16 @@ class _FunctionAnalysis:
                 self._write_target(node.args[0].value)
             self._write_out(node)
             return
-        if self.helpers is not None:
-            summary = self.helpers.summary(self.function, func)
-            if summary is not None:
-                self._replay(summary, node)
+        found = self.helpers.lookup(self.function, func, qualified) if self.helpers is not None else None
+        if found is not None:
+            self._replay_orders(found, node)
+        self._call_other(node)
+        if found is not None and self.state is not None:
+            self._replay_writes(found, node)
+
+    def _call_other(self, node: cst.Call) -> None:
+        """A call into code other than torch's: stream and tensor methods, builtins, the rest."""
+        func = node.func
         if isinstance(func, cst.Attribute):
             if self._stream_method(node, func):
                 return
@@ -749,7 +783,7 @@ class _FunctionAnalysis:
             if method in _SYNC_METHODS:
                 self._eval(receiver)
                 self._eval_args(node)
-                self.live.update_marks(_MarkUpdate(self.live.current, HOST))
+                self._order(_MarkUpdate(self.live.current, HOST))
                 return
             if _is_inplace(method):
                 self._eval_args(node)
@@ -767,7 +801,7 @@ class _FunctionAnalysis:
             if builtin not in _METADATA_BUILTINS:
                 self._eval_args(node)
             if builtin in _SYNC_BUILTINS and any(self._tensor_operand(arg.value) for arg in node.args):
-                self.live.update_marks(_MarkUpdate(self.live.current, HOST))
+                self._order(_MarkUpdate(self.live.current, HOST))
             if builtin not in _PURE_BUILTINS:
                 self._escape_args(node)
         self._write_out(node)
@@ -824,11 +858,11 @@ class _FunctionAnalysis:
         if method == "wait_stream" and args:
             waiter, producer = self._stream(receiver), self._stream(args[0])
             if waiter is not None and producer is not None and waiter != producer:
-                self.live.update_marks(_MarkUpdate(producer, waiter))
+                self._order(_MarkUpdate(producer, waiter))
         elif method == "wait_event" and args:
             waiter, event = self._stream(receiver), self._event(args[0])
             if waiter is not None and event is not None:
-                self.live.update_marks(_MarkUpdate(event, waiter))
+                self._order(_MarkUpdate(event, waiter))
         elif method == "record_event" and args:
             stream, event = self._stream(receiver), self._event(args[0])
             if stream is not None and event is not None:
@@ -840,42 +874,80 @@ class _FunctionAnalysis:
         elif method == "wait" and dotted_name(receiver) not in self.live.tensors:
             waiter, event = (self._stream(args[0]) if args else self.live.current), self._event(receiver)
             if waiter is not None and event is not None:
-                self.live.update_marks(_MarkUpdate(event, waiter))
+                self._order(_MarkUpdate(event, waiter))
         elif method == "synchronize" and not args and dotted_name(receiver) not in self.live.tensors:
             stream, event = self._stream(receiver), self._event(receiver)
             for token in (stream, event):
                 if token is not None:
-                    self.live.update_marks(_MarkUpdate(token, HOST))
+                    self._order(_MarkUpdate(token, HOST))
         else:
             return False
         return True
 
-    def _replay(self, summary: _Summary, call: cst.Call) -> None:
-        """The ordering a same-module helper always makes, in the caller's streams."""
-        mapping: dict[str, str] = {}
-        positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
-        for param, value in zip(summary.params, positional, strict=False):  # fewer arguments: defaults
-            stream = self._stream(value)
-            if stream is not None:
-                mapping[param] = stream
-        for arg in call.args:
-            if arg.keyword is not None and arg.keyword.value in summary.params:
-                stream = self._stream(arg.value)
-                if stream is not None:
-                    mapping[arg.keyword.value] = stream
-        if not set(summary.needs) <= mapping.keys():
-            return  # a parameter left to its default: its stream is unknown here
-        self.substitution = mapping
-        for ordering in summary.calls:
-            if self.imports.qualified(ordering.func) == DEVICE_SYNC:
-                self.live.update_marks(_MarkUpdate(None, HOST))
-            elif isinstance(ordering.func, cst.Attribute):
-                self._stream_method(ordering, ordering.func)
-        self.substitution = {}
+    def _replay_orders(self, found: _Callee, call: cst.Call) -> None:
+        """The ordering a called function makes on every path that returns, in the caller's streams.
+        All of it is applied at once, before the call's own reads (precision over recall)."""
+        facts: dict[str, list[tuple[bool, frozenset[str]]]] = {}
+        for token, after in found.summary.orders:
+            mine = self._translate(found, call, token)
+            if mine is None:
+                continue
+            mapped = frozenset(m for m in (self._translate(found, call, u) for u in after) if m is not None)
+            facts.setdefault(mine, []).append((token in after, mapped))
+        if facts:
+            self.tokens.update(facts)
+            self.live.update_marks(_FactUpdate(facts))
+
+    def _replay_writes(self, found: _Callee, call: cst.Call) -> None:
+        """The tensors the call leaves written, as writes at the call on the streams it used."""
+        for write in found.summary.writes:
+            key = self._argument_key(found, call, write.key)
+            stream = self._translate(found, call, write.stream)
+            if key is None or stream is None:
+                continue
+            after = frozenset(m for m in (self._translate(found, call, u) for u in write.after) if m is not None)
+            assert self.statement is not None
+            access = Access(call, stream, True, self.block or self.statement, self.function)
+            mark = _Mark(access, after | {stream})
+            tensor = self.live.tensors.get(key) or _Tensor()
+            writes = tensor.writes if tensor.writes and all(m.access.node is call for m in tensor.writes) else frozenset()
+            tensor = replace(tensor, writes=writes | {mark}, reads=frozenset())
+            if tensor.alloc is not None and stream != tensor.alloc:
+                tensor = replace(tensor, uses=tensor.uses | {mark})
+            self.live.tensors[key] = tensor
+
+    def _argument_key(self, found: _Callee, call: cst.Call, key: str) -> str | None:
+        """The caller's name for a parameter or `self.x` of the called function."""
+        if key.startswith("self."):
+            return key if found.self_call else None
+        value = _argument(found.summary, call, key)
+        return dotted_name(value) if value is not None else None
+
+    def _translate(self, found: _Callee, call: cst.Call, token: str) -> str | None:
+        """A token of the called function in the caller's terms; None where it has no meaning here."""
+        if token in (HOST, ANY_OTHER):
+            return token
+        if token == CURRENT:
+            return self.live.current
+        if token.startswith("event:"):
+            stream = self._translate(found, call, token.removeprefix("event:"))
+            return None if stream is None else f"event:{stream}"
+        root = token.split(".", 1)[0]
+        if root in found.summary.names:
+            value = _argument(found.summary, call, root)
+            return self._stream(value) if value is not None and root == token else None
+        if root in ("self", "cls"):
+            return token if found.self_call else None
+        return token if found.same_module else None
+
+    def _order(self, update: _MarkUpdate) -> None:
+        """Applies an ordering to every access; the tokens it depends on are worth probing."""
+        self.tokens.update(token for token in (update.when, update.drop) if token is not None)
+        self.live.update_marks(update)
 
     def _record(self, token: str, stream: str) -> None:
         """Re-recording an event replaces what it captured."""
-        self.live.update_marks(_MarkUpdate(stream, token, drop=token))
+        self._order(_MarkUpdate(stream, token, drop=token))
 
     # ---- streams
 
@@ -898,8 +970,6 @@ class _FunctionAnalysis:
 
     def _stream(self, expr: cst.BaseExpression) -> str | None:
         """The stream an expression denotes: a tracked binding, or its own source text."""
-        if isinstance(expr, cst.Name) and expr.value in self.substitution:
-            return self.substitution[expr.value]
         if isinstance(expr, cst.Call):
             qualified = self.imports.qualified(expr.func)
             if qualified == CURRENT_STREAM:
@@ -1009,7 +1079,7 @@ class _FunctionAnalysis:
 
     def _make_access(self, node: cst.CSTNode, *, write: bool) -> Access:
         assert self.statement is not None
-        return Access(node, self.live.current, write, self.block or self.statement)
+        return Access(node, self.live.current, write, self.block or self.statement, self.function)
 
     def _access(self, key: str, node: cst.CSTNode, *, write: bool) -> None:
         """A kernel on the current stream reads or writes `key`: check it, then record it."""
@@ -1026,11 +1096,11 @@ class _FunctionAnalysis:
         for last in tensor.writes:
             if last.access.stream != stream and not last.orders(stream):
                 kind = HazardKind.WRITE_AFTER_WRITE if write else HazardKind.READ_AFTER_WRITE
-                self._hazard(kind, key, access, last.access.stream)
+                self._hazard(kind, key, access, last.access.stream, origin=last.access.function)
         if write:
             for read in tensor.reads:
                 if read.access.stream != stream and not read.orders(stream):
-                    self._hazard(HazardKind.WRITE_AFTER_READ, key, access, read.access.stream)
+                    self._hazard(HazardKind.WRITE_AFTER_READ, key, access, read.access.stream, origin=read.access.function)
         mark = _Mark(access, frozenset({stream}))
         if write:
             tensor = replace(tensor, writes=frozenset({mark}), reads=frozenset())
@@ -1049,9 +1119,13 @@ class _FunctionAnalysis:
         access: Access,
         other: str,
         release: cst.CSTNode | None = None,
+        *,
+        origin: str | None = None,
     ) -> None:
-        """Once per access and other stream: the first release found is the one reported."""
-        hazard = Hazard(kind, tensor, access, other, release, self.function)
+        """Once per access and other stream: the first release found is the one reported.
+        `origin`: the function of the conflicting access, named only when it is another one."""
+        origin = origin if origin != self.function else None
+        hazard = Hazard(kind, tensor, access, other, release, self.function, origin)
         self.hazards.setdefault((kind, tensor, access.node, other), hazard)
 
 
@@ -1144,7 +1218,7 @@ def message_fields(hazard: Hazard) -> dict[str, str]:
     return {
         "tensor": hazard.tensor,
         "stream": _describe(hazard.access.stream),
-        "other": _describe(hazard.other),
+        "other": _describe(hazard.other) + (f" in {hazard.origin}()" if hazard.origin else ""),
         "stream_code": _expression(hazard.access.stream),
         "other_code": _expression(hazard.other),
         "verb": "written" if hazard.access.write else "read",
@@ -1159,116 +1233,373 @@ def _expression(stream: str) -> str:
     return "torch.cuda.current_stream()" if stream == CURRENT else stream
 
 
-def analyse(module: cst.Module, path: str, source: str) -> ModuleFlow:
-    """Interprets the module body and every function that has a `with` statement."""
+def analyse(module: cst.Module, path: str, source: str, package: PackageIndex | None = None) -> ModuleFlow:
+    """Interprets the module body and every function that has a `with` statement, then the
+    public methods of classes whose methods leave `self` attributes written on a side stream.
+    `package`: the other linted modules, for calls to functions imported from them."""
     imports = ImportTable()
     functions: list[tuple[str, cst.FunctionDef]] = []
-    module_has_with = _scan(module.body, imports, functions, "")
+    classes: set[str] = set()
+    relative: list[cst.ImportFrom] = []
+    module_has_with = _scan(module.body, imports, functions, "", classes, relative)
     hazards: dict[tuple[object, ...], Hazard] = {}
     if imports.imports_torch:
         everywhere = "set_stream" in source
-        helpers = _Helpers(imports, dict(functions))
+        helpers = _Helpers(
+            imports, dict(functions), _globals(module, imports), package, _resolve_relative(relative, path)
+        )
         if module_has_with or everywhere:
             _FunctionAnalysis(imports, hazards, function=None, helpers=helpers).run(module.body)
+        exits: dict[str, _State] = {}
+        with_blocks = {name for name, function in functions if _has_with(_suite(function.body))}
+        writers = {  # called functions that leave a tensor written on another stream
+            name
+            for name, function in functions
+            if name in with_blocks
+            and source.count(f"{name.rpartition('.')[2]}(") > 1
+            and _has_with(_suite(function.body), imports)
+            and (summary := helpers.summary(name)) is not None
+            and any(write.stream != CURRENT for write in summary.writes)
+        }
         for name, function in functions:
-            if everywhere or _has_with(_suite(function.body)):
+            if everywhere or name in with_blocks or _calls_any(name, function, writers):
                 analysis = _FunctionAnalysis(
                     imports, hazards, function=name, params=_tensor_params(function), helpers=helpers
                 )
                 analysis.run_function(function.body)
+                end = _join(analysis.exits)
+                if end is not None:
+                    exits[name] = end
+        for owner in classes:
+            _cross_method(owner, functions, exits, helpers, hazards, source)
     return ModuleFlow(path, module, list(hazards.values()), source=source)
 
 
-_ORDERING_METHODS = frozenset({"wait_stream", "wait_event", "record_event", "record", "wait", "synchronize"})
+def _cross_method(
+    owner: str,
+    functions: Sequence[tuple[str, cst.FunctionDef]],
+    exits: Mapping[str, _State],
+    helpers: _Helpers,
+    hazards: dict[tuple[object, ...], Hazard],
+    source: str,
+) -> None:
+    """A producer method leaves `self.x` written on a side stream; a public method of the same
+    class may run after it and use `self.x`, so it starts from those writes.
+
+    The rule, for precision: a producer is a public method, or one called as `self.m()` from
+    `__init__` or from a public method; a consumer is a public method other than `__init__`.
+    Only writes on streams every method names alike (`self.s`, module globals) and not ordered
+    before the current stream when the producer returns are carried over.
+    """
+    methods = {
+        name.removeprefix(f"{owner}."): function for name, function in functions if name.rpartition(".")[0] == owner
+    }
+    produced = {method: _side_writes(end, helpers.globals) for method in methods if (end := exits.get(f"{owner}.{method}"))}
+    produced = {method: writes for method, writes in produced.items() if writes}
+    if not produced:
+        return
+    first = {method for method in methods if _public(method)}
+    if any(method not in first and f"self.{method}(" in source for method in produced):
+        for method in ("__init__", *first):
+            if method in methods:
+                first |= _self_calls(methods[method].body)
+    seed: dict[str, _Tensor] = {}
+    for method in sorted(produced.keys() & first):
+        for key, marks in produced[method].items():
+            seed[key] = _Tensor(writes=seed[key].writes | marks if key in seed else marks)
+    if not seed:
+        return
+    for method, function in methods.items():
+        if _public(method) and method != "__init__":
+            _FunctionAnalysis(
+                helpers.imports,
+                hazards,
+                function=f"{owner}.{method}",
+                params=_tensor_params(function),
+                helpers=helpers,
+                entry=seed,
+            ).run_function(function.body)
+
+
+def _side_writes(end: _State, globals_: frozenset[str]) -> dict[str, frozenset[_Mark]]:
+    """`self.x` -> its last writes on a side stream of `self` or of the module, not yet ordered
+    before the current stream."""
+    found = {}
+    for key, tensor in end.tensors.items():
+        if not key.startswith("self.") or key.count(".") != 1:
+            continue
+        marks = frozenset(
+            mark
+            for mark in tensor.writes
+            if mark.access.stream != CURRENT
+            and not mark.orders(CURRENT)
+            and (mark.access.stream.startswith("self.") or mark.access.stream.split(".")[0] in globals_)
+        )
+        if marks:
+            found[key] = marks
+    return found
+
+
+def _public(method: str) -> bool:
+    return not method.startswith("_") or (method.startswith("__") and method.endswith("__") and method != "__new__")
+
+
+def _self_calls(node: cst.CSTNode) -> set[str]:
+    """Names of the methods called as `self.m(...)` anywhere under `node`."""
+    return {name.removeprefix("self.") for name in _called(node) if name.startswith("self.")}
+
+
+def _called(node: cst.CSTNode) -> Iterator[str]:
+    """`f` and `self.m` for each call `f(...)`, `self.m(...)` under `node`."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Call):
+            func = current.func
+            if isinstance(func, cst.Name):
+                yield func.value
+            elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+                yield f"self.{func.attr.value}"
+        stack.extend(current.children)
+
+
+def _calls_any(name: str, function: cst.FunctionDef, targets: set[str]) -> bool:
+    """Whether `function` calls one of `targets` (module-level functions, or methods of its
+    own class): a helper with a stream block may leave its arguments written on that stream."""
+    if not targets:
+        return False
+    owner = name.rpartition(".")[0]
+    for called in _called(function.body):
+        method = called.removeprefix("self.")
+        if (f"{owner}.{method}" if method != called else called) in targets:
+            return True
+    return False
+
+
+def _globals(module: cst.Module, imports: ImportTable) -> frozenset[str]:
+    """Names bound at the top of the module: streams and events they denote mean the same everywhere."""
+    names = set(imports.names)
+    for node in module.body:
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            names.add(node.name.value)
+        elif isinstance(node, cst.SimpleStatementLine):
+            for small in node.body:
+                targets = (
+                    [target.target for target in small.targets]
+                    if isinstance(small, cst.Assign)
+                    else [small.target] if isinstance(small, cst.AnnAssign) else []
+                )
+                for target in targets:
+                    names.update(_names(target))
+    return frozenset(names)
+
+
+def _resolve_relative(imports: Sequence[cst.ImportFrom], path: str) -> dict[str, str]:
+    """Local name -> dotted name for `from .helpers import f` in the package `path` is in."""
+    package = module_name(path).split(".")
+    if not path.replace("\\", "/").endswith("/__init__.py") and path != "__init__.py":
+        package = package[:-1]
+    table: dict[str, str] = {}
+    for node in imports:
+        if isinstance(node.names, cst.ImportStar):
+            continue
+        up = len(node.relative) - 1
+        if up > len(package):
+            continue
+        base = package[: len(package) - up]
+        module = dotted_name(node.module) if node.module is not None else ""
+        if module is None:
+            continue
+        prefix = ".".join([*base, module] if module else base)
+        for alias in node.names:
+            name = dotted_name(alias.name)
+            if name is not None and prefix:
+                local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else name
+                table[local] = f"{prefix}.{name}"
+    return table
+
+
+_PROBE_NODE = cst.Name("probe")
+_PROBE_ACCESS = Access(_PROBE_NODE, ANY_OTHER, True, _PROBE_NODE)
+"""The access a probe stands for: one made before the call, on the probe's token."""
+
+
+def _probe(token: str) -> str:
+    """The state key of the probe for `token`: no name in source spells it."""
+    return f"\0{token}"
+
+
+def _argument(summary: Summary, call: cst.Call, param: str) -> cst.BaseExpression | None:
+    """The expression a call passes for `param`, None if left to its default or unknowable."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == param:
+            return arg.value
+    if param not in summary.params:
+        return None
+    index = summary.params.index(param)
+    positional = []
+    for arg in call.args:
+        if arg.star:
+            return None
+        if arg.keyword is None:
+            positional.append(arg.value)
+    return positional[index] if index < len(positional) else None
 
 
 @dataclass(frozen=True)
-class _Summary:
-    """The ordering calls a helper makes unconditionally before anything else, in its own names."""
+class _Callee:
+    summary: Summary
+    same_module: bool
+    """Module globals named in the summary mean the same at the call site."""
+    self_call: bool
+    """`self.m(...)`: the summary's `self.x` are the caller's."""
 
-    params: tuple[str, ...]
-    """Positional parameters, without `self`/`cls`."""
-    needs: frozenset[str]
-    """The parameters those calls name: a call site must pass them all."""
-    calls: tuple[cst.Call, ...]
+
+class _FactUpdate:
+    """A called function's orderings, applied at once, so that orderings it made in another
+    order do not chain: each token of a mark brings the tokens its fact lists; a token whose
+    fact leaves it out (an event the function re-recorded) is dropped."""
+
+    def __init__(self, facts: Mapping[str, list[tuple[bool, frozenset[str]]]]) -> None:
+        self.facts = facts
+        self.everywhere = frozenset().union(*(after for _, after in facts.get(ANY_OTHER, ())))
+
+    def __call__(self, marks: frozenset[_Mark]) -> frozenset[_Mark]:
+        changed = False
+        result = []
+        for mark in marks:
+            if HOST not in mark.after:
+                added, dropped = set(self.everywhere), set()
+                for token in mark.after & self.facts.keys():
+                    entries = self.facts[token]
+                    added.update(*(after for _, after in entries))
+                    if not any(keeps for keeps, _ in entries):
+                        dropped.add(token)
+                after = (mark.after - dropped) | added
+                if after != mark.after:
+                    changed = True
+                    mark = _Mark(mark.access, frozenset(after))
+            result.append(mark)
+        return frozenset(result) if changed else marks
 
 
 class _Helpers:
-    """Summaries of the module's own functions and methods, built on first call."""
+    """Summaries of the functions a call may reach: the module's own functions and methods,
+    and the module-level functions of other linted modules (`package`), each built on first call."""
 
-    def __init__(self, imports: ImportTable, functions: dict[str, cst.FunctionDef]) -> None:
+    def __init__(
+        self,
+        imports: ImportTable,
+        functions: dict[str, cst.FunctionDef],
+        globals_: frozenset[str],
+        package: PackageIndex | None = None,
+        relative: Mapping[str, str] | None = None,
+    ) -> None:
         self.imports = imports
         self.functions = functions
-        self.summaries: dict[str, _Summary | None] = {}
+        self.globals = globals_
+        self.package = package
+        self.relative = relative or {}
+        self.summaries: dict[str, Summary | None] = {}
 
-    def summary(self, caller: str | None, func: cst.BaseExpression) -> _Summary | None:
-        """`helper(...)` names a module-level function; `self.helper(...)` a method of the caller's class."""
-        if isinstance(func, cst.Name):
-            name = func.value
-        elif (
-            isinstance(func, cst.Attribute)
-            and isinstance(func.value, cst.Name)
-            and func.value.value in ("self", "cls")
-            and caller is not None
-            and "." in caller
-        ):
-            name = f"{caller.rsplit('.', 1)[0]}.{func.attr.value}"
-        else:
+    def lookup(self, caller: str | None, func: cst.BaseExpression, qualified: str | None) -> _Callee | None:
+        """`helper(...)`: a module-level function; `self.helper(...)`: a method of the caller's
+        class; `mod.helper(...)` or an imported name: a function of another linted module."""
+        if isinstance(func, cst.Name) and func.value in self.functions:
+            summary = self.summary(func.value)
+            return _Callee(summary, True, False) if summary is not None else None
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls"):
+            if caller is None or "." not in caller:
+                return None
+            summary = self.summary(f"{caller.rsplit('.', 1)[0]}.{func.attr.value}")
+            return _Callee(summary, True, True) if summary is not None else None
+        if self.package is None:
             return None
+        dotted = dotted_name(func)
+        root, _, rest = (dotted or "").partition(".")
+        target = self.relative.get(root)
+        if target is not None:
+            qualified = f"{target}.{rest}" if rest else target
+        summary = self.package.summary(qualified) if qualified is not None else None
+        return _Callee(summary, False, False) if summary is not None else None
+
+    def exported(self, name: str) -> Summary | None:
+        """The summary of a module-level function, for other modules that import it."""
+        return self.summary(name) if "." not in name else None
+
+    def summary(self, name: str) -> Summary | None:
         if name not in self.summaries:
+            self.summaries[name] = None  # a recursive call, while it is being summarised, does nothing
             function = self.functions.get(name)
-            self.summaries[name] = None if function is None else self._summarise(function)
+            if function is not None:
+                self.summaries[name] = self._summarise(name, function)
         return self.summaries[name]
 
-    def _summarise(self, function: cst.FunctionDef) -> _Summary | None:
-        params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
-        if params and params[0] in ("self", "cls"):
-            params = params[1:]
-        allowed = {*params, "self", "cls"}
-        calls: list[cst.Call] = []
-        needs: set[str] = set()
-        for statement in _suite(function.body):
-            if not isinstance(statement, cst.SimpleStatementLine):
-                break  # what follows a branch or a loop may not run
-            for small in statement.body:
-                if isinstance(small, (cst.Return, cst.Raise)):
-                    break
-                if not (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)):
-                    continue
-                call = small.value
-                is_sync = self.imports.qualified(call.func) == DEVICE_SYNC
-                if not is_sync and not (
-                    isinstance(call.func, cst.Attribute) and call.func.attr.value in _ORDERING_METHODS
-                ):
-                    continue
-                roots = _roots(call)
-                if roots is None or not roots <= allowed | self.imports.names:
-                    continue  # names a local of the helper: meaningless at the call site
-                calls.append(call)
-                needs |= roots & set(params)
-            else:
-                continue
-            break
-        return _Summary(tuple(params), frozenset(needs), tuple(calls)) if calls else None
+    def _summarise(self, name: str, function: cst.FunctionDef) -> Summary | None:
+        """Runs the function on symbolic arguments: a probe access per stream or event it orders
+        on (an access made before the call) shows, at the returns, what it is ordered before."""
+        if function.asynchronous is not None:
+            return None  # calling it only makes a coroutine
+        params = function.params
+        positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+        if positional and positional[0] in ("self", "cls"):
+            positional = positional[1:]
+        names = frozenset({*positional, *(p.name.value for p in params.kwonly_params)})
+        tokens = {CURRENT, ANY_OTHER, *names}
+        while True:
+            analysis = _FunctionAnalysis(
+                self.imports, {}, function=name, params=_tensor_params(function), helpers=self, probes=tokens
+            )
+            analysis.run_function(function.body)
+            if analysis.yields:
+                return None  # calling a generator runs none of its body
+            if analysis.tokens <= tokens:
+                break
+            tokens |= analysis.tokens
+        end = _join(analysis.exits)
+        if end is None:
+            return None
+
+        def meaningful(token: str) -> bool:
+            root = token.removeprefix("event:").split(".", 1)[0]
+            return token in (CURRENT, HOST) or root in names or root in ("self", "cls") or root in self.globals
+
+        def outside(after: frozenset[str]) -> frozenset[str]:
+            return frozenset(token for token in after if meaningful(token))
+
+        orders = []
+        for token in sorted(tokens):
+            after = end.tensors[_probe(token)].writes
+            ordered = outside(next(iter(after)).after) if after else frozenset()
+            if (token == ANY_OTHER or meaningful(token)) and ordered != {token}:
+                orders.append((token, ordered))
+        writes = [
+            Write(key, mark.access.stream, outside(mark.after))
+            for key, tensor in end.tensors.items()
+            if (key in names and key not in analysis.bound) or (key.startswith("self.") and key.count(".") == 1)
+            for mark in tensor.writes
+            if meaningful(mark.access.stream)
+        ]
+        if not orders and not writes:
+            return None
+        return Summary(tuple(positional), names, tuple(orders), tuple(writes))
 
 
-def _roots(node: cst.CSTNode) -> set[str] | None:
-    """The free names of a call made of names, attributes, calls and arguments; None if it has more."""
-    if isinstance(node, cst.Name):
-        return {node.value}
-    if isinstance(node, cst.Attribute):
-        return _roots(node.value)
-    if isinstance(node, cst.Arg):
-        return _roots(node.value)
-    if isinstance(node, cst.Call):
-        roots = _roots(node.func)
-        for arg in node.args:
-            arg_roots = _roots(arg)
-            if roots is None or arg_roots is None:
-                return None
-            roots |= arg_roots
-        return roots
-    return None
+ModuleHelpers = _Helpers
+
+
+def module_helpers(source: str, name: str) -> ModuleHelpers | None:
+    """Summaries of another linted module's functions, for its importers; None if it cannot have any."""
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError:
+        return None
+    imports = ImportTable()
+    functions: list[tuple[str, cst.FunctionDef]] = []
+    _scan(module.body, imports, functions, "", set(), [])
+    if not imports.imports_torch:
+        return None
+    return _Helpers(imports, dict(functions), _globals(module, imports))
 
 
 def _scan(
@@ -1276,23 +1607,30 @@ def _scan(
     imports: ImportTable,
     functions: list[tuple[str, cst.FunctionDef]],
     prefix: str,
+    classes: set[str],
+    relative: list[cst.ImportFrom],
 ) -> bool:
-    """Collects imports and function definitions; True if `body` itself has a `with` (not in a def)."""
+    """Collects imports, function definitions and class names (dotted like the functions');
+    True if `body` itself has a `with` (not in a def)."""
     has_with = False
     for node in body:
         if isinstance(node, cst.SimpleStatementLine):
             for small in node.body:
-                if isinstance(small, (cst.Import, cst.ImportFrom)):
+                if isinstance(small, cst.ImportFrom) and small.relative:
+                    relative.append(small)
+                elif isinstance(small, (cst.Import, cst.ImportFrom)):
                     imports.add(small)
         elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             name = f"{prefix}{node.name.value}"
             if isinstance(node, cst.FunctionDef):
                 functions.append((name, node))
-            _scan(_suite(node.body), imports, functions, f"{name}.")
+            else:
+                classes.add(name)
+            _scan(_suite(node.body), imports, functions, f"{name}.", classes, relative)
         elif isinstance(node, cst.BaseCompoundStatement):
             has_with |= isinstance(node, cst.With)
             for suite in _suites(node):
-                has_with |= _scan(suite, imports, functions, prefix)
+                has_with |= _scan(suite, imports, functions, prefix, classes, relative)
     return has_with
 
 
@@ -1311,14 +1649,22 @@ def _suites(node: cst.BaseCompoundStatement) -> Iterator[Sequence[cst.CSTNode]]:
         yield _suite(case.body)
 
 
-def _has_with(body: Sequence[cst.CSTNode]) -> bool:
+def _has_with(body: Sequence[cst.CSTNode], imports: ImportTable | None = None) -> bool:
+    """Whether `body` has a `with` outside nested definitions; given `imports`, one that may
+    enter a stream (a stream context call, or a context object bound elsewhere)."""
     for node in body:
-        if isinstance(node, cst.With):
+        if isinstance(node, cst.With) and (
+            imports is None
+            or any(
+                not isinstance(item.item, cst.Call) or imports.qualified(item.item.func) in STREAM_CONTEXTS
+                for item in node.items
+            )
+        ):
             return True
         if (
             isinstance(node, cst.BaseCompoundStatement)
             and not isinstance(node, (cst.FunctionDef, cst.ClassDef))
-            and any(_has_with(suite) for suite in _suites(node))
+            and any(_has_with(suite, imports) for suite in _suites(node))
         ):
             return True
     return False

@@ -1,0 +1,104 @@
+"""Function summaries: what calling a function does to stream order and to the tensors it is
+given, in the function's own names, so that call sites can replay it with their arguments.
+
+Summaries are plain strings and sets, and the package index holds only source text, so that
+the runner can build the index without importing libcst and hand it to worker processes
+cheaply; the modules it names are parsed and summarised in the worker, on first use.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from csan_lint.lint.streamflow import ModuleHelpers
+
+ANY_OTHER = "<other>"
+"""Ordering token standing for every stream the function does not name: a device sync orders it."""
+
+
+@dataclass(frozen=True)
+class Write:
+    """The function leaves `key` (a parameter or `self.x`) last written on `stream`."""
+
+    key: str
+    stream: str
+    after: frozenset[str]
+    """Tokens ordered after that write when the function returns, on every path."""
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The effects of a call on every path that returns, in the function's own names.
+
+    Tokens are streams (`<current>` for the caller's current stream, a parameter, `self.x`, a
+    module global), `event:<name>` and `*` (a host sync); locals of the function never appear.
+    """
+
+    params: tuple[str, ...]
+    """Positional parameters, without `self`/`cls`."""
+    names: frozenset[str]
+    """Every parameter name a call may pass by keyword."""
+    orders: tuple[tuple[str, frozenset[str]], ...]
+    """(token, tokens): an access ordered before `token` at the call is, on return, ordered
+    before all of `tokens`; a token missing from its own set was re-recorded (an event)."""
+    writes: tuple[Write, ...]
+
+
+_MAY_ORDER = re.compile(r"wait_stream|wait_event|record_event|synchronize|\.record\(|\.wait\(|cuda\.stream|StreamContext")
+"""Text a module needs for any of its functions to have a summary worth replaying elsewhere."""
+
+
+def module_name(path: str) -> str:
+    """`pkg/sub/helpers.py` -> `pkg.sub.helpers`; a package's `__init__.py` is the package."""
+    parts = [part for part in re.split(r"[\\/]", path.removesuffix(".py")) if part not in ("", ".")]
+    if parts and parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+class PackageIndex:
+    """The linted modules whose module-level functions other linted modules may import.
+
+    Modules are keyed by the dotted name their path spells; an import names a module by a
+    suffix of that (the linted root's own parents are not part of the import), and a suffix
+    that fits two modules is left unresolved.
+    """
+
+    def __init__(self, sources: Mapping[str, str]) -> None:
+        self.sources = dict(sources)
+        self._resolved: dict[str, str | None] = {}
+        self._modules: dict[str, ModuleHelpers | None] = {}
+
+    @classmethod
+    def build(cls, files: Iterable[tuple[str, str]]) -> PackageIndex:
+        """From (path, source) pairs; keeps only modules that mention an ordering API."""
+        return cls({module_name(path): source for path, source in files if _MAY_ORDER.search(source)})
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"sources": self.sources}  # parsed modules stay in the process that parsed them
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["sources"])  # type: ignore[misc]
+
+    def summary(self, qualified: str) -> Summary | None:
+        """The summary of `pkg.module.function`, None when unknown or not worth replaying."""
+        module, _, name = qualified.rpartition(".")
+        key = self._module(module) if module else None
+        if key is None:
+            return None
+        if key not in self._modules:
+            from csan_lint.lint.streamflow import module_helpers  # libcst only where summaries are built
+
+            self._modules[key] = module_helpers(self.sources[key], key)
+        helpers = self._modules[key]
+        return None if helpers is None else helpers.exported(name)
+
+    def _module(self, dotted: str) -> str | None:
+        if dotted not in self._resolved:
+            found = [name for name in self.sources if name == dotted or name.endswith(f".{dotted}")]
+            self._resolved[dotted] = found[0] if len(found) == 1 else None
+        return self._resolved[dotted]
