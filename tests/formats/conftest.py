@@ -26,7 +26,3 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "broken.py").write_text("import torch\nwith torch.cuda.stream(s)\n    pass\n")
     monkeypatch.chdir(tmp_path)
     return tmp_path
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "slow: takes more than ~10 s (subprocesses); still run by default")
