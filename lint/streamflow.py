@@ -1283,18 +1283,19 @@ def _cross_method(
     hazards: dict[tuple[object, ...], Hazard],
     source: str,
 ) -> None:
-    """A producer method leaves `self.x` written on a side stream; a public method of the same
-    class may run after it and use `self.x`, so it starts from those writes.
+    """A producer method leaves `self.x` written (or read) on a side stream; a public method of
+    the same class may run after it and use (or overwrite) `self.x`, so it starts from those
+    accesses.
 
     The rule, for precision: a producer is a public method, or one called as `self.m()` from
     `__init__` or from a public method; a consumer is a public method other than `__init__`.
-    Only writes on streams every method names alike (`self.s`, module globals) and not ordered
-    before the current stream when the producer returns are carried over.
+    Only accesses on streams every method names alike (`self.s`, module globals) and not
+    ordered before the current stream when the producer returns are carried over.
     """
     methods = {
         name.removeprefix(f"{owner}."): function for name, function in functions if name.rpartition(".")[0] == owner
     }
-    produced = {method: _side_writes(end, helpers.globals) for method in methods if (end := exits.get(f"{owner}.{method}"))}
+    produced = {method: _side_accesses(end, helpers.globals) for method in methods if (end := exits.get(f"{owner}.{method}"))}
     produced = {method: writes for method, writes in produced.items() if writes}
     if not produced:
         return
@@ -1305,8 +1306,8 @@ def _cross_method(
                 first |= _self_calls(methods[method].body)
     seed: dict[str, _Tensor] = {}
     for method in sorted(produced.keys() & first):
-        for key, marks in produced[method].items():
-            seed[key] = _Tensor(writes=seed[key].writes | marks if key in seed else marks)
+        for key, tensor in produced[method].items():
+            seed[key] = _join_tensor(seed[key], tensor) if key in seed else tensor
     if not seed:
         return
     for method, function in methods.items():
@@ -1321,22 +1322,25 @@ def _cross_method(
             ).run_function(function.body)
 
 
-def _side_writes(end: _State, globals_: frozenset[str]) -> dict[str, frozenset[_Mark]]:
-    """`self.x` -> its last writes on a side stream of `self` or of the module, not yet ordered
-    before the current stream."""
-    found = {}
-    for key, tensor in end.tensors.items():
-        if not key.startswith("self.") or key.count(".") != 1:
-            continue
-        marks = frozenset(
+def _side_accesses(end: _State, globals_: frozenset[str]) -> dict[str, _Tensor]:
+    """`self.x` -> its last writes and reads on a side stream of `self` or of the module that are
+    not yet ordered before the current stream."""
+
+    def pending(marks: frozenset[_Mark]) -> frozenset[_Mark]:
+        return frozenset(
             mark
-            for mark in tensor.writes
+            for mark in marks
             if mark.access.stream != CURRENT
             and not mark.orders(CURRENT)
             and (mark.access.stream.startswith("self.") or mark.access.stream.split(".")[0] in globals_)
         )
-        if marks:
-            found[key] = marks
+
+    found = {}
+    for key, tensor in end.tensors.items():
+        if key.startswith("self.") and key.count(".") == 1:
+            writes, reads = pending(tensor.writes), pending(tensor.reads)
+            if writes or reads:
+                found[key] = _Tensor(writes=writes, reads=reads)
     return found
 
 
