@@ -29,9 +29,9 @@ class GraphedHead:
                 self.static_sums = self.static_input.sum(dim=1)
 
     def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        self.static_input.copy_(x)
+        self.static_input.copy_(x)  # expect: CSL103
         self.graph.replay()
-        return self.static_output.clone(), self.static_sums.clone()
+        return self.static_output.clone(), self.static_sums.clone()  # expect: CSL102
 
 
 def capture(
