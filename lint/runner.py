@@ -15,7 +15,7 @@ import os
 import tokenize
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
@@ -25,6 +25,7 @@ from csan_lint.lint.files import Excluder, PathError, discover, display_path, mi
 from csan_lint.lint.model import Finding, Span
 from csan_lint.lint.registry import SYNTAX_ERROR_CODE, all_rules
 from csan_lint.lint.rule import Rule
+from csan_lint.lint.summaries import PackageIndex
 from csan_lint.lint.suppress import filter_suppressed, skips_file
 
 INTERNAL_ERROR_CODE = "CSL002"
@@ -87,19 +88,23 @@ class _Job:
     path: str
     source: str
     rules: tuple[type[Rule], ...]
+    package: PackageIndex | None = None
+    """The other files of the run, for calls into their functions (pickled once per chunk)."""
 
 
-def lint_source(source: str, path: str, rules: Sequence[type[Rule]] | None = None) -> list[Finding]:
+def lint_source(
+    source: str, path: str, rules: Sequence[type[Rule]] | None = None, package: PackageIndex | None = None
+) -> list[Finding]:
     """`csan_lint.lint.engine.lint_source`, imported on first use: the engine pulls in libcst,
     which a run whose files all fail the prefilter (or hit the cache) never needs."""
     from csan_lint.lint.engine import lint_source as engine_lint_source
 
-    return engine_lint_source(source, path, rules)
+    return engine_lint_source(source, path, rules, package)
 
 
 def _lint_job(job: _Job) -> list[Finding]:
     try:
-        findings = lint_source(job.source, job.path, job.rules)
+        findings = lint_source(job.source, job.path, job.rules, job.package)
     except Exception as error:  # a crash on one file is that file's diagnostic; the run goes on
         return [diagnostic(job.path, INTERNAL_ERROR_CODE, _internal_error(error))]
     if not findings or findings[0].code == SYNTAX_ERROR_CODE:
@@ -204,6 +209,9 @@ def lint_paths(paths: Sequence[str], config: Config, *, jobs: int | None = None,
             seen.append(_Seen(found, stat, digest))
         elif results is not None:
             results.store(found, stat, digest, [], parsed=False)
+    if len(work) > 1:  # functions imported from the other parsed files are followed into
+        package = PackageIndex.build((job.path, job.source) for job in work)
+        work = [replace(job, package=package) for job in work]
     for file, file_findings in zip(seen, _run(work, jobs)):
         findings.extend(file_findings)
         if results is None:
