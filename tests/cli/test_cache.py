@@ -39,9 +39,9 @@ def parse_count(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     parsed: list[str] = []
     real = runner.lint_source
 
-    def counting(source: str, path: str, rules=None):
+    def counting(source: str, path: str, rules=None, package=None):
         parsed.append(path)
-        return real(source, path, rules)
+        return real(source, path, rules, package)
 
     monkeypatch.setattr(runner, "lint_source", counting)
     return parsed
@@ -181,7 +181,7 @@ def test_a_crash_is_not_cached(project: Path, monkeypatch: pytest.MonkeyPatch) -
     config = Config(root=project)
     real = runner.lint_source
 
-    def crashing(source: str, path: str, rules=None):
+    def crashing(source: str, path: str, rules=None, package=None):
         raise KeyError("boom")
 
     monkeypatch.setattr(runner, "lint_source", crashing)
