@@ -1261,6 +1261,13 @@ def analyse(module: cst.Module, path: str, source: str, package: PackageIndex | 
             and (summary := helpers.summary(name)) is not None
             and any(write.stream != CURRENT for write in summary.writes)
         }
+        writers |= {
+            name
+            for name in (imports.names | helpers.relative.keys()) - helpers.functions.keys()
+            if f"{name}(" in source
+            and (summary := helpers.imported(name, imports.qualified(cst.Name(name)))) is not None
+            and any(write.stream != CURRENT for write in summary.writes)
+        }
         for name, function in functions:
             if everywhere or name in with_blocks or _calls_any(name, function, writers):
                 analysis = _FunctionAnalysis(
@@ -1517,15 +1524,20 @@ class _Helpers:
                 return None
             summary = self.summary(f"{caller.rsplit('.', 1)[0]}.{func.attr.value}")
             return _Callee(summary, True, True) if summary is not None else None
+        summary = self.imported(dotted_name(func), qualified)
+        return _Callee(summary, False, False) if summary is not None else None
+
+    def imported(self, dotted: str | None, qualified: str | None) -> Summary | None:
+        """The summary of a function of another linted module, called as `dotted` here."""
         if self.package is None:
             return None
-        dotted = dotted_name(func)
         root, _, rest = (dotted or "").partition(".")
         target = self.relative.get(root)
         if target is not None:
             qualified = f"{target}.{rest}" if rest else target
-        summary = self.package.summary(qualified) if qualified is not None else None
-        return _Callee(summary, False, False) if summary is not None else None
+        if qualified is None or qualified.startswith("torch."):
+            return None
+        return self.package.summary(qualified)
 
     def exported(self, name: str) -> Summary | None:
         """The summary of a module-level function, for other modules that import it."""
@@ -1574,9 +1586,11 @@ class _Helpers:
         orders = []
         for token in sorted(tokens):
             after = end.tensors[_probe(token)].writes
-            ordered = outside(next(iter(after)).after) if after else frozenset()
-            if (token == ANY_OTHER or meaningful(token)) and ordered != {token}:
-                orders.append((token, ordered))
+            ordered = next(iter(after)).after if after else frozenset()
+            if token == ANY_OTHER and HOST in ordered:
+                orders.append((token, frozenset({HOST})))
+            elif token != ANY_OTHER and meaningful(token) and outside(ordered) != {token}:
+                orders.append((token, outside(ordered)))
         writes = [
             Write(key, mark.access.stream, outside(mark.after))
             for key, tensor in end.tensors.items()

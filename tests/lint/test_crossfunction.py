@@ -1,0 +1,410 @@
+"""Cross-function flow: summaries of functions, their replay at call sites (same module, `self`
+methods, other linted modules), and `self` attributes followed from a producer method to a
+consumer method."""
+
+from __future__ import annotations
+
+import pickle
+import textwrap
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from csan_lint.lint.config import Config
+from csan_lint.lint.engine import lint_source
+from csan_lint.lint.runner import lint_paths
+from csan_lint.lint.streamflow import CURRENT, HOST, analyse, module_helpers
+from csan_lint.lint.summaries import ANY_OTHER, PackageIndex, Summary, Write, module_name
+
+
+def summary(source: str, name: str) -> Summary | None:
+    helpers = module_helpers(textwrap.dedent(source), "m")
+    assert helpers is not None
+    return helpers.summary(name)
+
+
+def orders(source: str, name: str) -> dict[str, frozenset[str]]:
+    found = summary(source, name)
+    return dict(found.orders) if found is not None else {}
+
+
+def hazards(source: str, package: PackageIndex | None = None) -> set[tuple[str, int, str, str]]:
+    """(kind, line, tensor, other stream) for each hazard, and the producer when it is named."""
+    source = textwrap.dedent(source)
+    flow = analyse(cst.parse_module(source), "m.py", source, package)
+    return {
+        (hazard.kind.name, flow.line(hazard.access.node), hazard.tensor, hazard.other) for hazard in flow.hazards
+    }
+
+
+# ---- summaries
+
+
+def test_a_wait_orders_the_waited_stream_before_the_waiting_one() -> None:
+    source = """
+    import torch
+
+    def join(a, b):
+        a.wait_stream(b)
+    """
+    assert orders(source, "join") == {"b": frozenset({"b", "a"})}
+
+
+def test_a_device_sync_orders_every_stream_before_the_host() -> None:
+    source = """
+    import torch
+
+    def settle(log):
+        log.info("waiting")
+        torch.cuda.synchronize()
+    """
+    facts = orders(source, "settle")
+    assert facts[ANY_OTHER] == frozenset({HOST})
+    assert HOST in facts[CURRENT]
+
+
+def test_an_ordering_anywhere_on_every_returning_path_counts() -> None:
+    source = """
+    import torch
+
+    def join(side, items):
+        total = 0
+        for item in items:
+            total += item
+        if total:
+            torch.cuda.current_stream().wait_stream(side)
+        else:
+            torch.cuda.current_stream().wait_stream(side)
+        return total
+    """
+    assert orders(source, "join")["side"] == frozenset({"side", CURRENT})
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "if flag:\n        torch.cuda.current_stream().wait_stream(side)",
+        "if flag:\n        return\n    torch.cuda.current_stream().wait_stream(side)",
+        "yield\n    torch.cuda.current_stream().wait_stream(side)",
+        "other = torch.cuda.Stream()\n    other.wait_stream(side)",
+    ],
+)
+def test_orderings_that_do_not_hold_on_return_are_left_out(body: str) -> None:
+    source = f"import torch\n\ndef join(side, flag):\n    {body}\n"
+    assert orders(source, "join").get("side", frozenset({"side"})) == {"side"}
+
+
+def test_locals_never_appear_in_a_summary() -> None:
+    source = """
+    import torch
+
+    def hop(side):
+        local = torch.cuda.Stream()
+        local.wait_stream(side)
+        torch.cuda.current_stream().wait_stream(local)
+    """
+    facts = orders(source, "hop")
+    assert facts == {"side": frozenset({"side", CURRENT})}  # through the local, not naming it
+
+
+def test_re_recording_a_parameter_event_drops_what_it_captured() -> None:
+    source = """
+    import torch
+
+    def mark(event, side):
+        side.record_event(event)
+    """
+    facts = orders(source, "mark")
+    assert facts["event:event"] == frozenset()
+    assert facts["side"] == frozenset({"side", "event:event"})
+
+
+def test_writes_to_parameters_and_self_attributes_and_their_streams() -> None:
+    source = """
+    import torch
+
+    class Loader:
+        def fill(self, buf, fresh):
+            with torch.cuda.stream(self.copy_stream):
+                buf.copy_(fresh)
+                self.staged = fresh.cuda(non_blocking=True)
+            fresh = torch.zeros(4, device="cuda")
+            fresh.add_(1)
+    """
+    found = summary(source, "Loader.fill")
+    assert found is not None and found.params == ("buf", "fresh")
+    assert set(found.writes) == {
+        Write("buf", "self.copy_stream", frozenset({"self.copy_stream"})),
+        Write("self.staged", "self.copy_stream", frozenset({"self.copy_stream"})),
+    }  # `fresh` is rebound: its writes are not the caller's
+
+
+def test_functions_without_effects_and_coroutines_have_no_summary() -> None:
+    source = """
+    import torch
+
+    def plain(x):
+        return x * 2
+
+    async def later(side):
+        torch.cuda.current_stream().wait_stream(side)
+    """
+    assert summary(source, "plain") is None
+    assert summary(source, "later") is None
+
+
+def test_recursion_terminates() -> None:
+    source = """
+    import torch
+
+    def ping(side, n):
+        if n:
+            pong(side, n - 1)
+        torch.cuda.current_stream().wait_stream(side)
+
+    def pong(side, n):
+        ping(side, n)
+    """
+    assert orders(source, "ping")["side"] == frozenset({"side", CURRENT})
+
+
+# ---- replay at call sites
+
+CALLER = """
+import torch
+
+{helper}
+
+def f(x, s):
+    with torch.cuda.stream(s):
+        y = x * 2
+    {call}
+    return y + 1
+"""
+
+
+@pytest.mark.parametrize(
+    ("helper", "call"),
+    [
+        ("def join(side, log):\n    log.info('join')\n    torch.cuda.current_stream().wait_stream(side)", "join(s, log)"),
+        ("def join(side):\n    inner(side)\n\ndef inner(side):\n    torch.cuda.current_stream().wait_stream(side)", "join(s)"),
+        ("def join(*, side):\n    torch.cuda.current_stream().wait_stream(side)", "join(side=s)"),
+        ("def settle(n):\n    for _ in range(n):\n        pass\n    torch.cuda.synchronize()", "settle(3)"),
+    ],
+)
+def test_helpers_that_order_on_every_path_are_seen_at_the_call(helper: str, call: str) -> None:
+    assert hazards(CALLER.format(helper=helper, call=call)) & {("READ_AFTER_WRITE", 10, "y", "s")} == set()
+
+
+@pytest.mark.parametrize(
+    ("helper", "call"),
+    [
+        ("def join(side):\n    torch.cuda.current_stream().wait_stream(side)", "join(*streams)"),
+        ("def join(side=None):\n    torch.cuda.current_stream().wait_stream(side)", "join()"),
+        ("def join(a, b, c):\n    c.wait_stream(b)\n    b.wait_stream(a)", "join(s, torch.cuda.Stream(), torch.cuda.current_stream())"),
+    ],
+)
+def test_helpers_whose_ordering_does_not_reach_the_caller(helper: str, call: str) -> None:
+    source = CALLER.format(helper=helper, call=call)
+    line = textwrap.dedent(source).splitlines().index("    return y + 1") + 1
+    assert ("READ_AFTER_WRITE", line, "y", "s") in hazards(source)
+
+
+def test_waits_made_in_order_chain_through_the_helper() -> None:
+    source = CALLER.format(
+        helper="def join(a, b, c):\n    b.wait_stream(a)\n    c.wait_stream(b)",
+        call="join(s, torch.cuda.Stream(), torch.cuda.current_stream())",
+    )
+    assert not {h for h in hazards(source) if h[0] == "READ_AFTER_WRITE"}
+
+
+def test_a_helper_that_writes_its_argument_on_a_side_stream_makes_a_producer() -> None:
+    source = """
+    import torch
+
+    def fill(buf, side):
+        with torch.cuda.stream(side):
+            buf.copy_(torch.ones(4, device="cuda"))
+
+    def use(s):
+        buf = torch.empty(4, device="cuda")
+        fill(buf, s)
+        return buf.sum()
+
+    def use_joined(s):
+        buf = torch.empty(4, device="cuda")
+        fill(buf, s)
+        torch.cuda.current_stream().wait_stream(s)
+        return buf.sum()
+    """
+    assert ("READ_AFTER_WRITE", 11, "buf", "s") in hazards(source)
+    assert not {h for h in hazards(source) if h[1] > 12}
+
+
+def test_a_self_method_leaves_self_attributes_written() -> None:
+    source = """
+    import torch
+
+    class Model:
+        def _stage(self, batch):
+            with torch.cuda.stream(self.copy_stream):
+                self.staged = batch.cuda(non_blocking=True)
+
+        def _use(self, batch):
+            self._stage(batch)
+            return self.staged * 2
+    """
+    assert hazards(source) == {("READ_AFTER_WRITE", 11, "self.staged", "self.copy_stream")}
+
+
+# ---- across methods
+
+PREFETCHER = """
+import torch
+
+class Prefetcher:
+    def __init__(self, loader):
+        self.loader = iter(loader)
+        self.stream = torch.cuda.Stream()
+        {init}
+
+    def {producer}(self):
+        batch = next(self.loader)
+        with torch.cuda.stream(self.stream):
+            self.next_batch = batch.cuda(non_blocking=True)
+        {after_copy}
+
+    def {consumer}(self):
+        {wait}
+        batch = self.next_batch
+        self.{producer}()
+        return batch * 2
+"""
+
+
+def prefetcher(**parts: str) -> str:
+    defaults = {"init": "pass", "producer": "preload", "after_copy": "pass", "consumer": "next", "wait": "pass"}
+    return PREFETCHER.format(**{**defaults, **parts})
+
+
+def test_a_side_stream_producer_and_a_consumer_method_are_checked_together() -> None:
+    assert hazards(prefetcher()) == {("READ_AFTER_WRITE", 20, "batch", "self.stream")}
+    assert hazards(prefetcher(producer="_preload", init="self._preload()")) == {
+        ("READ_AFTER_WRITE", 20, "batch", "self.stream")
+    }
+
+
+def test_the_message_names_the_producer() -> None:
+    findings = lint_source(textwrap.dedent(prefetcher()), "m.py")
+    assert [finding.code for finding in findings] == ["CSL102"]
+    assert "side stream 'self.stream' in Prefetcher.preload()" in findings[0].message
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        {"wait": "torch.cuda.current_stream().wait_stream(self.stream)"},
+        {"after_copy": "torch.cuda.current_stream().wait_stream(self.stream)"},
+        {"after_copy": "self.next_batch.record_stream(torch.cuda.current_stream()); torch.cuda.synchronize()"},
+        {"consumer": "_next"},  # only the class's own code calls it: it may wait first
+        {"producer": "_preload", "init": "pass", "consumer": "_next"},  # no public way to run either
+    ],
+)
+def test_ordered_or_unreachable_producers_are_not_flagged(parts: dict[str, str]) -> None:
+    assert hazards(prefetcher(**parts)) == set()
+
+
+def test_a_side_stream_read_in_one_method_and_an_overwrite_in_another() -> None:
+    source = """
+    import torch
+
+    class Head:
+        def __init__(self, example):
+            self.static_input = example.clone()
+            self.side = torch.cuda.Stream()
+            with torch.cuda.stream(self.side):
+                self.sums = self.static_input.sum()
+
+        def __call__(self, x):
+            self.static_input.copy_(x)
+    """
+    assert ("WRITE_AFTER_READ", 12, "self.static_input", "self.side") in hazards(source)
+
+
+# ---- across modules
+
+HELPERS = """
+import torch
+
+
+def join(side):
+    torch.cuda.current_stream().wait_stream(side)
+
+
+def fill(buf, side):
+    with torch.cuda.stream(side):
+        buf.copy_(torch.ones(4, device="cuda"))
+"""
+
+TRAIN = """
+import torch
+{imports}
+
+
+def step(x, s):
+    with torch.cuda.stream(s):
+        y = x * 2
+    {call}
+    return y + 1
+"""
+
+
+@pytest.mark.parametrize(
+    ("imports", "call"),
+    [
+        ("from pkg.helpers import join", "join(s)"),
+        ("import pkg.helpers as h", "h.join(s)"),
+        ("from .helpers import join", "join(s)"),
+        ("from . import helpers", "helpers.join(s)"),
+    ],
+)
+def test_a_helper_imported_from_another_linted_module_is_followed(imports: str, call: str) -> None:
+    package = PackageIndex.build([("src/pkg/helpers.py", HELPERS), ("src/pkg/train.py", "")])
+    source = textwrap.dedent(TRAIN.format(imports=imports, call=call))
+    assert [f.code for f in lint_source(source, "src/pkg/train.py", package=package) if f.code == "CSL102"] == []
+    assert [f.code for f in lint_source(source, "src/pkg/train.py") if f.code == "CSL102"] == ["CSL102"]
+
+
+def test_an_ambiguous_or_unlisted_module_is_not_followed() -> None:
+    package = PackageIndex.build([("a/pkg/helpers.py", HELPERS), ("b/pkg/helpers.py", HELPERS)])
+    source = textwrap.dedent(TRAIN.format(imports="from pkg.helpers import join", call="join(s)"))
+    assert "CSL102" in {f.code for f in lint_source(source, "train.py", package=package)}
+    package = PackageIndex.build([("pkg/helpers.py", "def join(side):\n    pass\n")])  # no ordering API
+    assert package.sources == {}
+
+
+def test_module_names_and_the_index_pickles_without_parsed_modules() -> None:
+    assert module_name("src/pkg/helpers.py") == "src.pkg.helpers"
+    assert module_name("./pkg/__init__.py") == "pkg"
+    package = PackageIndex.build([("pkg/helpers.py", HELPERS)])
+    assert package.summary("pkg.helpers.join") is not None
+    assert package.summary("pkg.helpers.missing") is None
+    copy = pickle.loads(pickle.dumps(package))
+    assert copy.sources == package.sources and copy.summary("helpers.join") == package.summary("pkg.helpers.join")
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_the_runner_follows_imports_between_the_files_it_lints(tmp_path: Path, jobs: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("csan_lint.lint.runner.PARALLEL_MIN_BYTES", 0)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "helpers.py").write_text(HELPERS)
+    train = TRAIN.format(imports="from pkg.helpers import join, fill", call="join(s)")
+    train += "\n\ndef stage(s):\n    buf = torch.empty(4, device='cuda')\n    fill(buf, s)\n    return buf.sum()\n"
+    (tmp_path / "pkg" / "train.py").write_text(train)
+    monkeypatch.chdir(tmp_path)
+    together = lint_paths(["."], Config(root=tmp_path), jobs=jobs)
+    alone = lint_paths(["pkg/train.py"], Config(root=tmp_path), jobs=jobs)
+    assert [(f.path, f.line) for f in together.findings if f.code == "CSL102"] == [("pkg/train.py", 16)]
+    assert [(f.path, f.line) for f in alone.findings if f.code == "CSL102"] == [("pkg/train.py", 10)]
