@@ -60,6 +60,7 @@ _NOT_KERNELS = frozenset(
 )
 
 _KERNEL, _COPY, _HOST_SYNC, _SKIP = range(4)
+_Tensor = torch.Tensor  # a global name, not an attribute lookup on the module, per tensor per op
 _new_access = tuple.__new__
 _RESULT = "output"  # the argument name of a fresh result (schema returns are mostly unnamed)
 
@@ -241,23 +242,26 @@ class SanitizerMode(TorchDispatchMode):
     def _observe(self, plan: _Plan, args: tuple, kwargs: dict, out: Any) -> None:
         device: dict[tuple[int, int], Access] = {}
         # (tensor, argument name, is_write, is_output) of the host tensors, for copies and
-        # host accesses; `seen` keeps device tensors while allocations wait for their size.
-        host: list[tuple[torch.Tensor, str, bool, bool]] = []
+        # host accesses (made on the first one: most ops have none); `seen` keeps device
+        # tensors while allocations wait for their size.
+        host: list[tuple[torch.Tensor, str, bool, bool]] | None = None
         seen: list[torch.Tensor] | None = [] if self.pending else None
         is_device = self.is_device
         nargs = len(args)
         for position, name, is_write, is_output in plan.inputs:
             value = args[position] if position < nargs else kwargs.get(name)
-            if isinstance(value, torch.Tensor):
+            if isinstance(value, _Tensor):
                 tensors: Sequence[Any] = (value,)
             elif isinstance(value, (list, tuple)):
                 tensors = value
             else:
                 continue  # None, or a number where the schema allows a wrapped scalar
             for tensor in tensors:
-                if not isinstance(tensor, torch.Tensor):
+                if not isinstance(tensor, _Tensor):
                     continue
                 if not is_device(tensor):
+                    if host is None:
+                        host = []
                     host.append((tensor, name, is_write, is_output))
                     continue
                 nbytes = tensor.nbytes
@@ -274,7 +278,7 @@ class SanitizerMode(TorchDispatchMode):
                     seen.append(tensor)
         for position in plan.fresh_returns:
             value = out if plan.single_return else out[position]
-            if isinstance(value, torch.Tensor):
+            if isinstance(value, _Tensor):
                 tensors = (value,)
             elif value is None:
                 continue  # an optional result left out
@@ -282,6 +286,8 @@ class SanitizerMode(TorchDispatchMode):
                 tensors = value
             for tensor in tensors:
                 if not is_device(tensor):
+                    if host is None:
+                        host = []
                     host.append((tensor, _RESULT, True, True))
                     continue
                 nbytes = tensor.nbytes
@@ -327,7 +333,7 @@ class SanitizerMode(TorchDispatchMode):
         try:
             if seen:
                 self._resolve_pending(seen)
-            self.tracker.kernel_launched(stream, plan.operator, accesses, stack=stack)
+            self.tracker.kernel_launched(stream, plan.operator, accesses, stack)
             if host_sync:
                 self.tracker.stream_synchronized(stream)
         finally:
