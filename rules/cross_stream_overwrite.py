@@ -43,6 +43,23 @@ class CrossStreamOverwrite(Rule):
             """
             import torch
 
+            class Head:
+                def __init__(self, example):
+                    self.static_input = example.clone()
+                    self.side = torch.cuda.Stream()
+                    self.side.wait_stream(torch.cuda.current_stream())
+                    with torch.cuda.stream(self.side):
+                        self.sums = self.static_input.sum(dim=1)
+                    torch.cuda.current_stream().wait_stream(self.side)
+
+                def __call__(self, x):
+                    self.static_input.copy_(x)
+            """
+        ),
+        Valid(
+            """
+            import torch
+
             def step(buf, s):
                 s.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(s):
@@ -109,6 +126,23 @@ class CrossStreamOverwrite(Rule):
         ),
     ]
     INVALID = [
+        Invalid(
+            """
+            import torch
+
+            class Head:
+                def __init__(self, example):
+                    self.static_input = example.clone()
+                    self.side = torch.cuda.Stream()
+                    self.side.wait_stream(torch.cuda.current_stream())
+                    with torch.cuda.stream(self.side):
+                        self.sums = self.static_input.sum(dim=1)
+
+                def __call__(self, x):
+                    self.static_input.copy_(x)
+            """,
+            lines=(12,),
+        ),
         Invalid(
             """
             import torch

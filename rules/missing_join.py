@@ -45,6 +45,43 @@ class MissingJoin(Rule):
             """
             import torch
 
+            def join(side, stats):
+                stats.joins += 1
+                torch.cuda.current_stream().wait_stream(side)
+
+            def forward(x, s, stats):
+                with torch.cuda.stream(s):
+                    y = x * 2
+                join(s, stats)
+                return y + 1
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            class Prefetcher:
+                def __init__(self, loader):
+                    self.loader = iter(loader)
+                    self.stream = torch.cuda.Stream()
+                    self.preload()
+
+                def preload(self):
+                    batch = next(self.loader)
+                    with torch.cuda.stream(self.stream):
+                        self.next_batch = batch.cuda(non_blocking=True)
+
+                def next(self):
+                    torch.cuda.current_stream().wait_stream(self.stream)
+                    batch = self.next_batch
+                    self.preload()
+                    return batch.float()
+            """
+        ),
+        Valid(
+            """
+            import torch
+
             def forward(x, s):
                 s.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(s):
@@ -127,6 +164,43 @@ class MissingJoin(Rule):
         ),
     ]
     INVALID = [
+        Invalid(
+            """
+            import torch
+
+            class Prefetcher:
+                def __init__(self, loader):
+                    self.loader = iter(loader)
+                    self.stream = torch.cuda.Stream()
+                    self._preload()
+
+                def _preload(self):
+                    batch = next(self.loader)
+                    with torch.cuda.stream(self.stream):
+                        self.next_batch = batch.cuda(non_blocking=True)
+
+                def next(self):
+                    batch = self.next_batch
+                    self._preload()
+                    return batch.float()
+            """,
+            lines=(17,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            def fill(buf, side):
+                with torch.cuda.stream(side):
+                    buf.copy_(torch.ones(4, device="cuda"))
+
+            def forward(s):
+                buf = torch.empty(4, device="cuda")
+                fill(buf, s)
+                return buf.sum()
+            """,
+            lines=(10,),
+        ),
         Invalid(
             """
             import torch

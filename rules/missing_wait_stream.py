@@ -45,6 +45,23 @@ class MissingWaitStream(Rule):
             """
             import torch
 
+            def fork(side):
+                side.wait_stream(torch.cuda.current_stream())
+                return side
+
+            def forward(x, s):
+                y = x * 2
+                fork(s)
+                with torch.cuda.stream(s):
+                    z = y + 1
+                torch.cuda.current_stream().wait_stream(s)
+                return z
+            """
+        ),
+        Valid(
+            """
+            import torch
+
             def forward(x, s):
                 y = x * 2
                 s.wait_stream(torch.cuda.current_stream())
