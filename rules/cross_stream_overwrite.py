@@ -43,23 +43,6 @@ class CrossStreamOverwrite(Rule):
             """
             import torch
 
-            class Head:
-                def __init__(self, example):
-                    self.static_input = example.clone()
-                    self.side = torch.cuda.Stream()
-                    self.side.wait_stream(torch.cuda.current_stream())
-                    with torch.cuda.stream(self.side):
-                        self.sums = self.static_input.sum(dim=1)
-                    torch.cuda.current_stream().wait_stream(self.side)
-
-                def __call__(self, x):
-                    self.static_input.copy_(x)
-            """
-        ),
-        Valid(
-            """
-            import torch
-
             def step(buf, s):
                 s.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(s):
@@ -124,9 +107,7 @@ class CrossStreamOverwrite(Rule):
                 return z, y
             """
         ),
-    ]
-    INVALID = [
-        Invalid(
+        Valid(
             """
             import torch
 
@@ -137,12 +118,14 @@ class CrossStreamOverwrite(Rule):
                     self.side.wait_stream(torch.cuda.current_stream())
                     with torch.cuda.stream(self.side):
                         self.sums = self.static_input.sum(dim=1)
+                    torch.cuda.current_stream().wait_stream(self.side)
 
                 def __call__(self, x):
                     self.static_input.copy_(x)
-            """,
-            lines=(12,),
+            """
         ),
+    ]
+    INVALID = [
         Invalid(
             """
             import torch
@@ -199,6 +182,23 @@ class CrossStreamOverwrite(Rule):
                 return y
             """,
             lines=(7,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Head:
+                def __init__(self, example):
+                    self.static_input = example.clone()
+                    self.side = torch.cuda.Stream()
+                    self.side.wait_stream(torch.cuda.current_stream())
+                    with torch.cuda.stream(self.side):
+                        self.sums = self.static_input.sum(dim=1)
+
+                def __call__(self, x):
+                    self.static_input.copy_(x)
+            """,
+            lines=(12,),
         ),
     ]
 

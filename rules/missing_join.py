@@ -27,8 +27,10 @@ class MissingJoin(Rule):
 
     ## Known problems
     Handing a tensor back (`return y`, storing it) is not a use: a caller that uses it before
-    joining is not seen. A join done by a called function is seen only when that function is
-    defined in the same module and joins unconditionally, first thing in its body. A wait made
+    joining is not seen. A join done by a called function is seen when that function is defined
+    in the same module (or imported from another file linted in the same run) and joins on
+    every path that returns. `self` attributes a method leaves written on a side stream are
+    followed into the public methods of the same class (not its subclasses). A wait made
     on only one branch of an `if` does not order the other branch, so code that joins under a
     condition that always holds is reported.
     """
@@ -41,43 +43,6 @@ class MissingJoin(Rule):
     confirmed_by = (READ_AFTER_WRITE, WRITE_AFTER_WRITE)
 
     VALID = [
-        Valid(
-            """
-            import torch
-
-            def join(side, stats):
-                stats.joins += 1
-                torch.cuda.current_stream().wait_stream(side)
-
-            def forward(x, s, stats):
-                with torch.cuda.stream(s):
-                    y = x * 2
-                join(s, stats)
-                return y + 1
-            """
-        ),
-        Valid(
-            """
-            import torch
-
-            class Prefetcher:
-                def __init__(self, loader):
-                    self.loader = iter(loader)
-                    self.stream = torch.cuda.Stream()
-                    self.preload()
-
-                def preload(self):
-                    batch = next(self.loader)
-                    with torch.cuda.stream(self.stream):
-                        self.next_batch = batch.cuda(non_blocking=True)
-
-                def next(self):
-                    torch.cuda.current_stream().wait_stream(self.stream)
-                    batch = self.next_batch
-                    self.preload()
-                    return batch.float()
-            """
-        ),
         Valid(
             """
             import torch
@@ -162,9 +127,22 @@ class MissingJoin(Rule):
                 return y, total
             """
         ),
-    ]
-    INVALID = [
-        Invalid(
+        Valid(
+            """
+            import torch
+
+            def join(side, stats):
+                stats.joins += 1
+                torch.cuda.current_stream().wait_stream(side)
+
+            def forward(x, s, stats):
+                with torch.cuda.stream(s):
+                    y = x * 2
+                join(s, stats)
+                return y + 1
+            """
+        ),
+        Valid(
             """
             import torch
 
@@ -172,35 +150,22 @@ class MissingJoin(Rule):
                 def __init__(self, loader):
                     self.loader = iter(loader)
                     self.stream = torch.cuda.Stream()
-                    self._preload()
+                    self.preload()
 
-                def _preload(self):
+                def preload(self):
                     batch = next(self.loader)
                     with torch.cuda.stream(self.stream):
                         self.next_batch = batch.cuda(non_blocking=True)
 
                 def next(self):
+                    torch.cuda.current_stream().wait_stream(self.stream)
                     batch = self.next_batch
-                    self._preload()
+                    self.preload()
                     return batch.float()
-            """,
-            lines=(17,),
-        ),
-        Invalid(
             """
-            import torch
-
-            def fill(buf, side):
-                with torch.cuda.stream(side):
-                    buf.copy_(torch.ones(4, device="cuda"))
-
-            def forward(s):
-                buf = torch.empty(4, device="cuda")
-                fill(buf, s)
-                return buf.sum()
-            """,
-            lines=(10,),
         ),
+    ]
+    INVALID = [
         Invalid(
             """
             import torch
@@ -266,6 +231,43 @@ class MissingJoin(Rule):
                     return self.buf.float()
             """,
             lines=(7,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Prefetcher:
+                def __init__(self, loader):
+                    self.loader = iter(loader)
+                    self.stream = torch.cuda.Stream()
+                    self._preload()
+
+                def _preload(self):
+                    batch = next(self.loader)
+                    with torch.cuda.stream(self.stream):
+                        self.next_batch = batch.cuda(non_blocking=True)
+
+                def next(self):
+                    batch = self.next_batch
+                    self._preload()
+                    return batch.float()
+            """,
+            lines=(17,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            def fill(buf, side):
+                with torch.cuda.stream(side):
+                    buf.copy_(torch.ones(4, device="cuda"))
+
+            def forward(s):
+                buf = torch.empty(4, device="cuda")
+                fill(buf, s)
+                return buf.sum()
+            """,
+            lines=(10,),
         ),
     ]
 

@@ -51,22 +51,6 @@ class MissingRecordStream(Rule):
             """
             import torch
 
-            def settle(side):
-                side.wait_stream(torch.cuda.current_stream())
-
-            def forward(x, s):
-                with torch.cuda.stream(s):
-                    y = torch.relu(x)
-                torch.cuda.current_stream().wait_stream(s)
-                z = y * 2
-                settle(s)
-                return z
-            """
-        ),
-        Valid(
-            """
-            import torch
-
             def producer(s, out):
                 x = torch.randn(8, device="cuda")
                 s.wait_stream(torch.cuda.current_stream())
@@ -150,6 +134,22 @@ class MissingRecordStream(Rule):
                         y = x.sum()
                     x.record_stream(s)
                 torch.cuda.current_stream().wait_stream(s)
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def settle(side):
+                side.wait_stream(torch.cuda.current_stream())
+
+            def forward(x, s):
+                with torch.cuda.stream(s):
+                    y = torch.relu(x)
+                torch.cuda.current_stream().wait_stream(s)
+                z = y * 2
+                settle(s)
+                return z
             """
         ),
     ]

@@ -29,8 +29,9 @@ class MissingWaitStream(Rule):
     other functions that launch work on other streams) are assumed ready. Two stream variables
     are assumed to be different streams, and `torch.cuda.default_stream()` is assumed to be the
     stream that is current when the function is entered. Ordering made by a called function is
-    seen only when it is defined in the same module and orders unconditionally, first thing in
-    its body; otherwise the finding is one the runtime check dismisses.
+    seen when it is defined in the same module (or imported from another file linted in the same
+    run) and holds on every path that returns; otherwise the finding is one the runtime check
+    dismisses.
     """
 
     code = "CSL101"
@@ -41,23 +42,6 @@ class MissingWaitStream(Rule):
     confirmed_by = (READ_AFTER_WRITE, WRITE_AFTER_WRITE)
 
     VALID = [
-        Valid(
-            """
-            import torch
-
-            def fork(side):
-                side.wait_stream(torch.cuda.current_stream())
-                return side
-
-            def forward(x, s):
-                y = x * 2
-                fork(s)
-                with torch.cuda.stream(s):
-                    z = y + 1
-                torch.cuda.current_stream().wait_stream(s)
-                return z
-            """
-        ),
         Valid(
             """
             import torch
@@ -157,6 +141,23 @@ class MissingWaitStream(Rule):
                 y = x * 2
                 with stream(s):
                     z = y + 1
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def fork(side):
+                side.wait_stream(torch.cuda.current_stream())
+                return side
+
+            def forward(x, s):
+                y = x * 2
+                fork(s)
+                with torch.cuda.stream(s):
+                    z = y + 1
+                torch.cuda.current_stream().wait_stream(s)
+                return z
             """
         ),
     ]
