@@ -12,7 +12,7 @@ examples:
     python benchmarks/fuzz_static.py [--scale 1.0] [--output docs/robustness.md]
 
 `--scale 0.05` is a quick look (counts and sizes shrink; the report says what ran). Takes about
-15 minutes at scale 1 on 2 cores, most of it in the million torch ops. Needs the test extra
+25 minutes at scale 1 on 2 busy cores, a third of it in the million torch ops. Needs the test extra
 (hypothesis, hypothesmith) and torch.
 """
 
@@ -67,8 +67,22 @@ class Outcome:
     tried: int = 0
     survived: int = 0
     notes: list[str] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
+    failures: dict[str, tuple[int, str]] = field(default_factory=dict)
+    """Failure signature (exception and where) -> (count, the smallest input that gave it)."""
     seconds: float = 0.0
+
+    def fail(self, signature: str, evidence: str) -> None:
+        count, smallest = self.failures.get(signature, (0, evidence))
+        self.failures[signature] = (count + 1, min(smallest, evidence, key=len))
+
+
+def signature(error: BaseException) -> str:
+    """`Type: message` and the innermost frames as file:line (function). No source lines: the
+    file may have changed on disk since it was imported."""
+    frames = traceback.extract_tb(error.__traceback__)[-3:]
+    where = " < ".join(f"{Path(frame.filename).name}:{frame.lineno} ({frame.name})" for frame in reversed(frames))
+    message = str(error).splitlines()[0][:200] if str(error) else ""
+    return f"{type(error).__name__}{': ' + message if message else ''} at {where}"
 
 
 def fuzz(check: str, strategy: st.SearchStrategy[Any], examples: int, body: Callable[[Any], None]) -> Outcome:
@@ -83,9 +97,8 @@ def fuzz(check: str, strategy: st.SearchStrategy[Any], examples: int, body: Call
         outcome.tried += 1
         try:
             body(value)
-        except Exception:  # the point of a soak: count it, keep the input, go on
-            if len(outcome.failures) < 5:
-                outcome.failures.append(f"{traceback.format_exc(limit=-3)}\ninput:\n{str(value)[:2000]}")
+        except Exception as error:  # the point of a soak: count it, keep the input, go on
+            outcome.fail(signature(error), str(value))
         else:
             outcome.survived += 1
 
@@ -149,7 +162,8 @@ def hostile_files() -> Outcome:
     outcome.tried = len(plugin.passed) + len(plugin.failed)
     outcome.survived = len(plugin.passed)
     outcome.notes = [nodeid.split("::", 1)[1] for nodeid in plugin.passed]
-    outcome.failures = plugin.failed
+    for failure in plugin.failed:
+        outcome.fail(failure.split(":", 1)[0], failure)
     if plugin.skipped:
         outcome.notes.append(f"skipped: {', '.join(plugin.skipped)}")
     return outcome
@@ -170,7 +184,10 @@ def stress(check: str, run: Callable[[], Any], unit: str, expected_reports: list
         f"tracemalloc peak above the warm-up: {result.peak_bytes / 1024:,.0f} KiB; kept after the run: {result.growth_bytes / 1024:,.1f} KiB",
         f"reports: {len(result.errors)} ({', '.join(reported) or 'none'}); engine state at the end: {result.stats}",
     ]
-    outcome.failures = [f"internal error: {message}" for message in result.internal_errors[:5]]
+    for message in result.internal_errors:
+        outcome.fail(f"internal error: {message.splitlines()[0][:200]}", message)
+    if not result.internal_errors and not sound:
+        outcome.fail("unexpected reports", f"expected {expected_reports}, got {sorted(e.kind for e in result.errors)}")
     return outcome
 
 
@@ -204,10 +221,9 @@ def render(outcomes: list[Outcome], scale: float, total_seconds: float) -> str:
     for outcome in outcomes:
         if outcome.notes or outcome.failures:
             lines += [f"## {outcome.check}", ""]
-            lines += [f"- {note}" for note in outcome.notes]
-            for failure in outcome.failures:
-                lines += ["", "Failure:", "", "```", failure.rstrip(), "```"]
-            lines.append("")
+            lines += [f"- {note}" for note in outcome.notes] + ([""] if outcome.notes else [])
+            for failed, (count, smallest) in outcome.failures.items():
+                lines += [f"{count:,} failed with {failed}; the smallest input:", "", "```", smallest[:3000].rstrip(), "```", ""]
     return "\n".join(lines)
 
 
@@ -226,14 +242,14 @@ def main() -> None:
         fuzz(
             "hypothesmith sources through `lint_source`",
             st.tuples(st.sampled_from(["", "import torch\n"]), hypothesmith.from_grammar()),
-            count(2000),
+            count(1000),
             lint_generated,
         ),
-        fuzz("stream-heavy generated modules through `lint_source`", workloads.stream_programs, count(5000), lint_stream_program),
+        fuzz("stream-heavy generated modules through `lint_source`", workloads.stream_programs, count(3000), lint_stream_program),
         fuzz(
             "generated projects (1-4 modules) through `lint_paths`, cold and warm cache",
             st.lists(workloads.stream_programs, min_size=1, max_size=4),
-            count(500),
+            count(300),
             lint_project,
         ),
         hostile_files(),
