@@ -2,7 +2,8 @@
 subtree both lint.
 
 Both tools run in this process, their imports done before the clock starts, each with the
-process pool it uses from its own CLI (workers = CPU count). The targets are printed next to the
+process pool it uses from its own CLI (workers = CPU count). csan-lint runs cold: `lint_paths`
+with its per-file results cache off (its default), as `csan-lint --no-cache` does. The targets are printed next to the
 measurements, not asserted: timings depend on the machine.
 
     python benchmarks/static_bench.py [--torch-root DIR] [--subtree REL] [--skip-torchfix]
