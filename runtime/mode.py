@@ -68,9 +68,10 @@ _RESULT = "output"  # the argument name of a fresh result (schema returns are mo
 class _Plan(NamedTuple):
     """What the schema of one op overload says, computed once per overload."""
 
+    # Held so that the id keying the plan cache stays this overload's (a custom op can die).
+    overload: Any
     # The overload's own C++ callable (an OpOverload's __call__ is one more Python frame that
-    # only forwards to it), or the overload itself when it is another kind of operator. It
-    # also keeps the overload alive, so the id that keys the plan cache is never reused.
+    # only forwards to it), or the overload itself when it is another kind of operator.
     call: Callable[..., Any]
     operator: str
     kind: int
@@ -120,7 +121,14 @@ def _plan(func: Any) -> _Plan:
         kind = _KERNEL
     call = func._op if type(func) is OpOverload else func
     return _Plan(
-        call, operator, kind, tuple(inputs), tuple(fresh_returns), len(schema.returns) == 1, non_blocking_position
+        func,
+        call,
+        operator,
+        kind,
+        tuple(inputs),
+        tuple(fresh_returns),
+        len(schema.returns) == 1,
+        non_blocking_position,
     )
 
 
