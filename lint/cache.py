@@ -7,7 +7,13 @@ an unchanged stat skips even reading the file; a changed stat with the same byte
 checkout) costs a read and a hash, never a parse. Files the prefilter rejects get entries too:
 they cost nothing to store and spare the next run reading them.
 
-Everything that decides a file's findings besides its bytes is in the name of the cache file:
+A parsed file's findings also depend on the other parsed files of the run: calls into functions
+imported from them are followed (csan_lint.lint.summaries). So its entry also holds the key of
+the package index it was linted with (the paths and hashes of the parsed files that mention an
+ordering API), and it is a hit only in a run whose index has the same key: editing a helper
+module re-lints the parsed files, never the ones the prefilter rejects.
+
+Everything else that decides a file's findings besides its bytes is in the name of the cache file:
 the csan-lint version, a fingerprint of the analysis sources (an editable install changes code
 without changing its version), the rule selection (`select`, `ignore`) and `per-file-ignores`
 with the root they are relative to: per-file ignores choose which rules run on a file, so they
@@ -27,6 +33,7 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,10 +41,10 @@ from typing import Any
 from csan_lint import __version__
 from csan_lint import rules as rules_package
 from csan_lint.lint.config import Config
-from csan_lint.lint.model import Finding, Span
+from csan_lint.lint.model import Edit, Finding, Span
 
 CACHE_DIR_NAME = ".csan_lint_cache"
-FORMAT = 1
+FORMAT = 3
 """Bump when the layout of an entry changes."""
 RACY_NS = 2_000_000_000
 """A file modified this recently may change again within the same mtime tick without changing
@@ -64,6 +71,19 @@ class Hit:
     findings: list[Finding]
     parsed: bool
     """Whether the file passed the prefilter (its findings came from the engine)."""
+    digest: str
+    orders: bool
+    """Whether the file belongs in the package index (it mentions an ordering API)."""
+    index: str
+    """The key of the package index its findings were computed with ("" for none)."""
+
+
+def index_key(members: Iterable[tuple[str, str]]) -> str:
+    """The key of a package index from its members' (path, content hash); "" for no index."""
+    members = sorted(members)
+    if not members:
+        return ""
+    return hashlib.blake2b(json.dumps(members).encode(), digest_size=12).hexdigest()
 
 
 def _source_fingerprint() -> str:
@@ -96,7 +116,10 @@ def settings_key(config: Config) -> str:
 def _encode(findings: list[Finding]) -> list[list[Any]]:
     """Without the path: it is shown relative to the working directory, which may differ."""
     return [
-        [f.line, f.column, f.code, f.message, f.end_line, f.end_column, f.span.start_line, f.span.end_line, f.fix]
+        [
+            f.line, f.column, f.code, f.message, f.end_line, f.end_column, f.span.start_line, f.span.end_line, f.fix,
+            [[edit.line, edit.anchor_line, edit.text, edit.scope] for edit in f.edits], f.fix_safety,
+        ]
         for f in findings
     ]
 
@@ -105,13 +128,28 @@ def _decode(rows: Any, shown: str) -> list[Finding]:
     """Raises TypeError/ValueError on a malformed entry (a miss for the caller)."""
     findings = []
     for row in rows:
-        line, column, code, message, end_line, end_column, span_start, span_end, fix = row
-        numbers_ok = all(type(n) is int for n in (line, column, end_line, end_column, span_start, span_end))
+        line, column, code, message, end_line, end_column, span_start, span_end, fix, edit_rows, safety = row
+        numbers = (line, column, end_line, end_column, span_start, span_end)
         texts_ok = isinstance(code, str) and isinstance(message, str) and isinstance(fix, (str, type(None)))
-        if not (numbers_ok and texts_ok):
+        if not (all(type(n) is int for n in numbers) and texts_ok and safety in ("safe", "unsafe")):
             raise TypeError(f"malformed cached finding: {row!r}")
-        findings.append(Finding(shown, line, column, code, message, end_line, end_column, Span(span_start, span_end), fix))
+        edits = tuple(_edit(edit_row) for edit_row in edit_rows)
+        span = Span(span_start, span_end)
+        findings.append(Finding(shown, line, column, code, message, end_line, end_column, span, fix, edits, safety))
     return findings
+
+
+def _edit(row: Any) -> Edit:
+    line, anchor_line, text, scope = row
+    if not (type(line) is int and type(anchor_line) is int and type(scope) is int and isinstance(text, str)):
+        raise TypeError(f"malformed cached edit: {row!r}")
+    return Edit(line, anchor_line, text, scope)
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {value!r}")
+    return value
 
 
 class ResultCache:
@@ -144,24 +182,42 @@ class ResultCache:
                     return None
             elif entry.get("hash") != digest:
                 return None
-            hit = Hit(_decode(entry["findings"], shown), entry["parsed"] is True)
+            hit = Hit(
+                _decode(entry["findings"], shown),
+                entry["parsed"] is True,
+                _text(entry["hash"]),
+                entry["orders"] is True,
+                _text(entry["index"]),
+            )
         except (KeyError, TypeError, ValueError):
             return None
-        if digest is not None:
-            self._remember(path, stat, digest, entry["findings"], hit.parsed)  # same bytes, new stat
+        if digest is not None:  # same bytes, new stat
+            self._remember(path, stat, entry["findings"], hit.parsed, hit.digest, hit.orders, hit.index)
         return hit
 
-    def store(self, path: Path, stat: Stat | None, digest: str, findings: list[Finding], parsed: bool) -> None:
-        self._remember(path, stat, digest, _encode(findings), parsed)
+    def store(
+        self, path: Path, stat: Stat | None, findings: list[Finding], *, parsed: bool, digest: str,
+        orders: bool = False, index: str = "",
+    ) -> None:
+        self._remember(path, stat, _encode(findings), parsed, digest, orders, index)
 
     def drop(self, path: Path) -> None:
         """Forget a file whose result is not cacheable (unreadable, or the linter failed on it)."""
         if str(path) in self._entries:
             self._changed[str(path)] = None
 
-    def _remember(self, path: Path, stat: Stat | None, digest: str, rows: list[Any], parsed: bool) -> None:
+    def _remember(
+        self, path: Path, stat: Stat | None, rows: list[Any], parsed: bool, digest: str, orders: bool, index: str
+    ) -> None:
         trusted = stat is not None and time.time_ns() - stat[0] > RACY_NS
-        entry = {"stat": list(stat) if trusted and stat else None, "hash": digest, "findings": rows, "parsed": parsed}
+        entry = {
+            "stat": list(stat) if trusted and stat else None,
+            "hash": digest,
+            "findings": rows,
+            "parsed": parsed,
+            "orders": orders,
+            "index": index,
+        }
         self._entries[str(path)] = entry
         self._changed[str(path)] = entry
 

@@ -15,11 +15,11 @@ import os
 import tokenize
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from csan_lint.lint.cache import ResultCache, Stat, content_hash, file_stat
+from csan_lint.lint.cache import Hit, ResultCache, Stat, content_hash, file_stat, index_key
 from csan_lint.lint.config import Config
 from csan_lint.lint.files import Excluder, PathError, discover, display_path, might_have_findings
 from csan_lint.lint.model import Finding, Span
@@ -149,13 +149,20 @@ def _too_large(chars: int) -> str:
     )
 
 
-@dataclass(frozen=True)
-class _Seen:
-    """A file that was read, with what the cache needs to store its result."""
+@dataclass
+class _Parsed:
+    """A file that passed the prefilter: its findings come from the engine, in this run or (when
+    linted with the same package index) from the cache."""
 
     path: Path
+    shown: str
     stat: Stat | None
     digest: str
+    source: str | None
+    """None for a cache hit, read again only if the package index needs it or it is re-linted."""
+    orders: bool
+    """Mentions an ordering API: other files' calls into it follow it (it is in the index)."""
+    hit: Hit | None = None
 
 
 def lint_paths(paths: Sequence[str], config: Config, *, jobs: int | None = None, cache: bool = False) -> LintResult:
@@ -169,9 +176,8 @@ def lint_paths(paths: Sequence[str], config: Config, *, jobs: int | None = None,
     excluder = Excluder(config.root, config.exclude, config.respect_gitignore)
     results = ResultCache(config.root, config) if cache else None
     findings: list[Finding] = []
-    work: list[_Job] = []
-    seen: list[_Seen] = []
-    files_checked = files_parsed = files_cached = 0
+    parsed: list[_Parsed] = []
+    files_checked = files_cached = 0
     for found in discover(paths, excluder):
         if isinstance(found, PathError):
             findings.append(diagnostic(display_path(found.path, cwd), READ_ERROR_CODE, found.message))
@@ -189,10 +195,11 @@ def lint_paths(paths: Sequence[str], config: Config, *, jobs: int | None = None,
             if results is not None and isinstance(data, bytes):
                 digest = content_hash(data)
                 hit = results.lookup(found, shown, stat, digest)
-        if hit is not None:
-            findings.extend(hit.findings)
-            files_parsed += hit.parsed
+        if hit is not None and not hit.parsed:
             files_cached += 1
+            continue  # the prefilter rejected these bytes: no findings, whatever else changed
+        if hit is not None:
+            parsed.append(_Parsed(found, shown, stat, hit.digest, None, hit.orders, hit))
             continue
         source = decode_source(data, shown) if isinstance(data, bytes) else data
         if isinstance(source, Finding):
@@ -200,31 +207,60 @@ def lint_paths(paths: Sequence[str], config: Config, *, jobs: int | None = None,
             if results is not None:
                 results.drop(found)
             continue
-        rules = config.rules_for(found) if might_have_findings(source) and not skips_file(source) else ()
-        if rules and len(source) > MAX_PARSE_CHARS:
+        if not (might_have_findings(source) and not skips_file(source) and config.rules_for(found)):
+            if results is not None:
+                results.store(found, stat, [], parsed=False, digest=digest)
+            continue
+        if len(source) > MAX_PARSE_CHARS:
             findings.append(diagnostic(shown, READ_ERROR_CODE, _too_large(len(source))))
             continue
-        if rules:
-            work.append(_Job(shown, source, rules))
-            seen.append(_Seen(found, stat, digest))
-        elif results is not None:
-            results.store(found, stat, digest, [], parsed=False)
-    if len(work) > 1:  # functions imported from the other parsed files are followed into
-        package = PackageIndex.build((job.path, job.source) for job in work)
-        work = [replace(job, package=package) for job in work]
-    for file, file_findings in zip(seen, _run(work, jobs)):
+        parsed.append(_Parsed(found, shown, stat, digest, source, bool(PackageIndex.build([(shown, source)]).sources)))
+    # Calls into functions imported from the other parsed files are followed, so a parsed
+    # file's cached findings hold only under the same index (csan_lint.lint.cache).
+    index = index_key((file.shown, file.digest) for file in parsed if file.orders) if len(parsed) > 1 else ""
+    stale = [file for file in parsed if file.hit is None or file.hit.index != index]
+    for file in parsed:
+        if file not in stale and file.hit is not None:
+            findings.extend(file.hit.findings)
+            files_cached += 1
+    if stale:
+        findings.extend(_lint_stale(stale, parsed, config, jobs, results, index))
+    if results is not None:
+        results.save()
+    findings.sort(key=lambda finding: (finding.path, finding.line, finding.column, finding.code))
+    return LintResult(findings, files_checked, len(parsed), files_cached)
+
+
+def _lint_stale(
+    stale: list[_Parsed], parsed: list[_Parsed], config: Config, jobs: int | None, results: ResultCache | None, index: str
+) -> list[Finding]:
+    """Lint the parsed files without a valid cached result, with every parsed file that mentions
+    an ordering API in the package index (the cached ones are read again for it)."""
+    findings: list[Finding] = []
+    for file in parsed:
+        if file.source is None and (file.orders or file in stale):
+            data = read_bytes(file.path, file.shown)
+            source = decode_source(data, file.shown) if isinstance(data, bytes) else data
+            if isinstance(source, Finding):  # gone or changed since the stat: say so, lint the rest
+                findings.append(source)
+                stale = [other for other in stale if other is not file]
+                continue
+            file.source = source
+    package = None
+    if len(parsed) > 1:
+        package = PackageIndex.build((file.shown, file.source) for file in parsed if file.orders and file.source is not None)
+    work = [_Job(file.shown, file.source or "", config.rules_for(file.path), package) for file in stale]
+    for file, file_findings in zip(stale, _run(work, jobs)):
         findings.extend(file_findings)
         if results is None:
             continue
         if any(finding.code == INTERNAL_ERROR_CODE for finding in file_findings):
             results.drop(file.path)  # a crash (or a killed worker) is not a result to keep
         else:
-            results.store(file.path, file.stat, file.digest, file_findings, parsed=True)
-    if results is not None:
-        results.save()
-    files_parsed += len(work)
-    findings.sort(key=lambda finding: (finding.path, finding.line, finding.column, finding.code))
-    return LintResult(findings, files_checked, files_parsed, files_cached)
+            results.store(
+                file.path, file.stat, file_findings, parsed=True, digest=file.digest, orders=file.orders, index=index
+            )
+    return findings
 
 
 def _run(work: list[_Job], jobs: int | None) -> list[list[Finding]]:
