@@ -1126,7 +1126,10 @@ class _FunctionAnalysis:
         `origin`: the function of the conflicting access, named only when it is another one."""
         origin = origin if origin != self.function else None
         hazard = Hazard(kind, tensor, access, other, release, self.function, origin)
-        self.hazards.setdefault((kind, tensor, access.node, other), hazard)
+        key = (kind, tensor, access.node, other)
+        found = self.hazards.setdefault(key, hazard)
+        if origin is not None and (found.origin is None or origin < found.origin) and found.release is release:
+            self.hazards[key] = hazard  # several producers: name one, the same on every run
 
 
 @dataclass(frozen=True)
