@@ -4,7 +4,10 @@ consumer method."""
 
 from __future__ import annotations
 
+import os
 import pickle
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -301,10 +304,61 @@ def test_the_message_names_the_producer() -> None:
     assert "side stream 'self.stream' in Prefetcher.preload()" in findings[0].message
 
 
+def test_the_named_producer_does_not_depend_on_hash_order() -> None:
+    """`next` is a producer too (its `self.preload()` call): the message names one of them, always the same."""
+    script = "import sys; from csan_lint.lint.engine import lint_source; print(lint_source(sys.stdin.read(), 'm.py')[0].message)"
+    messages = {
+        subprocess.run(
+            [sys.executable, "-c", script],
+            input=textwrap.dedent(prefetcher()),
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in range(3)
+    }
+    assert len(messages) == 1 and "in Prefetcher.preload()" in messages.pop()
+
+
+EVENT_LOADER = """
+import torch
+
+class Loader:
+    def __init__(self):
+        self.stream = torch.cuda.Stream()
+        self.ready = torch.cuda.Event()
+
+    def stage(self, batch):
+        with torch.cuda.stream(self.stream):
+            self.staged = batch.cuda(non_blocking=True)
+            self.ready.record()
+
+    def take(self):
+        self.ready.wait()
+        return self.staged * 2
+
+    def take_joined(self):
+        self._join()
+        return self.staged * 2
+
+    def _join(self):
+        torch.cuda.current_stream().wait_stream(self.stream)
+
+    def take_unordered(self):
+        return self.staged * 2
+"""
+
+
+def test_events_on_self_and_joining_helpers_order_across_methods() -> None:
+    assert hazards(EVENT_LOADER) == {("READ_AFTER_WRITE", 26, "self.staged", "self.stream")}
+
+
 @pytest.mark.parametrize(
     "parts",
     [
         {"wait": "torch.cuda.current_stream().wait_stream(self.stream)"},
+        {"wait": "self.stream.synchronize()"},
         {"after_copy": "torch.cuda.current_stream().wait_stream(self.stream)"},
         {"after_copy": "self.next_batch.record_stream(torch.cuda.current_stream()); torch.cuda.synchronize()"},
         {"consumer": "_next"},  # only the class's own code calls it: it may wait first
