@@ -1609,7 +1609,7 @@ class _Helpers:
 ModuleHelpers = _Helpers
 
 
-def module_helpers(source: str, name: str) -> ModuleHelpers | None:
+def module_helpers(source: str) -> ModuleHelpers | None:
     """Summaries of another linted module's functions, for its importers; None if it cannot have any."""
     try:
         module = cst.parse_module(source)

@@ -93,7 +93,7 @@ class PackageIndex:
         if key not in self._modules:
             from csan_lint.lint.streamflow import module_helpers  # libcst only where summaries are built
 
-            self._modules[key] = module_helpers(self.sources[key], key)
+            self._modules[key] = module_helpers(self.sources[key])
         helpers = self._modules[key]
         return None if helpers is None else helpers.exported(name)
 

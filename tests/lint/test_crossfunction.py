@@ -22,7 +22,7 @@ from csan_lint.lint.summaries import ANY_OTHER, PackageIndex, Summary, Write, mo
 
 
 def summary(source: str, name: str) -> Summary | None:
-    helpers = module_helpers(textwrap.dedent(source), "m")
+    helpers = module_helpers(textwrap.dedent(source))
     assert helpers is not None
     return helpers.summary(name)
 
