@@ -908,7 +908,8 @@ class _FunctionAnalysis:
             after = frozenset(m for m in (self._translate(found, call, u) for u in write.after) if m is not None)
             assert self.statement is not None
             access = Access(call, stream, True, self.block or self.statement, self.function)
-            mark = _Mark(access, after | {stream})
+            quiet = self.silent and write.stream == CURRENT  # the unknown stream of the block around the call
+            mark = _Mark(access, frozenset({HOST}) if quiet else after | {stream})
             tensor = self.live.tensors.get(key) or _Tensor()
             writes = tensor.writes if tensor.writes and all(m.access.node is call for m in tensor.writes) else frozenset()
             tensor = replace(tensor, writes=writes | {mark}, reads=frozenset())

@@ -462,3 +462,26 @@ def test_the_runner_follows_imports_between_the_files_it_lints(tmp_path: Path, j
     alone = lint_paths(["pkg/train.py"], Config(root=tmp_path), jobs=jobs)
     assert [(f.path, f.line) for f in together.findings if f.code == "CSL102"] == [("pkg/train.py", 16)]
     assert [(f.path, f.line) for f in alone.findings if f.code == "CSL102"] == [("pkg/train.py", 10)]
+
+
+def test_writes_replayed_in_a_block_on_an_unknown_stream_are_not_judged() -> None:
+    source = """
+    import torch
+
+    def fill(buf):
+        buf.copy_(torch.ones(4, device="cuda"))
+
+    def f(a, b, flag):
+        buf = torch.empty(4, device="cuda")
+        if flag:
+            stream = a
+        else:
+            stream = b
+        with torch.cuda.stream(stream):
+            fill(buf)
+        with torch.cuda.stream(a):
+            y = buf * 2
+        torch.cuda.current_stream().wait_stream(a)
+        return y
+    """
+    assert hazards(source) == set()
