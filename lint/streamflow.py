@@ -59,7 +59,7 @@ from csan_lint.lint.names import (
     ImportTable,
     dotted_name,
 )
-from csan_lint.lint.summaries import ANY_OTHER, PackageIndex, Summary, Write, module_name
+from csan_lint.lint.summaries import ANY_OTHER, Effect, PackageIndex, Summary, module_name
 from csan_lint.runtime import kinds
 
 CURRENT = "<current>"
@@ -759,7 +759,7 @@ class _FunctionAnalysis:
             self._replay_orders(found, node)
         self._call_other(node)
         if found is not None and self.state is not None:
-            self._replay_writes(found, node)
+            self._replay_effects(found, node)
 
     def _call_other(self, node: cst.Call) -> None:
         """A call into code other than torch's: stream and tensor methods, builtins, the rest."""
@@ -898,17 +898,33 @@ class _FunctionAnalysis:
             self.tokens.update(facts)
             self.live.update_marks(_FactUpdate(facts))
 
-    def _replay_writes(self, found: _Callee, call: cst.Call) -> None:
-        """The tensors the call leaves written, as writes at the call on the streams it used."""
-        for write in found.summary.writes:
-            key = self._argument_key(found, call, write.key)
-            stream = self._translate(found, call, write.stream)
-            if key is None or stream is None:
+    def _replay_effects(self, found: _Callee, call: cst.Call) -> None:
+        """The tensors the call leaves written or read, as accesses at the call on the streams it
+        used. Those on another stream than the caller's are checked (the call's arguments were
+        read on the caller's stream already); orderings it made are already applied."""
+        effects = []
+        for effect in found.summary.effects:
+            key = self._argument_key(found, call, effect.key)
+            stream = self._translate(found, call, effect.stream)
+            if key is not None and stream is not None:
+                after = frozenset(m for m in (self._translate(found, call, u) for u in effect.after) if m is not None)
+                effects.append((effect, key, stream, after))
+        passed = {id(arg.value) for arg in call.args}
+        for _, key, stream, _ in effects:
+            tensor = self.live.tensors.get(key)
+            if stream != self.live.current and tensor is not None:  # the callee's access stands for that read
+                self.live.tensors[key] = replace(
+                    tensor, reads=frozenset(mark for mark in tensor.reads if id(mark.access.node) not in passed)
+                )
+        for effect, key, stream, after in effects:
+            if stream != self.live.current:
+                self._access(key, call, write=effect.write, stream=stream, after=after)
                 continue
-            after = frozenset(m for m in (self._translate(found, call, u) for u in write.after) if m is not None)
+            if not effect.write:
+                continue
             assert self.statement is not None
             access = Access(call, stream, True, self.block or self.statement, self.function)
-            quiet = self.silent and write.stream == CURRENT  # the unknown stream of the block around the call
+            quiet = self.silent and effect.stream == CURRENT  # the unknown stream of the block around the call
             mark = _Mark(access, frozenset({HOST}) if quiet else after | {stream})
             tensor = self.live.tensors.get(key) or _Tensor()
             writes = tensor.writes if tensor.writes and all(m.access.node is call for m in tensor.writes) else frozenset()
@@ -1082,10 +1098,15 @@ class _FunctionAnalysis:
         assert self.statement is not None
         return Access(node, self.live.current, write, self.block or self.statement, self.function)
 
-    def _access(self, key: str, node: cst.CSTNode, *, write: bool) -> None:
-        """A kernel on the current stream reads or writes `key`: check it, then record it."""
+    def _access(
+        self, key: str, node: cst.CSTNode, *, write: bool, stream: str | None = None, after: frozenset[str] = frozenset()
+    ) -> None:
+        """A kernel on the current stream (or `stream`, for a called function's) reads or writes
+        `key`: check it, then record it, ordered before `after` too."""
         tensor = self.live.tensors.get(key) or _Tensor()
         access = self._make_access(node, write=write)
+        if stream is not None:
+            access = replace(access, stream=stream)
         stream = access.stream
         if self.silent:
             quiet = frozenset({_Mark(access, frozenset({HOST}))})
@@ -1102,7 +1123,7 @@ class _FunctionAnalysis:
             for read in tensor.reads:
                 if read.access.stream != stream and not read.orders(stream):
                     self._hazard(HazardKind.WRITE_AFTER_READ, key, access, read.access.stream, origin=read.access.function)
-        mark = _Mark(access, frozenset({stream}))
+        mark = _Mark(access, frozenset({stream}) | after)
         if write:
             tensor = replace(tensor, writes=frozenset({mark}), reads=frozenset())
         else:
@@ -1256,21 +1277,21 @@ def analyse(module: cst.Module, path: str, source: str, package: PackageIndex | 
             _FunctionAnalysis(imports, hazards, function=None, helpers=helpers).run(module.body)
         exits: dict[str, _State] = {}
         with_blocks = {name for name, function in functions if _has_with(_suite(function.body))}
-        writers = {  # called functions that leave a tensor written on another stream
+        writers = {  # called functions that access a tensor on another stream
             name
             for name, function in functions
             if name in with_blocks
             and source.count(f"{name.rpartition('.')[2]}(") > 1
             and _has_with(_suite(function.body), imports)
             and (summary := helpers.summary(name)) is not None
-            and any(write.stream != CURRENT for write in summary.writes)
+            and any(effect.stream != CURRENT for effect in summary.effects)
         }
         writers |= {
             name
             for name in (imports.names | helpers.relative.keys()) - helpers.functions.keys()
             if f"{name}(" in source
             and (summary := helpers.imported(name, imports.qualified(cst.Name(name)))) is not None
-            and any(write.stream != CURRENT for write in summary.writes)
+            and any(effect.stream != CURRENT for effect in summary.effects)
         }
         for name, function in functions:
             if everywhere or name in with_blocks or _calls_any(name, function, writers):
@@ -1595,16 +1616,16 @@ class _Helpers:
                 orders.append((token, frozenset({HOST})))
             elif token != ANY_OTHER and meaningful(token) and outside(ordered) != {token}:
                 orders.append((token, outside(ordered)))
-        writes = [
-            Write(key, mark.access.stream, outside(mark.after))
+        effects = [
+            Effect(key, mark.access.stream, mark.access.write, outside(mark.after))
             for key, tensor in end.tensors.items()
             if (key in names and key not in analysis.bound) or (key.startswith("self.") and key.count(".") == 1)
-            for mark in tensor.writes
-            if meaningful(mark.access.stream)
-        ]
-        if not orders and not writes:
+            for mark in tensor.writes | tensor.reads
+            if meaningful(mark.access.stream) and (mark.access.write or mark.access.stream != CURRENT)
+        ]  # a read on the caller's stream is the read of the argument the call makes anyway
+        if not orders and not effects:
             return None
-        return Summary(tuple(positional), names, tuple(orders), tuple(writes))
+        return Summary(tuple(positional), names, tuple(orders), tuple(effects))
 
 
 ModuleHelpers = _Helpers

@@ -21,13 +21,15 @@ ANY_OTHER = "<other>"
 
 
 @dataclass(frozen=True)
-class Write:
-    """The function leaves `key` (a parameter or `self.x`) last written on `stream`."""
+class Effect:
+    """The function leaves `key` (a parameter or `self.x`) last written, or read since its last
+    write, on `stream`."""
 
     key: str
     stream: str
+    write: bool
     after: frozenset[str]
-    """Tokens ordered after that write when the function returns, on every path."""
+    """Tokens ordered after that access when the function returns, on every path."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,7 @@ class Summary:
     orders: tuple[tuple[str, frozenset[str]], ...]
     """(token, tokens): an access ordered before `token` at the call is, on return, ordered
     before all of `tokens`; a token missing from its own set was re-recorded (an event)."""
-    writes: tuple[Write, ...]
+    effects: tuple[Effect, ...]
 
 
 _MAY_ORDER = re.compile(r"wait_stream|wait_event|record_event|synchronize|\.record\(|\.wait\(|cuda\.stream|StreamContext")

@@ -259,6 +259,7 @@ class MissingJoin(Rule):
             import torch
 
             def fill(buf, side):
+                side.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(side):
                     buf.copy_(torch.ones(4, device="cuda"))
 
@@ -267,7 +268,7 @@ class MissingJoin(Rule):
                 fill(buf, s)
                 return buf.sum()
             """,
-            lines=(10,),
+            lines=(11,),
         ),
     ]
 

@@ -18,7 +18,7 @@ from csan_lint.lint.config import Config
 from csan_lint.lint.engine import lint_source
 from csan_lint.lint.runner import lint_paths
 from csan_lint.lint.streamflow import CURRENT, HOST, analyse, module_helpers
-from csan_lint.lint.summaries import ANY_OTHER, PackageIndex, Summary, Write, module_name
+from csan_lint.lint.summaries import ANY_OTHER, Effect, PackageIndex, Summary, module_name
 
 
 def summary(source: str, name: str) -> Summary | None:
@@ -123,6 +123,22 @@ def test_re_recording_a_parameter_event_drops_what_it_captured() -> None:
     assert facts["side"] == frozenset({"side", "event:event"})
 
 
+def test_reads_of_parameters_on_a_side_stream_and_what_orders_them() -> None:
+    source = """
+    import torch
+
+    def reduce(x, side, join):
+        with torch.cuda.stream(side):
+            total = x.sum()
+        if join:
+            torch.cuda.current_stream().wait_stream(side)
+        return total
+    """
+    found = summary(source, "reduce")
+    assert found is not None
+    assert set(found.effects) == {Effect("x", "side", False, frozenset({"side"}))}  # joined on one path only
+
+
 def test_writes_to_parameters_and_self_attributes_and_their_streams() -> None:
     source = """
     import torch
@@ -137,10 +153,10 @@ def test_writes_to_parameters_and_self_attributes_and_their_streams() -> None:
     """
     found = summary(source, "Loader.fill")
     assert found is not None and found.params == ("buf", "fresh")
-    assert set(found.writes) == {
-        Write("buf", "self.copy_stream", frozenset({"self.copy_stream"})),
-        Write("self.staged", "self.copy_stream", frozenset({"self.copy_stream"})),
-    }  # `fresh` is rebound: its writes are not the caller's
+    assert set(found.effects) == {
+        Effect("buf", "self.copy_stream", True, frozenset({"self.copy_stream"})),
+        Effect("self.staged", "self.copy_stream", True, frozenset({"self.copy_stream"})),
+    }  # `fresh` is rebound: its accesses are not the caller's
 
 
 def test_functions_without_effects_and_coroutines_have_no_summary() -> None:
@@ -227,6 +243,7 @@ def test_a_helper_that_writes_its_argument_on_a_side_stream_makes_a_producer() -
     import torch
 
     def fill(buf, side):
+        side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             buf.copy_(torch.ones(4, device="cuda"))
 
@@ -241,8 +258,41 @@ def test_a_helper_that_writes_its_argument_on_a_side_stream_makes_a_producer() -
         torch.cuda.current_stream().wait_stream(s)
         return buf.sum()
     """
-    assert ("READ_AFTER_WRITE", 11, "buf", "s") in hazards(source)
-    assert not {h for h in hazards(source) if h[1] > 12}
+    assert hazards(source) == {("READ_AFTER_WRITE", 12, "buf", "s")}
+
+
+def test_a_helper_reading_its_argument_on_a_side_stream_is_checked_at_the_call() -> None:
+    source = """
+    import torch
+
+    def reduce(x, side):
+        with torch.cuda.stream(side):
+            total = x.sum()
+        return total
+
+    def reduce_joined(x, side):
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            total = x.sum()
+        torch.cuda.current_stream().wait_stream(side)
+        return total
+
+    def f(s):
+        x = torch.ones(4, device="cuda")
+        total = reduce(x, s)
+        x.zero_()
+        return total
+
+    def g(s):
+        x = torch.ones(4, device="cuda")
+        total = reduce_joined(x, s)
+        x.zero_()
+        return total
+    """
+    assert hazards(source) == {
+        ("READ_AFTER_WRITE", 18, "x", CURRENT),  # the side stream reads x before it is written
+        ("WRITE_AFTER_READ", 19, "x", "s"),  # and the overwrite may come before that read
+    }
 
 
 def test_a_self_method_leaves_self_attributes_written() -> None:
