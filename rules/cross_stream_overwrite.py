@@ -25,8 +25,8 @@ class CrossStreamOverwrite(Rule):
     is still reading.
 
     ## Known problems
-    Only reads this function makes are known: a read made by a callee on another stream is not
-    seen. Rebinding a name (`x = ...`) makes a new tensor and is not an overwrite.
+    Only reads this function makes, and those of the functions it calls that are defined in the
+    same module (or imported from another file linted in the same run), are known. Rebinding a name (`x = ...`) makes a new tensor and is not an overwrite.
     """
 
     code = "CSL103"
