@@ -70,6 +70,8 @@ UNKNOWN = "?"
 """A name bound to different streams on different paths: blocks on it are not judged."""
 
 _MAX_LOOP_PASSES = 8
+_MAX_SUMMARY_DEPTH = 16
+"""Calls followed inside a summary: a generated chain of thousands would exhaust the stack."""
 
 _HOST_METHODS = frozenset(
     {
@@ -1537,6 +1539,8 @@ class _Helpers:
         self.package = package
         self.relative = relative or {}
         self.summaries: dict[str, Summary | None] = {}
+        self.depth = 0
+        """Summaries being built, each inside the last: deep call chains stop at _MAX_SUMMARY_DEPTH."""
 
     def lookup(self, caller: str | None, func: cst.BaseExpression, qualified: str | None) -> _Callee | None:
         """`helper(...)`: a module-level function; `self.helper(...)`: a method of the caller's
@@ -1569,11 +1573,17 @@ class _Helpers:
         return self.summary(name) if "." not in name else None
 
     def summary(self, name: str) -> Summary | None:
-        if name not in self.summaries:
-            self.summaries[name] = None  # a recursive call, while it is being summarised, does nothing
-            function = self.functions.get(name)
-            if function is not None:
-                self.summaries[name] = self._summarise(name, function)
+        if name in self.summaries:
+            return self.summaries[name]
+        function = self.functions.get(name)
+        if function is None or self.depth >= _MAX_SUMMARY_DEPTH:
+            return None  # too deep: taken as doing nothing, and built again when reached from nearer
+        self.summaries[name] = None  # a recursive call, while it is being summarised, does nothing
+        self.depth += 1
+        try:
+            self.summaries[name] = self._summarise(name, function)
+        finally:
+            self.depth -= 1
         return self.summaries[name]
 
     def _summarise(self, name: str, function: cst.FunctionDef) -> Summary | None:

@@ -535,3 +535,11 @@ def test_writes_replayed_in_a_block_on_an_unknown_stream_are_not_judged() -> Non
         return y
     """
     assert hazards(source) == set()
+
+
+def test_a_long_chain_of_calls_is_cut_short_not_a_crash() -> None:
+    chain = "\n".join(f"def f{i}(s):\n    f{i + 1}(s)\n" for i in range(400))
+    caller = "def g(x, s):\n    with torch.cuda.stream(s):\n        y = x * 2\n    {call}(s)\n    return y + 1\n"
+    source = f"import torch\n\n{chain}\ndef f400(s):\n    torch.cuda.current_stream().wait_stream(s)\n\n{caller}"
+    assert {h[0] for h in hazards(source.format(call="f398"))} == {"FREE_IN_USE"}  # the wait two calls down is seen
+    assert "READ_AFTER_WRITE" in {h[0] for h in hazards(source.format(call="f0"))}  # four hundred down is not
