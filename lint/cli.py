@@ -70,12 +70,8 @@ def _replay(trace: str, output_format: str) -> int:
 
 
 def _confirm(result: LintResult, paths: list[str], config: Any, options: dict[str, Any]) -> int:
-    try:
-        from csan_lint.runtime.confirm import main as confirm_main  # needs torch: load only here
-    except ModuleNotFoundError as error:
-        if error.name != "torch":
-            raise
-        _fail("--confirm needs torch and the runtime extra: pip install 'csan-lint[runtime]' torch")
+    from csan_lint.runtime.confirm import main as confirm_main  # checks its own requirements (torch)
+
     return confirm_main(result.findings, paths, config, options)
 
 

@@ -44,7 +44,8 @@ CONFIG_KEYS = ("tests", "timeout", "device", "fail-on")
 DEVICES = ("auto", "cuda", "emulated")
 DEFAULT_TIMEOUT = 60.0
 REQUIREMENTS = ("torch", "pytest", "coverage")
-INSTALL_HINT = "pip install 'csan-lint[runtime]' torch"
+INSTALL_HINT = "pip install torch==2.13.0 'csan-lint[runtime]' (or install your CUDA build of torch first)"
+"""Torch first and pinned: an unpinned torch pulls the newest CUDA build, several GB."""
 
 
 class ConfirmUsageError(Exception):

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from csan_lint.runtime.confirm import INSTALL_HINT
+
 SCRIPT = shutil.which("csan-lint") or str(Path(sys.executable).parent / "csan-lint")
 HIDE_TORCH = '''\
 import sys
@@ -73,5 +75,5 @@ def test_confirm_without_torch_says_what_to_install(tmp_path: Path, no_torch: di
     assert done.returncode == 2, done.stderr
     assert done.stdout == ""
     assert "error: --confirm needs torch, pytest, coverage; missing: torch." in done.stderr
-    assert "pip install 'csan-lint[runtime]' torch" in done.stderr
+    assert INSTALL_HINT in done.stderr
     assert "Traceback" not in done.stderr

@@ -13,7 +13,7 @@ import pytest
 from csan_lint.lint.config import Config
 from csan_lint.lint.model import Finding, Span
 from csan_lint.runtime import confirm
-from csan_lint.runtime.confirm import ConfirmUsageError, resolve_settings
+from csan_lint.runtime.confirm import INSTALL_HINT, ConfirmUsageError, resolve_settings
 from csan_lint.runtime.confirm_verdict import Race, RunResult, TestRun
 
 
@@ -80,7 +80,7 @@ def test_missing_torch_names_what_to_install(tmp_path, capsys, monkeypatch):
     finding = Finding("a.py", 1, 1, "CSL101", "m", 1, 2, Span(1, 1))
     assert confirm.main([finding], ["a.py"], config(tmp_path), {}) == 2
     err = capsys.readouterr().err
-    assert "missing: torch" in err and "pip install 'csan-lint[runtime]' torch" in err
+    assert "missing: torch" in err and INSTALL_HINT in err
 
 
 def test_bad_config_exits_2(tmp_path, capsys):
@@ -177,4 +177,4 @@ def test_cli_without_torch_says_what_to_install(tmp_path):
     )
     assert done.returncode == 2, done.stderr
     assert "missing: torch" in done.stderr
-    assert "pip install 'csan-lint[runtime]' torch" in done.stderr
+    assert INSTALL_HINT in done.stderr
