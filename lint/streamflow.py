@@ -149,6 +149,10 @@ _COLLECTIVES = frozenset(
 """Collectives that write their first argument in place, in order with the current stream."""
 
 
+_Comprehension = cst.ListComp | cst.SetComp | cst.GeneratorExp | cst.DictComp
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
+
+
 class HazardKind(Enum):
     """Named after the runtime error kind that would confirm the hazard."""
 
@@ -535,6 +539,9 @@ class _FunctionAnalysis:
         self.state = head.copy()
         if per_pass is not None:
             self._condition(per_pass)
+            spun_on = _query_spin(per_pass)
+            if spun_on is not None and self.state is not None and dotted_name(spun_on) not in self.live.tensors:
+                self._host_waits(spun_on)  # `while not e.query()` ends when e's work is done
         if orelse is not None:
             self.run(_suite(orelse.body))
         self.state = _join([self.state, *loop.breaks])
@@ -613,9 +620,13 @@ class _FunctionAnalysis:
         if value.kind == "tensor":
             mark = _Mark(self._make_access(target, write=True), frozenset({state.current}))
             state.tensors[key] = _Tensor(writes=frozenset({mark}), alloc=state.current if owned else None)
+        elif value.kind == "host":
+            state.tensors[key] = _Tensor()
         elif value.kind == "alias" and value.source in state.tensors:
             source = state.tensors[value.source]
             state.tensors[key] = replace(source, uses=frozenset(), alloc=None, recorded=frozenset())
+        elif value.kind == "alias" and owned and value.source in self.maybe_tensors:
+            self.maybe_tensors.add(key)
         elif value.kind == "stream":
             state.streams[key] = value.source or key
         elif value.kind == "context" and value.source is not None:
@@ -699,6 +710,11 @@ class _FunctionAnalysis:
             return
         if isinstance(expr, (cst.Lambda, cst.BinaryOperation, cst.Comparison)):
             return  # an operator result is a new tensor
+        if isinstance(expr, _COMPREHENSIONS):
+            targets = _comprehension_targets(expr)
+            for child in expr.children:
+                yield from (key for key in self._tensor_names(child) if key.split(".")[0] not in targets)
+            return
         for child in expr.children:
             yield from self._tensor_names(child)
 
@@ -729,12 +745,46 @@ class _FunctionAnalysis:
                 self._pass(node.value)
         elif isinstance(node, (cst.Lambda, cst.FunctionDef)):
             return
+        elif isinstance(node, _COMPREHENSIONS):
+            self._comprehension(node)
         elif isinstance(node, (cst.BinaryOperation, cst.BooleanOperation)):
             for operand in _operands(node):
                 self._eval(operand)
         else:
             for child in node.children:
                 self._eval(child)
+
+    def _comprehension(self, node: _Comprehension) -> None:
+        """A comprehension has its own scope: its targets shadow the enclosing names of the same
+        spelling, which it neither reads nor rebinds. Only the first iterable is evaluated outside."""
+        self._eval(node.for_in.iter)
+        targets = _comprehension_targets(node)
+        state = self.live
+        saved = {name: (state.tensors.get(name), state.streams.get(name), state.contexts.get(name)) for name in targets}
+        shadowed = targets & self.maybe_tensors
+        self.maybe_tensors -= targets
+        for name in targets:
+            self._forget(name)
+        comp: cst.CompFor | None = node.for_in
+        while comp is not None:
+            if comp is not node.for_in:
+                self._eval(comp.iter)
+            for condition in comp.ifs:
+                self._eval(condition.test)
+            comp = comp.inner_for_in
+        for part in (node.key, node.value) if isinstance(node, cst.DictComp) else (node.elt,):
+            self._eval(part)
+        self.maybe_tensors |= shadowed
+        if self.state is None:
+            return
+        for name, (tensor, stream, context) in saved.items():
+            self._forget(name)
+            if tensor is not None:
+                self.live.tensors[name] = tensor
+            if stream is not None:
+                self.live.streams[name] = stream
+            if context is not None:
+                self.live.contexts[name] = context
 
     def _call(self, node: cst.Call) -> None:
         func = node.func
@@ -878,13 +928,18 @@ class _FunctionAnalysis:
             if waiter is not None and event is not None:
                 self._order(_MarkUpdate(event, waiter))
         elif method == "synchronize" and not args and dotted_name(receiver) not in self.live.tensors:
-            stream, event = self._stream(receiver), self._event(receiver)
-            for token in (stream, event):
-                if token is not None:
-                    self._order(_MarkUpdate(token, HOST))
+            self._host_waits(receiver)
+        elif method == "query" and not args:
+            pass  # a poll from the host: it orders only where it returned True (`_query_spin`)
         else:
             return False
         return True
+
+    def _host_waits(self, receiver: cst.BaseExpression) -> None:
+        """The host waits for the stream or event `receiver` denotes (one name may be either)."""
+        for token in (self._stream(receiver), self._event(receiver)):
+            if token is not None:
+                self._order(_MarkUpdate(token, HOST))
 
     def _replay_orders(self, found: _Callee, call: cst.Call) -> None:
         """The ordering a called function makes on every path that returns, in the caller's streams.
@@ -1016,6 +1071,8 @@ class _FunctionAnalysis:
                 return _Value("stream", self.live.streams[key])
             if key in self.live.contexts:
                 return _Value("context", self.live.contexts[key])
+            if key in self.maybe_tensors:
+                return _Value("alias", key)  # of a value that may be a tensor: so may the copy
         if isinstance(expr, cst.Await):
             return self._value(expr.expression)
         if isinstance(expr, cst.Attribute) and expr.attr.value in _VIEW_ATTRIBUTES:
@@ -1051,13 +1108,15 @@ class _FunctionAnalysis:
                 return _Value("event")
             module = qualified.rpartition(".")[0]
             if module in _TENSOR_MODULES and qualified not in _HOST_TORCH:
-                return _Value("tensor")
+                return _Value("host") if self._host_allocation(expr) else _Value("tensor")
             return _Value("other")
         func = expr.func
         if isinstance(func, cst.Attribute):
             method = func.attr.value
             if method in _HOST_METHODS or method in ("item", "tolist"):
                 return _Value("other")
+            if method == "pin_memory":
+                return _Value("host")
             if method in _VIEW_METHODS:
                 return self._alias_of(func.value)
             if method in _TENSOR_METHODS or self._is_tensor(func.value, made_here=made_here):
@@ -1067,6 +1126,21 @@ class _FunctionAnalysis:
         if any(self._is_tensor(arg.value, made_here=made_here) for arg in expr.args):
             return _Value("tensor")
         return _Value("other")
+
+    def _host_allocation(self, call: cst.Call) -> bool:
+        """`torch.empty(n, pin_memory=True)`, `torch.zeros(n, device="cpu")`: host memory, no kernel
+        on any stream (an unspecified device is taken as CUDA: the default device of stream code)."""
+        for arg in call.args:
+            keyword = arg.keyword.value if arg.keyword is not None else None
+            if keyword == "pin_memory" and isinstance(arg.value, cst.Name) and arg.value.value == "True":
+                return True
+            if keyword == "device":
+                device = arg.value
+                if isinstance(device, cst.Call) and self.imports.qualified(device.func) == "torch.device" and device.args:
+                    device = device.args[0].value
+                if isinstance(device, cst.SimpleString) and device.evaluated_value in ("cpu", b"cpu"):
+                    return True
+        return False
 
     def _is_tensor(self, expr: cst.BaseExpression, *, made_here: bool = False) -> bool:
         """A tracked tensor or a name that may be one; `made_here`: one this function wrote."""
@@ -1158,7 +1232,8 @@ class _FunctionAnalysis:
 
 @dataclass(frozen=True)
 class _Value:
-    kind: Literal["tensor", "alias", "stream", "context", "event", "other"]
+    kind: Literal["tensor", "host", "alias", "stream", "context", "event", "other"]
+    """`host`: a tensor allocated in host memory, which no stream writes."""
     source: str | None = None
 
 
@@ -1171,6 +1246,25 @@ def _operands(expr: cst.BinaryOperation | cst.BooleanOperation) -> list[cst.Base
         rights.append(left.right)
         left = left.left
     return [left, *reversed(rights)]
+
+
+def _comprehension_targets(node: _Comprehension) -> set[str]:
+    targets: set[str] = set()
+    comp: cst.CompFor | None = node.for_in
+    while comp is not None:
+        targets.update(_names(comp.target))
+        comp = comp.inner_for_in
+    return targets
+
+
+def _query_spin(test: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`r` of a loop test `not r.query()`: leaving the loop normally means `query()` returned True."""
+    if not (isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)):
+        return None
+    call = test.expression
+    if isinstance(call, cst.Call) and not call.args and isinstance(call.func, cst.Attribute) and call.func.attr.value == "query":
+        return call.func.value
+    return None
 
 
 def _names(target: cst.CSTNode) -> Iterator[str]:

@@ -876,3 +876,140 @@ def test_builtins_on_host_values_do_not_sync() -> None:
         return y + 1
     """
     assert hazards(source, RAW) == {raw("y", 9, CURRENT, "s")}
+
+
+@pytest.mark.parametrize(
+    "allocation",
+    [
+        "torch.empty(4, pin_memory=True)",
+        'torch.zeros(4, device="cpu")',
+        "torch.zeros(4, device=torch.device('cpu'))",
+        "torch.empty_like(w, pin_memory=True).pin_memory()",
+        "w.new_empty(4).pin_memory()",
+    ],
+)
+def test_host_allocations_launch_no_kernel(allocation: str) -> None:
+    source = f"""
+    import torch
+
+    def offload(w, s):
+        buf = {allocation}
+        with torch.cuda.stream(s):
+            y = torch.ones(4, device="cuda")
+            buf.copy_(y, non_blocking=True)
+        torch.cuda.current_stream().wait_stream(s)
+        return buf
+    """
+    assert hazards(source) == set()
+
+
+def test_a_device_allocation_is_still_a_write() -> None:
+    source = """
+    import torch
+
+    def offload(s):
+        buf = torch.zeros(4, device="cuda", pin_memory=False)
+        with torch.cuda.stream(s):
+            buf.add_(1)
+        torch.cuda.current_stream().wait_stream(s)
+        return buf
+    """
+    assert hazards(source, WAW) == {("WRITE_AFTER_WRITE", "buf", 7, "s", CURRENT)}
+
+
+@pytest.mark.parametrize(
+    ("spin", "synced"),
+    [
+        ("done = torch.cuda.Event(); done.record(s)\n        while not done.query():\n            pass", True),
+        ("while not s.query():\n            time.sleep(0)", True),
+        ("while not s.query():\n            pass\n        else:\n            n = 1", True),
+        ("while s.query():\n            pass", False),
+        ("while not other.query():\n            pass", False),
+        ("done = torch.cuda.Event(); done.record(other)\n        while not done.query():\n            pass", False),
+    ],
+)
+def test_spinning_on_query_orders_the_host(spin: str, synced: bool) -> None:
+    source = f"""
+    import time
+    import torch
+
+    def f(x, s, other):
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            y = x * 2
+        {spin}
+        return y.sum()
+    """
+    assert (hazards(source, RAW) == set()) is synced
+
+
+def test_a_break_out_of_a_query_spin_orders_nothing() -> None:
+    source = """
+    import torch
+
+    def f(x, s, give_up):
+        with torch.cuda.stream(s):
+            y = x * 2
+        while not s.query():
+            if give_up():
+                break
+        return y.sum()
+    """
+    assert hazards(source, RAW) == {raw("y", 10, CURRENT, "s")}
+
+
+@pytest.mark.parametrize("rebind", ["a = x\n        a = layer(a)", "a = x * 2\n        a = layer(a)", "a = layer(x)"])
+def test_a_call_given_a_rebound_tensor_makes_a_tensor(rebind: str) -> None:
+    source = f"""
+    import torch
+
+    def offload(layer, x, s):
+        {rebind}
+        with torch.cuda.stream(s):
+            b = a.to("cpu", non_blocking=True)
+        return b
+    """
+    assert ("READ_AFTER_WRITE", "a") in {found[:2] for found in hazards(source, RAW)}
+
+
+def test_a_copied_name_of_unknown_origin_is_still_ready() -> None:
+    source = """
+    import torch
+
+    def offload(x, s):
+        a = x
+        with torch.cuda.stream(s):
+            b = a.to("cpu", non_blocking=True)
+        return b
+    """
+    assert hazards(source, RAW) == set()
+
+
+@pytest.mark.parametrize("comprehension", ["[g.norm() for g in others]", "{g: g.norm() for g in others}", "sum(g.norm() for g in others if g.numel())"])
+def test_comprehension_variables_have_their_own_scope(comprehension: str) -> None:
+    source = f"""
+    import torch
+
+    def f(grads, others, s):
+        for g in grads:
+            with torch.cuda.stream(s):
+                g.div_(2)
+            norms = {comprehension}
+            torch.cuda.current_stream().wait_stream(s)
+            h = g + 1
+        return norms, h
+    """
+    assert hazards(source) == set()
+
+
+def test_a_comprehension_reads_the_enclosing_tensors_it_names() -> None:
+    source = """
+    import torch
+
+    def f(x, s, n):
+        with torch.cuda.stream(s):
+            y = x * 2
+        parts = [y[i] + i for i in range(n)]
+        return parts
+    """
+    assert hazards(source, RAW) == {raw("y", 7, CURRENT, "s")}
