@@ -164,6 +164,35 @@ class MissingJoin(Rule):
                     return batch.float()
             """
         ),
+        Valid(
+            """
+            import torch
+
+            def prefetch(x, s):
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    y = x * 2
+                    done = torch.cuda.Event()
+                    done.record()
+                while not done.query():
+                    pass
+                return y.sum()
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def reduce(grads, s):
+                for g in grads:
+                    s.wait_stream(torch.cuda.current_stream())
+                    with torch.cuda.stream(s):
+                        g.div_(2)
+                    torch.cuda.current_stream().wait_stream(s)
+                    total = sum([g.sum() for g in grads])
+                return total
+            """
+        ),
     ]
     INVALID = [
         Invalid(

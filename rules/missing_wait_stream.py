@@ -160,6 +160,19 @@ class MissingWaitStream(Rule):
                 return z
             """
         ),
+        Valid(
+            """
+            import torch
+
+            def offload(s):
+                host = torch.empty(4, pin_memory=True)
+                with torch.cuda.stream(s):
+                    y = torch.ones(4, device="cuda")
+                    host.copy_(y, non_blocking=True)
+                torch.cuda.current_stream().wait_stream(s)
+                return host
+            """
+        ),
     ]
     INVALID = [
         Invalid(
@@ -241,6 +254,19 @@ class MissingWaitStream(Rule):
                 cuda.synchronize()
             """,
             lines=(8,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            def offload(layer, x, s):
+                a = x * 2
+                a = layer(a)
+                with torch.cuda.stream(s):
+                    b = a.to("cpu", non_blocking=True)
+                return b
+            """,
+            lines=(7,),
         ),
     ]
 
