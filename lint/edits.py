@@ -43,6 +43,12 @@ def attach(finding: Finding, fix: Fix | None) -> Finding:
     return replace(finding, edits=fix.edits, fix_safety=fix.safety)
 
 
+def current_stream_code(flow: ModuleFlow) -> str:
+    """`torch.cuda.current_stream()` as this module's fixes spell it, for the `help:` text."""
+    spelled = _context(flow.module).current_stream()
+    return spelled.code if spelled is not None else f"{CURRENT_STREAM}()"
+
+
 def wait_before_block(flow: ModuleFlow, hazard: Hazard) -> Fix | None:
     """CSL101: `s.wait_stream(torch.cuda.current_stream())` just before the `with` block.
 

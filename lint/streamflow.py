@@ -1333,25 +1333,22 @@ class ModuleFlow:
         return self.range(node).start.line
 
 
-def message_fields(hazard: Hazard) -> dict[str, str]:
+def message_fields(hazard: Hazard, current: str = f"{CURRENT_STREAM}()") -> dict[str, str]:
     """What rule templates may name: `{tensor}`; `{stream}` (the offending access's) and `{other}`
-    as prose ("side stream 's'"), `{stream_code}` and `{other_code}` as code for fixes; `{verb}`."""
+    as prose ("side stream 's'"), `{stream_code}` and `{other_code}` as code for fixes, with the
+    current stream spelled `current` (as the module's fixes spell it); `{verb}`."""
     return {
         "tensor": hazard.tensor,
         "stream": _describe(hazard.access.stream),
         "other": _describe(hazard.other) + (f" in {hazard.origin}()" if hazard.origin else ""),
-        "stream_code": _expression(hazard.access.stream),
-        "other_code": _expression(hazard.other),
+        "stream_code": current if hazard.access.stream == CURRENT else hazard.access.stream,
+        "other_code": current if hazard.other == CURRENT else hazard.other,
         "verb": "written" if hazard.access.write else "read",
     }
 
 
 def _describe(stream: str) -> str:
     return "the current stream" if stream == CURRENT else f"side stream '{stream}'"
-
-
-def _expression(stream: str) -> str:
-    return "torch.cuda.current_stream()" if stream == CURRENT else stream
 
 
 def analyse(module: cst.Module, path: str, source: str, package: PackageIndex | None = None) -> ModuleFlow:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from csan_lint.lint.edits import attach, wait_before_overwrite
+from csan_lint.lint.edits import attach, current_stream_code, wait_before_overwrite
 from csan_lint.lint.model import Finding
 from csan_lint.lint.rule import Invalid, Rule, Valid
 from csan_lint.lint.streamflow import HazardKind, ModuleFlow, message_fields
@@ -205,5 +205,6 @@ class CrossStreamOverwrite(Rule):
     def check(self, flow: ModuleFlow) -> Iterator[Finding]:
         for hazard in flow.hazards:
             if hazard.kind is HazardKind.WRITE_AFTER_READ:
-                finding = self.finding(flow.path, **flow.location(hazard), **message_fields(hazard))
+                fields = message_fields(hazard, current_stream_code(flow))
+                finding = self.finding(flow.path, **flow.location(hazard), **fields)
                 yield attach(finding, wait_before_overwrite(flow, hazard))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from csan_lint.lint.edits import attach, join_before_use
+from csan_lint.lint.edits import attach, current_stream_code, join_before_use
 from csan_lint.lint.model import Finding
 from csan_lint.lint.rule import Invalid, Rule, Valid
 from csan_lint.lint.streamflow import CURRENT, HazardKind, ModuleFlow, message_fields
@@ -307,5 +307,6 @@ class MissingJoin(Rule):
                 HazardKind.READ_AFTER_WRITE,
                 HazardKind.WRITE_AFTER_WRITE,
             ):
-                finding = self.finding(flow.path, **flow.location(hazard), **message_fields(hazard))
+                fields = message_fields(hazard, current_stream_code(flow))
+                finding = self.finding(flow.path, **flow.location(hazard), **fields)
                 yield attach(finding, join_before_use(flow, hazard))

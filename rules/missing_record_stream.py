@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from csan_lint.lint.edits import attach, record_after_use
+from csan_lint.lint.edits import attach, current_stream_code, record_after_use
 from csan_lint.lint.model import Finding
 from csan_lint.lint.rule import Invalid, Rule, Valid
 from csan_lint.lint.streamflow import Hazard, HazardKind, ModuleFlow, message_fields
@@ -233,7 +233,7 @@ class MissingRecordStream(Rule):
                 finding = self.finding(
                     flow.path,
                     **flow.location(hazard),
-                    **message_fields(hazard),
+                    **message_fields(hazard, current_stream_code(flow)),
                     release=_release(flow, hazard),
                 )
                 yield attach(finding, record_after_use(flow, hazard))

@@ -7,6 +7,7 @@ import textwrap
 import libcst as cst
 import pytest
 
+from csan_lint.lint.engine import lint_source
 from csan_lint.lint.model import Span
 from csan_lint.lint.streamflow import CURRENT, HazardKind, ModuleFlow, analyse
 
@@ -1013,3 +1014,32 @@ def test_a_comprehension_reads_the_enclosing_tensors_it_names() -> None:
         return parts
     """
     assert hazards(source, RAW) == {raw("y", 7, CURRENT, "s")}
+
+
+@pytest.mark.parametrize(
+    ("imports", "cuda", "spelled"),
+    [
+        ("import torch", "torch.cuda", "torch.cuda.current_stream()"),
+        ("import torch.cuda as tc", "tc", "tc.current_stream()"),
+        ("import torch as th", "th.cuda", "th.cuda.current_stream()"),
+    ],
+)
+def test_help_spells_the_current_stream_as_the_fix_does(imports: str, cuda: str, spelled: str) -> None:
+    source = textwrap.dedent(
+        f"""
+        {imports}
+
+        def step(model, batch, side):
+            out = model(batch)
+            with {cuda}.stream(side):
+                loss = out.sum()
+            return loss + 1
+        """
+    )
+    findings = {finding.code: finding for finding in lint_source(source, "m.py")}
+    assert {"CSL101", "CSL102"} <= findings.keys()
+    for finding in findings.values():
+        assert finding.fix is not None and spelled in finding.fix, finding.fix
+        assert all(spelled in edit.text for edit in finding.edits)
+        if spelled != "torch.cuda.current_stream()":
+            assert "torch.cuda.current_stream()" not in finding.fix
