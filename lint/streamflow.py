@@ -1138,7 +1138,7 @@ class _FunctionAnalysis:
                 device = arg.value
                 if isinstance(device, cst.Call) and self.imports.qualified(device.func) == "torch.device" and device.args:
                     device = device.args[0].value
-                if isinstance(device, cst.SimpleString) and device.evaluated_value in ("cpu", b"cpu"):
+                if isinstance(device, cst.SimpleString) and str(device.evaluated_value).partition(":")[0] == "cpu":
                     return True
         return False
 

@@ -884,6 +884,7 @@ def test_builtins_on_host_values_do_not_sync() -> None:
     [
         "torch.empty(4, pin_memory=True)",
         'torch.zeros(4, device="cpu")',
+        'torch.zeros(4, device="cpu:0")',
         "torch.zeros(4, device=torch.device('cpu'))",
         "torch.empty_like(w, pin_memory=True).pin_memory()",
         "w.new_empty(4).pin_memory()",
@@ -1043,3 +1044,19 @@ def test_help_spells_the_current_stream_as_the_fix_does(imports: str, cuda: str,
         assert all(spelled in edit.text for edit in finding.edits)
         if spelled != "torch.cuda.current_stream()":
             assert "torch.cuda.current_stream()" not in finding.fix
+
+
+@pytest.mark.parametrize(("logged", "escapes"), [("[g.norm() for g in others]", False), ("[g, *others]", True)])
+def test_a_comprehension_target_does_not_hand_on_the_enclosing_tensor(logged: str, escapes: bool) -> None:
+    source = f"""
+    import torch
+
+    def f(x, others, s):
+        g = x * 2
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            h = g + 1
+        log({logged})
+        return h
+    """
+    assert (hazards(source, FREE) == set()) is escapes
