@@ -6,9 +6,11 @@ State at each program point:
   text of the stream expression: `s`, `self.copy_stream`);
 - per tensor-valued name or attribute: its possible last writes, its reads since then, its uses
   on streams other than the one that allocated it, and the streams passed to `record_stream`;
+  host memory (`pin_memory=True`, `device="cpu"`, `.pin_memory()`) is allocated by no kernel;
 - ordering facts, kept on each access as the set of tokens ordered after it: stream names
   (`a.wait_stream(b)` adds `a` to every access that has `b`), `event:e` (added by a record
-  on a stream the access has) and `*` (a host sync: every later launch is ordered after it).
+  on a stream the access has) and `*` (a host sync: every later launch is ordered after it;
+  also where `e.query()` returned True: the branch it guards, the exit of `while not e.query()`).
 
 Every set is built from the function's own nodes and names, so the lattice is finite: loops
 are iterated to a fixpoint and branches join by union of accesses and intersection of facts,
@@ -16,7 +18,8 @@ so an ordering made on one branch only does not order the other.
 
 Precision over recall, since a finding must be worth a reader's time:
 - a value is a tensor when it comes from a torch op, an operator or method on a tensor, or a
-  call given one; parameters count when unannotated or annotated as tensors. Values of unknown
+  call given one; parameters count when unannotated or annotated as tensors, and so do names
+  copied from them (comprehension targets shadow enclosing names: their own scope). Values of unknown
   origin (parameters, attributes set elsewhere) are taken as ready: no producer, no finding;
 - handing a tensor on (`return x`, `y = x`) is not a device read; passing it to unknown code,
   storing it or viewing it makes its lifetime someone else's (no CSL201);
@@ -478,9 +481,11 @@ class _FunctionAnalysis:
         self._condition(node.test)
         entry = self.state
         self.state = entry.copy() if entry is not None else None
+        self._polled(node.test, outcome=True)
         self.run(_suite(node.body))
         then = self.state
         self.state = entry
+        self._polled(node.test, outcome=False)
         if isinstance(node.orelse, cst.If):
             self._if(node.orelse)
         elif isinstance(node.orelse, cst.Else):
@@ -539,9 +544,7 @@ class _FunctionAnalysis:
         self.state = head.copy()
         if per_pass is not None:
             self._condition(per_pass)
-            spun_on = _query_spin(per_pass)
-            if spun_on is not None and self.state is not None and dotted_name(spun_on) not in self.live.tensors:
-                self._host_waits(spun_on)  # `while not e.query()` ends when e's work is done
+            self._polled(per_pass, outcome=False)  # `while not e.query()` ends when e's work is done
         if orelse is not None:
             self.run(_suite(orelse.body))
         self.state = _join([self.state, *loop.breaks])
@@ -930,10 +933,18 @@ class _FunctionAnalysis:
         elif method == "synchronize" and not args and dotted_name(receiver) not in self.live.tensors:
             self._host_waits(receiver)
         elif method == "query" and not args:
-            pass  # a poll from the host: it orders only where it returned True (`_query_spin`)
+            pass  # a poll from the host: it orders only where it returned True (`_polled`)
         else:
             return False
         return True
+
+    def _polled(self, test: cst.BaseExpression, *, outcome: bool) -> None:
+        """Where `test` had the truth value `outcome`: if that means `r.query()` returned True,
+        the host is past r's work (DESIGN.md)."""
+        poll = _query_poll(test)
+        if poll is not None and poll[1] == outcome and self.state is not None:
+            if dotted_name(poll[0]) not in self.live.tensors:
+                self._host_waits(poll[0])
 
     def _host_waits(self, receiver: cst.BaseExpression) -> None:
         """The host waits for the stream or event `receiver` denotes (one name may be either)."""
@@ -1257,13 +1268,14 @@ def _comprehension_targets(node: _Comprehension) -> set[str]:
     return targets
 
 
-def _query_spin(test: cst.BaseExpression) -> cst.BaseExpression | None:
-    """`r` of a loop test `not r.query()`: leaving the loop normally means `query()` returned True."""
-    if not (isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)):
-        return None
-    call = test.expression
+def _query_poll(test: cst.BaseExpression) -> tuple[cst.BaseExpression, bool] | None:
+    """`(r, True)` for a test `r.query()`, `(r, False)` for `not r.query()`: the truth value of
+    the test at which `query()` returned True."""
+    call, outcome = test, True
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        call, outcome = test.expression, False
     if isinstance(call, cst.Call) and not call.args and isinstance(call.func, cst.Attribute) and call.func.attr.value == "query":
-        return call.func.value
+        return call.func.value, outcome
     return None
 
 

@@ -1060,3 +1060,26 @@ def test_a_comprehension_target_does_not_hand_on_the_enclosing_tensor(logged: st
         return h
     """
     assert (hazards(source, FREE) == set()) is escapes
+
+
+@pytest.mark.parametrize(
+    ("branches", "flagged"),
+    [
+        ("if s.query():\n            n = y.sum()", set()),
+        ("if not s.query():\n            n = 0\n        else:\n            n = y.sum()", set()),
+        ("if s.query():\n            n = 0\n        else:\n            n = y.sum()", {10}),
+        ("if not s.query():\n            n = y.sum()", {8}),
+        ("if s.query():\n            n = 0\n        n = y.sum()", {9}),
+    ],
+)
+def test_a_query_that_returned_true_orders_its_branch(branches: str, flagged: set[int]) -> None:
+    source = f"""
+    import torch
+
+    def f(x, s):
+        with torch.cuda.stream(s):
+            y = x * 2
+        {branches}
+        return n
+    """
+    assert {line for _, _, line, _, _ in hazards(source, RAW)} == flagged
