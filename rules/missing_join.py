@@ -17,8 +17,9 @@ class MissingJoin(Rule):
     Flags a read or write of a tensor last written on a side stream (inside
     `with torch.cuda.stream(s):`) from another stream — usually the current stream after the
     block — when nothing orders that stream after the write: no
-    `torch.cuda.current_stream().wait_stream(s)`, no event wait, no host sync. Loops are
-    followed around: a result produced on `s` at the end of one iteration and used at the
+    `torch.cuda.current_stream().wait_stream(s)`, no event wait, no host sync (a `synchronize()`,
+    or an `e.query()` seen returning True: in the branch it guards, after `while not e.query():`).
+    Loops are followed around: a result produced on `s` at the end of one iteration and used at the
     start of the next counts.
 
     ## Why is this bad?
