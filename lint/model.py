@@ -53,5 +53,5 @@ class Finding:
     """The remedy, printed as `help:`; None when the rule has nothing certain to suggest."""
     edits: tuple[Edit, ...] = field(default=(), compare=False)
     """The fix as insertions (`--fix`); empty when no edit is certain. Not part of a finding's
-    identity: a result read back from the cache has none, and `--fix` lints afresh."""
+    identity: two findings that say the same thing at the same place are one finding."""
     fix_safety: FixSafety = field(default="safe", compare=False)

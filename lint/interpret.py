@@ -1,0 +1,187 @@
+"""The control-flow driver shared by the abstract interpreters (`streamflow`, `hostflow`).
+
+Both walk a function body statement by statement over their own abstract state; what they
+share is how control flow moves that state: branches run on copies and join, loops iterate
+to a fixpoint (bounded), `break`/`continue` states join at the loop's exit and head, and a
+`try` handler starts from the join of every point the body could raise at. A subclass
+supplies the state's join, the simple statements, `with`, and the expression hooks.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, Protocol, Self, TypeVar
+
+import libcst as cst
+
+
+class _Copyable(Protocol):
+    def copy(self) -> Self: ...
+
+
+State = TypeVar("State", bound=_Copyable)
+
+
+@dataclass
+class Loop(Generic[State]):
+    """The states that leave a loop body early: `break` joins at the exit, `continue` at the head."""
+
+    breaks: list[State] = field(default_factory=list)
+    continues: list[State] = field(default_factory=list)
+
+
+class Interpreter(ABC, Generic[State]):
+    """Runs statements over `state` (None: the path cannot reach here)."""
+
+    max_passes: int
+    """Loop passes before the fixpoint iteration gives up and keeps the head it has."""
+    state: State | None
+    statement: cst.CSTNode | None
+    """The node a finding made now is located at."""
+    loops: list[Loop[State]]
+
+    @property
+    def live(self) -> State:
+        """The state of the path being interpreted: helpers run only while it is reachable."""
+        assert self.state is not None
+        return self.state
+
+    # ---- hooks
+
+    @abstractmethod
+    def _join(self, states: Iterable[State | None]) -> State | None:
+        """Facts that hold on every path of `states`; None if none is live."""
+
+    @abstractmethod
+    def _small(self, node: cst.BaseSmallStatement) -> None:
+        """Interprets one simple statement."""
+
+    @abstractmethod
+    def _with(self, node: cst.With) -> None:
+        """Interprets a `with` statement and its body."""
+
+    @abstractmethod
+    def _eval(self, node: cst.CSTNode) -> None:
+        """Evaluates an expression for its effects."""
+
+    @abstractmethod
+    def _forget(self, key: str) -> None:
+        """`key` is rebound to something unknown."""
+
+    def _loop_frame(self, head: State) -> Loop[State]:
+        return Loop()
+
+    @abstractmethod
+    def _loop_target(self, target: cst.BaseAssignTargetExpression) -> None:
+        """A `for` target is bound anew at the start of each pass."""
+
+    def _condition(self, test: cst.BaseExpression) -> None:
+        """Evaluates an `if`/`while` test."""
+        self._header(test)
+
+    def _polled(self, test: cst.BaseExpression, *, outcome: bool) -> None:
+        """Where `test` had the truth value `outcome`; nothing follows from that by default."""
+
+    # ---- driver
+
+    def _header(self, expr: cst.BaseExpression) -> None:
+        """Evaluates a compound statement's own expression; a finding there spans just it."""
+        self.statement = expr
+        self._eval(expr)
+
+    def run(self, body: Sequence[cst.BaseStatement | cst.BaseSmallStatement]) -> None:
+        for statement in body:
+            if self.state is None:
+                return
+            self._statement(statement)
+
+    def _statement(self, node: cst.BaseStatement | cst.BaseSmallStatement) -> None:
+        if isinstance(node, cst.SimpleStatementLine):
+            for small in node.body:
+                if self.state is None:
+                    return
+                self.statement = node
+                self._small(small)
+        elif isinstance(node, cst.If):
+            self._if(node)
+        elif isinstance(node, cst.With):
+            self._with(node)
+        elif isinstance(node, (cst.For, cst.While)):
+            self._loop(node)
+        elif isinstance(node, (cst.Try, cst.TryStar)):
+            self._try(node)
+        elif isinstance(node, cst.Match):
+            self._header(node.subject)
+            entry = self.state
+            ends = []
+            for case in node.cases:
+                self.state = entry.copy() if entry is not None else None
+                self.run(case.body.body)
+                ends.append(self.state)
+            self.state = self._join([entry, *ends])
+        elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            self._forget(node.name.value)
+
+    def _if(self, node: cst.If) -> None:
+        self._condition(node.test)
+        entry = self.state
+        self.state = entry.copy() if entry is not None else None
+        self._polled(node.test, outcome=True)
+        self.run(node.body.body)
+        then = self.state
+        self.state = entry
+        self._polled(node.test, outcome=False)
+        if isinstance(node.orelse, cst.If):
+            self._if(node.orelse)
+        elif isinstance(node.orelse, cst.Else):
+            self.run(node.orelse.body.body)
+        self.state = self._join([then, self.state])
+
+    def _loop(self, node: cst.For | cst.While) -> None:
+        if isinstance(node, cst.For):
+            self._header(node.iter)
+        head = self.live
+        for _ in range(self.max_passes):
+            self.state = head.copy()
+            self.loops.append(self._loop_frame(head))
+            if isinstance(node, cst.While):
+                self._condition(node.test)
+            else:
+                self._loop_target(node.target)
+            self.run(node.body.body)
+            loop = self.loops.pop()
+            new_head = self._join([head, self.state, *loop.continues])
+            assert new_head is not None  # `head` is live
+            if new_head == head:
+                break
+            head = new_head
+        self.state = head.copy()
+        if isinstance(node, cst.While):  # the loop ends after its test ran once more
+            self._condition(node.test)
+            self._polled(node.test, outcome=False)  # `while not e.query()` ends when e's work is done
+        if node.orelse is not None:
+            self.run(node.orelse.body.body)
+        self.state = self._join([self.state, *loop.breaks])
+
+    def _try(self, node: cst.Try | cst.TryStar) -> None:
+        raised_from: list[State | None] = []
+        """Handlers may start after any statement of the body: the join of all those points."""
+        for statement in node.body.body:
+            raised_from.append(self.state.copy() if self.state is not None else None)
+            if self.state is not None:
+                self._statement(statement)
+        body_end = self.state
+        raised_from.append(body_end)
+        ends = []
+        for handler in node.handlers:
+            self.state = self._join(raised_from)
+            self.run(handler.body.body)
+            ends.append(self.state)
+        self.state = body_end
+        if node.orelse is not None:
+            self.run(node.orelse.body.body)
+        self.state = self._join([self.state, *ends])
+        if node.finalbody is not None:
+            self.run(node.finalbody.body.body)
