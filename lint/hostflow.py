@@ -22,13 +22,14 @@ same-module function that synchronizes anywhere in its body orders the host afte
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
 import libcst as cst
 
+from csan_lint.lint.interpret import Interpreter, Loop
 from csan_lint.lint.model import Span
 from csan_lint.lint.names import (
     CURRENT_STREAM,
@@ -176,7 +177,7 @@ def _join_capture(a: _Capture | None, b: _Capture | None) -> _Capture | None:
     )
 
 
-def _join(states: Sequence[_State | None]) -> _State | None:
+def _join(states: Iterable[_State | None]) -> _State | None:
     live = [state for state in states if state is not None]
     if not live:
         return None
@@ -212,68 +213,21 @@ def _drop(pendings: dict[str, frozenset[_Pending]], token: str | None) -> None:
             del pendings[key]
 
 
-class _Analysis:
+class _Analysis(Interpreter[_State, Loop[_State]]):
     """Interprets one function (or module) body."""
+
+    max_passes = _MAX_LOOP_PASSES
+    _join = staticmethod(_join)
 
     def __init__(self, module: _ModuleFacts, hazards: dict[tuple[str, cst.CSTNode], HostHazard]) -> None:
         self.facts = module
         self.imports = module.imports
         self.hazards = hazards
-        self.state: _State | None = _State(pinned=frozenset(module.pinned))
-        self.statement: cst.CSTNode | None = None
-        self.loops: list[tuple[list[_State], list[_State]]] = []
-
-    @property
-    def live(self) -> _State:
-        assert self.state is not None
-        return self.state
+        self.state = _State(pinned=frozenset(module.pinned))
+        self.statement = None
+        self.loops = []
 
     # ---- statements
-
-    def run(self, body: Sequence[cst.BaseStatement | cst.BaseSmallStatement]) -> None:
-        for statement in body:
-            if self.state is None:
-                return
-            self._statement(statement)
-
-    def _statement(self, node: cst.BaseStatement | cst.BaseSmallStatement) -> None:
-        if isinstance(node, cst.SimpleStatementLine):
-            for small in node.body:
-                if self.state is None:
-                    return
-                self.statement = node
-                self._small(small)
-        elif isinstance(node, cst.If):
-            self.statement = node.test
-            self._eval(node.test)
-            entry = self.live
-            self.state = entry.copy()
-            self.run(node.body.body)
-            then = self.state
-            self.state = entry
-            if isinstance(node.orelse, cst.If):
-                self._statement(node.orelse)
-            elif isinstance(node.orelse, cst.Else):
-                self.run(node.orelse.body.body)
-            self.state = _join([then, self.state])
-        elif isinstance(node, cst.With):
-            self._with(node)
-        elif isinstance(node, (cst.For, cst.While)):
-            self._loop(node)
-        elif isinstance(node, (cst.Try, cst.TryStar)):
-            self._try(node)
-        elif isinstance(node, cst.Match):
-            self.statement = node.subject
-            self._eval(node.subject)
-            entry = self.live
-            ends = []
-            for case in node.cases:
-                self.state = entry.copy()
-                self.run(case.body.body)
-                ends.append(self.state)
-            self.state = _join([entry, *ends])
-        elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-            self._forget(node.name.value)
 
     def _small(self, node: cst.BaseSmallStatement) -> None:
         if isinstance(node, (cst.Assign, cst.AnnAssign)):
@@ -296,7 +250,8 @@ class _Analysis:
             for name in _targets(node.target):
                 self._forget(name)
         elif isinstance(node, (cst.Break, cst.Continue)) and self.loops:
-            self.loops[-1][0 if isinstance(node, cst.Break) else 1].append(self.live)
+            loop = self.loops[-1]
+            (loop.breaks if isinstance(node, cst.Break) else loop.continues).append(self.live)
             self.state = None
         elif isinstance(node, cst.Assert):
             self._eval(node.test)
@@ -346,55 +301,12 @@ class _Analysis:
         arg = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "stream"), None)
         return self._stream(arg) if arg is not None else None
 
-    def _loop(self, node: cst.For | cst.While) -> None:
-        if isinstance(node, cst.For):
-            self.statement = node.iter
-            self._eval(node.iter)
-        head = self.live
-        for _ in range(_MAX_LOOP_PASSES):
-            self.state = head.copy()
-            if isinstance(node, cst.While):
-                self.statement = node.test
-                self._eval(node.test)
-            else:
-                for name in _targets(node.target):
-                    self._forget(name)
-            self.loops.append(([], []))
-            self.run(node.body.body)
-            breaks, continues = self.loops.pop()
-            new_head = _join([head, self.state, *continues])
-            assert new_head is not None
-            if new_head == head:
-                break
-            head = new_head
-        self.state = head.copy()
-        if isinstance(node, cst.While):  # the loop ends after its test ran once more
-            self.statement = node.test
-            self._eval(node.test)
-        if node.orelse is not None:
-            self.run(node.orelse.body.body)
-        self.state = _join([self.state, *breaks])
+    def _loop_frame(self, head: _State) -> Loop[_State]:
+        return Loop()
 
-    def _try(self, node: cst.Try | cst.TryStar) -> None:
-        raised_from: list[_State | None] = []
-        for statement in node.body.body:
-            raised_from.append(self.state.copy() if self.state is not None else None)
-            if self.state is not None:
-                self._statement(statement)
-        body_end = self.state
-        raised_from.append(body_end)
-        ends = []
-        for handler in node.handlers:
-            self.state = _join(raised_from)
-            if self.state is not None:
-                self.run(handler.body.body)
-            ends.append(self.state)
-        self.state = body_end
-        if node.orelse is not None and self.state is not None:
-            self.run(node.orelse.body.body)
-        self.state = _join([self.state, *ends])
-        if node.finalbody is not None and self.state is not None:
-            self.run(node.finalbody.body.body)
+    def _loop_target(self, target: cst.BaseAssignTargetExpression) -> None:
+        for name in _targets(target):
+            self._forget(name)
 
     # ---- bindings
 

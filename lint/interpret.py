@@ -12,7 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, Self, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 import libcst as cst
 
@@ -32,15 +32,19 @@ class Loop(Generic[State]):
     continues: list[State] = field(default_factory=list)
 
 
-class Interpreter(ABC, Generic[State]):
-    """Runs statements over `state` (None: the path cannot reach here)."""
+Frame = TypeVar("Frame", bound=Loop[Any])
+
+
+class Interpreter(ABC, Generic[State, Frame]):
+    """Runs statements over `state` (None: the path cannot reach here); `loops` holds a frame
+    per loop being run, of the kind `_loop_frame` makes."""
 
     max_passes: int
     """Loop passes before the fixpoint iteration gives up and keeps the head it has."""
     state: State | None
     statement: cst.CSTNode | None
     """The node a finding made now is located at."""
-    loops: list[Loop[State]]
+    loops: list[Frame]
 
     @property
     def live(self) -> State:
@@ -70,8 +74,9 @@ class Interpreter(ABC, Generic[State]):
     def _forget(self, key: str) -> None:
         """`key` is rebound to something unknown."""
 
-    def _loop_frame(self, head: State) -> Loop[State]:
-        return Loop()
+    @abstractmethod
+    def _loop_frame(self, head: State) -> Frame:
+        """The frame for one pass of a loop that starts from `head`."""
 
     @abstractmethod
     def _loop_target(self, target: cst.BaseAssignTargetExpression) -> None:

@@ -49,6 +49,7 @@ from typing import Literal, TypedDict
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
+from csan_lint.lint.interpret import Interpreter, Loop
 from csan_lint.lint.model import Span
 from csan_lint.lint.names import (
     CURRENT_STREAM,
@@ -328,11 +329,9 @@ def _join_bindings(a: dict[str, str], b: dict[str, str]) -> dict[str, str]:
 
 
 @dataclass
-class _Loop:
-    current: str
+class _Loop(Loop[_State]):
+    current: str = field(kw_only=True)
     """The stream current in the loop body: `break` inside a stream block leaves the block too."""
-    breaks: list[_State] = field(default_factory=list)
-    continues: list[_State] = field(default_factory=list)
 
 
 def _suite(node: cst.BaseSuite) -> Sequence[cst.BaseStatement | cst.BaseSmallStatement]:
@@ -344,8 +343,11 @@ def _code(node: cst.BaseExpression) -> str:
     return dotted_name(node) or cst.Module(body=[]).code_for_node(node)
 
 
-class _FunctionAnalysis:
+class _FunctionAnalysis(Interpreter[_State, _Loop]):
     """Interprets one function body (or a module body) and collects its hazards."""
+
+    max_passes = _MAX_LOOP_PASSES
+    _join = staticmethod(_join)
 
     def __init__(
         self,
@@ -364,7 +366,7 @@ class _FunctionAnalysis:
         self.helpers = helpers
         self.maybe_tensors = set(params)
         """Names of unknown values that may be tensors: parameters and loop targets."""
-        self.state: _State | None = _State(tensors=dict(entry or {}))
+        self.state = _State(tensors=dict(entry or {}))
         for token in probes:
             self.live.tensors[_probe(token)] = _Tensor(writes=frozenset({_Mark(_PROBE_ACCESS, frozenset({token}))}))
         self.exits: list[_State] = []
@@ -377,8 +379,8 @@ class _FunctionAnalysis:
         self.silent = 0
         """Depth of blocks on an UNKNOWN stream: their accesses are taken as ordered, never judged."""
         self.block: cst.With | None = None
-        self.statement: cst.CSTNode | None = None
-        self.loops: list[_Loop] = []
+        self.statement = None
+        self.loops = []
 
     # ---- driver
 
@@ -388,42 +390,11 @@ class _FunctionAnalysis:
             self.exits.append(self.state.copy())
             self._release_all(None)
 
-    def run(self, body: Sequence[cst.BaseStatement | cst.BaseSmallStatement]) -> None:
-        for statement in body:
-            if self.state is None:
-                return
-            self._statement(statement)
-
     def _statement(self, node: cst.BaseStatement | cst.BaseSmallStatement) -> None:
-        if isinstance(node, cst.SimpleStatementLine):
-            for small in node.body:
-                if self.state is None:
-                    return
-                self.statement = node
-                self._small(small)
-        elif isinstance(node, cst.If):
-            self._if(node)
-        elif isinstance(node, cst.With):
-            self._with(node)
-        elif isinstance(node, cst.For):
-            self._for(node)
-        elif isinstance(node, cst.While):
-            self._while(node)
-        elif isinstance(node, (cst.Try, cst.TryStar)):
-            self._try(node)
-        elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-            self._forget(node.name.value)
-        elif isinstance(node, cst.Match):
-            self._header(node.subject)
-            entry = self.state
-            ends = []
-            for case in node.cases:
-                self.state = entry.copy() if entry is not None else None
-                self.run(_suite(case.body))
-                ends.append(self.state)
-            self.state = _join([entry, *ends])
-        elif isinstance(node, cst.BaseSmallStatement):
+        if isinstance(node, cst.BaseSmallStatement):  # the body of a one-line suite
             self._small(node)
+        else:
+            super()._statement(node)
 
     def _small(self, node: cst.BaseSmallStatement) -> None:
         if isinstance(node, cst.Assign):
@@ -464,11 +435,6 @@ class _FunctionAnalysis:
 
     # ---- compound statements
 
-    def _header(self, expr: cst.BaseExpression) -> None:
-        """Evaluates a compound statement's own expression; a finding there spans just it."""
-        self.statement = expr
-        self._eval(expr)
-
     def _condition(self, test: cst.BaseExpression) -> None:
         """`if t:` on a tensor copies its truth value to the host: a sync with the current stream.
         Only tensors made here count: a parameter tested is usually a flag, and taking it for a
@@ -476,21 +442,6 @@ class _FunctionAnalysis:
         self._header(test)
         if self.state is not None and self._tensor_operand(test, made_here=True):
             self._order(_MarkUpdate(self.live.current, HOST))
-
-    def _if(self, node: cst.If) -> None:
-        self._condition(node.test)
-        entry = self.state
-        self.state = entry.copy() if entry is not None else None
-        self._polled(node.test, outcome=True)
-        self.run(_suite(node.body))
-        then = self.state
-        self.state = entry
-        self._polled(node.test, outcome=False)
-        if isinstance(node.orelse, cst.If):
-            self._if(node.orelse)
-        elif isinstance(node.orelse, cst.Else):
-            self.run(_suite(node.orelse.body))
-        self.state = _join([then, self.state])
 
     def _with(self, node: cst.With) -> None:
         stream: str | None = None
@@ -518,73 +469,15 @@ class _FunctionAnalysis:
         if self.state is not None:
             self.state.current = outer_stream
 
-    def _loop(
-        self,
-        per_pass: cst.BaseExpression | None,
-        bind: cst.BaseAssignTargetExpression | None,
-        body: cst.BaseSuite,
-        orelse: cst.Else | None,
-    ) -> None:
-        head = self.live
-        for _ in range(_MAX_LOOP_PASSES):
-            self.state = head.copy()
-            self.loops.append(_Loop(head.current))
-            if per_pass is not None:
-                self._condition(per_pass)
-            if bind is not None:
-                self.statement = bind
-                self._bind(bind, _Value("other"))
-            self.run(_suite(body))
-            loop = self.loops.pop()
-            new_head = _join([head, self.state, *loop.continues])
-            assert new_head is not None  # `head` is live
-            if new_head == head:
-                break
-            head = new_head
-        self.state = head.copy()
-        if per_pass is not None:
-            self._condition(per_pass)
-            self._polled(per_pass, outcome=False)  # `while not e.query()` ends when e's work is done
-        if orelse is not None:
-            self.run(_suite(orelse.body))
-        self.state = _join([self.state, *loop.breaks])
+    def _loop_frame(self, head: _State) -> _Loop:
+        return _Loop(current=head.current)
 
-    def _for(self, node: cst.For) -> None:
-        self._header(node.iter)
-        self.maybe_tensors.update(_names(node.target))
-        self._loop(None, node.target, node.body, node.orelse)
-
-    def _while(self, node: cst.While) -> None:
-        self._loop(node.test, None, node.body, node.orelse)
-
-    def _try(self, node: cst.Try | cst.TryStar) -> None:
-        raised_from: list[_State | None] = []
-        """Handlers may start after any statement of the body: the join of all those points."""
-        for statement in _suite(node.body):
-            raised_from.append(self.state.copy() if self.state is not None else None)
-            if self.state is not None:
-                self._statement(statement)
-        body_end = self.state
-        raised_from.append(body_end)
-        ends = []
-        for handler in node.handlers:
-            self.state = _join(raised_from)
-            self.run(_suite(handler.body))
-            ends.append(self.state)
-        self.state = body_end
-        if node.orelse is not None:
-            self.run(_suite(node.orelse.body))
-        self.state = _join([self.state, *ends])
-        if node.finalbody is not None:
-            self.run(_suite(node.finalbody.body))
+    def _loop_target(self, target: cst.BaseAssignTargetExpression) -> None:
+        self.maybe_tensors.update(_names(target))
+        self.statement = target
+        self._bind(target, _Value("other"))
 
     # ---- bindings
-
-    @property
-    def live(self) -> _State:
-        """The state of the path being interpreted: helpers run only while it is reachable."""
-        assert self.state is not None
-        return self.state
 
     def _assign(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
         if self._record_event_assignment(targets, value):
