@@ -109,6 +109,9 @@ class Interpreter(ABC, Generic[State, Frame]):
                     return
                 self.statement = node
                 self._small(small)
+        elif isinstance(node, cst.BaseSmallStatement):  # the body of a one-line suite (`if c: x = y`)
+            self.statement = node
+            self._small(node)
         elif isinstance(node, cst.If):
             self._if(node)
         elif isinstance(node, cst.With):

@@ -390,12 +390,6 @@ class _FunctionAnalysis(Interpreter[_State, _Loop]):
             self.exits.append(self.state.copy())
             self._release_all(None)
 
-    def _statement(self, node: cst.BaseStatement | cst.BaseSmallStatement) -> None:
-        if isinstance(node, cst.BaseSmallStatement):  # the body of a one-line suite
-            self._small(node)
-        else:
-            super()._statement(node)
-
     def _small(self, node: cst.BaseSmallStatement) -> None:
         if isinstance(node, cst.Assign):
             self._assign([target.target for target in node.targets], node.value)

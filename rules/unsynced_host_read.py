@@ -176,6 +176,18 @@ class UnsyncedHostRead(Rule):
             """,
             lines=(8,),
         ),
+        Invalid(
+            """
+            import torch
+
+            def fetch(x, verbose):
+                if x.is_cuda: host = x.to("cpu", non_blocking=True)
+                else: host = x
+                if verbose: print(host.tolist())
+                return host
+            """,
+            lines=(6,),
+        ),
     ]
 
     def check(self, flow: ModuleFlow) -> Iterator[Finding]:

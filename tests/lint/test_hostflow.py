@@ -104,6 +104,34 @@ def test_uses_that_read_nothing_now(use: str) -> None:
     assert hazards(READ.format(use=use)) == set()
 
 
+ONE_LINE_BODIES = """
+import torch
+
+def f(x, xs, ready, s):
+    {copy}
+    {read}
+"""
+
+
+@pytest.mark.parametrize(
+    ("copy", "read", "line"),
+    [
+        ('if ready: host = x.to("cpu", non_blocking=True)', "if ready: print(host)", 6),
+        ('host = x.to("cpu", non_blocking=True)', "for item in xs: print(host[item])", 6),
+        ('host = x.to("cpu", non_blocking=True)', "while ready: ready = host[0]", 6),
+        ('with torch.cuda.stream(s): host = x.to("cpu", non_blocking=True)', "try: host.tolist()\n    except: pass", 6),
+        ('host = x.to("cpu", non_blocking=True)', "if ready: pass\n    else: host.numpy()", 7),
+    ],
+)
+def test_statements_in_one_line_bodies_are_interpreted(copy: str, read: str, line: int) -> None:
+    assert hazards(ONE_LINE_BODIES.format(copy=copy, read=read)) == {(kinds.HOST_READ_PENDING, line)}
+
+
+def test_a_sync_in_a_one_line_body_covers_the_copy() -> None:
+    read = "if ready: torch.cuda.synchronize()\n    else: torch.cuda.current_stream().synchronize()\n    host.numpy()"
+    assert hazards(ONE_LINE_BODIES.format(copy='host = x.to("cpu", non_blocking=True)', read=read)) == set()
+
+
 def test_an_alias_of_the_destination_is_the_destination() -> None:
     found = hazards(
         """
