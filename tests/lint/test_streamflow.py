@@ -714,52 +714,6 @@ def test_metadata_builtins_do_not_read() -> None:
     assert hazards(source, RAW) == set()
 
 
-HELPER_CALLER = """
-import torch
-
-{helper}
-
-def f(x, s):
-    with torch.cuda.stream(s):
-        y = x * 2
-    {call}
-    return y + 1
-"""
-
-
-@pytest.mark.parametrize(
-    ("helper", "call"),
-    [
-        ("def join(a, b):\n    a.wait_stream(b)", "join(torch.cuda.current_stream(), s)"),
-        ("def join(a, b):\n    a.wait_stream(b)", "join(b=s, a=torch.cuda.current_stream())"),
-        ('def join(side):\n    """Doc."""\n    torch.cuda.current_stream().wait_stream(side)', "join(s)"),
-        ("def settle():\n    torch.cuda.synchronize()", "settle()"),
-        ("def settle(e, side):\n    side.record_event(e)\n    e.wait()", "settle(torch.cuda.Event(), s)"),
-    ],
-)
-def test_helpers_that_always_order_are_replayed(helper: str, call: str) -> None:
-    assert hazards(HELPER_CALLER.format(helper=helper, call=call), RAW) == set()
-
-
-@pytest.mark.parametrize(
-    ("helper", "call"),
-    [
-        (
-            "def join(side, flag):\n    if flag:\n        torch.cuda.current_stream().wait_stream(side)",
-            "join(s, True)",
-        ),
-        ("def join(side):\n    return None\n    torch.cuda.current_stream().wait_stream(side)", "join(s)"),
-        ("def join(side):\n    e = torch.cuda.Event()\n    e.wait()", "join(s)"),
-        ("def join(side=None):\n    torch.cuda.current_stream().wait_stream(side)", "join()"),
-        ("def other(side):\n    torch.cuda.current_stream().wait_stream(side)", "join(s)"),
-    ],
-)
-def test_helpers_that_may_not_order_are_not(helper: str, call: str) -> None:
-    source = HELPER_CALLER.format(helper=helper, call=call)
-    line = textwrap.dedent(source).splitlines().index("    return y + 1") + 1
-    assert hazards(source, RAW) == {raw("y", line, CURRENT, "s")}
-
-
 def test_method_helpers_of_the_same_class() -> None:
     source = """
     import torch
