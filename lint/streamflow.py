@@ -36,7 +36,7 @@ written on a side stream by a method that may run first is where public methods 
 Only functions (and module bodies) that contain a `with` statement, or call a function of the
 module that leaves a tensor written on another stream, are interpreted: without either no second
 stream can appear (except through `torch.cuda.set_stream`, checked textually).
-Positions are computed only when a module has hazards, since PositionProvider costs a parse.
+Positions are computed only when a module has hazards (lint/positions.py), since even cheap ones cost a codegen.
 """
 
 from __future__ import annotations
@@ -47,10 +47,11 @@ from enum import Enum
 from typing import Literal, TypedDict
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange
 
 from csan_lint.lint.interpret import Interpreter, Loop
 from csan_lint.lint.model import Span
+from csan_lint.lint.positions import Positions
 from csan_lint.lint.names import (
     CURRENT_STREAM,
     DEFAULT_STREAM,
@@ -1206,14 +1207,13 @@ class ModuleFlow:
     path: str
     module: cst.Module
     hazards: list[Hazard]
-    _positions: Mapping[cst.CSTNode, CodeRange] | None = field(default=None, repr=False)
+    _positions: Positions | None = field(default=None, repr=False)
     source: str = field(default="", repr=False)
     """The module's text, for rules that prefilter on it (hostflow.py)."""
 
     def range(self, node: cst.CSTNode) -> CodeRange:
         if self._positions is None:
-            wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
-            self._positions = wrapper.resolve(PositionProvider)
+            self._positions = Positions(self.module)
         return self._positions[node]
 
     def location(self, hazard: Hazard) -> Location:

@@ -1,0 +1,81 @@
+"""Where nodes are, computed the cheap way: the ranges libcst's PositionProvider gives, without
+building a CodeRange for every node of the module.
+
+PositionProvider regenerates the code while updating a line and column (a regex split) for every
+token and making two CodePositions per node: about twice the parse itself. A lint needs the
+positions of a handful of nodes, so this regenerates the code once recording only token indexes
+per node (the same before/after and syntactic hooks PositionProvider uses), and turns an index
+into a line and column when asked (character offsets of tokens, then the line starts).
+tests/lint/test_positions.py holds it to PositionProvider's answer for every node of a corpus.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst._nodes.internal import CodegenState  # the hook PositionProvider itself subclasses
+from libcst.metadata import CodePosition, CodeRange
+
+_NEWLINE = re.compile(r"\r\n?|\n")
+"""What PositionProvider counts as a line break."""
+
+
+@dataclass(frozen=False)
+class _TokenMarks(CodegenState):
+    """Codegen that notes, per node, the token indexes where its range starts and ends."""
+
+    marks: dict[cst.CSTNode, tuple[int, int]] = field(default_factory=dict)
+    _starts: list[int] = field(default_factory=list)
+
+    def pop_trailing_newline(self) -> None:
+        """Kept: PositionProvider has counted it by then, and ranges may end after it."""
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        self._starts.append(len(self.tokens))
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        start = self._starts.pop()
+        if node not in self.marks:  # a syntactic position, recorded inside, wins
+            self.marks[node] = (start, len(self.tokens))
+
+    @contextmanager
+    def record_syntactic_position(
+        self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None, end_node: cst.CSTNode | None = None
+    ) -> Iterator[None]:
+        start = len(self.tokens)
+        try:
+            yield
+        finally:
+            end = len(self.tokens)
+            if start_node is not None:
+                start = self.marks[start_node][0]
+            if end_node is not None:
+                end = self.marks[end_node][1]
+            self.marks[node] = (start, end)
+
+
+class Positions:
+    """`positions[node]`: the node's CodeRange, as PositionProvider would give it."""
+
+    def __init__(self, module: cst.Module) -> None:
+        state = _TokenMarks(default_indent=module.default_indent, default_newline=module.default_newline)
+        module._codegen(state)
+        self._marks = state.marks
+        self._offsets = [0, *itertools.accumulate(map(len, state.tokens))]
+        code = "".join(state.tokens)
+        self._line_starts = [0, *(match.end() for match in _NEWLINE.finditer(code))]
+
+    def __getitem__(self, node: cst.CSTNode) -> CodeRange:
+        start, end = self._marks[node]
+        return CodeRange(self._position(start), self._position(end))
+
+    def _position(self, token: int) -> CodePosition:
+        offset = self._offsets[token]
+        line = bisect.bisect_right(self._line_starts, offset)
+        return CodePosition(line, offset - self._line_starts[line - 1])
