@@ -1,8 +1,9 @@
 """Runtime benchmark: our happens-before engine next to CSAN's `EventHandler`
 (torch.cuda._sanitizer), fed the same synthetic event traces.
 
-Each engine gets its natural stack capture: ours `capture_stack()` per launch and allocation,
-CSAN the `traceback.StackSummary.extract` it runs inside `_handle_kernel_launch` and
+Each engine gets its natural stack capture: ours `capture_stack()` once per op, shared by the
+allocation the op makes and its launch (as SanitizerMode does); CSAN the
+`traceback.StackSummary.extract` it runs inside both `_handle_kernel_launch` and
 `_handle_memory_allocation`. Launch arguments are built before the clock starts, in the form
 each engine takes (our `Access` tuples; CSAN's pointer sets and alias dicts), so the engines are
 timed, not the translation from torch. Traces are race-free: CSAN's cost on errors is not the
@@ -113,12 +114,18 @@ def _csan_ops(trace: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
 
 
 def feed_ours(ops: list[tuple[Any, ...]], tracker: Tracker, stop: frozenset[int] = frozenset()) -> None:
+    """As the torch integration feeds it: an allocation is made by the op launched next (the
+    activation it writes), and both report the one stack walked for that op
+    (SanitizerMode.stack_of_running_op)."""
+    op_stack = None
     for op in ops:
         name = op[0]
         if name == "kernel_launched":
-            tracker.kernel_launched(op[1], op[2], op[3], capture_stack(stop=stop))
+            tracker.kernel_launched(op[1], op[2], op[3], op_stack or capture_stack(stop=stop))
+            op_stack = None
         elif name == "allocated":
-            tracker.allocated(op[1], op[2], op[3], capture_stack(stop=stop))
+            op_stack = capture_stack(stop=stop)
+            tracker.allocated(op[1], op[2], op[3], op_stack)
         elif name == "freed":
             tracker.freed(op[1])
         elif name == "event_recorded":

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 import torch.cuda._gpu_trace as gpu_trace
 
-from csan_lint.runtime.stacks import capture_stack
+from csan_lint.runtime.stacks import Stack
 
 
 class GpuTraceHooks:
@@ -28,6 +28,7 @@ class GpuTraceHooks:
         current_stream: Callable[[], int],
         after: Callable[[], None],
         lock: Any,
+        stack: Callable[[], Stack],
     ) -> None:
         self.tracker = tracker
         self.pending = pending
@@ -35,7 +36,7 @@ class GpuTraceHooks:
         self.on_internal_error = on_internal_error
         self.after = after
         self.lock = lock
-        self.stack_stop: Any = ()
+        self.stack = stack
         self.active = True
         self._registered: list[tuple[Any, Callable[..., None]]] = []
 
@@ -88,9 +89,9 @@ class GpuTraceHooks:
 
     def _allocated(self, ptr: int) -> None:
         # The caching allocator hands the block to the current stream.
-        self.pending[ptr] = (self.current_stream(), capture_stack(stop=self.stack_stop))
+        self.pending[ptr] = (self.current_stream(), self.stack())
 
     def _freed(self, ptr: int) -> None:
         # A block no op ever showed has no shadow state to release.
         if self.pending.pop(ptr, None) is None:
-            self.tracker.freed(ptr, stack=capture_stack(stop=self.stack_stop))
+            self.tracker.freed(ptr, stack=self.stack())

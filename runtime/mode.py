@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 import threading
+from sys import _getframe
+from threading import get_ident
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -21,7 +23,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from csan_lint.runtime.events import Access
-from csan_lint.runtime.stacks import capture_stack
+from csan_lint.runtime.stacks import Stack, capture_stack
 
 # Ops that only read their inputs' metadata (CSAN's rule): `new_empty(x)`, `empty_like(x)`.
 _FACTORY = re.compile(r"(new_.*|.*_like)$")
@@ -219,6 +221,8 @@ class SanitizerMode(TorchDispatchMode):
         # not now (None: no capture running).
         self.capture: list[Access] | None = None
         self._plans: dict[Any, _Plan] = {}
+        # While an op runs: [its thread's id, its stack once something walked it, its caller's frame].
+        self._running: list[Any] | None = None
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -238,16 +242,33 @@ class SanitizerMode(TorchDispatchMode):
                     self.checking = False
                     self.on_internal_error(exc)
                 return func(*args, **kwargs)
-        out = plan.call(*args, **kwargs)
-        if self.checking and plan.kind != _SKIP:
-            try:
-                self._observe(plan, args, kwargs, out)
-            except Exception as exc:  # a sanitizer bug must not break the user's program
-                self.checking = False
-                self.on_internal_error(exc)
+        if not self.checking or plan.kind == _SKIP:
+            return plan.call(*args, **kwargs)
+        # The op's caller is where its stack starts, for whatever walks it while it runs.
+        running = self._running = [get_ident(), None, _getframe(1)]
+        try:
+            out = plan.call(*args, **kwargs)
+        finally:
+            self._running = None
+        try:
+            self._observe(plan, args, kwargs, out, running[1])
+        except Exception as exc:  # a sanitizer bug must not break the user's program
+            self.checking = False
+            self.on_internal_error(exc)
         return out
 
-    def _observe(self, plan: _Plan, args: tuple, kwargs: dict, out: Any) -> None:
+    def stack_of_running_op(self) -> Stack:
+        """For the allocator's callbacks: the stack of the op running in this thread, walked
+        once for all it allocates and frees and for its launch (a walk costs more than the rest
+        of an op's bookkeeping); outside an op, the caller's own."""
+        running = self._running
+        if running is None or running[0] != get_ident():
+            return capture_stack(skip=1, stop=self.stack_stop)
+        if running[1] is None:
+            running[1] = capture_stack(stop=self.stack_stop, start=running[2])
+        return running[1]
+
+    def _observe(self, plan: _Plan, args: tuple, kwargs: dict, out: Any, stack: Stack | None) -> None:
         device: dict[tuple[int, int], Access] = {}
         # (tensor, argument name, is_write, is_output) of the host tensors, for copies and
         # host accesses (made on the first one: most ops have none); `seen` keeps device
@@ -258,15 +279,10 @@ class SanitizerMode(TorchDispatchMode):
         nargs = len(args)
         for position, name, is_write, is_output in plan.inputs:
             value = args[position] if position < nargs else kwargs.get(name)
-            if isinstance(value, _Tensor):
-                tensors: Sequence[Any] = (value,)
-            elif isinstance(value, (list, tuple)):
-                tensors = value
-            else:
-                continue  # None, or a number where the schema allows a wrapped scalar
-            for tensor in tensors:
+            # One tensor is the common case: no tuple around it, no inner loop.
+            for tensor in (value,) if isinstance(value, _Tensor) else value if isinstance(value, (list, tuple)) else ():
                 if not isinstance(tensor, _Tensor):
-                    continue
+                    continue  # None, or a number where the schema allows a wrapped scalar
                 if not is_device(tensor):
                     if host is None:
                         host = []
@@ -286,13 +302,7 @@ class SanitizerMode(TorchDispatchMode):
                     seen.append(tensor)
         for position in plan.fresh_returns:
             value = out if plan.single_return else out[position]
-            if isinstance(value, _Tensor):
-                tensors = (value,)
-            elif value is None:
-                continue  # an optional result left out
-            else:
-                tensors = value
-            for tensor in tensors:
+            for tensor in (value,) if isinstance(value, _Tensor) else () if value is None else value:
                 if not is_device(tensor):
                     if host is None:
                         host = []
@@ -333,8 +343,8 @@ class SanitizerMode(TorchDispatchMode):
             # when the graph is replayed.
             self.capture.extend(accesses)
             accesses = []
-        # From the frame that called the op: this one and __torch_dispatch__ are never the user's.
-        stack = capture_stack(skip=2, stop=self.stack_stop)
+        if stack is None:  # from the frame that called the op: this one and __torch_dispatch__ are never the user's
+            stack = capture_stack(skip=2, stop=self.stack_stop)
         # acquire/release, not `with`: the context manager protocol costs twice as much.
         lock = self.lock
         lock.acquire()

@@ -135,8 +135,9 @@ class Sanitizer:
             current_stream=lambda: self._current_stream(),
             after=self._collect,
             lock=self._lock,
+            stack=self.mode.stack_of_running_op,
         )
-        self.mode.stack_stop = self.hooks.stack_stop = self.stack_stop
+        self.mode.stack_stop = self.stack_stop
 
     def enable(self) -> Sanitizer:
         if self.enabled:

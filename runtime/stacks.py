@@ -15,7 +15,7 @@ import re
 import sys
 import sysconfig
 from collections.abc import Container, Iterable, Sequence
-from types import CodeType
+from types import CodeType, FrameType
 from typing import NamedTuple
 
 
@@ -36,12 +36,12 @@ Equal stacks mean the same call sites, so a Stack can key a cache or a dedup set
 EMPTY_STACK: Stack = ()
 
 
-def capture_stack(skip: int = 0, stop: Container[int] = ()) -> Stack:
-    """The caller's stack (minus `skip` more frames). The walk ends at a frame running one of
-    the code objects whose `id()` is in `stop` (a test runner's call into the test, say: the
-    frames outside it are never the user's, and under pytest they are most of the stack).
-    Ids, not code objects: hashing a code object hashes its bytecode and constants."""
-    frame = sys._getframe(skip + 1)
+def capture_stack(skip: int = 0, stop: Container[int] = (), start: FrameType | None = None) -> Stack:
+    """The caller's stack (minus `skip` more frames), or `start`'s. The walk ends at a frame
+    running one of the code objects whose `id()` is in `stop` (a test runner's call into the
+    test, say: the frames outside it are never the user's, and under pytest they are most of the
+    stack). Ids, not code objects: hashing a code object hashes its bytecode and constants."""
+    frame = sys._getframe(skip + 1) if start is None else start
     flat: list[CodeType | int] = []
     append = flat.append
     if stop:

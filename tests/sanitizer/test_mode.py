@@ -3,6 +3,8 @@ device tensors (no emulation): a recording tracker shows exactly what each op be
 
 from __future__ import annotations
 
+import sys
+import threading
 from typing import Any
 
 import pytest
@@ -10,6 +12,7 @@ import torch
 
 from csan_lint.runtime.events import Access
 from csan_lint.runtime.mode import SanitizerMode, byte_extent
+from csan_lint.runtime.stacks import innermost_user_frame
 
 STREAM = 7
 
@@ -248,3 +251,48 @@ def test_mode_skips_torch_disable_dynamo_wrapper():
     assert SanitizerMode._should_skip_dynamo() is False
     assert "__torch_dispatch__" in SanitizerMode.__dict__
     assert not hasattr(SanitizerMode.__dict__["__torch_dispatch__"], "__wrapped__")
+
+
+def test_an_ops_allocation_and_launch_share_one_stack_walk(monkeypatch):
+    """The allocator's callback during an op asks for the op's stack: one walk serves it and
+    the launch (walks are most of an op's cost), and it names the line that called the op."""
+    import csan_lint.runtime.mode as mode_module
+
+    walks: list[object] = []
+    real = mode_module.capture_stack
+
+    def counting(skip: int = 0, stop: Any = (), start: Any = None) -> Any:
+        walks.append(skip)
+        return real(skip + 1, stop, start)
+
+    monkeypatch.setattr(mode_module, "capture_stack", counting)
+    rec = Recorder()
+    mode = make_mode(rec)
+    allocation_stacks = []
+
+    def allocate(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        # What the allocator's callback does, from inside the op.
+        allocation_stacks.append(mode.stack_of_running_op())
+        allocation_stacks.append(mode.stack_of_running_op())  # a second block of the same op
+        return torch.add(x, y)
+
+    a, b = torch.ones(4), torch.ones(4)
+    with torch.library._scoped_library("csan_test", "FRAGMENT") as lib:
+        lib.define("allocating_add(Tensor x, Tensor y) -> Tensor")
+        lib.impl("allocating_add", allocate, "CompositeExplicitAutograd")
+        with mode:
+            call_line = sys._getframe().f_lineno + 1
+            torch.ops.csan_test.allocating_add(a, b)
+    assert len(walks) == 1
+    [(operator, _)] = rec.launches()
+    launch_stack = next(args[3] for name, args in rec.calls if name == "kernel_launched")
+    assert allocation_stacks[0] is allocation_stacks[1] is launch_stack
+    assert innermost_user_frame(launch_stack).lineno == call_line
+
+
+def test_outside_an_op_or_in_another_thread_a_callback_walks_its_own_stack():
+    mode = make_mode(Recorder())
+    outside = mode.stack_of_running_op()
+    assert innermost_user_frame(outside).lineno == sys._getframe().f_lineno - 1
+    mode._running = [threading.get_ident() + 1, "another thread's op stack"]
+    assert mode.stack_of_running_op() != "another thread's op stack"
