@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import threading
-from sys import _getframe
 from threading import get_ident
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -77,11 +76,11 @@ class _Plan(NamedTuple):
     call: Callable[..., Any]
     operator: str
     kind: int
-    # (position, name, is_write, is_output) of each argument whose data the kernel touches;
-    # is_output: the op returns it (written in place, `out=`). Metadata-only ones are left out.
-    inputs: tuple[tuple[int, str, bool, bool], ...]
-    # Positions in the result of the fresh tensors the kernel writes (not views, not inputs).
-    fresh_returns: tuple[int, ...]
+    # (position, name, is_write, is_output, is_result) of each tensor the kernel touches: the
+    # arguments whose data it reads or writes (is_output: the op returns it, written in place or
+    # `out=`; metadata-only ones are left out), then the fresh tensors it returns (position in
+    # the result; not views, not inputs), written.
+    slots: tuple[tuple[int, str, bool, bool, bool], ...]
     single_return: bool
     non_blocking_position: int
 
@@ -112,7 +111,7 @@ def _plan(func: Any) -> _Plan:
         reads = not is_factory and (alias is None or alias.is_write)
         if is_write or reads:
             is_output = is_write and bool(alias.before_set & returned)
-            inputs.append((position, argument.name, is_write, is_output))
+            inputs.append((position, argument.name, is_write, is_output, False))
     if base in _NOT_KERNELS or not (inputs or fresh_returns):
         kind = _SKIP  # bookkeeping, or a view: it touches no data
     elif base in ("aten::copy_", "aten::_to_copy", "aten::_copy_from", "aten::copy"):
@@ -127,8 +126,7 @@ def _plan(func: Any) -> _Plan:
         call,
         operator,
         kind,
-        tuple(inputs),
-        tuple(fresh_returns),
+        (*inputs, *((position, _RESULT, True, True, True) for position in fresh_returns)),
         len(schema.returns) == 1,
         non_blocking_position,
     )
@@ -157,19 +155,14 @@ def storage_base(tensor: torch.Tensor) -> int:
     return tensor.data_ptr() - tensor.storage_offset() * tensor.element_size()
 
 
-def _merge(
-    accesses: dict[tuple[int, int], Access], key: tuple[int, int], name: str, is_write: bool, is_output: bool
-) -> None:
-    """Add one argument's bytes; the same bytes under several arguments (`add(a, a)`,
-    `mul(x, 5, out=x)`) are one access naming them all."""
-    known = accesses.get(key)
-    if known is None:
-        accesses[key] = Access(key[0], key[1], is_write, name, is_output)
-        return
+def _merge(accesses: list[Access], index: int, name: str, is_write: bool, is_output: bool) -> None:
+    """Add one argument's bytes to the access already naming them: the same bytes under several
+    arguments (`add(a, a)`, `mul(x, 5, out=x)`) are one access naming them all."""
+    known = accesses[index]
     argument = known.argument
     if name != _RESULT and name not in argument.split(", "):
         argument = f"{argument}, {name}"
-    accesses[key] = Access(key[0], key[1], known.is_write or is_write, argument, known.is_output or is_output)
+    accesses[index] = Access(known.ptr, known.size, known.is_write or is_write, argument, known.is_output or is_output)
 
 
 class SanitizerMode(TorchDispatchMode):
@@ -221,8 +214,8 @@ class SanitizerMode(TorchDispatchMode):
         # not now (None: no capture running).
         self.capture: list[Access] | None = None
         self._plans: dict[Any, _Plan] = {}
-        # While an op runs: [its thread's id, its stack once something walked it, its caller's frame].
-        self._running: list[Any] | None = None
+        # While an op runs, once an allocator callback walked its stack: (thread id, that stack).
+        self._op_stack: tuple[int, Stack] | None = None
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -244,32 +237,43 @@ class SanitizerMode(TorchDispatchMode):
                 return func(*args, **kwargs)
         if not self.checking or plan.kind == _SKIP:
             return plan.call(*args, **kwargs)
-        # The op's caller is where its stack starts, for whatever walks it while it runs.
-        running = self._running = [get_ident(), None, _getframe(1)]
+        # An allocation the op makes walks the stack; its launch reuses that walk.
+        self._op_stack = None
         try:
             out = plan.call(*args, **kwargs)
         finally:
-            self._running = None
+            shared, self._op_stack = self._op_stack, None
+        stack = shared[1] if shared is not None and shared[0] == get_ident() else None
         try:
-            self._observe(plan, args, kwargs, out, running[1])
+            self._observe(plan, args, kwargs, out, stack)
         except Exception as exc:  # a sanitizer bug must not break the user's program
             self.checking = False
             self.on_internal_error(exc)
         return out
 
     def stack_of_running_op(self) -> Stack:
-        """For the allocator's callbacks: the stack of the op running in this thread, walked
-        once for all it allocates and frees and for its launch (a walk costs more than the rest
-        of an op's bookkeeping); outside an op, the caller's own."""
-        running = self._running
-        if running is None or running[0] != get_ident():
-            return capture_stack(skip=1, stop=self.stack_stop)
-        if running[1] is None:
-            running[1] = capture_stack(stop=self.stack_stop, start=running[2])
-        return running[1]
+        """For the allocator's callbacks: inside an op, the op's stack (from its caller out),
+        walked once for all it allocates and frees and for its launch (a walk costs more than
+        the rest of an op's bookkeeping); outside one, the callback's own."""
+        ident = get_ident()
+        shared = self._op_stack
+        if shared is not None and shared[0] == ident:
+            return shared[1]
+        stack = capture_stack(skip=1, stop=self.stack_stop)
+        try:
+            inside = stack.index(_DISPATCH_CODE)
+        except ValueError:
+            return stack  # no op of ours is running in this thread
+        op_stack = stack[inside + 2 :]
+        self._op_stack = (ident, op_stack)
+        return op_stack
 
     def _observe(self, plan: _Plan, args: tuple, kwargs: dict, out: Any, stack: Stack | None) -> None:
-        device: dict[tuple[int, int], Access] = {}
+        # The hot path, written for speed: one loop over the tensors the kernel touches (plan
+        # slots: arguments, then fresh results), a list of accesses deduplicated by their bytes
+        # (an op names a handful of tensors; the same bytes twice are rare: `add(a, a)`).
+        accesses: list[Access] = []
+        keys: list[tuple[int, int]] = []
         # (tensor, argument name, is_write, is_output) of the host tensors, for copies and
         # host accesses (made on the first one: most ops have none); `seen` keeps device
         # tensors while allocations wait for their size.
@@ -277,8 +281,12 @@ class SanitizerMode(TorchDispatchMode):
         seen: list[torch.Tensor] | None = [] if self.pending else None
         is_device = self.is_device
         nargs = len(args)
-        for position, name, is_write, is_output in plan.inputs:
-            value = args[position] if position < nargs else kwargs.get(name)
+        single = plan.single_return
+        for position, name, is_write, is_output, is_result in plan.slots:
+            if is_result:
+                value = out if single else out[position]
+            else:
+                value = args[position] if position < nargs else kwargs.get(name)
             # One tensor is the common case: no tuple around it, no inner loop.
             for tensor in (value,) if isinstance(value, _Tensor) else value if isinstance(value, (list, tuple)) else ():
                 if not isinstance(tensor, _Tensor):
@@ -292,33 +300,16 @@ class SanitizerMode(TorchDispatchMode):
                 if not nbytes:
                     continue  # an empty tensor touches no memory
                 key = (tensor.data_ptr(), nbytes) if tensor.is_contiguous() else byte_extent(tensor)
-                if key in device:
-                    _merge(device, key, name, is_write, is_output)
+                if key in keys:
+                    _merge(accesses, keys.index(key), name, is_write, is_output)
                 else:
+                    keys.append(key)
                     # Access(ptr, size, is_write, argument, is_output) without the Python-level
                     # NamedTuple constructor: half the cost, and this runs per tensor per op.
-                    device[key] = _new_access(Access, (key[0], key[1], is_write, name, is_output))
+                    accesses.append(_new_access(Access, (key[0], key[1], is_write, name, is_output)))
                 if seen is not None:
                     seen.append(tensor)
-        for position in plan.fresh_returns:
-            value = out if plan.single_return else out[position]
-            for tensor in (value,) if isinstance(value, _Tensor) else () if value is None else value:
-                if not is_device(tensor):
-                    if host is None:
-                        host = []
-                    host.append((tensor, _RESULT, True, True))
-                    continue
-                nbytes = tensor.nbytes
-                if not nbytes:
-                    continue
-                key = (tensor.data_ptr(), nbytes) if tensor.is_contiguous() else byte_extent(tensor)
-                if key in device:
-                    _merge(device, key, _RESULT, True, True)
-                else:
-                    device[key] = _new_access(Access, (key[0], key[1], True, _RESULT, True))
-                if seen is not None:
-                    seen.append(tensor)
-        if not device:
+        if not accesses:
             if host and self.host_blocks:
                 self._host_access(plan.operator, host)
             return
@@ -334,10 +325,14 @@ class SanitizerMode(TorchDispatchMode):
                 # pending until a sync.
                 for tensor, name, is_write, is_output in host:
                     self._pin(tensor)
-                    _merge(device, byte_extent(tensor), name, is_write, is_output)
+                    key = byte_extent(tensor)
+                    if key in keys:
+                        _merge(accesses, keys.index(key), name, is_write, is_output)
+                    else:
+                        keys.append(key)
+                        accesses.append(Access(key[0], key[1], is_write, name, is_output))
             else:
                 host_sync = True
-        accesses = list(device.values())
         if self.capture is not None and torch.cuda.is_current_stream_capturing():
             # The tracker checks the capture's fork/join structure; the memory is touched
             # when the graph is replayed.
@@ -432,3 +427,7 @@ class SanitizerMode(TorchDispatchMode):
         except Exception as exc:
             self.checking = False
             self.on_internal_error(exc)
+
+
+_DISPATCH_CODE = SanitizerMode.__torch_dispatch__.__code__
+"""Where a walk from inside an op crosses into the mode: the op's caller is the frame after it."""

@@ -294,5 +294,5 @@ def test_outside_an_op_or_in_another_thread_a_callback_walks_its_own_stack():
     mode = make_mode(Recorder())
     outside = mode.stack_of_running_op()
     assert innermost_user_frame(outside).lineno == sys._getframe().f_lineno - 1
-    mode._running = [threading.get_ident() + 1, "another thread's op stack"]
+    mode._op_stack = (threading.get_ident() + 1, "another thread's op stack")
     assert mode.stack_of_running_op() != "another thread's op stack"
