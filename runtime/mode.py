@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 import threading
-from threading import get_ident
 from collections.abc import Callable, Sequence
+from threading import get_ident
 from typing import Any, NamedTuple
 
 import torch
@@ -155,14 +155,19 @@ def storage_base(tensor: torch.Tensor) -> int:
     return tensor.data_ptr() - tensor.storage_offset() * tensor.element_size()
 
 
-def _merge(accesses: list[Access], index: int, name: str, is_write: bool, is_output: bool) -> None:
-    """Add one argument's bytes to the access already naming them: the same bytes under several
-    arguments (`add(a, a)`, `mul(x, 5, out=x)`) are one access naming them all."""
-    known = accesses[index]
+def _merge(
+    accesses: dict[tuple[int, int], Access], key: tuple[int, int], name: str, is_write: bool, is_output: bool
+) -> None:
+    """Add one argument's bytes; the same bytes under several arguments (`add(a, a)`,
+    `mul(x, 5, out=x)`) are one access naming them all."""
+    known = accesses.get(key)
+    if known is None:
+        accesses[key] = Access(key[0], key[1], is_write, name, is_output)
+        return
     argument = known.argument
     if name != _RESULT and name not in argument.split(", "):
         argument = f"{argument}, {name}"
-    accesses[index] = Access(known.ptr, known.size, known.is_write or is_write, argument, known.is_output or is_output)
+    accesses[key] = Access(key[0], key[1], known.is_write or is_write, argument, known.is_output or is_output)
 
 
 class SanitizerMode(TorchDispatchMode):
@@ -269,11 +274,7 @@ class SanitizerMode(TorchDispatchMode):
         return op_stack
 
     def _observe(self, plan: _Plan, args: tuple, kwargs: dict, out: Any, stack: Stack | None) -> None:
-        # The hot path, written for speed: one loop over the tensors the kernel touches (plan
-        # slots: arguments, then fresh results), a list of accesses deduplicated by their bytes
-        # (an op names a handful of tensors; the same bytes twice are rare: `add(a, a)`).
-        accesses: list[Access] = []
-        keys: list[tuple[int, int]] = []
+        device: dict[tuple[int, int], Access] = {}
         # (tensor, argument name, is_write, is_output) of the host tensors, for copies and
         # host accesses (made on the first one: most ops have none); `seen` keeps device
         # tensors while allocations wait for their size.
@@ -300,16 +301,15 @@ class SanitizerMode(TorchDispatchMode):
                 if not nbytes:
                     continue  # an empty tensor touches no memory
                 key = (tensor.data_ptr(), nbytes) if tensor.is_contiguous() else byte_extent(tensor)
-                if key in keys:
-                    _merge(accesses, keys.index(key), name, is_write, is_output)
+                if key in device:
+                    _merge(device, key, name, is_write, is_output)
                 else:
-                    keys.append(key)
                     # Access(ptr, size, is_write, argument, is_output) without the Python-level
                     # NamedTuple constructor: half the cost, and this runs per tensor per op.
-                    accesses.append(_new_access(Access, (key[0], key[1], is_write, name, is_output)))
+                    device[key] = _new_access(Access, (key[0], key[1], is_write, name, is_output))
                 if seen is not None:
                     seen.append(tensor)
-        if not accesses:
+        if not device:
             if host and self.host_blocks:
                 self._host_access(plan.operator, host)
             return
@@ -325,14 +325,10 @@ class SanitizerMode(TorchDispatchMode):
                 # pending until a sync.
                 for tensor, name, is_write, is_output in host:
                     self._pin(tensor)
-                    key = byte_extent(tensor)
-                    if key in keys:
-                        _merge(accesses, keys.index(key), name, is_write, is_output)
-                    else:
-                        keys.append(key)
-                        accesses.append(Access(key[0], key[1], is_write, name, is_output))
+                    _merge(device, byte_extent(tensor), name, is_write, is_output)
             else:
                 host_sync = True
+        accesses = list(device.values())
         if self.capture is not None and torch.cuda.is_current_stream_capturing():
             # The tracker checks the capture's fork/join structure; the memory is touched
             # when the graph is replayed.

@@ -284,7 +284,7 @@ def test_an_ops_allocation_and_launch_share_one_stack_walk(monkeypatch):
             call_line = sys._getframe().f_lineno + 1
             torch.ops.csan_test.allocating_add(a, b)
     assert len(walks) == 1
-    [(operator, _)] = rec.launches()
+    assert len(rec.launches()) == 1
     launch_stack = next(args[3] for name, args in rec.calls if name == "kernel_launched")
     assert allocation_stacks[0] is allocation_stacks[1] is launch_stack
     assert innermost_user_frame(launch_stack).lineno == call_line
