@@ -25,6 +25,7 @@ from libcst.metadata import CodeRange
 from csan_lint.lint.hostflow import HostHazard
 from csan_lint.lint.model import Edit, Finding, FixSafety
 from csan_lint.lint.names import CURRENT_STREAM, STREAM_CONTEXTS, ImportTable
+from csan_lint.lint.nodes import children
 from csan_lint.lint.streamflow import CURRENT, Hazard, ModuleFlow
 
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
@@ -249,7 +250,7 @@ def _path(flow: ModuleFlow, node: cst.CSTNode) -> list[cst.CSTNode] | None:
     current: cst.CSTNode = flow.module
     while current is not node:
         path.append(current)
-        for child in current.children:
+        for child in children(current):
             if child is node or _holds(flow.range(child), target):
                 current = child
                 break

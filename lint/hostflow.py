@@ -42,6 +42,7 @@ from csan_lint.lint.names import (
     ImportTable,
     dotted_name,
 )
+from csan_lint.lint.nodes import children
 from csan_lint.lint.streamflow import CURRENT, Location, ModuleFlow
 from csan_lint.runtime import kinds
 
@@ -858,10 +859,10 @@ def _finds(node: cst.CSTNode, predicate: Callable[[cst.CSTNode], bool]) -> bool:
 
 
 def _children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
-    """The sub-nodes of common nodes read straight from their fields: libcst's `children`
-    visits the node to find them, which costs several times more."""
+    """The sub-nodes that matter here of common nodes (the values, not the punctuation), and
+    all the children of the others."""
     fields = _FIELDS.get(type(node))
-    return node.children if fields is None else fields(node)
+    return children(node) if fields is None else fields(node)
 
 
 _FIELDS: dict[type[cst.CSTNode], Callable[[Any], Sequence[cst.CSTNode]]] = {

@@ -51,7 +51,6 @@ from libcst.metadata import CodeRange
 
 from csan_lint.lint.interpret import Interpreter, Loop
 from csan_lint.lint.model import Span
-from csan_lint.lint.positions import Positions
 from csan_lint.lint.names import (
     CURRENT_STREAM,
     DEFAULT_STREAM,
@@ -64,6 +63,8 @@ from csan_lint.lint.names import (
     ImportTable,
     dotted_name,
 )
+from csan_lint.lint.nodes import children
+from csan_lint.lint.positions import Positions
 from csan_lint.lint.summaries import ANY_OTHER, Effect, PackageIndex, Summary, module_name
 from csan_lint.runtime import kinds
 
@@ -603,10 +604,10 @@ class _FunctionAnalysis(Interpreter[_State, _Loop]):
             return  # an operator result is a new tensor
         if isinstance(expr, _COMPREHENSIONS):
             targets = _comprehension_targets(expr)
-            for child in expr.children:
+            for child in children(expr):
                 yield from (key for key in self._tensor_names(child) if key.split(".")[0] not in targets)
             return
-        for child in expr.children:
+        for child in children(expr):
             yield from self._tensor_names(child)
 
     # ---- expressions
@@ -642,7 +643,7 @@ class _FunctionAnalysis(Interpreter[_State, _Loop]):
             for operand in _operands(node):
                 self._eval(operand)
         else:
-            for child in node.children:
+            for child in children(node):
                 self._eval(child)
 
     def _comprehension(self, node: _Comprehension) -> None:
@@ -1388,7 +1389,7 @@ def _called(node: cst.CSTNode) -> Iterator[str]:
                 yield func.value
             elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
                 yield f"self.{func.attr.value}"
-        stack.extend(current.children)
+        stack.extend(children(current))
 
 
 def _calls_any(name: str, function: cst.FunctionDef, targets: set[str]) -> bool:

@@ -1,0 +1,67 @@
+"""libcst's `node.children`, read from the node's fields.
+
+libcst computes `children` by running the node's `_visit_and_replace_children` with a
+collecting visitor, which rebuilds (and validates) a copy of the node on every call: the
+analysis asked for children about 150,000 times over PyTorch's stream-using files, a tenth of
+its time. The fields a node's children come from, in the order its visit takes them (lexical
+order), are learnt once per node type by recording that visit's `on_visit_attribute` calls;
+after that, children are a few attribute reads. tests/lint/test_nodes.py holds the result to
+libcst's own for every node of a corpus.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import libcst as cst
+
+
+class _FieldOrder(cst.CSTVisitor):
+    """Records the fields a node's visit walks, in order, without going below them."""
+
+    def __init__(self) -> None:
+        self.fields: list[str] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return False
+
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        self.fields.append(attribute)
+
+
+_ORDER: dict[type, tuple[str, ...]] = {}
+_IS_NODE: dict[type, bool] = {}
+
+
+def children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
+    """The immediate sub-nodes of `node`, as `node.children` gives them."""
+    order = _ORDER.get(type(node))
+    if order is None:
+        order = _ORDER[type(node)] = _field_order(node)
+    found: list[cst.CSTNode] = []
+    for name in order:
+        value = getattr(node, name)
+        kind = type(value)
+        if kind is tuple or kind is list:
+            found.extend(item for item in value if _is_node(type(item)))
+        elif _is_node(kind):
+            found.append(value)
+    return found
+
+
+def _field_order(node: cst.CSTNode) -> tuple[str, ...]:
+    """The fields in the order libcst visits them, then any field the visit did not announce
+    (none in libcst 1.x; kept so that no child can be missed)."""
+    recorder = _FieldOrder()
+    node._visit_and_replace_children(recorder)
+    visited = list(dict.fromkeys(recorder.fields))
+    rest = [field.name for field in dataclasses.fields(node) if field.name not in visited]
+    return (*visited, *rest)
+
+
+def _is_node(kind: type) -> bool:
+    known = _IS_NODE.get(kind)
+    if known is None:
+        known = _IS_NODE[kind] = issubclass(kind, cst.CSTNode)
+    return known
