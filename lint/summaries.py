@@ -8,6 +8,7 @@ cheaply; the modules it names are parsed and summarised in the worker, on first 
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -54,6 +55,10 @@ _MAY_ORDER = re.compile(r"wait_stream|wait_event|record_event|synchronize|\.reco
 """Text a module needs for any of its functions to have a summary worth replaying elsewhere."""
 
 
+_unpickled: dict[str, PackageIndex] = {}
+"""The index last received by this process (a pool worker), by content."""
+
+
 def module_name(path: str) -> str:
     """`pkg/sub/helpers.py` -> `pkg.sub.helpers`; a package's `__init__.py` is the package."""
     parts = [part for part in re.split(r"[\\/]", path.removesuffix(".py")) if part not in ("", ".")]
@@ -81,10 +86,22 @@ class PackageIndex:
         return cls({module_name(path): source for path, source in files if _MAY_ORDER.search(source)})
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"sources": self.sources}  # parsed modules stay in the process that parsed them
+        # Parsed modules stay in the process that parsed them; the key lets a worker that gets
+        # the same index with every chunk of a run keep what it parsed for the earlier ones.
+        digest = hashlib.blake2b(digest_size=16)
+        for name in sorted(self.sources):
+            digest.update(name.encode())
+            digest.update(self.sources[name].encode(errors="surrogatepass"))
+        return {"sources": self.sources, "key": digest.hexdigest()}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        known = _unpickled.get(state["key"])
+        if known is not None:
+            self.__dict__ = known.__dict__  # the same index: share its parsed modules
+            return
         self.__init__(state["sources"])  # type: ignore[misc]
+        _unpickled.clear()  # a process serves one run at a time: keep the latest index only
+        _unpickled[state["key"]] = self
 
     def summary(self, qualified: str) -> Summary | None:
         """The summary of `pkg.module.function`, None when unknown or not worth replaying."""

@@ -511,6 +511,18 @@ def test_module_names_and_the_index_pickles_without_parsed_modules() -> None:
     assert copy.sources == package.sources and copy.summary("helpers.join") == package.summary("pkg.helpers.join")
 
 
+def test_a_worker_given_the_same_index_again_keeps_the_modules_it_parsed() -> None:
+    """Every chunk of a run pickles the index: a worker must not parse a module once a chunk."""
+    package = PackageIndex.build([("pkg/helpers.py", HELPERS)])
+    first = pickle.loads(pickle.dumps(package))
+    summary = first.summary("pkg.helpers.join")
+    again = pickle.loads(pickle.dumps(package))
+    assert again.summary("pkg.helpers.join") is summary  # not parsed and summarised anew
+    other = pickle.loads(pickle.dumps(PackageIndex.build([("pkg/helpers.py", HELPERS + "\n# changed\n")])))
+    assert other.summary("pkg.helpers.join") is not summary
+    assert other.summary("pkg.helpers.join") == summary
+
+
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_the_runner_follows_imports_between_the_files_it_lints(tmp_path: Path, jobs: int, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("csan_lint.lint.runner.PARALLEL_MIN_BYTES", 0)
