@@ -110,6 +110,8 @@ class PackageIndex:
         if key is None:
             return None
         if key not in self._modules:
+            if not re.search(rf"\bdef\s+{re.escape(name)}\s*\(", self.sources[key]):
+                return None  # a class or a value the module defines, not a function: nothing to parse
             from csan_lint.lint.streamflow import module_helpers  # libcst only where summaries are built
 
             self._modules[key] = module_helpers(self.sources[key])

@@ -14,6 +14,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
+from csan_lint.lint import streamflow
 from csan_lint.lint.config import Config
 from csan_lint.lint.engine import lint_source
 from csan_lint.lint.runner import lint_paths
@@ -509,6 +510,16 @@ def test_module_names_and_the_index_pickles_without_parsed_modules() -> None:
     assert package.summary("pkg.helpers.missing") is None
     copy = pickle.loads(pickle.dumps(package))
     assert copy.sources == package.sources and copy.summary("helpers.join") == package.summary("pkg.helpers.join")
+
+
+def test_a_call_of_an_imported_class_or_value_parses_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    parsed: list[str] = []
+    real = streamflow.module_helpers
+    monkeypatch.setattr(streamflow, "module_helpers", lambda source: parsed.append(source) or real(source))
+    package = PackageIndex.build([("pkg/helpers.py", HELPERS + "\n\nclass Buffer:\n    pass\n\nLIMIT = 4\n")])
+    assert package.summary("pkg.helpers.Buffer") is None and package.summary("pkg.helpers.LIMIT") is None
+    assert parsed == []
+    assert package.summary("pkg.helpers.join") is not None and len(parsed) == 1
 
 
 def test_a_worker_given_the_same_index_again_keeps_the_modules_it_parsed() -> None:
