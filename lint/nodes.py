@@ -30,15 +30,20 @@ class _FieldOrder(cst.CSTVisitor):
         self.fields.append(attribute)
 
 
-_ORDER: dict[type, tuple[str, ...]] = {}
+_ORDER: dict[type, tuple[str, ...] | None] = {}
+"""Per node type, the fields its children come from in order; None where this libcst's visit
+could not be read (then libcst's own `children` answers)."""
+_UNLEARNT: tuple[str, ...] = ("<not learnt yet>",)
 _IS_NODE: dict[type, bool] = {}
 
 
 def children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
     """The immediate sub-nodes of `node`, as `node.children` gives them."""
-    order = _ORDER.get(type(node))
-    if order is None:
+    order = _ORDER.get(type(node), _UNLEARNT)
+    if order is _UNLEARNT:
         order = _ORDER[type(node)] = _field_order(node)
+    if order is None:
+        return node.children
     found: list[cst.CSTNode] = []
     for name in order:
         value = getattr(node, name)
@@ -50,11 +55,14 @@ def children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
     return found
 
 
-def _field_order(node: cst.CSTNode) -> tuple[str, ...]:
+def _field_order(node: cst.CSTNode) -> tuple[str, ...] | None:
     """The fields in the order libcst visits them, then any field the visit did not announce
-    (none in libcst 1.x; kept so that no child can be missed)."""
+    (none in libcst 1.x; kept so that no child can be missed). None if the visit cannot be read."""
     recorder = _FieldOrder()
-    node._visit_and_replace_children(recorder)
+    try:
+        node._visit_and_replace_children(recorder)
+    except Exception:  # a libcst whose private visit changed: its public `children` still works
+        return None
     visited = list(dict.fromkeys(recorder.fields))
     rest = [field.name for field in dataclasses.fields(node) if field.name not in visited]
     return (*visited, *rest)

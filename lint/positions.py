@@ -6,7 +6,8 @@ token and making two CodePositions per node: about twice the parse itself. A lin
 positions of a handful of nodes, so this regenerates the code once recording only token indexes
 per node (the same before/after and syntactic hooks PositionProvider uses), and turns an index
 into a line and column when asked (character offsets of tokens, then the line starts).
-tests/lint/test_positions.py holds it to PositionProvider's answer for every node of a corpus.
+tests/lint/test_libcst_shortcuts.py holds it to PositionProvider's answer for every node of a
+corpus; a libcst whose codegen stops calling these hooks gets PositionProvider instead.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState  # the hook PositionProvider itself subclasses
-from libcst.metadata import CodePosition, CodeRange
+from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
 _NEWLINE = re.compile(r"\r\n?|\n")
 """What PositionProvider counts as a line break."""
@@ -60,12 +61,27 @@ class _TokenMarks(CodegenState):
             self.marks[node] = (start, end)
 
 
+def positions(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange] | Positions:
+    """`positions[node]` for every node of `module`: ours, or PositionProvider's where this
+    libcst's codegen no longer calls the hooks ours listens to."""
+    try:
+        return Positions(module)
+    except _HooksNotCalled:
+        return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+
+
+class _HooksNotCalled(Exception):
+    pass
+
+
 class Positions:
     """`positions[node]`: the node's CodeRange, as PositionProvider would give it."""
 
     def __init__(self, module: cst.Module) -> None:
         state = _TokenMarks(default_indent=module.default_indent, default_newline=module.default_newline)
         module._codegen(state)
+        if module not in state.marks:
+            raise _HooksNotCalled
         self._marks = state.marks
         self._offsets = [0, *itertools.accumulate(map(len, state.tokens))]
         code = "".join(state.tokens)

@@ -64,7 +64,7 @@ from csan_lint.lint.names import (
     dotted_name,
 )
 from csan_lint.lint.nodes import children
-from csan_lint.lint.positions import Positions
+from csan_lint.lint.positions import Positions, positions
 from csan_lint.lint.summaries import ANY_OTHER, Effect, PackageIndex, Summary, module_name
 from csan_lint.runtime import kinds
 
@@ -1208,13 +1208,13 @@ class ModuleFlow:
     path: str
     module: cst.Module
     hazards: list[Hazard]
-    _positions: Positions | None = field(default=None, repr=False)
+    _positions: Mapping[cst.CSTNode, CodeRange] | Positions | None = field(default=None, repr=False)
     source: str = field(default="", repr=False)
     """The module's text, for rules that prefilter on it (hostflow.py)."""
 
     def range(self, node: cst.CSTNode) -> CodeRange:
         if self._positions is None:
-            self._positions = Positions(self.module)
+            self._positions = positions(self.module)
         return self._positions[node]
 
     def location(self, hazard: Hazard) -> Location:

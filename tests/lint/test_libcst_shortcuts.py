@@ -73,3 +73,29 @@ def test_every_nodes_children_as_libcst_gives_them(name: str, source: str) -> No
         expected = node.children
         assert list(children(node)) == list(expected), type(node).__name__
         todo.extend(expected)
+
+
+def test_a_libcst_whose_codegen_calls_other_hooks_gets_position_provider(monkeypatch: pytest.MonkeyPatch) -> None:
+    """libcst's codegen hooks are internal: should a release stop calling them, positions come
+    from PositionProvider instead of being wrong."""
+    from csan_lint.lint import positions as positions_module
+
+    monkeypatch.setattr(positions_module._TokenMarks, "after_codegen", lambda self, node: None)
+    source = TRICKY["decorated-and-strings"]
+    module = cst.parse_module(source)
+    found = positions_module.positions(module)
+    assert not isinstance(found, Positions)
+    assert dict(found) == dict(MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider))
+
+
+def test_a_libcst_whose_visit_cannot_be_read_falls_back_to_its_children(monkeypatch: pytest.MonkeyPatch) -> None:
+    from csan_lint.lint import nodes
+
+    def broken(self: object, node: cst.CSTNode, attribute: str) -> None:
+        raise AttributeError("a libcst without on_visit_attribute")
+
+    monkeypatch.setattr(nodes, "_ORDER", {})
+    monkeypatch.setattr(nodes._FieldOrder, "on_visit_attribute", broken)
+    call = cst.parse_expression("f(a, *b, k=c)")
+    assert list(children(call)) == list(call.children)
+    assert nodes._ORDER == {cst.Call: None}
