@@ -1,12 +1,12 @@
 """libcst's `node.children`, read from the node's fields.
 
 libcst computes `children` by running the node's `_visit_and_replace_children` with a
-collecting visitor, which rebuilds (and validates) a copy of the node on every call: the
-analysis asked for children about 150,000 times over PyTorch's stream-using files, a tenth of
-its time. The fields a node's children come from, in the order its visit takes them (lexical
-order), are learnt once per node type by recording that visit's `on_visit_attribute` calls;
-after that, children are a few attribute reads. tests/lint/test_nodes.py holds the result to
-libcst's own for every node of a corpus.
+collecting visitor, which rebuilds (and validates) a copy of the node on every call; the
+analysis asks for children about 150,000 times over PyTorch's stream-using files. The fields a
+node's children come from, in the order its visit takes them (lexical order), are learnt once
+per node type by recording that visit's `on_visit_attribute` calls; after that, children are a
+few attribute reads. tests/lint/test_libcst_shortcuts.py holds the result to libcst's own for
+every node of a corpus; where a libcst's visit cannot be read, its own `children` answers.
 """
 
 from __future__ import annotations
