@@ -1,0 +1,187 @@
+"""The real-world corpus: its manifest, where its sources come from, and how an excerpt is cut.
+
+Public code is never committed here (a workplace rule), so corpus.toml only names each excerpt:
+repository, license, commit, path and function, with its label. The excerpt is cut from a
+fetched snapshot (a git directory under /work/.mirror/<owner>+<name>/) or from a checkout given
+with --source, and written with its original line numbers so that findings can be compared with
+the labelled lines directly. Shared by materialize.py, precision_recall.py and lint_repos.py.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+MANIFEST = HERE / "corpus.toml"
+CACHE = HERE / ".cache"
+"""Ignored by git: materialized excerpts and extracted repositories."""
+DEFAULT_MIRRORS = Path("/work/.mirror")
+LABELS = ("bug", "safe")
+
+
+class CorpusError(Exception):
+    """A manifest entry that is malformed, or whose source is missing or does not match it."""
+
+
+@dataclass(frozen=True)
+class Version:
+    """One version of an excerpt: a function, Class.method or class in a file at a commit."""
+
+    commit: str
+    path: str
+    function: str
+    lines: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    id: str
+    repo: str
+    license: str
+    label: str
+    version: Version
+    rules: tuple[str, ...]
+    bug_lines: tuple[int, ...]
+    why: str
+    tracker: str | None
+    fixed: Version | None
+    """The same code after its known fix; it is expected to be safe."""
+
+
+def load_manifest(path: Path = MANIFEST) -> list[Excerpt]:
+    with path.open("rb") as handle:
+        data = tomllib.load(handle)
+    excerpts = [_parse_entry(entry, index, path) for index, entry in enumerate(data.get("excerpt", []))]
+    seen: set[str] = set()
+    for excerpt in excerpts:
+        if excerpt.id in seen:
+            raise CorpusError(f"{path}: excerpt id {excerpt.id!r} is used twice")
+        seen.add(excerpt.id)
+    return excerpts
+
+
+def _parse_entry(entry: dict, index: int, path: Path) -> Excerpt:
+    where = f"{path}: excerpt #{index + 1} ({entry.get('id', 'no id')})"
+    try:
+        label = entry["label"]
+        if label not in LABELS:
+            raise CorpusError(f"{where}: label must be one of {LABELS}, not {label!r}")
+        rules = tuple(entry.get("rules", ()))
+        bug_lines = tuple(entry.get("bug_lines", ()))
+        if label == "bug" and not (rules and bug_lines):
+            raise CorpusError(f"{where}: a bug needs `rules` and `bug_lines`")
+        version = _parse_version(entry, where)
+        if label == "bug" and not all(version.lines[0] <= line <= version.lines[1] for line in bug_lines):
+            raise CorpusError(f"{where}: bug_lines {bug_lines} lie outside lines {version.lines}")
+        fixed = _parse_version({**entry, **entry["fixed"]}, f"{where} [fixed]") if "fixed" in entry else None
+        return Excerpt(
+            id=entry["id"],
+            repo=entry["repo"],
+            license=entry["license"],
+            label=label,
+            version=version,
+            rules=rules,
+            bug_lines=bug_lines,
+            why=entry["why"],
+            tracker=entry.get("tracker"),
+            fixed=fixed,
+        )
+    except KeyError as missing:
+        raise CorpusError(f"{where}: missing field {missing}") from None
+
+
+def _parse_version(entry: dict, where: str) -> Version:
+    start, end = entry["lines"]
+    if not 0 < start <= end:
+        raise CorpusError(f"{where}: lines must be [start, end] with 0 < start <= end, not {entry['lines']}")
+    return Version(commit=entry["commit"], path=entry["path"], function=entry["function"], lines=(start, end))
+
+
+def mirror_git_dir(mirrors: Path, repo: str) -> Path | None:
+    """The git directory of a fetched snapshot of `owner/name`, or None when it was not fetched."""
+    root = mirrors / repo.replace("/", "+") / "repo"
+    for candidate in (root / ".git", root):
+        if (candidate / "HEAD").is_file():
+            return candidate
+    return None
+
+
+def read_source(repo: str, version: Version, mirrors: Path, source: Path | None) -> str:
+    """The file's text at the version's commit: from --source DIR/<owner>+<name>/ or the snapshot."""
+    if source is not None:
+        checkout = source / repo.replace("/", "+") / version.path
+        if not checkout.is_file():
+            raise CorpusError(f"missing source: {checkout} (needed for {repo} at {version.commit})")
+        return checkout.read_text(encoding="utf-8")
+    git_dir = mirror_git_dir(mirrors, repo)
+    if git_dir is None:
+        raise CorpusError(f"missing snapshot: {repo} is not fetched under {mirrors}")
+    shown = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "show", f"{version.commit}:{version.path}"],
+        capture_output=True,
+        text=True,
+    )
+    if shown.returncode != 0:
+        raise CorpusError(
+            f"{repo} snapshot lacks {version.path} at {version.commit}: {shown.stderr.strip()}"
+        )
+    return shown.stdout
+
+
+def cut_excerpt(text: str, version: Version, where: str) -> str:
+    """The file with every line blanked except top-level imports, the headers of the enclosing
+    classes and the function itself: line numbers stay those of the original file."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as error:
+        raise CorpusError(f"{where}: the source does not parse: {error}") from None
+    chain = _find_function(tree, version.function.split("."))
+    if chain is None:
+        raise CorpusError(f"{where}: no function {version.function} in {version.path} at {version.commit}")
+    function = chain[-1]
+    span = (_first_line(function), function.end_lineno)
+    if span != version.lines:
+        raise CorpusError(
+            f"{where}: {version.function} spans lines {span[0]}-{span[1]} at {version.commit},"
+            f" the manifest says {version.lines[0]}-{version.lines[1]}"
+        )
+    kept: set[int] = set(range(span[0], span[1] + 1))
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            kept.update(range(node.lineno, node.end_lineno + 1))
+    for enclosing in chain[:-1]:
+        kept.update(range(_first_line(enclosing), enclosing.body[0].lineno))
+    lines = text.splitlines()
+    return "\n".join(line if number in kept else "" for number, line in enumerate(lines, 1)) + "\n"
+
+
+def _find_function(tree: ast.AST, names: list[str]) -> list[ast.AST] | None:
+    """The class and function nodes along a dotted path, outermost first; the last one is the
+    excerpt (a whole class when the excerpt spans several methods)."""
+    scope, chain = tree, []
+    for name in names:
+        found = next(
+            (
+                node
+                for node in getattr(scope, "body", [])
+                if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name
+            ),
+            None,
+        )
+        if found is None:
+            return None
+        chain.append(found)
+        scope = found
+    return chain
+
+
+def _first_line(node: ast.AST) -> int:
+    return min([node.lineno, *(decorator.lineno for decorator in node.decorator_list)])
+
+
+def excerpt_file_name(excerpt: Excerpt, fixed: bool) -> str:
+    return f"{excerpt.id}.fixed.py" if fixed else f"{excerpt.id}.py"

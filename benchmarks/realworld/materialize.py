@@ -1,0 +1,76 @@
+"""Cut the corpus excerpts out of fetched snapshots into benchmarks/realworld/.cache/excerpts/.
+
+Each excerpt (and the fixed version of a known bug) becomes one file that keeps the original
+line numbers. Runs offline: a snapshot that is not fetched is named, and its excerpts skipped.
+
+    python benchmarks/realworld/materialize.py [--mirrors DIR | --source DIR] [--out DIR]
+
+--mirrors: fetched git directories as <DIR>/<owner>+<name>/repo (default /work/.mirror).
+--source:  checkouts as <DIR>/<owner>+<name>/<path>, each already at the manifest's commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from corpus import (
+    CACHE,
+    DEFAULT_MIRRORS,
+    MANIFEST,
+    CorpusError,
+    Excerpt,
+    cut_excerpt,
+    excerpt_file_name,
+    load_manifest,
+    read_source,
+)
+
+DEFAULT_OUT = CACHE / "excerpts"
+
+
+def materialize(
+    excerpts: list[Excerpt], out: Path, mirrors: Path, source: Path | None
+) -> tuple[list[Path], list[str]]:
+    """Write every excerpt it can; return the files written and one line per excerpt it could not."""
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    written, problems = [], []
+    for excerpt in excerpts:
+        versions = [(excerpt.version, False)] + ([(excerpt.fixed, True)] if excerpt.fixed else [])
+        for version, fixed in versions:
+            where = f"{excerpt.id}{' [fixed]' if fixed else ''}"
+            try:
+                text = read_source(excerpt.repo, version, mirrors, source)
+                target = out / excerpt_file_name(excerpt, fixed)
+                target.write_text(cut_excerpt(text, version, where), encoding="utf-8")
+                written.append(target)
+            except CorpusError as error:
+                problems.append(f"{where}: {error}")
+    return written, problems
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--manifest", type=Path, default=MANIFEST)
+    parser.add_argument("--mirrors", type=Path, default=DEFAULT_MIRRORS)
+    parser.add_argument("--source", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args()
+    try:
+        excerpts = load_manifest(args.manifest)
+    except CorpusError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    written, problems = materialize(excerpts, args.out, args.mirrors, args.source)
+    for problem in problems:
+        print(f"skipped: {problem}", file=sys.stderr)
+    print(f"{len(written)} excerpt files from {len(excerpts)} entries written to {args.out}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
