@@ -1,0 +1,172 @@
+"""Lint fetched public repositories whole with an installed csan-lint; print findings per repo per rule.
+
+Each snapshot's newest commit is extracted (its .py files only) into
+benchmarks/realworld/.cache/repos/<owner>+<name>@<commit>/ once, then linted in one
+`csan-lint --format json` run per repository. Runs offline: snapshots that are not fetched are
+listed as missing. The repositories are those of issue #15 unless --repo names others.
+
+    python benchmarks/realworld/lint_repos.py [--csan-lint PATH] [--mirrors DIR] [--repo OWNER/NAME ...]
+                                              [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from corpus import CACHE, DEFAULT_MIRRORS, mirror_git_dir
+
+REPOS = (
+    "facebookresearch/fairscale",
+    "NVIDIA/apex",
+    "huggingface/accelerate",
+    "huggingface/trl",
+    "pytorch/torchtune",
+    "huggingface/pytorch-image-models",
+    "pytorch/pytorch",
+    "pytorch/torchrec",
+    "NVIDIA/TransformerEngine",
+    "deepspeedai/DeepSpeed",
+    "NVIDIA/Megatron-LM",
+    "huggingface/diffusers",
+    "vllm-project/vllm",
+)
+REPOS_CACHE = CACHE / "repos"
+LINT_CONFIG = "respect-gitignore = false\n"
+"""The extracted trees live in this repository's ignored cache: its .gitignore must not hide them."""
+DIAGNOSTICS = ("CSL001", "CSL002", "CSL003")
+
+
+def extract(git_dir: Path, commit: str, target: Path) -> tuple[Path, int]:
+    """The commit's .py files under target (reused when already there), and how many of them the
+    snapshot lacks (snapshots leave out files of 4 MiB and more)."""
+    done = target / ".extracted"
+    if done.is_file():
+        return target, int(done.read_text(encoding="utf-8").split()[1])
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    listing = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "ls-tree", "-r", "-z", commit], capture_output=True, check=True
+    ).stdout.decode()
+    blobs = []
+    for entry in filter(None, listing.split("\0")):
+        meta, path = entry.split("\t", 1)
+        _, kind, sha = meta.split()
+        if kind == "blob" and path.endswith(".py"):
+            blobs.append((sha, path))
+    lacking = 0
+    with subprocess.Popen(
+        ["git", f"--git-dir={git_dir}", "cat-file", "--batch"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    ) as batch:
+        for sha, path in blobs:
+            batch.stdin.write(f"{sha}\n".encode())
+            batch.stdin.flush()
+            header = batch.stdout.readline().split()
+            if header[1] == b"missing":
+                lacking += 1
+                continue
+            content = batch.stdout.read(int(header[2]) + 1)[:-1]
+            destination = target / path
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            destination.write_bytes(content)
+        batch.stdin.close()
+    done.write_text(f"{commit} {lacking}\n", encoding="utf-8")
+    return target, lacking
+
+
+def lint(linter: str, tree: Path, config: Path) -> dict:
+    completed = subprocess.run(
+        [linter, "--format", "json", "--no-cache", "--exit-zero", "--config", str(config), str(tree)],
+        capture_output=True,
+        text=True,
+    )
+    try:
+        return json.loads(completed.stdout)
+    except json.JSONDecodeError:
+        raise SystemExit(
+            f"{linter} gave no JSON report on {tree} (exit {completed.returncode}): {completed.stderr.strip()[:500]}"
+        ) from None
+
+
+def collect_targets(repos: list[str], trees: list[str], mirrors: Path) -> tuple[list[tuple[str, str, Path]], list[str]]:
+    """(label, commit, directory) per tree to lint, and the repositories with no snapshot."""
+    targets, missing = [], []
+    for repo in repos:
+        git_dir = mirror_git_dir(mirrors, repo)
+        if git_dir is None:
+            missing.append(repo)
+            continue
+        commit = subprocess.run(
+            ["git", f"--git-dir={git_dir}", "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        tree, lacking = extract(git_dir, commit, REPOS_CACHE / f"{repo.replace('/', '+')}@{commit[:12]}")
+        if lacking:
+            print(f"{repo}: the snapshot lacks {lacking} .py file(s) (4 MiB and more): not linted", file=sys.stderr)
+        targets.append((repo, commit, tree))
+    for label_and_dir in trees:
+        label, _, directory = label_and_dir.partition("=")
+        if not Path(directory).is_dir():
+            raise SystemExit(f"--tree {label_and_dir}: {directory!r} is not a directory")
+        targets.append((label, "local", Path(directory)))
+    return targets, missing
+
+
+def print_table(rows: list[tuple[str, str, dict, Counter]]) -> None:
+    codes = sorted({code for *_, per_rule in rows for code in per_rule if code not in DIAGNOSTICS})
+    print(
+        f"{'repository':34} {'commit':12} {'files':>6} {'parsed':>6} {'findings':>8} "
+        + " ".join(f"{code:>6}" for code in codes)
+        + f" {'errors':>6}"
+    )
+    for repo, commit, summary, per_rule in rows:
+        errors = sum(per_rule[code] for code in DIAGNOSTICS)
+        counts = " ".join(f"{per_rule[code]:6}" for code in codes)
+        found = summary["findings"] - errors
+        print(f"{repo:34} {commit:12} {summary['files_checked']:6} {summary['files_parsed']:6} {found:8} {counts} {errors:6}")
+    zero = [repo for repo, _, summary, per_rule in rows if summary["findings"] == sum(per_rule[c] for c in DIAGNOSTICS)]
+    if zero:
+        print(f"\nno findings: {', '.join(zero)}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--csan-lint", dest="linter", default="csan-lint", help="the csan-lint executable to measure")
+    parser.add_argument("--mirrors", type=Path, default=DEFAULT_MIRRORS)
+    parser.add_argument("--repo", action="append", dest="repos", help="owner/name (repeatable); default: issue #15's list")
+    parser.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        metavar="LABEL=DIR",
+        help="also lint a local tree, e.g. torch/distributed=.venv/lib/python3.11/site-packages/torch/distributed",
+    )
+    parser.add_argument("--json", type=Path, default=None, help="also write every finding, with its repository, here")
+    args = parser.parse_args()
+    REPOS_CACHE.mkdir(parents=True, exist_ok=True)
+    config = REPOS_CACHE / "lint.toml"
+    config.write_text(LINT_CONFIG, encoding="utf-8")
+
+    targets, missing = collect_targets(args.repos or list(REPOS), args.tree, args.mirrors)
+    rows, all_findings = [], []
+    for repo, commit, tree in targets:
+        report = lint(args.linter, tree, config)
+        rows.append((repo, commit[:12], report["summary"], Counter(f["code"] for f in report["findings"])))
+        for finding in report["findings"]:
+            relative = Path(finding["path"]).resolve().relative_to(tree.resolve())
+            all_findings.append({"repo": repo, "commit": commit, **finding, "path": str(relative)})
+    print_table(rows)
+    if missing:
+        print(f"\nmissing snapshots (fetch them into {args.mirrors}): {', '.join(missing)}")
+    if args.json:
+        args.json.write_text(json.dumps(all_findings, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

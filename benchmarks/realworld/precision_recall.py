@@ -1,0 +1,166 @@
+"""Lint the real-world corpus with an installed csan-lint and print precision and recall.
+
+Cuts the excerpts first (materialize.py), lints them in one `csan-lint --format json` run, and
+scores each excerpt file:
+- a bug excerpt is found (TP) when a finding of one of its `rules` is on one of its
+  `bug_lines`; flagged only elsewhere it counts as a false positive (wrong place) and a miss;
+  not flagged at all, a miss (FN);
+- a safe excerpt (and the fixed version of a known bug) with any finding is a false positive.
+precision = TP / (TP + FP), recall = TP / (TP + FN), over excerpt files. For each known bug it
+also says whether the buggy version is found and the fixed one carries no finding of its rules.
+
+    python benchmarks/realworld/precision_recall.py [--csan-lint PATH] [--mirrors DIR | --source DIR]
+                                                    [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from corpus import DEFAULT_MIRRORS, MANIFEST, CorpusError, Excerpt, excerpt_file_name, load_manifest
+from materialize import DEFAULT_OUT, materialize
+
+
+@dataclass
+class Score:
+    """One excerpt file's findings, judged against its label."""
+
+    excerpt: str
+    version: str
+    label: str
+    findings: list[dict] = field(default_factory=list)
+    matched: int = 0
+
+    @property
+    def verdict(self) -> str:
+        if self.label == "bug":
+            if self.matched:
+                return "TP"
+            return "FN+FP" if self.findings else "FN"
+        return "FP" if self.findings else "TN"
+
+
+def run_linter(linter: str, files: list[Path]) -> list[dict]:
+    """csan-lint's findings on the files, named one by one (directory discovery skips the ignored
+    cache); internal and unreadable-file errors abort the run."""
+    completed = subprocess.run(
+        [linter, "--format", "json", "--no-cache", "--exit-zero", *map(str, files)],
+        capture_output=True,
+        text=True,
+    )
+    try:
+        report = json.loads(completed.stdout)
+    except json.JSONDecodeError:
+        raise SystemExit(
+            f"{linter} gave no JSON report (exit {completed.returncode}): {completed.stderr.strip()[:500]}"
+        ) from None
+    broken = [f for f in report["findings"] if f["code"] in ("CSL002", "CSL003")]
+    if broken:
+        raise SystemExit(f"{linter} could not check {len(broken)} file(s): {broken[0]['path']}: {broken[0]['message']}")
+    return report["findings"]
+
+
+def matches(finding: dict, excerpt: Excerpt) -> bool:
+    """A finding of one of the bug's rules on one of its lines. Not its span: a span is the whole
+    `with` block, and any finding in the block would cover the bug's lines by chance."""
+    return finding["code"] in excerpt.rules and finding["line"] in excerpt.bug_lines
+
+
+def score(excerpts: list[Excerpt], findings: list[dict], written: set[str]) -> list[Score]:
+    by_file: dict[str, list[dict]] = {}
+    for finding in findings:
+        by_file.setdefault(Path(finding["path"]).name, []).append(finding)
+    scores = []
+    for excerpt in excerpts:
+        for fixed in (False, True) if excerpt.fixed else (False,):
+            name = excerpt_file_name(excerpt, fixed)
+            if name not in written:
+                continue
+            label = "safe" if fixed else excerpt.label
+            file_findings = by_file.get(name, [])
+            matched = sum(matches(f, excerpt) for f in file_findings) if label == "bug" else 0
+            scores.append(Score(excerpt.id, "fixed" if fixed else "as-is", label, file_findings, matched))
+    return scores
+
+
+def ratio(numerator: int, denominator: int) -> str:
+    return f"{numerator / denominator:.2f}" if denominator else "n/a"
+
+
+def known_bug_pairs(excerpts: list[Excerpt], scores: list[Score]) -> list[tuple[str, bool, bool]]:
+    """(id, buggy version found, fixed version free of the bug's rules) per known bug with a fix."""
+    by_key = {(s.excerpt, s.version): s for s in scores}
+    pairs = []
+    for excerpt in excerpts:
+        buggy, fixed = by_key.get((excerpt.id, "as-is")), by_key.get((excerpt.id, "fixed"))
+        if buggy is None or fixed is None:
+            continue
+        fixed_clean = not any(f["code"] in excerpt.rules for f in fixed.findings)
+        pairs.append((excerpt.id, buggy.verdict == "TP", fixed_clean))
+    return pairs
+
+
+def report(excerpts: list[Excerpt], scores: list[Score]) -> dict:
+    print(f"{'excerpt':52} {'version':7} {'label':5} {'findings':>8}  verdict  rules found")
+    for s in scores:
+        codes = ",".join(sorted({f["code"] for f in s.findings})) or "-"
+        print(f"{s.excerpt:52} {s.version:7} {s.label:5} {len(s.findings):8}  {s.verdict:7}  {codes}")
+    tp = sum(s.verdict == "TP" for s in scores)
+    fp = sum(s.verdict in ("FP", "FN+FP") for s in scores)
+    fn = sum(s.verdict in ("FN", "FN+FP") for s in scores)
+    all_findings = sum(len(s.findings) for s in scores)
+    matched = sum(s.matched for s in scores)
+    pairs = known_bug_pairs(excerpts, scores)
+    both = sum(found and clean for _, found, clean in pairs)
+    repos = len({e.repo for e in excerpts})
+    print()
+    print(f"excerpt files: {len(scores)} from {repos} repositories"
+          f" ({sum(s.label == 'bug' for s in scores)} bug, {sum(s.label == 'safe' for s in scores)} safe)")
+    print(f"excerpts: TP {tp}  FP {fp}  FN {fn}  precision {ratio(tp, tp + fp)}  recall {ratio(tp, tp + fn)}")
+    print(f"findings: {all_findings}, of which on a labelled bug line with its rule: {matched}"
+          f" (finding precision {ratio(matched, all_findings)})")
+    print(f"known bugs: buggy version found and fixed version clean: {both}/{len(pairs)}"
+          f" ({ratio(both, len(pairs))}); buggy found: {sum(f for _, f, _ in pairs)},"
+          f" fixed clean: {sum(c for _, _, c in pairs)}")
+    return {
+        "scores": [asdict(s) | {"verdict": s.verdict} for s in scores],
+        "precision": ratio(tp, tp + fp),
+        "recall": ratio(tp, tp + fn),
+        "known_bug_pairs": [{"excerpt": i, "buggy_found": f, "fixed_clean": c} for i, f, c in pairs],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--csan-lint", dest="linter", default="csan-lint", help="the csan-lint executable to measure")
+    parser.add_argument("--manifest", type=Path, default=MANIFEST)
+    parser.add_argument("--mirrors", type=Path, default=DEFAULT_MIRRORS)
+    parser.add_argument("--source", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the excerpts are cut to")
+    parser.add_argument("--json", type=Path, default=None, help="also write the scores here")
+    args = parser.parse_args()
+    try:
+        excerpts = load_manifest(args.manifest)
+    except CorpusError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    written, problems = materialize(excerpts, args.out, args.mirrors, args.source)
+    for problem in problems:
+        print(f"skipped (not scored): {problem}", file=sys.stderr)
+    if not written:
+        print("error: no excerpt could be cut: fetch the snapshots first", file=sys.stderr)
+        return 2
+    findings = run_linter(args.linter, written)
+    results = report(excerpts, score(excerpts, findings, {path.name for path in written}))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
