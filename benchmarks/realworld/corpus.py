@@ -53,8 +53,11 @@ class Excerpt:
 
 
 def load_manifest(path: Path = MANIFEST) -> list[Excerpt]:
-    with path.open("rb") as handle:
-        data = tomllib.load(handle)
+    try:
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise CorpusError(f"{path}: {error}") from None
     excerpts = [_parse_entry(entry, index, path) for index, entry in enumerate(data.get("excerpt", []))]
     seen: set[str] = set()
     for excerpt in excerpts:
@@ -95,9 +98,12 @@ def _parse_entry(entry: dict, index: int, path: Path) -> Excerpt:
 
 
 def _parse_version(entry: dict, where: str) -> Version:
-    start, end = entry["lines"]
-    if not 0 < start <= end:
-        raise CorpusError(f"{where}: lines must be [start, end] with 0 < start <= end, not {entry['lines']}")
+    lines = entry["lines"]
+    if not (isinstance(lines, list) and len(lines) == 2 and all(isinstance(n, int) for n in lines)) or not (
+        0 < lines[0] <= lines[1]
+    ):
+        raise CorpusError(f"{where}: lines must be [start, end] with 0 < start <= end, not {lines!r}")
+    start, end = lines
     return Version(commit=entry["commit"], path=entry["path"], function=entry["function"], lines=(start, end))
 
 
@@ -132,21 +138,21 @@ def read_source(repo: str, version: Version, mirrors: Path, source: Path | None)
     return shown.stdout
 
 
-def cut_excerpt(text: str, version: Version, where: str) -> str:
+def cut_excerpt(text: str, version: Version) -> str:
     """The file with every line blanked except top-level imports, the headers of the enclosing
     classes and the function itself: line numbers stay those of the original file."""
     try:
         tree = ast.parse(text)
     except SyntaxError as error:
-        raise CorpusError(f"{where}: the source does not parse: {error}") from None
+        raise CorpusError(f"{version.path} at {version.commit} does not parse: {error}") from None
     chain = _find_function(tree, version.function.split("."))
     if chain is None:
-        raise CorpusError(f"{where}: no function {version.function} in {version.path} at {version.commit}")
+        raise CorpusError(f"no function {version.function} in {version.path} at {version.commit}")
     function = chain[-1]
     span = (_first_line(function), function.end_lineno)
     if span != version.lines:
         raise CorpusError(
-            f"{where}: {version.function} spans lines {span[0]}-{span[1]} at {version.commit},"
+            f"{version.function} spans lines {span[0]}-{span[1]} at {version.commit},"
             f" the manifest says {version.lines[0]}-{version.lines[1]}"
         )
     kept: set[int] = set(range(span[0], span[1] + 1))

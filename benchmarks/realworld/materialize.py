@@ -46,7 +46,7 @@ def materialize(
             try:
                 text = read_source(excerpt.repo, version, mirrors, source)
                 target = out / excerpt_file_name(excerpt, fixed)
-                target.write_text(cut_excerpt(text, version, where), encoding="utf-8")
+                target.write_text(cut_excerpt(text, version), encoding="utf-8")
                 written.append(target)
             except CorpusError as error:
                 problems.append(f"{where}: {error}")
