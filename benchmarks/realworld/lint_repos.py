@@ -128,7 +128,8 @@ def print_table(rows: list[tuple[str, str, dict, Counter]]) -> None:
         errors = sum(per_rule[code] for code in DIAGNOSTICS)
         counts = " ".join(f"{per_rule[code]:6}" for code in codes)
         found = summary["findings"] - errors
-        print(f"{repo:34} {commit:12} {summary['files_checked']:6} {summary['files_parsed']:6} {found:8} {counts} {errors:6}")
+        files = f"{summary['files_checked']:6} {summary['files_parsed']:6}"
+        print(f"{repo:34} {commit:12} {files} {found:8} {counts} {errors:6}")
     zero = [repo for repo, _, summary, per_rule in rows if summary["findings"] == sum(per_rule[c] for c in DIAGNOSTICS)]
     if zero:
         print(f"\nno findings: {', '.join(zero)}")
@@ -138,7 +139,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--csan-lint", dest="linter", default="csan-lint", help="the csan-lint executable to measure")
     parser.add_argument("--mirrors", type=Path, default=DEFAULT_MIRRORS)
-    parser.add_argument("--repo", action="append", dest="repos", help="owner/name (repeatable); default: issue #15's list")
+    parser.add_argument(
+        "--repo", action="append", dest="repos", help="owner/name (repeatable); default: issue #15's list"
+    )
     parser.add_argument(
         "--tree",
         action="append",

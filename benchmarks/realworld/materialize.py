@@ -53,21 +53,41 @@ def materialize(
     return written, problems
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that say where the manifest, the snapshots and the cut excerpts are."""
     parser.add_argument("--manifest", type=Path, default=MANIFEST)
-    parser.add_argument("--mirrors", type=Path, default=DEFAULT_MIRRORS)
-    parser.add_argument("--source", type=Path, default=None)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    args = parser.parse_args()
+    parser.add_argument(
+        "--mirrors", type=Path, default=DEFAULT_MIRRORS, help="fetched snapshots: DIR/<owner>+<name>/repo"
+    )
+    parser.add_argument("--source", type=Path, default=None, help="checkouts at the manifest's commits instead")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the excerpts are cut to")
+
+
+def materialize_from(args: argparse.Namespace) -> tuple[list[Excerpt], list[Path], list[str]] | None:
+    """Cut the excerpts the options name, saying on stderr which could not be; None when the
+    manifest itself is wrong or no excerpt at all could be cut."""
     try:
         excerpts = load_manifest(args.manifest)
     except CorpusError as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return None
     written, problems = materialize(excerpts, args.out, args.mirrors, args.source)
     for problem in problems:
         print(f"skipped: {problem}", file=sys.stderr)
+    if not written:
+        print("error: no excerpt could be cut: fetch the snapshots first", file=sys.stderr)
+        return None
+    return excerpts, written, problems
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    args = parser.parse_args()
+    cut = materialize_from(args)
+    if cut is None:
+        return 2
+    excerpts, written, problems = cut
     print(f"{len(written)} excerpt files from {len(excerpts)} entries written to {args.out}")
     return 1 if problems else 0
 

@@ -22,8 +22,8 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from corpus import DEFAULT_MIRRORS, MANIFEST, CorpusError, Excerpt, excerpt_file_name, load_manifest
-from materialize import DEFAULT_OUT, materialize
+from corpus import Excerpt, excerpt_file_name
+from materialize import add_arguments, materialize_from
 
 
 @dataclass
@@ -138,25 +138,14 @@ def report(excerpts: list[Excerpt], scores: list[Score]) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--csan-lint", dest="linter", default="csan-lint", help="the csan-lint executable to measure")
-    parser.add_argument("--manifest", type=Path, default=MANIFEST)
-    parser.add_argument("--mirrors", type=Path, default=DEFAULT_MIRRORS)
-    parser.add_argument("--source", type=Path, default=None)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the excerpts are cut to")
     parser.add_argument("--json", type=Path, default=None, help="also write the scores here")
+    add_arguments(parser)
     args = parser.parse_args()
-    try:
-        excerpts = load_manifest(args.manifest)
-    except CorpusError as error:
-        print(f"error: {error}", file=sys.stderr)
+    cut = materialize_from(args)
+    if cut is None:
         return 2
-    written, problems = materialize(excerpts, args.out, args.mirrors, args.source)
-    for problem in problems:
-        print(f"skipped (not scored): {problem}", file=sys.stderr)
-    if not written:
-        print("error: no excerpt could be cut: fetch the snapshots first", file=sys.stderr)
-        return 2
-    findings = run_linter(args.linter, written)
-    results = report(excerpts, score(excerpts, findings, {path.name for path in written}))
+    excerpts, written, _ = cut
+    results = report(excerpts, score(excerpts, run_linter(args.linter, written), {path.name for path in written}))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     return 0
