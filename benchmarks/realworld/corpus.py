@@ -10,6 +10,7 @@ the labelled lines directly. Shared by materialize.py, precision_recall.py and l
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import tomllib
 from dataclasses import dataclass
@@ -191,3 +192,19 @@ def _first_line(node: ast.AST) -> int:
 
 def excerpt_file_name(excerpt: Excerpt, fixed: bool) -> str:
     return f"{excerpt.id}.fixed.py" if fixed else f"{excerpt.id}.py"
+
+
+def run_csan_lint(linter: str, arguments: list[str]) -> dict:
+    """The JSON report of one `csan-lint --format json` run (docs/json-format.md); a linter that
+    is missing or prints no report stops the measurement with the reason."""
+    command = [linter, "--format", "json", "--no-cache", "--exit-zero", *arguments]
+    try:
+        completed = subprocess.run(command, capture_output=True, text=True)
+    except OSError as error:
+        raise SystemExit(f"cannot run {linter}: {error}") from None
+    try:
+        return json.loads(completed.stdout)
+    except json.JSONDecodeError:
+        raise SystemExit(
+            f"{linter} gave no JSON report (exit {completed.returncode}): {completed.stderr.strip()[:500]}"
+        ) from None

@@ -19,7 +19,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from corpus import CACHE, DEFAULT_MIRRORS, mirror_git_dir
+from corpus import CACHE, DEFAULT_MIRRORS, mirror_git_dir, run_csan_lint
 
 REPOS = (
     "facebookresearch/fairscale",
@@ -78,20 +78,6 @@ def extract(git_dir: Path, commit: str, target: Path) -> tuple[Path, int]:
         batch.stdin.close()
     done.write_text(f"{commit} {lacking}\n", encoding="utf-8")
     return target, lacking
-
-
-def lint(linter: str, tree: Path, config: Path) -> dict:
-    completed = subprocess.run(
-        [linter, "--format", "json", "--no-cache", "--exit-zero", "--config", str(config), str(tree)],
-        capture_output=True,
-        text=True,
-    )
-    try:
-        return json.loads(completed.stdout)
-    except json.JSONDecodeError:
-        raise SystemExit(
-            f"{linter} gave no JSON report on {tree} (exit {completed.returncode}): {completed.stderr.strip()[:500]}"
-        ) from None
 
 
 def collect_targets(repos: list[str], trees: list[str], mirrors: Path) -> tuple[list[tuple[str, str, Path]], list[str]]:
@@ -158,7 +144,7 @@ def main() -> int:
     targets, missing = collect_targets(args.repos or list(REPOS), args.tree, args.mirrors)
     rows, all_findings = [], []
     for repo, commit, tree in targets:
-        report = lint(args.linter, tree, config)
+        report = run_csan_lint(args.linter, ["--config", str(config), str(tree)])
         rows.append((repo, commit[:12], report["summary"], Counter(f["code"] for f in report["findings"])))
         for finding in report["findings"]:
             relative = Path(finding["path"]).resolve().relative_to(tree.resolve())

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from corpus import Excerpt, excerpt_file_name
+from corpus import Excerpt, excerpt_file_name, run_csan_lint
 from materialize import add_arguments, materialize_from
 
 
@@ -48,17 +47,7 @@ class Score:
 def run_linter(linter: str, files: list[Path]) -> list[dict]:
     """csan-lint's findings on the files, named one by one (directory discovery skips the ignored
     cache); internal and unreadable-file errors abort the run."""
-    completed = subprocess.run(
-        [linter, "--format", "json", "--no-cache", "--exit-zero", *map(str, files)],
-        capture_output=True,
-        text=True,
-    )
-    try:
-        report = json.loads(completed.stdout)
-    except json.JSONDecodeError:
-        raise SystemExit(
-            f"{linter} gave no JSON report (exit {completed.returncode}): {completed.stderr.strip()[:500]}"
-        ) from None
+    report = run_csan_lint(linter, [str(path) for path in files])
     broken = [f for f in report["findings"] if f["code"] in ("CSL002", "CSL003")]
     if broken:
         raise SystemExit(f"{linter} could not check {len(broken)} file(s): {broken[0]['path']}: {broken[0]['message']}")
