@@ -63,20 +63,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the excerpts are cut to")
 
 
-def materialize_from(args: argparse.Namespace) -> tuple[list[Excerpt], list[Path], list[str]] | None:
-    """Cut the excerpts the options name, saying on stderr which could not be; None when the
-    manifest itself is wrong or no excerpt at all could be cut."""
+def materialize_from(args: argparse.Namespace) -> tuple[list[Excerpt], list[Path], list[str]]:
+    """Cut the excerpts the options name, saying on stderr which could not be; exit with status 2
+    when the manifest itself is wrong or no excerpt at all could be cut."""
     try:
         excerpts = load_manifest(args.manifest)
     except CorpusError as error:
         print(f"error: {error}", file=sys.stderr)
-        return None
+        raise SystemExit(2) from None
     written, problems = materialize(excerpts, args.out, args.mirrors, args.source)
     for problem in problems:
         print(f"skipped: {problem}", file=sys.stderr)
     if not written:
         print("error: no excerpt could be cut: fetch the snapshots first", file=sys.stderr)
-        return None
+        raise SystemExit(2)
     return excerpts, written, problems
 
 
@@ -84,10 +84,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
     args = parser.parse_args()
-    cut = materialize_from(args)
-    if cut is None:
-        return 2
-    excerpts, written, problems = cut
+    excerpts, written, problems = materialize_from(args)
     print(f"{len(written)} excerpt files from {len(excerpts)} entries written to {args.out}")
     return 1 if problems else 0
 

@@ -130,10 +130,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write the scores here")
     add_arguments(parser)
     args = parser.parse_args()
-    cut = materialize_from(args)
-    if cut is None:
-        return 2
-    excerpts, written, _ = cut
+    excerpts, written, _ = materialize_from(args)
     results = report(excerpts, score(excerpts, run_linter(args.linter, written), {path.name for path in written}))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
