@@ -29,15 +29,20 @@ from corpus import (
 )
 
 DEFAULT_OUT = CACHE / "excerpts"
+OUT_MARKER = ".materialized"
 
 
 def materialize(
     excerpts: list[Excerpt], out: Path, mirrors: Path, source: Path | None
 ) -> tuple[list[Path], list[str]]:
-    """Write every excerpt it can; return the files written and one line per excerpt it could not."""
-    if out.exists():
+    """Write every excerpt it can; return the files written and one line per excerpt it could not.
+    `out` is emptied first, but only when this script made it (its marker file is there)."""
+    if out.exists() and any(out.iterdir()):
+        if not (out / OUT_MARKER).is_file():
+            raise CorpusError(f"{out} is not empty and was not made by materialize.py: not clearing it")
         shutil.rmtree(out)
-    out.mkdir(parents=True)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / OUT_MARKER).write_text("excerpts cut by benchmarks/realworld/materialize.py\n", encoding="utf-8")
     written, problems = [], []
     for excerpt in excerpts:
         versions = [(excerpt.version, False)] + ([(excerpt.fixed, True)] if excerpt.fixed else [])
@@ -65,13 +70,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def materialize_from(args: argparse.Namespace) -> tuple[list[Excerpt], list[Path], list[str]]:
     """Cut the excerpts the options name, saying on stderr which could not be; exit with status 2
-    when the manifest itself is wrong or no excerpt at all could be cut."""
+    when the manifest or the output folder is wrong, or no excerpt at all could be cut."""
     try:
         excerpts = load_manifest(args.manifest)
+        written, problems = materialize(excerpts, args.out, args.mirrors, args.source)
     except CorpusError as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
-    written, problems = materialize(excerpts, args.out, args.mirrors, args.source)
     for problem in problems:
         print(f"skipped: {problem}", file=sys.stderr)
     if not written:
