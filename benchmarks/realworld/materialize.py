@@ -6,7 +6,9 @@ line numbers. Runs offline: a snapshot that is not fetched is named, and its exc
     python benchmarks/realworld/materialize.py [--mirrors DIR | --source DIR] [--out DIR]
 
 --mirrors: fetched git directories as <DIR>/<owner>+<name>/repo (default /work/.mirror).
---source:  checkouts as <DIR>/<owner>+<name>/<path>, each already at the manifest's commit.
+--source:  checkouts as <DIR>/<owner>+<name>/<path>, each already at the manifest's commit; an
+           excerpt whose function does not span its recorded lines there is skipped (one checkout
+           holds one commit: a known bug's buggy and fixed versions need two runs).
 """
 
 from __future__ import annotations
