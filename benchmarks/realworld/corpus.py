@@ -22,6 +22,10 @@ CACHE = HERE / ".cache"
 """Ignored by git: materialized excerpts and extracted repositories."""
 DEFAULT_MIRRORS = Path("/work/.mirror")
 LABELS = ("bug", "safe")
+KEYS = {"id", "repo", "license", "label", "commit", "path", "function", "lines"} | {
+    "rules", "bug_lines", "why", "tracker", "fixed"
+}
+FIXED_KEYS = {"commit", "path", "function", "lines"}
 
 
 class CorpusError(Exception):
@@ -70,18 +74,26 @@ def load_manifest(path: Path = MANIFEST) -> list[Excerpt]:
 
 def _parse_entry(entry: dict, index: int, path: Path) -> Excerpt:
     where = f"{path}: excerpt #{index + 1} ({entry.get('id', 'no id')})"
+    fixed_entry = entry.get("fixed", {})
+    if not isinstance(fixed_entry, dict):
+        raise CorpusError(f"{where}: fixed must be a table such as {{ commit = ..., lines = [...] }}")
+    unknown = sorted(set(entry) - KEYS) + [f"fixed.{key}" for key in sorted(set(fixed_entry) - FIXED_KEYS)]
+    if unknown:
+        raise CorpusError(f"{where}: unknown field(s) {', '.join(unknown)}")
     try:
         label = entry["label"]
         if label not in LABELS:
             raise CorpusError(f"{where}: label must be one of {LABELS}, not {label!r}")
         rules = tuple(entry.get("rules", ()))
         bug_lines = tuple(entry.get("bug_lines", ()))
+        if not all(isinstance(line, int) for line in bug_lines):
+            raise CorpusError(f"{where}: bug_lines must be line numbers, not {list(bug_lines)!r}")
         if label == "bug" and not (rules and bug_lines):
             raise CorpusError(f"{where}: a bug needs `rules` and `bug_lines`")
         version = _parse_version(entry, where)
         if label == "bug" and not all(version.lines[0] <= line <= version.lines[1] for line in bug_lines):
             raise CorpusError(f"{where}: bug_lines {bug_lines} lie outside lines {version.lines}")
-        fixed = _parse_version({**entry, **entry["fixed"]}, f"{where} [fixed]") if "fixed" in entry else None
+        fixed = _parse_version({**entry, **fixed_entry}, f"{where} [fixed]") if fixed_entry else None
         return Excerpt(
             id=entry["id"],
             repo=entry["repo"],
