@@ -94,34 +94,53 @@ def known_bug_pairs(excerpts: list[Excerpt], scores: list[Score]) -> list[tuple[
     return pairs
 
 
-def report(excerpts: list[Excerpt], scores: list[Score]) -> dict:
+def summarize(excerpts: list[Excerpt], scores: list[Score]) -> dict:
+    """The corpus-wide counts and ratios the report prints (and --json writes)."""
+    tp = sum(s.verdict == "TP" for s in scores)
+    fp = sum(s.verdict in ("FP", "FN+FP") for s in scores)
+    fn = sum(s.verdict in ("FN", "FN+FP") for s in scores)
+    pairs = known_bug_pairs(excerpts, scores)
+    return {
+        "excerpt_files": len(scores),
+        "repositories": len({e.repo for e in excerpts}),
+        "bug_files": sum(s.label == "bug" for s in scores),
+        "safe_files": sum(s.label == "safe" for s in scores),
+        "tp": tp,
+        "fp": fp,
+        "fn": fn,
+        "precision": tp / (tp + fp) if tp + fp else None,
+        "recall": tp / (tp + fn) if tp + fn else None,
+        "findings": sum(len(s.findings) for s in scores),
+        "matched_findings": sum(s.matched for s in scores),
+        "known_bugs": len(pairs),
+        "known_bugs_buggy_found": sum(found for _, found, _ in pairs),
+        "known_bugs_fixed_clean": sum(clean for _, _, clean in pairs),
+        "known_bugs_both": sum(found and clean for _, found, clean in pairs),
+    }
+
+
+def ratio(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def print_report(scores: list[Score], totals: dict) -> None:
     print(f"{'excerpt':52} {'version':7} {'label':5} {'findings':>8}  verdict  rules found")
     for s in scores:
         codes = ",".join(sorted({f["code"] for f in s.findings})) or "-"
         print(f"{s.excerpt:52} {s.version:7} {s.label:5} {len(s.findings):8}  {s.verdict:7}  {codes}")
-    tp = sum(s.verdict == "TP" for s in scores)
-    fp = sum(s.verdict in ("FP", "FN+FP") for s in scores)
-    fn = sum(s.verdict in ("FN", "FN+FP") for s in scores)
-    all_findings = sum(len(s.findings) for s in scores)
-    matched = sum(s.matched for s in scores)
-    pairs = known_bug_pairs(excerpts, scores)
-    both = sum(found and clean for _, found, clean in pairs)
-    repos = len({e.repo for e in excerpts})
+    t = totals
+    known = t["known_bugs"]
     print()
-    print(f"excerpt files: {len(scores)} from {repos} repositories"
-          f" ({sum(s.label == 'bug' for s in scores)} bug, {sum(s.label == 'safe' for s in scores)} safe)")
-    print(f"excerpts: TP {tp}  FP {fp}  FN {fn}  precision {ratio(tp, tp + fp)}  recall {ratio(tp, tp + fn)}")
-    print(f"findings: {all_findings}, of which on a labelled bug line with its rule: {matched}"
-          f" (finding precision {ratio(matched, all_findings)})")
-    print(f"known bugs: buggy version found and fixed version clean: {both}/{len(pairs)}"
-          f" ({ratio(both, len(pairs))}); buggy found: {sum(f for _, f, _ in pairs)},"
-          f" fixed clean: {sum(c for _, _, c in pairs)}")
-    return {
-        "scores": [asdict(s) | {"verdict": s.verdict} for s in scores],
-        "precision": ratio(tp, tp + fp),
-        "recall": ratio(tp, tp + fn),
-        "known_bug_pairs": [{"excerpt": i, "buggy_found": f, "fixed_clean": c} for i, f, c in pairs],
-    }
+    print(f"excerpt files: {t['excerpt_files']} from {t['repositories']} repositories"
+          f" ({t['bug_files']} bug, {t['safe_files']} safe)")
+    print(f"excerpts: TP {t['tp']}  FP {t['fp']}  FN {t['fn']}"
+          f"  precision {ratio(t['precision'])}  recall {ratio(t['recall'])}")
+    finding_precision = t["matched_findings"] / t["findings"] if t["findings"] else None
+    print(f"findings: {t['findings']}, of which on a labelled bug line with its rule: {t['matched_findings']}"
+          f" (finding precision {ratio(finding_precision)})")
+    print(f"known bugs: buggy version found and fixed version clean: {t['known_bugs_both']}/{known}"
+          f" ({ratio(t['known_bugs_both'] / known if known else None)});"
+          f" buggy found: {t['known_bugs_buggy_found']}, fixed clean: {t['known_bugs_fixed_clean']}")
 
 
 def main() -> int:
@@ -131,8 +150,11 @@ def main() -> int:
     add_arguments(parser)
     args = parser.parse_args()
     excerpts, written, _ = materialize_from(args)
-    results = report(excerpts, score(excerpts, run_linter(args.linter, written), {path.name for path in written}))
+    scores = score(excerpts, run_linter(args.linter, written), {path.name for path in written})
+    totals = summarize(excerpts, scores)
+    print_report(scores, totals)
     if args.json:
+        results = {"totals": totals, "scores": [asdict(s) | {"verdict": s.verdict} for s in scores]}
         args.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     return 0
 
