@@ -10,7 +10,19 @@ so a sync costs O(streams) once and a launch stays O(1).
 
 Memory. Per allocation, the byte range is cut into intervals (one for the whole block, the
 common case); each interval keeps its last write epoch and its last read epoch per stream,
-never a growing list of reads (CSAN's cost grows with the reads since the last write).
+never a growing list of reads (CSAN's cost grows with the reads since the last write). Besides
+them it keeps what a later access may still race: strided accesses, which touch only some of
+its bytes (compared exactly, extents.py), and accesses that a write was not ordered after (its
+race was reported, but a later access ordered after that write only races them too). That list
+is short and capped: past PARTIAL_CAP, one stream's entries are widened into one (counted).
+
+Blocking streams (an `ExternalStream` over a stream created with default flags) synchronize with
+the legacy default stream: a launch on one waits for the default stream's work so far, and a
+launch on the default stream waits for every blocking stream's.
+
+Allocations. A new block may be one that earlier work on its stream used: the allocating
+stream's last launch before the allocation stands as a write of the whole block (not a new
+launch), so that a stream not ordered after it races the block's earlier use.
 """
 
 from __future__ import annotations
@@ -28,6 +40,7 @@ from csan_lint.runtime.events import (
     AllocationRecord,
     RuntimeErrorReport,
 )
+from csan_lint.runtime.extents import DISJOINT, MAY_OVERLAP, Pattern, is_approximated, overlap, pattern
 from csan_lint.runtime.stacks import EMPTY_STACK, Stack, innermost_user_frame
 
 # An epoch: (seq, stream, operator, access, stack); one small tuple per access, built only once.
@@ -35,6 +48,10 @@ Epoch = tuple[int, int, str, Access, Stack | None]
 Clock = dict[int, int]
 
 FREE_OPERATOR = "free"
+ALLOCATION_OPERATOR = "allocation"
+"""The operator of an allocation's pseudo-write: the block's earlier use on its stream."""
+PARTIAL_CAP = 64
+"""Entries an interval keeps besides its last write and reads before widening one stream's."""
 CAPTURE_BEGIN_OPERATOR = "capture_begin"
 CAPTURE_END_OPERATOR = "capture_end"
 WAIT_EVENT_OPERATOR = "wait_event"
@@ -52,16 +69,26 @@ class _Stream:
 
 
 class _Cell:
-    """Access state of one byte interval of an allocation."""
+    """Access state of one byte interval of an allocation: the last write and each stream's last
+    read that touched all of it, and `partial`, the accesses still to check besides them (None
+    when there are none, the common case; see the module docstring)."""
 
-    __slots__ = ("reads", "write")
+    __slots__ = ("partial", "reads", "write")
 
-    def __init__(self, write: Epoch | None = None, reads: dict[int, Epoch] | None = None) -> None:
+    def __init__(
+        self, write: Epoch | None = None, reads: dict[int, Epoch] | None = None, partial: list[Epoch] | None = None
+    ) -> None:
         self.write = write
         self.reads: dict[int, Epoch] = reads if reads is not None else {}
+        self.partial = partial
 
     def copy(self) -> _Cell:
-        return _Cell(self.write, dict(self.reads))
+        return _Cell(self.write, dict(self.reads), list(self.partial) if self.partial else None)
+
+    def epochs(self) -> list[Epoch]:
+        """Every access this interval remembers."""
+        found = [self.write] if self.write is not None else []
+        return [*found, *self.reads.values(), *(self.partial or ())]
 
 
 class _Allocation:
@@ -113,6 +140,8 @@ class Tracker:
         self._allocations: dict[int, _Allocation] = {}
         self._bases: list[int] = []  # sorted allocation bases, to find the block holding a view
         self._capture: _Capture | None = None
+        self._blocking: set[int] = set()  # streams that synchronize with the legacy default stream
+        self._approximated = 0
         self._errors: list[RuntimeErrorReport] = []
         self._seen: set[tuple[Any, ...]] = set()
         self._streams[DEFAULT_STREAM] = _Stream()
@@ -126,13 +155,16 @@ class Tracker:
         return self._errors
 
     def stats(self) -> dict[str, int]:
-        """Sizes of the shadow state, to show it stays bounded."""
+        """Sizes of the shadow state, to show it stays bounded, and how many times an overlap was
+        over-approximated (a strided layout or a scan too large for an exact answer, a widening)."""
         return {
             "streams": len(self._streams),
             "events": len(self._events),
             "allocations": len(self._allocations),
             "intervals": sum(len(a.cells) for a in self._allocations.values()),
             "reads": sum(len(c.reads) for a in self._allocations.values() for c in a.cells),
+            "partial": sum(len(c.partial or ()) for a in self._allocations.values() for c in a.cells),
+            "approximated": self._approximated,
             "errors": len(self._errors),
         }
 
@@ -161,10 +193,24 @@ class Tracker:
         if self._join(self._host, clock):
             self._host_version += 1
 
-    def stream_created(self, stream: int) -> None:
-        """A duplicate creation is ignored: streams are created once (pool handles repeat)."""
+    def stream_created(self, stream: int, blocking: bool = False) -> None:
+        """A duplicate creation keeps the stream's clock (pool handles repeat) and takes the new
+        `blocking`: whether it synchronizes with the legacy default stream."""
         if stream not in self._streams:
             self._streams[stream] = _Stream()
+        if blocking and stream != DEFAULT_STREAM:
+            self._blocking.add(stream)
+        else:
+            self._blocking.discard(stream)
+
+    def _legacy_sync(self, stream: int, clock: Clock) -> None:
+        """A launch on the default stream waits for the blocking streams' work, and a launch on a
+        blocking stream for the default stream's."""
+        if stream == DEFAULT_STREAM:
+            for blocking in self._blocking:
+                self._join(clock, self._clock(blocking))
+        else:
+            self._join(clock, self._clock(DEFAULT_STREAM))
 
     def event_created(self, event: int) -> None:
         """A duplicate creation means the deletion was missed: the event starts unrecorded again."""
@@ -212,7 +258,8 @@ class Tracker:
     def allocated(self, ptr: int, size: int, stream: int | None, stack: Stack | None = None) -> None:
         """A new block. Blocks it overlaps were freed without us seeing it: forget them (backfill).
         `stream` None: a block no stream owns (pinned host memory: the host allocator itself
-        waits for the copies using it), so its free is not checked."""
+        waits for the copies using it), so its free is not checked. Otherwise the stream's last
+        launch stands as a write of the block (see the module docstring)."""
         if size <= 0:
             return  # a zero-size block holds no bytes: nothing can race on it
         end = ptr + size
@@ -223,7 +270,13 @@ class Tracker:
                 break
             self._remove(old)
             i -= 1
-        self._insert(_Allocation(ptr, size, stream, stack, backfilled=False))
+        allocation = _Allocation(ptr, size, stream, stack, backfilled=False)
+        if stream is not None and self._capture is None:  # a capture allocates from the graph's own pool
+            last = self._clock(stream).get(stream, 0)
+            if last:
+                access = Access(ptr, size, True, "")
+                allocation.cells[0].write = (last, stream, ALLOCATION_OPERATOR, access, stack)
+        self._insert(allocation)
 
     def freed(self, ptr: int, stack: Stack | None = None) -> None:
         """The caching allocator may hand the block out again at once, for work on its stream:
@@ -237,10 +290,7 @@ class Tracker:
             recorded = allocation.recorded or ()
             free_epoch: Epoch | None = None
             for cell in allocation.cells:
-                previous = [cell.write, *cell.reads.values()] if cell.reads else [cell.write]
-                for epoch in previous:
-                    if epoch is None:
-                        continue
+                for epoch in cell.epochs():
                     stream = epoch[1]
                     if stream == owner or stream == HOST or stream in recorded or clock.get(stream, 0) >= epoch[0]:
                         continue
@@ -313,15 +363,22 @@ class Tracker:
             clock = self._clock(stream)
         else:
             clock = state.clock
+        if self._blocking and (stream == DEFAULT_STREAM or stream in self._blocking):
+            self._legacy_sync(stream, clock)
         clock[stream] = seq
         if self._capture is not None:
             self._captured_launch(stream, operator, stack, clock, seq)
         allocations = self._allocations
         for access in accesses:
-            ptr, size, is_write, _argument, _is_output = access
+            ptr, size, is_write, _argument, _is_output, layout = access
             if size <= 0:
                 continue  # zero-size tensors touch no byte
             epoch = (seq, stream, operator, access, stack)
+            if layout is not None:
+                shape = self._shape(access)
+                if shape is not None:
+                    self._access_range(ptr, size, clock, epoch, shape, is_write, _DEVICE_KINDS)
+                    continue
             allocation = allocations.get(ptr)
             if allocation is not None and ptr + size == allocation.end and len(allocation.cells) == 1:
                 # Whole-block access, whole-block state: the common case, O(1) in the state size.
@@ -329,7 +386,7 @@ class Tracker:
                 cell = allocation.cells[0]
                 write = cell.write
                 # A write of this stream's own is ordered: no clock lookup.
-                if write is None or write[1] == stream or clock.get(write[1], 0) >= write[0]:
+                if cell.partial is None and (write is None or write[1] == stream or clock.get(write[1], 0) >= write[0]):
                     if not is_write:
                         cell.reads[stream] = epoch
                         continue
@@ -342,9 +399,17 @@ class Tracker:
                         reads.clear()
                         cell.write = epoch
                         continue
-                self._check(cell, allocation, clock, epoch, is_write, _DEVICE_KINDS)
+                self._check(cell, allocation, ptr, ptr + size, clock, epoch, None, is_write, _DEVICE_KINDS)
             else:
-                self._access_range(ptr, size, clock, epoch, is_write, _DEVICE_KINDS)
+                self._access_range(ptr, size, clock, epoch, None, is_write, _DEVICE_KINDS)
+
+    def _shape(self, access: Access) -> Pattern | None:
+        """The bytes of a strided access (None: its whole extent), counting over-approximations."""
+        assert access.layout is not None
+        shape = pattern(access.ptr, access.layout)
+        if shape is None and is_approximated(access.ptr, access.layout):
+            self._approximated += 1
+        return shape
 
     def host_accessed(
         self, ptr: int, size: int, is_write: bool, operator: str, stack: Stack | None = None
@@ -356,10 +421,17 @@ class Tracker:
         self._host[HOST] = seq
         self._host_version += 1  # later launches are issued after this access
         epoch = (seq, HOST, operator, Access(ptr, size, is_write, ""), stack)
-        self._access_range(ptr, size, self._host, epoch, is_write, _HOST_KINDS)
+        self._access_range(ptr, size, self._host, epoch, None, is_write, _HOST_KINDS)
 
     def _access_range(
-        self, ptr: int, size: int, clock: Clock, epoch: Epoch, is_write: bool, race_kinds: tuple[str, str, str]
+        self,
+        ptr: int,
+        size: int,
+        clock: Clock,
+        epoch: Epoch,
+        shape: Pattern | None,
+        is_write: bool,
+        race_kinds: tuple[str, str, str],
     ) -> None:
         allocation = self._locate(ptr, size)
         lo, hi = max(ptr, allocation.ptr), min(ptr + size, allocation.end)
@@ -367,18 +439,22 @@ class Tracker:
             return
         bounds, cells = allocation.bounds, allocation.cells
         i = bisect_right(bounds, lo) - 1
-        if bounds[i] != lo:
+        j = bisect_left(bounds, hi)
+        # A strided access is compared byte-exactly with what each interval holds: it splits none
+        # (a loop over a matrix's columns would cut it into two intervals per column).
+        if shape is None and bounds[i] != lo:
             bounds.insert(i + 1, lo)
             cells.insert(i + 1, cells[i].copy())
             i += 1
-        j = bisect_left(bounds, hi)
-        if hi < allocation.end and (j == len(bounds) or bounds[j] != hi):
+            j += 1
+        if shape is None and hi < allocation.end and (j == len(bounds) or bounds[j] != hi):
             bounds.insert(j, hi)
             cells.insert(j, cells[j - 1].copy())
         for k in range(i, j):
-            self._check(cells[k], allocation, clock, epoch, is_write, race_kinds)
-        if is_write and j - i > 1:
-            # All now hold this write and no reads: one interval again.
+            cell_end = bounds[k + 1] if k + 1 < len(bounds) else allocation.end
+            self._check(cells[k], allocation, bounds[k], cell_end, clock, epoch, shape, is_write, race_kinds)
+        if is_write and shape is None and j - i > 1 and not any(cells[k].reads or cells[k].partial for k in range(i, j)):
+            # All now hold this write and nothing else: one interval again.
             del bounds[i + 1 : j]
             del cells[i + 1 : j]
 
@@ -386,29 +462,84 @@ class Tracker:
         self,
         cell: _Cell,
         allocation: _Allocation,
+        lo: int,
+        hi: int,
         clock: Clock,
         epoch: Epoch,
+        shape: Pattern | None,
         is_write: bool,
         race_kinds: tuple[str, str, str],
     ) -> None:
-        """Check one access against an interval's state, then record it. The current stream's own
-        entry is its current seq, so earlier accesses on the same stream are always ordered."""
-        write = cell.write
+        """Check one access against the state of the interval [lo, hi), then record it. `shape`
+        None: the access touches the whole interval; else only the bytes of its pattern that lie
+        in it. The current stream's own entry is its current seq, so earlier accesses on the same
+        stream are always ordered."""
+        access = epoch[3]
+        write, reads, partial = cell.write, cell.reads, cell.partial
+        if write is not None and clock.get(write[1], 0) < write[0] and self._meets(write, access, shape, lo, hi):
+            self._race(race_kinds[2] if is_write else race_kinds[0], epoch, write, allocation)
         if is_write:
-            reads = cell.reads
+            for read in reads.values():
+                if clock.get(read[1], 0) < read[0] and self._meets(read, access, shape, lo, hi):
+                    self._race(race_kinds[1], epoch, read, allocation)
+        for previous in partial or ():
+            was_write = previous[3].is_write
+            if (is_write or was_write) and clock.get(previous[1], 0) < previous[0] and self._meets(previous, access, shape, lo, hi):
+                kind = race_kinds[1] if not was_write else race_kinds[2] if is_write else race_kinds[0]
+                self._race(kind, epoch, previous, allocation)
+        if shape is not None:
+            self._add_partial(cell, epoch, lo, hi)
+        elif is_write:
+            # What this write is ordered after it also covers: gone. The rest may race later accesses.
+            kept = [p for p in partial if clock.get(p[1], 0) < p[0]] if partial else []
+            if write is not None and clock.get(write[1], 0) < write[0]:
+                kept.append(write)
             if reads:
-                for read in reads.values():
-                    if clock.get(read[1], 0) < read[0]:
-                        self._race(race_kinds[1], epoch, read, allocation)
-                reads.clear()
-            # Checked even after reads: a write racing the last write is a hazard of its own.
-            if write is not None and clock.get(write[1], 0) < write[0]:
-                self._race(race_kinds[2], epoch, write, allocation)
+                cell.reads = {s: r for s, r in reads.items() if clock.get(s, 0) < r[0]}
             cell.write = epoch
+            cell.partial = kept or None
         else:
-            if write is not None and clock.get(write[1], 0) < write[0]:
-                self._race(race_kinds[0], epoch, write, allocation)
-            cell.reads[epoch[1]] = epoch
+            stream = epoch[1]
+            reads[stream] = epoch
+            if partial:  # this stream's strided reads are covered by this one
+                cell.partial = [p for p in partial if p[1] != stream or p[3].is_write] or None
+
+    def _meets(self, previous: Epoch, access: Access, shape: Pattern | None, lo: int, hi: int) -> bool:
+        """Whether a remembered access and the current one share a byte of the interval [lo, hi)."""
+        other = previous[3]
+        other_shape = pattern(other.ptr, other.layout) if other.layout is not None else None
+        if shape is None and other_shape is None:
+            return True  # both touch the whole interval
+        found = overlap((access.ptr, access.size), shape, (other.ptr, other.size), other_shape, lo, hi)
+        if found == MAY_OVERLAP:
+            self._approximated += 1
+        return found != DISJOINT
+
+    def _add_partial(self, cell: _Cell, epoch: Epoch, lo: int, hi: int) -> None:
+        """Remember a strided access; it replaces this stream's earlier one on the same bytes
+        (a read replaces only a read: the write may still race a later access)."""
+        stream, access = epoch[1], epoch[3]
+        partial = [
+            p
+            for p in cell.partial or ()
+            if not (p[1] == stream and p[3][:2] == access[:2] and p[3].layout == access.layout and (access.is_write or not p[3].is_write))
+        ]
+        partial.append(epoch)
+        if len(partial) > PARTIAL_CAP:
+            partial = self._widen(partial, stream, lo, hi)
+        cell.partial = partial
+
+    def _widen(self, partial: list[Epoch], stream: int, lo: int, hi: int) -> list[Epoch]:
+        """One stream's reads, and its writes, as one access each: the latest, over the whole
+        interval. Safe (a stream ordered after the latest is ordered after all), not exact."""
+        self._approximated += 1
+        kept = [p for p in partial if p[1] != stream]
+        for is_write in (False, True):
+            mine = [p for p in partial if p[1] == stream and p[3].is_write == is_write]
+            if mine:
+                seq, _, operator, access, stack = max(mine, key=lambda p: p[0])
+                kept.append((seq, stream, operator, access._replace(ptr=lo, size=hi - lo, layout=None), stack))
+        return kept
 
     # -- CUDA graph capture -----------------------------------------------------------------------
 
