@@ -141,11 +141,9 @@ def _plan(func: Any) -> _Plan:
     )
 
 
-def device_access_key(tensor: torch.Tensor) -> tuple[int, int, Layout | None]:
-    """(ptr, size, layout) of the bytes a non-empty tensor touches: a contiguous one its whole
-    extent, a strided one its extent and layout, which the engine checks exactly (extents.py)."""
-    if tensor.is_contiguous():
-        return tensor.data_ptr(), tensor.nbytes, None
+def _strided_key(tensor: torch.Tensor) -> tuple[int, int, Layout | None]:
+    """(ptr, size, layout) of the bytes a non-empty, non-contiguous tensor touches: its extent,
+    and its layout, which the engine compares exactly (extents.py), unless the extent is exact."""
     ptr, size = byte_extent(tensor)
     strides = tuple(tensor.stride())
     if min(strides, default=0) < 0:
@@ -328,7 +326,7 @@ class SanitizerMode(TorchDispatchMode):
                 nbytes = tensor.nbytes
                 if not nbytes:
                     continue  # an empty tensor touches no memory
-                key = (tensor.data_ptr(), nbytes, None) if tensor.is_contiguous() else device_access_key(tensor)
+                key = (tensor.data_ptr(), nbytes, None) if tensor.is_contiguous() else _strided_key(tensor)
                 if key in device:
                     _merge(device, key, name, is_write, is_output)
                 else:

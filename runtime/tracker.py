@@ -9,12 +9,11 @@ each stream joins the host clock before its next work. That join is lazy (a vers
 so a sync costs O(streams) once and a launch stays O(1).
 
 Memory. Per allocation, the byte range is cut into intervals (one for the whole block, the
-common case); each interval keeps its last write epoch and its last read epoch per stream,
-never a growing list of reads (CSAN's cost grows with the reads since the last write). Besides
-them it keeps what a later access may still race: strided accesses, which touch only some of
-its bytes (compared exactly, extents.py), and accesses that a write was not ordered after (its
-race was reported, but a later access ordered after that write only races them too). That list
-is short and capped: past PARTIAL_CAP, one stream's entries are widened into one (counted).
+common case), each with its access state (cells.py): the last write epoch and the last read
+epoch per stream, never a growing list of reads (CSAN's cost grows with the reads since the
+last write), and what a later access may still race besides them (strided accesses, accesses
+a write was not ordered after). A contiguous access cuts intervals at its ends; a strided one
+cuts none and is compared byte-exactly with what each interval it spans holds.
 
 Blocking streams (an `ExternalStream` over a stream created with default flags) synchronize with
 the legacy default stream: a launch on one waits for the default stream's work so far, and a
@@ -32,6 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from csan_lint.runtime import kinds
+from csan_lint.runtime.cells import Cell, Clock, Epoch
 from csan_lint.runtime.events import (
     DEFAULT_STREAM,
     HOST,
@@ -40,18 +40,12 @@ from csan_lint.runtime.events import (
     AllocationRecord,
     RuntimeErrorReport,
 )
-from csan_lint.runtime.extents import DISJOINT, MAY_OVERLAP, Pattern, is_approximated, overlap, pattern
+from csan_lint.runtime.extents import Pattern, is_approximated, pattern
 from csan_lint.runtime.stacks import EMPTY_STACK, Stack, innermost_user_frame
-
-# An epoch: (seq, stream, operator, access, stack); one small tuple per access, built only once.
-Epoch = tuple[int, int, str, Access, Stack | None]
-Clock = dict[int, int]
 
 FREE_OPERATOR = "free"
 ALLOCATION_OPERATOR = "allocation"
 """The operator of an allocation's pseudo-write: the block's earlier use on its stream."""
-PARTIAL_CAP = 64
-"""Entries an interval keeps besides its last write and reads before widening one stream's."""
 CAPTURE_BEGIN_OPERATOR = "capture_begin"
 CAPTURE_END_OPERATOR = "capture_end"
 WAIT_EVENT_OPERATOR = "wait_event"
@@ -68,29 +62,6 @@ class _Stream:
         self.host_version = -1  # joins the host clock before its first work
 
 
-class _Cell:
-    """Access state of one byte interval of an allocation: the last write and each stream's last
-    read that touched all of it, and `partial`, the accesses still to check besides them (None
-    when there are none, the common case; see the module docstring)."""
-
-    __slots__ = ("partial", "reads", "write")
-
-    def __init__(
-        self, write: Epoch | None = None, reads: dict[int, Epoch] | None = None, partial: list[Epoch] | None = None
-    ) -> None:
-        self.write = write
-        self.reads: dict[int, Epoch] = reads if reads is not None else {}
-        self.partial = partial
-
-    def copy(self) -> _Cell:
-        return _Cell(self.write, dict(self.reads), list(self.partial) if self.partial else None)
-
-    def epochs(self) -> list[Epoch]:
-        """Every access this interval remembers."""
-        found = [self.write] if self.write is not None else []
-        return [*found, *self.reads.values(), *(self.partial or ())]
-
-
 class _Allocation:
     __slots__ = ("backfilled", "bounds", "cells", "end", "ptr", "recorded", "stack", "stream")
 
@@ -101,7 +72,7 @@ class _Allocation:
         self.stack = stack
         # Interval k covers [bounds[k], bounds[k + 1]) (the last one up to `end`).
         self.bounds = [ptr]
-        self.cells = [_Cell()]
+        self.cells = [Cell()]
         self.recorded: set[int] | None = None
         self.backfilled = backfilled
 
@@ -460,7 +431,7 @@ class Tracker:
 
     def _check(
         self,
-        cell: _Cell,
+        cell: Cell,
         allocation: _Allocation,
         lo: int,
         hi: int,
@@ -470,76 +441,11 @@ class Tracker:
         is_write: bool,
         race_kinds: tuple[str, str, str],
     ) -> None:
-        """Check one access against the state of the interval [lo, hi), then record it. `shape`
-        None: the access touches the whole interval; else only the bytes of its pattern that lie
-        in it. The current stream's own entry is its current seq, so earlier accesses on the same
-        stream are always ordered."""
-        access = epoch[3]
-        write, reads, partial = cell.write, cell.reads, cell.partial
-        if write is not None and clock.get(write[1], 0) < write[0] and self._meets(write, access, shape, lo, hi):
-            self._race(race_kinds[2] if is_write else race_kinds[0], epoch, write, allocation)
-        if is_write:
-            for read in reads.values():
-                if clock.get(read[1], 0) < read[0] and self._meets(read, access, shape, lo, hi):
-                    self._race(race_kinds[1], epoch, read, allocation)
-        for previous in partial or ():
-            was_write = previous[3].is_write
-            if (is_write or was_write) and clock.get(previous[1], 0) < previous[0] and self._meets(previous, access, shape, lo, hi):
-                kind = race_kinds[1] if not was_write else race_kinds[2] if is_write else race_kinds[0]
-                self._race(kind, epoch, previous, allocation)
-        if shape is not None:
-            self._add_partial(cell, epoch, lo, hi)
-        elif is_write:
-            # What this write is ordered after it also covers: gone. The rest may race later accesses.
-            kept = [p for p in partial if clock.get(p[1], 0) < p[0]] if partial else []
-            if write is not None and clock.get(write[1], 0) < write[0]:
-                kept.append(write)
-            if reads:
-                cell.reads = {s: r for s, r in reads.items() if clock.get(s, 0) < r[0]}
-            cell.write = epoch
-            cell.partial = kept or None
-        else:
-            stream = epoch[1]
-            reads[stream] = epoch
-            if partial:  # this stream's strided reads are covered by this one
-                cell.partial = [p for p in partial if p[1] != stream or p[3].is_write] or None
-
-    def _meets(self, previous: Epoch, access: Access, shape: Pattern | None, lo: int, hi: int) -> bool:
-        """Whether a remembered access and the current one share a byte of the interval [lo, hi)."""
-        other = previous[3]
-        other_shape = pattern(other.ptr, other.layout) if other.layout is not None else None
-        if shape is None and other_shape is None:
-            return True  # both touch the whole interval
-        found = overlap((access.ptr, access.size), shape, (other.ptr, other.size), other_shape, lo, hi)
-        if found == MAY_OVERLAP:
-            self._approximated += 1
-        return found != DISJOINT
-
-    def _add_partial(self, cell: _Cell, epoch: Epoch, lo: int, hi: int) -> None:
-        """Remember a strided access; it replaces this stream's earlier one on the same bytes
-        (a read replaces only a read: the write may still race a later access)."""
-        stream, access = epoch[1], epoch[3]
-        partial = [
-            p
-            for p in cell.partial or ()
-            if not (p[1] == stream and p[3][:2] == access[:2] and p[3].layout == access.layout and (access.is_write or not p[3].is_write))
-        ]
-        partial.append(epoch)
-        if len(partial) > PARTIAL_CAP:
-            partial = self._widen(partial, stream, lo, hi)
-        cell.partial = partial
-
-    def _widen(self, partial: list[Epoch], stream: int, lo: int, hi: int) -> list[Epoch]:
-        """One stream's reads, and its writes, as one access each: the latest, over the whole
-        interval. Safe (a stream ordered after the latest is ordered after all), not exact."""
-        self._approximated += 1
-        kept = [p for p in partial if p[1] != stream]
-        for is_write in (False, True):
-            mine = [p for p in partial if p[1] == stream and p[3].is_write == is_write]
-            if mine:
-                seq, _, operator, access, stack = max(mine, key=lambda p: p[0])
-                kept.append((seq, stream, operator, access._replace(ptr=lo, size=hi - lo, layout=None), stack))
-        return kept
+        """Check one access against the interval [lo, hi) (see Cell.check) and report its races."""
+        races, approximated = cell.check(lo, hi, clock, epoch, shape, is_write)
+        self._approximated += approximated
+        for kind, previous in races:
+            self._race(race_kinds[kind], epoch, previous, allocation)
 
     # -- CUDA graph capture -----------------------------------------------------------------------
 

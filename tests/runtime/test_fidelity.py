@@ -12,7 +12,8 @@ from csan_lint.runtime import kinds
 from csan_lint.runtime.events import DEFAULT_STREAM, Access
 from csan_lint.runtime.extents import MAX_ROWS
 from csan_lint.runtime.report import message
-from csan_lint.runtime.tracker import ALLOCATION_OPERATOR, PARTIAL_CAP, Tracker
+from csan_lint.runtime.cells import PARTIAL_CAP
+from csan_lint.runtime.tracker import ALLOCATION_OPERATOR, Tracker
 
 S1, S2, S3 = 1001, 1002, 1003
 BASE, SIZE = 0x100000, 64
