@@ -61,14 +61,19 @@ class Cell:
         write, reads, partial = self.write, self.reads, self.partial
         races: list[Race] = []
         approximated = 0
-        if write is not None and clock.get(write[1], 0) < write[0]:
+        write_unordered = write is not None and clock.get(write[1], 0) < write[0]
+        if write_unordered:
             found = _shares(write, access, shape, lo, hi)
             if found:
                 races.append((WRITE_AFTER_WRITE if is_write else READ_AFTER_WRITE, write))
                 approximated += found == MAY_OVERLAP
+        unordered_reads = None  # the reads a write is not ordered after: they stay
         if is_write:
             for read in reads.values():
                 if clock.get(read[1], 0) < read[0]:
+                    if unordered_reads is None:
+                        unordered_reads = {}
+                    unordered_reads[read[1]] = read
                     found = _shares(read, access, shape, lo, hi)
                     if found:
                         races.append((WRITE_AFTER_READ, read))
@@ -86,10 +91,12 @@ class Cell:
         elif is_write:
             # What this write is ordered after it also covers: gone. The rest may race later accesses.
             kept = [p for p in partial if clock.get(p[1], 0) < p[0]] if partial else []
-            if write is not None and clock.get(write[1], 0) < write[0]:
+            if write_unordered:
                 kept.append(write)
-            if reads:
-                self.reads = {s: r for s, r in reads.items() if clock.get(s, 0) < r[0]}
+            if unordered_reads is None:
+                reads.clear()
+            else:
+                self.reads = unordered_reads
             self.write = epoch
             self.partial = kept or None
         else:

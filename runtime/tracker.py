@@ -362,11 +362,10 @@ class Tracker:
                         cell.reads[stream] = epoch
                         continue
                     reads = cell.reads
-                    if not reads:
-                        cell.write = epoch
-                        continue
-                    if len(reads) == 1 and stream in reads:
-                        # The only read is this stream's own, always ordered before its work.
+                    for read in reads.values():
+                        if read[1] != stream and clock.get(read[1], 0) < read[0]:
+                            break  # a race: _check reports it
+                    else:  # every read is ordered before this write (this stream's own always is)
                         reads.clear()
                         cell.write = epoch
                         continue
