@@ -17,6 +17,7 @@ from csan_lint.lint.files import display_path
 from csan_lint.lint.model import Finding, Span
 from csan_lint.lint.registry import rule_by_code
 from csan_lint.runtime import kinds
+from csan_lint.runtime.stacks import is_user_file
 
 CONFIRMED = "confirmed"
 DISMISSED = "dismissed"
@@ -245,6 +246,12 @@ def _site(frames: Sequence[Mapping[str, Any]]) -> tuple[str, int] | None:
     return frames[-1]["file"], int(frames[-1]["line"])
 
 
+def _user_site(frames: Sequence[Mapping[str, Any]]) -> tuple[str, int] | None:
+    """The innermost frame, unless none is the user's: report stacks then hold every frame (a
+    free during garbage collection), and the allocation's site says more."""
+    return _site(frames) if any(is_user_file(frame["file"]) for frame in frames) else None
+
+
 def _race_key(report: Mapping[str, Any]) -> tuple[Any, ...]:
     """Same kind between the same two lines: one runtime-only entry, whatever the tests and
     operators (`x.mean()` and `x.std()` on one line reading one unsynced tensor is one bug)."""
@@ -267,7 +274,7 @@ def _runtime_only(races: Sequence[Race]) -> list[RuntimeOnly]:
         report = group[0].report
         kind = str(report.get("kind"))
         current = report.get("current") or {}
-        site = _site(current.get("stack") or ()) or _site(
+        site = _user_site(current.get("stack") or ()) or _site(
             (report.get("allocation") or {}).get("stack") or ()
         )
         file, line = site if site else ("<unknown>", 0)

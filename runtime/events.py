@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from csan_lint.runtime import kinds
+from csan_lint.runtime.extents import Layout
 from csan_lint.runtime.stacks import Stack
 
 HOST = -1
@@ -18,14 +19,17 @@ WARNING_KINDS = frozenset({kinds.WAIT_UNRECORDED_EVENT})
 
 
 class Access(NamedTuple):
-    """The byte extent [ptr, ptr + size) one kernel argument touches (a strided view: lowest to
-    highest byte). `argument` is the schema name(s) aliasing the tensor, e.g. "self" or "self, other"."""
+    """The bytes one kernel argument touches: the extent [ptr, ptr + size) from its lowest to its
+    highest byte, all of them unless `layout` (element size, sizes, strides) says which (a strided
+    view; see extents.py). `argument` is the schema name(s) aliasing the tensor, e.g. "self" or
+    "self, other"."""
 
     ptr: int
     size: int
     is_write: bool
     argument: str
     is_output: bool = False
+    layout: Layout | None = None
 
 
 class AccessRecord(NamedTuple):

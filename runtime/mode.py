@@ -22,6 +22,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from csan_lint.runtime.events import Access
+from csan_lint.runtime.extents import Layout, is_approximated, pattern
 from csan_lint.runtime.stacks import Stack, capture_stack
 
 # Ops that only read their inputs' metadata (CSAN's rule): `new_empty(x)`, `empty_like(x)`.
@@ -60,7 +61,13 @@ _NOT_KERNELS = frozenset(
     }
 )
 
-_KERNEL, _COPY, _HOST_SYNC, _SKIP = range(4)
+# Ops that allocate and launch nothing: their result's block is only the allocation, which the
+# tracker records as the block's earlier use on the allocating stream.
+_ALLOCATION_ONLY_OPS = frozenset(
+    {"aten::empty", "aten::empty_like", "aten::new_empty", "aten::empty_strided", "aten::new_empty_strided", "aten::empty_permuted"}
+)
+
+_KERNEL, _COPY, _HOST_SYNC, _SKIP, _ALLOCATE = range(5)
 _Tensor = torch.Tensor  # a global name, not an attribute lookup on the module, per tensor per op
 _new_access = tuple.__new__
 _RESULT = "output"  # the argument name of a fresh result (schema returns are mostly unnamed)
@@ -118,6 +125,8 @@ def _plan(func: Any) -> _Plan:
         kind = _COPY
     elif base in _HOST_SYNC_OPS:
         kind = _HOST_SYNC
+    elif base in _ALLOCATION_ONLY_OPS:
+        kind = _ALLOCATE
     else:
         kind = _KERNEL
     call = func._op if type(func) is OpOverload else func
@@ -130,6 +139,19 @@ def _plan(func: Any) -> _Plan:
         len(schema.returns) == 1,
         non_blocking_position,
     )
+
+
+def _strided_key(tensor: torch.Tensor) -> tuple[int, int, Layout | None]:
+    """(ptr, size, layout) of the bytes a non-empty, non-contiguous tensor touches: its extent,
+    and its layout, which the engine compares exactly (extents.py), unless the extent is exact."""
+    ptr, size = byte_extent(tensor)
+    strides = tuple(tensor.stride())
+    if min(strides, default=0) < 0:
+        return ptr, size, None  # not a torch layout: the extent is safe
+    layout = (tensor.element_size(), tuple(tensor.shape), strides)
+    if pattern(ptr, layout) is None and not is_approximated(ptr, layout):
+        return ptr, size, None  # dense (a transpose, a broadcast): the same key as its contiguous base
+    return ptr, size, layout
 
 
 def byte_extent(tensor: torch.Tensor) -> tuple[int, int]:
@@ -156,18 +178,22 @@ def storage_base(tensor: torch.Tensor) -> int:
 
 
 def _merge(
-    accesses: dict[tuple[int, int], Access], key: tuple[int, int], name: str, is_write: bool, is_output: bool
+    accesses: dict[tuple[int, int, Layout | None], Access],
+    key: tuple[int, int, Layout | None],
+    name: str,
+    is_write: bool,
+    is_output: bool,
 ) -> None:
     """Add one argument's bytes; the same bytes under several arguments (`add(a, a)`,
     `mul(x, 5, out=x)`) are one access naming them all."""
     known = accesses.get(key)
     if known is None:
-        accesses[key] = Access(key[0], key[1], is_write, name, is_output)
+        accesses[key] = Access(key[0], key[1], is_write, name, is_output, key[2])
         return
     argument = known.argument
     if name != _RESULT and name not in argument.split(", "):
         argument = f"{argument}, {name}"
-    accesses[key] = Access(key[0], key[1], known.is_write or is_write, argument, known.is_output or is_output)
+    accesses[key] = Access(key[0], key[1], known.is_write or is_write, argument, known.is_output or is_output, key[2])
 
 
 class SanitizerMode(TorchDispatchMode):
@@ -274,7 +300,7 @@ class SanitizerMode(TorchDispatchMode):
         return op_stack
 
     def _observe(self, plan: _Plan, args: tuple, kwargs: dict, out: Any, stack: Stack | None) -> None:
-        device: dict[tuple[int, int], Access] = {}
+        device: dict[tuple[int, int, Layout | None], Access] = {}
         # (tensor, argument name, is_write, is_output) of the host tensors, for copies and
         # host accesses (made on the first one: most ops have none); `seen` keeps device
         # tensors while allocations wait for their size.
@@ -300,18 +326,23 @@ class SanitizerMode(TorchDispatchMode):
                 nbytes = tensor.nbytes
                 if not nbytes:
                     continue  # an empty tensor touches no memory
-                key = (tensor.data_ptr(), nbytes) if tensor.is_contiguous() else byte_extent(tensor)
+                key = (tensor.data_ptr(), nbytes, None) if tensor.is_contiguous() else _strided_key(tensor)
                 if key in device:
                     _merge(device, key, name, is_write, is_output)
                 else:
-                    # Access(ptr, size, is_write, argument, is_output) without the Python-level
-                    # NamedTuple constructor: half the cost, and this runs per tensor per op.
-                    device[key] = _new_access(Access, (key[0], key[1], is_write, name, is_output))
+                    # Access(ptr, size, is_write, argument, is_output, layout) without the
+                    # Python-level NamedTuple constructor: half the cost, and this runs per tensor per op.
+                    device[key] = _new_access(Access, (key[0], key[1], is_write, name, is_output, key[2]))
                 if seen is not None:
                     seen.append(tensor)
         if not device:
             if host and self.host_blocks:
                 self._host_access(plan.operator, host)
+            return
+        if plan.kind == _ALLOCATE:
+            if seen:
+                with self.lock:
+                    self._resolve_pending(seen)
             return
         stream = self.current_stream()
         host_sync = plan.kind == _HOST_SYNC
@@ -325,7 +356,7 @@ class SanitizerMode(TorchDispatchMode):
                 # pending until a sync.
                 for tensor, name, is_write, is_output in host:
                     self._pin(tensor)
-                    _merge(device, byte_extent(tensor), name, is_write, is_output)
+                    _merge(device, (*byte_extent(tensor), None), name, is_write, is_output)
             else:
                 host_sync = True
         accesses = list(device.values())

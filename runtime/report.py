@@ -15,6 +15,7 @@ from csan_lint.runtime.events import (
 )
 from csan_lint.runtime.stacks import Frame, Stack, resolve, user_frames
 from csan_lint.runtime.tracker import (
+    ALLOCATION_OPERATOR,
     CAPTURE_BEGIN_OPERATOR,
     CAPTURE_END_OPERATOR,
     FREE_OPERATOR,
@@ -66,6 +67,12 @@ def message(report: RuntimeErrorReport) -> str:
             f"a block allocated on {stream_name(cur.stream)} is freed while {_site(prev)} may still use it "
             "(no record_stream, no ordering before the free)"
         )
+    if prev.operator == ALLOCATION_OPERATOR:
+        return (
+            f"{_site(cur)} uses a block allocated on {stream_name(prev.stream)} without being ordered after "
+            "that stream's earlier work: the caching allocator may have handed out memory that work still uses "
+            "(the hazard is the block's reuse)"
+        )
     verbs = {
         kinds.READ_AFTER_WRITE: ("reads", "writing"),
         kinds.WRITE_AFTER_READ: ("overwrites", "reading"),
@@ -104,6 +111,8 @@ def _describe(record: AccessRecord, is_memory: bool, label: str) -> str:
     operator = _short(record.operator)
     if record.operator == FREE_OPERATOR:
         return f"Freed for reuse on {stream_name(record.stream)}"
+    if record.operator == ALLOCATION_OPERATOR:
+        return f"{label}: allocated on {stream_name(record.stream)}, reusing a block its earlier work may still use"
     if not is_memory:
         return f"{label}: `{operator}` on {stream_name(record.stream)}"
     action = "writing" if record.is_write else "reading"

@@ -10,16 +10,21 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from csan_lint.runtime.events import Access
+from csan_lint.runtime.extents import Layout
 from csan_lint.runtime.stacks import Frame, Stack, resolve
 
 FORMAT = "csan-trace"
-VERSION = 1
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
+"""Version 1 has no layouts, extents or `blocking`: it reads as version 2 without them."""
 HEADER = {"format": FORMAT, "version": VERSION}
 
-# Parameter types: int, int? (an integer or null), bool, str, accesses ([{"ptr", "size",
-# "is_write", "argument", "is_output"}, ...]), stack (optional: [[file, line, function], ...] or null).
+# Parameter types: int, int? (an integer or null), bool, flag (optional bool, absent: false), str,
+# accesses ([{"ptr", "size", "is_write", "argument", "is_output", and optionally "element_size",
+# "sizes", "strides"}, or with "extents" instead of "ptr" and "size", ...]), stack (optional:
+# [[file, line, function], ...] or null).
 EVENTS: dict[str, tuple[tuple[str, str], ...]] = {
-    "stream_created": (("stream", "int"),),
+    "stream_created": (("stream", "int"), ("blocking", "flag")),
     "event_created": (("event", "int"),),
     "event_deleted": (("event", "int"),),
     "event_recorded": (("event", "int"), ("stream", "int")),
@@ -82,7 +87,9 @@ class TraceWriter:
             if kind == "stack":
                 value = self._stack(value)
             elif kind == "accesses":
-                value = [a._asdict() for a in value]
+                value = [_access_json(a) for a in value]
+            elif kind == "flag" and not value:
+                continue  # absent means false
             record[json_key(name)] = value
         self._write(record)
         if self.tracker is not None:
@@ -106,6 +113,14 @@ class TraceWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _access_json(access: Access) -> dict[str, Any]:
+    ptr, size, is_write, argument, is_output, layout = access
+    record = {"ptr": ptr, "size": size, "is_write": is_write, "argument": argument, "is_output": is_output}
+    if layout is not None:
+        record["element_size"], record["sizes"], record["strides"] = layout
+    return record
 
 
 def _forwarder(event: str, params: tuple[tuple[str, str], ...]) -> Callable[..., None]:
@@ -136,7 +151,9 @@ def _convert(kind: str, name: str, value: Any) -> Any:
             return value
         or_null = " or null" if kind == "int?" else ""
         raise ValueError(f"{name!r} must be an integer{or_null}, got {json.dumps(value)}")
-    if kind == "bool":
+    if kind == "flag" and value is None:
+        return False
+    if kind in ("bool", "flag"):
         if isinstance(value, bool):
             return value
         raise ValueError(f"{name!r} must be true or false, got {json.dumps(value)}")
@@ -156,22 +173,57 @@ def _convert(kind: str, name: str, value: Any) -> Any:
     assert kind == "accesses", kind
     if not isinstance(value, list):
         raise ValueError(f"{name!r} must be a list of accesses")
-    return [_access(i, a) for i, a in enumerate(value)]
+    return [access for i, a in enumerate(value) for access in _accesses(i, a)]
 
 
-def _access(index: int, value: Any) -> Access:
+def _accesses(index: int, value: Any) -> list[Access]:
+    """One trace access as the engine's: several when it lists its extents."""
     if not isinstance(value, dict):
         raise ValueError(f"access {index} must be an object")
     try:
-        return Access(
-            _convert("int", "ptr", value.get("ptr")),
-            _convert("int", "size", value.get("size")),
-            _convert("bool", "is_write", value.get("is_write")),
-            _convert("str", "argument", value.get("argument", "")),
-            _convert("bool", "is_output", value.get("is_output", False)),
-        )
+        is_write = _convert("bool", "is_write", value.get("is_write"))
+        argument = _convert("str", "argument", value.get("argument", ""))
+        is_output = _convert("bool", "is_output", value.get("is_output", False))
+        if "extents" in value:
+            return [Access(ptr, size, is_write, argument, is_output) for ptr, size in _extents(value["extents"])]
+        ptr = _convert("int", "ptr", value.get("ptr"))
+        size = _convert("int", "size", value.get("size"))
+        return [Access(ptr, size, is_write, argument, is_output, _layout(value, size))]
     except ValueError as error:
         raise ValueError(f"access {index}: {error}") from None
+
+
+def _extents(value: Any) -> list[tuple[int, int]]:
+    if isinstance(value, list) and all(
+        isinstance(e, list) and len(e) == 2 and all(isinstance(n, int) and not isinstance(n, bool) for n in e) for e in value
+    ):
+        return [(ptr, size) for ptr, size in value]
+    raise ValueError("'extents' must be a list of [ptr, size]")
+
+
+def _naturals(name: str, value: Any) -> tuple[int, ...]:
+    if isinstance(value, list) and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value):
+        return tuple(value)
+    raise ValueError(f"{name!r} must be a list of non-negative integers, got {json.dumps(value)}")
+
+
+def _layout(value: dict[str, Any], size: int) -> Layout | None:
+    """`element_size`, `sizes` and `strides`, all or none; `size` must be the layout's extent."""
+    given = [key for key in ("element_size", "sizes", "strides") if key in value]
+    if not given:
+        return None
+    if len(given) < 3:
+        raise ValueError("'element_size', 'sizes' and 'strides' go together, got only " + ", ".join(map(repr, given)))
+    item = _convert("int", "element_size", value["element_size"])
+    if item <= 0:
+        raise ValueError(f"'element_size' must be positive, got {item}")
+    sizes, strides = _naturals("sizes", value["sizes"]), _naturals("strides", value["strides"])
+    if len(sizes) != len(strides):
+        raise ValueError(f"'sizes' and 'strides' differ in length ({len(sizes)} and {len(strides)})")
+    extent = 0 if 0 in sizes else (sum((n - 1) * st for n, st in zip(sizes, strides)) + 1) * item
+    if extent != size:
+        raise ValueError(f"'size' {size} is not the extent of its layout ({extent} bytes)")
+    return item, sizes, strides
 
 
 def replay(path: str | os.PathLike[str], tracker: Any) -> None:
@@ -201,9 +253,10 @@ def replay(path: str | os.PathLike[str], tracker: Any) -> None:
 def _check_header(path: str, lineno: int, record: dict[str, Any]) -> None:
     if record.get("format") != FORMAT:
         raise TraceError(path, lineno, f"not a csan trace: the first line must be {json.dumps(HEADER)}")
-    if record.get("version") != VERSION:
+    if record.get("version") not in READABLE_VERSIONS:
+        readable = " and ".join(map(str, READABLE_VERSIONS))
         raise TraceError(
-            path, lineno, f"unsupported trace version {json.dumps(record.get('version'))} (this csan-lint reads {VERSION})"
+            path, lineno, f"unsupported trace version {json.dumps(record.get('version'))} (this csan-lint reads {readable})"
         )
 
 
@@ -217,7 +270,7 @@ def _dispatch(path: str, lineno: int, record: dict[str, Any], tracker: Any) -> N
     kwargs = {}
     for name, kind in params:
         key = json_key(name)
-        if key not in record and kind != "stack":
+        if key not in record and kind not in ("stack", "flag"):
             raise TraceError(path, lineno, f"event {event!r} lacks {key!r}")
         try:
             kwargs[name] = _convert(kind, key, record.get(key))

@@ -9,8 +9,19 @@ each stream joins the host clock before its next work. That join is lazy (a vers
 so a sync costs O(streams) once and a launch stays O(1).
 
 Memory. Per allocation, the byte range is cut into intervals (one for the whole block, the
-common case); each interval keeps its last write epoch and its last read epoch per stream,
-never a growing list of reads (CSAN's cost grows with the reads since the last write).
+common case), each with its access state (cells.py): the last write epoch and the last read
+epoch per stream, never a growing list of reads (CSAN's cost grows with the reads since the
+last write), and what a later access may still race besides them (strided accesses, accesses
+a write was not ordered after). A contiguous access cuts intervals at its ends; a strided one
+cuts none and is compared byte-exactly with what each interval it spans holds.
+
+Blocking streams (an `ExternalStream` over a stream created with default flags) synchronize with
+the legacy default stream: a launch on one waits for the default stream's work so far, and a
+launch on the default stream waits for every blocking stream's.
+
+Allocations. A new block may be one that earlier work on its stream used: the allocating
+stream's last launch before the allocation stands as a write of the whole block (not a new
+launch), so that a stream not ordered after it races the block's earlier use.
 """
 
 from __future__ import annotations
@@ -20,6 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from csan_lint.runtime import kinds
+from csan_lint.runtime.cells import Cell, Clock, Epoch
 from csan_lint.runtime.events import (
     DEFAULT_STREAM,
     HOST,
@@ -28,13 +40,12 @@ from csan_lint.runtime.events import (
     AllocationRecord,
     RuntimeErrorReport,
 )
+from csan_lint.runtime.extents import Pattern, is_approximated, pattern
 from csan_lint.runtime.stacks import EMPTY_STACK, Stack, innermost_user_frame
 
-# An epoch: (seq, stream, operator, access, stack); one small tuple per access, built only once.
-Epoch = tuple[int, int, str, Access, Stack | None]
-Clock = dict[int, int]
-
 FREE_OPERATOR = "free"
+ALLOCATION_OPERATOR = "allocation"
+"""The operator of an allocation's pseudo-write: the block's earlier use on its stream."""
 CAPTURE_BEGIN_OPERATOR = "capture_begin"
 CAPTURE_END_OPERATOR = "capture_end"
 WAIT_EVENT_OPERATOR = "wait_event"
@@ -51,19 +62,6 @@ class _Stream:
         self.host_version = -1  # joins the host clock before its first work
 
 
-class _Cell:
-    """Access state of one byte interval of an allocation."""
-
-    __slots__ = ("reads", "write")
-
-    def __init__(self, write: Epoch | None = None, reads: dict[int, Epoch] | None = None) -> None:
-        self.write = write
-        self.reads: dict[int, Epoch] = reads if reads is not None else {}
-
-    def copy(self) -> _Cell:
-        return _Cell(self.write, dict(self.reads))
-
-
 class _Allocation:
     __slots__ = ("backfilled", "bounds", "cells", "end", "ptr", "recorded", "stack", "stream")
 
@@ -74,7 +72,7 @@ class _Allocation:
         self.stack = stack
         # Interval k covers [bounds[k], bounds[k + 1]) (the last one up to `end`).
         self.bounds = [ptr]
-        self.cells = [_Cell()]
+        self.cells = [Cell()]
         self.recorded: set[int] | None = None
         self.backfilled = backfilled
 
@@ -113,6 +111,8 @@ class Tracker:
         self._allocations: dict[int, _Allocation] = {}
         self._bases: list[int] = []  # sorted allocation bases, to find the block holding a view
         self._capture: _Capture | None = None
+        self._blocking: set[int] = set()  # streams that synchronize with the legacy default stream
+        self._approximated = 0
         self._errors: list[RuntimeErrorReport] = []
         self._seen: set[tuple[Any, ...]] = set()
         self._streams[DEFAULT_STREAM] = _Stream()
@@ -126,13 +126,16 @@ class Tracker:
         return self._errors
 
     def stats(self) -> dict[str, int]:
-        """Sizes of the shadow state, to show it stays bounded."""
+        """Sizes of the shadow state, to show it stays bounded, and how many times an overlap was
+        over-approximated (a strided layout or a scan too large for an exact answer, a widening)."""
         return {
             "streams": len(self._streams),
             "events": len(self._events),
             "allocations": len(self._allocations),
             "intervals": sum(len(a.cells) for a in self._allocations.values()),
             "reads": sum(len(c.reads) for a in self._allocations.values() for c in a.cells),
+            "partial": sum(len(c.partial or ()) for a in self._allocations.values() for c in a.cells),
+            "approximated": self._approximated,
             "errors": len(self._errors),
         }
 
@@ -161,10 +164,24 @@ class Tracker:
         if self._join(self._host, clock):
             self._host_version += 1
 
-    def stream_created(self, stream: int) -> None:
-        """A duplicate creation is ignored: streams are created once (pool handles repeat)."""
+    def stream_created(self, stream: int, blocking: bool = False) -> None:
+        """A duplicate creation keeps the stream's clock (pool handles repeat) and takes the new
+        `blocking`: whether it synchronizes with the legacy default stream."""
         if stream not in self._streams:
             self._streams[stream] = _Stream()
+        if blocking and stream != DEFAULT_STREAM:
+            self._blocking.add(stream)
+        else:
+            self._blocking.discard(stream)
+
+    def _legacy_sync(self, stream: int, clock: Clock) -> None:
+        """A launch on the default stream waits for the blocking streams' work, and a launch on a
+        blocking stream for the default stream's."""
+        if stream == DEFAULT_STREAM:
+            for blocking in self._blocking:
+                self._join(clock, self._clock(blocking))
+        else:
+            self._join(clock, self._clock(DEFAULT_STREAM))
 
     def event_created(self, event: int) -> None:
         """A duplicate creation means the deletion was missed: the event starts unrecorded again."""
@@ -212,7 +229,8 @@ class Tracker:
     def allocated(self, ptr: int, size: int, stream: int | None, stack: Stack | None = None) -> None:
         """A new block. Blocks it overlaps were freed without us seeing it: forget them (backfill).
         `stream` None: a block no stream owns (pinned host memory: the host allocator itself
-        waits for the copies using it), so its free is not checked."""
+        waits for the copies using it), so its free is not checked. Otherwise the stream's last
+        launch stands as a write of the block (see the module docstring)."""
         if size <= 0:
             return  # a zero-size block holds no bytes: nothing can race on it
         end = ptr + size
@@ -223,7 +241,13 @@ class Tracker:
                 break
             self._remove(old)
             i -= 1
-        self._insert(_Allocation(ptr, size, stream, stack, backfilled=False))
+        allocation = _Allocation(ptr, size, stream, stack, backfilled=False)
+        if stream is not None and self._capture is None:  # a capture allocates from the graph's own pool
+            last = self._clock(stream).get(stream, 0)
+            if last:
+                access = Access(ptr, size, True, "")
+                allocation.cells[0].write = (last, stream, ALLOCATION_OPERATOR, access, stack)
+        self._insert(allocation)
 
     def freed(self, ptr: int, stack: Stack | None = None) -> None:
         """The caching allocator may hand the block out again at once, for work on its stream:
@@ -237,10 +261,7 @@ class Tracker:
             recorded = allocation.recorded or ()
             free_epoch: Epoch | None = None
             for cell in allocation.cells:
-                previous = [cell.write, *cell.reads.values()] if cell.reads else [cell.write]
-                for epoch in previous:
-                    if epoch is None:
-                        continue
+                for epoch in cell.epochs():
                     stream = epoch[1]
                     if stream == owner or stream == HOST or stream in recorded or clock.get(stream, 0) >= epoch[0]:
                         continue
@@ -313,15 +334,22 @@ class Tracker:
             clock = self._clock(stream)
         else:
             clock = state.clock
+        if self._blocking and (stream == DEFAULT_STREAM or stream in self._blocking):
+            self._legacy_sync(stream, clock)
         clock[stream] = seq
         if self._capture is not None:
             self._captured_launch(stream, operator, stack, clock, seq)
         allocations = self._allocations
         for access in accesses:
-            ptr, size, is_write, _argument, _is_output = access
+            ptr, size, is_write, _argument, _is_output, layout = access
             if size <= 0:
                 continue  # zero-size tensors touch no byte
             epoch = (seq, stream, operator, access, stack)
+            if layout is not None:
+                shape = self._shape(access)
+                if shape is not None:
+                    self._access_range(ptr, size, clock, epoch, shape, is_write, _DEVICE_KINDS)
+                    continue
             allocation = allocations.get(ptr)
             if allocation is not None and ptr + size == allocation.end and len(allocation.cells) == 1:
                 # Whole-block access, whole-block state: the common case, O(1) in the state size.
@@ -329,22 +357,29 @@ class Tracker:
                 cell = allocation.cells[0]
                 write = cell.write
                 # A write of this stream's own is ordered: no clock lookup.
-                if write is None or write[1] == stream or clock.get(write[1], 0) >= write[0]:
+                if cell.partial is None and (write is None or write[1] == stream or clock.get(write[1], 0) >= write[0]):
                     if not is_write:
                         cell.reads[stream] = epoch
                         continue
                     reads = cell.reads
-                    if not reads:
-                        cell.write = epoch
-                        continue
-                    if len(reads) == 1 and stream in reads:
-                        # The only read is this stream's own, always ordered before its work.
+                    for read in reads.values():
+                        if read[1] != stream and clock.get(read[1], 0) < read[0]:
+                            break  # a race: _check reports it
+                    else:  # every read is ordered before this write (this stream's own always is)
                         reads.clear()
                         cell.write = epoch
                         continue
-                self._check(cell, allocation, clock, epoch, is_write, _DEVICE_KINDS)
+                self._check(cell, allocation, ptr, ptr + size, clock, epoch, None, is_write, _DEVICE_KINDS)
             else:
-                self._access_range(ptr, size, clock, epoch, is_write, _DEVICE_KINDS)
+                self._access_range(ptr, size, clock, epoch, None, is_write, _DEVICE_KINDS)
+
+    def _shape(self, access: Access) -> Pattern | None:
+        """The bytes of a strided access (None: its whole extent), counting over-approximations."""
+        assert access.layout is not None
+        shape = pattern(access.ptr, access.layout)
+        if shape is None and is_approximated(access.ptr, access.layout):
+            self._approximated += 1
+        return shape
 
     def host_accessed(
         self, ptr: int, size: int, is_write: bool, operator: str, stack: Stack | None = None
@@ -356,10 +391,17 @@ class Tracker:
         self._host[HOST] = seq
         self._host_version += 1  # later launches are issued after this access
         epoch = (seq, HOST, operator, Access(ptr, size, is_write, ""), stack)
-        self._access_range(ptr, size, self._host, epoch, is_write, _HOST_KINDS)
+        self._access_range(ptr, size, self._host, epoch, None, is_write, _HOST_KINDS)
 
     def _access_range(
-        self, ptr: int, size: int, clock: Clock, epoch: Epoch, is_write: bool, race_kinds: tuple[str, str, str]
+        self,
+        ptr: int,
+        size: int,
+        clock: Clock,
+        epoch: Epoch,
+        shape: Pattern | None,
+        is_write: bool,
+        race_kinds: tuple[str, str, str],
     ) -> None:
         allocation = self._locate(ptr, size)
         lo, hi = max(ptr, allocation.ptr), min(ptr + size, allocation.end)
@@ -367,48 +409,42 @@ class Tracker:
             return
         bounds, cells = allocation.bounds, allocation.cells
         i = bisect_right(bounds, lo) - 1
-        if bounds[i] != lo:
+        j = bisect_left(bounds, hi)
+        # A strided access is compared byte-exactly with what each interval holds: it splits none
+        # (a loop over a matrix's columns would cut it into two intervals per column).
+        if shape is None and bounds[i] != lo:
             bounds.insert(i + 1, lo)
             cells.insert(i + 1, cells[i].copy())
             i += 1
-        j = bisect_left(bounds, hi)
-        if hi < allocation.end and (j == len(bounds) or bounds[j] != hi):
+            j += 1
+        if shape is None and hi < allocation.end and (j == len(bounds) or bounds[j] != hi):
             bounds.insert(j, hi)
             cells.insert(j, cells[j - 1].copy())
         for k in range(i, j):
-            self._check(cells[k], allocation, clock, epoch, is_write, race_kinds)
-        if is_write and j - i > 1:
-            # All now hold this write and no reads: one interval again.
+            cell_end = bounds[k + 1] if k + 1 < len(bounds) else allocation.end
+            self._check(cells[k], allocation, bounds[k], cell_end, clock, epoch, shape, is_write, race_kinds)
+        if is_write and shape is None and j - i > 1 and not any(cells[k].reads or cells[k].partial for k in range(i, j)):
+            # All now hold this write and nothing else: one interval again.
             del bounds[i + 1 : j]
             del cells[i + 1 : j]
 
     def _check(
         self,
-        cell: _Cell,
+        cell: Cell,
         allocation: _Allocation,
+        lo: int,
+        hi: int,
         clock: Clock,
         epoch: Epoch,
+        shape: Pattern | None,
         is_write: bool,
         race_kinds: tuple[str, str, str],
     ) -> None:
-        """Check one access against an interval's state, then record it. The current stream's own
-        entry is its current seq, so earlier accesses on the same stream are always ordered."""
-        write = cell.write
-        if is_write:
-            reads = cell.reads
-            if reads:
-                for read in reads.values():
-                    if clock.get(read[1], 0) < read[0]:
-                        self._race(race_kinds[1], epoch, read, allocation)
-                reads.clear()
-            # Checked even after reads: a write racing the last write is a hazard of its own.
-            if write is not None and clock.get(write[1], 0) < write[0]:
-                self._race(race_kinds[2], epoch, write, allocation)
-            cell.write = epoch
-        else:
-            if write is not None and clock.get(write[1], 0) < write[0]:
-                self._race(race_kinds[0], epoch, write, allocation)
-            cell.reads[epoch[1]] = epoch
+        """Check one access against the interval [lo, hi) (see Cell.check) and report its races."""
+        races, approximated = cell.check(lo, hi, clock, epoch, shape, is_write)
+        self._approximated += approximated
+        for kind, previous in races:
+            self._race(race_kinds[kind], epoch, previous, allocation)
 
     # -- CUDA graph capture -----------------------------------------------------------------------
 

@@ -162,6 +162,13 @@ def test_finding_of_no_rule_is_an_error_not_a_guess(src):
     assert verdict.verdict == ERROR
 
 
+def test_a_runtime_only_free_with_no_user_frame_is_placed_at_its_allocation(src):
+    report = race(src, 20, kinds.FREE_IN_USE, alloc_line=7)
+    report["current"]["stack"] = [{"file": os.path.join(os.path.dirname(os.__file__), "threading.py"), "line": 1, "function": "f"}]
+    _, (entry,) = decide([], RunResult({}, [Race("t::a", report)]), {})
+    assert (entry.path, entry.line) == ("mod.py", 7)
+
+
 def test_runtime_only_codes_cover_every_kind_once():
     assert sorted(RUNTIME_ONLY_CODES) == sorted(kinds.ALL_KINDS)
     assert len(set(RUNTIME_ONLY_CODES.values())) == len(kinds.ALL_KINDS)

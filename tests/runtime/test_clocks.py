@@ -1,6 +1,7 @@
 """The vector clocks (lazy host joins, event snapshots, syncs) must order exactly what an
 explicit happens-before graph orders: random programs run against the Tracker and against a
-graph-reachability oracle with the same last-write / last-read-per-stream policy."""
+graph-reachability oracle with the same policy: the last read per stream, and the writes and
+reads a later write was not ordered after."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ class Oracle:
         self.pending: dict[int, set[int]] = {}
         self.host_last: int | None = None
         self.snapshots: dict[int, set[int] | None] = {}
-        self.writes: dict[int, tuple[int, str]] = {}
+        self.writes: dict[int, list[tuple[int, str]]] = {}
         self.reads: dict[int, dict[int, tuple[int, str]]] = {}
         self.found: set[tuple[str, str, str]] = set()
 
@@ -63,19 +64,21 @@ class Oracle:
         return self.host_last
 
     def _access(self, node: int, stream: int, operator: str, tensor: int, is_write: bool, race_kinds) -> None:
-        write = self.writes.get(tensor)
+        writes = self.writes.setdefault(tensor, [])
         reads = self.reads.setdefault(tensor, {})
+        for write_node, write_op in writes:
+            if not self._before(write_node, node):
+                self.found.add((race_kinds[2] if is_write else race_kinds[0], operator, write_op))
         if is_write:
             for read_node, read_op in reads.values():
                 if not self._before(read_node, node):
                     self.found.add((race_kinds[1], operator, read_op))
-            if write is not None and not self._before(write[0], node):
-                self.found.add((race_kinds[2], operator, write[1]))
-            self.writes[tensor] = (node, operator)
-            reads.clear()
+            # A write hides only what it is ordered after: the rest may race later accesses.
+            writes[:] = [w for w in writes if not self._before(w[0], node)] + [(node, operator)]
+            for key, (read_node, _) in list(reads.items()):
+                if self._before(read_node, node):
+                    del reads[key]
         else:
-            if write is not None and not self._before(write[0], node):
-                self.found.add((race_kinds[0], operator, write[1]))
             reads[stream] = (node, operator)
 
     def launch(self, stream, operator, tensor, is_write):

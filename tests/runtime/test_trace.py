@@ -78,6 +78,59 @@ def test_writer_output_is_json_lines_with_header(tmp_path):
     ]
 
 
+def test_version_2_carries_layouts_and_blocking_streams_and_replays_them(tmp_path):
+    path = tmp_path / "run.jsonl"
+    left = Access(0x1000, 84, True, "self", True, (4, (4, 3), (6, 1)))
+    right = left._replace(ptr=0x100C)
+    with TraceWriter(Tracker(), path) as writer:
+        writer.stream_created(S1, blocking=True)
+        writer.stream_created(S2)
+        writer.kernel_launched(S0, "fill_", [Access(0x2000, 64, True, "self")])
+        writer.kernel_launched(S1, "mul_", [left, Access(0x2000, 64, False, "other")])  # ordered: blocking
+        writer.kernel_launched(S2, "add_", [right])  # disjoint columns
+        writer.kernel_launched(S2, "sum", [Access(0x1000, 96, False, "self")])  # races mul_ only
+        live = [to_json(e) for e in writer.errors]
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert lines[0] == {"format": "csan-trace", "version": 2}
+    assert lines[1] == {"event": "stream_created", "stream": S1, "blocking": True}
+    assert lines[2] == {"event": "stream_created", "stream": S2}
+    assert lines[4]["accesses"][0] == {
+        "ptr": 0x1000, "size": 84, "is_write": True, "argument": "self", "is_output": True,
+        "element_size": 4, "sizes": [4, 3], "strides": [6, 1],
+    }
+    replayed = Tracker()
+    replay(path, replayed)
+    assert [to_json(e) for e in replayed.errors] == live
+    assert [(e["kind"], e["current"]["operator"], e["previous"]["operator"]) for e in live] == [
+        ("read-after-write", "sum", "mul_")
+    ]
+
+
+def test_an_access_may_list_its_extents(tmp_path):
+    allocated = json.dumps({"event": "allocated", "ptr": 0x1000, "size": 256, "stream": None})
+    launch = {"event": "kernel_launched", "stream": S1, "operator": "w", "accesses": [
+        {"extents": [[0x1000, 16], [0x1040, 16]], "is_write": True, "argument": "self"}]}
+    for size, found in ((0x30, []), (0x40, [("read-after-write", "w")])):  # the gap; then into the second
+        read = {"event": "kernel_launched", "stream": S2, "operator": "r", "accesses": [
+            {"ptr": 0x1010, "size": size, "is_write": False}]}
+        tracker = Tracker()
+        replay(_trace(tmp_path, GOOD, allocated, json.dumps(launch), json.dumps(read)), tracker)
+        assert [(e.kind, e.previous.operator) for e in tracker.errors] == found
+
+
+def test_version_1_traces_still_read(tmp_path):
+    path = _trace(
+        tmp_path,
+        '{"format": "csan-trace", "version": 1}',
+        '{"event": "stream_created", "stream": 1001}',
+        '{"event": "kernel_launched", "stream": 0, "operator": "fill_", "accesses": [{"ptr": 16, "size": 8, "is_write": true}]}',
+        '{"event": "kernel_launched", "stream": 1001, "operator": "mul", "accesses": [{"ptr": 16, "size": 8, "is_write": false}]}',
+    )
+    tracker = Tracker()
+    replay(path, tracker)
+    assert [e.kind for e in tracker.errors] == ["read-after-write"]
+
+
 def test_trace_events_cover_the_engine_api():
     public = {name for name, _ in inspect.getmembers(Tracker, inspect.isfunction) if not name.startswith("_")}
     assert public - {"stats"} == set(EVENTS)
@@ -95,6 +148,10 @@ def _trace(tmp_path, *lines: str):
 GOOD = json.dumps(HEADER)
 
 
+def _launch(access: dict) -> str:
+    return json.dumps({"event": "kernel_launched", "stream": 1, "operator": "x", "accesses": [access]})
+
+
 @pytest.mark.parametrize(
     ("lines", "where", "problem"),
     [
@@ -108,6 +165,15 @@ GOOD = json.dumps(HEADER)
         ((GOOD, '{"event": "kernel_launched", "stream": 1, "operator": "x", "accesses": [{"ptr": 1}]}'), 2, "access 0"),
         ((GOOD, '{"event": "freed", "ptr": 1, "stack": [["a.py", "x", "f"]]}'), 2, "'stack' must be"),
         ((GOOD, "[1]"), 2, "expected a JSON object"),
+        ((GOOD, '{"event": "stream_created", "stream": 1, "blocking": "yes"}'), 2, "'blocking' must be true or false"),
+        ((GOOD, _launch({"ptr": 0, "size": 8, "is_write": True, "sizes": [2]})), 2, "go together"),
+        ((GOOD, _launch({"ptr": 0, "size": 8, "is_write": True, "element_size": 4, "sizes": [2], "strides": [2]})), 2,
+         "access 0: 'size' 8 is not the extent of its layout (12 bytes)"),
+        ((GOOD, _launch({"ptr": 0, "size": 8, "is_write": True, "element_size": 4, "sizes": [2], "strides": [-1]})), 2,
+         "'strides' must be a list of non-negative integers"),
+        ((GOOD, _launch({"ptr": 0, "size": 8, "is_write": True, "element_size": 4, "sizes": [2, 1], "strides": [1]})), 2,
+         "differ in length"),
+        ((GOOD, _launch({"extents": [[0, 8, 1]], "is_write": True})), 2, "'extents' must be a list of [ptr, size]"),
         ((GOOD, '{"stream": 1}'), 2, "without 'event'"),
         ((), 1, "empty trace"),
     ],

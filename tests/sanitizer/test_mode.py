@@ -109,8 +109,30 @@ def test_factory_like_ops_do_not_read_their_input():
     x = torch.ones(5)
     rec = Recorder()
     with make_mode(rec):
-        y = torch.empty_like(x)
-    assert rec.launches() == [("aten::empty_like", [Access(base(y), 20, True, "output", True)])]
+        y = torch.zeros_like(x)
+    assert rec.launches() == [("aten::zeros_like", [Access(base(y), 20, True, "output", True)])]
+
+
+def test_empty_factories_launch_nothing():
+    """No kernel fills them: the allocation (the block's earlier use) stands for them."""
+    x = torch.ones(5)
+    rec = Recorder()
+    with make_mode(rec):
+        torch.empty_like(x), x.new_empty(3), torch.empty(2, 3), torch.empty_strided((2,), (1,))
+    assert rec.launches() == []
+
+
+def test_strided_views_carry_their_layout_dense_ones_do_not():
+    x = torch.zeros(4, 6)
+    rec = Recorder()
+    with make_mode(rec):
+        x[:, :3].add_(1)
+        x.t().add_(1)
+        x[0::2].add_(1)
+    (_, [left]), (_, [transposed]), (_, [even_rows]) = rec.launches()
+    assert left == Access(base(x), (3 * 6 + 3) * 4, True, "self", True, (4, (4, 3), (6, 1)))
+    assert transposed == Access(base(x), 96, True, "self", True)  # dense: its extent is exact
+    assert even_rows.layout == (4, (2, 6), (12, 1))
 
 
 def test_tensor_lists_are_read_element_by_element():
