@@ -102,7 +102,7 @@ def _fix(result: LintResult, targets: list[str], config: Any, unsafe: bool, no_c
     epilog="Exit status: 0 no findings, 1 findings, 2 usage, config or internal error "
     "(or a file that could not be checked). Settings: [tool.csan-lint] in pyproject.toml.",
 )
-@click.argument("paths", nargs=-1, type=click.Path())
+@click.argument("paths", nargs=-1, type=click.Path(readable=False))  # unreadable: a located CSL003
 @click.option(
     "--format", "output_format", type=click.Choice(sorted({*STATIC_FORMATS, *CONFIRM_FORMATS})), default="text",
     show_default=True,

@@ -162,11 +162,12 @@ def find_config_file(paths: Sequence[str]) -> Path | None:
     directory of the linted paths (the working directory when none are given)."""
     absolute = [os.path.abspath(path) for path in paths] or [os.getcwd()]
     start = Path(os.path.commonpath(absolute))
-    if not start.is_dir():
+    if not os.path.isdir(start):
         start = start.parent
     for directory in (start, *start.parents):
         candidate = directory / "pyproject.toml"
-        if candidate.is_file() and _table_of(_read_toml(candidate), candidate) is not None:
+        # os.path.isfile: a directory the user cannot search is "no config here", not an error.
+        if os.path.isfile(candidate) and _table_of(_read_toml(candidate), candidate) is not None:
             return candidate
     return None
 

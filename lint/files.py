@@ -60,13 +60,15 @@ class PathError:
 
 
 def is_virtualenv(directory: Path) -> bool:
-    return (directory / "pyvenv.cfg").is_file()
+    """os.path, not Path.is_file: inside a directory the user may not search (mode 0o600 to a
+    non-root user) the stat raises PermissionError, which Path.is_file lets through."""
+    return os.path.isfile(directory / "pyvenv.cfg")
 
 
 def find_repo_root(start: Path) -> Path | None:
     """The nearest ancestor (or `start`) holding `.git`: where git starts reading .gitignore."""
     for candidate in (start, *start.parents):
-        if (candidate / ".git").exists():
+        if os.path.exists(candidate / ".git"):  # os.path: False, not PermissionError, when unsearchable
             return candidate
     return None
 
