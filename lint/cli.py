@@ -74,10 +74,10 @@ def _explain(code: str) -> str:
     return text
 
 
-def _replay(trace: str, output_format: str, exit_zero: bool) -> int:
+def _replay(trace: str, output_format: str, exit_zero: bool, quiet: bool) -> int:
     from csan_lint.runtime.replay import main as replay_main  # the runtime loads only when asked
 
-    status = replay_main(trace, output_format)
+    status = replay_main(trace, output_format, quiet)
     return EXIT_CLEAN if status == EXIT_FINDINGS and exit_zero else status
 
 
@@ -254,7 +254,7 @@ def check(
         ignored = ["PATHS"] * bool(paths) + [f"--{name.replace('_', '-')}" for name in _given(context, options)]
         if ignored:
             _fail(f"--replay reads only the trace, --format, --exit-zero and -q; remove {', '.join(ignored)}")
-        raise SystemExit(_replay(replay, output_format, exit_zero))
+        raise SystemExit(_replay(replay, output_format, exit_zero, quiet))
     if confirm and (fix or diff):
         _fail("--fix and --diff change files; run them without --confirm")
     formats = CONFIRM_FORMATS if confirm else STATIC_FORMATS
