@@ -63,10 +63,14 @@ class LintResult:
     through the cache, in an earlier one), so a warm run reports what a cold one does."""
     files_cached: int = 0
     """Files whose result came from the cache instead of being read and linted."""
+    unreached: frozenset[str] = frozenset()
+    """Paths that could not be walked (missing, an unreadable directory): reported as CSL003,
+    but no file was checked there."""
 
     @property
     def files_with_findings(self) -> int:
-        return len({finding.path for finding in self.findings})
+        """Checked files with a finding: never more than `files_checked`."""
+        return len({finding.path for finding in self.findings} - self.unreached)
 
     @property
     def has_tool_errors(self) -> bool:
@@ -228,8 +232,10 @@ def lint_paths(
     findings: list[Finding] = []
     parsed: list[_Parsed] = []
     files_checked = files_cached = 0
+    unreached: set[str] = set()
     for found in discover(paths, excluder, force_exclude):
         if isinstance(found, PathError):
+            unreached.add(display_path(found.path, cwd))
             findings.append(diagnostic(display_path(found.path, cwd), READ_ERROR_CODE, found.message))
             continue
         files_checked += 1
@@ -281,7 +287,7 @@ def lint_paths(
     if results is not None:
         results.save()
     findings.sort(key=lambda finding: (finding.path, finding.line, finding.column, finding.code))
-    return LintResult(findings, files_checked, len(parsed), files_cached)
+    return LintResult(findings, files_checked, len(parsed), files_cached, frozenset(unreached))
 
 
 def _lint_stale(

@@ -46,3 +46,13 @@ def test_a_failure_outside_any_file_is_a_message_not_a_traceback(
     assert result.exit_code == 2
     assert result.stderr == "error: internal error: RuntimeError: discovery exploded\n"
     assert "Traceback" not in result.output
+
+
+def test_json_summary_counts_only_checked_files_as_files_with_findings(project: Path) -> None:
+    import json
+
+    result = CliRunner().invoke(cli.main, ["--format", "json", "flagged.py", "missing.py", "gone/"])
+    summary = json.loads(result.stdout)["summary"]
+    paths = {finding["path"] for finding in json.loads(result.stdout)["findings"]}
+    assert paths == {"flagged.py", "missing.py", "gone"}
+    assert (summary["files_checked"], summary["files_with_findings"]) == (1, 1)
