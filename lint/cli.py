@@ -250,8 +250,8 @@ def check(
         click.echo(_explain(explain), nl=False)
         return
     if replay is not None:
-        options = [name for name in context.params if name not in REPLAY_OPTIONS]
-        ignored = ["PATHS"] * bool(paths) + [f"--{name.replace('_', '-')}" for name in _given(context, options)]
+        others = [name for name in context.params if name not in REPLAY_OPTIONS]
+        ignored = ["PATHS"] * bool(paths) + [f"--{name.replace('_', '-')}" for name in _given(context, others)]
         if ignored:
             _fail(f"--replay reads only the trace, --format, --exit-zero and -q; remove {', '.join(ignored)}")
         raise SystemExit(_replay(replay, output_format, exit_zero, quiet))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Generator
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 import pytest
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 REPORT_VERSION = 1
 DEVICES = ("auto", "cuda", "emulated")
-INI_OPTIONS = {
+INI_OPTIONS: dict[str, tuple[Literal["bool", "string"], str]] = {
     "csan": ("bool", "run every test under the CUDA stream sanitizer (as --csan)"),
     "csan_device": ("string", "device for csan: auto (default), cuda or emulated (as --csan-device)"),
     "csan_report": ("string", "write every report to this path, relative to the rootdir (as --csan-report)"),
