@@ -116,15 +116,15 @@ def _fixed_listing(before: LintResult, after: LintResult) -> str:
 
 
 class _ProgressBar:
-    """click's bar on stderr for the engine's work, opened once there is enough of it; click
-    draws nothing when stderr is not a terminal."""
+    """click's bar on stderr for the engine's work, opened once there is enough of it, and only
+    on a terminal (elsewhere click would still print its label: noise in a CI log or a pipe)."""
 
     def __init__(self) -> None:
         self._bar: Any = None
 
     def __call__(self, done: int, total: int) -> None:
         if self._bar is None:
-            if total < PROGRESS_MIN_FILES:
+            if total < PROGRESS_MIN_FILES or not sys.stderr.isatty():
                 return
             self._bar = click.progressbar(length=total, label="Linting", file=sys.stderr)
             self._bar.__enter__()

@@ -35,6 +35,17 @@ def test_the_bar_draws_on_a_terminal_once_there_is_enough_work(monkeypatch: pyte
     assert "Linting" in terminal.getvalue() and "100%" in terminal.getvalue()
 
 
+def test_no_bar_and_no_label_when_stderr_is_not_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    log = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", log)
+    bar = cli._ProgressBar()
+    total = cli.PROGRESS_MIN_FILES * 2
+    for done in range(1, total + 1):
+        bar(done, total)
+    bar.close()
+    assert log.getvalue() == ""
+
+
 @pytest.mark.parametrize(
     ("arguments", "drawn"),
     [([], True), (["--format", "json"], False), (["--format", "sarif"], False), (["-q"], False)],
