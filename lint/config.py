@@ -64,6 +64,8 @@ class Config:
 
     def reports_unused_noqa(self, path: Path) -> bool:
         """Whether `unused-noqa` is on for `path`: only when selected by name (off by default)."""
+        if self.select is None and not self.extend_select:
+            return False  # the default: answered without importing the rules (libcst)
         return UNUSED_NOQA_CODE in self._selected and UNUSED_NOQA_CODE not in self._ignored_at(path)
 
     def _ignored_at(self, path: Path) -> set[str]:
