@@ -25,6 +25,8 @@ def python_syntax_error(source: str, path: str) -> Finding | None:
         return syntax_error(path, error.lineno or 1, max(error.offset or 1, 1), error.msg)
     except ValueError as error:  # NUL bytes: not Python source at all
         return syntax_error(path, 1, 1, str(error))
+    except (RecursionError, MemoryError):  # nesting that CPython cannot compile either
+        return syntax_error(path, 1, 1, "too deeply nested for Python's parser")
     return None
 
 
