@@ -19,10 +19,11 @@ READABLE_VERSIONS = (1, 2)
 """Version 1 has no layouts, extents or `blocking`: it reads as version 2 without them."""
 HEADER = {"format": FORMAT, "version": VERSION}
 
-# Parameter types: int, int? (an integer or null), bool, flag (optional bool, absent: false), str,
-# accesses ([{"ptr", "size", "is_write", "argument", "is_output", and optionally "element_size",
-# "sizes", "strides"}, or with "extents" instead of "ptr" and "size", ...]), stack (optional:
-# [[file, line, function], ...] or null).
+# Parameter types: int, int? (an integer or null), ptr and size (integers from 0 to 2**64 - 1: a
+# device address, a byte count), bool, flag (optional bool, absent: false), str, accesses ([{"ptr",
+# "size", "is_write", "argument", "is_output", and optionally "element_size", "sizes", "strides"},
+# or with "extents" instead of "ptr" and "size", ...]), stack (optional: [[file, line, function],
+# ...] or null).
 EVENTS: dict[str, tuple[tuple[str, str], ...]] = {
     "stream_created": (("stream", "int"), ("blocking", "flag")),
     "event_created": (("event", "int"),),
@@ -34,13 +35,13 @@ EVENTS: dict[str, tuple[tuple[str, str], ...]] = {
     "device_synchronized": (),
     "stream_queried": (("stream", "int"), ("done", "bool")),
     "event_queried": (("event", "int"), ("done", "bool")),
-    "allocated": (("ptr", "int"), ("size", "int"), ("stream", "int?"), ("stack", "stack")),
-    "freed": (("ptr", "int"), ("stack", "stack")),
-    "stream_recorded": (("ptr", "int"), ("stream", "int")),
+    "allocated": (("ptr", "ptr"), ("size", "size"), ("stream", "int?"), ("stack", "stack")),
+    "freed": (("ptr", "ptr"), ("stack", "stack")),
+    "stream_recorded": (("ptr", "ptr"), ("stream", "int")),
     "kernel_launched": (("stream", "int"), ("operator", "str"), ("accesses", "accesses"), ("stack", "stack")),
     "host_accessed": (
-        ("ptr", "int"),
-        ("size", "int"),
+        ("ptr", "ptr"),
+        ("size", "size"),
         ("is_write", "bool"),
         ("operator", "str"),
         ("stack", "stack"),
@@ -144,13 +145,22 @@ class TraceError(ValueError):
         self.path, self.line, self.problem = path, line, problem
 
 
+ADDRESS_LIMIT = 2**64
+"""Pointers and sizes are 64-bit: a negative one, or one past this, is a corrupt trace (the
+engine's range arithmetic would take it for a real, enormous range)."""
+
+
 def _convert(kind: str, name: str, value: Any) -> Any:
     """The value as the engine takes it, or a ValueError saying what is wrong."""
+    if kind in ("ptr", "size"):
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < ADDRESS_LIMIT:
+            return value
+        raise ValueError(f"{name!r} must be an integer from 0 to 2**64 - 1, got {_shown(value)}")
     if kind in ("int", "int?"):
         if (isinstance(value, int) and not isinstance(value, bool)) or (value is None and kind == "int?"):
             return value
         or_null = " or null" if kind == "int?" else ""
-        raise ValueError(f"{name!r} must be an integer{or_null}, got {json.dumps(value)}")
+        raise ValueError(f"{name!r} must be an integer{or_null}, got {_shown(value)}")
     if kind == "flag" and value is None:
         return False
     if kind in ("bool", "flag"):
@@ -176,6 +186,12 @@ def _convert(kind: str, name: str, value: Any) -> Any:
     return [access for i, a in enumerate(value) for access in _accesses(i, a)]
 
 
+def _shown(value: Any) -> str:
+    """A bad value in a message, cut short: a corrupt trace may hold a megabyte on one line."""
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _accesses(index: int, value: Any) -> list[Access]:
     """One trace access as the engine's: several when it lists its extents."""
     if not isinstance(value, dict):
@@ -186,19 +202,26 @@ def _accesses(index: int, value: Any) -> list[Access]:
         is_output = _convert("bool", "is_output", value.get("is_output", False))
         if "extents" in value:
             return [Access(ptr, size, is_write, argument, is_output) for ptr, size in _extents(value["extents"])]
-        ptr = _convert("int", "ptr", value.get("ptr"))
-        size = _convert("int", "size", value.get("size"))
+        ptr = _convert("ptr", "ptr", value.get("ptr"))
+        size = _convert("size", "size", value.get("size"))
+        _check_end(ptr, size)
         return [Access(ptr, size, is_write, argument, is_output, _layout(value, size))]
     except ValueError as error:
         raise ValueError(f"access {index}: {error}") from None
 
 
+def _check_end(ptr: int, size: int) -> None:
+    if ptr + size > ADDRESS_LIMIT:
+        raise ValueError(f"'ptr' + 'size' ({ptr:#x} + {size}) runs past the 64-bit address space")
+
+
 def _extents(value: Any) -> list[tuple[int, int]]:
-    if isinstance(value, list) and all(
-        isinstance(e, list) and len(e) == 2 and all(isinstance(n, int) and not isinstance(n, bool) for n in e) for e in value
-    ):
-        return [(ptr, size) for ptr, size in value]
-    raise ValueError("'extents' must be a list of [ptr, size]")
+    if not isinstance(value, list) or not all(isinstance(e, list) and len(e) == 2 for e in value):
+        raise ValueError("'extents' must be a list of [ptr, size]")
+    extents = [(_convert("ptr", "ptr", ptr), _convert("size", "size", size)) for ptr, size in value]
+    for ptr, size in extents:
+        _check_end(ptr, size)
+    return extents
 
 
 def _naturals(name: str, value: Any) -> tuple[int, ...]:
@@ -228,17 +251,22 @@ def _layout(value: dict[str, Any], size: int) -> Layout | None:
 
 def replay(path: str | os.PathLike[str], tracker: Any) -> None:
     """Feed every event of the trace at `path` to `tracker`. Raises TraceError (located) on a
-    bad line, after the events before it were fed; OSError if the file cannot be read."""
+    bad line (binary, cut short, not JSON, out of range), after the events before it were fed;
+    OSError if the file cannot be read."""
     shown = os.fspath(path)
-    with open(path, encoding="utf-8") as file:
+    with open(path, "rb") as file:
         header_seen = False
-        for lineno, text in enumerate(file, start=1):
+        for lineno, data in enumerate(file, start=1):
+            text = _text(shown, lineno, data)
             if not text.strip():
                 continue
             try:
                 record = json.loads(text)
             except json.JSONDecodeError as error:
-                raise TraceError(shown, lineno, f"not JSON: {error.msg} (column {error.colno})") from None
+                cut = " (the trace is truncated: its last line is cut short)" if not data.endswith(b"\n") else ""
+                raise TraceError(shown, lineno, f"not JSON: {error.msg} (column {error.colno}){cut}") from None
+            except (ValueError, RecursionError) as error:  # a 5000-digit number, nesting 10**5 deep
+                raise TraceError(shown, lineno, f"not a trace line: {str(error).splitlines()[0][:100]}") from None
             if not isinstance(record, dict):
                 raise TraceError(shown, lineno, "expected a JSON object")
             if not header_seen:
@@ -248,6 +276,15 @@ def replay(path: str | os.PathLike[str], tracker: Any) -> None:
             _dispatch(shown, lineno, record, tracker)
         if not header_seen:
             raise TraceError(shown, 1, f"empty trace: expected {json.dumps(HEADER)}")
+
+
+def _text(path: str, lineno: int, data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise TraceError(
+            path, lineno, f"not UTF-8 text at byte {error.start + 1}: a binary or compressed file, not a trace"
+        ) from None
 
 
 def _check_header(path: str, lineno: int, record: dict[str, Any]) -> None:
@@ -274,6 +311,11 @@ def _dispatch(path: str, lineno: int, record: dict[str, Any], tracker: Any) -> N
             raise TraceError(path, lineno, f"event {event!r} lacks {key!r}")
         try:
             kwargs[name] = _convert(kind, key, record.get(key))
+        except ValueError as error:
+            raise TraceError(path, lineno, f"event {event!r}: {error}") from None
+    if "size" in kwargs:
+        try:
+            _check_end(kwargs["ptr"], kwargs["size"])
         except ValueError as error:
             raise TraceError(path, lineno, f"event {event!r}: {error}") from None
     getattr(tracker, event)(**kwargs)
