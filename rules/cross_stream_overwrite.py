@@ -6,8 +6,9 @@ from collections.abc import Iterator
 
 from csan_lint.lint.edits import attach, current_stream_code, wait_before_overwrite
 from csan_lint.lint.model import Finding
+from csan_lint.lint.ordering import HazardKind
 from csan_lint.lint.rule import Invalid, Rule, Valid
-from csan_lint.lint.streamflow import HazardKind, ModuleFlow, message_fields
+from csan_lint.lint.streamflow import ModuleFlow, message_fields
 from csan_lint.runtime.kinds import WRITE_AFTER_READ
 
 

@@ -6,8 +6,9 @@ from collections.abc import Iterator
 
 from csan_lint.lint.edits import attach, current_stream_code, join_before_use
 from csan_lint.lint.model import Finding
+from csan_lint.lint.ordering import CURRENT, HazardKind
 from csan_lint.lint.rule import Invalid, Rule, Valid
-from csan_lint.lint.streamflow import CURRENT, HazardKind, ModuleFlow, message_fields
+from csan_lint.lint.streamflow import ModuleFlow, message_fields
 from csan_lint.runtime.kinds import READ_AFTER_WRITE, WRITE_AFTER_WRITE
 
 

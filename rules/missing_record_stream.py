@@ -8,8 +8,9 @@ import libcst as cst
 
 from csan_lint.lint.edits import attach, current_stream_code, record_after_use
 from csan_lint.lint.model import Finding
+from csan_lint.lint.ordering import Hazard, HazardKind
 from csan_lint.lint.rule import Invalid, Rule, Valid
-from csan_lint.lint.streamflow import Hazard, HazardKind, ModuleFlow, message_fields
+from csan_lint.lint.streamflow import ModuleFlow, message_fields
 from csan_lint.runtime.kinds import FREE_IN_USE
 
 

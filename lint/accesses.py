@@ -1,0 +1,553 @@
+"""The stream-flow interpreter: follows the current CUDA stream through one function and
+records every read and write of a tracked tensor, reporting the unordered cross-stream ones.
+
+`FunctionAnalysis` is assembled from its parts: statements, bindings, lifetimes and accesses
+here; values (lint/values.py), streams and orderings (lint/streams.py), calls through
+summaries (lint/effects.py), on the shared control-flow driver (lint/interpret.py) and the
+ordering model (lint/ordering.py). Blocks on a stream that differs between paths are not
+judged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+
+import libcst as cst
+
+from csan_lint.lint.effects import PROBE_ACCESS, Effects, Helpers, probe_key
+from csan_lint.lint.interpret import Interpreter
+from csan_lint.lint.names import DEVICE_SYNC, GRAPH_CAPTURE, SET_STREAM, ImportTable, dotted_name
+from csan_lint.lint.nodes import children
+from csan_lint.lint.ordering import (
+    HOST,
+    UNKNOWN,
+    Access,
+    FlowLoop,
+    FlowState,
+    Hazard,
+    HazardKind,
+    Mark,
+    MarkUpdate,
+    TrackedTensor,
+    join_states,
+)
+from csan_lint.lint.scan import body_of
+from csan_lint.lint.streams import Streams
+from csan_lint.lint.values import (
+    COLLECTIVES,
+    COMPREHENSIONS,
+    HOST_ATTRIBUTES,
+    HOST_METHODS,
+    METADATA_BUILTINS,
+    PURE_BUILTINS,
+    STORING_METHODS,
+    SYNC_BUILTINS,
+    SYNC_METHODS,
+    VIEW_ATTRIBUTES,
+    VIEW_METHODS,
+    Comprehension,
+    Value,
+    Values,
+    comprehension_targets,
+    is_inplace,
+    is_reference,
+    operands,
+    target_names,
+)
+
+_MAX_LOOP_PASSES = 8
+
+
+class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop]):
+    """Interprets one function body (or a module body) and collects its hazards."""
+
+    max_passes = _MAX_LOOP_PASSES
+    _join = staticmethod(join_states)
+
+    def __init__(
+        self,
+        imports: ImportTable,
+        hazards: dict[tuple[object, ...], Hazard],
+        *,
+        function: str | None,
+        params: frozenset[str] = frozenset(),
+        helpers: Helpers | None = None,
+        entry: Mapping[str, TrackedTensor] | None = None,
+        probes: Iterable[str] = (),
+    ) -> None:
+        self.imports = imports
+        self.hazards = hazards
+        self.function = function
+        self.helpers = helpers
+        self.maybe_tensors = set(params)
+        """Names of unknown values that may be tensors: parameters and loop targets."""
+        self.state = FlowState(tensors=dict(entry or {}))
+        for token in probes:
+            self.live.tensors[probe_key(token)] = TrackedTensor(writes=frozenset({Mark(PROBE_ACCESS, frozenset({token}))}))
+        self.exits: list[FlowState] = []
+        """The states at each `return` and at the end of the body: what a caller continues from."""
+        self.tokens: set[str] = set()
+        """Streams and events the ordering calls named: a summary probes each of them."""
+        self.bound: set[str] = set()
+        """Names (re)bound here: a parameter rebound no longer denotes the caller's argument."""
+        self.yields = False
+        self.silent = 0
+        """Depth of blocks on an UNKNOWN stream: their accesses are taken as ordered, never judged."""
+        self.block: cst.With | None = None
+        self.statement = None
+        self.loops = []
+
+    # ---- driver
+
+    def run_function(self, body: cst.BaseSuite) -> None:
+        self.run(body_of(body))
+        if self.state is not None:
+            self.exits.append(self.state.copy())
+            self._release_all(None)
+
+    def _small(self, node: cst.BaseSmallStatement) -> None:
+        if isinstance(node, cst.Assign):
+            self._assign([target.target for target in node.targets], node.value)
+        elif isinstance(node, cst.AnnAssign):
+            if node.value is not None:
+                self._assign([node.target], node.value)
+        elif isinstance(node, cst.AugAssign):
+            self._eval(node.value)
+            key = dotted_name(node.target)
+            if key is not None and (key in self.live.tensors or key in self.maybe_tensors):
+                self._access(key, node.target, write=True)
+            else:
+                self._eval(node.target)
+        elif isinstance(node, cst.Expr):
+            self._eval(node.value)
+        elif isinstance(node, cst.Return):
+            if node.value is not None:
+                self._pass(node.value)
+            if self.state is not None:
+                self.exits.append(self.state.copy())
+            self._release_all(None)
+            self.state = None
+        elif isinstance(node, cst.Raise):
+            if node.exc is not None:
+                self._eval(node.exc)
+            self.state = None
+        elif isinstance(node, cst.Del):
+            self._delete(node.target, node)
+        elif isinstance(node, (cst.Break, cst.Continue)):
+            if self.loops:
+                loop = self.loops[-1]
+                self.live.current = loop.current
+                (loop.breaks if isinstance(node, cst.Break) else loop.continues).append(self.live)
+            self.state = None
+        elif isinstance(node, cst.Assert):
+            self._condition(node.test)
+
+    # ---- compound statements
+
+    def _condition(self, test: cst.BaseExpression) -> None:
+        """`if t:` on a tensor copies its truth value to the host: a sync with the current stream.
+        Only tensors made here count: a parameter tested is usually a flag, and taking it for a
+        sync would hide the one-sided waits that branch on it."""
+        self._header(test)
+        if self.state is not None and self._tensor_operand(test, made_here=True):
+            self._order(MarkUpdate(self.live.current, HOST))
+
+    def _with(self, node: cst.With) -> None:
+        stream: str | None = None
+        for item in node.items:
+            self.statement = item
+            item_stream = self._context_stream(item.item)
+            if item_stream is None:
+                self._eval(item.item)
+                if isinstance(item.item, cst.Call) and self.imports.qualified(item.item.func) == GRAPH_CAPTURE:
+                    self._order(MarkUpdate(None, HOST))  # it synchronizes the device first
+            else:
+                stream = item_stream
+        if stream is None or self.state is None:
+            self.run(body_of(node.body))
+            return
+        if stream == UNKNOWN:
+            self.silent += 1
+            self.run(body_of(node.body))
+            self.silent -= 1
+            return
+        outer_stream, outer_block = self.state.current, self.block
+        self.state.current, self.block = stream, node
+        self.run(body_of(node.body))
+        self.block = outer_block
+        if self.state is not None:
+            self.state.current = outer_stream
+
+    def _loop_frame(self, head: FlowState) -> FlowLoop:
+        return FlowLoop(current=head.current)
+
+    def _loop_target(self, target: cst.BaseAssignTargetExpression) -> None:
+        self.maybe_tensors.update(target_names(target))
+        self.statement = target
+        self._bind(target, Value("other"))
+
+    # ---- bindings
+
+    def _assign(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
+        if self._record_event_assignment(targets, value):
+            return
+        if not is_reference(value):
+            self._eval(value)
+        bound = self._value(value)
+        for target in targets:
+            self._bind(target, bound)
+            key = dotted_name(target)
+            if bound.kind in ("alias", "other") and key is not None and dotted_name(value) is not None:
+                stream = self._stream(value)  # `s = self.copy_stream`: `s` names that stream if used as one
+                if stream is not None:
+                    self.live.streams[key] = stream
+
+    def _bind(self, target: cst.BaseExpression, value: Value) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._bind(element.value, value)
+            return
+        if isinstance(target, cst.StarredElement):
+            self._bind(target.value, value)
+            return
+        if isinstance(target, cst.Subscript):
+            self._write_target(target)
+            return
+        key = dotted_name(target)
+        if key is None:
+            return
+        owned = isinstance(target, cst.Name)
+        self.bound.add(key)
+        if owned:
+            self._release(key, target)
+        self._forget(key)
+        state = self.live
+        if value.kind == "tensor":
+            mark = Mark(self._make_access(target, write=True), frozenset({state.current}))
+            state.tensors[key] = TrackedTensor(writes=frozenset({mark}), alloc=state.current if owned else None)
+        elif value.kind == "host":
+            state.tensors[key] = TrackedTensor()
+        elif value.kind == "alias" and value.source in state.tensors:
+            source = state.tensors[value.source]
+            state.tensors[key] = replace(source, uses=frozenset(), alloc=None, recorded=frozenset())
+        elif value.kind == "alias" and owned and value.source in self.maybe_tensors:
+            self.maybe_tensors.add(key)
+        elif value.kind == "stream":
+            state.streams[key] = value.source or key
+        elif value.kind == "context" and value.source is not None:
+            state.contexts[key] = value.source
+        elif value.kind == "event":
+            state.update_marks(MarkUpdate(None, None, drop=f"event:{key}"))
+
+    def _record_event_assignment(
+        self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression
+    ) -> bool:
+        """`e = s.record_event()`: a new event, recorded on `s` at once."""
+        if not (
+            len(targets) == 1
+            and isinstance(value, cst.Call)
+            and not value.args
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value == "record_event"
+            and dotted_name(targets[0]) is not None
+        ):
+            return False
+        key = dotted_name(targets[0])
+        assert key is not None
+        stream = self._stream(value.func.value)
+        self._forget(key)
+        if stream is not None:
+            self._record(f"event:{key}", stream)
+        return True
+
+    def _forget(self, key: str) -> None:
+        self.live.tensors.pop(key, None)
+        self.live.streams.pop(key, None)
+        self.live.contexts.pop(key, None)
+
+    def _delete(self, target: cst.BaseExpression, node: cst.Del) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._delete(element.value, node)
+        elif isinstance(target, cst.Name):
+            self._release(target.value, node)
+            self._forget(target.value)
+        elif isinstance(target, cst.Subscript):
+            self._eval(target.value)
+            for index in target.slice:
+                self._eval(index)
+        elif isinstance(target, cst.Attribute) and (key := dotted_name(target)) is not None:
+            self._forget(key)
+
+    # ---- lifetimes
+
+    def _release(self, key: str, where: cst.CSTNode | None) -> None:
+        """The name's last reference dies at `where`: uses on other streams must be ordered."""
+        tensor = self.live.tensors.get(key)
+        if tensor is None or tensor.alloc is None or tensor.escaped:
+            return
+        for use in tensor.uses:
+            if use.access.stream not in tensor.recorded and not use.orders(tensor.alloc):
+                self._hazard(HazardKind.FREE_IN_USE, key, use.access, tensor.alloc, where)
+
+    def _release_all(self, where: cst.CSTNode | None) -> None:
+        if self.function is None:
+            return  # module globals live until exit
+        for key in list(self.live.tensors):
+            self._release(key, where)
+
+    def _pass(self, expr: cst.BaseExpression) -> None:
+        """A value handed to the caller: it escapes, and is read only if computing it launches work."""
+        if not is_reference(expr):
+            self._eval(expr)
+        self._escape_names(expr)
+
+
+    # ---- expressions
+
+    def _eval(self, node: cst.CSTNode) -> None:
+        """Reads and ordering effects of evaluating `node`, in evaluation order."""
+        if self.state is None:
+            return
+        if isinstance(node, cst.Name):
+            if node.value in self.live.tensors or node.value in self.maybe_tensors:
+                self._access(node.value, node, write=False)
+        elif isinstance(node, cst.Attribute):
+            key = dotted_name(node)
+            if key is not None and key in self.live.tensors:
+                self._access(key, node, write=False)
+            elif node.attr.value not in HOST_ATTRIBUTES:
+                self._eval(node.value)
+        elif isinstance(node, cst.Call):
+            self._call(node)
+        elif isinstance(node, cst.Arg):
+            self._eval(node.value)
+        elif isinstance(node, cst.NamedExpr):
+            self._assign([node.target], node.value)
+        elif isinstance(node, cst.Yield):
+            self.yields = True
+            if isinstance(node.value, cst.BaseExpression):
+                self._pass(node.value)
+        elif isinstance(node, (cst.Lambda, cst.FunctionDef)):
+            return
+        elif isinstance(node, COMPREHENSIONS):
+            self._comprehension(node)
+        elif isinstance(node, (cst.BinaryOperation, cst.BooleanOperation)):
+            for operand in operands(node):
+                self._eval(operand)
+        else:
+            for child in children(node):
+                self._eval(child)
+
+    def _comprehension(self, node: Comprehension) -> None:
+        """A comprehension has its own scope: its targets shadow the enclosing names of the same
+        spelling, which it neither reads nor rebinds. Only the first iterable is evaluated outside."""
+        self._eval(node.for_in.iter)
+        targets = comprehension_targets(node)
+        state = self.live
+        saved = {name: (state.tensors.get(name), state.streams.get(name), state.contexts.get(name)) for name in targets}
+        shadowed = targets & self.maybe_tensors
+        self.maybe_tensors -= targets
+        for name in targets:
+            self._forget(name)
+        comp: cst.CompFor | None = node.for_in
+        while comp is not None:
+            if comp is not node.for_in:
+                self._eval(comp.iter)
+            for condition in comp.ifs:
+                self._eval(condition.test)
+            comp = comp.inner_for_in
+        for part in (node.key, node.value) if isinstance(node, cst.DictComp) else (node.elt,):
+            self._eval(part)
+        self.maybe_tensors |= shadowed
+        if self.state is None:
+            return
+        for name, (tensor, stream, context) in saved.items():
+            self._forget(name)
+            if tensor is not None:
+                self.live.tensors[name] = tensor
+            if stream is not None:
+                self.live.streams[name] = stream
+            if context is not None:
+                self.live.contexts[name] = context
+
+    def _call(self, node: cst.Call) -> None:
+        func = node.func
+        qualified = self.imports.qualified(func)
+        if qualified is not None and qualified.startswith("torch."):
+            in_place = (
+                (qualified.endswith("_") or qualified in COLLECTIVES)
+                and bool(node.args)
+                and node.args[0].keyword is None
+            )
+            self._eval_args(node, skip_first=in_place)
+            if qualified == DEVICE_SYNC:
+                self._order(MarkUpdate(None, HOST))
+            elif qualified == SET_STREAM and node.args:
+                stream = self._stream(node.args[0].value)
+                if stream is not None:
+                    self.live.current = stream
+            elif in_place:
+                self._write_target(node.args[0].value)
+            self._write_out(node)
+            return
+        found = self.helpers.lookup(self.function, func, qualified) if self.helpers is not None else None
+        if found is not None:
+            self._replay_orders(found, node)
+        self._call_other(node)
+        if found is not None and self.state is not None:
+            self._replay_effects(found, node)
+
+    def _call_other(self, node: cst.Call) -> None:
+        """A call into code other than torch's: stream and tensor methods, builtins, the rest."""
+        func = node.func
+        if isinstance(func, cst.Attribute):
+            if self._stream_method(node, func):
+                return
+            method, receiver = func.attr.value, func.value
+            key = dotted_name(receiver)
+            tracked = key is not None and key in self.live.tensors
+            if method == "record_stream" and tracked and node.args:
+                assert key is not None
+                stream = self._stream(node.args[0].value)
+                if stream is not None:
+                    tensor = self.live.tensors[key]
+                    self.live.tensors[key] = replace(tensor, recorded=tensor.recorded | {stream})
+                return
+            if method in HOST_METHODS:
+                self._eval_args(node)
+                return
+            if method in SYNC_METHODS:
+                self._eval(receiver)
+                self._eval_args(node)
+                self._order(MarkUpdate(self.live.current, HOST))
+                return
+            if is_inplace(method):
+                self._eval_args(node)
+                self._write_target(receiver)
+                self._write_out(node)
+                return
+            self._eval(receiver)
+            self._eval_args(node)
+            if method in STORING_METHODS or not self._is_tensor(receiver):
+                self._escape_args(node)
+        else:
+            if not isinstance(func, cst.Name):
+                self._eval(func)  # a called name is a function or a module, never a tensor
+            builtin = func.value if isinstance(func, cst.Name) else None
+            if builtin not in METADATA_BUILTINS:
+                self._eval_args(node)
+            if builtin in SYNC_BUILTINS and any(self._tensor_operand(arg.value) for arg in node.args):
+                self._order(MarkUpdate(self.live.current, HOST))
+            if builtin not in PURE_BUILTINS:
+                self._escape_args(node)
+        self._write_out(node)
+
+    def _eval_args(self, node: cst.Call, *, skip_first: bool = False) -> None:
+        """Reads of the arguments, except the ones the call writes in place (checked as writes)."""
+        for index, arg in enumerate(node.args):
+            if (arg.keyword is None or arg.keyword.value != "out") and not (skip_first and index == 0):
+                self._eval(arg.value)
+
+    def _escape_args(self, node: cst.Call) -> None:
+        """Unknown code may keep its arguments alive: their lifetime is no longer ours."""
+        for arg in node.args:
+            self._escape_names(arg.value)
+
+    def _write_out(self, node: cst.Call) -> None:
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value == "out":
+                self._write_target(arg.value)
+
+    def _write_target(self, expr: cst.BaseExpression) -> None:
+        """An in-place write to `expr`, or to the tensor it is a view of (`x[i]`, `x.view(..)`)."""
+        if isinstance(expr, (cst.Tuple, cst.List)):
+            for element in expr.elements:
+                self._write_target(element.value)
+            return
+        base = expr
+        while True:
+            if isinstance(base, cst.Subscript):
+                for index in base.slice:
+                    self._eval(index)
+                base = base.value
+            elif (
+                isinstance(base, cst.Call)
+                and isinstance(base.func, cst.Attribute)
+                and base.func.attr.value in VIEW_METHODS
+            ):
+                self._eval_args(base)
+                base = base.func.value
+            elif isinstance(base, cst.Attribute) and base.attr.value in VIEW_ATTRIBUTES:
+                base = base.value
+            else:
+                break
+        key = dotted_name(base)
+        if key is not None and key not in self.live.streams:
+            self._access(key, base, write=True)
+        else:
+            self._eval(base)
+
+
+    # ---- accesses
+
+    def _make_access(self, node: cst.CSTNode, *, write: bool) -> Access:
+        assert self.statement is not None
+        return Access(node, self.live.current, write, self.block or self.statement, self.function)
+
+    def _access(
+        self, key: str, node: cst.CSTNode, *, write: bool, stream: str | None = None, after: frozenset[str] = frozenset()
+    ) -> None:
+        """A kernel on the current stream (or `stream`, for a called function's) reads or writes
+        `key`: check it, then record it, ordered before `after` too."""
+        tensor = self.live.tensors.get(key) or TrackedTensor()
+        access = self._make_access(node, write=write)
+        if stream is not None:
+            access = replace(access, stream=stream)
+        stream = access.stream
+        if self.silent:
+            quiet = frozenset({Mark(access, frozenset({HOST}))})
+            if write:
+                self.live.tensors[key] = replace(tensor, writes=quiet, reads=frozenset())
+            else:
+                self.live.tensors[key] = replace(tensor, reads=tensor.reads | quiet)
+            return
+        for last in tensor.writes:
+            if last.access.stream != stream and not last.orders(stream):
+                kind = HazardKind.WRITE_AFTER_WRITE if write else HazardKind.READ_AFTER_WRITE
+                self._hazard(kind, key, access, last.access.stream, origin=last.access.function)
+        if write:
+            for read in tensor.reads:
+                if read.access.stream != stream and not read.orders(stream):
+                    self._hazard(HazardKind.WRITE_AFTER_READ, key, access, read.access.stream, origin=read.access.function)
+        mark = Mark(access, frozenset({stream}) | after)
+        if write:
+            tensor = replace(tensor, writes=frozenset({mark}), reads=frozenset())
+        else:
+            tensor = replace(
+                tensor, reads=frozenset(r for r in tensor.reads if r.access.stream != stream) | {mark}
+            )
+        if tensor.alloc is not None and stream != tensor.alloc:
+            tensor = replace(tensor, uses=frozenset(u for u in tensor.uses if u.access != access) | {mark})
+        self.live.tensors[key] = tensor
+
+    def _hazard(
+        self,
+        kind: HazardKind,
+        tensor: str,
+        access: Access,
+        other: str,
+        release: cst.CSTNode | None = None,
+        *,
+        origin: str | None = None,
+    ) -> None:
+        """Once per access and other stream: the first release found is the one reported.
+        `origin`: the function of the conflicting access, named only when it is another one."""
+        origin = origin if origin != self.function else None
+        hazard = Hazard(kind, tensor, access, other, release, self.function, origin)
+        key = (kind, tensor, access.node, other)
+        found = self.hazards.setdefault(key, hazard)
+        if origin is not None and (found.origin is None or origin < found.origin) and found.release is release:
+            self.hazards[key] = hazard  # several producers: name one, the same on every run
+
