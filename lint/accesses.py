@@ -21,6 +21,7 @@ from csan_lint.lint.names import DEVICE_SYNC, GRAPH_CAPTURE, SET_STREAM, ImportT
 from csan_lint.lint.nodes import children
 from csan_lint.lint.ordering import (
     HOST,
+    LAUNCH_ACCESS,
     UNKNOWN,
     Access,
     FlowLoop,
@@ -31,6 +32,7 @@ from csan_lint.lint.ordering import (
     MarkUpdate,
     TrackedTensor,
     join_states,
+    launch_key,
 )
 from csan_lint.lint.scan import body_of
 from csan_lint.lint.streams import Streams
@@ -44,6 +46,7 @@ from csan_lint.lint.values import (
     STORING_METHODS,
     SYNC_BUILTINS,
     SYNC_METHODS,
+    TENSOR_METHODS,
     VIEW_ATTRIBUTES,
     VIEW_METHODS,
     Comprehension,
@@ -52,8 +55,13 @@ from csan_lint.lint.values import (
     comprehension_targets,
     is_inplace,
     is_reference,
+    is_async_collective,
+    is_constructor,
+    is_identity_test,
+    loop_tensors,
     operands,
-    target_names,
+    paired,
+    viewed,
 )
 
 _MAX_LOOP_PASSES = 8
@@ -182,18 +190,27 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
     def _loop_frame(self, head: FlowState) -> FlowLoop:
         return FlowLoop(current=head.current)
 
-    def _loop_target(self, target: cst.BaseAssignTargetExpression) -> None:
-        self.maybe_tensors.update(target_names(target))
+    def _loop_target(self, target: cst.BaseAssignTargetExpression, iterable: cst.BaseExpression) -> None:
         self.statement = target
         self._bind(target, Value("other"))
+        self.maybe_tensors.update(loop_tensors(target, iterable))
 
     # ---- bindings
 
     def _assign(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
         if self._record_event_assignment(targets, value):
             return
-        if not is_reference(value):
-            self._eval(value)
+        pairs = paired(targets, value)
+        if pairs is not None:  # `x, z = a, b`: each name gets its own value
+            for _, element in pairs:
+                self._eval_value(element)
+            bound = [(target, self._value(element)) for target, element in pairs]
+            for target, value_bound in bound:
+                self._bind(target, value_bound)
+            return
+        self._eval_value(value)
+        if self._work_assignment(targets, value):
+            return
         bound = self._value(value)
         for target in targets:
             self._bind(target, bound)
@@ -202,6 +219,24 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
                 stream = self._stream(value)  # `s = self.copy_stream`: `s` names that stream if used as one
                 if stream is not None:
                     self.live.streams[key] = stream
+
+    def _eval_value(self, value: cst.BaseExpression) -> None:
+        """A value bound to a name: naming a tensor, or a view of one, launches no kernel."""
+        if not is_reference(value) and viewed(value) is None:
+            self._eval(value)
+
+    def _work_assignment(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> bool:
+        """`work = dist.all_reduce(t, async_op=True)`: the handle is an event recorded on the
+        stream the collective was issued on; `work.wait()` makes the current stream wait for it."""
+        if not (len(targets) == 1 and isinstance(value, cst.Call) and is_async_collective(self.imports, value)):
+            return False
+        key = dotted_name(targets[0])
+        if key is None:
+            return False
+        self.maybe_tensors.discard(key)
+        self._forget(key)
+        self._record(f"event:{key}", self.live.current)
+        return True
 
     def _bind(self, target: cst.BaseExpression, value: Value) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
@@ -212,7 +247,7 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
             self._bind(target.value, value)
             return
         if isinstance(target, cst.Subscript):
-            self._write_target(target)
+            self._write_target(target, assigned=True)
             return
         key = dotted_name(target)
         if key is None:
@@ -221,10 +256,16 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
         self.bound.add(key)
         if owned:
             self._release(key, target)
+            if value.kind != "alias":
+                self.maybe_tensors.discard(key)  # a number, a container, a stream...: no tensor
         self._forget(key)
         state = self.live
         if value.kind == "tensor":
             mark = Mark(self._make_access(target, write=True), frozenset({state.current}))
+            state.tensors[key] = TrackedTensor(writes=frozenset({mark}), alloc=state.current if owned else None)
+        elif value.kind == "allocation":
+            access = replace(self._make_access(target, write=True), allocation=True)
+            mark = Mark(access, self._launched_before(state.current))
             state.tensors[key] = TrackedTensor(writes=frozenset({mark}), alloc=state.current if owned else None)
         elif value.kind == "host":
             state.tensors[key] = TrackedTensor()
@@ -336,6 +377,10 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
         elif isinstance(node, (cst.BinaryOperation, cst.BooleanOperation)):
             for operand in operands(node):
                 self._eval(operand)
+        elif is_identity_test(node):  # `x is None`: a Python bool, no kernel
+            for operand in (node.left, *(target.comparator for target in node.comparisons)):
+                if not is_reference(operand):
+                    self._eval(operand)
         else:
             for child in children(node):
                 self._eval(child)
@@ -418,6 +463,13 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
             if method in HOST_METHODS:
                 self._eval_args(node)
                 return
+            if method == "set_" and key is not None:
+                self._bind(receiver, self._value(node.args[0].value) if node.args else Value("other"))
+                return  # the tensor now uses another storage: no data is written
+            stores = method in STORING_METHODS and not (method in TENSOR_METHODS and self._is_tensor(receiver))
+            if is_constructor(method) or stores:
+                self._hand_over(node)  # stored, not computed on
+                return
             if method in SYNC_METHODS:
                 self._eval(receiver)
                 self._eval_args(node)
@@ -433,6 +485,9 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
             if method in STORING_METHODS or not self._is_tensor(receiver):
                 self._escape_args(node)
         else:
+            if isinstance(func, cst.Name) and is_constructor(func.value):
+                self._hand_over(node)
+                return
             if not isinstance(func, cst.Name):
                 self._eval(func)  # a called name is a function or a module, never a tensor
             builtin = func.value if isinstance(func, cst.Name) else None
@@ -443,6 +498,13 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
             if builtin not in PURE_BUILTINS:
                 self._escape_args(node)
         self._write_out(node)
+
+    def _hand_over(self, node: cst.Call) -> None:
+        """Arguments stored by the call (a container, an object being built): their computation
+        is evaluated, naming them reads nothing, and their lifetime is no longer ours."""
+        for arg in node.args:
+            self._eval_value(arg.value)
+        self._escape_args(node)
 
     def _eval_args(self, node: cst.Call, *, skip_first: bool = False) -> None:
         """Reads of the arguments, except the ones the call writes in place (checked as writes)."""
@@ -460,11 +522,12 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
             if arg.keyword is not None and arg.keyword.value == "out":
                 self._write_target(arg.value)
 
-    def _write_target(self, expr: cst.BaseExpression) -> None:
-        """An in-place write to `expr`, or to the tensor it is a view of (`x[i]`, `x.view(..)`)."""
+    def _write_target(self, expr: cst.BaseExpression, *, assigned: bool = False) -> None:
+        """An in-place write to `expr`, or to the tensor it is a view of (`x[i]`, `x.view(..)`).
+        `assigned`: `x[i] = v`, which writes a tensor only if `x` may be one (else a container)."""
         if isinstance(expr, (cst.Tuple, cst.List)):
             for element in expr.elements:
-                self._write_target(element.value)
+                self._write_target(element.value, assigned=assigned)
             return
         base = expr
         while True:
@@ -484,6 +547,8 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
             else:
                 break
         key = dotted_name(base)
+        if assigned and key is not None and not self._is_tensor(base):
+            return
         if key is not None and key not in self.live.streams:
             self._access(key, base, write=True)
         else:
@@ -491,6 +556,11 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
 
 
     # ---- accesses
+
+    def _launched_before(self, stream: str) -> frozenset[str]:
+        """What is ordered after the last launch on `stream` (by the caller, if none here)."""
+        launch = self.live.tensors.get(launch_key(stream))
+        return next(iter(launch.writes)).after if launch is not None and launch.writes else frozenset({stream})
 
     def _make_access(self, node: cst.CSTNode, *, write: bool) -> Access:
         assert self.statement is not None
@@ -516,12 +586,15 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
         for last in tensor.writes:
             if last.access.stream != stream and not last.orders(stream):
                 kind = HazardKind.WRITE_AFTER_WRITE if write else HazardKind.READ_AFTER_WRITE
-                self._hazard(kind, key, access, last.access.stream, origin=last.access.function)
+                self._hazard(
+                    kind, key, access, last.access.stream, origin=last.access.function, allocation=last.access.allocation
+                )
         if write:
             for read in tensor.reads:
                 if read.access.stream != stream and not read.orders(stream):
                     self._hazard(HazardKind.WRITE_AFTER_READ, key, access, read.access.stream, origin=read.access.function)
         mark = Mark(access, frozenset({stream}) | after)
+        self.live.tensors[launch_key(stream)] = TrackedTensor(writes=frozenset({replace(mark, access=LAUNCH_ACCESS)}))
         if write:
             tensor = replace(tensor, writes=frozenset({mark}), reads=frozenset())
         else:
@@ -541,11 +614,12 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
         release: cst.CSTNode | None = None,
         *,
         origin: str | None = None,
+        allocation: bool = False,
     ) -> None:
         """Once per access and other stream: the first release found is the one reported.
         `origin`: the function of the conflicting access, named only when it is another one."""
         origin = origin if origin != self.function else None
-        hazard = Hazard(kind, tensor, access, other, release, self.function, origin)
+        hazard = Hazard(kind, tensor, access, other, release, self.function, origin, allocation)
         key = (kind, tensor, access.node, other)
         found = self.hazards.setdefault(key, hazard)
         if origin is not None and (found.origin is None or origin < found.origin) and found.release is release:

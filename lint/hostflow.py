@@ -305,7 +305,7 @@ class _Analysis(Interpreter[_State, Loop[_State]]):
     def _loop_frame(self, head: _State) -> Loop[_State]:
         return Loop()
 
-    def _loop_target(self, target: cst.BaseAssignTargetExpression) -> None:
+    def _loop_target(self, target: cst.BaseAssignTargetExpression, iterable: cst.BaseExpression) -> None:
         for name in _targets(target):
             self._forget(name)
 

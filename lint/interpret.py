@@ -79,8 +79,8 @@ class Interpreter(ABC, Generic[State, Frame]):
         """The frame for one pass of a loop that starts from `head`."""
 
     @abstractmethod
-    def _loop_target(self, target: cst.BaseAssignTargetExpression) -> None:
-        """A `for` target is bound anew at the start of each pass."""
+    def _loop_target(self, target: cst.BaseAssignTargetExpression, iterable: cst.BaseExpression) -> None:
+        """A `for` target is bound anew, to an item of `iterable`, at the start of each pass."""
 
     def _condition(self, test: cst.BaseExpression) -> None:
         """Evaluates an `if`/`while` test."""
@@ -157,7 +157,7 @@ class Interpreter(ABC, Generic[State, Frame]):
             if isinstance(node, cst.While):
                 self._condition(node.test)
             else:
-                self._loop_target(node.target)
+                self._loop_target(node.target, node.iter)
             self.run(node.body.body)
             loop = self.loops.pop()
             new_head = self._join([head, self.state, *loop.continues])

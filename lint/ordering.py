@@ -56,6 +56,10 @@ class Access:
     """The innermost stream `with` around the access, or its statement outside any block."""
     function: str | None = None
     """The function interpreted when the access was made (`Cls.method`; None: module body)."""
+    allocation: bool = False
+    """An allocation, which writes no data: the caching allocator may hand over a block that
+    work launched earlier on `stream` still uses, so it stands for the stream's last launch
+    before it (its `after` is that launch's), and a use on another stream must be ordered after it."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,8 @@ class Hazard:
     function: str | None = None
     origin: str | None = None
     """The other function that made the conflicting access (a producer method), if any."""
+    allocation: bool = False
+    """The conflicting access is the tensor's allocation, not a write of its data."""
 
 
 @dataclass(frozen=True)
@@ -205,6 +211,17 @@ def _join_bindings(a: dict[str, str], b: dict[str, str]) -> dict[str, str]:
         left, right = a.get(key, key), b.get(key, key)
         joined[key] = left if left == right else UNKNOWN
     return joined
+
+
+_LAUNCH_NODE = cst.Name("launch")
+LAUNCH_ACCESS = Access(_LAUNCH_NODE, "", True, _LAUNCH_NODE)
+"""Stands for the last launch on a stream: the mark under `launch_key(stream)`."""
+
+
+def launch_key(stream: str) -> str:
+    """The state key of a stream's last launch (no name in source spells it): an allocation on
+    the stream is ordered wherever that launch is."""
+    return f"\0launch:{stream}"
 
 
 @dataclass

@@ -85,14 +85,18 @@ class ModuleFlow:
 def message_fields(hazard: Hazard, current: str = f"{CURRENT_STREAM}()") -> dict[str, str]:
     """What rule templates may name: `{tensor}`; `{stream}` (the offending access's) and `{other}`
     as prose ("side stream 's'"), `{stream_code}` and `{other_code}` as code for fixes, with the
-    current stream spelled `current` (as the module's fixes spell it); `{verb}`."""
+    current stream spelled `current` (as the module's fixes spell it); `{verb}`; `{produced}`,
+    what the conflicting access did ("written", or "allocated": its memory may still be in use
+    by work launched there before)."""
+    verb = "written" if hazard.access.write else "read"
     return {
         "tensor": hazard.tensor,
         "stream": _describe(hazard.access.stream),
         "other": _describe(hazard.other) + (f" in {hazard.origin}()" if hazard.origin else ""),
         "stream_code": current if hazard.access.stream == CURRENT else hazard.access.stream,
         "other_code": current if hazard.other == CURRENT else hazard.other,
-        "verb": "written" if hazard.access.write else "read",
+        "verb": f"first {verb}" if hazard.allocation else verb,
+        "produced": "allocated" if hazard.allocation else "written",
     }
 
 

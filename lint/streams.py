@@ -11,7 +11,17 @@ from __future__ import annotations
 import libcst as cst
 
 from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, STREAM_CONTEXTS, ImportTable, dotted_name
-from csan_lint.lint.ordering import CURRENT, HOST, FlowState, MarkUpdate, query_poll
+from csan_lint.lint.ordering import (
+    CURRENT,
+    HOST,
+    LAUNCH_ACCESS,
+    FlowState,
+    Mark,
+    MarkUpdate,
+    TrackedTensor,
+    launch_key,
+    query_poll,
+)
 from csan_lint.lint.values import code_of
 
 
@@ -32,6 +42,10 @@ class Streams:
             waiter, producer = self._stream(receiver), self._stream(args[0])
             if waiter is not None and producer is not None and waiter != producer:
                 self._order(MarkUpdate(producer, waiter))
+        elif method == "wait_event" and args and (recorder := recorded_inline(args[0])) is not None:
+            waiter, producer = self._stream(receiver), self._stream(recorder)
+            if waiter is not None and producer is not None and waiter != producer:
+                self._order(MarkUpdate(producer, waiter))  # `s.wait_event(r.record_event())`: a wait on r
         elif method == "wait_event" and args:
             waiter, event = self._stream(receiver), self._event(args[0])
             if waiter is not None and event is not None:
@@ -73,6 +87,11 @@ class Streams:
     def _order(self, update: MarkUpdate) -> None:
         """Applies an ordering to every access; the tokens it depends on are worth probing."""
         self.tokens.update(token for token in (update.when, update.drop) if token is not None)
+        when = update.when
+        if when is not None and when != HOST and not when.startswith("event:"):
+            # the stream's launches before the function (the caller's) are ordered too
+            launch = Mark(LAUNCH_ACCESS, frozenset({when}))
+            self.live.tensors.setdefault(launch_key(when), TrackedTensor(writes=frozenset({launch})))
         self.live.update_marks(update)
 
     def _record(self, token: str, stream: str) -> None:
@@ -112,3 +131,15 @@ class Streams:
         if key is not None and key in self.live.streams:
             return self.live.streams[key]
         return code_of(expr)
+
+
+def recorded_inline(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The stream of `r.record_event()` passed on as it is made; None for any other event."""
+    if (
+        isinstance(expr, cst.Call)
+        and not expr.args
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value == "record_event"
+    ):
+        return expr.func.value
+    return None

@@ -13,7 +13,7 @@ Precision over recall, since a finding must be worth a reader's time:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -53,10 +53,11 @@ VIEW_METHODS = frozenset(
         "view", "view_as", "reshape", "reshape_as", "expand", "expand_as", "transpose", "t",
         "permute", "narrow", "select", "squeeze", "unsqueeze", "flatten", "unflatten", "unfold",
         "chunk", "split", "tensor_split", "unbind", "as_strided", "detach", "diagonal", "movedim",
-        "swapaxes", "contiguous",
+        "swapaxes", "contiguous", "numpy",
     }
 )  # fmt: skip
-"""Methods whose result may share storage with the receiver: an alias, not a new tensor."""
+"""Methods whose result may share storage with the receiver: an alias, not a new tensor
+(`.numpy()` too: the host read is where the array is read)."""
 VIEW_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "data", "real", "imag"})
 TENSOR_METHODS = frozenset(
     {
@@ -105,6 +106,11 @@ COLLECTIVES = frozenset(
     )
 )  # fmt: skip
 """Collectives that write their first argument in place, in order with the current stream."""
+ALLOCATORS = frozenset({"torch.empty", "torch.empty_like", "torch.empty_strided"})
+ALLOCATING_METHODS = frozenset({"new_empty", "new_empty_strided"})
+"""Calls that allocate memory and launch no kernel: no data is written."""
+HOST_TENSORS = frozenset({"torch.from_numpy", "torch.frombuffer"})
+"""Tensors that share host memory with a Python object: no stream writes them."""
 
 
 Comprehension = cst.ListComp | cst.SetComp | cst.GeneratorExp | cst.DictComp
@@ -118,9 +124,89 @@ def code_of(node: cst.BaseExpression) -> str:
 
 @dataclass(frozen=True)
 class Value:
-    kind: Literal["tensor", "host", "alias", "stream", "context", "event", "other"]
-    """`host`: a tensor allocated in host memory, which no stream writes."""
+    kind: Literal["tensor", "allocation", "host", "alias", "stream", "context", "event", "other"]
+    """`host`: a tensor allocated in host memory, which no stream writes; `allocation`: device
+    memory allocated and not yet written."""
     source: str | None = None
+
+
+def loop_tensors(target: cst.BaseExpression, iterable: cst.BaseExpression) -> set[str]:
+    """Names a `for` target binds that may be tensors: not the numbers of `range(...)`, nor the
+    index `enumerate(...)` pairs with each item."""
+    func = iterable.func if isinstance(iterable, cst.Call) else None
+    if isinstance(func, cst.Name) and func.value == "range":
+        return set()
+    if isinstance(func, cst.Name) and func.value == "enumerate" and isinstance(target, (cst.Tuple, cst.List)):
+        return {name for element in target.elements[1:] for name in target_names(element.value)}
+    return set(target_names(target))
+
+
+def paired(
+    targets: Sequence[cst.BaseExpression], value: cst.BaseExpression
+) -> list[tuple[cst.BaseExpression, cst.BaseExpression]] | None:
+    """`x, z = a, b`: each target with its own value; None unless one tuple meets one of equal length."""
+    if len(targets) != 1 or not isinstance(targets[0], (cst.Tuple, cst.List)) or not isinstance(value, (cst.Tuple, cst.List)):
+        return None
+    names, values = targets[0].elements, value.elements
+    if len(names) != len(values) or any(isinstance(e, cst.StarredElement) for e in (*names, *values)):
+        return None
+    return [(name.value, element.value) for name, element in zip(names, values)]
+
+
+def viewed(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The named tensor `expr` is (`x`) or is a view of (`x.view(n)`, `x.T`, `x[0]`); None if
+    computing `expr` may launch a kernel."""
+    base = expr
+    while True:
+        if isinstance(base, (cst.Name, cst.Attribute)) and dotted_name(base) is not None:
+            return expr
+        if isinstance(base, cst.Attribute) and base.attr.value in VIEW_ATTRIBUTES:
+            base = base.value
+        elif isinstance(base, cst.Call) and isinstance(base.func, cst.Attribute) and base.func.attr.value in VIEW_METHODS:
+            base = base.func.value
+        elif isinstance(base, cst.Subscript) and all(_basic_index(element.slice) for element in base.slice):
+            base = base.value
+        else:
+            return None
+
+
+def _basic_index(index: cst.BaseSlice) -> bool:
+    """`0`, `-1`, `:`, `1:n`: indexing that makes a view (a tensor index gathers: a kernel)."""
+    if isinstance(index, cst.Slice):
+        return True
+    value = index.value if isinstance(index, cst.Index) else None
+    if isinstance(value, cst.UnaryOperation):
+        value = value.expression
+    return isinstance(value, cst.Integer)
+
+
+def is_constructor(name: str) -> bool:
+    """`Holder`, `MyBuffer`: a class by its spelling; building an object stores its arguments."""
+    return name[:1].isupper() and any(c.islower() for c in name)
+
+
+def is_identity_test(node: cst.CSTNode) -> bool:
+    """`x is None`, `a is not b`: compares Python objects, launches nothing."""
+    return isinstance(node, cst.Comparison) and all(
+        isinstance(target.operator, (cst.Is, cst.IsNot)) for target in node.comparisons
+    )
+
+
+def is_async_collective(imports: ImportTable, call: cst.Call) -> bool:
+    """`dist.all_reduce(t, async_op=True)`: returns a `Work` handle, no tensor."""
+    qualified = imports.qualified(call.func)
+    return (
+        qualified is not None
+        and qualified.startswith("torch.distributed.")
+        and any(
+            arg.keyword is not None and arg.keyword.value == "async_op" and not _is_false(arg.value)
+            for arg in call.args
+        )
+    )
+
+
+def _is_false(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value in ("False", "None")
 
 
 def operands(expr: cst.BinaryOperation | cst.BooleanOperation) -> list[cst.BaseExpression]:
@@ -248,8 +334,12 @@ class Values:
             if qualified in EVENT_CONSTRUCTORS:
                 return Value("event")
             module = qualified.rpartition(".")[0]
+            if qualified in HOST_TENSORS or (module in TENSOR_MODULES and self._host_allocation(expr)):
+                return Value("host")
+            if qualified in ALLOCATORS:
+                return Value("allocation")
             if module in TENSOR_MODULES and qualified not in HOST_TORCH:
-                return Value("host") if self._host_allocation(expr) else Value("tensor")
+                return Value("tensor")
             return Value("other")
         func = expr.func
         if isinstance(func, cst.Attribute):
@@ -260,6 +350,8 @@ class Values:
                 return Value("host")
             if method in VIEW_METHODS:
                 return self._alias_of(func.value)
+            if method in ALLOCATING_METHODS:
+                return Value("allocation")
             if method in TENSOR_METHODS or self._is_tensor(func.value, made_here=made_here):
                 return Value("tensor")
         elif isinstance(func, cst.Name) and func.value in PURE_BUILTINS:

@@ -40,7 +40,7 @@ class MissingJoin(Rule):
     code = "CSL102"
     name = "missing-join"
     summary = "a tensor produced on a side stream is used on another stream with no ordering"
-    message = "'{tensor}' was written on {other} and is {verb} on {stream} with no wait_stream/wait_event between them"
+    message = "'{tensor}' was {produced} on {other} and is {verb} on {stream} with no wait_stream/wait_event between them"
     fix_title = "join before the use: `{stream_code}.wait_stream({other_code})`"
     confirmed_by = (READ_AFTER_WRITE, WRITE_AFTER_WRITE)
 

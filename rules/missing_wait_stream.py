@@ -38,7 +38,7 @@ class MissingWaitStream(Rule):
     code = "CSL101"
     name = "missing-wait-stream"
     summary = "side-stream work consumes a tensor produced on another stream with no ordering"
-    message = "'{tensor}' was written on {other} and is {verb} on {stream} with no wait_stream/wait_event between them"
+    message = "'{tensor}' was {produced} on {other} and is {verb} on {stream} with no wait_stream/wait_event between them"
     fix_title = "call `{stream_code}.wait_stream({other_code})` before the `with` block"
     confirmed_by = (READ_AFTER_WRITE, WRITE_AFTER_WRITE)
 
