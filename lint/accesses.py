@@ -39,6 +39,7 @@ from csan_lint.lint.streams import Streams
 from csan_lint.lint.values import (
     COLLECTIVES,
     COMPREHENSIONS,
+    CONTAINER_METHODS,
     HOST_ATTRIBUTES,
     HOST_METHODS,
     METADATA_BUILTINS,
@@ -260,9 +261,11 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
                 self.maybe_tensors.discard(key)  # a number, a container, a stream...: no tensor
         self._forget(key)
         state = self.live
-        if value.kind == "tensor":
+        if value.kind in ("tensor", "result"):
             mark = Mark(self._make_access(target, write=True), frozenset({state.current}))
-            state.tensors[key] = TrackedTensor(writes=frozenset({mark}), alloc=state.current if owned else None)
+            state.tensors[key] = TrackedTensor(
+                writes=frozenset({mark}), alloc=state.current if owned else None, unsure=value.kind == "result"
+            )
         elif value.kind == "allocation":
             access = replace(self._make_access(target, write=True), allocation=True)
             mark = Mark(access, self._launched_before(state.current))
@@ -385,10 +388,32 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
             for child in children(node):
                 self._eval(child)
 
+    def _iterate(self, iterable: cst.BaseExpression) -> None:
+        if not self._iterated_container(iterable):
+            self._header(iterable)
+
+    def _iterated_container(self, iterable: cst.BaseExpression) -> bool:
+        """`for x in xs`: going through a list, or a tensor's rows (views), launches nothing; a
+        value of unknown kind that is iterated is a container."""
+        key = dotted_name(iterable)
+        if key is None:
+            return False
+        tensor = self.live.tensors.get(key)
+        if tensor is None or tensor.unsure:
+            self._container(key)
+        return True
+
+    def _container(self, key: str) -> None:
+        """`key` is used as a dict, list or other container: no tensor."""
+        self.maybe_tensors.discard(key)
+        if key in self.live.tensors:
+            self._forget(key)
+
     def _comprehension(self, node: Comprehension) -> None:
         """A comprehension has its own scope: its targets shadow the enclosing names of the same
         spelling, which it neither reads nor rebinds. Only the first iterable is evaluated outside."""
-        self._eval(node.for_in.iter)
+        if not self._iterated_container(node.for_in.iter):
+            self._eval(node.for_in.iter)
         targets = comprehension_targets(node)
         state = self.live
         saved = {name: (state.tensors.get(name), state.streams.get(name), state.contexts.get(name)) for name in targets}
@@ -466,6 +491,8 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
             if method == "set_" and key is not None:
                 self._bind(receiver, self._value(node.args[0].value) if node.args else Value("other"))
                 return  # the tensor now uses another storage: no data is written
+            if method in CONTAINER_METHODS and key is not None:
+                self._container(key)
             stores = method in STORING_METHODS and not (method in TENSOR_METHODS and self._is_tensor(receiver))
             if is_constructor(method) or stores:
                 self._hand_over(node)  # stored, not computed on

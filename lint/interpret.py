@@ -86,6 +86,10 @@ class Interpreter(ABC, Generic[State, Frame]):
         """Evaluates an `if`/`while` test."""
         self._header(test)
 
+    def _iterate(self, iterable: cst.BaseExpression) -> None:
+        """Evaluates a `for` loop's iterable."""
+        self._header(iterable)
+
     def _polled(self, test: cst.BaseExpression, *, outcome: bool) -> None:
         """Where `test` had the truth value `outcome`; nothing follows from that by default."""
 
@@ -149,7 +153,7 @@ class Interpreter(ABC, Generic[State, Frame]):
 
     def _loop(self, node: cst.For | cst.While) -> None:
         if isinstance(node, cst.For):
-            self._header(node.iter)
+            self._iterate(node.iter)
         head = self.live
         for _ in range(self.max_passes):
             self.state = head.copy()

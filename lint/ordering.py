@@ -104,6 +104,9 @@ class TrackedTensor:
     """Allocating stream of a tensor created here; None when its lifetime is not ours to track."""
     recorded: frozenset[str] = frozenset()
     escaped: bool = False
+    unsure: bool = False
+    """The result of a call of unknown code: a tensor only where it is used like one (a
+    container when iterated or keyed)."""
 
     def with_marks(self, update: Callable[[frozenset[Mark]], frozenset[Mark]]) -> TrackedTensor:
         writes, reads, uses = update(self.writes), update(self.reads), update(self.uses)
@@ -185,6 +188,7 @@ def join_tensor(a: TrackedTensor, b: TrackedTensor) -> TrackedTensor:
         alloc=a.alloc if a.alloc == b.alloc else None,
         recorded=a.recorded & b.recorded,
         escaped=a.escaped or b.escaped,
+        unsure=a.unsure and b.unsure,
     )
 
 

@@ -166,13 +166,13 @@ def has_with(body: Sequence[cst.CSTNode], imports: ImportTable | None = None) ->
 
 
 def tensor_params(function: cst.FunctionDef) -> frozenset[str]:
-    """Parameters that may be tensors: unannotated ones (but `self`/`cls`), and those whose
-    annotation names a tensor (`Tensor`, `Optional[torch.Tensor]`, `list[Tensor]`...)."""
+    """Parameters that may be tensors: unannotated ones (but `self`, `cls` and autograd's `ctx`),
+    and those whose annotation names a tensor (`Tensor`, `Optional[torch.Tensor]`, `list[Tensor]`...)."""
     names = set()
     params = function.params
     for param in (*params.posonly_params, *params.params, *params.kwonly_params):
         name = param.name.value
-        if name in ("self", "cls"):
+        if name in ("self", "cls", "ctx"):
             continue
         annotation = param.annotation
         if annotation is not None and "Tensor" not in code_of(annotation.annotation):

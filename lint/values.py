@@ -106,6 +106,13 @@ COLLECTIVES = frozenset(
     )
 )  # fmt: skip
 """Collectives that write their first argument in place, in order with the current stream."""
+CONTAINER_METHODS = frozenset(
+    {
+        "items", "keys", "values", "get", "setdefault", "pop", "popitem", "append", "extend",
+        "insert", "remove", "clear", "count", "index", "update", "appendleft", "popleft",
+    }
+)  # fmt: skip
+"""Methods of dicts, lists and deques that tensors do not have: the receiver is a container."""
 ALLOCATORS = frozenset({"torch.empty", "torch.empty_like", "torch.empty_strided"})
 ALLOCATING_METHODS = frozenset({"new_empty", "new_empty_strided"})
 """Calls that allocate memory and launch no kernel: no data is written."""
@@ -124,9 +131,10 @@ def code_of(node: cst.BaseExpression) -> str:
 
 @dataclass(frozen=True)
 class Value:
-    kind: Literal["tensor", "allocation", "host", "alias", "stream", "context", "event", "other"]
+    kind: Literal["tensor", "result", "allocation", "host", "alias", "stream", "context", "event", "other"]
     """`host`: a tensor allocated in host memory, which no stream writes; `allocation`: device
-    memory allocated and not yet written."""
+    memory allocated and not yet written; `result`: what unknown code returned when given a
+    tensor, which may be one."""
     source: str | None = None
 
 
@@ -357,7 +365,7 @@ class Values:
         elif isinstance(func, cst.Name) and func.value in PURE_BUILTINS:
             return Value("other")
         if any(self._is_tensor(arg.value, made_here=made_here) for arg in expr.args):
-            return Value("tensor")
+            return Value("result")
         return Value("other")
 
     def _host_allocation(self, call: cst.Call) -> bool:
@@ -396,7 +404,7 @@ class Values:
                 self._tensor_operand(target.comparator, made_here=made_here) for target in expr.comparisons
             )
         if isinstance(expr, cst.Call):
-            return self._call_value(expr, made_here=made_here).kind == "tensor"
+            return self._call_value(expr, made_here=made_here).kind in ("tensor", "result")
         if isinstance(expr, cst.Subscript):
             return self._is_tensor(expr.value, made_here=made_here)
         return self._is_tensor(expr, made_here=made_here)

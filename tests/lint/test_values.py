@@ -63,6 +63,55 @@ def test_uses_that_launch_a_kernel_are_still_reads(before: str, use: str) -> Non
     assert ("CSL101", 7) in codes(source)
 
 
+@pytest.mark.parametrize(
+    "use",
+    [
+        "for key in groups:\n                g(groups[key])",  # iterated: a container
+        "for key, group in groups.items():\n                g(group)",  # a dict's method
+        "h = [g(group) for group in groups]",
+    ],
+)
+def test_a_call_result_used_as_a_container_is_no_tensor(use: str) -> None:
+    source = f"""
+    import torch
+
+    def f(params, s):
+        groups = group_by_dtype(params)
+        with torch.cuda.stream(s):
+            {use}
+    """
+    assert codes(source) == set()
+
+
+def test_a_call_result_used_like_a_tensor_is_one() -> None:
+    source = """
+    import torch
+
+    def f(x, s):
+        y = model(x)
+        with torch.cuda.stream(s):
+            z = y.sum()
+        torch.cuda.current_stream().wait_stream(s)
+    """
+    assert codes(source) == {("CSL101", 7)}
+
+
+def test_autograd_ctx_is_no_tensor() -> None:
+    source = """
+    import torch
+
+    class Op(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, s):
+            ctx.mark_dirty(x)
+            with torch.cuda.stream(s):
+                ctx.s = s
+                n = ctx.needs_input_grad
+            return x
+    """
+    assert codes(source) == set()
+
+
 def test_loop_targets_over_range_are_numbers() -> None:
     source = """
     import torch
