@@ -58,6 +58,7 @@ from csan_lint.lint.values import (
     is_reference,
     is_async_collective,
     is_constructor,
+    index_names,
     is_identity_test,
     loop_tensors,
     operands,
@@ -380,6 +381,12 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
         elif isinstance(node, (cst.BinaryOperation, cst.BooleanOperation)):
             for operand in operands(node):
                 self._eval(operand)
+        elif isinstance(node, cst.Subscript):
+            for element in node.slice:
+                for key in index_names(element.slice):
+                    self._demote(key)
+            for child in children(node):
+                self._eval(child)
         elif is_identity_test(node):  # `x is None`: a Python bool, no kernel
             for operand in (node.left, *(target.comparator for target in node.comparisons)):
                 if not is_reference(operand):
@@ -395,19 +402,22 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
     def _iterated_container(self, iterable: cst.BaseExpression) -> bool:
         """`for x in xs`: going through a list, or a tensor's rows (views), launches nothing; a
         value of unknown kind that is iterated is a container."""
+        if isinstance(iterable, (cst.List, cst.Tuple)) and is_reference(iterable):
+            return True  # `for t in [a, b]`: each item is used in the body
         key = dotted_name(iterable)
         if key is None:
             return False
-        tensor = self.live.tensors.get(key)
-        if tensor is None or tensor.unsure:
-            self._container(key)
+        self._demote(key)
         return True
 
-    def _container(self, key: str) -> None:
-        """`key` is used as a dict, list or other container: no tensor."""
-        self.maybe_tensors.discard(key)
-        if key in self.live.tensors:
-            self._forget(key)
+    def _demote(self, key: str, *, proven: bool = False) -> None:
+        """`key` is used as a container or a number: no tensor, unless a torch op made it
+        (`proven`: a method tensors do not have was called on it)."""
+        tensor = self.live.tensors.get(key)
+        if tensor is None or tensor.unsure or proven:
+            self.maybe_tensors.discard(key)
+            if tensor is not None:
+                self._forget(key)
 
     def _comprehension(self, node: Comprehension) -> None:
         """A comprehension has its own scope: its targets shadow the enclosing names of the same
@@ -492,7 +502,7 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
                 self._bind(receiver, self._value(node.args[0].value) if node.args else Value("other"))
                 return  # the tensor now uses another storage: no data is written
             if method in CONTAINER_METHODS and key is not None:
-                self._container(key)
+                self._demote(key, proven=True)
             stores = method in STORING_METHODS and not (method in TENSOR_METHODS and self._is_tensor(receiver))
             if is_constructor(method) or stores:
                 self._hand_over(node)  # stored, not computed on

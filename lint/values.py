@@ -193,6 +193,18 @@ def is_constructor(name: str) -> bool:
     return name[:1].isupper() and any(c.islower() for c in name)
 
 
+def index_names(index: cst.BaseSlice) -> Iterator[str]:
+    """Names an index computes with (`i`, `i * n + k`): used as indices, they are numbers."""
+    value = index.value if isinstance(index, cst.Index) else None
+    stack = [value] if value is not None else []
+    while stack:
+        expr = stack.pop()
+        if isinstance(expr, cst.BinaryOperation):
+            stack.extend(operands(expr))
+        elif (key := dotted_name(expr)) is not None and isinstance(expr, (cst.Name, cst.Attribute)):
+            yield key
+
+
 def is_identity_test(node: cst.CSTNode) -> bool:
     """`x is None`, `a is not b`: compares Python objects, launches nothing."""
     return isinstance(node, cst.Comparison) and all(
@@ -315,7 +327,9 @@ class Values:
         if isinstance(expr, cst.Subscript):
             return self._alias_of(expr.value)
         if isinstance(expr, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison)):
-            return Value("tensor") if self._tensor_operand(expr) else Value("other")
+            if self._torch_operand(expr):
+                return Value("tensor")
+            return Value("result") if self._tensor_operand(expr) else Value("other")  # `i * n + k`: numbers?
         if isinstance(expr, (cst.Tuple, cst.List, cst.Set, cst.Dict)):
             self._escape_names(expr)
             return Value("other")
@@ -391,6 +405,21 @@ class Values:
         if made_here:
             return key in self.live.tensors and bool(self.live.tensors[key].writes)
         return key in self.live.tensors or key in self.maybe_tensors
+
+    def _torch_operand(self, expr: cst.BaseExpression) -> bool:
+        """Whether an operator's operands include a tensor a torch op made (not only values of
+        unknown kind, such as parameters, which may be numbers)."""
+        if isinstance(expr, cst.BinaryOperation):
+            return any(self._torch_operand(operand) for operand in operands(expr))
+        if isinstance(expr, cst.UnaryOperation):
+            return self._torch_operand(expr.expression)
+        if isinstance(expr, cst.Comparison):
+            return any(self._torch_operand(part) for part in (expr.left, *(t.comparator for t in expr.comparisons)))
+        if isinstance(expr, cst.Call):
+            return self._call_value(expr).kind == "tensor"
+        key = dotted_name(expr.value if isinstance(expr, cst.Subscript) else expr)
+        tensor = self.live.tensors.get(key) if key is not None else None
+        return tensor is not None and bool(tensor.writes) and not tensor.unsure
 
     def _tensor_operand(self, expr: cst.BaseExpression, *, made_here: bool = False) -> bool:
         if isinstance(expr, cst.BinaryOperation):

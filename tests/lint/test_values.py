@@ -112,6 +112,31 @@ def test_autograd_ctx_is_no_tensor() -> None:
     assert codes(source) == set()
 
 
+def test_names_computing_an_index_are_numbers() -> None:
+    source = """
+    import torch
+
+    def f(block, n, chunk, streams, chunks):
+        k = block * n + chunk
+        side = streams[k % 2]
+        with torch.cuda.stream(side):
+            g(chunks[k], k)
+    """
+    assert codes(source) == set()
+
+
+def test_iterating_a_literal_list_reads_none_of_its_items() -> None:
+    source = """
+    import torch
+
+    def f(x, s):
+        y = x * 2
+        with torch.cuda.stream(s):
+            total = sum([size_of(t) for t in [x, y]])
+    """
+    assert codes(source) == set()
+
+
 def test_loop_targets_over_range_are_numbers() -> None:
     source = """
     import torch
