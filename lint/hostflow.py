@@ -43,7 +43,9 @@ from csan_lint.lint.names import (
     dotted_name,
 )
 from csan_lint.lint.nodes import children
+from csan_lint.lint.ordering import query_poll
 from csan_lint.lint.streamflow import CURRENT, Location, ModuleFlow
+from csan_lint.lint.values import viewed
 from csan_lint.runtime import kinds
 
 UNKNOWN = "?"
@@ -312,9 +314,10 @@ class _Analysis(Interpreter[_State, Loop[_State]]):
     # ---- bindings
 
     def _assign(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
-        source = dotted_name(value)
+        base = viewed(value) if not isinstance(value, cst.Subscript) else None  # `host[0]` reads an item
+        source = dotted_name(base) if base is not None else None
         state = self.live
-        if source is not None:  # `y = x`: a reference, no read; `y` names what `x` names
+        if source is not None:  # `y = x`, `y = x.numpy()`: no read; `y` names what `x` names
             for target in targets:
                 key = dotted_name(target)
                 if key is None:
@@ -621,7 +624,9 @@ class _Analysis(Interpreter[_State, Loop[_State]]):
             on = self._stream(args[0]) if args else state.current
             if on is not None:
                 self._record(key, on)
-        elif method in ("synchronize", "query") and not args:
+        elif method == "query" and not args:
+            pass  # a poll: it orders only where it returned True (`_polled`)
+        elif method == "synchronize" and not args:
             synced = self._stream(receiver)
             if synced is not None:
                 self._host_sync(synced)
@@ -640,6 +645,16 @@ class _Analysis(Interpreter[_State, Loop[_State]]):
         else:
             return False
         return True
+
+    def _polled(self, test: cst.BaseExpression, *, outcome: bool) -> None:
+        """Where `r.query()` returned True the host is past r's work, as in streamflow."""
+        poll = query_poll(test)
+        if poll is not None and poll[1] == outcome and self.state is not None:
+            synced = self._stream(poll[0])
+            if synced is not None:
+                self._host_sync(synced)
+            if (key := dotted_name(poll[0])) is not None:
+                self._host_sync(f"event:{key}")
 
     def _record(self, event: str, stream: str) -> None:
         state = self.live

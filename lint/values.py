@@ -162,12 +162,12 @@ def paired(
 
 
 def viewed(expr: cst.BaseExpression) -> cst.BaseExpression | None:
-    """The named tensor `expr` is (`x`) or is a view of (`x.view(n)`, `x.T`, `x[0]`); None if
-    computing `expr` may launch a kernel."""
+    """The named tensor `expr` is (`x`) or is a view of (`x.view(n)`, `x.T`, `x[0]`,
+    `x.numpy()`); None if computing `expr` may launch a kernel."""
     base = expr
     while True:
         if isinstance(base, (cst.Name, cst.Attribute)) and dotted_name(base) is not None:
-            return expr
+            return base
         if isinstance(base, cst.Attribute) and base.attr.value in VIEW_ATTRIBUTES:
             base = base.value
         elif isinstance(base, cst.Call) and isinstance(base.func, cst.Attribute) and base.func.attr.value in VIEW_METHODS:
@@ -189,7 +189,8 @@ def _basic_index(index: cst.BaseSlice) -> bool:
 
 
 def is_constructor(name: str) -> bool:
-    """`Holder`, `MyBuffer`: a class by its spelling; building an object stores its arguments."""
+    """`Holder`, `_Result`: a class by its spelling; building an object stores its arguments."""
+    name = name.lstrip("_")
     return name[:1].isupper() and any(c.islower() for c in name)
 
 

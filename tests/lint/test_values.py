@@ -36,6 +36,7 @@ def f(x, s, items):
         ("n = []; n.append(x)", "g(n)"),  # a list filled by append
         ("d = x * 2", "flag = d is None"),  # an identity test
         ("d = x * 2", "keep = Holder(d)"),  # handed to a constructor
+        ("d = x * 2", "keep = _Result(out=d)"),
         ("d = x * 2", "items.append(d)"),  # stored in a container
         ("d = x * 2", "a = d.numpy()"),  # an alias of the same memory, not a read
         ("d = x * 2", "v = d.view(-1)"),  # a view: metadata only
