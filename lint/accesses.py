@@ -31,6 +31,7 @@ from csan_lint.lint.ordering import (
     Mark,
     MarkUpdate,
     TrackedTensor,
+    distinct,
     join_states,
     launch_key,
 )
@@ -333,7 +334,8 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
         if tensor is None or tensor.alloc is None or tensor.escaped:
             return
         for use in tensor.uses:
-            if use.access.stream not in tensor.recorded and not use.orders(tensor.alloc):
+            stream = use.access.stream
+            if stream not in tensor.recorded and distinct(stream, tensor.alloc) and not use.orders(tensor.alloc):
                 self._hazard(HazardKind.FREE_IN_USE, key, use.access, tensor.alloc, where)
 
     def _release_all(self, where: cst.CSTNode | None) -> None:
@@ -621,14 +623,14 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
                 self.live.tensors[key] = replace(tensor, reads=tensor.reads | quiet)
             return
         for last in tensor.writes:
-            if last.access.stream != stream and not last.orders(stream):
+            if distinct(last.access.stream, stream) and not last.orders(stream):
                 kind = HazardKind.WRITE_AFTER_WRITE if write else HazardKind.READ_AFTER_WRITE
                 self._hazard(
                     kind, key, access, last.access.stream, origin=last.access.function, allocation=last.access.allocation
                 )
         if write:
             for read in tensor.reads:
-                if read.access.stream != stream and not read.orders(stream):
+                if distinct(read.access.stream, stream) and not read.orders(stream):
                     self._hazard(HazardKind.WRITE_AFTER_READ, key, access, read.access.stream, origin=read.access.function)
         mark = Mark(access, frozenset({stream}) | after)
         self.live.tensors[launch_key(stream)] = TrackedTensor(writes=frozenset({replace(mark, access=LAUNCH_ACCESS)}))

@@ -18,6 +18,7 @@ so an ordering made on one branch only does not order the other.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -215,6 +216,24 @@ def _join_bindings(a: dict[str, str], b: dict[str, str]) -> dict[str, str]:
         left, right = a.get(key, key), b.get(key, key)
         joined[key] = left if left == right else UNKNOWN
     return joined
+
+
+def distinct(a: str, b: str) -> bool:
+    """Whether stream tokens `a` and `b` are known to be different streams. One spelling is one
+    stream; a stream of unknown identity, or two items of one collection picked by computed keys
+    (`streams[i % 2]`, `streams[(i - 1) % 2]`), may be the same: never a finding by itself."""
+    if a == b or UNKNOWN in (a, b):
+        return False
+    left, right = _item(a), _item(b)
+    return not (left and right and left[0] == right[0] and not (left[1] and right[1]))
+
+
+def _item(stream: str) -> tuple[str, bool] | None:
+    """`streams[i]` -> ("streams", False): the collection, and whether the key is a literal."""
+    match = re.fullmatch(r"(.+?)\[(.+)\]", stream)
+    if match is None:
+        return None
+    return match.group(1), re.fullmatch(r"-?\d+|'[^']*'|\"[^\"]*\"", match.group(2).strip()) is not None
 
 
 _LAUNCH_NODE = cst.Name("launch")
