@@ -20,6 +20,7 @@ from csan_lint.lint.interpret import Interpreter
 from csan_lint.lint.names import DEVICE_SYNC, GRAPH_CAPTURE, SET_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import children
 from csan_lint.lint.ordering import (
+    CURRENT,
     HOST,
     LAUNCH_ACCESS,
     UNKNOWN,
@@ -30,6 +31,7 @@ from csan_lint.lint.ordering import (
     HazardKind,
     Mark,
     MarkUpdate,
+    Produced,
     TrackedTensor,
     distinct,
     join_states,
@@ -54,13 +56,14 @@ from csan_lint.lint.values import (
     Comprehension,
     Value,
     Values,
+    code_of,
     comprehension_targets,
-    is_inplace,
-    is_reference,
+    index_names,
     is_async_collective,
     is_constructor,
-    index_names,
     is_identity_test,
+    is_inplace,
+    is_reference,
     loop_tensors,
     operands,
     paired,
@@ -110,6 +113,19 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
         self.loops = []
 
     # ---- driver
+
+    def produced_by_caller(self, function: cst.FunctionDef) -> None:
+        """The parameters annotated as tensors were written by the caller before the call, on
+        the stream current then: for a function no linted code calls (a caller replays its
+        summary and checks its own arguments). An unannotated parameter may be anything: ready."""
+        params = function.params
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            name = param.name.value
+            annotation = param.annotation
+            if name in self.maybe_tensors and annotation is not None and "Tensor" in code_of(annotation.annotation):
+                access = Access(param.name, CURRENT, True, function, self.function, "by the caller")
+                mark = Mark(access, frozenset({CURRENT}))
+                self.live.tensors[name] = TrackedTensor(writes=frozenset({mark}), unsure=True)
 
     def run_function(self, body: cst.BaseSuite) -> None:
         self.run(body_of(body))
@@ -269,7 +285,7 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
                 writes=frozenset({mark}), alloc=state.current if owned else None, unsure=value.kind == "result"
             )
         elif value.kind == "allocation":
-            access = replace(self._make_access(target, write=True), allocation=True)
+            access = replace(self._make_access(target, write=True), produced="allocated")
             mark = Mark(access, self._launched_before(state.current))
             state.tensors[key] = TrackedTensor(writes=frozenset({mark}), alloc=state.current if owned else None)
         elif value.kind == "host":
@@ -626,7 +642,7 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
             if distinct(last.access.stream, stream) and not last.orders(stream):
                 kind = HazardKind.WRITE_AFTER_WRITE if write else HazardKind.READ_AFTER_WRITE
                 self._hazard(
-                    kind, key, access, last.access.stream, origin=last.access.function, allocation=last.access.allocation
+                    kind, key, access, last.access.stream, origin=last.access.function, produced=last.access.produced
                 )
         if write:
             for read in tensor.reads:
@@ -653,12 +669,12 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
         release: cst.CSTNode | None = None,
         *,
         origin: str | None = None,
-        allocation: bool = False,
+        produced: Produced = "written",
     ) -> None:
         """Once per access and other stream: the first release found is the one reported.
         `origin`: the function of the conflicting access, named only when it is another one."""
         origin = origin if origin != self.function else None
-        hazard = Hazard(kind, tensor, access, other, release, self.function, origin, allocation)
+        hazard = Hazard(kind, tensor, access, other, release, self.function, origin, produced)
         key = (kind, tensor, access.node, other)
         found = self.hazards.setdefault(key, hazard)
         if origin is not None and (found.origin is None or origin < found.origin) and found.release is release:

@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from typing import Literal
 
 import libcst as cst
 
@@ -46,6 +47,9 @@ class HazardKind(Enum):
     FREE_IN_USE = kinds.FREE_IN_USE
 
 
+Produced = Literal["written", "allocated", "by the caller"]
+
+
 @dataclass(frozen=True)
 class Access:
     """One read or write of a tensor, on one stream, at one expression."""
@@ -57,10 +61,12 @@ class Access:
     """The innermost stream `with` around the access, or its statement outside any block."""
     function: str | None = None
     """The function interpreted when the access was made (`Cls.method`; None: module body)."""
-    allocation: bool = False
-    """An allocation, which writes no data: the caching allocator may hand over a block that
-    work launched earlier on `stream` still uses, so it stands for the stream's last launch
-    before it (its `after` is that launch's), and a use on another stream must be ordered after it."""
+    produced: Produced = "written"
+    """For a write: `allocated`, an allocation, which writes no data: the caching allocator may
+    hand over a block that work launched earlier on `stream` still uses, so it stands for the
+    stream's last launch before it (its `after` is that launch's), and a use on another stream
+    must be ordered after it; `by the caller`: a parameter, written before the function was
+    entered on the stream current then."""
 
 
 @dataclass(frozen=True)
@@ -89,8 +95,8 @@ class Hazard:
     function: str | None = None
     origin: str | None = None
     """The other function that made the conflicting access (a producer method), if any."""
-    allocation: bool = False
-    """The conflicting access is the tensor's allocation, not a write of its data."""
+    produced: Produced = "written"
+    """How the conflicting write made the tensor (`Access.produced`)."""
 
 
 @dataclass(frozen=True)

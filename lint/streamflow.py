@@ -95,8 +95,8 @@ def message_fields(hazard: Hazard, current: str = f"{CURRENT_STREAM}()") -> dict
         "other": _describe(hazard.other) + (f" in {hazard.origin}()" if hazard.origin else ""),
         "stream_code": current if hazard.access.stream == CURRENT else hazard.access.stream,
         "other_code": current if hazard.other == CURRENT else hazard.other,
-        "verb": f"first {verb}" if hazard.allocation else verb,
-        "produced": "allocated" if hazard.allocation else "written",
+        "verb": f"first {verb}" if hazard.produced == "allocated" else verb,
+        "produced": f"written {hazard.produced}" if hazard.produced == "by the caller" else hazard.produced,
     }
 
 
@@ -144,6 +144,8 @@ def analyse(module: cst.Module, path: str, source: str, package: PackageIndex | 
                 analysis = FunctionAnalysis(
                     imports, hazards, function=name, params=tensor_params(function), helpers=helpers
                 )
+                if source.count(f"{name.rpartition('.')[2]}(") <= 1:  # no caller here checks its arguments
+                    analysis.produced_by_caller(function)
                 analysis.run_function(function.body)
                 end = join_states(analysis.exits)
                 if end is not None:

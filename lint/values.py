@@ -404,7 +404,8 @@ class Values:
         if key is None:
             return False
         if made_here:
-            return key in self.live.tensors and bool(self.live.tensors[key].writes)
+            tensor = self.live.tensors.get(key)
+            return tensor is not None and any(mark.access.produced != "by the caller" for mark in tensor.writes)
         return key in self.live.tensors or key in self.maybe_tensors
 
     def _torch_operand(self, expr: cst.BaseExpression) -> bool:

@@ -1,0 +1,62 @@
+"""Tensors a function did not produce: parameters were written by the caller on the stream
+current at entry; a caller in the linted code checks its own arguments instead."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from csan_lint.lint.engine import lint_source
+
+
+def findings(source: str) -> list[tuple[str, int, str]]:
+    return sorted((f.code, f.line, f.message) for f in lint_source(textwrap.dedent(source), "m.py"))
+
+
+PARAMETER = """
+import torch
+
+def f(x: torch.Tensor, s: torch.cuda.Stream) -> torch.Tensor:
+    {before}
+    with torch.cuda.stream(s):
+        y = x * 2
+    torch.cuda.current_stream().wait_stream(s)
+    return y
+"""
+
+
+def test_a_tensor_parameter_read_on_a_side_stream_with_no_wait_is_flagged() -> None:
+    assert findings(PARAMETER.format(before="pass")) == [
+        (
+            "CSL101",
+            7,
+            "'x' was written by the caller on the current stream and is read on side stream 's' "
+            "with no wait_stream/wait_event between them",
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    "before",
+    ["s.wait_stream(torch.cuda.current_stream())", "torch.cuda.synchronize()", "x = torch.ones(4)"],
+)
+def test_a_wait_or_a_rebinding_before_the_block_leaves_nothing_to_flag(before: str) -> None:
+    assert findings(PARAMETER.format(before=before).replace("torch.ones(4)", "torch.ones(4, pin_memory=True)")) == []
+
+
+def test_an_unannotated_parameter_may_be_anything_and_is_taken_as_ready() -> None:
+    assert findings(PARAMETER.format(before="pass").replace("x: torch.Tensor", "x")) == []
+
+
+def test_a_function_called_in_the_linted_code_leaves_the_check_to_its_callers() -> None:
+    source = PARAMETER.format(before="pass") + textwrap.dedent(
+        """
+        def caller(s):
+            a = torch.ones(4, device="cuda")
+            {wait}
+            return f(a, s)
+        """
+    )
+    assert findings(source.format(wait="s.wait_stream(torch.cuda.current_stream())")) == []
+    assert [(code, line) for code, line, _ in findings(source.format(wait="pass"))] == [("CSL101", 14)]
