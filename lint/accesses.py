@@ -58,6 +58,7 @@ from csan_lint.lint.values import (
     Values,
     code_of,
     comprehension_targets,
+    freed_storage,
     index_names,
     is_async_collective,
     is_constructor,
@@ -354,6 +355,19 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
             if stream not in tensor.recorded and distinct(stream, tensor.alloc) and not use.orders(tensor.alloc):
                 self._hazard(HazardKind.FREE_IN_USE, key, use.access, tensor.alloc, where)
 
+    def _free(self, key: str, where: cst.Call) -> None:
+        """`x.untyped_storage().resize_(0)` frees the memory at once, whoever allocated it (the
+        current stream, when not seen): work still using it on another stream must be ordered
+        before that stream or recorded."""
+        tensor = self.live.tensors.get(key)
+        if tensor is None:
+            return
+        alloc = tensor.alloc or self.live.current
+        for use in tensor.uses if tensor.alloc else tensor.reads | tensor.writes:
+            stream = use.access.stream
+            if stream not in tensor.recorded and distinct(stream, alloc) and not use.orders(alloc):
+                self._hazard(HazardKind.FREE_IN_USE, key, use.access, alloc, where)
+
     def _release_all(self, where: cst.CSTNode | None) -> None:
         if self.function is None:
             return  # module globals live until exit
@@ -515,6 +529,9 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
                 return
             if method in HOST_METHODS:
                 self._eval_args(node)
+                return
+            if (freed := freed_storage(node)) is not None:
+                self._free(freed, node)
                 return
             if method == "set_" and key is not None:
                 self._bind(receiver, self._value(node.args[0].value) if node.args else Value("other"))

@@ -206,6 +206,20 @@ def index_names(index: cst.BaseSlice) -> Iterator[str]:
             yield key
 
 
+def freed_storage(call: cst.Call) -> str | None:
+    """`x` for `x.untyped_storage().resize_(0)` (or `.storage()`): frees x's memory now."""
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and func.attr.value == "resize_" and len(call.args) == 1):
+        return None
+    size, storage = call.args[0].value, func.value
+    if not (isinstance(size, cst.Integer) and size.value == "0" and isinstance(storage, cst.Call)):
+        return None
+    owner = storage.func
+    if isinstance(owner, cst.Attribute) and owner.attr.value in ("storage", "untyped_storage") and not storage.args:
+        return dotted_name(owner.value)
+    return None
+
+
 def is_identity_test(node: cst.CSTNode) -> bool:
     """`x is None`, `a is not b`: compares Python objects, launches nothing."""
     return isinstance(node, cst.Comparison) and all(

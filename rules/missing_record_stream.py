@@ -243,5 +243,7 @@ class MissingRecordStream(Rule):
 def _release(flow: ModuleFlow, hazard: Hazard) -> str:
     if hazard.release is None:
         return f"released when '{hazard.function}' returns"
+    if isinstance(hazard.release, cst.Call):
+        return f"freed by resizing its storage to 0 at line {flow.line(hazard.release)}"
     verb = "deleted" if isinstance(hazard.release, cst.Del) else "rebound"
     return f"{verb} at line {flow.line(hazard.release)}"

@@ -273,3 +273,27 @@ def test_the_inline_record_and_wait_idiom_orders_the_waiting_stream() -> None:
         return z
     """
     assert codes(source) == set()
+
+
+FREE = """
+import torch
+
+def f(x, s):
+    full = torch.empty(8, device="cuda")
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        full.copy_(x)
+    {between}
+    full.untyped_storage().resize_(0)
+"""
+
+
+def test_resizing_a_storage_to_zero_frees_it_while_another_stream_may_use_it() -> None:
+    [finding] = lint_source(textwrap.dedent(FREE.format(between="pass")), "m.py")
+    assert (finding.code, finding.line) == ("CSL201", 8)
+    assert "freed by resizing its storage to 0 at line 10" in finding.message
+
+
+@pytest.mark.parametrize("between", ["torch.cuda.current_stream().wait_stream(s)", "full.record_stream(s)"])
+def test_a_storage_freed_after_a_join_or_a_record_is_fine(between: str) -> None:
+    assert codes(FREE.format(between=between)) == set()
