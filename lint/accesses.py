@@ -110,6 +110,9 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
         self.silent = 0
         """Depth of blocks on an UNKNOWN stream: their accesses are taken as ordered, never judged."""
         self.block: cst.With | None = None
+        self.graphs: dict[str, tuple[set[str], set[str]]] = {}
+        """CUDA graphs captured here -> the keys their capture read and wrote (static inputs, outputs)."""
+        self.captures: list[tuple[set[str], set[str]]] = []
         self.statement = None
         self.loops = []
 
@@ -183,6 +186,7 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
 
     def _with(self, node: cst.With) -> None:
         stream: str | None = None
+        graph: str | None = None
         for item in node.items:
             self.statement = item
             item_stream = self._context_stream(item.item)
@@ -190,8 +194,12 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
                 self._eval(item.item)
                 if isinstance(item.item, cst.Call) and self.imports.qualified(item.item.func) == GRAPH_CAPTURE:
                     self._order(MarkUpdate(None, HOST))  # it synchronizes the device first
+                    graph = dotted_name(item.item.args[0].value) if item.item.args else None
             else:
                 stream = item_stream
+        if graph is not None:
+            self._capture(graph, node)
+            return
         if stream is None or self.state is None:
             self.run(body_of(node.body))
             return
@@ -206,6 +214,20 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
         self.block = outer_block
         if self.state is not None:
             self.state.current = outer_stream
+
+    def _capture(self, graph: str, node: cst.With) -> None:
+        """`with torch.cuda.graph(g):`: the tensors the body reads and writes are g's static
+        inputs and outputs, which each `g.replay()` reads and writes on the current stream."""
+        self.captures.append((set(), set()))
+        self.run(body_of(node.body))
+        self.graphs[graph] = self.captures.pop()
+
+    def _replay(self, graph: str, node: cst.Call) -> None:
+        inputs, outputs = self.graphs[graph]
+        for key in sorted(inputs):
+            self._access(key, node, write=False)
+        for key in sorted(outputs):
+            self._access(key, node, write=True)
 
     def _loop_frame(self, head: FlowState) -> FlowLoop:
         return FlowLoop(current=head.current)
@@ -530,6 +552,9 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
             if method in HOST_METHODS:
                 self._eval_args(node)
                 return
+            if method == "replay" and key in self.graphs and not node.args:
+                self._replay(key, node)
+                return
             if (freed := freed_storage(node)) is not None:
                 self._free(freed, node)
                 return
@@ -666,6 +691,8 @@ class FunctionAnalysis(Values, Streams, Effects, Interpreter[FlowState, FlowLoop
                 if distinct(read.access.stream, stream) and not read.orders(stream):
                     self._hazard(HazardKind.WRITE_AFTER_READ, key, access, read.access.stream, origin=read.access.function)
         mark = Mark(access, frozenset({stream}) | after)
+        for reads, writes in self.captures:
+            (writes if write else reads).add(key)
         self.live.tensors[launch_key(stream)] = TrackedTensor(writes=frozenset({replace(mark, access=LAUNCH_ACCESS)}))
         if write:
             tensor = replace(tensor, writes=frozenset({mark}), reads=frozenset())

@@ -52,3 +52,26 @@ def test_two_items_picked_by_computed_keys_may_be_one_stream() -> None:
 
 def test_two_items_picked_by_different_literal_keys_are_two_streams() -> None:
     assert codes(RING.format(first="0", second="1")) == {("CSL102", 9), ("CSL201", 9)}
+
+
+REPLAY = """
+import torch
+
+def run(model, batches, s):
+    g = torch.cuda.CUDAGraph()
+    static_in = torch.zeros(8, device="cuda")
+    with torch.cuda.graph(g):
+        static_out = model(static_in)
+    for batch in batches:
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            static_in.copy_(batch)
+        {between}
+        g.replay()
+    torch.cuda.current_stream().wait_stream(s)
+"""
+
+
+def test_replay_reads_the_static_inputs_on_the_current_stream() -> None:
+    assert codes(REPLAY.format(between="pass")) == {("CSL102", 14)}
+    assert codes(REPLAY.format(between="torch.cuda.current_stream().wait_stream(s)")) == set()
