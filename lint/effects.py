@@ -10,7 +10,7 @@ another stream) and on which stream, are replayed at each call site in the calle
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -30,6 +30,10 @@ _MAX_SUMMARY_DEPTH = 16
 _PROBE_NODE = cst.Name("probe")
 PROBE_ACCESS = Access(_PROBE_NODE, ANY_OTHER, True, _PROBE_NODE)
 """The access a probe stands for: one made before the call, on the probe's token."""
+
+
+def _is_super(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "super"
 
 
 def probe_key(token: str) -> str:
@@ -74,29 +78,53 @@ class Helpers:
         globals_: frozenset[str],
         package: PackageIndex | None = None,
         relative: Mapping[str, str] | None = None,
+        classes: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.imports = imports
         self.functions = functions
         self.globals = globals_
         self.package = package
         self.relative = relative or {}
+        self.classes = classes or {}
+        """Classes of the module -> their base classes as spelled (`Base`, `mod.Base`)."""
         self.summaries: dict[str, Summary | None] = {}
         self.depth = 0
         """Summaries being built, each inside the last: deep call chains stop at _MAX_SUMMARY_DEPTH."""
 
     def lookup(self, caller: str | None, func: cst.BaseExpression, qualified: str | None) -> Callee | None:
         """`helper(...)`: a module-level function; `self.helper(...)`: a method of the caller's
-        class; `mod.helper(...)` or an imported name: a function of another linted module."""
+        class or one it inherits from a class of the module, `super().helper(...)` one of its
+        bases'; `mod.helper(...)` or an imported name: a function of another linted module."""
         if isinstance(func, cst.Name) and func.value in self.functions:
             summary = self.summary(func.value)
             return Callee(summary, True, False) if summary is not None else None
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls"):
             if caller is None or "." not in caller:
                 return None
-            summary = self.summary(f"{caller.rsplit('.', 1)[0]}.{func.attr.value}")
+            method = self._method(caller.rsplit(".", 1)[0], func.attr.value, inherited=False)
+            summary = self.summary(method) if method is not None else None
+            return Callee(summary, True, True) if summary is not None else None
+        if isinstance(func, cst.Attribute) and _is_super(func.value) and caller is not None and "." in caller:
+            method = self._method(caller.rsplit(".", 1)[0], func.attr.value, inherited=True)
+            summary = self.summary(method) if method is not None else None
             return Callee(summary, True, True) if summary is not None else None
         summary = self.imported(dotted_name(func), qualified)
         return Callee(summary, False, False) if summary is not None else None
+
+    def _method(self, owner: str, name: str, *, inherited: bool) -> str | None:
+        """`Owner.name`, or (`inherited`: only) the first base class of the module, depth first,
+        that defines it."""
+        seen: set[str] = set()
+        stack = list(reversed(self.classes.get(owner, ()))) if inherited else [owner]
+        while stack:
+            cls = stack.pop()
+            if cls in seen:
+                continue
+            seen.add(cls)
+            if f"{cls}.{name}" in self.functions:
+                return f"{cls}.{name}"
+            stack.extend(reversed(self.classes.get(cls, ())))
+        return None
 
     def imported(self, dotted: str | None, qualified: str | None) -> Summary | None:
         """The summary of a function of another linted module, called as `dotted` here."""

@@ -102,7 +102,7 @@ def scan(
     imports: ImportTable,
     functions: list[tuple[str, cst.FunctionDef]],
     prefix: str,
-    classes: set[str],
+    classes: dict[str, list[str]],
     relative: list[cst.ImportFrom],
 ) -> bool:
     """Collects imports, function definitions and class names (dotted like the functions');
@@ -120,7 +120,7 @@ def scan(
             if isinstance(node, cst.FunctionDef):
                 functions.append((name, node))
             else:
-                classes.add(name)
+                classes[name] = [base for arg in node.bases if (base := dotted_name(arg.value)) is not None]
             scan(body_of(node.body), imports, functions, f"{name}.", classes, relative)
         elif isinstance(node, cst.BaseCompoundStatement):
             has_with |= isinstance(node, cst.With)

@@ -110,14 +110,19 @@ def analyse(module: cst.Module, path: str, source: str, package: PackageIndex | 
     `package`: the other linted modules, for calls to functions imported from them."""
     imports = ImportTable()
     functions: list[tuple[str, cst.FunctionDef]] = []
-    classes: set[str] = set()
+    classes: dict[str, list[str]] = {}
     relative: list[cst.ImportFrom] = []
     module_has_with = scan(module.body, imports, functions, "", classes, relative)
     hazards: dict[tuple[object, ...], Hazard] = {}
     if imports.imports_torch:
         everywhere = "set_stream" in source
         helpers = Helpers(
-            imports, dict(functions), module_globals(module, imports), package, resolve_relative(relative, path)
+            imports,
+            dict(functions),
+            module_globals(module, imports),
+            package,
+            resolve_relative(relative, path),
+            classes,
         )
         if module_has_with or everywhere:
             FunctionAnalysis(imports, hazards, function=None, helpers=helpers).run(module.body)
@@ -232,7 +237,8 @@ def module_helpers(source: str) -> Helpers | None:
         return None
     imports = ImportTable()
     functions: list[tuple[str, cst.FunctionDef]] = []
-    scan(module.body, imports, functions, "", set(), [])
+    classes: dict[str, list[str]] = {}
+    scan(module.body, imports, functions, "", classes, [])
     if not imports.imports_torch:
         return None
-    return Helpers(imports, dict(functions), module_globals(module, imports))
+    return Helpers(imports, dict(functions), module_globals(module, imports), classes=classes)

@@ -60,3 +60,39 @@ def test_a_function_called_in_the_linted_code_leaves_the_check_to_its_callers() 
     )
     assert findings(source.format(wait="s.wait_stream(torch.cuda.current_stream())")) == []
     assert [(code, line) for code, line, _ in findings(source.format(wait="pass"))] == [("CSL101", 14)]
+
+
+INHERITED = """
+import torch
+
+class Base:
+    def fork(self):
+        self.s.wait_stream(torch.cuda.current_stream())
+
+class Child(Base):
+    def fork(self):
+        pass
+
+    def step(self, x):
+        y = x * 2
+        {call}
+        with torch.cuda.stream(self.s):
+            z = y + 1
+        torch.cuda.current_stream().wait_stream(self.s)
+        return z
+
+class Other(Base):
+    def step(self, x):
+        y = x * 2
+        self.fork()
+        with torch.cuda.stream(self.s):
+            z = y + 1
+        torch.cuda.current_stream().wait_stream(self.s)
+        return z
+"""
+
+
+@pytest.mark.parametrize(("call", "flagged"), [("super().fork()", False), ("self.fork()", True), ("pass", True)])
+def test_super_calls_and_inherited_methods_are_followed(call: str, flagged: bool) -> None:
+    found = [(code, line) for code, line, _ in findings(INHERITED.format(call=call))]
+    assert found == ([("CSL101", 16)] if flagged else [])
