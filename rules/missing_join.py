@@ -29,7 +29,9 @@ class MissingJoin(Rule):
 
     ## Known problems
     Handing a tensor back (`return y`, storing it) is not a use: a caller that uses it before
-    joining is not seen. A join done by a called function is seen when that function is defined
+    joining is not seen, nor is side-stream work still pending on the caller's tensors when the
+    function returns. `work.wait()` on the handle of an async collective orders the current
+    stream after it; a handle kept in a list and waited on through a loop is not followed. A join done by a called function is seen when that function is defined
     in the same module (or imported from another file linted in the same run) and joins on
     every path that returns. `self` attributes a method leaves written on a side stream are
     followed into the public methods of the same class (not its subclasses). A wait made

@@ -29,9 +29,12 @@ class MissingRecordStream(Rule):
     new tensor or the result, silently.
 
     ## Known problems
-    Only tensors allocated in the function by an assignment are followed. A tensor passed to
-    unknown code, returned, stored in an attribute or a container, or aliased by a view is
-    assumed to escape and is not reported, although the release may still come too early.
+    Only tensors allocated in the function by an assignment are followed, plus tensors freed
+    explicitly with `x.untyped_storage().resize_(0)` (allocated, when not seen, by the current
+    stream). A tensor passed to unknown code, returned, stored in an attribute or a container,
+    or aliased by a view is assumed to escape and is not reported, although the release may
+    still come too early. `t.record_stream(s)` with `s` the allocating stream protects nothing,
+    and the release is reported as if no record had been made.
     """
 
     code = "CSL201"

@@ -25,14 +25,26 @@ class MissingWaitStream(Rule):
     and compute on stale or half-written data. There is no error, only wrong numbers, now and
     then.
 
+    An allocation (`torch.empty`, `new_empty`) writes no data, but the caching allocator may
+    hand it a block that work launched earlier on the allocating stream still uses: it is
+    reported as "allocated on" when its first use on another stream is not ordered after the
+    allocating stream's last launch before the allocation.
+
     ## Known problems
-    Tensors whose producer is not visible in the function (parameters, results of calls into
-    other functions that launch work on other streams) are assumed ready. Two stream variables
-    are assumed to be different streams, and `torch.cuda.default_stream()` is assumed to be the
-    stream that is current when the function is entered. Ordering made by a called function is
-    seen when it is defined in the same module (or imported from another file linted in the same
-    run) and holds on every path that returns; otherwise the finding is one the runtime check
-    dismisses.
+    A parameter annotated as a tensor is taken as written by the caller on the stream current
+    at entry when no linted code calls the function (callers that are linted check their own
+    arguments instead); unannotated parameters, attributes set elsewhere (`self.w`, `p.grad`)
+    and globals may be anything and are assumed ready. A value returned by unknown code is a
+    tensor unless it is iterated or used as a container or an index. Two stream spellings are
+    assumed to be different streams, except items of one collection picked by computed keys
+    (`streams[i % 2]`), which may be the same stream and are never reported;
+    `torch.cuda.default_stream()` is assumed to be the stream current when the function is
+    entered, and a stream reached through a project helper (`ctx.current_stream()`) is taken
+    for a separate stream. Ordering made by a called function is seen when it is defined in the
+    same module (inherited and `super()` methods included) or imported from another file
+    linted in the same run, and holds on every path that returns; ordering made by a method of
+    another object (`plan.wait_current_stream()`) is not seen, and the runtime check dismisses
+    such findings.
     """
 
     code = "CSL101"
@@ -43,6 +55,19 @@ class MissingWaitStream(Rule):
     confirmed_by = (READ_AFTER_WRITE, WRITE_AFTER_WRITE)
 
     VALID = [
+        Valid(
+            """
+            import torch
+
+            def ring(blocks, streams):
+                for i, block in enumerate(blocks):
+                    with torch.cuda.stream(streams[i % 2]):
+                        out = torch.relu(block)
+                    with torch.cuda.stream(streams[(i + 1) % 2]):
+                        total = out.sum()
+                torch.cuda.synchronize()
+            """
+        ),
         Valid(
             """
             import torch
@@ -268,6 +293,31 @@ class MissingWaitStream(Rule):
                 return b
             """,
             lines=(7,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            def add_one(x: torch.Tensor, s: torch.cuda.Stream) -> torch.Tensor:
+                with torch.cuda.stream(s):
+                    y = x + 1
+                torch.cuda.current_stream().wait_stream(s)
+                return y
+            """,
+            lines=(5,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            def refill(x, s):
+                buf = torch.empty_like(x)
+                with torch.cuda.stream(s):
+                    buf.copy_(x)
+                torch.cuda.current_stream().wait_stream(s)
+                return buf
+            """,
+            lines=(6,),
         ),
     ]
 
