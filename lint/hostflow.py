@@ -45,7 +45,8 @@ from csan_lint.lint.names import (
 from csan_lint.lint.nodes import children
 from csan_lint.lint.ordering import query_poll
 from csan_lint.lint.streamflow import CURRENT, Location, ModuleFlow
-from csan_lint.lint.values import viewed
+from csan_lint.lint.streams import stream_token
+from csan_lint.lint.values import code_of, viewed
 from csan_lint.runtime import kinds
 
 UNKNOWN = "?"
@@ -481,7 +482,7 @@ class _Analysis(Interpreter[_State, Loop[_State]]):
         if _downloads(receiver):  # `x.to("cpu", non_blocking=True).tolist()`: read at once
             self._eval(receiver)
             stream = self.live.current
-            self._hazard(kinds.HOST_READ_PENDING, node, buffer=_code(receiver), stream=stream, copy=receiver)
+            self._hazard(kinds.HOST_READ_PENDING, node, buffer=code_of(receiver), stream=stream, copy=receiver)
             self._eval_args(node, reads=True)
             return
         pending = key is not None and (key in self.live.into or key in self.live.out_of)
@@ -637,7 +638,7 @@ class _Analysis(Interpreter[_State, Loop[_State]]):
         elif method == "capture_begin":
             self._eval_args(node, reads=False)
             if state.current == CURRENT and not _is_self(receiver):
-                self._hazard(kinds.CAPTURE_ON_DEFAULT_STREAM, node, graph=key or _code(receiver))
+                self._hazard(kinds.CAPTURE_ON_DEFAULT_STREAM, node, graph=key or code_of(receiver))
             else:
                 state.capture = _Capture(state.current)
         elif method == "capture_end" and capture is not None:
@@ -703,18 +704,7 @@ class _Analysis(Interpreter[_State, Loop[_State]]):
             )
 
     def _stream(self, expr: cst.BaseExpression | None) -> str | None:
-        if expr is None or (isinstance(expr, cst.Name) and expr.value == "None"):
-            return None
-        if isinstance(expr, cst.Call):
-            qualified = self.imports.qualified(expr.func)
-            if qualified == CURRENT_STREAM:
-                return self.live.current
-            if qualified == DEFAULT_STREAM:
-                return CURRENT
-        key = dotted_name(expr)
-        if key is not None and key in self.live.streams:
-            return self.live.streams[key]
-        return _code(expr)
+        return None if expr is None else stream_token(expr, self.imports, self.live.current, self.live.streams)
 
 
 def _is_self(expr: cst.BaseExpression) -> bool:
@@ -744,10 +734,6 @@ def _base(expr: cst.BaseExpression) -> str | None:
     while isinstance(expr, cst.Subscript):
         expr = expr.value
     return dotted_name(expr)
-
-
-def _code(expr: cst.BaseExpression) -> str:
-    return dotted_name(expr) or cst.Module(body=[]).code_for_node(expr)
 
 
 def _is_true(expr: cst.BaseExpression) -> bool:

@@ -8,6 +8,8 @@ or the expression's own source text (`s`, `self.copy_stream`); an event recorded
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import libcst as cst
 
 from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, STREAM_CONTEXTS, ImportTable, dotted_name
@@ -118,19 +120,27 @@ class Streams:
         return None if name is None else f"event:{name}"
 
     def _stream(self, expr: cst.BaseExpression) -> str | None:
-        """The stream an expression denotes: a tracked binding, or its own source text."""
-        if isinstance(expr, cst.Call):
-            qualified = self.imports.qualified(expr.func)
-            if qualified == CURRENT_STREAM:
-                return self.live.current
-            if qualified == DEFAULT_STREAM:
-                return CURRENT
-        if isinstance(expr, cst.Name) and expr.value == "None":
-            return None
-        key = dotted_name(expr)
-        if key is not None and key in self.live.streams:
-            return self.live.streams[key]
-        return code_of(expr)
+        return stream_token(expr, self.imports, self.live.current, self.live.streams)
+
+
+def stream_token(
+    expr: cst.BaseExpression, imports: ImportTable, current: str, bindings: Mapping[str, str]
+) -> str | None:
+    """The stream an expression denotes, for both interpreters: `current_stream()` is `current`,
+    `default_stream()` the stream current at entry, a name bound to a stream its binding,
+    anything else its own source text; None for `None`."""
+    if isinstance(expr, cst.Call):
+        qualified = imports.qualified(expr.func)
+        if qualified == CURRENT_STREAM:
+            return current
+        if qualified == DEFAULT_STREAM:
+            return CURRENT
+    if isinstance(expr, cst.Name) and expr.value == "None":
+        return None
+    key = dotted_name(expr)
+    if key is not None and key in bindings:
+        return bindings[key]
+    return code_of(expr)
 
 
 def recorded_inline(expr: cst.BaseExpression) -> cst.BaseExpression | None:
