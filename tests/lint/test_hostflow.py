@@ -507,3 +507,16 @@ def test_numpy_is_an_alias_whose_later_read_is_the_host_read(between: str, flagg
         return arr.sum()
     """
     assert hazards(source) == ({(kinds.HOST_READ_PENDING, 8)} if flagged else set())
+
+
+@pytest.mark.parametrize(("arguments", "flagged"), [("x", False), ("x, non_blocking=True", True)])
+def test_only_a_non_blocking_copy_into_pinned_memory_is_pending(arguments: str, flagged: bool) -> None:
+    source = f"""
+    import torch
+
+    def f(x):
+        host = torch.empty(4, pin_memory=True)
+        host.copy_({arguments})
+        return host.tolist()
+    """
+    assert hazards(source) == ({(kinds.HOST_READ_PENDING, 7)} if flagged else set())
