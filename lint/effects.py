@@ -92,9 +92,12 @@ class Helpers:
         """Summaries being built, each inside the last: deep call chains stop at _MAX_SUMMARY_DEPTH."""
 
     def lookup(self, caller: str | None, func: cst.BaseExpression, qualified: str | None) -> Callee | None:
-        """`helper(...)`: a module-level function; `self.helper(...)`: a method of the caller's
+        """`helper(...)`: a function nested in the caller, or a module-level one; `self.helper(...)`: a method of the caller's
         class or one it inherits from a class of the module, `super().helper(...)` one of its
         bases'; `mod.helper(...)` or an imported name: a function of another linted module."""
+        if isinstance(func, cst.Name) and caller is not None and f"{caller}.{func.value}" in self.functions:
+            summary = self.summary(f"{caller}.{func.value}")  # a function nested in the caller
+            return Callee(summary, True, False) if summary is not None else None
         if isinstance(func, cst.Name) and func.value in self.functions:
             summary = self.summary(func.value)
             return Callee(summary, True, False) if summary is not None else None

@@ -96,3 +96,22 @@ class Other(Base):
 def test_super_calls_and_inherited_methods_are_followed(call: str, flagged: bool) -> None:
     found = [(code, line) for code, line, _ in findings(INHERITED.format(call=call))]
     assert found == ([("CSL101", 16)] if flagged else [])
+
+
+def test_a_function_nested_in_the_caller_is_followed() -> None:
+    source = """
+    import torch
+
+    def f(x, s):
+        def fork(side):
+            side.wait_stream(torch.cuda.current_stream())
+
+        y = x * 2
+        {call}
+        with torch.cuda.stream(s):
+            z = y + 1
+        torch.cuda.current_stream().wait_stream(s)
+        return z
+    """
+    assert findings(source.format(call="fork(s)")) == []
+    assert [(code, line) for code, line, _ in findings(source.format(call="pass"))] == [("CSL101", 11)]
