@@ -57,6 +57,7 @@ from csan_lint.lint.values import (
     Comprehension,
     Value,
     Values,
+    called_or_named,
     code_of,
     comprehension_targets,
     freed_storage,
@@ -95,6 +96,12 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         self.helpers = helpers
         self.maybe_tensors = set(params)
         """Names of unknown values that may be tensors: parameters and loop targets."""
+        self.caller_owned: frozenset[str] = frozenset()
+        """Parameters whose pending side-stream writes at return are reported (`produced_by_caller`)."""
+        self.caller_streams: frozenset[str] = frozenset()
+        """Every parameter's name: a stream the caller passed in is one it can join."""
+        self.events: set[str] = set()
+        """Names bound to events: returning one hands the caller a way to wait."""
         self.state = FlowState(tensors=dict(entry or {}))
         for token in probes:
             self.live.tensors[probe_key(token)] = TrackedTensor(writes=frozenset({Mark(PROBE_ACCESS, frozenset({token}))}))
@@ -120,8 +127,10 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         """The parameters annotated as tensors were written by the caller before the call, on
         the stream current then: for a function no linted code calls (a caller replays its
         summary and checks its own arguments). An unannotated parameter may be anything: ready."""
-        params = function.params
-        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        params = (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params)
+        self.caller_owned = frozenset(self.maybe_tensors)
+        self.caller_streams = frozenset(param.name.value for param in params)
+        for param in params:
             name = param.name.value
             annotation = param.annotation
             if name in self.maybe_tensors and annotation is not None and "Tensor" in code_of(annotation.annotation):
@@ -132,8 +141,23 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
     def run_function(self, body: cst.BaseSuite) -> None:
         self.run(body_of(body))
         if self.state is not None:
-            self.exits.append(self.state.copy())
-            self._release_all(None)
+            self._return(None)
+
+    def _return(self, node: cst.Return | None) -> None:
+        """The caller continues from here: tensors die, and work still pending on a side stream
+        on the caller's tensors (`caller_owned`) is left to a caller that knows of no stream or
+        event to join it with."""
+        handed_back = node is not None and node.value is not None and any(
+            key in self.live.streams or key in self.events for key in called_or_named(node.value)
+        )
+        for key in sorted(self.caller_owned - self.bound) if not handed_back else ():
+            tensor = self.live.tensors.get(key)
+            for mark in tensor.writes if tensor is not None else ():
+                stream = mark.access.stream
+                if distinct(stream, CURRENT) and not mark.orders(CURRENT) and stream not in self.caller_streams:
+                    self._hazard(HazardKind.READ_AFTER_WRITE, key, mark.access, stream, node, returned=True)
+        self.exits.append(self.live.copy())
+        self._release_all(None)
 
     def _small(self, node: cst.BaseSmallStatement) -> None:
         if isinstance(node, cst.Assign):
@@ -154,8 +178,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
             if node.value is not None:
                 self._pass(node.value)
             if self.state is not None:
-                self.exits.append(self.state.copy())
-            self._release_all(None)
+                self._return(node)
             self.state = None
         elif isinstance(node, cst.Raise):
             if node.exc is not None:
@@ -522,11 +545,12 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         *,
         origin: str | None = None,
         produced: Produced = "written",
+        returned: bool = False,
     ) -> None:
         """Once per access and other stream: the first release found is the one reported.
         `origin`: the function of the conflicting access, named only when it is another one."""
         origin = origin if origin != self.function else None
-        hazard = Hazard(kind, tensor, access, other, release, self.function, origin, produced)
+        hazard = Hazard(kind, tensor, access, other, release, self.function, origin, produced, returned)
         key = (kind, tensor, access.node, other)
         found = self.hazards.setdefault(key, hazard)
         if origin is not None and (found.origin is None or origin < found.origin) and found.release is release:

@@ -97,6 +97,9 @@ class Hazard:
     """The other function that made the conflicting access (a producer method), if any."""
     produced: Produced = "written"
     """How the conflicting write made the tensor (`Access.produced`)."""
+    returned: bool = False
+    """`access` writes a tensor of the caller's on side stream `other` and is still pending when
+    the function returns: the caller's next use races with it."""
 
 
 @dataclass(frozen=True)

@@ -89,6 +89,16 @@ def message_fields(hazard: Hazard, current: str = f"{CURRENT_STREAM}()") -> dict
     what the conflicting access did ("written", or "allocated": its memory may still be in use
     by work launched there before)."""
     verb = "written" if hazard.access.write else "read"
+    if hazard.returned:  # the caller's next use, after the function returns
+        return {
+            "tensor": hazard.tensor,
+            "stream": f"the caller's stream after '{hazard.function}' returns",
+            "other": _describe(hazard.other),
+            "stream_code": current,
+            "other_code": hazard.other,
+            "verb": "used",
+            "produced": "written",
+        }
     return {
         "tensor": hazard.tensor,
         "stream": _describe(hazard.access.stream),

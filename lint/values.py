@@ -220,6 +220,18 @@ def freed_storage(call: cst.Call) -> str | None:
     return None
 
 
+def called_or_named(expr: cst.BaseExpression) -> Iterator[str]:
+    """The dotted names in `expr` (`return y, done` -> y, done; `return out, self.event`)."""
+    stack: list[cst.CSTNode] = [expr]
+    while stack:
+        node = stack.pop()
+        key = dotted_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        if key is not None:
+            yield key
+        else:
+            stack.extend(children(node))
+
+
 def is_identity_test(node: cst.CSTNode) -> bool:
     """`x is None`, `a is not b`: compares Python objects, launches nothing."""
     return isinstance(node, cst.Comparison) and all(

@@ -115,3 +115,39 @@ def test_a_function_nested_in_the_caller_is_followed() -> None:
     """
     assert findings(source.format(call="fork(s)")) == []
     assert [(code, line) for code, line, _ in findings(source.format(call="pass"))] == [("CSL101", 11)]
+
+
+RETURNED = """
+import torch
+
+def fill(x, s):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream({stream}):
+        x.add_(1)
+        {inside}
+    {after}
+"""
+
+
+def test_side_stream_work_on_the_callers_tensor_pending_at_return_is_flagged() -> None:
+    assert findings(RETURNED.format(stream="side", inside="pass", after="pass")) == [
+        (
+            "CSL102",
+            8,
+            "'x' was written on side stream 'side' and is used on the caller's stream after 'fill' "
+            "returns with no wait_stream/wait_event between them",
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("stream", "inside", "after"),
+    [
+        ("side", "pass", "torch.cuda.current_stream().wait_stream(side)"),  # joined
+        ("side", "done = side.record_event()", "return done"),  # an event handed back
+        ("s", "pass", "pass"),  # the caller's own stream, which it can join
+    ],
+)
+def test_work_joined_or_handed_back_at_return_is_fine(stream: str, inside: str, after: str) -> None:
+    assert findings(RETURNED.format(stream=stream, inside=inside, after=after)) == []
