@@ -75,3 +75,36 @@ def run(model, batches, s):
 def test_replay_reads_the_static_inputs_on_the_current_stream() -> None:
     assert codes(REPLAY.format(between="pass")) == {("CSL102", 14)}
     assert codes(REPLAY.format(between="torch.cuda.current_stream().wait_stream(s)")) == set()
+
+
+def test_a_wait_on_the_stream_already_current_orders_nothing() -> None:
+    """Inside `with torch.cuda.stream(s):` the current stream *is* `s`: a self-wait."""
+    source = """
+    import torch
+
+    def f(x, s):
+        y = x * 2
+        with torch.cuda.stream(s):
+            s.wait_stream(torch.cuda.current_stream())
+            z = y + 1
+        torch.cuda.current_stream().wait_stream(s)
+        return z
+    """
+    assert codes(source) == {("CSL101", 8)}
+
+
+def test_recording_a_tensor_on_its_allocating_stream_protects_nothing() -> None:
+    source = """
+    import torch
+
+    def f(x, s):
+        y = x * 2
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            z = y + 1
+        y.record_stream(torch.cuda.current_stream())
+        del y
+        torch.cuda.current_stream().wait_stream(s)
+        return z
+    """
+    assert codes(source) == {("CSL201", 8)}
