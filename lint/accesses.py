@@ -393,7 +393,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
                 self._bind(receiver, self._value(node.args[0].value) if node.args else Value("other"))
                 return  # the tensor now uses another storage: no data is written
             if method in CONTAINER_METHODS and key is not None:
-                self._demote(key, proven=True)
+                self._demote(key, proven=method != "values")  # a sparse tensor has `.values()` too
             stores = method in STORING_METHODS and not (method in TENSOR_METHODS and self._is_tensor(receiver))
             if is_constructor(method) or stores:
                 self._hand_over(node)  # stored, not computed on

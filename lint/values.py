@@ -112,7 +112,8 @@ CONTAINER_METHODS = frozenset(
         "insert", "remove", "clear", "count", "index", "update", "appendleft", "popleft",
     }
 )  # fmt: skip
-"""Methods of dicts, lists and deques that tensors do not have: the receiver is a container."""
+"""Methods of dicts, lists and deques that tensors do not have (but sparse ones' `.values()`):
+the receiver is a container."""
 ALLOCATORS = frozenset({"torch.empty", "torch.empty_like", "torch.empty_strided"})
 ALLOCATING_METHODS = frozenset({"new_empty", "new_empty_strided"})
 """Calls that allocate memory and launch no kernel: no data is written."""

@@ -84,6 +84,19 @@ def test_a_call_result_used_as_a_container_is_no_tensor(use: str) -> None:
     assert codes(source) == set()
 
 
+def test_the_values_of_a_sparse_tensor_made_by_torch_are_read() -> None:
+    source = """
+    import torch
+
+    def f(x, s):
+        y = torch.sparse_coo_tensor(x, x)
+        with torch.cuda.stream(s):
+            z = y.values().sum()
+        torch.cuda.current_stream().wait_stream(s)
+    """
+    assert codes(source) == {("CSL101", 7)}
+
+
 def test_a_call_result_used_like_a_tensor_is_one() -> None:
     source = """
     import torch
