@@ -54,6 +54,39 @@ def calls_any(name: str, function: cst.FunctionDef, targets: set[str]) -> bool:
     return False
 
 
+def entry_streams(body: Sequence[cst.CSTNode], imports: ImportTable) -> dict[str, str | None]:
+    """Function (`f`, `Cls.m` for `self.m(...)`) -> the stream every call of it in the module is
+    made inside (`with torch.cuda.stream(S):`, spelled the same each time), or None when some
+    call is made outside any stream block or inside another. Walked with a stack: expressions
+    may nest deeper than the interpreter's recursion limit."""
+    found: dict[str, str | None] = {}
+    stack: list[tuple[cst.CSTNode, str, str | None]] = [(node, "", None) for node in reversed(body)]
+    while stack:
+        node, owner, stream = stack.pop()
+        inner = stream
+        if isinstance(node, cst.ClassDef):
+            owner = f"{owner}{node.name.value}."
+        elif isinstance(node, cst.FunctionDef):
+            inner = None  # the body runs where the function is called, not here
+        elif isinstance(node, cst.With):
+            for item in node.items:
+                call = item.item
+                if isinstance(call, cst.Call) and imports.qualified(call.func) in STREAM_CONTEXTS and call.args:
+                    inner = code_of(call.args[0].value)
+        elif isinstance(node, cst.Call):
+            func = node.func
+            callee = func.value if isinstance(func, cst.Name) else None
+            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls"):
+                callee = f"{owner}{func.attr.value}" if owner else None
+            if callee is not None:
+                found[callee] = stream if found.get(callee, stream) == stream else None
+        body_stream = inner if isinstance(node, (cst.With, cst.FunctionDef)) else stream
+        for child in reversed(children(node)):
+            in_body = isinstance(node, (cst.With, cst.FunctionDef)) and child is node.body
+            stack.append((child, owner, body_stream if in_body else stream))
+    return found
+
+
 def module_globals(module: cst.Module, imports: ImportTable) -> frozenset[str]:
     """Names bound at the top of the module: streams and events they denote mean the same everywhere."""
     names = set(imports.names)

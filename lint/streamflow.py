@@ -29,6 +29,7 @@ from csan_lint.lint.positions import Positions, positions
 from csan_lint.lint.scan import (
     body_of,
     calls_any,
+    entry_streams,
     has_with,
     is_public,
     module_globals,
@@ -137,6 +138,7 @@ def analyse(module: cst.Module, path: str, source: str, package: PackageIndex | 
         if module_has_with or everywhere:
             FunctionAnalysis(imports, hazards, function=None, helpers=helpers).run(module.body)
         exits: dict[str, FlowState] = {}
+        entered_on = entry_streams(module.body, imports)
         with_blocks = {name for name, function in functions if has_with(body_of(function.body))}
         writers = {  # called functions that access a tensor on another stream
             name
@@ -161,6 +163,9 @@ def analyse(module: cst.Module, path: str, source: str, package: PackageIndex | 
                 )
                 if source.count(f"{name.rpartition('.')[2]}(") <= 1:  # no caller here checks its arguments
                     analysis.produced_by_caller(function)
+                stream = entered_on.get(name)
+                if stream is not None and _spelled_alike(stream, function, helpers.globals):
+                    analysis.live.current = stream  # every call of it is made inside a block on `stream`
                 analysis.run_function(function.body)
                 end = join_states(analysis.exits)
                 if end is not None:
@@ -168,6 +173,15 @@ def analyse(module: cst.Module, path: str, source: str, package: PackageIndex | 
         for owner in classes:
             _cross_method(owner, functions, exits, helpers, hazards, source)
     return ModuleFlow(path, module, list(hazards.values()), source=source)
+
+
+def _spelled_alike(stream: str, function: cst.FunctionDef, globals_: frozenset[str]) -> bool:
+    """Whether the callers' spelling of a stream names the same stream inside `function`:
+    rooted at `self`/`cls`, a module global, or a parameter of the same name (`state.s`)."""
+    root = stream.split(".", 1)[0].split("[", 1)[0]
+    params = function.params
+    names = {param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    return root in ("self", "cls") or root in globals_ or root in names
 
 
 def _cross_method(

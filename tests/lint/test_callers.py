@@ -151,3 +151,31 @@ def test_side_stream_work_on_the_callers_tensor_pending_at_return_is_flagged() -
 )
 def test_work_joined_or_handed_back_at_return_is_fine(stream: str, inside: str, after: str) -> None:
     assert findings(RETURNED.format(stream=stream, inside=inside, after=after)) == []
+
+
+ENTERED = """
+import torch
+
+class Reducer:
+    def hook(self, grad):
+        with torch.cuda.stream(self.post):
+            self.reduce(grad)
+        {elsewhere}
+
+    def reduce(self, grad):
+        out = grad * 2
+        self.comm.wait_stream(self.post)
+        with torch.cuda.stream(self.comm):
+            total = out.sum()
+        torch.cuda.current_stream().wait_stream(self.comm)
+        return total
+"""
+
+
+def test_a_helper_always_called_inside_a_stream_block_is_entered_on_that_stream() -> None:
+    assert findings(ENTERED.format(elsewhere="pass")) == []
+
+
+def test_a_helper_also_called_outside_the_block_is_entered_on_the_callers_stream() -> None:
+    found = [(code, line) for code, line, _ in findings(ENTERED.format(elsewhere="self.reduce(grad)"))]
+    assert found == [("CSL101", 14)]
