@@ -100,8 +100,6 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         """Parameters whose pending side-stream writes at return are reported (`produced_by_caller`)."""
         self.caller_streams: frozenset[str] = frozenset()
         """Every parameter's name: a stream the caller passed in is one it can join."""
-        self.events: set[str] = set()
-        """Names bound to events: returning one hands the caller a way to wait."""
         self.state = FlowState(tensors=dict(entry or {}))
         for token in probes:
             self.live.tensors[probe_key(token)] = TrackedTensor(writes=frozenset({Mark(PROBE_ACCESS, frozenset({token}))}))
@@ -146,9 +144,10 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
     def _return(self, node: cst.Return | None) -> None:
         """The caller continues from here: tensors die, and work still pending on a side stream
         on the caller's tensors (`caller_owned`) is left to a caller that knows of no stream or
-        event to join it with."""
+        event to join it with: unless anything but tensors is returned (an event, a stream, a
+        future or an object that may hold one)."""
         handed_back = node is not None and node.value is not None and any(
-            key in self.live.streams or key in self.events for key in called_or_named(node.value)
+            key not in self.live.tensors for key in called_or_named(node.value)
         )
         for key in sorted(self.caller_owned - self.bound) if not handed_back else ():
             tensor = self.live.tensors.get(key)

@@ -32,7 +32,6 @@ class Bindings:
     maybe_tensors: set[str]
     """Names of unknown values that may be tensors: parameters and loop targets."""
     bound: set[str]
-    events: set[str]
     state: FlowState | None
     live: FlowState
 
@@ -120,7 +119,6 @@ class Bindings:
         elif value.kind == "context" and value.source is not None:
             state.contexts[key] = value.source
         elif value.kind == "event":
-            self.events.add(key)
             state.update_marks(MarkUpdate(None, None, drop=f"event:{key}"))
 
     def _record_event_assignment(
@@ -140,7 +138,6 @@ class Bindings:
         assert key is not None
         stream = self._stream(value.func.value)
         self._forget(key)
-        self.events.add(key)
         if stream is not None:
             self._record(f"event:{key}", stream)
         return True

@@ -146,6 +146,7 @@ def test_side_stream_work_on_the_callers_tensor_pending_at_return_is_flagged() -
     [
         ("side", "pass", "torch.cuda.current_stream().wait_stream(side)"),  # joined
         ("side", "done = side.record_event()", "return done"),  # an event handed back
+        ("side", "pending = Future(); pending.set_result(x)", "return pending"),  # an object that may hold one
         ("s", "pass", "pass"),  # the caller's own stream, which it can join
     ],
 )
