@@ -22,13 +22,36 @@ same-module function that synchronizes anywhere in its body orders the host afte
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Any
 
 import libcst as cst
 
+from csan_lint.lint.hostfacts import (
+    ModuleFacts,
+    downloads,
+    host_children,
+    is_self,
+    is_true,
+    non_blocking,
+    pins,
+    scan_facts,
+    target_keys,
+    to_host,
+    written_buffer,
+)
+from csan_lint.lint.hoststate import (
+    Block,
+    Capture,
+    Copy,
+    HostState,
+    Pending,
+    drop_pending,
+    forget_token,
+    join_host_states,
+    update_pending,
+)
 from csan_lint.lint.interpret import Interpreter, Loop
 from csan_lint.lint.model import Span
 from csan_lint.lint.names import (
@@ -39,15 +62,14 @@ from csan_lint.lint.names import (
     GRAPH_CAPTURE,
     SET_STREAM,
     STREAM_CONTEXTS,
-    ImportTable,
     dotted_name,
 )
-from csan_lint.lint.nodes import children
+from csan_lint.lint.ordering import UNKNOWN, query_poll
 from csan_lint.lint.streamflow import CURRENT, Location, ModuleFlow
+from csan_lint.lint.streams import stream_token
+from csan_lint.lint.values import code_of, viewed
 from csan_lint.runtime import kinds
 
-UNKNOWN = "?"
-"""The current stream differs between paths, or was set by code not followed."""
 CAPTURE = "<capture>"
 """The side stream `torch.cuda.graph` captures on when given none."""
 _MAX_LOOP_PASSES = 6
@@ -93,138 +115,17 @@ class HostHazard:
     """The pending copy a host access races with."""
 
 
-@dataclass(frozen=True)
-class _Copy:
-    node: cst.CSTNode
-    stream: str
-
-
-@dataclass(frozen=True)
-class _Pending:
-    copy: _Copy
-    after: frozenset[str]
-    """Tokens whose host sync orders the host after the copy: streams and `event:e`."""
-
-
-@dataclass(frozen=True)
-class _Block:
-    """A side stream block entered during a capture."""
-
-    item: cst.CSTNode
-    node: cst.With
-    stream: str
-    forked: bool
-
-
-@dataclass(frozen=True)
-class _Capture:
-    stream: str
-    forked: frozenset[str] = frozenset()
-    """Side streams ordered after the capture stream since the capture began."""
-    blocks: frozenset[_Block] = frozenset()
-    joined: frozenset[_Block] = frozenset()
-    events: frozenset[tuple[str, str]] = frozenset()
-    """(event, stream) recorded during the capture, for event-based forks and joins."""
-
-
-@dataclass
-class _State:
-    current: str = CURRENT
-    streams: dict[str, str] = field(default_factory=dict)
-    contexts: dict[str, str] = field(default_factory=dict)
-    """Names bound to `torch.cuda.stream(s)` objects -> the stream their `with` makes current."""
-    into: dict[str, frozenset[_Pending]] = field(default_factory=dict)
-    """Host buffer -> device-to-host copies that may still be writing it."""
-    out_of: dict[str, frozenset[_Pending]] = field(default_factory=dict)
-    """Pinned host buffer -> host-to-device copies that may still be reading it."""
-    pinned: frozenset[str] = frozenset()
-    unrecorded: frozenset[str] = frozenset()
-    capture: _Capture | None = None
-
-    def copy(self) -> _State:
-        return replace(
-            self,
-            streams=dict(self.streams),
-            contexts=dict(self.contexts),
-            into=dict(self.into),
-            out_of=dict(self.out_of),
-        )
-
-
-def _join_pending(a: frozenset[_Pending], b: frozenset[_Pending]) -> frozenset[_Pending]:
-    by_copy = {pending.copy: pending for pending in a}
-    for pending in b:
-        other = by_copy.get(pending.copy)
-        by_copy[pending.copy] = (
-            pending if other is None else _Pending(pending.copy, pending.after & other.after)
-        )
-    return frozenset(by_copy.values())
-
-
-def _join_maps(
-    a: dict[str, frozenset[_Pending]], b: dict[str, frozenset[_Pending]]
-) -> dict[str, frozenset[_Pending]]:
-    joined = dict(a)
-    for key, pending in b.items():
-        joined[key] = _join_pending(joined[key], pending) if key in joined else pending
-    return joined
-
-
-def _join_capture(a: _Capture | None, b: _Capture | None) -> _Capture | None:
-    if a is None or b is None or a.stream != b.stream:
-        return a or b
-    return _Capture(
-        a.stream, a.forked & b.forked, a.blocks | b.blocks, a.joined & b.joined, a.events & b.events
-    )
-
-
-def _join(states: Iterable[_State | None]) -> _State | None:
-    live = [state for state in states if state is not None]
-    if not live:
-        return None
-    result = live[0].copy()
-    for state in live[1:]:
-        if state.current != result.current:
-            result.current = UNKNOWN
-        result.streams = {k: v for k, v in result.streams.items() if state.streams.get(k) == v}
-        result.contexts = {k: v for k, v in result.contexts.items() if state.contexts.get(k) == v}
-        result.into = _join_maps(result.into, state.into)
-        result.out_of = _join_maps(result.out_of, state.out_of)
-        result.pinned &= state.pinned
-        result.unrecorded |= state.unrecorded
-        result.capture = _join_capture(result.capture, state.capture)
-    return result
-
-
-def _update(pendings: dict[str, frozenset[_Pending]], when: str | None, token: str) -> None:
-    """Adds `token` to the copies ordered before `when` (all of them if `when` is None)."""
-    for key, marks in pendings.items():
-        pendings[key] = frozenset(
-            _Pending(p.copy, p.after | {token}) if when is None or when in p.after else p for p in marks
-        )
-
-
-def _drop(pendings: dict[str, frozenset[_Pending]], token: str | None) -> None:
-    """The host synced with `token` (every copy if None): the copies it covers are done."""
-    for key in list(pendings):
-        left = frozenset(p for p in pendings[key] if token is not None and token not in p.after)
-        if left:
-            pendings[key] = left
-        else:
-            del pendings[key]
-
-
-class _Analysis(Interpreter[_State, Loop[_State]]):
+class _Analysis(Interpreter[HostState, Loop[HostState]]):
     """Interprets one function (or module) body."""
 
     max_passes = _MAX_LOOP_PASSES
-    _join = staticmethod(_join)
+    _join = staticmethod(join_host_states)
 
-    def __init__(self, module: _ModuleFacts, hazards: dict[tuple[str, cst.CSTNode], HostHazard]) -> None:
+    def __init__(self, module: ModuleFacts, hazards: dict[tuple[str, cst.CSTNode], HostHazard]) -> None:
         self.facts = module
         self.imports = module.imports
         self.hazards = hazards
-        self.state = _State(pinned=frozenset(module.pinned))
+        self.state = HostState(pinned=frozenset(module.pinned))
         self.statement = None
         self.loops = []
 
@@ -248,7 +149,7 @@ class _Analysis(Interpreter[_State, Loop[_State]]):
         elif isinstance(node, cst.Raise):
             self.state = None
         elif isinstance(node, cst.Del):
-            for name in _targets(node.target):
+            for name in target_keys(node.target):
                 self._forget(name)
         elif isinstance(node, (cst.Break, cst.Continue)) and self.loops:
             loop = self.loops[-1]
@@ -276,7 +177,7 @@ class _Analysis(Interpreter[_State, Loop[_State]]):
                 capture_stream = (self._stream(given) if given is not None else None) or CAPTURE
                 captures = True
                 self.live.current = capture_stream
-                self.live.capture = _Capture(capture_stream)
+                self.live.capture = Capture(capture_stream)
             else:
                 self._eval(expr)
         self.run(node.body.body)
@@ -293,7 +194,7 @@ class _Analysis(Interpreter[_State, Loop[_State]]):
             return
         capture = self.live.capture
         if capture is not None and stream != capture.stream:
-            block = _Block(item, node, stream, stream in capture.forked)
+            block = Block(item, node, stream, stream in capture.forked)
             self.live.capture = replace(capture, blocks=capture.blocks | {block})
         self.live.current = stream
 
@@ -302,19 +203,20 @@ class _Analysis(Interpreter[_State, Loop[_State]]):
         arg = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "stream"), None)
         return self._stream(arg) if arg is not None else None
 
-    def _loop_frame(self, head: _State) -> Loop[_State]:
+    def _loop_frame(self, head: HostState) -> Loop[HostState]:
         return Loop()
 
-    def _loop_target(self, target: cst.BaseAssignTargetExpression) -> None:
-        for name in _targets(target):
+    def _loop_target(self, target: cst.BaseAssignTargetExpression, iterable: cst.BaseExpression) -> None:
+        for name in target_keys(target):
             self._forget(name)
 
     # ---- bindings
 
     def _assign(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
-        source = dotted_name(value)
+        base = viewed(value) if not isinstance(value, cst.Subscript) else None  # `host[0]` reads an item
+        source = dotted_name(base) if base is not None else None
         state = self.live
-        if source is not None:  # `y = x`: a reference, no read; `y` names what `x` names
+        if source is not None:  # `y = x`, `y = x.numpy()`: no read; `y` names what `x` names
             for target in targets:
                 key = dotted_name(target)
                 if key is None:
@@ -352,13 +254,13 @@ class _Analysis(Interpreter[_State, Loop[_State]]):
         qualified = self.imports.qualified(value.func)
         if qualified in EVENT_CONSTRUCTORS:
             state.unrecorded |= {key}
-            _drop_token(state.into, f"event:{key}")  # a new event orders nothing yet
-            _drop_token(state.out_of, f"event:{key}")
+            forget_token(state.into, f"event:{key}")  # a new event orders nothing yet
+            forget_token(state.out_of, f"event:{key}")
         elif qualified in (CURRENT_STREAM, DEFAULT_STREAM):
             state.streams[key] = self._stream(value) or key
         elif qualified in STREAM_CONTEXTS and (stream := self._context_stream(value)) is not None:
             state.contexts[key] = stream
-        elif self.facts.pins and _pins(value):
+        elif self.facts.pins and pins(value):
             state.pinned |= {key}
         func = value.func
         if not isinstance(func, cst.Attribute):
@@ -368,8 +270,8 @@ class _Analysis(Interpreter[_State, Loop[_State]]):
             stream = self._stream(func.value)
             if stream is not None:
                 self._record(key, stream)
-        elif _downloads(value):
-            state.into[key] = frozenset({_Pending(_Copy(value, state.current), frozenset({state.current}))})
+        elif downloads(value):
+            state.into[key] = frozenset({Pending(Copy(value, state.current), frozenset({state.current}))})
             state.pinned |= {key}
 
     def _forget(self, key: str) -> None:
@@ -420,7 +322,7 @@ class _Analysis(Interpreter[_State, Loop[_State]]):
         elif isinstance(node, cst.NamedExpr):
             self._assign([node.target], node.value)
         else:
-            for child in _children(node):
+            for child in host_children(node):
                 self._eval(child)
 
     def _call(self, node: cst.Call) -> None:
@@ -467,18 +369,18 @@ class _Analysis(Interpreter[_State, Loop[_State]]):
             if (
                 method in _DEVICE_BOUND
                 and key in self.live.pinned
-                and _non_blocking(node)
-                and not _to_host(node)
+                and non_blocking(node)
+                and not to_host(node)
             ):
                 self._upload(key, node)
             return
         if method == "copy_" and node.args:
             self._copy_into(receiver, node)
             return
-        if _downloads(receiver):  # `x.to("cpu", non_blocking=True).tolist()`: read at once
+        if downloads(receiver):  # `x.to("cpu", non_blocking=True).tolist()`: read at once
             self._eval(receiver)
             stream = self.live.current
-            self._hazard(kinds.HOST_READ_PENDING, node, buffer=_code(receiver), stream=stream, copy=receiver)
+            self._hazard(kinds.HOST_READ_PENDING, node, buffer=code_of(receiver), stream=stream, copy=receiver)
             self._eval_args(node, reads=True)
             return
         pending = key is not None and (key in self.live.into or key in self.live.out_of)
@@ -487,7 +389,7 @@ class _Analysis(Interpreter[_State, Loop[_State]]):
         if method.endswith("_") and not method.startswith("_"):
             self._host_write(receiver, node)
         elif (method in _HOST_SYNC_METHODS and not pending) or (
-            method == "to" and not _non_blocking(node) and _to_host(node)
+            method == "to" and not non_blocking(node) and to_host(node)
         ):
             self._host_sync(self.live.current)
         self._write_out(node)
@@ -513,11 +415,11 @@ class _Analysis(Interpreter[_State, Loop[_State]]):
         pinned `src`, or (blocking, into a host buffer) a host write."""
         state = self.live
         source = node.args[0].value
-        dst, src = _base(receiver), dotted_name(source)
-        non_blocking = _non_blocking(node) or (
-            len(node.args) > 1 and node.args[1].keyword is None and _is_true(node.args[1].value)
+        dst, src = written_buffer(receiver), dotted_name(source)
+        asynchronous = non_blocking(node) or (
+            len(node.args) > 1 and node.args[1].keyword is None and is_true(node.args[1].value)
         )
-        if src is not None and src in state.pinned and non_blocking:
+        if src is not None and src in state.pinned and asynchronous:
             self._upload(src, node)
         elif src is not None:
             self._host_read(src, source)
@@ -525,15 +427,15 @@ class _Analysis(Interpreter[_State, Loop[_State]]):
             self._eval(source)
         if dst is None:
             self._eval(receiver)
-        elif non_blocking and dst in state.pinned:
+        elif asynchronous and dst in state.pinned:
             self._pending_write_check(dst, node)
-            state.into[dst] = frozenset({_Pending(_Copy(node, state.current), frozenset({state.current}))})
-        elif not non_blocking:
+            state.into[dst] = frozenset({Pending(Copy(node, state.current), frozenset({state.current}))})
+        elif not asynchronous:
             self._host_write(receiver, node)
 
     def _upload(self, key: str, node: cst.Call) -> None:
         state = self.live
-        copy = _Pending(_Copy(node, state.current), frozenset({state.current}))
+        copy = Pending(Copy(node, state.current), frozenset({state.current}))
         state.out_of[key] = state.out_of.get(key, frozenset()) | {copy}
 
     # ---- host accesses
@@ -545,7 +447,7 @@ class _Analysis(Interpreter[_State, Loop[_State]]):
             self._hazard(kinds.HOST_READ_PENDING, node, buffer=key, stream=copy.stream, copy=copy.node)
 
     def _host_write(self, target: cst.BaseExpression, node: cst.CSTNode) -> None:
-        key = _base(target)
+        key = written_buffer(target)
         if key is None:
             self._eval(target)
             return
@@ -562,8 +464,8 @@ class _Analysis(Interpreter[_State, Loop[_State]]):
             self._hazard(kinds.HOST_WRITE_PENDING, node, buffer=key, stream=copy.stream, copy=copy.node)
 
     def _host_sync(self, token: str | None) -> None:
-        _drop(self.live.into, token)
-        _drop(self.live.out_of, token)
+        drop_pending(self.live.into, token)
+        drop_pending(self.live.out_of, token)
 
     def _hazard(
         self,
@@ -594,8 +496,8 @@ class _Analysis(Interpreter[_State, Loop[_State]]):
         if method == "wait_stream" and args:
             waiter, producer = self._stream(receiver), self._stream(args[0])
             if waiter is not None and producer is not None:
-                _update(state.into, producer, waiter)
-                _update(state.out_of, producer, waiter)
+                update_pending(state.into, producer, waiter)
+                update_pending(state.out_of, producer, waiter)
                 if capture is not None:
                     self._capture_order(waiter, producer)
         elif method in ("wait_event", "wait") and (args or method == "wait"):
@@ -607,8 +509,8 @@ class _Analysis(Interpreter[_State, Loop[_State]]):
                 self._hazard(kinds.WAIT_UNRECORDED_EVENT, node, event=event)
                 state.unrecorded -= {event}
             if event is not None and waiter is not None:
-                _update(state.into, f"event:{event}", waiter)
-                _update(state.out_of, f"event:{event}", waiter)
+                update_pending(state.into, f"event:{event}", waiter)
+                update_pending(state.out_of, f"event:{event}", waiter)
                 if capture is not None:
                     for recorded, recorded_on in capture.events:
                         if recorded == event:
@@ -621,7 +523,9 @@ class _Analysis(Interpreter[_State, Loop[_State]]):
             on = self._stream(args[0]) if args else state.current
             if on is not None:
                 self._record(key, on)
-        elif method in ("synchronize", "query") and not args:
+        elif method == "query" and not args:
+            pass  # a poll: it orders only where it returned True (`_polled`)
+        elif method == "synchronize" and not args:
             synced = self._stream(receiver)
             if synced is not None:
                 self._host_sync(synced)
@@ -631,23 +535,33 @@ class _Analysis(Interpreter[_State, Loop[_State]]):
             state.current = UNKNOWN  # a context entered by hand: it may make any stream current
         elif method == "capture_begin":
             self._eval_args(node, reads=False)
-            if state.current == CURRENT and not _is_self(receiver):
-                self._hazard(kinds.CAPTURE_ON_DEFAULT_STREAM, node, graph=key or _code(receiver))
+            if state.current == CURRENT and not is_self(receiver):
+                self._hazard(kinds.CAPTURE_ON_DEFAULT_STREAM, node, graph=key or code_of(receiver))
             else:
-                state.capture = _Capture(state.current)
+                state.capture = Capture(state.current)
         elif method == "capture_end" and capture is not None:
             self._end_capture()
         else:
             return False
         return True
 
+    def _polled(self, test: cst.BaseExpression, *, outcome: bool) -> None:
+        """Where `r.query()` returned True the host is past r's work, as in streamflow."""
+        poll = query_poll(test)
+        if poll is not None and poll[1] == outcome and self.state is not None:
+            synced = self._stream(poll[0])
+            if synced is not None:
+                self._host_sync(synced)
+            if (key := dotted_name(poll[0])) is not None:
+                self._host_sync(f"event:{key}")
+
     def _record(self, event: str, stream: str) -> None:
         state = self.live
         token = f"event:{event}"
-        _drop_token(state.into, token)
-        _drop_token(state.out_of, token)
-        _update(state.into, stream, token)
-        _update(state.out_of, stream, token)
+        forget_token(state.into, token)
+        forget_token(state.out_of, token)
+        update_pending(state.into, stream, token)
+        update_pending(state.out_of, stream, token)
         state.unrecorded -= {event}
         if state.capture is not None:
             events = frozenset(e for e in state.capture.events if e[0] != event) | {(event, stream)}
@@ -688,220 +602,13 @@ class _Analysis(Interpreter[_State, Loop[_State]]):
             )
 
     def _stream(self, expr: cst.BaseExpression | None) -> str | None:
-        if expr is None or (isinstance(expr, cst.Name) and expr.value == "None"):
-            return None
-        if isinstance(expr, cst.Call):
-            qualified = self.imports.qualified(expr.func)
-            if qualified == CURRENT_STREAM:
-                return self.live.current
-            if qualified == DEFAULT_STREAM:
-                return CURRENT
-        key = dotted_name(expr)
-        if key is not None and key in self.live.streams:
-            return self.live.streams[key]
-        return _code(expr)
-
-
-def _is_self(expr: cst.BaseExpression) -> bool:
-    """`self.capture_begin()`, `super().capture_begin()`: a graph class wrapping its own
-    capture, on whatever stream its caller made current."""
-    if isinstance(expr, cst.Call):
-        return isinstance(expr.func, cst.Name) and expr.func.value == "super"
-    return isinstance(expr, cst.Name) and expr.value == "self"
-
-
-def _drop_token(pendings: dict[str, frozenset[_Pending]], token: str) -> None:
-    """Re-recording an event replaces what it captured."""
-    for key, marks in pendings.items():
-        pendings[key] = frozenset(_Pending(p.copy, p.after - {token}) for p in marks)
-
-
-def _targets(target: cst.CSTNode) -> Iterator[str]:
-    if isinstance(target, (cst.Tuple, cst.List)):
-        for element in target.elements:
-            yield from _targets(element.value)
-    elif isinstance(target, cst.BaseExpression) and (key := dotted_name(target)) is not None:
-        yield key
-
-
-def _base(expr: cst.BaseExpression) -> str | None:
-    """The buffer an expression writes through: `buf`, `buf[i]`, `self.buf[:n]`."""
-    while isinstance(expr, cst.Subscript):
-        expr = expr.value
-    return dotted_name(expr)
-
-
-def _code(expr: cst.BaseExpression) -> str:
-    return dotted_name(expr) or cst.Module(body=[]).code_for_node(expr)
-
-
-def _is_true(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.Name) and expr.value == "True"
-
-
-def _non_blocking(call: cst.Call) -> bool:
-    return any(
-        arg.keyword is not None and arg.keyword.value == "non_blocking" and _is_true(arg.value)
-        for arg in call.args
-    )
-
-
-def _downloads(expr: cst.BaseExpression) -> bool:
-    """`x.to("cpu", non_blocking=True)`: a device-to-host copy whose result may not be there yet."""
-    return (
-        isinstance(expr, cst.Call)
-        and isinstance(expr.func, cst.Attribute)
-        and expr.func.attr.value == "to"
-        and _non_blocking(expr)
-        and _to_host(expr)
-    )
-
-
-def _to_host(call: cst.Call) -> bool:
-    """`x.to("cpu", ...)`, `x.to(device="cpu")`, `x.to(torch.device("cpu"))`."""
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value != "device":
-            continue
-        value = arg.value
-        if isinstance(value, cst.Call) and value.args:
-            value = value.args[0].value
-        if isinstance(value, cst.SimpleString) and value.evaluated_value in ("cpu", b"cpu"):
-            return True
-    return False
-
-
-def _pins(expr: cst.CSTNode) -> bool:
-    """The expression makes pinned host memory: `.pin_memory()`, `pin_memory=True`."""
-    if isinstance(expr, cst.Call):
-        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "pin_memory":
-            return True
-        if any(
-            arg.keyword is not None and arg.keyword.value == "pin_memory" and _is_true(arg.value)
-            for arg in expr.args
-        ):
-            return True
-    return any(
-        _pins(child) for child in _children(expr) if not isinstance(child, (cst.Lambda, cst.FunctionDef))
-    )
-
-
-@dataclass
-class _ModuleFacts:
-    imports: ImportTable = field(default_factory=ImportTable)
-    functions: dict[str, list[cst.FunctionDef]] = field(default_factory=dict)
-    """Same-module functions and methods by their bare name."""
-    pinned: set[str] = field(default_factory=set)
-    """`self.x` attributes assigned pinned memory somewhere in the module."""
-    pins: bool = True
-    """The module's text mentions pinning at all: if not, no expression needs looking into."""
-    syncing: bool = True
-    """Likewise for `synchronize`."""
-    _syncing: dict[str, bool] = field(default_factory=dict)
-
-    def syncs(self, name: str) -> bool:
-        """A same-module function of that name synchronizes the host somewhere in its body."""
-        if not self.syncing:
-            return False
-        if name not in self._syncing:
-            self._syncing[name] = any(
-                _finds(function.body, self._is_sync) for function in self.functions.get(name, ())
-            )
-        return self._syncing[name]
-
-    def _is_sync(self, node: cst.CSTNode) -> bool:
-        if not isinstance(node, cst.Call):
-            return False
-        func = node.func
-        return self.imports.qualified(func) == DEVICE_SYNC or (
-            isinstance(func, cst.Attribute) and func.attr.value == "synchronize"
-        )
-
-
-def _scan(body: Sequence[cst.CSTNode], facts: _ModuleFacts) -> None:
-    """Imports, function definitions and pinned attributes, by statements: a libcst visitor
-    would cost as much as the parse."""
-    for node in body:
-        if isinstance(node, cst.SimpleStatementLine):
-            for small in node.body:
-                if isinstance(small, (cst.Import, cst.ImportFrom)):
-                    facts.imports.add(small)
-                elif isinstance(small, cst.Assign) and facts.pins and _pins(small.value):
-                    facts.pinned.update(
-                        key
-                        for target in small.targets
-                        if (key := dotted_name(target.target)) is not None and key.startswith("self.")
-                    )
-        elif isinstance(node, cst.FunctionDef):
-            facts.functions.setdefault(node.name.value, []).append(node)
-            _scan(node.body.body, facts)
-        elif isinstance(node, cst.BaseCompoundStatement):
-            for suite in _suites(node):
-                _scan(suite, facts)
-
-
-def _suites(node: cst.BaseCompoundStatement) -> Iterator[Sequence[cst.CSTNode]]:
-    if not isinstance(node, cst.Match):
-        yield node.body.body
-    for part in ("orelse", "finalbody"):
-        child = getattr(node, part, None)
-        if isinstance(child, cst.If):
-            yield [child]
-        elif child is not None:
-            yield child.body.body
-    for handler in getattr(node, "handlers", ()):
-        yield handler.body.body
-    for case in getattr(node, "cases", ()):
-        yield case.body.body
-
-
-def _finds(node: cst.CSTNode, predicate: Callable[[cst.CSTNode], bool]) -> bool:
-    return predicate(node) or any(_finds(child, predicate) for child in _children(node))
-
-
-def _children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
-    """The sub-nodes that matter here of common nodes (the values, not the punctuation), and
-    all the children of the others."""
-    fields = _FIELDS.get(type(node))
-    return children(node) if fields is None else fields(node)
-
-
-_FIELDS: dict[type[cst.CSTNode], Callable[[Any], Sequence[cst.CSTNode]]] = {
-    cst.Name: lambda _: (),
-    cst.Integer: lambda _: (),
-    cst.Float: lambda _: (),
-    cst.SimpleString: lambda _: (),
-    cst.Attribute: lambda node: (node.value,),
-    cst.Call: lambda node: (node.func, *(arg.value for arg in node.args)),
-    cst.BinaryOperation: lambda node: (node.left, node.right),
-    cst.BooleanOperation: lambda node: (node.left, node.right),
-    cst.UnaryOperation: lambda node: (node.expression,),
-    cst.Comparison: lambda node: (node.left, *(target.comparator for target in node.comparisons)),
-    cst.Tuple: lambda node: tuple(element.value for element in node.elements),
-    cst.List: lambda node: tuple(element.value for element in node.elements),
-    cst.Set: lambda node: tuple(element.value for element in node.elements),
-    cst.Subscript: lambda node: (node.value, *node.slice),
-    cst.SubscriptElement: lambda node: (node.slice,),
-    cst.Index: lambda node: (node.value,),
-    cst.IfExp: lambda node: (node.test, node.body, node.orelse),
-    cst.Await: lambda node: (node.expression,),
-    cst.StarredElement: lambda node: (node.value,),
-    cst.IndentedBlock: lambda node: node.body,
-    cst.SimpleStatementLine: lambda node: node.body,
-    cst.Expr: lambda node: (node.value,),
-    cst.Assign: lambda node: (node.value,),
-    cst.Return: lambda node: (node.value,) if node.value is not None else (),
-    cst.If: lambda node: (node.test, node.body, *((node.orelse,) if node.orelse else ())),
-    cst.Else: lambda node: (node.body,),
-    cst.For: lambda node: (node.iter, node.body),
-    cst.While: lambda node: (node.test, node.body),
-    cst.With: lambda node: (*(item.item for item in node.items), node.body),
-}
+        return None if expr is None else stream_token(expr, self.imports, self.live.current, self.live.streams)
 
 
 @lru_cache(maxsize=4)
 def _host_hazards(module: cst.Module, source: str) -> tuple[HostHazard, ...]:
-    facts = _ModuleFacts(pins="pin_memory" in source, syncing="synchronize" in source)
-    _scan(module.body, facts)
+    facts = ModuleFacts(pins="pin_memory" in source, syncing="synchronize" in source)
+    scan_facts(module.body, facts)
     if not facts.imports.imports_torch:
         return ()
     hazards: dict[tuple[str, cst.CSTNode], HostHazard] = {}

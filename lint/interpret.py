@@ -79,12 +79,16 @@ class Interpreter(ABC, Generic[State, Frame]):
         """The frame for one pass of a loop that starts from `head`."""
 
     @abstractmethod
-    def _loop_target(self, target: cst.BaseAssignTargetExpression) -> None:
-        """A `for` target is bound anew at the start of each pass."""
+    def _loop_target(self, target: cst.BaseAssignTargetExpression, iterable: cst.BaseExpression) -> None:
+        """A `for` target is bound anew, to an item of `iterable`, at the start of each pass."""
 
     def _condition(self, test: cst.BaseExpression) -> None:
         """Evaluates an `if`/`while` test."""
         self._header(test)
+
+    def _iterate(self, iterable: cst.BaseExpression) -> None:
+        """Evaluates a `for` loop's iterable."""
+        self._header(iterable)
 
     def _polled(self, test: cst.BaseExpression, *, outcome: bool) -> None:
         """Where `test` had the truth value `outcome`; nothing follows from that by default."""
@@ -149,7 +153,7 @@ class Interpreter(ABC, Generic[State, Frame]):
 
     def _loop(self, node: cst.For | cst.While) -> None:
         if isinstance(node, cst.For):
-            self._header(node.iter)
+            self._iterate(node.iter)
         head = self.live
         for _ in range(self.max_passes):
             self.state = head.copy()
@@ -157,7 +161,7 @@ class Interpreter(ABC, Generic[State, Frame]):
             if isinstance(node, cst.While):
                 self._condition(node.test)
             else:
-                self._loop_target(node.target)
+                self._loop_target(node.target, node.iter)
             self.run(node.body.body)
             loop = self.loops.pop()
             new_head = self._join([head, self.state, *loop.continues])

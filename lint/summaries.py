@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from csan_lint.lint.streamflow import ModuleHelpers
+    from csan_lint.lint.effects import Helpers
 
 ANY_OTHER = "<other>"
 """Ordering token standing for every stream the function does not name: a device sync orders it."""
@@ -78,7 +78,7 @@ class PackageIndex:
     def __init__(self, sources: Mapping[str, str]) -> None:
         self.sources = dict(sources)
         self._resolved: dict[str, str | None] = {}
-        self._modules: dict[str, ModuleHelpers | None] = {}
+        self._modules: dict[str, Helpers | None] = {}
 
     @classmethod
     def build(cls, files: Iterable[tuple[str, str]]) -> PackageIndex:

@@ -6,8 +6,9 @@ from collections.abc import Iterator
 
 from csan_lint.lint.edits import attach, current_stream_code, wait_before_overwrite
 from csan_lint.lint.model import Finding
+from csan_lint.lint.ordering import HazardKind
 from csan_lint.lint.rule import Invalid, Rule, Valid
-from csan_lint.lint.streamflow import HazardKind, ModuleFlow, message_fields
+from csan_lint.lint.streamflow import ModuleFlow, message_fields
 from csan_lint.runtime.kinds import WRITE_AFTER_READ
 
 
@@ -26,7 +27,9 @@ class CrossStreamOverwrite(Rule):
 
     ## Known problems
     Only reads this function makes, and those of the functions it calls that are defined in the
-    same module (or imported from another file linted in the same run), are known. Rebinding a name (`x = ...`) makes a new tensor and is not an overwrite.
+    same module (or imported from another file linted in the same run), are known. Rebinding a name (`x = ...`) makes a new tensor and is not an overwrite. A `g.replay()` reads and
+    writes the tensors its `torch.cuda.graph(g)` block used in the same function; a graph
+    captured in another method is not followed.
     """
 
     code = "CSL103"

@@ -6,8 +6,9 @@ from collections.abc import Iterator
 
 from csan_lint.lint.edits import attach, current_stream_code, join_before_use
 from csan_lint.lint.model import Finding
+from csan_lint.lint.ordering import CURRENT, HazardKind
 from csan_lint.lint.rule import Invalid, Rule, Valid
-from csan_lint.lint.streamflow import CURRENT, HazardKind, ModuleFlow, message_fields
+from csan_lint.lint.streamflow import ModuleFlow, message_fields
 from csan_lint.runtime.kinds import READ_AFTER_WRITE, WRITE_AFTER_WRITE
 
 
@@ -28,7 +29,11 @@ class MissingJoin(Rule):
 
     ## Known problems
     Handing a tensor back (`return y`, storing it) is not a use: a caller that uses it before
-    joining is not seen. A join done by a called function is seen when that function is defined
+    joining is not seen. Side-stream writes to a parameter still pending when a function no
+    linted code calls returns are reported, unless the stream is one the caller passed in or
+    anything but tensors is returned (an event, a stream, a future); pending reads (the
+    caller's next overwrite) are not. `work.wait()` on the handle of an async collective orders the current
+    stream after it; a handle kept in a list and waited on through a loop is not followed. A join done by a called function is seen when that function is defined
     in the same module (or imported from another file linted in the same run) and joins on
     every path that returns. `self` attributes a method leaves written on a side stream are
     followed into the public methods of the same class (not its subclasses). A wait made
@@ -39,7 +44,7 @@ class MissingJoin(Rule):
     code = "CSL102"
     name = "missing-join"
     summary = "a tensor produced on a side stream is used on another stream with no ordering"
-    message = "'{tensor}' was written on {other} and is {verb} on {stream} with no wait_stream/wait_event between them"
+    message = "'{tensor}' was {produced} on {other} and is {verb} on {stream} with no wait_stream/wait_event between them"
     fix_title = "join before the use: `{stream_code}.wait_stream({other_code})`"
     confirmed_by = (READ_AFTER_WRITE, WRITE_AFTER_WRITE)
 
@@ -310,4 +315,4 @@ class MissingJoin(Rule):
             ):
                 fields = message_fields(hazard, current_stream_code(flow))
                 finding = self.finding(flow.path, **flow.location(hazard), **fields)
-                yield attach(finding, join_before_use(flow, hazard))
+                yield finding if hazard.returned else attach(finding, join_before_use(flow, hazard))

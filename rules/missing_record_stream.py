@@ -8,8 +8,9 @@ import libcst as cst
 
 from csan_lint.lint.edits import attach, current_stream_code, record_after_use
 from csan_lint.lint.model import Finding
+from csan_lint.lint.ordering import Hazard, HazardKind
 from csan_lint.lint.rule import Invalid, Rule, Valid
-from csan_lint.lint.streamflow import Hazard, HazardKind, ModuleFlow, message_fields
+from csan_lint.lint.streamflow import ModuleFlow, message_fields
 from csan_lint.runtime.kinds import FREE_IN_USE
 
 
@@ -28,9 +29,12 @@ class MissingRecordStream(Rule):
     new tensor or the result, silently.
 
     ## Known problems
-    Only tensors allocated in the function by an assignment are followed. A tensor passed to
-    unknown code, returned, stored in an attribute or a container, or aliased by a view is
-    assumed to escape and is not reported, although the release may still come too early.
+    Only tensors allocated in the function by an assignment are followed, plus tensors freed
+    explicitly with `x.untyped_storage().resize_(0)` (allocated, when not seen, by the current
+    stream). A tensor passed to unknown code, returned, stored in an attribute or a container,
+    or aliased by a view is assumed to escape and is not reported, although the release may
+    still come too early. `t.record_stream(s)` with `s` the allocating stream protects nothing,
+    and the release is reported as if no record had been made.
     """
 
     code = "CSL201"
@@ -242,5 +246,7 @@ class MissingRecordStream(Rule):
 def _release(flow: ModuleFlow, hazard: Hazard) -> str:
     if hazard.release is None:
         return f"released when '{hazard.function}' returns"
+    if isinstance(hazard.release, cst.Call):
+        return f"freed by resizing its storage to 0 at line {flow.line(hazard.release)}"
     verb = "deleted" if isinstance(hazard.release, cst.Del) else "rebound"
     return f"{verb} at line {flow.line(hazard.release)}"

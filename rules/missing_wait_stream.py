@@ -6,8 +6,9 @@ from collections.abc import Iterator
 
 from csan_lint.lint.edits import attach, current_stream_code, wait_before_block
 from csan_lint.lint.model import Finding
+from csan_lint.lint.ordering import CURRENT, HazardKind
 from csan_lint.lint.rule import Invalid, Rule, Valid
-from csan_lint.lint.streamflow import CURRENT, HazardKind, ModuleFlow, message_fields
+from csan_lint.lint.streamflow import ModuleFlow, message_fields
 from csan_lint.runtime.kinds import READ_AFTER_WRITE, WRITE_AFTER_WRITE
 
 
@@ -24,24 +25,51 @@ class MissingWaitStream(Rule):
     and compute on stale or half-written data. There is no error, only wrong numbers, now and
     then.
 
+    An allocation (`torch.empty`, `new_empty`) writes no data, but the caching allocator may
+    hand it a block that work launched earlier on the allocating stream still uses: it is
+    reported as "allocated on" when its first use on another stream is not ordered after the
+    allocating stream's last launch before the allocation.
+
     ## Known problems
-    Tensors whose producer is not visible in the function (parameters, results of calls into
-    other functions that launch work on other streams) are assumed ready. Two stream variables
-    are assumed to be different streams, and `torch.cuda.default_stream()` is assumed to be the
-    stream that is current when the function is entered. Ordering made by a called function is
-    seen when it is defined in the same module (or imported from another file linted in the same
-    run) and holds on every path that returns; otherwise the finding is one the runtime check
-    dismisses.
+    A parameter annotated as a tensor is taken as written by the caller on the stream current
+    at entry when no linted code calls the function (callers that are linted check their own
+    arguments instead); unannotated parameters, attributes set elsewhere (`self.w`, `p.grad`)
+    and globals may be anything and are assumed ready. A value returned by unknown code is a
+    tensor unless it is iterated or used as a container or an index. Two stream spellings are
+    assumed to be different streams, except items of one collection picked by computed keys
+    (`streams[i % 2]`), which may be the same stream and are never reported;
+    `torch.cuda.default_stream()` is assumed to be the stream current when the function is
+    entered, and a stream reached through a project helper (`ctx.current_stream()`) is taken
+    for a separate stream. A function every call of which in the module is made inside a
+    `with torch.cuda.stream(S):` block (`S` spelled alike) is analysed entered on `S`; one
+    called from other modules too is still taken as entered on the caller's current stream. Ordering made by a called function is seen when it is defined in the
+    same module (inherited and `super()` methods included) or imported from another file
+    linted in the same run, and holds on every path that returns; ordering made by a method of
+    another object (`plan.wait_current_stream()`) is not seen, and the runtime check dismisses
+    such findings.
     """
 
     code = "CSL101"
     name = "missing-wait-stream"
     summary = "side-stream work consumes a tensor produced on another stream with no ordering"
-    message = "'{tensor}' was written on {other} and is {verb} on {stream} with no wait_stream/wait_event between them"
+    message = "'{tensor}' was {produced} on {other} and is {verb} on {stream} with no wait_stream/wait_event between them"
     fix_title = "call `{stream_code}.wait_stream({other_code})` before the `with` block"
     confirmed_by = (READ_AFTER_WRITE, WRITE_AFTER_WRITE)
 
     VALID = [
+        Valid(
+            """
+            import torch
+
+            def ring(blocks, streams):
+                for i, block in enumerate(blocks):
+                    with torch.cuda.stream(streams[i % 2]):
+                        out = torch.relu(block)
+                    with torch.cuda.stream(streams[(i + 1) % 2]):
+                        total = out.sum()
+                torch.cuda.synchronize()
+            """
+        ),
         Valid(
             """
             import torch
@@ -267,6 +295,31 @@ class MissingWaitStream(Rule):
                 return b
             """,
             lines=(7,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            def add_one(x: torch.Tensor, s: torch.cuda.Stream) -> torch.Tensor:
+                with torch.cuda.stream(s):
+                    y = x + 1
+                torch.cuda.current_stream().wait_stream(s)
+                return y
+            """,
+            lines=(5,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            def refill(x, s):
+                buf = torch.empty_like(x)
+                with torch.cuda.stream(s):
+                    buf.copy_(x)
+                torch.cuda.current_stream().wait_stream(s)
+                return buf
+            """,
+            lines=(6,),
         ),
     ]
 

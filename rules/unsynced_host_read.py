@@ -33,6 +33,9 @@ class UnsyncedHostRead(Rule):
     to order the host after every copy, even on a path where it does not. A copy into a buffer
     pinned in another module is not seen. `.item()`, `.cpu()` and `.tolist()` on any other
     tensor are taken as syncs with the current stream, even when that tensor is on the host.
+    `e.query()` orders the host only where it is seen returning True (the branch it guards,
+    the end of `while not e.query()`); `y = host.numpy()` is an alias whose later read is the
+    host read.
     """
 
     code = "CSL301"

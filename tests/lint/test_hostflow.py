@@ -42,7 +42,7 @@ def f(x, s, other, y):
     [
         ("pass", "torch.cuda.synchronize()"),
         ("pass", "s.synchronize()"),
-        ("pass", "s.query()"),
+        ("pass", "while not s.query():\n        pass"),
         ("done = s.record_event()", "done.synchronize()"),
         ("pass", "done = torch.cuda.Event(); done.record(s); done.synchronize()"),
         ("pass", "torch.cuda.current_stream().wait_stream(s); y.item()"),
@@ -65,6 +65,7 @@ def test_syncs_that_cover_the_copy(inside: str, between: str) -> None:
         ("pass", "done = torch.cuda.Event(); done.record(); done.synchronize()"),
         ("done = s.record_event()", "done.record(other); done.synchronize()"),
         ("pass", "if y:\n        torch.cuda.synchronize()"),
+        ("pass", "s.query()"),  # a poll whose answer is ignored waits for nothing, as in streamflow
     ],
 )
 def test_syncs_that_do_not_cover_the_copy(inside: str, between: str) -> None:
@@ -492,3 +493,30 @@ def test_a_loop_that_ends_when_a_query_answers_done_orders_the_host() -> None:
         """
     )
     assert found == set()
+
+
+@pytest.mark.parametrize(("between", "flagged"), [("torch.cuda.synchronize()", False), ("pass", True)])
+def test_numpy_is_an_alias_whose_later_read_is_the_host_read(between: str, flagged: bool) -> None:
+    source = f"""
+    import torch
+
+    def f(x):
+        host = x.to("cpu", non_blocking=True)
+        arr = host.numpy()
+        {between}
+        return arr.sum()
+    """
+    assert hazards(source) == ({(kinds.HOST_READ_PENDING, 8)} if flagged else set())
+
+
+@pytest.mark.parametrize(("arguments", "flagged"), [("x", False), ("x, non_blocking=True", True)])
+def test_only_a_non_blocking_copy_into_pinned_memory_is_pending(arguments: str, flagged: bool) -> None:
+    source = f"""
+    import torch
+
+    def f(x):
+        host = torch.empty(4, pin_memory=True)
+        host.copy_({arguments})
+        return host.tolist()
+    """
+    assert hazards(source) == ({(kinds.HOST_READ_PENDING, 7)} if flagged else set())

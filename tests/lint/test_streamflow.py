@@ -9,7 +9,8 @@ import pytest
 
 from csan_lint.lint.engine import lint_source
 from csan_lint.lint.model import Span
-from csan_lint.lint.streamflow import CURRENT, HazardKind, ModuleFlow, analyse
+from csan_lint.lint.ordering import CURRENT, HazardKind
+from csan_lint.lint.streamflow import ModuleFlow, analyse
 
 RAW, WAW, WAR, FREE = (
     HazardKind.READ_AFTER_WRITE,

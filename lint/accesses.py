@@ -1,0 +1,557 @@
+"""The stream-flow interpreter: follows the current CUDA stream through one function and
+records every read and write of a tracked tensor, reporting the unordered cross-stream ones.
+
+`FunctionAnalysis` is assembled from its parts: statements, expressions, calls and accesses
+here; bindings and lifetimes (lint/bindings.py), values (lint/values.py), streams and
+orderings (lint/streams.py), calls through summaries (lint/effects.py), on the shared
+control-flow driver (lint/interpret.py) and the ordering model (lint/ordering.py). Blocks on a stream that differs between paths are not
+judged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+
+import libcst as cst
+
+from csan_lint.lint.bindings import Bindings
+from csan_lint.lint.effects import PROBE_ACCESS, Effects, Helpers, probe_key
+from csan_lint.lint.interpret import Interpreter
+from csan_lint.lint.names import DEVICE_SYNC, GRAPH_CAPTURE, SET_STREAM, ImportTable, dotted_name
+from csan_lint.lint.nodes import children
+from csan_lint.lint.ordering import (
+    CURRENT,
+    HOST,
+    LAUNCH_ACCESS,
+    UNKNOWN,
+    Access,
+    FlowLoop,
+    FlowState,
+    Hazard,
+    HazardKind,
+    Mark,
+    MarkUpdate,
+    Produced,
+    TrackedTensor,
+    distinct,
+    join_states,
+    launch_key,
+)
+from csan_lint.lint.scan import body_of
+from csan_lint.lint.streams import Streams
+from csan_lint.lint.values import (
+    COLLECTIVES,
+    COMPREHENSIONS,
+    CONTAINER_METHODS,
+    HOST_ATTRIBUTES,
+    HOST_METHODS,
+    METADATA_BUILTINS,
+    PURE_BUILTINS,
+    STORING_METHODS,
+    SYNC_BUILTINS,
+    SYNC_METHODS,
+    TENSOR_METHODS,
+    VIEW_ATTRIBUTES,
+    VIEW_METHODS,
+    Comprehension,
+    Value,
+    Values,
+    called_or_named,
+    code_of,
+    comprehension_targets,
+    freed_storage,
+    index_names,
+    is_constructor,
+    is_identity_test,
+    is_inplace,
+    is_reference,
+    loop_tensors,
+    operands,
+)
+
+_MAX_LOOP_PASSES = 8
+
+
+class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState, FlowLoop]):
+    """Interprets one function body (or a module body) and collects its hazards."""
+
+    max_passes = _MAX_LOOP_PASSES
+    _join = staticmethod(join_states)
+
+    def __init__(
+        self,
+        imports: ImportTable,
+        hazards: dict[tuple[object, ...], Hazard],
+        *,
+        function: str | None,
+        params: frozenset[str] = frozenset(),
+        helpers: Helpers | None = None,
+        entry: Mapping[str, TrackedTensor] | None = None,
+        probes: Iterable[str] = (),
+    ) -> None:
+        self.imports = imports
+        self.hazards = hazards
+        self.function = function
+        self.helpers = helpers
+        self.maybe_tensors = set(params)
+        """Names of unknown values that may be tensors: parameters and loop targets."""
+        self.caller_owned: frozenset[str] = frozenset()
+        """Parameters whose pending side-stream writes at return are reported (`produced_by_caller`)."""
+        self.caller_streams: frozenset[str] = frozenset()
+        """Every parameter's name: a stream the caller passed in is one it can join."""
+        self.state = FlowState(tensors=dict(entry or {}))
+        for token in probes:
+            self.live.tensors[probe_key(token)] = TrackedTensor(writes=frozenset({Mark(PROBE_ACCESS, frozenset({token}))}))
+        self.exits: list[FlowState] = []
+        """The states at each `return` and at the end of the body: what a caller continues from."""
+        self.tokens: set[str] = set()
+        """Streams and events the ordering calls named: a summary probes each of them."""
+        self.bound: set[str] = set()
+        """Names (re)bound here: a parameter rebound no longer denotes the caller's argument."""
+        self.yields = False
+        self.silent = 0
+        """Depth of blocks on an UNKNOWN stream: their accesses are taken as ordered, never judged."""
+        self.block: cst.With | None = None
+        self.graphs: dict[str, tuple[set[str], set[str]]] = {}
+        """CUDA graphs captured here -> the keys their capture read and wrote (static inputs, outputs)."""
+        self.captures: list[tuple[set[str], set[str]]] = []
+        self.statement = None
+        self.loops = []
+
+    # ---- driver
+
+    def produced_by_caller(self, function: cst.FunctionDef) -> None:
+        """The parameters annotated as tensors were written by the caller before the call, on
+        the stream current then: for a function no linted code calls (a caller replays its
+        summary and checks its own arguments). An unannotated parameter may be anything: ready."""
+        params = (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params)
+        self.caller_owned = frozenset(self.maybe_tensors)
+        self.caller_streams = frozenset(param.name.value for param in params)
+        for param in params:
+            name = param.name.value
+            annotation = param.annotation
+            if name in self.maybe_tensors and annotation is not None and "Tensor" in code_of(annotation.annotation):
+                access = Access(param.name, CURRENT, True, function, self.function, "by the caller")
+                mark = Mark(access, frozenset({CURRENT}))
+                self.live.tensors[name] = TrackedTensor(writes=frozenset({mark}), unsure=True)
+
+    def run_function(self, body: cst.BaseSuite) -> None:
+        self.run(body_of(body))
+        if self.state is not None:
+            self._return(None)
+
+    def _return(self, node: cst.Return | None) -> None:
+        """The caller continues from here: tensors die, and work still pending on a side stream
+        on the caller's tensors (`caller_owned`) is left to a caller that knows of no stream or
+        event to join it with: unless anything but tensors is returned (an event, a stream, a
+        future or an object that may hold one)."""
+        handed_back = node is not None and node.value is not None and any(
+            key not in self.live.tensors for key in called_or_named(node.value)
+        )
+        for key in sorted(self.caller_owned - self.bound) if not handed_back else ():
+            tensor = self.live.tensors.get(key)
+            for mark in tensor.writes if tensor is not None else ():
+                stream = mark.access.stream
+                if distinct(stream, CURRENT) and not mark.orders(CURRENT) and stream not in self.caller_streams:
+                    self._hazard(HazardKind.READ_AFTER_WRITE, key, mark.access, stream, node, returned=True)
+        self.exits.append(self.live.copy())
+        self._release_all(None)
+
+    def _small(self, node: cst.BaseSmallStatement) -> None:
+        if isinstance(node, cst.Assign):
+            self._assign([target.target for target in node.targets], node.value)
+        elif isinstance(node, cst.AnnAssign):
+            if node.value is not None:
+                self._assign([node.target], node.value)
+        elif isinstance(node, cst.AugAssign):
+            self._eval(node.value)
+            key = dotted_name(node.target)
+            if key is not None and (key in self.live.tensors or key in self.maybe_tensors):
+                self._access(key, node.target, write=True)
+            else:
+                self._eval(node.target)
+        elif isinstance(node, cst.Expr):
+            self._eval(node.value)
+        elif isinstance(node, cst.Return):
+            if node.value is not None:
+                self._pass(node.value)
+            if self.state is not None:
+                self._return(node)
+            self.state = None
+        elif isinstance(node, cst.Raise):
+            if node.exc is not None:
+                self._eval(node.exc)
+            self.state = None
+        elif isinstance(node, cst.Del):
+            self._delete(node.target, node)
+        elif isinstance(node, (cst.Break, cst.Continue)):
+            if self.loops:
+                loop = self.loops[-1]
+                self.live.current = loop.current
+                (loop.breaks if isinstance(node, cst.Break) else loop.continues).append(self.live)
+            self.state = None
+        elif isinstance(node, cst.Assert):
+            self._condition(node.test)
+
+    # ---- compound statements
+
+    def _condition(self, test: cst.BaseExpression) -> None:
+        """`if t:` on a tensor copies its truth value to the host: a sync with the current stream.
+        Only tensors made here count: a parameter tested is usually a flag, and taking it for a
+        sync would hide the one-sided waits that branch on it."""
+        self._header(test)
+        if self.state is not None and self._tensor_operand(test, made_here=True):
+            self._order(MarkUpdate(self.live.current, HOST))
+
+    def _with(self, node: cst.With) -> None:
+        stream: str | None = None
+        graph: str | None = None
+        for item in node.items:
+            self.statement = item
+            item_stream = self._context_stream(item.item)
+            if item_stream is None:
+                self._eval(item.item)
+                if isinstance(item.item, cst.Call) and self.imports.qualified(item.item.func) == GRAPH_CAPTURE:
+                    self._order(MarkUpdate(None, HOST))  # it synchronizes the device first
+                    graph = dotted_name(item.item.args[0].value) if item.item.args else None
+            else:
+                stream = item_stream
+        if graph is not None:
+            self._capture(graph, node)
+            return
+        if stream is None or self.state is None:
+            self.run(body_of(node.body))
+            return
+        if stream == UNKNOWN:
+            self.silent += 1
+            self.run(body_of(node.body))
+            self.silent -= 1
+            return
+        outer_stream, outer_block = self.state.current, self.block
+        self.state.current, self.block = stream, node
+        self.run(body_of(node.body))
+        self.block = outer_block
+        if self.state is not None:
+            self.state.current = outer_stream
+
+    def _capture(self, graph: str, node: cst.With) -> None:
+        """`with torch.cuda.graph(g):`: the tensors the body reads and writes are g's static
+        inputs and outputs, which each `g.replay()` reads and writes on the current stream."""
+        self.captures.append((set(), set()))
+        self.run(body_of(node.body))
+        self.graphs[graph] = self.captures.pop()
+
+    def _replay(self, graph: str, node: cst.Call) -> None:
+        inputs, outputs = self.graphs[graph]
+        for key in sorted(inputs):
+            self._access(key, node, write=False)
+        for key in sorted(outputs):
+            self._access(key, node, write=True)
+
+    def _loop_frame(self, head: FlowState) -> FlowLoop:
+        return FlowLoop(current=head.current)
+
+    def _loop_target(self, target: cst.BaseAssignTargetExpression, iterable: cst.BaseExpression) -> None:
+        self.statement = target
+        self._bind(target, Value("other"))
+        self.maybe_tensors.update(loop_tensors(target, iterable))
+
+    # ---- expressions
+
+    def _eval(self, node: cst.CSTNode) -> None:
+        """Reads and ordering effects of evaluating `node`, in evaluation order."""
+        if self.state is None:
+            return
+        if isinstance(node, cst.Name):
+            if node.value in self.live.tensors or node.value in self.maybe_tensors:
+                self._access(node.value, node, write=False)
+        elif isinstance(node, cst.Attribute):
+            key = dotted_name(node)
+            if key is not None and key in self.live.tensors:
+                self._access(key, node, write=False)
+            elif node.attr.value not in HOST_ATTRIBUTES:
+                self._eval(node.value)
+        elif isinstance(node, cst.Call):
+            self._call(node)
+        elif isinstance(node, cst.Arg):
+            self._eval(node.value)
+        elif isinstance(node, cst.NamedExpr):
+            self._assign([node.target], node.value)
+        elif isinstance(node, cst.Yield):
+            self.yields = True
+            if isinstance(node.value, cst.BaseExpression):
+                self._pass(node.value)
+        elif isinstance(node, (cst.Lambda, cst.FunctionDef)):
+            return
+        elif isinstance(node, COMPREHENSIONS):
+            self._comprehension(node)
+        elif isinstance(node, (cst.BinaryOperation, cst.BooleanOperation)):
+            for operand in operands(node):
+                self._eval(operand)
+        elif isinstance(node, cst.Subscript):
+            for element in node.slice:
+                for key in index_names(element.slice):
+                    self._demote(key)
+            for child in children(node):
+                self._eval(child)
+        elif is_identity_test(node):  # `x is None`: a Python bool, no kernel
+            for operand in (node.left, *(target.comparator for target in node.comparisons)):
+                if not is_reference(operand):
+                    self._eval(operand)
+        else:
+            for child in children(node):
+                self._eval(child)
+
+    def _comprehension(self, node: Comprehension) -> None:
+        """A comprehension has its own scope: its targets shadow the enclosing names of the same
+        spelling, which it neither reads nor rebinds. Only the first iterable is evaluated outside."""
+        if not self._iterated_container(node.for_in.iter):
+            self._eval(node.for_in.iter)
+        targets = comprehension_targets(node)
+        state = self.live
+        saved = {name: (state.tensors.get(name), state.streams.get(name), state.contexts.get(name)) for name in targets}
+        shadowed = targets & self.maybe_tensors
+        self.maybe_tensors -= targets
+        for name in targets:
+            self._forget(name)
+        comp: cst.CompFor | None = node.for_in
+        while comp is not None:
+            if comp is not node.for_in:
+                self._eval(comp.iter)
+            for condition in comp.ifs:
+                self._eval(condition.test)
+            comp = comp.inner_for_in
+        for part in (node.key, node.value) if isinstance(node, cst.DictComp) else (node.elt,):
+            self._eval(part)
+        self.maybe_tensors |= shadowed
+        if self.state is None:
+            return
+        for name, (tensor, stream, context) in saved.items():
+            self._forget(name)
+            if tensor is not None:
+                self.live.tensors[name] = tensor
+            if stream is not None:
+                self.live.streams[name] = stream
+            if context is not None:
+                self.live.contexts[name] = context
+
+    def _call(self, node: cst.Call) -> None:
+        func = node.func
+        qualified = self.imports.qualified(func)
+        if qualified is not None and qualified.startswith("torch."):
+            in_place = (
+                (qualified.endswith("_") or qualified in COLLECTIVES)
+                and bool(node.args)
+                and node.args[0].keyword is None
+            )
+            self._eval_args(node, skip_first=in_place)
+            if qualified == DEVICE_SYNC:
+                self._order(MarkUpdate(None, HOST))
+            elif qualified == SET_STREAM and node.args:
+                stream = self._stream(node.args[0].value)
+                if stream is not None:
+                    self.live.current = stream
+            elif in_place:
+                self._write_target(node.args[0].value)
+            self._write_out(node)
+            return
+        found = self.helpers.lookup(self.function, func, qualified) if self.helpers is not None else None
+        if found is not None:
+            self._replay_orders(found, node)
+        self._call_other(node)
+        if found is not None and self.state is not None:
+            self._replay_effects(found, node)
+
+    def _call_other(self, node: cst.Call) -> None:
+        """A call into code other than torch's: stream and tensor methods, builtins, the rest."""
+        func = node.func
+        if isinstance(func, cst.Attribute):
+            if self._stream_method(node, func):
+                return
+            method, receiver = func.attr.value, func.value
+            key = dotted_name(receiver)
+            tracked = key is not None and key in self.live.tensors
+            if method == "record_stream" and tracked and node.args:
+                assert key is not None
+                stream = self._stream(node.args[0].value)
+                if stream is not None:
+                    tensor = self.live.tensors[key]
+                    self.live.tensors[key] = replace(tensor, recorded=tensor.recorded | {stream})
+                return
+            if method in HOST_METHODS:
+                self._eval_args(node)
+                return
+            if method == "replay" and key in self.graphs and not node.args:
+                self._replay(key, node)
+                return
+            if (freed := freed_storage(node)) is not None:
+                self._free(freed, node)
+                return
+            if method == "set_" and key is not None:
+                self._bind(receiver, self._value(node.args[0].value) if node.args else Value("other"))
+                return  # the tensor now uses another storage: no data is written
+            if method in CONTAINER_METHODS and key is not None:
+                self._demote(key, proven=method != "values")  # a sparse tensor has `.values()` too
+            stores = method in STORING_METHODS and not (method in TENSOR_METHODS and self._is_tensor(receiver))
+            if is_constructor(method) or stores:
+                self._hand_over(node)  # stored, not computed on
+                return
+            if method in SYNC_METHODS:
+                self._eval(receiver)
+                self._eval_args(node)
+                self._order(MarkUpdate(self.live.current, HOST))
+                return
+            if is_inplace(method):
+                self._eval_args(node)
+                self._write_target(receiver)
+                self._write_out(node)
+                return
+            self._eval(receiver)
+            self._eval_args(node)
+            if method in STORING_METHODS or not self._is_tensor(receiver):
+                self._escape_args(node)
+        else:
+            if isinstance(func, cst.Name) and is_constructor(func.value):
+                self._hand_over(node)
+                return
+            if not isinstance(func, cst.Name):
+                self._eval(func)  # a called name is a function or a module, never a tensor
+            builtin = func.value if isinstance(func, cst.Name) else None
+            if builtin not in METADATA_BUILTINS:
+                self._eval_args(node)
+            if builtin in SYNC_BUILTINS and any(self._tensor_operand(arg.value) for arg in node.args):
+                self._order(MarkUpdate(self.live.current, HOST))
+            if builtin not in PURE_BUILTINS:
+                self._escape_args(node)
+        self._write_out(node)
+
+    def _hand_over(self, node: cst.Call) -> None:
+        """Arguments stored by the call (a container, an object being built): their computation
+        is evaluated, naming them reads nothing, and their lifetime is no longer ours."""
+        for arg in node.args:
+            self._eval_value(arg.value)
+        self._escape_args(node)
+
+    def _eval_args(self, node: cst.Call, *, skip_first: bool = False) -> None:
+        """Reads of the arguments, except the ones the call writes in place (checked as writes)."""
+        for index, arg in enumerate(node.args):
+            if (arg.keyword is None or arg.keyword.value != "out") and not (skip_first and index == 0):
+                self._eval(arg.value)
+
+    def _escape_args(self, node: cst.Call) -> None:
+        """Unknown code may keep its arguments alive: their lifetime is no longer ours."""
+        for arg in node.args:
+            self._escape_names(arg.value)
+
+    def _write_out(self, node: cst.Call) -> None:
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value == "out":
+                self._write_target(arg.value)
+
+    def _write_target(self, expr: cst.BaseExpression, *, assigned: bool = False) -> None:
+        """An in-place write to `expr`, or to the tensor it is a view of (`x[i]`, `x.view(..)`).
+        `assigned`: `x[i] = v`, which writes a tensor only if `x` may be one (else a container)."""
+        if isinstance(expr, (cst.Tuple, cst.List)):
+            for element in expr.elements:
+                self._write_target(element.value, assigned=assigned)
+            return
+        base = expr
+        while True:
+            if isinstance(base, cst.Subscript):
+                for index in base.slice:
+                    self._eval(index)
+                base = base.value
+            elif (
+                isinstance(base, cst.Call)
+                and isinstance(base.func, cst.Attribute)
+                and base.func.attr.value in VIEW_METHODS
+            ):
+                self._eval_args(base)
+                base = base.func.value
+            elif isinstance(base, cst.Attribute) and base.attr.value in VIEW_ATTRIBUTES:
+                base = base.value
+            else:
+                break
+        key = dotted_name(base)
+        if assigned and key is not None and not self._is_tensor(base):
+            return
+        if key is not None and key not in self.live.streams:
+            self._access(key, base, write=True)
+        else:
+            self._eval(base)
+
+
+    # ---- accesses
+
+    def _launched_before(self, stream: str) -> frozenset[str]:
+        """What is ordered after the last launch on `stream` (by the caller, if none here)."""
+        launch = self.live.tensors.get(launch_key(stream))
+        return next(iter(launch.writes)).after if launch is not None and launch.writes else frozenset({stream})
+
+    def _make_access(self, node: cst.CSTNode, *, write: bool) -> Access:
+        assert self.statement is not None
+        return Access(node, self.live.current, write, self.block or self.statement, self.function)
+
+    def _access(
+        self, key: str, node: cst.CSTNode, *, write: bool, stream: str | None = None, after: frozenset[str] = frozenset()
+    ) -> None:
+        """A kernel on the current stream (or `stream`, for a called function's) reads or writes
+        `key`: check it, then record it, ordered before `after` too."""
+        tensor = self.live.tensors.get(key) or TrackedTensor()
+        access = self._make_access(node, write=write)
+        if stream is not None:
+            access = replace(access, stream=stream)
+        stream = access.stream
+        if self.silent:
+            quiet = frozenset({Mark(access, frozenset({HOST}))})
+            if write:
+                self.live.tensors[key] = replace(tensor, writes=quiet, reads=frozenset())
+            else:
+                self.live.tensors[key] = replace(tensor, reads=tensor.reads | quiet)
+            return
+        for last in tensor.writes:
+            if distinct(last.access.stream, stream) and not last.orders(stream):
+                kind = HazardKind.WRITE_AFTER_WRITE if write else HazardKind.READ_AFTER_WRITE
+                self._hazard(
+                    kind, key, access, last.access.stream, origin=last.access.function, produced=last.access.produced
+                )
+        if write:
+            for read in tensor.reads:
+                if distinct(read.access.stream, stream) and not read.orders(stream):
+                    self._hazard(HazardKind.WRITE_AFTER_READ, key, access, read.access.stream, origin=read.access.function)
+        mark = Mark(access, frozenset({stream}) | after)
+        for reads, writes in self.captures:
+            (writes if write else reads).add(key)
+        self.live.tensors[launch_key(stream)] = TrackedTensor(writes=frozenset({replace(mark, access=LAUNCH_ACCESS)}))
+        if write:
+            tensor = replace(tensor, writes=frozenset({mark}), reads=frozenset())
+        else:
+            tensor = replace(
+                tensor, reads=frozenset(r for r in tensor.reads if r.access.stream != stream) | {mark}
+            )
+        if tensor.alloc is not None and stream != tensor.alloc:
+            tensor = replace(tensor, uses=frozenset(u for u in tensor.uses if u.access != access) | {mark})
+        self.live.tensors[key] = tensor
+
+    def _hazard(
+        self,
+        kind: HazardKind,
+        tensor: str,
+        access: Access,
+        other: str,
+        release: cst.CSTNode | None = None,
+        *,
+        origin: str | None = None,
+        produced: Produced = "written",
+        returned: bool = False,
+    ) -> None:
+        """Once per access and other stream: the first release found is the one reported.
+        `origin`: the function of the conflicting access, named only when it is another one."""
+        origin = origin if origin != self.function else None
+        hazard = Hazard(kind, tensor, access, other, release, self.function, origin, produced, returned)
+        key = (kind, tensor, access.node, other)
+        found = self.hazards.setdefault(key, hazard)
+        if origin is not None and (found.origin is None or origin < found.origin) and found.release is release:
+            self.hazards[key] = hazard  # several producers: name one, the same on every run
+

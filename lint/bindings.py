@@ -1,0 +1,223 @@
+"""Bindings and lifetimes: what assigning, deleting and iterating does to the names the
+stream-flow analysis tracks, and the checks made when a tensor's memory is released.
+
+Part of `FunctionAnalysis` (lint/accesses.py); the methods it calls that are not here live in
+the other parts (values, streams, effects, accesses).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import libcst as cst
+
+from csan_lint.lint.names import ImportTable, dotted_name
+from csan_lint.lint.ordering import (
+    FlowState,
+    HazardKind,
+    Mark,
+    MarkUpdate,
+    TrackedTensor,
+    distinct,
+)
+from csan_lint.lint.values import Value, is_async_collective, is_reference, paired, viewed
+
+
+class Bindings:
+    """The binding half of `FunctionAnalysis`."""
+
+    imports: ImportTable
+    function: str | None
+    maybe_tensors: set[str]
+    """Names of unknown values that may be tensors: parameters and loop targets."""
+    bound: set[str]
+    state: FlowState | None
+    live: FlowState
+
+    def _assign(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
+        if self._record_event_assignment(targets, value):
+            return
+        pairs = paired(targets, value)
+        if pairs is not None:  # `x, z = a, b`: each name gets its own value
+            for _, element in pairs:
+                self._eval_value(element)
+            bound = [(target, self._value(element)) for target, element in pairs]
+            for target, value_bound in bound:
+                self._bind(target, value_bound)
+            return
+        self._eval_value(value)
+        if self._work_assignment(targets, value):
+            return
+        bound = self._value(value)
+        for target in targets:
+            self._bind(target, bound)
+            key = dotted_name(target)
+            if bound.kind in ("alias", "other") and key is not None and dotted_name(value) is not None:
+                stream = self._stream(value)  # `s = self.copy_stream`: `s` names that stream if used as one
+                if stream is not None:
+                    self.live.streams[key] = stream
+
+    def _eval_value(self, value: cst.BaseExpression) -> None:
+        """A value bound to a name: naming a tensor, or a view of one, launches no kernel."""
+        if not is_reference(value) and viewed(value) is None:
+            self._eval(value)
+
+    def _work_assignment(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> bool:
+        """`work = dist.all_reduce(t, async_op=True)`: the handle is an event recorded on the
+        stream the collective was issued on; `work.wait()` makes the current stream wait for it."""
+        if not (len(targets) == 1 and isinstance(value, cst.Call) and is_async_collective(self.imports, value)):
+            return False
+        key = dotted_name(targets[0])
+        if key is None:
+            return False
+        self.maybe_tensors.discard(key)
+        self._forget(key)
+        self._record(f"event:{key}", self.live.current)
+        return True
+
+    def _bind(self, target: cst.BaseExpression, value: Value) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._bind(element.value, value)
+            return
+        if isinstance(target, cst.StarredElement):
+            self._bind(target.value, value)
+            return
+        if isinstance(target, cst.Subscript):
+            self._write_target(target, assigned=True)
+            return
+        key = dotted_name(target)
+        if key is None:
+            return
+        owned = isinstance(target, cst.Name)
+        self.bound.add(key)
+        if owned:
+            self._release(key, target)
+            if value.kind != "alias":
+                self.maybe_tensors.discard(key)  # a number, a container, a stream...: no tensor
+        self._forget(key)
+        state = self.live
+        if value.kind in ("tensor", "result"):
+            mark = Mark(self._make_access(target, write=True), frozenset({state.current}))
+            state.tensors[key] = TrackedTensor(
+                writes=frozenset({mark}), alloc=state.current if owned else None, unsure=value.kind == "result"
+            )
+        elif value.kind == "allocation":
+            access = replace(self._make_access(target, write=True), produced="allocated")
+            mark = Mark(access, self._launched_before(state.current))
+            state.tensors[key] = TrackedTensor(writes=frozenset({mark}), alloc=state.current if owned else None)
+        elif value.kind == "host":
+            state.tensors[key] = TrackedTensor()
+        elif value.kind == "alias" and value.source in state.tensors:
+            source = state.tensors[value.source]
+            state.tensors[key] = replace(source, uses=frozenset(), alloc=None, recorded=frozenset())
+        elif value.kind == "alias" and owned and value.source in self.maybe_tensors:
+            self.maybe_tensors.add(key)
+        elif value.kind == "stream":
+            state.streams[key] = value.source or key
+        elif value.kind == "context" and value.source is not None:
+            state.contexts[key] = value.source
+        elif value.kind == "event":
+            state.update_marks(MarkUpdate(None, None, drop=f"event:{key}"))
+
+    def _record_event_assignment(
+        self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression
+    ) -> bool:
+        """`e = s.record_event()`: a new event, recorded on `s` at once."""
+        if not (
+            len(targets) == 1
+            and isinstance(value, cst.Call)
+            and not value.args
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value == "record_event"
+            and dotted_name(targets[0]) is not None
+        ):
+            return False
+        key = dotted_name(targets[0])
+        assert key is not None
+        stream = self._stream(value.func.value)
+        self._forget(key)
+        if stream is not None:
+            self._record(f"event:{key}", stream)
+        return True
+
+    def _forget(self, key: str) -> None:
+        self.live.tensors.pop(key, None)
+        self.live.streams.pop(key, None)
+        self.live.contexts.pop(key, None)
+
+    def _delete(self, target: cst.BaseExpression, node: cst.Del) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._delete(element.value, node)
+        elif isinstance(target, cst.Name):
+            self._release(target.value, node)
+            self._forget(target.value)
+        elif isinstance(target, cst.Subscript):
+            self._eval(target.value)
+            for index in target.slice:
+                self._eval(index)
+        elif isinstance(target, cst.Attribute) and (key := dotted_name(target)) is not None:
+            self._forget(key)
+
+    # ---- lifetimes
+
+    def _release(self, key: str, where: cst.CSTNode | None) -> None:
+        """The name's last reference dies at `where`: uses on other streams must be ordered."""
+        tensor = self.live.tensors.get(key)
+        if tensor is None or tensor.alloc is None or tensor.escaped:
+            return
+        for use in tensor.uses:
+            stream = use.access.stream
+            if stream not in tensor.recorded and distinct(stream, tensor.alloc) and not use.orders(tensor.alloc):
+                self._hazard(HazardKind.FREE_IN_USE, key, use.access, tensor.alloc, where)
+
+    def _free(self, key: str, where: cst.Call) -> None:
+        """`x.untyped_storage().resize_(0)` frees the memory at once, whoever allocated it (the
+        current stream, when not seen): work still using it on another stream must be ordered
+        before that stream or recorded."""
+        tensor = self.live.tensors.get(key)
+        if tensor is None:
+            return
+        alloc = tensor.alloc or self.live.current
+        for use in tensor.uses if tensor.alloc else tensor.reads | tensor.writes:
+            stream = use.access.stream
+            if stream not in tensor.recorded and distinct(stream, alloc) and not use.orders(alloc):
+                self._hazard(HazardKind.FREE_IN_USE, key, use.access, alloc, where)
+
+    def _release_all(self, where: cst.CSTNode | None) -> None:
+        if self.function is None:
+            return  # module globals live until exit
+        for key in list(self.live.tensors):
+            self._release(key, where)
+
+    def _pass(self, expr: cst.BaseExpression) -> None:
+        """A value handed to the caller: it escapes, and is read only if computing it launches work."""
+        if not is_reference(expr):
+            self._eval(expr)
+        self._escape_names(expr)
+
+    def _iterate(self, iterable: cst.BaseExpression) -> None:
+        if not self._iterated_container(iterable):
+            self._header(iterable)
+
+    def _iterated_container(self, iterable: cst.BaseExpression) -> bool:
+        """`for x in xs`: going through a list, or a tensor's rows (views), launches nothing; a
+        value of unknown kind that is iterated is a container."""
+        if isinstance(iterable, (cst.List, cst.Tuple)) and is_reference(iterable):
+            return True  # `for t in [a, b]`: each item is used in the body
+        key = dotted_name(iterable)
+        if key is None:
+            return False
+        self._demote(key)
+        return True
+
+    def _demote(self, key: str, *, proven: bool = False) -> None:
+        """`key` is used as a container or a number: no tensor, unless a torch op made it
+        (`proven`: a method tensors do not have was called on it)."""
+        tensor = self.live.tensors.get(key)
+        if tensor is None or tensor.unsure or proven:
+            self.maybe_tensors.discard(key)
+            if tensor is not None:
+                self._forget(key)

@@ -1,0 +1,299 @@
+"""Effects of calls: function summaries built by running a function on symbolic arguments,
+and their replay at call sites.
+
+Calls are followed through summaries (lint/summaries.py): a called function of the module, a
+method called as `self.m()`, or a module-level function of another linted module is run once
+on symbolic arguments, with a probe access per stream or event it orders on; the orderings that
+hold on every return, and the parameters and `self` attributes it leaves written (or read on
+another stream) and on which stream, are replayed at each call site in the caller's streams.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from csan_lint.lint.names import ImportTable, dotted_name
+from csan_lint.lint.ordering import CURRENT, HOST, Access, FactUpdate, FlowState, Mark, TrackedTensor, join_states
+from csan_lint.lint.scan import tensor_params
+from csan_lint.lint.summaries import ANY_OTHER, Effect, PackageIndex, Summary
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+_MAX_SUMMARY_DEPTH = 16
+"""Calls followed inside a summary: a generated chain of thousands would exhaust the stack."""
+
+_PROBE_NODE = cst.Name("probe")
+PROBE_ACCESS = Access(_PROBE_NODE, ANY_OTHER, True, _PROBE_NODE)
+"""The access a probe stands for: one made before the call, on the probe's token."""
+
+
+def _is_super(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "super"
+
+
+def probe_key(token: str) -> str:
+    """The state key of the probe for `token`: no name in source spells it."""
+    return f"\0{token}"
+
+
+def _argument(summary: Summary, call: cst.Call, param: str) -> cst.BaseExpression | None:
+    """The expression a call passes for `param`, None if left to its default or unknowable."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == param:
+            return arg.value
+    if param not in summary.params:
+        return None
+    index = summary.params.index(param)
+    positional = []
+    for arg in call.args:
+        if arg.star:
+            return None
+        if arg.keyword is None:
+            positional.append(arg.value)
+    return positional[index] if index < len(positional) else None
+
+
+@dataclass(frozen=True)
+class Callee:
+    summary: Summary
+    same_module: bool
+    """Module globals named in the summary mean the same at the call site."""
+    self_call: bool
+    """`self.m(...)`: the summary's `self.x` are the caller's."""
+
+
+class Helpers:
+    """Summaries of the functions a call may reach: the module's own functions and methods,
+    and the module-level functions of other linted modules (`package`), each built on first call."""
+
+    def __init__(
+        self,
+        imports: ImportTable,
+        functions: dict[str, cst.FunctionDef],
+        globals_: frozenset[str],
+        package: PackageIndex | None = None,
+        relative: Mapping[str, str] | None = None,
+        classes: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
+        self.imports = imports
+        self.functions = functions
+        self.globals = globals_
+        self.package = package
+        self.relative = relative or {}
+        self.classes = classes or {}
+        """Classes of the module -> their base classes as spelled (`Base`, `mod.Base`)."""
+        self.summaries: dict[str, Summary | None] = {}
+        self.depth = 0
+        """Summaries being built, each inside the last: deep call chains stop at _MAX_SUMMARY_DEPTH."""
+
+    def lookup(self, caller: str | None, func: cst.BaseExpression, qualified: str | None) -> Callee | None:
+        """`helper(...)`: a function nested in the caller, or a module-level one; `self.helper(...)`: a method of the caller's
+        class or one it inherits from a class of the module, `super().helper(...)` one of its
+        bases'; `mod.helper(...)` or an imported name: a function of another linted module."""
+        if isinstance(func, cst.Name) and caller is not None and f"{caller}.{func.value}" in self.functions:
+            summary = self.summary(f"{caller}.{func.value}")  # a function nested in the caller
+            return Callee(summary, True, False) if summary is not None else None
+        if isinstance(func, cst.Name) and func.value in self.functions:
+            summary = self.summary(func.value)
+            return Callee(summary, True, False) if summary is not None else None
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls"):
+            if caller is None or "." not in caller:
+                return None
+            method = self._method(caller.rsplit(".", 1)[0], func.attr.value, inherited=False)
+            summary = self.summary(method) if method is not None else None
+            return Callee(summary, True, True) if summary is not None else None
+        if isinstance(func, cst.Attribute) and _is_super(func.value) and caller is not None and "." in caller:
+            method = self._method(caller.rsplit(".", 1)[0], func.attr.value, inherited=True)
+            summary = self.summary(method) if method is not None else None
+            return Callee(summary, True, True) if summary is not None else None
+        summary = self.imported(dotted_name(func), qualified)
+        return Callee(summary, False, False) if summary is not None else None
+
+    def _method(self, owner: str, name: str, *, inherited: bool) -> str | None:
+        """`Owner.name`, or (`inherited`: only) the first base class of the module, depth first,
+        that defines it."""
+        seen: set[str] = set()
+        stack = list(reversed(self.classes.get(owner, ()))) if inherited else [owner]
+        while stack:
+            cls = stack.pop()
+            if cls in seen:
+                continue
+            seen.add(cls)
+            if f"{cls}.{name}" in self.functions:
+                return f"{cls}.{name}"
+            stack.extend(reversed(self.classes.get(cls, ())))
+        return None
+
+    def imported(self, dotted: str | None, qualified: str | None) -> Summary | None:
+        """The summary of a function of another linted module, called as `dotted` here."""
+        if self.package is None:
+            return None
+        root, _, rest = (dotted or "").partition(".")
+        target = self.relative.get(root)
+        if target is not None:
+            qualified = f"{target}.{rest}" if rest else target
+        if qualified is None or qualified.startswith("torch."):
+            return None
+        return self.package.summary(qualified)
+
+    def exported(self, name: str) -> Summary | None:
+        """The summary of a module-level function, for other modules that import it."""
+        return self.summary(name) if "." not in name else None
+
+    def summary(self, name: str) -> Summary | None:
+        if name in self.summaries:
+            return self.summaries[name]
+        function = self.functions.get(name)
+        if function is None or self.depth >= _MAX_SUMMARY_DEPTH:
+            return None  # too deep: taken as doing nothing, and built again when reached from nearer
+        self.summaries[name] = None  # a recursive call, while it is being summarised, does nothing
+        self.depth += 1
+        try:
+            self.summaries[name] = self._summarise(name, function)
+        finally:
+            self.depth -= 1
+        return self.summaries[name]
+
+    def _summarise(self, name: str, function: cst.FunctionDef) -> Summary | None:
+        """Runs the function on symbolic arguments: a probe access per stream or event it orders
+        on (an access made before the call) shows, at the returns, what it is ordered before."""
+        if function.asynchronous is not None:
+            return None  # calling it only makes a coroutine
+        params = function.params
+        positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+        if positional and positional[0] in ("self", "cls"):
+            positional = positional[1:]
+        names = frozenset({*positional, *(p.name.value for p in params.kwonly_params)})
+        tokens = {CURRENT, ANY_OTHER, *names}
+        from csan_lint.lint.accesses import FunctionAnalysis  # the interpreter is built on this module
+
+        while True:
+            analysis = FunctionAnalysis(
+                self.imports, {}, function=name, params=tensor_params(function), helpers=self, probes=tokens
+            )
+            analysis.run_function(function.body)
+            if analysis.yields:
+                return None  # calling a generator runs none of its body
+            if analysis.tokens <= tokens:
+                break
+            tokens |= analysis.tokens
+        end = join_states(analysis.exits)
+        if end is None:
+            return None
+
+        def meaningful(token: str) -> bool:
+            root = token.removeprefix("event:").split(".", 1)[0]
+            return token in (CURRENT, HOST) or root in names or root in ("self", "cls") or root in self.globals
+
+        def outside(after: frozenset[str]) -> frozenset[str]:
+            return frozenset(token for token in after if meaningful(token))
+
+        orders = []
+        for token in sorted(tokens):
+            after = end.tensors[probe_key(token)].writes
+            ordered = next(iter(after)).after if after else frozenset()
+            if token == ANY_OTHER and HOST in ordered:
+                orders.append((token, frozenset({HOST})))
+            elif token != ANY_OTHER and meaningful(token) and outside(ordered) != {token}:
+                orders.append((token, outside(ordered)))
+        effects = [
+            Effect(key, mark.access.stream, mark.access.write, outside(mark.after))
+            for key, tensor in end.tensors.items()
+            if (key in names and key not in analysis.bound) or (key.startswith("self.") and key.count(".") == 1)
+            for mark in tensor.writes | tensor.reads
+            if meaningful(mark.access.stream) and (mark.access.write or mark.access.stream != CURRENT)
+        ]  # a read on the caller's stream is the read of the argument the call makes anyway
+        if not orders and not effects:
+            return None
+        return Summary(tuple(positional), names, tuple(orders), tuple(effects))
+
+
+class Effects:
+    """The call half of `FunctionAnalysis`: replays a callee's summary at the call site."""
+
+    live: FlowState
+    function: str | None
+    statement: cst.CSTNode | None
+    block: cst.With | None
+    silent: int
+    tokens: set[str]
+    _stream: Callable[[cst.BaseExpression], str | None]
+    _access: Callable[..., None]
+
+    def _replay_orders(self, found: Callee, call: cst.Call) -> None:
+        """The ordering a called function makes on every path that returns, in the caller's streams.
+        All of it is applied at once, before the call's own reads (precision over recall)."""
+        facts: dict[str, list[tuple[bool, frozenset[str]]]] = {}
+        for token, after in found.summary.orders:
+            mine = self._translate(found, call, token)
+            if mine is None:
+                continue
+            mapped = frozenset(m for m in (self._translate(found, call, u) for u in after) if m is not None)
+            facts.setdefault(mine, []).append((token in after, mapped))
+        if facts:
+            self.tokens.update(facts)
+            self.live.update_marks(FactUpdate(facts))
+
+    def _replay_effects(self, found: Callee, call: cst.Call) -> None:
+        """The tensors the call leaves written or read, as accesses at the call on the streams it
+        used. Those on another stream than the caller's are checked (the call's arguments were
+        read on the caller's stream already); orderings it made are already applied."""
+        effects = []
+        for effect in found.summary.effects:
+            key = self._argument_key(found, call, effect.key)
+            stream = self._translate(found, call, effect.stream)
+            if key is not None and stream is not None:
+                after = frozenset(m for m in (self._translate(found, call, u) for u in effect.after) if m is not None)
+                effects.append((effect, key, stream, after))
+        passed = {id(arg.value) for arg in call.args}
+        for _, key, stream, _ in effects:
+            tensor = self.live.tensors.get(key)
+            if stream != self.live.current and tensor is not None:  # the callee's access stands for that read
+                self.live.tensors[key] = replace(
+                    tensor, reads=frozenset(mark for mark in tensor.reads if id(mark.access.node) not in passed)
+                )
+        for effect, key, stream, after in effects:
+            if stream != self.live.current:
+                self._access(key, call, write=effect.write, stream=stream, after=after)
+                continue
+            if not effect.write:
+                continue
+            assert self.statement is not None
+            access = Access(call, stream, True, self.block or self.statement, self.function)
+            quiet = self.silent and effect.stream == CURRENT  # the unknown stream of the block around the call
+            mark = Mark(access, frozenset({HOST}) if quiet else after | {stream})
+            tensor = self.live.tensors.get(key) or TrackedTensor()
+            writes = tensor.writes if tensor.writes and all(m.access.node is call for m in tensor.writes) else frozenset()
+            tensor = replace(tensor, writes=writes | {mark}, reads=frozenset())
+            if tensor.alloc is not None and stream != tensor.alloc:
+                tensor = replace(tensor, uses=tensor.uses | {mark})
+            self.live.tensors[key] = tensor
+
+    def _argument_key(self, found: Callee, call: cst.Call, key: str) -> str | None:
+        """The caller's name for a parameter or `self.x` of the called function."""
+        if key.startswith("self."):
+            return key if found.self_call else None
+        value = _argument(found.summary, call, key)
+        return dotted_name(value) if value is not None else None
+
+    def _translate(self, found: Callee, call: cst.Call, token: str) -> str | None:
+        """A token of the called function in the caller's terms; None where it has no meaning here."""
+        if token in (HOST, ANY_OTHER):
+            return token
+        if token == CURRENT:
+            return self.live.current
+        if token.startswith("event:"):
+            stream = self._translate(found, call, token.removeprefix("event:"))
+            return None if stream is None else f"event:{stream}"
+        root = token.split(".", 1)[0]
+        if root in found.summary.names:
+            value = _argument(found.summary, call, root)
+            return self._stream(value) if value is not None and root == token else None
+        if root in ("self", "cls"):
+            return token if found.self_call else None
+        return token if found.same_module else None

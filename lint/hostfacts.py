@@ -1,0 +1,201 @@
+"""What the host-side interpreter (lint/hostflow.py) knows about a module and its expressions
+before interpreting it: imports, functions, attributes pinned anywhere, which functions
+synchronize, and the shapes of copies and pinning calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import libcst as cst
+
+from csan_lint.lint.names import DEVICE_SYNC, ImportTable, dotted_name
+from csan_lint.lint.nodes import children
+
+
+def is_self(expr: cst.BaseExpression) -> bool:
+    """`self.capture_begin()`, `super().capture_begin()`: a graph class wrapping its own
+    capture, on whatever stream its caller made current."""
+    if isinstance(expr, cst.Call):
+        return isinstance(expr.func, cst.Name) and expr.func.value == "super"
+    return isinstance(expr, cst.Name) and expr.value == "self"
+
+
+def target_keys(target: cst.CSTNode) -> Iterator[str]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from target_keys(element.value)
+    elif isinstance(target, cst.BaseExpression) and (key := dotted_name(target)) is not None:
+        yield key
+
+
+def written_buffer(expr: cst.BaseExpression) -> str | None:
+    """The buffer an expression writes through: `buf`, `buf[i]`, `self.buf[:n]`."""
+    while isinstance(expr, cst.Subscript):
+        expr = expr.value
+    return dotted_name(expr)
+
+
+def is_true(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "True"
+
+
+def non_blocking(call: cst.Call) -> bool:
+    return any(
+        arg.keyword is not None and arg.keyword.value == "non_blocking" and is_true(arg.value)
+        for arg in call.args
+    )
+
+
+def downloads(expr: cst.BaseExpression) -> bool:
+    """`x.to("cpu", non_blocking=True)`: a device-to-host copy whose result may not be there yet."""
+    return (
+        isinstance(expr, cst.Call)
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value == "to"
+        and non_blocking(expr)
+        and to_host(expr)
+    )
+
+
+def to_host(call: cst.Call) -> bool:
+    """`x.to("cpu", ...)`, `x.to(device="cpu")`, `x.to(torch.device("cpu"))`."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value != "device":
+            continue
+        value = arg.value
+        if isinstance(value, cst.Call) and value.args:
+            value = value.args[0].value
+        if isinstance(value, cst.SimpleString) and value.evaluated_value in ("cpu", b"cpu"):
+            return True
+    return False
+
+
+def pins(expr: cst.CSTNode) -> bool:
+    """The expression makes pinned host memory: `.pin_memory()`, `pin_memory=True`."""
+    if isinstance(expr, cst.Call):
+        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "pin_memory":
+            return True
+        if any(
+            arg.keyword is not None and arg.keyword.value == "pin_memory" and is_true(arg.value)
+            for arg in expr.args
+        ):
+            return True
+    return any(
+        pins(child) for child in host_children(expr) if not isinstance(child, (cst.Lambda, cst.FunctionDef))
+    )
+
+
+@dataclass
+class ModuleFacts:
+    imports: ImportTable = field(default_factory=ImportTable)
+    functions: dict[str, list[cst.FunctionDef]] = field(default_factory=dict)
+    """Same-module functions and methods by their bare name."""
+    pinned: set[str] = field(default_factory=set)
+    """`self.x` attributes assigned pinned memory somewhere in the module."""
+    pins: bool = True
+    """The module's text mentions pinning at all: if not, no expression needs looking into."""
+    syncing: bool = True
+    """Likewise for `synchronize`."""
+    _syncing: dict[str, bool] = field(default_factory=dict)
+
+    def syncs(self, name: str) -> bool:
+        """A same-module function of that name synchronizes the host somewhere in its body."""
+        if not self.syncing:
+            return False
+        if name not in self._syncing:
+            self._syncing[name] = any(
+                finds(function.body, self._is_sync) for function in self.functions.get(name, ())
+            )
+        return self._syncing[name]
+
+    def _is_sync(self, node: cst.CSTNode) -> bool:
+        if not isinstance(node, cst.Call):
+            return False
+        func = node.func
+        return self.imports.qualified(func) == DEVICE_SYNC or (
+            isinstance(func, cst.Attribute) and func.attr.value == "synchronize"
+        )
+
+
+def scan_facts(body: Sequence[cst.CSTNode], facts: ModuleFacts) -> None:
+    """Imports, function definitions and pinned attributes, by statements: a libcst visitor
+    would cost as much as the parse."""
+    for node in body:
+        if isinstance(node, cst.SimpleStatementLine):
+            for small in node.body:
+                if isinstance(small, (cst.Import, cst.ImportFrom)):
+                    facts.imports.add(small)
+                elif isinstance(small, cst.Assign) and facts.pins and pins(small.value):
+                    facts.pinned.update(
+                        key
+                        for target in small.targets
+                        if (key := dotted_name(target.target)) is not None and key.startswith("self.")
+                    )
+        elif isinstance(node, cst.FunctionDef):
+            facts.functions.setdefault(node.name.value, []).append(node)
+            scan_facts(node.body.body, facts)
+        elif isinstance(node, cst.BaseCompoundStatement):
+            for suite in _suites(node):
+                scan_facts(suite, facts)
+
+
+def _suites(node: cst.BaseCompoundStatement) -> Iterator[Sequence[cst.CSTNode]]:
+    if not isinstance(node, cst.Match):
+        yield node.body.body
+    for part in ("orelse", "finalbody"):
+        child = getattr(node, part, None)
+        if isinstance(child, cst.If):
+            yield [child]
+        elif child is not None:
+            yield child.body.body
+    for handler in getattr(node, "handlers", ()):
+        yield handler.body.body
+    for case in getattr(node, "cases", ()):
+        yield case.body.body
+
+
+def finds(node: cst.CSTNode, predicate: Callable[[cst.CSTNode], bool]) -> bool:
+    return predicate(node) or any(finds(child, predicate) for child in host_children(node))
+
+
+def host_children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
+    """The sub-nodes that matter here of common nodes (the values, not the punctuation), and
+    all the children of the others."""
+    fields = _FIELDS.get(type(node))
+    return children(node) if fields is None else fields(node)
+
+
+_FIELDS: dict[type[cst.CSTNode], Callable[[Any], Sequence[cst.CSTNode]]] = {
+    cst.Name: lambda _: (),
+    cst.Integer: lambda _: (),
+    cst.Float: lambda _: (),
+    cst.SimpleString: lambda _: (),
+    cst.Attribute: lambda node: (node.value,),
+    cst.Call: lambda node: (node.func, *(arg.value for arg in node.args)),
+    cst.BinaryOperation: lambda node: (node.left, node.right),
+    cst.BooleanOperation: lambda node: (node.left, node.right),
+    cst.UnaryOperation: lambda node: (node.expression,),
+    cst.Comparison: lambda node: (node.left, *(target.comparator for target in node.comparisons)),
+    cst.Tuple: lambda node: tuple(element.value for element in node.elements),
+    cst.List: lambda node: tuple(element.value for element in node.elements),
+    cst.Set: lambda node: tuple(element.value for element in node.elements),
+    cst.Subscript: lambda node: (node.value, *node.slice),
+    cst.SubscriptElement: lambda node: (node.slice,),
+    cst.Index: lambda node: (node.value,),
+    cst.IfExp: lambda node: (node.test, node.body, node.orelse),
+    cst.Await: lambda node: (node.expression,),
+    cst.StarredElement: lambda node: (node.value,),
+    cst.IndentedBlock: lambda node: node.body,
+    cst.SimpleStatementLine: lambda node: node.body,
+    cst.Expr: lambda node: (node.value,),
+    cst.Assign: lambda node: (node.value,),
+    cst.Return: lambda node: (node.value,) if node.value is not None else (),
+    cst.If: lambda node: (node.test, node.body, *((node.orelse,) if node.orelse else ())),
+    cst.Else: lambda node: (node.body,),
+    cst.For: lambda node: (node.iter, node.body),
+    cst.While: lambda node: (node.test, node.body),
+    cst.With: lambda node: (*(item.item for item in node.items), node.body),
+}

@@ -1,0 +1,142 @@
+"""The state of the host-side interpreter (lint/hostflow.py): the non-blocking copies still
+pending into or out of host buffers, the ordering tokens whose host sync covers each, events
+not yet recorded, and the graph capture running; and how states join.
+
+Branches join by union of what is pending and intersection of what orders it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+import libcst as cst
+
+from csan_lint.lint.ordering import CURRENT, UNKNOWN
+
+
+@dataclass(frozen=True)
+class Copy:
+    node: cst.CSTNode
+    stream: str
+
+
+@dataclass(frozen=True)
+class Pending:
+    copy: Copy
+    after: frozenset[str]
+    """Tokens whose host sync orders the host after the copy: streams and `event:e`."""
+
+
+@dataclass(frozen=True)
+class Block:
+    """A side stream block entered during a capture."""
+
+    item: cst.CSTNode
+    node: cst.With
+    stream: str
+    forked: bool
+
+
+@dataclass(frozen=True)
+class Capture:
+    stream: str
+    forked: frozenset[str] = frozenset()
+    """Side streams ordered after the capture stream since the capture began."""
+    blocks: frozenset[Block] = frozenset()
+    joined: frozenset[Block] = frozenset()
+    events: frozenset[tuple[str, str]] = frozenset()
+    """(event, stream) recorded during the capture, for event-based forks and joins."""
+
+
+@dataclass
+class HostState:
+    current: str = CURRENT
+    streams: dict[str, str] = field(default_factory=dict)
+    contexts: dict[str, str] = field(default_factory=dict)
+    """Names bound to `torch.cuda.stream(s)` objects -> the stream their `with` makes current."""
+    into: dict[str, frozenset[Pending]] = field(default_factory=dict)
+    """Host buffer -> device-to-host copies that may still be writing it."""
+    out_of: dict[str, frozenset[Pending]] = field(default_factory=dict)
+    """Pinned host buffer -> host-to-device copies that may still be reading it."""
+    pinned: frozenset[str] = frozenset()
+    unrecorded: frozenset[str] = frozenset()
+    capture: Capture | None = None
+
+    def copy(self) -> HostState:
+        return replace(
+            self,
+            streams=dict(self.streams),
+            contexts=dict(self.contexts),
+            into=dict(self.into),
+            out_of=dict(self.out_of),
+        )
+
+
+def _join_pending(a: frozenset[Pending], b: frozenset[Pending]) -> frozenset[Pending]:
+    by_copy = {pending.copy: pending for pending in a}
+    for pending in b:
+        other = by_copy.get(pending.copy)
+        by_copy[pending.copy] = (
+            pending if other is None else Pending(pending.copy, pending.after & other.after)
+        )
+    return frozenset(by_copy.values())
+
+
+def _join_maps(
+    a: dict[str, frozenset[Pending]], b: dict[str, frozenset[Pending]]
+) -> dict[str, frozenset[Pending]]:
+    joined = dict(a)
+    for key, pending in b.items():
+        joined[key] = _join_pending(joined[key], pending) if key in joined else pending
+    return joined
+
+
+def _join_capture(a: Capture | None, b: Capture | None) -> Capture | None:
+    if a is None or b is None or a.stream != b.stream:
+        return a or b
+    return Capture(
+        a.stream, a.forked & b.forked, a.blocks | b.blocks, a.joined & b.joined, a.events & b.events
+    )
+
+
+def join_host_states(states: Iterable[HostState | None]) -> HostState | None:
+    live = [state for state in states if state is not None]
+    if not live:
+        return None
+    result = live[0].copy()
+    for state in live[1:]:
+        if state.current != result.current:
+            result.current = UNKNOWN
+        result.streams = {k: v for k, v in result.streams.items() if state.streams.get(k) == v}
+        result.contexts = {k: v for k, v in result.contexts.items() if state.contexts.get(k) == v}
+        result.into = _join_maps(result.into, state.into)
+        result.out_of = _join_maps(result.out_of, state.out_of)
+        result.pinned &= state.pinned
+        result.unrecorded |= state.unrecorded
+        result.capture = _join_capture(result.capture, state.capture)
+    return result
+
+
+def update_pending(pendings: dict[str, frozenset[Pending]], when: str | None, token: str) -> None:
+    """Adds `token` to the copies ordered before `when` (all of them if `when` is None)."""
+    for key, marks in pendings.items():
+        pendings[key] = frozenset(
+            Pending(p.copy, p.after | {token}) if when is None or when in p.after else p for p in marks
+        )
+
+
+def drop_pending(pendings: dict[str, frozenset[Pending]], token: str | None) -> None:
+    """The host synced with `token` (every copy if None): the copies it covers are done."""
+    for key in list(pendings):
+        left = frozenset(p for p in pendings[key] if token is not None and token not in p.after)
+        if left:
+            pendings[key] = left
+        else:
+            del pendings[key]
+
+
+def forget_token(pendings: dict[str, frozenset[Pending]], token: str) -> None:
+    """Re-recording an event replaces what it captured."""
+    for key, marks in pendings.items():
+        pendings[key] = frozenset(Pending(p.copy, p.after - {token}) for p in marks)

@@ -1,0 +1,302 @@
+"""The ordering model of the stream-flow analysis: accesses, the ordering facts kept on them,
+and how they join.
+
+State at each program point (`FlowState`):
+- the current stream (`<current>` outside any `with torch.cuda.stream(...)`, else the source
+  text of the stream expression: `s`, `self.copy_stream`);
+- per tensor-valued name or attribute: its possible last writes, its reads since then, its uses
+  on streams other than the one that allocated it, and the streams passed to `record_stream`;
+- ordering facts, kept on each access as the set of tokens ordered after it: stream names
+  (`a.wait_stream(b)` adds `a` to every access that has `b`), `event:e` (added by a record
+  on a stream the access has) and `*` (a host sync: every later launch is ordered after it;
+  also where `e.query()` returned True: the branch it guards, the exit of `while not e.query()`).
+
+Every set is built from the function's own nodes and names, so the lattice is finite: loops
+are iterated to a fixpoint and branches join by union of accesses and intersection of facts,
+so an ordering made on one branch only does not order the other.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Literal
+
+import libcst as cst
+
+from csan_lint.lint.interpret import Loop
+from csan_lint.lint.summaries import ANY_OTHER
+from csan_lint.runtime import kinds
+
+CURRENT = "<current>"
+"""The stream that is current where the function is entered (the caller's)."""
+HOST = "*"
+"""Ordering token of a host sync: every later launch on any stream comes after the access."""
+UNKNOWN = "?"
+"""A name bound to different streams on different paths: blocks on it are not judged."""
+
+
+class HazardKind(Enum):
+    """Named after the runtime error kind that would confirm the hazard."""
+
+    READ_AFTER_WRITE = kinds.READ_AFTER_WRITE
+    WRITE_AFTER_WRITE = kinds.WRITE_AFTER_WRITE
+    WRITE_AFTER_READ = kinds.WRITE_AFTER_READ
+    FREE_IN_USE = kinds.FREE_IN_USE
+
+
+Produced = Literal["written", "allocated", "by the caller"]
+
+
+@dataclass(frozen=True)
+class Access:
+    """One read or write of a tensor, on one stream, at one expression."""
+
+    node: cst.CSTNode
+    stream: str
+    write: bool
+    span_node: cst.CSTNode
+    """The innermost stream `with` around the access, or its statement outside any block."""
+    function: str | None = None
+    """The function interpreted when the access was made (`Cls.method`; None: module body)."""
+    produced: Produced = "written"
+    """For a write: `allocated`, an allocation, which writes no data: the caching allocator may
+    hand over a block that work launched earlier on `stream` still uses, so it stands for the
+    stream's last launch before it (its `after` is that launch's), and a use on another stream
+    must be ordered after it; `by the caller`: a parameter, written before the function was
+    entered on the stream current then."""
+
+
+@dataclass(frozen=True)
+class Mark:
+    access: Access
+    after: frozenset[str]
+    """Tokens ordered after the access: streams, `event:e`, or HOST."""
+
+    def orders(self, stream: str) -> bool:
+        return stream in self.after or HOST in self.after
+
+
+@dataclass(frozen=True)
+class Hazard:
+    """An access on `stream` that is not ordered after `other`'s conflicting access.
+
+    For FREE_IN_USE, `access` is the use on `stream`, `other` the allocating stream, and
+    `release` the node where the tensor's last reference dies (None: the function returns).
+    """
+
+    kind: HazardKind
+    tensor: str
+    access: Access
+    other: str
+    release: cst.CSTNode | None = None
+    function: str | None = None
+    origin: str | None = None
+    """The other function that made the conflicting access (a producer method), if any."""
+    produced: Produced = "written"
+    """How the conflicting write made the tensor (`Access.produced`)."""
+    returned: bool = False
+    """`access` writes a tensor of the caller's on side stream `other` and is still pending when
+    the function returns: the caller's next use races with it."""
+
+
+@dataclass(frozen=True)
+class TrackedTensor:
+    writes: frozenset[Mark] = frozenset()
+    """Possible last writes (several after a join)."""
+    reads: frozenset[Mark] = frozenset()
+    """Reads since the last write, the latest per stream on each path."""
+    uses: frozenset[Mark] = frozenset()
+    """Accesses on streams other than `alloc`: what the caching allocator must wait for."""
+    alloc: str | None = None
+    """Allocating stream of a tensor created here; None when its lifetime is not ours to track."""
+    recorded: frozenset[str] = frozenset()
+    escaped: bool = False
+    unsure: bool = False
+    """The result of a call of unknown code: a tensor only where it is used like one (a
+    container when iterated or keyed)."""
+
+    def with_marks(self, update: Callable[[frozenset[Mark]], frozenset[Mark]]) -> TrackedTensor:
+        writes, reads, uses = update(self.writes), update(self.reads), update(self.uses)
+        if writes is self.writes and reads is self.reads and uses is self.uses:
+            return self
+        return replace(self, writes=writes, reads=reads, uses=uses)
+
+
+class MarkUpdate:
+    """Drops `drop` from every mark, then adds `token` to those whose `after` holds `when`
+    (every mark if `when` is None)."""
+
+    def __init__(self, when: str | None, token: str | None, drop: str | None = None) -> None:
+        self.when, self.token, self.drop = when, token, drop
+
+    def __call__(self, marks: frozenset[Mark]) -> frozenset[Mark]:
+        changed = False
+        result = []
+        for mark in marks:
+            after = mark.after
+            if self.drop is not None and self.drop in after:
+                after = after - {self.drop}
+            if (
+                self.token is not None
+                and (self.when is None or self.when in after)
+                and self.token not in after
+            ):
+                after = after | {self.token}
+            if after is not mark.after:
+                changed = True
+                mark = Mark(mark.access, after)
+            result.append(mark)
+        return frozenset(result) if changed else marks
+
+
+@dataclass
+class FlowState:
+    current: str = CURRENT
+    tensors: dict[str, TrackedTensor] = field(default_factory=dict)
+    streams: dict[str, str] = field(default_factory=dict)
+    """Names bound to stream objects -> the stream they denote."""
+    contexts: dict[str, str] = field(default_factory=dict)
+    """Names bound to StreamContext objects -> the stream they make current."""
+
+    def copy(self) -> FlowState:
+        return FlowState(self.current, dict(self.tensors), dict(self.streams), dict(self.contexts))
+
+    def update_marks(self, update: Callable[[frozenset[Mark]], frozenset[Mark]]) -> None:
+        for key, tensor in self.tensors.items():
+            self.tensors[key] = tensor.with_marks(update)
+
+
+def _join_marks(a: frozenset[Mark], b: frozenset[Mark]) -> frozenset[Mark]:
+    if a == b:
+        return a
+    by_access = {mark.access: mark for mark in a}
+    for mark in b:
+        other = by_access.get(mark.access)
+        by_access[mark.access] = mark if other is None else Mark(mark.access, _meet(mark.after, other.after))
+    return frozenset(by_access.values())
+
+
+def _meet(a: frozenset[str], b: frozenset[str]) -> frozenset[str]:
+    """Tokens ordered after the access on both paths; HOST stands for every token."""
+    if HOST in a:
+        return b
+    if HOST in b:
+        return a
+    return a & b
+
+
+def join_tensor(a: TrackedTensor, b: TrackedTensor) -> TrackedTensor:
+    if a == b:
+        return a
+    return TrackedTensor(
+        writes=_join_marks(a.writes, b.writes),
+        reads=_join_marks(a.reads, b.reads),
+        uses=_join_marks(a.uses, b.uses),
+        alloc=a.alloc if a.alloc == b.alloc else None,
+        recorded=a.recorded & b.recorded,
+        escaped=a.escaped or b.escaped,
+        unsure=a.unsure and b.unsure,
+    )
+
+
+def join_states(states: Iterable[FlowState | None]) -> FlowState | None:
+    """Facts that hold on every path; accesses that happen on any path."""
+    live = [state for state in states if state is not None]
+    if not live:
+        return None
+    result = live[0].copy()
+    for state in live[1:]:
+        for key, tensor in state.tensors.items():
+            mine = result.tensors.get(key)
+            result.tensors[key] = tensor if mine is None else join_tensor(mine, tensor)
+        result.streams = _join_bindings(result.streams, state.streams)
+        result.contexts = {k: v for k, v in result.contexts.items() if state.contexts.get(k) == v}
+    return result
+
+
+def _join_bindings(a: dict[str, str], b: dict[str, str]) -> dict[str, str]:
+    """A name bound to one stream on both paths keeps it, to different ones it is UNKNOWN.
+    A name not bound on a path denotes the stream spelled like it."""
+    joined = {}
+    for key in a.keys() | b.keys():
+        left, right = a.get(key, key), b.get(key, key)
+        joined[key] = left if left == right else UNKNOWN
+    return joined
+
+
+def distinct(a: str, b: str) -> bool:
+    """Whether stream tokens `a` and `b` are known to be different streams. One spelling is one
+    stream; a stream of unknown identity, or two items of one collection picked by computed keys
+    (`streams[i % 2]`, `streams[(i - 1) % 2]`), may be the same: never a finding by itself."""
+    if a == b or UNKNOWN in (a, b):
+        return False
+    left, right = _item(a), _item(b)
+    return not (left and right and left[0] == right[0] and not (left[1] and right[1]))
+
+
+def _item(stream: str) -> tuple[str, bool] | None:
+    """`streams[i]` -> ("streams", False): the collection, and whether the key is a literal."""
+    match = re.fullmatch(r"(.+?)\[(.+)\]", stream)
+    if match is None:
+        return None
+    return match.group(1), re.fullmatch(r"-?\d+|'[^']*'|\"[^\"]*\"", match.group(2).strip()) is not None
+
+
+_LAUNCH_NODE = cst.Name("launch")
+LAUNCH_ACCESS = Access(_LAUNCH_NODE, "", True, _LAUNCH_NODE)
+"""Stands for the last launch on a stream: the mark under `launch_key(stream)`."""
+
+
+def launch_key(stream: str) -> str:
+    """The state key of a stream's last launch (no name in source spells it): an allocation on
+    the stream is ordered wherever that launch is."""
+    return f"\0launch:{stream}"
+
+
+@dataclass
+class FlowLoop(Loop[FlowState]):
+    current: str = field(kw_only=True)
+    """The stream current in the loop body: `break` inside a stream block leaves the block too."""
+
+
+class FactUpdate:
+    """A called function's orderings, applied at once, so that orderings it made in another
+    order do not chain: each token of a mark brings the tokens its fact lists; a token whose
+    fact leaves it out (an event the function re-recorded) is dropped."""
+
+    def __init__(self, facts: Mapping[str, list[tuple[bool, frozenset[str]]]]) -> None:
+        self.facts = facts
+        self.everywhere = frozenset().union(*(after for _, after in facts.get(ANY_OTHER, ())))
+
+    def __call__(self, marks: frozenset[Mark]) -> frozenset[Mark]:
+        changed = False
+        result = []
+        for mark in marks:
+            if HOST not in mark.after:
+                added, dropped = set(self.everywhere), set()
+                for token in mark.after & self.facts.keys():
+                    entries = self.facts[token]
+                    added.update(*(after for _, after in entries))
+                    if not any(keeps for keeps, _ in entries):
+                        dropped.add(token)
+                after = (mark.after - dropped) | added
+                if after != mark.after:
+                    changed = True
+                    mark = Mark(mark.access, frozenset(after))
+            result.append(mark)
+        return frozenset(result) if changed else marks
+
+
+def query_poll(test: cst.BaseExpression) -> tuple[cst.BaseExpression, bool] | None:
+    """`(r, True)` for a test `r.query()`, `(r, False)` for `not r.query()`: the truth value of
+    the test at which `query()` returned True."""
+    call, outcome = test, True
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        call, outcome = test.expression, False
+    if isinstance(call, cst.Call) and not call.args and isinstance(call.func, cst.Attribute) and call.func.attr.value == "query":
+        return call.func.value, outcome
+    return None
+

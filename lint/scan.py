@@ -1,0 +1,214 @@
+"""What the stream-flow analysis needs to know about a module before interpreting it: its
+imports, functions, classes and globals, which functions have stream blocks, and who calls whom.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import libcst as cst
+
+from csan_lint.lint.names import STREAM_CONTEXTS, ImportTable, dotted_name
+from csan_lint.lint.nodes import children
+from csan_lint.lint.summaries import module_name
+from csan_lint.lint.values import code_of, target_names
+
+
+def body_of(node: cst.BaseSuite) -> Sequence[cst.BaseStatement | cst.BaseSmallStatement]:
+    return node.body
+
+
+def is_public(method: str) -> bool:
+    return not method.startswith("_") or (method.startswith("__") and method.endswith("__") and method != "__new__")
+
+
+def self_calls(node: cst.CSTNode) -> set[str]:
+    """Names of the methods called as `self.m(...)` anywhere under `node`."""
+    return {name.removeprefix("self.") for name in _callees(node) if name.startswith("self.")}
+
+
+def _callees(node: cst.CSTNode) -> Iterator[str]:
+    """`f` and `self.m` for each call `f(...)`, `self.m(...)` under `node`."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Call):
+            func = current.func
+            if isinstance(func, cst.Name):
+                yield func.value
+            elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+                yield f"self.{func.attr.value}"
+        stack.extend(children(current))
+
+
+def calls_any(name: str, function: cst.FunctionDef, targets: set[str]) -> bool:
+    """Whether `function` calls one of `targets` (module-level functions, or methods of its
+    own class): a helper with a stream block may leave its arguments written on that stream."""
+    if not targets:
+        return False
+    owner = name.rpartition(".")[0]
+    for callee in _callees(function.body):
+        method = callee.removeprefix("self.")
+        if (f"{owner}.{method}" if method != callee else callee) in targets:
+            return True
+    return False
+
+
+def entry_streams(body: Sequence[cst.CSTNode], imports: ImportTable) -> dict[str, str | None]:
+    """Function (`f`, `Cls.m` for `self.m(...)`) -> the stream every call of it in the module is
+    made inside (`with torch.cuda.stream(S):`, spelled the same each time), or None when some
+    call is made outside any stream block or inside another. Walked with a stack: expressions
+    may nest deeper than the interpreter's recursion limit."""
+    found: dict[str, str | None] = {}
+    stack: list[tuple[cst.CSTNode, str, str | None]] = [(node, "", None) for node in reversed(body)]
+    while stack:
+        node, owner, stream = stack.pop()
+        inner = stream
+        if isinstance(node, cst.ClassDef):
+            owner = f"{owner}{node.name.value}."
+        elif isinstance(node, cst.FunctionDef):
+            inner = None  # the body runs where the function is called, not here
+        elif isinstance(node, cst.With):
+            for item in node.items:
+                call = item.item
+                if isinstance(call, cst.Call) and imports.qualified(call.func) in STREAM_CONTEXTS and call.args:
+                    inner = code_of(call.args[0].value)
+        elif isinstance(node, cst.Call):
+            func = node.func
+            callee = func.value if isinstance(func, cst.Name) else None
+            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls"):
+                callee = f"{owner}{func.attr.value}" if owner else None
+            if callee is not None:
+                found[callee] = stream if found.get(callee, stream) == stream else None
+        body_stream = inner if isinstance(node, (cst.With, cst.FunctionDef)) else stream
+        for child in reversed(children(node)):
+            in_body = isinstance(node, (cst.With, cst.FunctionDef)) and child is node.body
+            stack.append((child, owner, body_stream if in_body else stream))
+    return found
+
+
+def module_globals(module: cst.Module, imports: ImportTable) -> frozenset[str]:
+    """Names bound at the top of the module: streams and events they denote mean the same everywhere."""
+    names = set(imports.names)
+    for node in module.body:
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            names.add(node.name.value)
+        elif isinstance(node, cst.SimpleStatementLine):
+            for small in node.body:
+                targets = (
+                    [target.target for target in small.targets]
+                    if isinstance(small, cst.Assign)
+                    else [small.target] if isinstance(small, cst.AnnAssign) else []
+                )
+                for target in targets:
+                    names.update(target_names(target))
+    return frozenset(names)
+
+
+def resolve_relative(imports: Sequence[cst.ImportFrom], path: str) -> dict[str, str]:
+    """Local name -> dotted name for `from .helpers import f` in the package `path` is in."""
+    package = module_name(path).split(".")
+    if not path.replace("\\", "/").endswith("/__init__.py") and path != "__init__.py":
+        package = package[:-1]
+    table: dict[str, str] = {}
+    for node in imports:
+        if isinstance(node.names, cst.ImportStar):
+            continue
+        up = len(node.relative) - 1
+        if up > len(package):
+            continue
+        base = package[: len(package) - up]
+        module = dotted_name(node.module) if node.module is not None else ""
+        if module is None:
+            continue
+        prefix = ".".join([*base, module] if module else base)
+        for alias in node.names:
+            name = dotted_name(alias.name)
+            if name is not None and prefix:
+                local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else name
+                table[local] = f"{prefix}.{name}"
+    return table
+
+
+def scan(
+    body: Sequence[cst.CSTNode],
+    imports: ImportTable,
+    functions: list[tuple[str, cst.FunctionDef]],
+    prefix: str,
+    classes: dict[str, list[str]],
+    relative: list[cst.ImportFrom],
+) -> bool:
+    """Collects imports, function definitions and class names (dotted like the functions');
+    True if `body` itself has a `with` (not in a def)."""
+    has_with = False
+    for node in body:
+        if isinstance(node, cst.SimpleStatementLine):
+            for small in node.body:
+                if isinstance(small, cst.ImportFrom) and small.relative:
+                    relative.append(small)
+                elif isinstance(small, (cst.Import, cst.ImportFrom)):
+                    imports.add(small)
+        elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            name = f"{prefix}{node.name.value}"
+            if isinstance(node, cst.FunctionDef):
+                functions.append((name, node))
+            else:
+                classes[name] = [base for arg in node.bases if (base := dotted_name(arg.value)) is not None]
+            scan(body_of(node.body), imports, functions, f"{name}.", classes, relative)
+        elif isinstance(node, cst.BaseCompoundStatement):
+            has_with |= isinstance(node, cst.With)
+            for suite in _suites(node):
+                has_with |= scan(suite, imports, functions, prefix, classes, relative)
+    return has_with
+
+
+def _suites(node: cst.BaseCompoundStatement) -> Iterator[Sequence[cst.CSTNode]]:
+    if not isinstance(node, cst.Match):
+        yield body_of(node.body)
+    for part in ("orelse", "finalbody"):
+        child = getattr(node, part, None)
+        if isinstance(child, cst.If):
+            yield [child]
+        elif child is not None:
+            yield body_of(child.body)
+    for handler in getattr(node, "handlers", ()):
+        yield body_of(handler.body)
+    for case in getattr(node, "cases", ()):
+        yield body_of(case.body)
+
+
+def has_with(body: Sequence[cst.CSTNode], imports: ImportTable | None = None) -> bool:
+    """Whether `body` has a `with` outside nested definitions; given `imports`, one that may
+    enter a stream (a stream context call, or a context object bound elsewhere)."""
+    for node in body:
+        if isinstance(node, cst.With) and (
+            imports is None
+            or any(
+                not isinstance(item.item, cst.Call) or imports.qualified(item.item.func) in STREAM_CONTEXTS
+                for item in node.items
+            )
+        ):
+            return True
+        if (
+            isinstance(node, cst.BaseCompoundStatement)
+            and not isinstance(node, (cst.FunctionDef, cst.ClassDef))
+            and any(has_with(suite, imports) for suite in _suites(node))
+        ):
+            return True
+    return False
+
+
+def tensor_params(function: cst.FunctionDef) -> frozenset[str]:
+    """Parameters that may be tensors: unannotated ones (but `self`, `cls` and autograd's `ctx`),
+    and those whose annotation names a tensor (`Tensor`, `Optional[torch.Tensor]`, `list[Tensor]`...)."""
+    names = set()
+    params = function.params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        name = param.name.value
+        if name in ("self", "cls", "ctx"):
+            continue
+        annotation = param.annotation
+        if annotation is not None and "Tensor" not in code_of(annotation.annotation):
+            continue
+        names.add(name)
+    return frozenset(names)

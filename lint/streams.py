@@ -1,0 +1,155 @@
+"""Streams and events: which stream an expression denotes, and the ordering calls on streams
+and events (`wait_stream`, `wait_event`, `record`, `synchronize`, a `query()` seen True).
+
+A stream is named by a token: `<current>` for the stream current at entry, a tracked binding,
+or the expression's own source text (`s`, `self.copy_stream`); an event recorded on stream
+`s` is the token `event:<name>`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import libcst as cst
+
+from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, STREAM_CONTEXTS, ImportTable, dotted_name
+from csan_lint.lint.ordering import (
+    CURRENT,
+    HOST,
+    LAUNCH_ACCESS,
+    FlowState,
+    Mark,
+    MarkUpdate,
+    TrackedTensor,
+    launch_key,
+    query_poll,
+)
+from csan_lint.lint.values import code_of
+
+
+class Streams:
+    """The stream half of `FunctionAnalysis`: stream identity and the orderings calls make."""
+
+    imports: ImportTable
+    state: FlowState | None
+    live: FlowState
+    tokens: set[str]
+    """Streams and events the ordering calls named: a summary probes each of them."""
+
+    def _stream_method(self, node: cst.Call, func: cst.Attribute) -> bool:
+        """Ordering calls on streams and events; False if `func` is none of them."""
+        method, receiver = func.attr.value, func.value
+        args = [arg.value for arg in node.args]
+        if method == "wait_stream" and args:
+            waiter, producer = self._stream(receiver), self._stream(args[0])
+            if waiter is not None and producer is not None and waiter != producer:
+                self._order(MarkUpdate(producer, waiter))
+        elif method == "wait_event" and args and (recorder := recorded_inline(args[0])) is not None:
+            waiter, producer = self._stream(receiver), self._stream(recorder)
+            if waiter is not None and producer is not None and waiter != producer:
+                self._order(MarkUpdate(producer, waiter))  # `s.wait_event(r.record_event())`: a wait on r
+        elif method == "wait_event" and args:
+            waiter, event = self._stream(receiver), self._event(args[0])
+            if waiter is not None and event is not None:
+                self._order(MarkUpdate(event, waiter))
+        elif method == "record_event" and args:
+            stream, event = self._stream(receiver), self._event(args[0])
+            if stream is not None and event is not None:
+                self._record(event, stream)
+        elif method == "record" and dotted_name(receiver) not in self.live.tensors:
+            stream, event = (self._stream(args[0]) if args else self.live.current), self._event(receiver)
+            if stream is not None and event is not None:
+                self._record(event, stream)
+        elif method == "wait" and dotted_name(receiver) not in self.live.tensors:
+            waiter, event = (self._stream(args[0]) if args else self.live.current), self._event(receiver)
+            if waiter is not None and event is not None:
+                self._order(MarkUpdate(event, waiter))
+        elif method == "synchronize" and not args and dotted_name(receiver) not in self.live.tensors:
+            self._host_waits(receiver)
+        elif method == "query" and not args:
+            pass  # a poll from the host: it orders only where it returned True (`_polled`)
+        else:
+            return False
+        return True
+
+    def _polled(self, test: cst.BaseExpression, *, outcome: bool) -> None:
+        """Where `test` had the truth value `outcome`: if that means `r.query()` returned True,
+        the host is past r's work (DESIGN.md)."""
+        poll = query_poll(test)
+        if poll is not None and poll[1] == outcome and self.state is not None:
+            if dotted_name(poll[0]) not in self.live.tensors:
+                self._host_waits(poll[0])
+
+    def _host_waits(self, receiver: cst.BaseExpression) -> None:
+        """The host waits for the stream or event `receiver` denotes (one name may be either)."""
+        for token in (self._stream(receiver), self._event(receiver)):
+            if token is not None:
+                self._order(MarkUpdate(token, HOST))
+
+    def _order(self, update: MarkUpdate) -> None:
+        """Applies an ordering to every access; the tokens it depends on are worth probing."""
+        self.tokens.update(token for token in (update.when, update.drop) if token is not None)
+        when = update.when
+        if when is not None and when != HOST and not when.startswith("event:"):
+            # the stream's launches before the function (the caller's) are ordered too
+            launch = Mark(LAUNCH_ACCESS, frozenset({when}))
+            self.live.tensors.setdefault(launch_key(when), TrackedTensor(writes=frozenset({launch})))
+        self.live.update_marks(update)
+
+    def _record(self, token: str, stream: str) -> None:
+        """Re-recording an event replaces what it captured."""
+        self._order(MarkUpdate(stream, token, drop=token))
+
+    # ---- streams
+
+    def _context_stream(self, expr: cst.BaseExpression) -> str | None:
+        """The stream a `with` item makes current, None if it is no stream context."""
+        if isinstance(expr, cst.Call) and self.imports.qualified(expr.func) in STREAM_CONTEXTS:
+            return self._stream_argument(expr)
+        key = dotted_name(expr)
+        return self.live.contexts.get(key) if key is not None else None
+
+    def _stream_argument(self, call: cst.Call) -> str | None:
+        """The stream of `torch.cuda.stream(s)` / `StreamContext(stream=s)`; None for None."""
+        arg = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "stream"), None)
+        return self._stream(arg) if arg is not None else None
+
+    def _event(self, expr: cst.BaseExpression) -> str | None:
+        """The ordering token of the event an expression denotes; None for `None`."""
+        name = self._stream(expr)
+        return None if name is None else f"event:{name}"
+
+    def _stream(self, expr: cst.BaseExpression) -> str | None:
+        return stream_token(expr, self.imports, self.live.current, self.live.streams)
+
+
+def stream_token(
+    expr: cst.BaseExpression, imports: ImportTable, current: str, bindings: Mapping[str, str]
+) -> str | None:
+    """The stream an expression denotes, for both interpreters: `current_stream()` is `current`,
+    `default_stream()` the stream current at entry, a name bound to a stream its binding,
+    anything else its own source text; None for `None`."""
+    if isinstance(expr, cst.Call):
+        qualified = imports.qualified(expr.func)
+        if qualified == CURRENT_STREAM:
+            return current
+        if qualified == DEFAULT_STREAM:
+            return CURRENT
+    if isinstance(expr, cst.Name) and expr.value == "None":
+        return None
+    key = dotted_name(expr)
+    if key is not None and key in bindings:
+        return bindings[key]
+    return code_of(expr)
+
+
+def recorded_inline(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The stream of `r.record_event()` passed on as it is made; None for any other event."""
+    if (
+        isinstance(expr, cst.Call)
+        and not expr.args
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value == "record_event"
+    ):
+        return expr.func.value
+    return None

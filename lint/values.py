@@ -1,0 +1,468 @@
+"""Values: which expressions may be tensors, which are aliases (views, copies of a reference),
+streams, stream contexts or events, and which uses of a tensor launch no kernel.
+
+Precision over recall, since a finding must be worth a reader's time:
+- a value is a tensor when it comes from a torch op, an operator or method on a tensor, or a
+  call given one; parameters count when unannotated or annotated as tensors, and so do names
+  copied from them (comprehension targets shadow enclosing names: their own scope). Values of unknown
+  origin (parameters, attributes set elsewhere) are taken as ready: no producer, no finding;
+- host memory (`pin_memory=True`, `device="cpu"`, `.pin_memory()`) is allocated by no kernel;
+- handing a tensor on (`return x`, `y = x`) is not a device read; passing it to unknown code,
+  storing it or viewing it makes its lifetime someone else's (no CSL201).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import libcst as cst
+
+from csan_lint.lint.names import (
+    CURRENT_STREAM,
+    DEFAULT_STREAM,
+    EVENT_CONSTRUCTORS,
+    STREAM_CONSTRUCTORS,
+    STREAM_CONTEXTS,
+    ImportTable,
+    dotted_name,
+)
+from csan_lint.lint.nodes import children
+from csan_lint.lint.ordering import FlowState
+
+HOST_METHODS = frozenset(
+    {
+        "size", "dim", "ndimension", "numel", "nelement", "element_size", "stride",
+        "storage_offset", "data_ptr", "is_contiguous", "get_device", "is_pinned",
+        "register_hook", "requires_grad_", "retain_grad", "untyped_storage", "is_floating_point",
+        "is_complex", "__len__",
+    }
+)  # fmt: skip
+"""Tensor methods that read metadata only: no kernel touches the data."""
+HOST_ATTRIBUTES = frozenset(
+    {
+        "shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "grad_fn", "layout",
+        "is_leaf", "names", "is_sparse", "is_quantized", "itemsize", "nbytes",
+    }
+)  # fmt: skip
+SYNC_METHODS = frozenset({"item", "cpu", "tolist"})
+"""Reading a device tensor on the host waits for the current stream."""
+VIEW_METHODS = frozenset(
+    {
+        "view", "view_as", "reshape", "reshape_as", "expand", "expand_as", "transpose", "t",
+        "permute", "narrow", "select", "squeeze", "unsqueeze", "flatten", "unflatten", "unfold",
+        "chunk", "split", "tensor_split", "unbind", "as_strided", "detach", "diagonal", "movedim",
+        "swapaxes", "contiguous", "numpy",
+    }
+)  # fmt: skip
+"""Methods whose result may share storage with the receiver: an alias, not a new tensor
+(`.numpy()` too: the host read is where the array is read)."""
+VIEW_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "data", "real", "imag"})
+TENSOR_METHODS = frozenset(
+    {
+        "to", "cuda", "clone", "float", "half", "bfloat16", "double", "long", "int", "bool",
+        "sum", "mean", "matmul", "mm", "bmm", "add", "sub", "mul", "div", "pow", "exp", "abs",
+        "max", "min", "softmax", "relu", "new_empty", "new_zeros", "new_ones", "new_full",
+        "new_tensor", "pin_memory",
+    }
+)  # fmt: skip
+"""Methods that return a fresh tensor whatever their receiver is."""
+PURE_BUILTINS = frozenset(
+    {
+        "len", "int", "float", "bool", "str", "bytes", "isinstance", "issubclass", "hasattr",
+        "id", "type", "print", "repr", "format", "hash", "abs", "round", "callable", "any", "all",
+        "range", "divmod", "ord", "chr",
+    }
+)  # fmt: skip
+"""Builtins that neither return a tensor nor keep their arguments alive."""
+METADATA_BUILTINS = frozenset({"len", "isinstance", "issubclass", "hasattr", "id", "type", "callable"})
+"""Builtins that look at a tensor without launching work on it."""
+SYNC_BUILTINS = frozenset({"int", "float", "bool", "str", "repr", "format", "print"})
+"""Builtins that copy a tensor argument's value to the host, waiting for the current stream."""
+TENSOR_MODULES = ("torch", "torch.nn.functional", "torch.fft", "torch.linalg", "torch.special")
+HOST_TORCH = frozenset(
+    {
+        "torch.is_tensor", "torch.numel", "torch.Size", "torch.device", "torch.dtype",
+        "torch.get_default_dtype", "torch.is_grad_enabled", "torch.no_grad", "torch.enable_grad",
+        "torch.is_floating_point", "torch.is_complex", "torch.finfo", "torch.iinfo",
+        "torch.manual_seed", "torch.set_grad_enabled", "torch.inference_mode",
+    }
+)  # fmt: skip
+STORING_METHODS = frozenset(
+    {
+        "append", "extend", "insert", "appendleft", "extendleft", "put", "put_nowait", "setdefault",
+        "update", "push", "add", "enqueue", "set_result",
+    }
+)  # fmt: skip
+"""Container methods: what is passed to them outlives the call (`Tensor.add` loses no precision
+worth having)."""
+COLLECTIVES = frozenset(
+    f"torch.distributed.{name}"
+    for name in (
+        "all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor", "all_gather_single",
+        "_all_gather_base", "reduce_scatter", "reduce_scatter_tensor", "reduce_scatter_single",
+        "_reduce_scatter_base", "all_to_all", "all_to_all_single", "recv", "irecv", "scatter",
+    )
+)  # fmt: skip
+"""Collectives that write their first argument in place, in order with the current stream."""
+CONTAINER_METHODS = frozenset(
+    {
+        "items", "keys", "values", "get", "setdefault", "pop", "popitem", "append", "extend",
+        "insert", "remove", "clear", "count", "index", "update", "appendleft", "popleft",
+    }
+)  # fmt: skip
+"""Methods of dicts, lists and deques that tensors do not have (but sparse ones' `.values()`):
+the receiver is a container."""
+ALLOCATORS = frozenset({"torch.empty", "torch.empty_like", "torch.empty_strided"})
+ALLOCATING_METHODS = frozenset({"new_empty", "new_empty_strided"})
+"""Calls that allocate memory and launch no kernel: no data is written."""
+HOST_TENSORS = frozenset({"torch.from_numpy", "torch.frombuffer"})
+"""Tensors that share host memory with a Python object: no stream writes them."""
+
+
+Comprehension = cst.ListComp | cst.SetComp | cst.GeneratorExp | cst.DictComp
+COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
+
+
+def code_of(node: cst.BaseExpression) -> str:
+    """Source text of an expression; names and attributes without the cost of codegen."""
+    return dotted_name(node) or cst.Module(body=[]).code_for_node(node)
+
+
+@dataclass(frozen=True)
+class Value:
+    kind: Literal["tensor", "result", "allocation", "host", "alias", "stream", "context", "event", "other"]
+    """`host`: a tensor allocated in host memory, which no stream writes; `allocation`: device
+    memory allocated and not yet written; `result`: what unknown code returned when given a
+    tensor, which may be one."""
+    source: str | None = None
+
+
+def loop_tensors(target: cst.BaseExpression, iterable: cst.BaseExpression) -> set[str]:
+    """Names a `for` target binds that may be tensors: not the numbers of `range(...)`, nor the
+    index `enumerate(...)` pairs with each item."""
+    func = iterable.func if isinstance(iterable, cst.Call) else None
+    if isinstance(func, cst.Name) and func.value == "range":
+        return set()
+    if isinstance(func, cst.Name) and func.value == "enumerate" and isinstance(target, (cst.Tuple, cst.List)):
+        return {name for element in target.elements[1:] for name in target_names(element.value)}
+    return set(target_names(target))
+
+
+def paired(
+    targets: Sequence[cst.BaseExpression], value: cst.BaseExpression
+) -> list[tuple[cst.BaseExpression, cst.BaseExpression]] | None:
+    """`x, z = a, b`: each target with its own value; None unless one tuple meets one of equal length."""
+    if len(targets) != 1 or not isinstance(targets[0], (cst.Tuple, cst.List)) or not isinstance(value, (cst.Tuple, cst.List)):
+        return None
+    names, values = targets[0].elements, value.elements
+    if len(names) != len(values) or any(isinstance(e, cst.StarredElement) for e in (*names, *values)):
+        return None
+    return [(name.value, element.value) for name, element in zip(names, values)]
+
+
+def viewed(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The named tensor `expr` is (`x`) or is a view of (`x.view(n)`, `x.T`, `x[0]`,
+    `x.numpy()`); None if computing `expr` may launch a kernel."""
+    base = expr
+    while True:
+        if isinstance(base, (cst.Name, cst.Attribute)) and dotted_name(base) is not None:
+            return base
+        if isinstance(base, cst.Attribute) and base.attr.value in VIEW_ATTRIBUTES:
+            base = base.value
+        elif isinstance(base, cst.Call) and isinstance(base.func, cst.Attribute) and base.func.attr.value in VIEW_METHODS:
+            base = base.func.value
+        elif isinstance(base, cst.Subscript) and all(_basic_index(element.slice) for element in base.slice):
+            base = base.value
+        else:
+            return None
+
+
+def _basic_index(index: cst.BaseSlice) -> bool:
+    """`0`, `-1`, `:`, `1:n`: indexing that makes a view (a tensor index gathers: a kernel)."""
+    if isinstance(index, cst.Slice):
+        return True
+    value = index.value if isinstance(index, cst.Index) else None
+    if isinstance(value, cst.UnaryOperation):
+        value = value.expression
+    return isinstance(value, cst.Integer)
+
+
+def is_constructor(name: str) -> bool:
+    """`Holder`, `_Result`: a class by its spelling; building an object stores its arguments."""
+    name = name.lstrip("_")
+    return name[:1].isupper() and any(c.islower() for c in name)
+
+
+def index_names(index: cst.BaseSlice) -> Iterator[str]:
+    """Names an index computes with (`i`, `i * n + k`): used as indices, they are numbers."""
+    value = index.value if isinstance(index, cst.Index) else None
+    stack = [value] if value is not None else []
+    while stack:
+        expr = stack.pop()
+        if isinstance(expr, cst.BinaryOperation):
+            stack.extend(operands(expr))
+        elif (key := dotted_name(expr)) is not None and isinstance(expr, (cst.Name, cst.Attribute)):
+            yield key
+
+
+def freed_storage(call: cst.Call) -> str | None:
+    """`x` for `x.untyped_storage().resize_(0)` (or `.storage()`): frees x's memory now."""
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and func.attr.value == "resize_" and len(call.args) == 1):
+        return None
+    size, storage = call.args[0].value, func.value
+    if not (isinstance(size, cst.Integer) and size.value == "0" and isinstance(storage, cst.Call)):
+        return None
+    owner = storage.func
+    if isinstance(owner, cst.Attribute) and owner.attr.value in ("storage", "untyped_storage") and not storage.args:
+        return dotted_name(owner.value)
+    return None
+
+
+def called_or_named(expr: cst.BaseExpression) -> Iterator[str]:
+    """The dotted names in `expr` (`return y, done` -> y, done; `return out, self.event`)."""
+    stack: list[cst.CSTNode] = [expr]
+    while stack:
+        node = stack.pop()
+        key = dotted_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        if key is not None:
+            yield key
+        else:
+            stack.extend(children(node))
+
+
+def is_identity_test(node: cst.CSTNode) -> bool:
+    """`x is None`, `a is not b`: compares Python objects, launches nothing."""
+    return isinstance(node, cst.Comparison) and all(
+        isinstance(target.operator, (cst.Is, cst.IsNot)) for target in node.comparisons
+    )
+
+
+def is_async_collective(imports: ImportTable, call: cst.Call) -> bool:
+    """`dist.all_reduce(t, async_op=True)`: returns a `Work` handle, no tensor."""
+    qualified = imports.qualified(call.func)
+    return (
+        qualified is not None
+        and qualified.startswith("torch.distributed.")
+        and any(
+            arg.keyword is not None and arg.keyword.value == "async_op" and not _is_false(arg.value)
+            for arg in call.args
+        )
+    )
+
+
+def _is_false(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value in ("False", "None")
+
+
+def operands(expr: cst.BinaryOperation | cst.BooleanOperation) -> list[cst.BaseExpression]:
+    """`a + b + c` left to right, without recursing down the left spine: long chains of `+`
+    (generated code, string building) would exceed the interpreter's recursion limit."""
+    rights = []
+    left: cst.BaseExpression = expr
+    while isinstance(left, type(expr)):
+        rights.append(left.right)
+        left = left.left
+    return [left, *reversed(rights)]
+
+
+def comprehension_targets(node: Comprehension) -> set[str]:
+    targets: set[str] = set()
+    comp: cst.CompFor | None = node.for_in
+    while comp is not None:
+        targets.update(target_names(comp.target))
+        comp = comp.inner_for_in
+    return targets
+
+
+def target_names(target: cst.CSTNode) -> Iterator[str]:
+    if isinstance(target, cst.Name):
+        yield target.value
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from target_names(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from target_names(target.value)
+
+
+def is_reference(expr: cst.CSTNode) -> bool:
+    """Names, attributes and literal containers of them: passing them around launches no kernel."""
+    if isinstance(expr, (cst.Tuple, cst.List)):
+        return all(is_reference(element.value) for element in expr.elements)
+    if isinstance(expr, cst.StarredElement):
+        return is_reference(expr.value)
+    return isinstance(expr, (cst.Name, cst.Attribute)) and dotted_name(expr) is not None
+
+
+def is_inplace(method: str) -> bool:
+    return method.endswith("_") and not method.startswith("_") and method not in HOST_METHODS
+
+
+class Values:
+    """The value half of `FunctionAnalysis`: what an expression may be, in the state at hand."""
+
+    imports: ImportTable
+    maybe_tensors: set[str]
+    """Names of unknown values that may be tensors: parameters and loop targets."""
+    state: FlowState | None
+    live: FlowState
+    _stream: Callable[[cst.BaseExpression], str | None]
+    _stream_argument: Callable[[cst.Call], str | None]
+
+    def _escape_names(self, expr: cst.CSTNode) -> None:
+        for key in self._tensor_names(expr):
+            self.live.tensors[key] = replace(self.live.tensors[key], escaped=True)
+
+    def _tensor_names(self, expr: cst.CSTNode) -> Iterator[str]:
+        if self.state is None or not self.live.tensors:
+            return
+        key = dotted_name(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+        if key is not None and key in self.live.tensors:
+            yield key
+            return
+        if isinstance(expr, (cst.Lambda, cst.BinaryOperation, cst.Comparison)):
+            return  # an operator result is a new tensor
+        if isinstance(expr, COMPREHENSIONS):
+            targets = comprehension_targets(expr)
+            for child in children(expr):
+                yield from (key for key in self._tensor_names(child) if key.split(".")[0] not in targets)
+            return
+        for child in children(expr):
+            yield from self._tensor_names(child)
+
+    # ---- values
+
+    def _value(self, expr: cst.BaseExpression) -> Value:
+        """What an assignment binds: a new tensor, an alias of a tracked one, a stream..."""
+        tensors = self.live.tensors
+        key = dotted_name(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+        if key is not None:
+            if key in tensors:
+                self._escape_names(expr)
+                return Value("alias", key)
+            if key in self.live.streams:
+                return Value("stream", self.live.streams[key])
+            if key in self.live.contexts:
+                return Value("context", self.live.contexts[key])
+            if key in self.maybe_tensors:
+                return Value("alias", key)  # of a value that may be a tensor: so may the copy
+        if isinstance(expr, cst.Await):
+            return self._value(expr.expression)
+        if isinstance(expr, cst.Attribute) and expr.attr.value in VIEW_ATTRIBUTES:
+            return self._alias_of(expr.value)
+        if isinstance(expr, cst.Subscript):
+            return self._alias_of(expr.value)
+        if isinstance(expr, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison)):
+            if self._torch_operand(expr):
+                return Value("tensor")
+            return Value("result") if self._tensor_operand(expr) else Value("other")  # `i * n + k`: numbers?
+        if isinstance(expr, (cst.Tuple, cst.List, cst.Set, cst.Dict)):
+            self._escape_names(expr)
+            return Value("other")
+        if isinstance(expr, cst.Call):
+            return self._call_value(expr)
+        return Value("other")
+
+    def _alias_of(self, expr: cst.BaseExpression) -> Value:
+        key = dotted_name(expr)
+        if key is not None and key in self.live.tensors:
+            self._escape_names(expr)
+            return Value("alias", key)
+        return Value("other")
+
+    def _call_value(self, expr: cst.Call, *, made_here: bool = False) -> Value:
+        qualified = self.imports.qualified(expr.func)
+        if qualified is not None:
+            if qualified in STREAM_CONSTRUCTORS:
+                return Value("stream")
+            if qualified in (CURRENT_STREAM, DEFAULT_STREAM):
+                return Value("stream", self._stream(expr))
+            if qualified in STREAM_CONTEXTS:
+                return Value("context", self._stream_argument(expr))
+            if qualified in EVENT_CONSTRUCTORS:
+                return Value("event")
+            module = qualified.rpartition(".")[0]
+            if qualified in HOST_TENSORS or (module in TENSOR_MODULES and self._host_allocation(expr)):
+                return Value("host")
+            if qualified in ALLOCATORS:
+                return Value("allocation")
+            if module in TENSOR_MODULES and qualified not in HOST_TORCH:
+                return Value("tensor")
+            return Value("other")
+        func = expr.func
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method in HOST_METHODS or method in ("item", "tolist"):
+                return Value("other")
+            if method == "pin_memory":
+                return Value("host")
+            if method in VIEW_METHODS:
+                return self._alias_of(func.value)
+            if method in ALLOCATING_METHODS:
+                return Value("allocation")
+            if method in TENSOR_METHODS or self._is_tensor(func.value, made_here=made_here):
+                return Value("tensor")
+        elif isinstance(func, cst.Name) and func.value in PURE_BUILTINS:
+            return Value("other")
+        if any(self._is_tensor(arg.value, made_here=made_here) for arg in expr.args):
+            return Value("result")
+        return Value("other")
+
+    def _host_allocation(self, call: cst.Call) -> bool:
+        """`torch.empty(n, pin_memory=True)`, `torch.zeros(n, device="cpu")`: host memory, no kernel
+        on any stream (an unspecified device is taken as CUDA: the default device of stream code)."""
+        for arg in call.args:
+            keyword = arg.keyword.value if arg.keyword is not None else None
+            if keyword == "pin_memory" and isinstance(arg.value, cst.Name) and arg.value.value == "True":
+                return True
+            if keyword == "device":
+                device = arg.value
+                if isinstance(device, cst.Call) and self.imports.qualified(device.func) == "torch.device" and device.args:
+                    device = device.args[0].value
+                if isinstance(device, cst.SimpleString) and str(device.evaluated_value).partition(":")[0] == "cpu":
+                    return True
+        return False
+
+    def _is_tensor(self, expr: cst.BaseExpression, *, made_here: bool = False) -> bool:
+        """A tracked tensor or a name that may be one; `made_here`: one this function wrote."""
+        key = dotted_name(expr)
+        if key is None:
+            return False
+        if made_here:
+            tensor = self.live.tensors.get(key)
+            return tensor is not None and any(mark.access.produced != "by the caller" for mark in tensor.writes)
+        return key in self.live.tensors or key in self.maybe_tensors
+
+    def _torch_operand(self, expr: cst.BaseExpression) -> bool:
+        """Whether an operator's operands include a tensor a torch op made (not only values of
+        unknown kind, such as parameters, which may be numbers)."""
+        if isinstance(expr, cst.BinaryOperation):
+            return any(self._torch_operand(operand) for operand in operands(expr))
+        if isinstance(expr, cst.UnaryOperation):
+            return self._torch_operand(expr.expression)
+        if isinstance(expr, cst.Comparison):
+            return any(self._torch_operand(part) for part in (expr.left, *(t.comparator for t in expr.comparisons)))
+        if isinstance(expr, cst.Call):
+            return self._call_value(expr).kind == "tensor"
+        key = dotted_name(expr.value if isinstance(expr, cst.Subscript) else expr)
+        tensor = self.live.tensors.get(key) if key is not None else None
+        return tensor is not None and bool(tensor.writes) and not tensor.unsure
+
+    def _tensor_operand(self, expr: cst.BaseExpression, *, made_here: bool = False) -> bool:
+        if isinstance(expr, cst.BinaryOperation):
+            return any(self._tensor_operand(operand, made_here=made_here) for operand in operands(expr))
+        if isinstance(expr, cst.UnaryOperation):
+            return self._tensor_operand(expr.expression, made_here=made_here)
+        if isinstance(expr, cst.Comparison):
+            if all(isinstance(target.operator, (cst.Is, cst.IsNot)) for target in expr.comparisons):
+                return False  # identity: a Python bool, no kernel
+            return self._tensor_operand(expr.left, made_here=made_here) or any(
+                self._tensor_operand(target.comparator, made_here=made_here) for target in expr.comparisons
+            )
+        if isinstance(expr, cst.Call):
+            return self._call_value(expr, made_here=made_here).kind in ("tensor", "result")
+        if isinstance(expr, cst.Subscript):
+            return self._is_tensor(expr.value, made_here=made_here)
+        return self._is_tensor(expr, made_here=made_here)

@@ -1,0 +1,182 @@
+"""Tensors a function did not produce: parameters were written by the caller on the stream
+current at entry; a caller in the linted code checks its own arguments instead."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from csan_lint.lint.engine import lint_source
+
+
+def findings(source: str) -> list[tuple[str, int, str]]:
+    return sorted((f.code, f.line, f.message) for f in lint_source(textwrap.dedent(source), "m.py"))
+
+
+PARAMETER = """
+import torch
+
+def f(x: torch.Tensor, s: torch.cuda.Stream) -> torch.Tensor:
+    {before}
+    with torch.cuda.stream(s):
+        y = x * 2
+    torch.cuda.current_stream().wait_stream(s)
+    return y
+"""
+
+
+def test_a_tensor_parameter_read_on_a_side_stream_with_no_wait_is_flagged() -> None:
+    assert findings(PARAMETER.format(before="pass")) == [
+        (
+            "CSL101",
+            7,
+            "'x' was written by the caller on the current stream and is read on side stream 's' "
+            "with no wait_stream/wait_event between them",
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    "before",
+    ["s.wait_stream(torch.cuda.current_stream())", "torch.cuda.synchronize()", "x = torch.ones(4)"],
+)
+def test_a_wait_or_a_rebinding_before_the_block_leaves_nothing_to_flag(before: str) -> None:
+    assert findings(PARAMETER.format(before=before).replace("torch.ones(4)", "torch.ones(4, pin_memory=True)")) == []
+
+
+def test_an_unannotated_parameter_may_be_anything_and_is_taken_as_ready() -> None:
+    assert findings(PARAMETER.format(before="pass").replace("x: torch.Tensor", "x")) == []
+
+
+def test_a_function_called_in_the_linted_code_leaves_the_check_to_its_callers() -> None:
+    source = PARAMETER.format(before="pass") + textwrap.dedent(
+        """
+        def caller(s):
+            a = torch.ones(4, device="cuda")
+            {wait}
+            return f(a, s)
+        """
+    )
+    assert findings(source.format(wait="s.wait_stream(torch.cuda.current_stream())")) == []
+    assert [(code, line) for code, line, _ in findings(source.format(wait="pass"))] == [("CSL101", 14)]
+
+
+INHERITED = """
+import torch
+
+class Base:
+    def fork(self):
+        self.s.wait_stream(torch.cuda.current_stream())
+
+class Child(Base):
+    def fork(self):
+        pass
+
+    def step(self, x):
+        y = x * 2
+        {call}
+        with torch.cuda.stream(self.s):
+            z = y + 1
+        torch.cuda.current_stream().wait_stream(self.s)
+        return z
+
+class Other(Base):
+    def step(self, x):
+        y = x * 2
+        self.fork()
+        with torch.cuda.stream(self.s):
+            z = y + 1
+        torch.cuda.current_stream().wait_stream(self.s)
+        return z
+"""
+
+
+@pytest.mark.parametrize(("call", "flagged"), [("super().fork()", False), ("self.fork()", True), ("pass", True)])
+def test_super_calls_and_inherited_methods_are_followed(call: str, flagged: bool) -> None:
+    found = [(code, line) for code, line, _ in findings(INHERITED.format(call=call))]
+    assert found == ([("CSL101", 16)] if flagged else [])
+
+
+def test_a_function_nested_in_the_caller_is_followed() -> None:
+    source = """
+    import torch
+
+    def f(x, s):
+        def fork(side):
+            side.wait_stream(torch.cuda.current_stream())
+
+        y = x * 2
+        {call}
+        with torch.cuda.stream(s):
+            z = y + 1
+        torch.cuda.current_stream().wait_stream(s)
+        return z
+    """
+    assert findings(source.format(call="fork(s)")) == []
+    assert [(code, line) for code, line, _ in findings(source.format(call="pass"))] == [("CSL101", 11)]
+
+
+RETURNED = """
+import torch
+
+def fill(x, s):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream({stream}):
+        x.add_(1)
+        {inside}
+    {after}
+"""
+
+
+def test_side_stream_work_on_the_callers_tensor_pending_at_return_is_flagged() -> None:
+    assert findings(RETURNED.format(stream="side", inside="pass", after="pass")) == [
+        (
+            "CSL102",
+            8,
+            "'x' was written on side stream 'side' and is used on the caller's stream after 'fill' "
+            "returns with no wait_stream/wait_event between them",
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("stream", "inside", "after"),
+    [
+        ("side", "pass", "torch.cuda.current_stream().wait_stream(side)"),  # joined
+        ("side", "done = side.record_event()", "return done"),  # an event handed back
+        ("side", "pending = Future(); pending.set_result(x)", "return pending"),  # an object that may hold one
+        ("s", "pass", "pass"),  # the caller's own stream, which it can join
+    ],
+)
+def test_work_joined_or_handed_back_at_return_is_fine(stream: str, inside: str, after: str) -> None:
+    assert findings(RETURNED.format(stream=stream, inside=inside, after=after)) == []
+
+
+ENTERED = """
+import torch
+
+class Reducer:
+    def hook(self, grad):
+        with torch.cuda.stream(self.post):
+            self.reduce(grad)
+        {elsewhere}
+
+    def reduce(self, grad):
+        out = grad * 2
+        self.comm.wait_stream(self.post)
+        with torch.cuda.stream(self.comm):
+            total = out.sum()
+        torch.cuda.current_stream().wait_stream(self.comm)
+        return total
+"""
+
+
+def test_a_helper_always_called_inside_a_stream_block_is_entered_on_that_stream() -> None:
+    assert findings(ENTERED.format(elsewhere="pass")) == []
+
+
+def test_a_helper_also_called_outside_the_block_is_entered_on_the_callers_stream() -> None:
+    found = [(code, line) for code, line, _ in findings(ENTERED.format(elsewhere="self.reduce(grad)"))]
+    assert found == [("CSL101", 14)]

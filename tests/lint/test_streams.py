@@ -1,0 +1,110 @@
+"""Stream identity: one spelling is one stream, two known spellings are two, and a pair the
+analysis cannot tell apart never makes a finding by itself."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from csan_lint.lint.engine import lint_source
+from csan_lint.lint.ordering import UNKNOWN, distinct
+
+
+def codes(source: str) -> set[tuple[str, int]]:
+    return {(finding.code, finding.line) for finding in lint_source(textwrap.dedent(source), "m.py")}
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "known_distinct"),
+    [
+        ("s", "s", False),
+        ("s", "t", True),
+        ("<current>", "s", True),
+        ("streams[0]", "streams[1]", True),
+        ("streams[i % 2]", "streams[(i - 1) % 2]", False),
+        ("streams[i]", "streams[0]", False),
+        ("streams[i]", "others[i]", True),
+        (UNKNOWN, "s", False),
+    ],
+)
+def test_which_spellings_are_known_to_be_different_streams(a: str, b: str, known_distinct: bool) -> None:
+    assert distinct(a, b) is known_distinct
+    assert distinct(b, a) is known_distinct
+
+
+RING = """
+import torch
+
+def ring(xs, streams):
+    for i, x in enumerate(xs):
+        with torch.cuda.stream(streams[{first}]):
+            y = torch.relu(x)
+        with torch.cuda.stream(streams[{second}]):
+            z = y + 1
+    torch.cuda.synchronize()
+"""
+
+
+def test_two_items_picked_by_computed_keys_may_be_one_stream() -> None:
+    assert codes(RING.format(first="i % 2", second="(i - 1) % 2")) == set()
+
+
+def test_two_items_picked_by_different_literal_keys_are_two_streams() -> None:
+    assert codes(RING.format(first="0", second="1")) == {("CSL102", 9), ("CSL201", 9)}
+
+
+REPLAY = """
+import torch
+
+def run(model, batches, s):
+    g = torch.cuda.CUDAGraph()
+    static_in = torch.zeros(8, device="cuda")
+    with torch.cuda.graph(g):
+        static_out = model(static_in)
+    for batch in batches:
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            static_in.copy_(batch)
+        {between}
+        g.replay()
+    torch.cuda.current_stream().wait_stream(s)
+"""
+
+
+def test_replay_reads_the_static_inputs_on_the_current_stream() -> None:
+    assert codes(REPLAY.format(between="pass")) == {("CSL102", 14)}
+    assert codes(REPLAY.format(between="torch.cuda.current_stream().wait_stream(s)")) == set()
+
+
+def test_a_wait_on_the_stream_already_current_orders_nothing() -> None:
+    """Inside `with torch.cuda.stream(s):` the current stream *is* `s`: a self-wait."""
+    source = """
+    import torch
+
+    def f(x, s):
+        y = x * 2
+        with torch.cuda.stream(s):
+            s.wait_stream(torch.cuda.current_stream())
+            z = y + 1
+        torch.cuda.current_stream().wait_stream(s)
+        return z
+    """
+    assert codes(source) == {("CSL101", 8)}
+
+
+def test_recording_a_tensor_on_its_allocating_stream_protects_nothing() -> None:
+    source = """
+    import torch
+
+    def f(x, s):
+        y = x * 2
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            z = y + 1
+        y.record_stream(torch.cuda.current_stream())
+        del y
+        torch.cuda.current_stream().wait_stream(s)
+        return z
+    """
+    assert codes(source) == {("CSL201", 8)}

@@ -1,0 +1,312 @@
+"""Only tensors are tensors: which values and uses the stream-flow analysis counts as GPU work."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from csan_lint.lint.engine import lint_source
+
+
+def codes(source: str) -> set[tuple[str, int]]:
+    """(code, line) of each finding."""
+    return {(finding.code, finding.line) for finding in lint_source(textwrap.dedent(source), "m.py")}
+
+
+def messages(source: str) -> list[str]:
+    return [finding.message for finding in lint_source(textwrap.dedent(source), "m.py")]
+
+
+SIDE_USE = """
+import torch
+
+def f(x, s, items):
+    {before}
+    with torch.cuda.stream(s):
+        {use}
+"""
+
+
+@pytest.mark.parametrize(
+    ("before", "use"),
+    [
+        ("x = 4", "y = torch.ones(x, device='cuda')"),  # a parameter rebound to a number
+        ("n = {}; n['a'] = x", "g(n)"),  # a dict filled by subscript assignment
+        ("n = []; n.append(x)", "g(n)"),  # a list filled by append
+        ("d = x * 2", "flag = d is None"),  # an identity test
+        ("d = x * 2", "keep = Holder(d)"),  # handed to a constructor
+        ("d = x * 2", "keep = _Result(out=d)"),
+        ("d = x * 2", "items.append(d)"),  # stored in a container
+        ("d = x * 2", "a = d.numpy()"),  # an alias of the same memory, not a read
+        ("d = x * 2", "v = d.view(-1)"),  # a view: metadata only
+        ("d = x * 2", "v = d[0]"),  # basic indexing: a view
+        ("d = x * 2", "shape = d.shape; n = d.numel()"),
+    ],
+)
+def test_host_only_values_and_uses_are_not_gpu_accesses(before: str, use: str) -> None:
+    assert codes(SIDE_USE.format(before=before, use=use)) == set()
+
+
+@pytest.mark.parametrize(
+    ("before", "use"),
+    [
+        ("d = x * 2", "v = d.view(-1).sum()"),  # a kernel reads through the view
+        ("d = x * 2", "v = d[idx]"),  # a tensor index gathers: a kernel
+        ("d = x * 2", "items.add(d)"),  # `Tensor.add` when the receiver is a tensor
+        ("d = x * 2; d = x + d", "v = d + 1"),
+    ],
+)
+def test_uses_that_launch_a_kernel_are_still_reads(before: str, use: str) -> None:
+    source = SIDE_USE.replace("items", "items, idx").format(
+        before=before, use=use.replace("items.add", "x.add")
+    )
+    assert ("CSL101", 7) in codes(source)
+
+
+@pytest.mark.parametrize(
+    "use",
+    [
+        "for key in groups:\n                g(groups[key])",  # iterated: a container
+        "for key, group in groups.items():\n                g(group)",  # a dict's method
+        "h = [g(group) for group in groups]",
+    ],
+)
+def test_a_call_result_used_as_a_container_is_no_tensor(use: str) -> None:
+    source = f"""
+    import torch
+
+    def f(params, s):
+        groups = group_by_dtype(params)
+        with torch.cuda.stream(s):
+            {use}
+    """
+    assert codes(source) == set()
+
+
+def test_the_values_of_a_sparse_tensor_made_by_torch_are_read() -> None:
+    source = """
+    import torch
+
+    def f(x, s):
+        y = torch.sparse_coo_tensor(x, x)
+        with torch.cuda.stream(s):
+            z = y.values().sum()
+        torch.cuda.current_stream().wait_stream(s)
+    """
+    assert codes(source) == {("CSL101", 7)}
+
+
+def test_a_call_result_used_like_a_tensor_is_one() -> None:
+    source = """
+    import torch
+
+    def f(x, s):
+        y = model(x)
+        with torch.cuda.stream(s):
+            z = y.sum()
+        torch.cuda.current_stream().wait_stream(s)
+    """
+    assert codes(source) == {("CSL101", 7)}
+
+
+def test_autograd_ctx_is_no_tensor() -> None:
+    source = """
+    import torch
+
+    class Op(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, s):
+            ctx.mark_dirty(x)
+            with torch.cuda.stream(s):
+                ctx.s = s
+                n = ctx.needs_input_grad
+            return x
+    """
+    assert codes(source) == set()
+
+
+def test_names_computing_an_index_are_numbers() -> None:
+    source = """
+    import torch
+
+    def f(block, n, chunk, streams, chunks):
+        k = block * n + chunk
+        side = streams[k % 2]
+        with torch.cuda.stream(side):
+            g(chunks[k], k)
+    """
+    assert codes(source) == set()
+
+
+def test_iterating_a_literal_list_reads_none_of_its_items() -> None:
+    source = """
+    import torch
+
+    def f(x, s):
+        y = x * 2
+        with torch.cuda.stream(s):
+            total = sum([size_of(t) for t in [x, y]])
+    """
+    assert codes(source) == set()
+
+
+def test_loop_targets_over_range_are_numbers() -> None:
+    source = """
+    import torch
+
+    def f(s, n):
+        for i in range(n):
+            with torch.cuda.stream(s):
+                buf = torch.ones(i, device="cuda")
+            i += 1
+        for k, item in enumerate(n):
+            with torch.cuda.stream(s):
+                out = torch.ones(k, device="cuda")
+            k += 1
+    """
+    assert codes(source) == set()
+
+
+def test_tuple_assignment_pairs_names_with_their_values() -> None:
+    source = """
+    import torch
+
+    def f(x, s):
+        a, b = x * 2, 3
+        with torch.cuda.stream(s):
+            y = a + 1
+            z = torch.ones(b, device="cuda")
+        torch.cuda.current_stream().wait_stream(s)
+    """
+    assert codes(source) == {("CSL101", 7)}
+
+
+ALLOCATION = """
+import torch
+
+def f(x, s):
+    {before}
+    y = torch.empty(4, device="cuda")
+    {between}
+    with torch.cuda.stream(s):
+        y.copy_(x)
+    torch.cuda.current_stream().wait_stream(s)
+    return y
+"""
+
+
+def test_an_allocation_used_on_another_stream_with_no_wait_is_flagged_as_an_allocation() -> None:
+    source = ALLOCATION.format(before="pass", between="pass")
+    assert messages(source) == [
+        "'y' was allocated on the current stream and is first written on side stream 's' "
+        "with no wait_stream/wait_event between them"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("before", "between", "flagged"),
+    [
+        # a wait after the stream's last launch covers the allocation, even written before it
+        ("s.wait_stream(torch.cuda.current_stream())", "pass", False),
+        ("pass", "s.wait_stream(torch.cuda.current_stream())", False),
+        # a launch on the current stream after the wait: the block may be that launch's
+        ("s.wait_stream(torch.cuda.current_stream()); z = x * 2", "pass", True),
+        ("e = torch.cuda.current_stream().record_event(); s.wait_event(e)", "pass", False),
+    ],
+)
+def test_an_allocation_is_ordered_where_the_last_launch_before_it_is(before: str, between: str, flagged: bool) -> None:
+    assert bool(codes(ALLOCATION.format(before=before, between=between))) == flagged
+
+
+def test_an_allocation_writes_no_data_read_by_a_later_overwrite_check() -> None:
+    """`torch.empty` on the side stream, then filled there: one stream, no finding; a host tensor
+    from numpy is written by no stream."""
+    source = """
+    import numpy as np
+    import torch
+
+    def f(x, s):
+        with torch.cuda.stream(s):
+            y = torch.empty_like(x)
+            y.copy_(x)
+        a = torch.from_numpy(np.zeros(4))
+        with torch.cuda.stream(s):
+            b = a.to("cuda", non_blocking=True)
+        torch.cuda.current_stream().wait_stream(s)
+        return y, b
+    """
+    assert codes(source) == set()
+
+
+def test_set_rebinds_storage_without_writing_data() -> None:
+    source = """
+    import torch
+
+    def f(x, s):
+        y = torch.empty(0, device="cuda")
+        s.wait_stream(torch.cuda.current_stream())
+        y.set_(x)
+        with torch.cuda.stream(s):
+            z = y * 2
+        torch.cuda.current_stream().wait_stream(s)
+        return z
+    """
+    assert codes(source) == set()
+
+
+WORK = """
+import torch
+import torch.distributed as dist
+
+def f(x, s):
+    with torch.cuda.stream(s):
+        y = x * 2
+        work = dist.all_reduce(y, async_op=True)
+    {wait}
+    return y.sum()
+"""
+
+
+def test_waiting_on_an_async_collective_orders_the_current_stream_after_it() -> None:
+    assert codes(WORK.format(wait="work.wait()")) == set()
+    assert codes(WORK.format(wait="pass")) == {("CSL102", 10)}
+
+
+def test_the_inline_record_and_wait_idiom_orders_the_waiting_stream() -> None:
+    source = """
+    import torch
+
+    def f(x, s):
+        y = x * 2
+        s.wait_event(torch.cuda.current_stream().record_event())
+        with torch.cuda.stream(s):
+            z = y + 1
+        torch.cuda.current_stream().wait_event(s.record_event())
+        return z
+    """
+    assert codes(source) == set()
+
+
+FREE = """
+import torch
+
+def f(x, s):
+    full = torch.empty(8, device="cuda")
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        full.copy_(x)
+    {between}
+    full.untyped_storage().resize_(0)
+"""
+
+
+def test_resizing_a_storage_to_zero_frees_it_while_another_stream_may_use_it() -> None:
+    [finding] = lint_source(textwrap.dedent(FREE.format(between="pass")), "m.py")
+    assert (finding.code, finding.line) == ("CSL201", 8)
+    assert "freed by resizing its storage to 0 at line 10" in finding.message
+
+
+@pytest.mark.parametrize("between", ["torch.cuda.current_stream().wait_stream(s)", "full.record_stream(s)"])
+def test_a_storage_freed_after_a_join_or_a_record_is_fine(between: str) -> None:
+    assert codes(FREE.format(between=between)) == set()
