@@ -18,7 +18,7 @@ interpreter's to know (it passes `is_stream`). Pure: source text in, lines out.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -58,6 +58,7 @@ _STREAM_NAME = re.compile(r"(?i)stream$")
 """`with self.copy_stream:`: a name ending so is taken for a stream when nothing says otherwise."""
 _EVENT_NAME = re.compile(r"(?i)(?:event|evt|stream)s?$")
 _PARTIAL = frozenset({"functools.partial"})
+_EXIT_STACKS = frozenset({"contextlib.ExitStack", "contextlib.AsyncExitStack"})
 _CONTEXT_MANAGERS = frozenset({"contextlib.contextmanager", "contextlib.asynccontextmanager"})
 
 
@@ -73,22 +74,31 @@ class _Wrapper:
 class ContextFunctions:
     """The module's functions that hand their caller a stream context, by bare name: a method is
     called as `self.m(...)` and defined as `m`, so the class is not part of the key. A name
-    defined twice with different meanings is dropped, as imports are."""
+    defined twice with different meanings is dropped, as imports are. Each name's functions are
+    read when a call of that name is first asked about: most are never asked."""
 
-    def __init__(self, functions: Sequence[cst.FunctionDef], imports: ImportTable) -> None:
-        self._wrappers: dict[str, _Wrapper | None] = {}
+    def __init__(self, functions: Iterable[cst.FunctionDef], imports: ImportTable) -> None:
+        self._imports = imports
+        self._functions: dict[str, list[cst.FunctionDef]] = {}
         for function in functions:
-            streams = _wrapped_streams(function, imports)
-            if streams:
-                name = function.name.value
-                wrapper = _Wrapper(_param_names(function), streams)
-                self._wrappers[name] = wrapper if self._wrappers.get(name, wrapper) == wrapper else None
+            self._functions.setdefault(function.name.value, []).append(function)
+        self._wrappers: dict[str, _Wrapper | None] = {}
+
+    def _wrapper(self, name: str) -> _Wrapper | None:
+        if name not in self._wrappers:
+            found = {  # by meaning: two classes may define the same helper alike
+                (wrapper.params, tuple(map(_code, wrapper.streams))): wrapper
+                for function in self._functions.get(name, ())
+                if (wrapper := _Wrapper(_param_names(function), _wrapped_streams(function, self._imports))).streams
+            }
+            self._wrappers[name] = found.popitem()[1] if len(found) == 1 else None
+        return self._wrappers[name]
 
     def streams(self, call: cst.Call) -> tuple[cst.BaseExpression, ...] | None:
         """The streams a call of a wrapper enters, in the caller's expressions; None if the
         call is no wrapper's."""
         dotted = dotted_name(call.func)
-        wrapper = self._wrappers.get(dotted.rpartition(".")[2]) if dotted is not None else None
+        wrapper = self._wrapper(dotted.rpartition(".")[2]) if dotted is not None else None
         if wrapper is None:
             return None
         assert dotted is not None
@@ -135,6 +145,20 @@ def entered_streams(
     if key is not None and (is_stream(key) or _STREAM_NAME.search(key.rpartition(".")[2])):
         return (expr,)
     return None
+
+
+def one_stream(names: Iterable[str | None]) -> str | None:
+    """The stream an item enters, from an interpreter's names of its alternatives (None: no
+    stream): None, the one named, or "a or b" for a stream chosen at run time."""
+    distinct = sorted({name for name in names if name is not None})
+    return " or ".join(distinct) if distinct else None
+
+
+def is_exit_stack(node: cst.With, imports: ImportTable) -> bool:
+    """`with ExitStack() as stack:`: what `stack.enter_context` enters is left when it ends."""
+    return any(
+        isinstance(item.item, cst.Call) and imports.qualified(item.item.func) in _EXIT_STACKS for item in node.items
+    )
 
 
 def _stream_argument(args: Sequence[cst.Arg]) -> tuple[cst.BaseExpression, ...]:
@@ -191,6 +215,10 @@ def _argument(call: cst.Call, params: tuple[str, ...], name: str, method: bool) 
     offset = 1 if method and params[:1] in (("self",), ("cls",)) else 0
     index = params.index(name) - offset
     return positional[index] if 0 <= index < len(positional) else None
+
+
+def _code(expr: cst.BaseExpression) -> str:
+    return dotted_name(expr) or cst.Module(body=[]).code_for_node(expr)
 
 
 def _root(expr: cst.BaseExpression) -> str | None:

@@ -146,11 +146,16 @@ def test_a_method_returning_a_stream_context_and_its_callers() -> None:
                 return x * 2
 
         def stacked(self, x):
+            # the helper is spelled alike in two classes: it still means one thing
             with contextlib.ExitStack() as stack:
                 stack.enter_context(self._stream_context(self.side))
                 return x * 2
+
+    class Other:
+        def _stream_context(self, stream):
+            return contextlib.nullcontext() if stream is None else torch.cuda.stream(stream)
     """
-    assert _lines(body) == [2, 3, 5, 6, 7, 9, 10, 11, 12]
+    assert _lines(body) == [2, 3, 5, 6, 7, 9, 10, 11, 12, 13, 16, 17]
 
 
 def test_project_wrappers_from_the_configuration() -> None:
