@@ -30,7 +30,7 @@ from typing import Any
 import libcst as cst
 
 from csan_lint.lint.interpret import Interpreter, Loop
-from csan_lint.lint.model import Span
+from csan_lint.lint.model import Span, Spellings
 from csan_lint.lint.names import (
     CURRENT_STREAM,
     DEFAULT_STREAM,
@@ -909,8 +909,8 @@ _FIELDS: dict[type[cst.CSTNode], Callable[[Any], Sequence[cst.CSTNode]]] = {
 
 
 @lru_cache(maxsize=4)
-def _host_hazards(module: cst.Module, source: str) -> tuple[HostHazard, ...]:
-    facts = _ModuleFacts(pins="pin_memory" in source, syncing="synchronize" in source)
+def _host_hazards(module: cst.Module, source: str, spellings: Spellings) -> tuple[HostHazard, ...]:
+    facts = _ModuleFacts(ImportTable(spellings), pins="pin_memory" in source, syncing="synchronize" in source)
     _scan(module.body, facts)
     if not facts.imports.imports_torch:
         return ()
@@ -930,7 +930,7 @@ def host_hazards(flow: ModuleFlow) -> tuple[HostHazard, ...]:
     """Every host-side hazard of the module; cached, since five rules read it."""
     if not _RELEVANT.search(flow.source):
         return ()
-    return _host_hazards(flow.module, flow.source)
+    return _host_hazards(flow.module, flow.source, flow.spellings)
 
 
 def host_location(flow: ModuleFlow, hazard: HostHazard) -> Location:

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import libcst as cst
+
+from csan_lint.lint.model import NO_SPELLINGS, Spellings
 
 STREAM_CONTEXTS = frozenset({"torch.cuda.stream", "torch.cuda.StreamContext"})
 """Calls whose value, used in `with`, makes their stream argument current for the block."""
@@ -58,35 +59,16 @@ _ACCELERATOR_METHODS = {"capture_to_graph": "graph", "create_graph": "CUDAGraph"
 """DeepSpeed accelerator methods named unlike their torch.cuda counterparts."""
 
 
-@dataclass(frozen=True)
-class Spellings:
-    """A project's own wrappers of the stream API (`[tool.csan-lint]` settings): dotted callables,
-    matched against the name as imported (`pkg.cuda_utils.on_stream`) or as written (`self.on_stream`)."""
-
-    stream_contexts: tuple[str, ...] = ()
-    """Calls whose value, used in `with`, makes their stream argument current."""
-    current_stream: tuple[str, ...] = ()
-    """Calls returning the current stream."""
-    stream_factories: tuple[str, ...] = ()
-    """Calls returning a new stream."""
-    event_factories: tuple[str, ...] = ()
-    """Calls returning a new event."""
-
-    def meanings(self) -> dict[str, str]:
-        """Each wrapper -> the torch.cuda name it means."""
-        return {
-            **dict.fromkeys(self.stream_contexts, "torch.cuda.stream"),
-            **dict.fromkeys(self.current_stream, CURRENT_STREAM),
-            **dict.fromkeys(self.stream_factories, "torch.cuda.Stream"),
-            **dict.fromkeys(self.event_factories, "torch.cuda.Event"),
-        }
-
-    def leaves(self) -> frozenset[str]:
-        """The last component of every wrapper: the words a file must contain to use one."""
-        return frozenset(name.rpartition(".")[2] for name in self.meanings())
+def _meanings(spellings: Spellings) -> dict[str, str]:
+    """Each project wrapper -> the torch.cuda name it means."""
+    return {
+        **dict.fromkeys(spellings.stream_contexts, "torch.cuda.stream"),
+        **dict.fromkeys(spellings.current_stream, CURRENT_STREAM),
+        **dict.fromkeys(spellings.stream_factories, "torch.cuda.Stream"),
+        **dict.fromkeys(spellings.event_factories, "torch.cuda.Event"),
+    }
 
 
-NO_SPELLINGS = Spellings()
 
 
 class ImportTable:
@@ -99,7 +81,7 @@ class ImportTable:
     def __init__(self, spellings: Spellings = NO_SPELLINGS) -> None:
         self._aliases: dict[str, str] = {}
         self._ambiguous: set[str] = set()
-        self._project: Mapping[str, str] = spellings.meanings()
+        self._project: Mapping[str, str] = _meanings(spellings)
         self._handles: set[str] = set()
         """Dotted names bound to an accelerator object (`accel = get_accelerator()`)."""
 

@@ -28,14 +28,13 @@ from csan_lint.lint.names import (
     DEFAULT_STREAM,
     EVENT_CONSTRUCTORS,
     GRAPH_CAPTURE,
-    NO_SPELLINGS,
     SET_STREAM,
     STREAM_CONSTRUCTORS,
     STREAM_CONTEXTS,
     ImportTable,
-    Spellings,
     dotted_name,
 )
+from csan_lint.lint.model import NO_SPELLINGS, Spellings
 from csan_lint.lint.nodes import children
 from csan_lint.lint.positions import positions
 

@@ -50,7 +50,7 @@ import libcst as cst
 from libcst.metadata import CodeRange
 
 from csan_lint.lint.interpret import Interpreter, Loop
-from csan_lint.lint.model import Span
+from csan_lint.lint.model import NO_SPELLINGS, Span, Spellings
 from csan_lint.lint.names import (
     CURRENT_STREAM,
     DEFAULT_STREAM,
@@ -1220,6 +1220,8 @@ class ModuleFlow:
     _positions: Mapping[cst.CSTNode, CodeRange] | Positions | None = field(default=None, repr=False)
     source: str = field(default="", repr=False)
     """The module's text, for rules that prefilter on it (hostflow.py)."""
+    spellings: Spellings = field(default=NO_SPELLINGS, repr=False)
+    """The project's own wrappers of the stream API, for hostflow.py's names."""
 
     def range(self, node: cst.CSTNode) -> CodeRange:
         if self._positions is None:
@@ -1260,11 +1262,14 @@ def _describe(stream: str) -> str:
     return "the current stream" if stream == CURRENT else f"side stream '{stream}'"
 
 
-def analyse(module: cst.Module, path: str, source: str, package: PackageIndex | None = None) -> ModuleFlow:
+def analyse(
+    module: cst.Module, path: str, source: str, package: PackageIndex | None = None, spellings: Spellings = NO_SPELLINGS
+) -> ModuleFlow:
     """Interprets the module body and every function that has a `with` statement, then the
     public methods of classes whose methods leave `self` attributes written on a side stream.
-    `package`: the other linted modules, for calls to functions imported from them."""
-    imports = ImportTable()
+    `package`: the other linted modules, for calls to functions imported from them;
+    `spellings`: the project's own wrappers of the stream API."""
+    imports = ImportTable(spellings)
     functions: list[tuple[str, cst.FunctionDef]] = []
     classes: set[str] = set()
     relative: list[cst.ImportFrom] = []
@@ -1306,7 +1311,7 @@ def analyse(module: cst.Module, path: str, source: str, package: PackageIndex | 
                     exits[name] = end
         for owner in classes:
             _cross_method(owner, functions, exits, helpers, hazards, source)
-    return ModuleFlow(path, module, list(hazards.values()), source=source)
+    return ModuleFlow(path, module, list(hazards.values()), source=source, spellings=spellings)
 
 
 def _cross_method(

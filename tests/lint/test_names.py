@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from csan_lint.lint.names import ImportTable, Spellings, dotted_name
+from csan_lint.lint.model import Spellings
+from csan_lint.lint.names import ImportTable, dotted_name
 
 
 def _table(imports: str, spellings: Spellings = Spellings()) -> ImportTable:

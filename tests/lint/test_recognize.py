@@ -7,7 +7,8 @@ import textwrap
 import libcst as cst
 import pytest
 
-from csan_lint.lint.names import ImportTable, Spellings
+from csan_lint.lint.model import Spellings
+from csan_lint.lint.names import ImportTable
 from csan_lint.lint.recognize import ContextFunctions, entered_streams, stream_code_lines
 
 _HEADER = "import torch\nimport contextlib\nimport functools\nfrom deepspeed.accelerator import get_accelerator\n"

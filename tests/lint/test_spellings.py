@@ -4,10 +4,13 @@ unordered read is found (and the same wait orders it) however the code spells th
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
+from csan_lint.lint.config import load_config
 from csan_lint.lint.engine import lint_source
+from csan_lint.lint.runner import lint_paths
 
 _MODULE = """\
 import contextlib
@@ -133,3 +136,27 @@ def test_waiting_on_a_device_generic_event_never_recorded(event: str) -> None:
     s.wait_event(e)
     """
     assert _findings(body, "CSL401") == [2]
+
+
+_WRAPPED = """\
+import torch
+from mypkg.cuda_utils import on_stream
+
+
+def f(x, s):
+    y = x * 2
+    with on_stream(s):
+        z = y + 1
+    return z
+"""
+
+
+def test_a_project_wrapper_named_in_the_configuration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file mentions no torch stream API: without the setting the prefilter skips it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "user.py").write_text(_WRAPPED)
+    unconfigured = lint_paths(["."], load_config(["."]), jobs=1)
+    (tmp_path / "pyproject.toml").write_text('[tool.csan-lint]\nstream-contexts = ["mypkg.cuda_utils.on_stream"]\n')
+    configured = lint_paths(["."], load_config(["."]), jobs=1)
+    assert (unconfigured.files_parsed, unconfigured.findings) == (0, [])
+    assert [(f.code, f.line) for f in configured.findings if f.code == "CSL101"] == [("CSL101", 8)]
