@@ -35,10 +35,14 @@ _CUDA_ALIAS = re.compile(
 """Imports after which the API may be spelled without `cuda.`: `from torch.cuda import stream as
 s_ctx`, `import torch.cuda as tc` (then `tc.Stream`), `from torch import cuda as c`."""
 _API_WORD = re.compile(r"\b" + _API + r"\b")
-_GENERIC_API = re.compile(r"\btorch\s*\.\s*(?:Stream|Event)\b|\baccelerator\s*\.\s*" + _API + r"\b")
-"""The device-generic spellings: `torch.Stream`, `torch.Event`, `torch.accelerator.current_stream`."""
+_GENERIC_API = re.compile(
+    r"\btorch\s*\.\s*(?:Stream|Event)\s*\(|\baccelerator\s*\.\s*" + _API + r"\b"
+    r"|\bget_device_module\s*\([^()]*\)\s*\.\s*" + _API + r"\b"
+)
+"""The device-generic spellings: `torch.Stream()`, `torch.Event()` (made here: a mere annotation
+passes a stream made elsewhere), `torch.accelerator.current_stream`, `get_device_module(d).Stream`."""
 _GENERIC_ALIAS = re.compile(
-    r"\bget_accelerator\b|\bget_device_module\b"
+    r"\bget_accelerator\b|=\s*torch\s*\.\s*get_device_module\b"
     r"|^[ \t]*from[ \t]+torch(?:\.accelerator)?[ \t]+import\b[^\n]*"
     r"\b(?:Stream|Event|accelerator|current_stream|set_stream)\b",
     re.MULTILINE,

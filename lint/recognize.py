@@ -168,31 +168,53 @@ def _stream_argument(args: Sequence[cst.Arg]) -> tuple[cst.BaseExpression, ...]:
 
 def _wrapped_streams(function: cst.FunctionDef, imports: ImportTable) -> tuple[cst.BaseExpression, ...]:
     """The streams a function's caller gets entered: those of the stream contexts it returns,
-    or, for a `@contextmanager`, those around its `yield`."""
+    or, for a `@contextmanager`, those of the `with` blocks around its `yield` statements."""
     manager = any(imports.qualified(_decorator_name(d)) in _CONTEXT_MANAGERS for d in function.decorators)
     found: list[cst.BaseExpression] = []
-    for node, within in _walk_function(function.body, (), imports):
-        if isinstance(node, cst.Return) and node.value is not None:
-            found.extend(entered_streams(node.value, imports) or ())
-        elif manager and isinstance(node, cst.Yield):
+    for statement, within in _statements(function.body, (), imports):
+        if isinstance(statement, cst.Return) and statement.value is not None:
+            found.extend(entered_streams(statement.value, imports) or ())
+        elif manager and isinstance(getattr(statement, "value", None), cst.Yield):
             found.extend(within)
     return tuple(found)
 
 
-def _walk_function(
-    node: cst.CSTNode, within: tuple[cst.BaseExpression, ...], imports: ImportTable
-) -> Iterator[tuple[cst.CSTNode, tuple[cst.BaseExpression, ...]]]:
-    """Every node of a function body but nested definitions, with the streams of the `with`
-    blocks around it (as far as names alone tell)."""
-    for child in children(node):
-        if isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            continue
-        yield child, within
-        inner = within
-        if isinstance(child, cst.With):
-            for item in child.items:
-                inner = (*inner, *(entered_streams(item.item, imports) or ()))
-        yield from _walk_function(child, inner, imports)
+def _statements(
+    suite: cst.BaseSuite, within: tuple[cst.BaseExpression, ...], imports: ImportTable
+) -> Iterator[tuple[cst.BaseSmallStatement, tuple[cst.BaseExpression, ...]]]:
+    """The simple statements of a function body, outside nested definitions, with the streams
+    of the `with` blocks around each (as far as names alone tell). Statements only: walking
+    every expression of every function a call may name would cost a good part of a parse."""
+    body = suite.body if isinstance(suite, cst.IndentedBlock) else [suite]
+    for statement in body:
+        if isinstance(statement, cst.SimpleStatementLine | cst.SimpleStatementSuite):
+            for small in statement.body:
+                yield small, within
+        elif isinstance(statement, cst.BaseSmallStatement):
+            yield statement, within
+        elif isinstance(statement, cst.BaseCompoundStatement) and not isinstance(
+            statement, cst.FunctionDef | cst.ClassDef
+        ):
+            inner = within
+            if isinstance(statement, cst.With):
+                for item in statement.items:
+                    inner = (*inner, *(entered_streams(item.item, imports) or ()))
+            for part in _suites(statement):
+                yield from _statements(part, inner, imports)
+
+
+def _suites(statement: cst.BaseCompoundStatement) -> Iterator[cst.BaseSuite]:
+    """The bodies of a compound statement: its own, `else`/`elif`, handlers, `finally`, cases."""
+    if not isinstance(statement, cst.Match):
+        yield statement.body
+    for part in ("orelse", "finalbody"):
+        child = getattr(statement, part, None)
+        if isinstance(child, cst.If):
+            yield from _suites(child)
+        elif child is not None:
+            yield child.body
+    for nested in (*getattr(statement, "handlers", ()), *getattr(statement, "cases", ())):
+        yield nested.body
 
 
 def _decorator_name(decorator: cst.Decorator) -> cst.BaseExpression:
