@@ -38,11 +38,12 @@ from csan_lint.lint.names import (
     EVENT_CONSTRUCTORS,
     GRAPH_CAPTURE,
     SET_STREAM,
+    STREAM_VALUES,
     ImportTable,
     dotted_name,
 )
 from csan_lint.lint.nodes import children
-from csan_lint.lint.recognize import STREAM_VALUES, ContextFunctions, entered_streams, one_stream
+from csan_lint.lint.recognize import ContextFunctions, entered_streams, join_contexts, one_stream
 from csan_lint.lint.streamflow import CURRENT, Location, ModuleFlow
 from csan_lint.runtime import kinds
 
@@ -187,7 +188,7 @@ def _join(states: Iterable[_State | None]) -> _State | None:
         if state.current != result.current:
             result.current = UNKNOWN
         result.streams = {k: v for k, v in result.streams.items() if state.streams.get(k) == v}
-        result.contexts = {k: v for k, v in result.contexts.items() if state.contexts.get(k) == v}
+        result.contexts = join_contexts(result.contexts, state.contexts)
         result.into = _join_maps(result.into, state.into)
         result.out_of = _join_maps(result.out_of, state.out_of)
         result.pinned &= state.pinned

@@ -24,6 +24,8 @@ STREAM_CONTEXTS = frozenset({"torch.cuda.stream", "torch.cuda.StreamContext"})
 STREAM_CONSTRUCTORS = frozenset({"torch.cuda.Stream", "torch.cuda.ExternalStream"})
 CURRENT_STREAM = "torch.cuda.current_stream"
 DEFAULT_STREAM = "torch.cuda.default_stream"
+STREAM_VALUES = STREAM_CONSTRUCTORS | {CURRENT_STREAM, DEFAULT_STREAM}
+"""Calls whose value is a stream."""
 EVENT_CONSTRUCTORS = frozenset({"torch.cuda.Event"})
 DEVICE_SYNC = "torch.cuda.synchronize"
 SET_STREAM = "torch.cuda.set_stream"
@@ -38,6 +40,9 @@ _CANONICAL_MODULES = {
     "torch.cuda.graphs": "torch.cuda",
     "torch.accelerator": "torch.cuda",
     "torch.accelerator.graphs": "torch.cuda",
+    "torch.xpu": "torch.cuda",
+    "torch.npu": "torch.cuda",
+    "torch.mtia": "torch.cuda",
 }
 """Modules whose names mean torch.cuda's: `torch.cuda.streams.Stream` is `torch.cuda.Stream`, and
 `torch.accelerator.current_stream()` is the CUDA one on a CUDA device."""
@@ -55,6 +60,9 @@ ACCELERATOR_FACTORIES = frozenset(
     }
 )
 """Calls returning an object whose methods are torch.cuda's: `get_accelerator().Stream()`."""
+_DEVICE_MODULES = frozenset({"torch.cuda", "torch.xpu", "torch.npu", "torch.mtia"})
+_DEVICE_WORD = re.compile(r"(?i)device|accelerator")
+"""`getattr(torch, device.type)` picks a device module; `getattr(torch, dtype_name)` does not."""
 _ACCELERATOR_METHODS = {"capture_to_graph": "graph", "create_graph": "CUDAGraph"}
 """DeepSpeed accelerator methods named unlike their torch.cuda counterparts."""
 
@@ -83,13 +91,18 @@ class ImportTable:
         self._ambiguous: set[str] = set()
         self._project: Mapping[str, str] = _meanings(spellings)
         self._handles: set[str] = set()
-        """Dotted names bound to an accelerator object (`accel = get_accelerator()`)."""
+        """Dotted names bound to a device module or accelerator object (`accel = get_accelerator()`)."""
+        self._streams: set[str] = set()
+        """Dotted names bound to a stream somewhere in the module (`self.s1 = torch.Stream()`)."""
 
     def add(self, node: cst.Import | cst.ImportFrom | cst.Assign) -> None:
-        """Learns the names an import binds, or that an assignment binds an accelerator object."""
+        """Learns the names an import binds, or that an assignment binds a device module or a stream."""
         if isinstance(node, cst.Assign):
-            if isinstance(node.value, cst.Call) and self.qualified(node.value.func) in ACCELERATOR_FACTORIES:
-                self._handles.update(key for target in node.targets if (key := dotted_name(target.target)))
+            keys = [key for target in node.targets if (key := dotted_name(target.target)) is not None]
+            if self._is_device_module(node.value):
+                self._handles.update(keys)
+            elif isinstance(node.value, cst.Call) and self.qualified(node.value.func) in STREAM_VALUES:
+                self._streams.update(keys)
             return
         if isinstance(node, cst.Import):
             for alias in node.names:
@@ -120,6 +133,26 @@ class ImportTable:
         if previous != dotted:
             del self._aliases[local]
             self._ambiguous.add(local)
+
+    def _is_device_module(self, expr: cst.BaseExpression) -> bool:
+        """`get_accelerator()`, `torch.cuda`, `getattr(torch, device.type)`, or a choice of them."""
+        if isinstance(expr, cst.IfExp):
+            return self._is_device_module(expr.body) or self._is_device_module(expr.orelse)
+        if not isinstance(expr, cst.Call):
+            return self.qualified(expr) in _DEVICE_MODULES
+        if self.qualified(expr.func) in ACCELERATOR_FACTORIES:
+            return True
+        return (
+            isinstance(expr.func, cst.Name)
+            and expr.func.value == "getattr"
+            and len(expr.args) == 2
+            and self.qualified(expr.args[0].value) == "torch"
+            and _DEVICE_WORD.search(cst.Module([]).code_for_node(expr.args[1].value)) is not None
+        )
+
+    def binds_stream(self, key: str) -> bool:
+        """Whether the module assigns a stream to this dotted name somewhere."""
+        return key in self._streams
 
     @property
     def names(self) -> frozenset[str]:

@@ -18,19 +18,17 @@ interpreter's to know (it passes `is_stream`). Pure: source text in, lines out.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
 
 from csan_lint.lint.names import (
-    CURRENT_STREAM,
-    DEFAULT_STREAM,
     EVENT_CONSTRUCTORS,
     GRAPH_CAPTURE,
     SET_STREAM,
-    STREAM_CONSTRUCTORS,
     STREAM_CONTEXTS,
+    STREAM_VALUES,
     ImportTable,
     dotted_name,
 )
@@ -38,8 +36,6 @@ from csan_lint.lint.model import NO_SPELLINGS, Spellings
 from csan_lint.lint.nodes import children
 from csan_lint.lint.positions import positions
 
-STREAM_VALUES = STREAM_CONSTRUCTORS | {CURRENT_STREAM, DEFAULT_STREAM}
-"""Calls whose value is a stream."""
 _STREAM_API = (
     STREAM_CONTEXTS
     | STREAM_VALUES
@@ -54,9 +50,10 @@ _STREAM_METHODS = frozenset(
 _EVENT_METHODS = frozenset({"record", "wait", "query", "synchronize", "elapsed_time"})
 """Event (and stream) methods whose names other objects share: counted on a receiver named so."""
 _STREAM_NAME = re.compile(r"(?i)stream$")
-"""`with self.copy_stream:`: a name ending so is taken for a stream when nothing says otherwise."""
+"""`with self.copy_stream:`: a dotted name ending so is taken for a stream when nothing says otherwise."""
 _EVENT_NAME = re.compile(r"(?i)(?:event|evt|stream)s?$")
 _PARTIAL = frozenset({"functools.partial"})
+_OR = " or "
 _EXIT_STACKS = frozenset({"contextlib.ExitStack", "contextlib.AsyncExitStack"})
 _CONTEXT_MANAGERS = frozenset({"contextlib.contextmanager", "contextlib.asynccontextmanager"})
 
@@ -141,7 +138,7 @@ def entered_streams(
             return _stream_argument(expr.args[1:])
         return functions.streams(expr)
     key = dotted_name(expr)
-    if key is not None and (is_stream(key) or _STREAM_NAME.search(key.rpartition(".")[2])):
+    if key is not None and (is_stream(key) or imports.binds_stream(key) or _STREAM_NAME.search(key)):
         return (expr,)
     return None
 
@@ -149,8 +146,14 @@ def entered_streams(
 def one_stream(names: Iterable[str | None]) -> str | None:
     """The stream an item enters, from an interpreter's names of its alternatives (None: no
     stream): None, the one named, or "a or b" for a stream chosen at run time."""
-    distinct = sorted({name for name in names if name is not None})
-    return " or ".join(distinct) if distinct else None
+    distinct = sorted({part for name in names if name is not None for part in name.split(_OR)})
+    return _OR.join(distinct) if distinct else None
+
+
+def join_contexts(a: Mapping[str, str], b: Mapping[str, str]) -> dict[str, str]:
+    """Context bindings where two paths meet: a context chosen by if/else enters its stream
+    (the other path bound none, or one entering none: `suppress`), or one of two streams."""
+    return {key: stream for key in a.keys() | b.keys() if (stream := one_stream((a.get(key), b.get(key))))}
 
 
 def is_exit_stack(node: cst.With, imports: ImportTable) -> bool:

@@ -65,7 +65,14 @@ from csan_lint.lint.names import (
 )
 from csan_lint.lint.nodes import children
 from csan_lint.lint.positions import Positions, positions
-from csan_lint.lint.recognize import NO_FUNCTIONS, ContextFunctions, entered_streams, is_exit_stack, one_stream
+from csan_lint.lint.recognize import (
+    NO_FUNCTIONS,
+    ContextFunctions,
+    entered_streams,
+    is_exit_stack,
+    join_contexts,
+    one_stream,
+)
 from csan_lint.lint.summaries import ANY_OTHER, Effect, PackageIndex, Summary, module_name
 from csan_lint.runtime import kinds
 
@@ -317,7 +324,7 @@ def _join(states: Iterable[_State | None]) -> _State | None:
             mine = result.tensors.get(key)
             result.tensors[key] = tensor if mine is None else _join_tensor(mine, tensor)
         result.streams = _join_bindings(result.streams, state.streams)
-        result.contexts = {k: v for k, v in result.contexts.items() if state.contexts.get(k) == v}
+        result.contexts = join_contexts(result.contexts, state.contexts)
     return result
 
 

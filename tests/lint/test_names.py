@@ -63,6 +63,9 @@ def _resolve(imports: str, expression: str) -> str | None:
             "self.acc.synchronize",
             "torch.cuda.synchronize",
         ),
+        ("import torch\nself.mod = getattr(torch, device.type) if ok else torch.cuda", "self.mod.stream", "torch.cuda.stream"),
+        ("import torch\ndev = torch.xpu", "dev.current_stream", "torch.cuda.current_stream"),
+        ("import torch", "torch.npu.Stream", "torch.cuda.Stream"),
     ],
 )
 def test_spellings(imports: str, expression: str, expected: str) -> None:
@@ -82,6 +85,7 @@ def test_spellings(imports: str, expression: str, expected: str) -> None:
         ("import os", "my_device_handles.stream"),
         ("from mylib import get_accelerator", "get_accelerator().stream"),
         ("from deepspeed.accelerator import get_accelerator\naccel = make()", "accel.stream"),
+        ("import torch\ndtype = getattr(torch, name)", "dtype.stream"),
     ],
 )
 def test_not_resolved(imports: str, expression: str) -> None:
@@ -109,6 +113,11 @@ def test_project_wrappers_mean_their_torch_spelling() -> None:
         "self._stream_context": "torch.cuda.stream",
         "cuda_utils.other": "pkg.cuda_utils.other",
     }
+
+
+def test_names_assigned_a_stream_anywhere_in_the_module() -> None:
+    table = _table("import torch\nself.s1 = torch.Stream()\nself.s0 = torch.accelerator.current_stream()\nn = f()")
+    assert [table.binds_stream(key) for key in ("self.s1", "self.s0", "n", "s1")] == [True, True, False, False]
 
 
 def test_conflicting_bindings_resolve_to_nothing() -> None:

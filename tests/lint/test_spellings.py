@@ -160,3 +160,55 @@ def test_a_project_wrapper_named_in_the_configuration(tmp_path: Path, monkeypatc
     configured = lint_paths(["."], load_config(["."]), jobs=1)
     assert (unconfigured.files_parsed, unconfigured.findings) == (0, [])
     assert [(f.code, f.line) for f in configured.findings if f.code == "CSL101"] == [("CSL101", 8)]
+
+
+@pytest.mark.parametrize(
+    "choose",
+    [
+        "if flag:\n    ctx = functools.partial(torch.cuda.stream, stream=s)\nelse:\n    ctx = contextlib.suppress\n",
+        "if flag:\n    ctx = functools.partial(torch.npu.stream, s)\nelse:\n    ctx = functools.partial(torch.cuda.stream, s)\n",
+        "ctx = contextlib.nullcontext\nif flag:\n    ctx = functools.partial(torch.cuda.stream, s)\n",
+    ],
+)
+def test_a_context_chosen_by_if_else(choose: str) -> None:
+    assert _findings(f"{choose}with ctx():\n    z = y + 1\n", "CSL101") == [choose.count("\n") + 2]
+
+
+def test_a_stream_attribute_made_in_another_method() -> None:
+    """`self.side` is no stream by its name; the module assigns it one in `__init__`."""
+    source = """\
+import torch
+
+
+class Offload:
+    def __init__(self):
+        self.side = torch.Stream()
+
+    def pack(self, x):
+        y = x * 2
+        with self.side:
+            z = y + 1
+        return z
+"""
+    assert [(f.code, f.line) for f in lint_source(source, "m.py") if f.code == "CSL101"] == [("CSL101", 11)]
+
+
+def test_a_device_module_chosen_at_run_time() -> None:
+    source = """\
+import contextlib
+import torch
+
+
+class Group:
+    def __init__(self, stream):
+        self.stream = stream
+        self.accel = getattr(torch, torch.accelerator.current_accelerator().type) if ok else torch.cuda
+
+    def onload(self, x):
+        y = x * 2
+        context = contextlib.nullcontext() if self.stream is None else self.accel.stream(self.stream)
+        with context:
+            z = y + 1
+        return z
+"""
+    assert [(f.code, f.line) for f in lint_source(source, "m.py") if f.code == "CSL101"] == [("CSL101", 14)]
