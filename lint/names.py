@@ -27,6 +27,8 @@ DEFAULT_STREAM = "torch.cuda.default_stream"
 STREAM_VALUES = STREAM_CONSTRUCTORS | {CURRENT_STREAM, DEFAULT_STREAM}
 """Calls whose value is a stream."""
 EVENT_CONSTRUCTORS = frozenset({"torch.cuda.Event"})
+_REFERABLE = STREAM_CONTEXTS | STREAM_VALUES | EVENT_CONSTRUCTORS
+"""API a name may be bound to, to be called later: `self._stream_context = torch.cuda.stream`."""
 DEVICE_SYNC = "torch.cuda.synchronize"
 SET_STREAM = "torch.cuda.set_stream"
 GRAPH_CAPTURE = "torch.cuda.graph"
@@ -94,6 +96,9 @@ class ImportTable:
         """Dotted names bound to a device module or accelerator object (`accel = get_accelerator()`)."""
         self._streams: set[str] = set()
         """Dotted names bound to a stream somewhere in the module (`self.s1 = torch.Stream()`)."""
+        self._references: dict[str, str | None] = {}
+        """Dotted names bound to the API itself (`self._ctx = torch.cuda.stream`); None: to two parts of it."""
+        self._project_suffixes = _suffixes(self._project)
 
     def add(self, node: cst.Import | cst.ImportFrom | cst.Assign) -> None:
         """Learns the names an import binds, or that an assignment binds a device module or a stream."""
@@ -103,6 +108,9 @@ class ImportTable:
                 self._handles.update(keys)
             elif isinstance(node.value, cst.Call) and self.qualified(node.value.func) in STREAM_VALUES:
                 self._streams.update(keys)
+            elif (meaning := self._reference(node.value)) is not None:
+                for key in keys:
+                    self._references[key] = meaning if self._references.get(key, meaning) == meaning else None
             return
         if isinstance(node, cst.Import):
             for alias in node.names:
@@ -150,6 +158,17 @@ class ImportTable:
             and _DEVICE_WORD.search(cst.Module([]).code_for_node(expr.args[1].value)) is not None
         )
 
+    def _reference(self, expr: cst.BaseExpression) -> str | None:
+        """The stream API an expression names without calling it (`torch.cuda.stream`, or a
+        choice of spellings of it: `get_device_module(d).stream if c else torch.cuda.stream`)."""
+        if isinstance(expr, cst.IfExp):
+            meanings = {self._reference(expr.body), self._reference(expr.orelse)} - {None}
+            return meanings.pop() if len(meanings) == 1 else None
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            meaning = self.qualified(expr)
+            return meaning if meaning in _REFERABLE else None
+        return None
+
     def binds_stream(self, key: str) -> bool:
         """Whether the module assigns a stream to this dotted name somewhere."""
         return key in self._streams
@@ -172,8 +191,12 @@ class ImportTable:
             return self._through_accelerator(expr)
         if dotted in self._project:
             return self._project[dotted]
+        if self._references.get(dotted) is not None:
+            return self._references[dotted]
         root, _, rest = dotted.partition(".")
         target = self._aliases.get(root)
+        if target is None and dotted in self._project_suffixes:
+            return self._project_suffixes[dotted]  # a wrapper imported relatively, or called where defined
         if target is None:
             module, _, leaf = dotted.rpartition(".")
             return _accelerator_member(leaf) if module in self._handles or _DEVICE_HANDLE.search(module) else None
@@ -190,6 +213,18 @@ class ImportTable:
             if self.qualified(expr.value.func) in ACCELERATOR_FACTORIES:
                 return _accelerator_member(expr.attr.value)
         return None
+
+
+def _suffixes(meanings: Mapping[str, str]) -> dict[str, str]:
+    """`on_stream`, `stream.on_stream` for `pkg.stream.on_stream`: the names a wrapper goes by
+    where no import says what it is; a suffix two wrappers share with different meanings is dropped."""
+    found: dict[str, str | None] = {}
+    for name, meaning in meanings.items():
+        parts = name.split(".")
+        for start in range(1, len(parts)):
+            suffix = ".".join(parts[start:])
+            found[suffix] = meaning if found.get(suffix, meaning) == meaning else None
+    return {suffix: meaning for suffix, meaning in found.items() if meaning is not None}
 
 
 def _accelerator_member(name: str) -> str:

@@ -101,8 +101,9 @@ class ContextFunctions:
         method = "." in dotted
         found = []
         for stream in wrapper.streams:
-            if isinstance(stream, cst.Name) and stream.value in wrapper.params:
-                argument = _argument(call, wrapper.params, stream.value, method)
+            param = _parameter(stream, wrapper.params)
+            if param is not None:
+                argument = _argument(call, wrapper.params, param, method)
                 if argument is not None:
                     found.append(argument)
             elif _root(stream) not in ("self", "cls") or dotted.startswith(("self.", "cls.")):
@@ -228,6 +229,13 @@ def _decorator_name(decorator: cst.Decorator) -> cst.BaseExpression:
 def _param_names(function: cst.FunctionDef) -> tuple[str, ...]:
     params = function.params
     return tuple(param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params))
+
+
+def _parameter(stream: cst.BaseExpression, params: tuple[str, ...]) -> str | None:
+    """The parameter a wrapper's stream is: `stream`, or a conversion of it (`as_cuda(stream)`)."""
+    if isinstance(stream, cst.Call) and len(stream.args) == 1:
+        stream = stream.args[0].value
+    return stream.value if isinstance(stream, cst.Name) and stream.value in params else None
 
 
 def _argument(call: cst.Call, params: tuple[str, ...], name: str, method: bool) -> cst.BaseExpression | None:

@@ -60,6 +60,7 @@ from csan_lint.lint.names import (
     SET_STREAM,
     STREAM_CONSTRUCTORS,
     STREAM_CONTEXTS,
+    STREAM_VALUES,
     ImportTable,
     dotted_name,
 )
@@ -999,9 +1000,17 @@ class _FunctionAnalysis(Interpreter[_State, _Loop]):
         if isinstance(expr, cst.Call):
             return self._call_value(expr)
         if isinstance(expr, cst.IfExp) and (isinstance(expr.body, cst.Call) or isinstance(expr.orelse, cst.Call)):
-            context = self._context_stream(expr)  # `nullcontext() if c else torch.cuda.stream(s)`
-            return _Value("context", context) if context is not None else _Value("other")
+            return self._choice_value(expr)
         return _Value("other")
+
+    def _choice_value(self, expr: cst.IfExp) -> _Value:
+        """`torch.cuda.current_stream() if c else None` binds a stream (one of them, for two);
+        `nullcontext() if c else torch.cuda.stream(s)` a stream context."""
+        sides = (expr.body, expr.orelse)
+        if any(isinstance(side, cst.Call) and self.imports.qualified(side.func) in STREAM_VALUES for side in sides):
+            return _Value("stream", one_stream(map(self._stream, sides)))
+        context = self._context_stream(expr)
+        return _Value("context", context) if context is not None else _Value("other")
 
     def _alias_of(self, expr: cst.BaseExpression) -> _Value:
         key = dotted_name(expr)

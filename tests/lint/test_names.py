@@ -66,6 +66,12 @@ def _resolve(imports: str, expression: str) -> str | None:
         ("import torch\nself.mod = getattr(torch, device.type) if ok else torch.cuda", "self.mod.stream", "torch.cuda.stream"),
         ("import torch\ndev = torch.xpu", "dev.current_stream", "torch.cuda.current_stream"),
         ("import torch", "torch.npu.Stream", "torch.cuda.Stream"),
+        (
+            "import torch\nself._ctx = torch.get_device_module(d).stream if c else torch.cuda.stream",
+            "self._ctx",
+            "torch.cuda.stream",
+        ),
+        ("import torch\nself._ctx = NoOpStream\nself._ctx = torch.cuda.stream", "self._ctx", "torch.cuda.stream"),
     ],
 )
 def test_spellings(imports: str, expression: str, expected: str) -> None:
@@ -86,6 +92,7 @@ def test_spellings(imports: str, expression: str, expected: str) -> None:
         ("from mylib import get_accelerator", "get_accelerator().stream"),
         ("from deepspeed.accelerator import get_accelerator\naccel = make()", "accel.stream"),
         ("import torch\ndtype = getattr(torch, name)", "dtype.stream"),
+        ("import torch\nctx = torch.cuda.stream\nctx = torch.cuda.Event", "ctx"),
     ],
 )
 def test_not_resolved(imports: str, expression: str) -> None:
@@ -105,6 +112,11 @@ def test_project_wrappers_mean_their_torch_spelling() -> None:
         "self._stream_context", "cuda_utils.other",
     )  # fmt: skip
     resolved = {expression: table.qualified(cst.parse_expression(expression)) for expression in expressions}
+    relative = _table("from .cuda_utils import on_stream", spellings)  # relative imports are not resolved
+    assert [relative.qualified(cst.parse_expression(name)) for name in ("on_stream", "utils.on_stream")] == [
+        "torch.cuda.stream",
+        None,
+    ]
     assert resolved == {
         "on": "torch.cuda.stream",
         "cuda_utils.active_stream": "torch.cuda.current_stream",

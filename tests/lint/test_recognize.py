@@ -239,6 +239,11 @@ def on_stream(x, stream=None):
     return torch.cuda.stream(stream)
 
 @contextlib.contextmanager
+def converted(stream):
+    with torch.cuda.stream(as_cuda(stream)):
+        yield
+
+@contextlib.contextmanager
 def fixed(self):
     with torch.cuda.stream(self.side):
         yield
@@ -248,4 +253,5 @@ def fixed(self):
     assert _entered("on_stream(a)", functions) == []
     assert _entered("self.on_stream(b)", functions) == []  # a method would bind `x` to `self`: `b` is `x`
     assert _entered("self.fixed()", functions) == ["self.side"]
+    assert _entered("converted(s)", functions) == ["s"]
     assert _entered("other.fixed()", functions) == []  # another object's `self.side` is not ours

@@ -212,3 +212,10 @@ class Group:
         return z
 """
     assert [(f.code, f.line) for f in lint_source(source, "m.py") if f.code == "CSL101"] == [("CSL101", 14)]
+
+
+def test_a_stream_chosen_by_a_conditional_expression_is_one_of_its_sides() -> None:
+    """`cur` is the current stream whenever it is a stream: waiting on it orders the block."""
+    body = "cur = torch.cuda.current_stream() if flag else None\ns.wait_stream(cur)\nwith torch.cuda.stream(s):\n    z = y + 1\n"
+    assert _findings(body, "CSL101") == []
+    assert _findings(body.replace("s.wait_stream(cur)", "s.wait_stream(other)"), "CSL101") == [4]
