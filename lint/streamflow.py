@@ -59,7 +59,6 @@ from csan_lint.lint.names import (
     GRAPH_CAPTURE,
     SET_STREAM,
     STREAM_CONSTRUCTORS,
-    STREAM_CONTEXTS,
     STREAM_VALUES,
     ImportTable,
     dotted_name,
@@ -1305,7 +1304,7 @@ def analyse(
             for name, function in functions
             if name in with_blocks
             and source.count(f"{name.rpartition('.')[2]}(") > 1
-            and _has_with(_suite(function.body), imports)
+            and _has_with(_suite(function.body), imports, helpers.contexts)
             and (summary := helpers.summary(name)) is not None
             and any(effect.stream != CURRENT for effect in summary.effects)
         }
@@ -1725,14 +1724,16 @@ def _suites(node: cst.BaseCompoundStatement) -> Iterator[Sequence[cst.CSTNode]]:
         yield _suite(case.body)
 
 
-def _has_with(body: Sequence[cst.CSTNode], imports: ImportTable | None = None) -> bool:
+def _has_with(
+    body: Sequence[cst.CSTNode], imports: ImportTable | None = None, contexts: ContextFunctions = NO_FUNCTIONS
+) -> bool:
     """Whether `body` has a `with` outside nested definitions; given `imports`, one that may
-    enter a stream (a stream context call, or a context object bound elsewhere)."""
+    enter a stream (any spelling of a stream context, or a context object bound elsewhere)."""
     for node in body:
         if isinstance(node, cst.With) and (
             imports is None
             or any(
-                not isinstance(item.item, cst.Call) or imports.qualified(item.item.func) in STREAM_CONTEXTS
+                not isinstance(item.item, cst.Call) or entered_streams(item.item, imports, contexts) is not None
                 for item in node.items
             )
         ):
@@ -1740,7 +1741,7 @@ def _has_with(body: Sequence[cst.CSTNode], imports: ImportTable | None = None) -
         if (
             isinstance(node, cst.BaseCompoundStatement)
             and not isinstance(node, (cst.FunctionDef, cst.ClassDef))
-            and any(_has_with(suite, imports) for suite in _suites(node))
+            and any(_has_with(suite, imports, contexts) for suite in _suites(node))
         ):
             return True
     return False

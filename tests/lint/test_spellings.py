@@ -219,3 +219,30 @@ def test_a_stream_chosen_by_a_conditional_expression_is_one_of_its_sides() -> No
     body = "cur = torch.cuda.current_stream() if flag else None\ns.wait_stream(cur)\nwith torch.cuda.stream(s):\n    z = y + 1\n"
     assert _findings(body, "CSL101") == []
     assert _findings(body.replace("s.wait_stream(cur)", "s.wait_stream(other)"), "CSL101") == [4]
+
+
+def test_a_helper_entering_a_stream_through_a_wrapper_makes_a_producer() -> None:
+    """`use` has no `with` of its own: it is interpreted because `fill` writes on a side stream."""
+    source = """\
+import contextlib
+import torch
+
+
+@contextlib.contextmanager
+def on_stream(stream):
+    with torch.cuda.stream(stream):
+        yield
+
+
+def fill(buf, side):
+    side.wait_stream(torch.cuda.current_stream())
+    with on_stream(side):
+        buf.copy_(torch.ones(4, device="cuda"))
+
+
+def use(s):
+    buf = torch.empty(4, device="cuda")
+    fill(buf, s)
+    return buf.sum()
+"""
+    assert [(f.code, f.line) for f in lint_source(source, "m.py")] == [("CSL102", 20)]
