@@ -19,6 +19,9 @@ def _table(imports: str, spellings: Spellings = Spellings()) -> ImportTable:
     return table
 
 
+_DEEPSPEED = "from deepspeed.accelerator import get_accelerator"
+
+
 def _resolve(imports: str, expression: str) -> str | None:
     return _table(imports).qualified(cst.parse_expression(expression))
 
@@ -50,27 +53,15 @@ def _resolve(imports: str, expression: str) -> str | None:
         ("import torch", "torch.accelerator.Graph", "torch.cuda.CUDAGraph"),
         ("import torch", "torch.cuda.graphs.graph", "torch.cuda.graph"),
         ("import torch", "torch.get_device_module().Stream", "torch.cuda.Stream"),
-        ("from deepspeed.accelerator import get_accelerator", "get_accelerator().stream", "torch.cuda.stream"),
-        ("from deepspeed.accelerator import get_accelerator", "get_accelerator().Event", "torch.cuda.Event"),
-        ("from deepspeed.accelerator import get_accelerator", "get_accelerator().capture_to_graph", "torch.cuda.graph"),
-        (
-            "from deepspeed.accelerator import get_accelerator\naccel = get_accelerator()",
-            "accel.current_stream",
-            "torch.cuda.current_stream",
-        ),
-        (
-            "from deepspeed.accelerator import get_accelerator\nself.acc = get_accelerator()",
-            "self.acc.synchronize",
-            "torch.cuda.synchronize",
-        ),
-        ("import torch\nself.mod = getattr(torch, device.type) if ok else torch.cuda", "self.mod.stream", "torch.cuda.stream"),
+        (_DEEPSPEED, "get_accelerator().stream", "torch.cuda.stream"),
+        (_DEEPSPEED, "get_accelerator().Event", "torch.cuda.Event"),
+        (_DEEPSPEED, "get_accelerator().capture_to_graph", "torch.cuda.graph"),
+        (f"{_DEEPSPEED}\naccel = get_accelerator()", "accel.current_stream", "torch.cuda.current_stream"),
+        (f"{_DEEPSPEED}\nself.acc = get_accelerator()", "self.acc.synchronize", "torch.cuda.synchronize"),
+        ("import torch\nself.m = getattr(torch, device.type) if ok else torch.cuda", "self.m.stream", "torch.cuda.stream"),
         ("import torch\ndev = torch.xpu", "dev.current_stream", "torch.cuda.current_stream"),
         ("import torch", "torch.npu.Stream", "torch.cuda.Stream"),
-        (
-            "import torch\nself._ctx = torch.get_device_module(d).stream if c else torch.cuda.stream",
-            "self._ctx",
-            "torch.cuda.stream",
-        ),
+        ("import torch\nc = torch.get_device_module(d).stream if ok else torch.cuda.stream", "c", "torch.cuda.stream"),
         ("import torch\nself._ctx = NoOpStream\nself._ctx = torch.cuda.stream", "self._ctx", "torch.cuda.stream"),
     ],
 )
@@ -90,7 +81,7 @@ def test_spellings(imports: str, expression: str, expected: str) -> None:
         ("import os", "self.handle.stream"),
         ("import os", "my_device_handles.stream"),
         ("from mylib import get_accelerator", "get_accelerator().stream"),
-        ("from deepspeed.accelerator import get_accelerator\naccel = make()", "accel.stream"),
+        (f"{_DEEPSPEED}\naccel = make()", "accel.stream"),
         ("import torch\ndtype = getattr(torch, name)", "dtype.stream"),
         ("import torch\nctx = torch.cuda.stream\nctx = torch.cuda.Event", "ctx"),
     ],

@@ -119,12 +119,12 @@ def test_module_and_class_level_statements() -> None:
 def test_a_user_context_manager_and_its_callers() -> None:
     body = """\
     @contextlib.contextmanager
-    def on_stream(stream):
-        if stream is None:
+    def on_stream(stream, enabled=True):
+        if not enabled:
             yield
-        else:
-            with get_accelerator().stream(stream):
-                yield
+            return
+        with get_accelerator().stream(stream):
+            yield
 
     def caller(x, s):
         with on_stream(s):
