@@ -4,12 +4,13 @@ Two questions, asked by different callers of one answer:
 - `stream_code_lines`: the lines of every function or module-level statement that creates or
   enters a stream, records, waits on or queries an event, makes a non-blocking copy, pins
   memory, calls `record_stream` or captures a CUDA graph. `--confirm` runs the tests that
-  execute these lines; the linter interprets these functions.
+  execute these lines.
 - `entered_streams`: the streams a `with` item makes current, however the context is spelled:
   `torch.cuda.stream(s)` and its other names (lint/names.py answers those), a stream itself
   (`with s:`), a choice (`nullcontext() if c else torch.cuda.stream(s)`), a
   `functools.partial` of a stream context, or a function of the module that returns one or is a
   `@contextmanager` yielding inside one (`self._stream_context(s)`, `with on_stream(s):`).
+  The linter's interpreters (streamflow, hostflow) and `stream_code_lines` all ask it.
 
 Names only: nothing here follows values, so a context or stream bound to a variable is the
 interpreter's to know (it passes `is_stream`). Pure: source text in, lines out.
@@ -52,7 +53,8 @@ _EVENT_METHODS = frozenset({"record", "wait", "query", "synchronize", "elapsed_t
 _STREAM_NAME = re.compile(r"(?i)stream$")
 """`with self.copy_stream:`: a dotted name ending so is taken for a stream when nothing says otherwise."""
 _EVENT_NAME = re.compile(r"(?i)(?:event|evt|stream)s?$")
-_PARTIAL = frozenset({"functools.partial"})
+"""Receivers whose `record()`, `wait()`, `query()` are an event's (or a stream's)."""
+_PARTIAL = "functools.partial"
 _OR = " or "
 _EXIT_STACKS = frozenset({"contextlib.ExitStack", "contextlib.AsyncExitStack"})
 _CONTEXT_MANAGERS = frozenset({"contextlib.contextmanager", "contextlib.asynccontextmanager"})
@@ -135,7 +137,7 @@ def entered_streams(
             return _stream_argument(expr.args)
         if qualified in STREAM_VALUES:
             return (expr,)
-        if qualified in _PARTIAL and expr.args and imports.qualified(expr.args[0].value) in STREAM_CONTEXTS:
+        if qualified == _PARTIAL and expr.args and imports.qualified(expr.args[0].value) in STREAM_CONTEXTS:
             return _stream_argument(expr.args[1:])
         return functions.streams(expr)
     key = dotted_name(expr)
