@@ -66,6 +66,7 @@ _DEVICE_MODULES = frozenset({"torch.cuda", "torch.xpu", "torch.npu", "torch.mtia
 _DEVICE_WORD = re.compile(r"(?i)device|accelerator")
 """`getattr(torch, device.type)` picks a device module; `getattr(torch, dtype_name)` does not."""
 _ACCELERATOR_METHODS = {"capture_to_graph": "graph", "create_graph": "CUDAGraph"}
+_ACCELERATOR_API = _REFERABLE | {DEVICE_SYNC, SET_STREAM, GRAPH_CAPTURE, "torch.cuda.CUDAGraph"}
 """DeepSpeed accelerator methods named unlike their torch.cuda counterparts."""
 
 
@@ -199,7 +200,9 @@ class ImportTable:
             return self._project_suffixes[dotted]  # a wrapper imported relatively, or called where defined
         if target is None:
             module, _, leaf = dotted.rpartition(".")
-            return _accelerator_member(leaf) if module in self._handles or _DEVICE_HANDLE.search(module) else None
+            if module in self._handles:
+                return _accelerator_member(leaf)
+            return f"torch.cuda.{leaf}" if _DEVICE_HANDLE.search(module) else None
         full = f"{target}.{rest}" if rest else target
         if full in self._project:
             return self._project[full]
@@ -227,8 +230,11 @@ def _suffixes(meanings: Mapping[str, str]) -> dict[str, str]:
     return {suffix: meaning for suffix, meaning in found.items() if meaning is not None}
 
 
-def _accelerator_member(name: str) -> str:
-    return f"torch.cuda.{_ACCELERATOR_METHODS.get(name, name)}"
+def _accelerator_member(name: str) -> str | None:
+    """The stream API an accelerator object's method means; None for its other methods, whose
+    torch.cuda namesakes may differ (DeepSpeed's `pin_memory(t)` is `t.pin_memory()`)."""
+    meaning = f"torch.cuda.{_ACCELERATOR_METHODS.get(name, name)}"
+    return meaning if meaning in _ACCELERATOR_API else None
 
 
 def _asname(alias: cst.ImportAlias) -> str:

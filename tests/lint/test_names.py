@@ -82,6 +82,8 @@ def test_spellings(imports: str, expression: str, expected: str) -> None:
         ("import os", "my_device_handles.stream"),
         ("from mylib import get_accelerator", "get_accelerator().stream"),
         (f"{_DEEPSPEED}\naccel = make()", "accel.stream"),
+        (_DEEPSPEED, "get_accelerator().pin_memory"),  # DeepSpeed's pins its argument: no torch.cuda API
+        (f"{_DEEPSPEED}\naccel = get_accelerator()", "accel.device_name"),
         ("import torch\ndtype = getattr(torch, name)", "dtype.stream"),
         ("import torch\nctx = torch.cuda.stream\nctx = torch.cuda.Event", "ctx"),
     ],
