@@ -148,7 +148,7 @@ def entered_streams(
 
 def one_stream(names: Iterable[str | None]) -> str | None:
     """The stream an item enters, from an interpreter's names of its alternatives (None: no
-    stream): None, the one named, or "a or b" for a stream chosen at run time."""
+    stream): None, the one named, or "a or b" (sorted) for a stream chosen at run time."""
     distinct = sorted({part for name in names if name is not None for part in name.split(_OR)})
     return _OR.join(distinct) if distinct else None
 

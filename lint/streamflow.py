@@ -998,18 +998,27 @@ class _FunctionAnalysis(Interpreter[_State, _Loop]):
             return _Value("other")
         if isinstance(expr, cst.Call):
             return self._call_value(expr)
-        if isinstance(expr, cst.IfExp) and (isinstance(expr.body, cst.Call) or isinstance(expr.orelse, cst.Call)):
+        if isinstance(expr, cst.IfExp):
             return self._choice_value(expr)
         return _Value("other")
 
     def _choice_value(self, expr: cst.IfExp) -> _Value:
-        """`torch.cuda.current_stream() if c else None` binds a stream (one of them, for two);
-        `nullcontext() if c else torch.cuda.stream(s)` a stream context."""
+        """A stream chosen at run time binds one of its sides (`self.s1 if c else self.s0`,
+        `torch.cuda.current_stream() if c else None`); `nullcontext() if c else
+        torch.cuda.stream(s)` binds a stream context."""
         sides = (expr.body, expr.orelse)
-        if any(isinstance(side, cst.Call) and self.imports.qualified(side.func) in STREAM_VALUES for side in sides):
-            return _Value("stream", one_stream(map(self._stream, sides)))
-        context = self._context_stream(expr)
+        chosen = [side for side in sides if not _is_none(side)]
+        if chosen and all(map(self._is_stream, chosen)):
+            return _Value("stream", one_stream(map(self._stream, chosen)))
+        context = self._context_stream(expr) if any(isinstance(side, cst.Call) for side in sides) else None
         return _Value("context", context) if context is not None else _Value("other")
+
+    def _is_stream(self, expr: cst.BaseExpression) -> bool:
+        """Known for a stream: made by a stream call, bound to one here or anywhere in the module."""
+        if isinstance(expr, cst.Call):
+            return self.imports.qualified(expr.func) in STREAM_VALUES
+        key = dotted_name(expr)
+        return key is not None and (key in self.live.streams or self.imports.binds_stream(key))
 
     def _alias_of(self, expr: cst.BaseExpression) -> _Value:
         key = dotted_name(expr)
@@ -1271,6 +1280,10 @@ def message_fields(hazard: Hazard, current: str = f"{CURRENT_STREAM}()") -> dict
         "other_code": current if hazard.other == CURRENT else hazard.other,
         "verb": "written" if hazard.access.write else "read",
     }
+
+
+def _is_none(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "None"
 
 
 def _describe(stream: str) -> str:

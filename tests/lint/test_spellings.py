@@ -225,3 +225,24 @@ def use(s):
     return buf.sum()
 """
     assert [(f.code, f.line) for f in lint_source(source, "m.py")] == [("CSL102", 20)]
+
+
+def test_a_stream_chosen_at_run_time_is_one_of_its_sides() -> None:
+    source = """\
+import torch
+
+
+class Offload:
+    def __init__(self):
+        self.s0 = torch.accelerator.current_stream()
+        self.s1 = torch.Stream()
+
+    def pack(self, x, flag):
+        y = x * 2
+        stream = self.s1 if flag else self.s0
+        with torch.cuda.stream(stream):
+            z = y + 1
+        return z
+"""
+    found = [(f.code, f.line, "'self.s0 or self.s1'" in f.message) for f in lint_source(source, "m.py")]
+    assert ("CSL101", 13, True) in found
