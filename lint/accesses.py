@@ -20,6 +20,7 @@ from csan_lint.lint.effects import PROBE_ACCESS, Effects, Helpers, probe_key
 from csan_lint.lint.interpret import Interpreter
 from csan_lint.lint.names import DEVICE_SYNC, GRAPH_CAPTURE, SET_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import children
+from csan_lint.lint.recognize import is_exit_stack
 from csan_lint.lint.ordering import (
     CURRENT,
     HOST,
@@ -221,7 +222,10 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
             self._capture(graph, node)
             return
         if stream is None or self.state is None:
+            outer = self.state.current if self.state is not None else None
             self.run(body_of(node.body))
+            if self.state is not None and outer is not None and is_exit_stack(node, self.imports):
+                self.state.current = outer  # leaves what `enter_context` entered
             return
         if stream == UNKNOWN:
             self.silent += 1
@@ -370,6 +374,9 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
             if self._stream_method(node, func):
                 return
             method, receiver = func.attr.value, func.value
+            if method == "enter_context" and node.args and (entered := self._context_stream(node.args[0].value)):
+                self.live.current = entered  # until the ExitStack's `with` ends
+                return
             key = dotted_name(receiver)
             tracked = key is not None and key in self.live.tensors
             if method == "record_stream" and tracked and node.args:

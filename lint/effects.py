@@ -18,6 +18,7 @@ import libcst as cst
 
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.ordering import CURRENT, HOST, Access, FactUpdate, FlowState, Mark, TrackedTensor, join_states
+from csan_lint.lint.recognize import ContextFunctions
 from csan_lint.lint.scan import tensor_params
 from csan_lint.lint.summaries import ANY_OTHER, Effect, PackageIndex, Summary
 
@@ -88,6 +89,8 @@ class Helpers:
         self.classes = classes or {}
         """Classes of the module -> their base classes as spelled (`Base`, `mod.Base`)."""
         self.summaries: dict[str, Summary | None] = {}
+        self.contexts = ContextFunctions(functions.values(), imports)
+        """The module's functions that enter a stream for their caller (`with self._on(s):`)."""
         self.depth = 0
         """Summaries being built, each inside the last: deep call chains stop at _MAX_SUMMARY_DEPTH."""
 

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import libcst as cst
 
 from csan_lint.lint.names import DEVICE_SYNC, ImportTable, dotted_name
 from csan_lint.lint.nodes import children
+from csan_lint.lint.recognize import ContextFunctions
 
 
 def is_self(expr: cst.BaseExpression) -> bool:
@@ -101,6 +103,11 @@ class ModuleFacts:
     """Likewise for `synchronize`."""
     _syncing: dict[str, bool] = field(default_factory=dict)
 
+    @cached_property
+    def contexts(self) -> ContextFunctions:
+        """The module's functions that enter a stream for their caller (`with self._on(s):`)."""
+        return ContextFunctions((f for same_name in self.functions.values() for f in same_name), self.imports)
+
     def syncs(self, name: str) -> bool:
         """A same-module function of that name synchronizes the host somewhere in its body."""
         if not self.syncing:
@@ -126,9 +133,9 @@ def scan_facts(body: Sequence[cst.CSTNode], facts: ModuleFacts) -> None:
     for node in body:
         if isinstance(node, cst.SimpleStatementLine):
             for small in node.body:
-                if isinstance(small, (cst.Import, cst.ImportFrom)):
-                    facts.imports.add(small)
-                elif isinstance(small, cst.Assign) and facts.pins and pins(small.value):
+                if isinstance(small, (cst.Import, cst.ImportFrom, cst.Assign)):
+                    facts.imports.add(small)  # an assignment may bind an accelerator object
+                if isinstance(small, cst.Assign) and facts.pins and pins(small.value):
                     facts.pinned.update(
                         key
                         for target in small.targets

@@ -53,7 +53,7 @@ from csan_lint.lint.hoststate import (
     update_pending,
 )
 from csan_lint.lint.interpret import Interpreter, Loop
-from csan_lint.lint.model import Span
+from csan_lint.lint.model import Span, Spellings
 from csan_lint.lint.names import (
     CURRENT_STREAM,
     DEFAULT_STREAM,
@@ -61,10 +61,12 @@ from csan_lint.lint.names import (
     EVENT_CONSTRUCTORS,
     GRAPH_CAPTURE,
     SET_STREAM,
-    STREAM_CONTEXTS,
+    STREAM_VALUES,
+    ImportTable,
     dotted_name,
 )
 from csan_lint.lint.ordering import UNKNOWN, query_poll
+from csan_lint.lint.recognize import entered_streams, one_stream
 from csan_lint.lint.streamflow import CURRENT, Location, ModuleFlow
 from csan_lint.lint.streams import stream_token
 from csan_lint.lint.values import code_of, viewed
@@ -165,12 +167,10 @@ class _Analysis(Interpreter[HostState, Loop[HostState]]):
             self.statement = item
             expr = item.item
             qualified = self.imports.qualified(expr.func) if isinstance(expr, cst.Call) else None
-            key = dotted_name(expr)
-            if isinstance(expr, cst.Call) and qualified in STREAM_CONTEXTS:
-                self._eval_args(expr, reads=False)
-                self._enter_stream(self._context_stream(expr), item, node)
-            elif key is not None and key in self.live.contexts:
-                self._enter_stream(self.live.contexts[key], item, node)
+            if (stream := self._context_stream(expr)) is not None:
+                if isinstance(expr, cst.Call):
+                    self._eval_args(expr, reads=False)
+                self._enter_stream(stream, item, node)
             elif isinstance(expr, cst.Call) and qualified == GRAPH_CAPTURE:
                 self._eval_args(expr, reads=False)
                 given = next((a.value for a in expr.args if a.keyword and a.keyword.value == "stream"), None)
@@ -198,10 +198,14 @@ class _Analysis(Interpreter[HostState, Loop[HostState]]):
             self.live.capture = replace(capture, blocks=capture.blocks | {block})
         self.live.current = stream
 
-    def _context_stream(self, call: cst.Call) -> str | None:
-        """The stream of `torch.cuda.stream(s)` / `StreamContext(stream=s)`; None for None."""
-        arg = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "stream"), None)
-        return self._stream(arg) if arg is not None else None
+    def _context_stream(self, expr: cst.BaseExpression) -> str | None:
+        """The stream a `with` item makes current, None if it is no stream context: a context
+        bound here (`ctx`, or `ctx()` of a `functools.partial`), or any spelling recognize.py knows."""
+        key = dotted_name(expr.func if isinstance(expr, cst.Call) else expr)
+        if key is not None and key in self.live.contexts:
+            return self.live.contexts[key]
+        entered = entered_streams(expr, self.imports, self.facts.contexts, self.live.streams.__contains__)
+        return None if entered is None else one_stream(map(self._stream, entered))
 
     def _loop_frame(self, head: HostState) -> Loop[HostState]:
         return Loop()
@@ -258,7 +262,7 @@ class _Analysis(Interpreter[HostState, Loop[HostState]]):
             forget_token(state.out_of, f"event:{key}")
         elif qualified in (CURRENT_STREAM, DEFAULT_STREAM):
             state.streams[key] = self._stream(value) or key
-        elif qualified in STREAM_CONTEXTS and (stream := self._context_stream(value)) is not None:
+        elif qualified not in STREAM_VALUES and (stream := self._context_stream(value)) is not None:
             state.contexts[key] = stream
         elif self.facts.pins and pins(value):
             state.pinned |= {key}
@@ -355,6 +359,9 @@ class _Analysis(Interpreter[HostState, Loop[HostState]]):
             return
         method, receiver = func.attr.value, func.value
         key = dotted_name(receiver)
+        if method == "enter_context" and node.args and (stream := self._context_stream(node.args[0].value)):
+            self.live.current = stream  # until the ExitStack's `with` ends
+            return
         if isinstance(receiver, cst.Name) and receiver.value in ("self", "cls") and self.facts.syncs(method):
             self._eval_args(node, reads=False)
             self._host_sync(None)
@@ -606,8 +613,8 @@ class _Analysis(Interpreter[HostState, Loop[HostState]]):
 
 
 @lru_cache(maxsize=4)
-def _host_hazards(module: cst.Module, source: str) -> tuple[HostHazard, ...]:
-    facts = ModuleFacts(pins="pin_memory" in source, syncing="synchronize" in source)
+def _host_hazards(module: cst.Module, source: str, spellings: Spellings) -> tuple[HostHazard, ...]:
+    facts = ModuleFacts(ImportTable(spellings), pins="pin_memory" in source, syncing="synchronize" in source)
     scan_facts(module.body, facts)
     if not facts.imports.imports_torch:
         return ()
@@ -627,7 +634,7 @@ def host_hazards(flow: ModuleFlow) -> tuple[HostHazard, ...]:
     """Every host-side hazard of the module; cached, since five rules read it."""
     if not _RELEVANT.search(flow.source):
         return ()
-    return _host_hazards(flow.module, flow.source)
+    return _host_hazards(flow.module, flow.source, flow.spellings)
 
 
 def host_location(flow: ModuleFlow, hazard: HostHazard) -> Location:

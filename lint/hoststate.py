@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 import libcst as cst
 
 from csan_lint.lint.ordering import CURRENT, UNKNOWN
+from csan_lint.lint.recognize import join_contexts
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,7 @@ def join_host_states(states: Iterable[HostState | None]) -> HostState | None:
         if state.current != result.current:
             result.current = UNKNOWN
         result.streams = {k: v for k, v in result.streams.items() if state.streams.get(k) == v}
-        result.contexts = {k: v for k, v in result.contexts.items() if state.contexts.get(k) == v}
+        result.contexts = join_contexts(result.contexts, state.contexts)
         result.into = _join_maps(result.into, state.into)
         result.out_of = _join_maps(result.out_of, state.out_of)
         result.pinned &= state.pinned

@@ -27,6 +27,7 @@ from typing import Literal
 import libcst as cst
 
 from csan_lint.lint.interpret import Loop
+from csan_lint.lint.recognize import join_contexts
 from csan_lint.lint.summaries import ANY_OTHER
 from csan_lint.runtime import kinds
 
@@ -213,7 +214,7 @@ def join_states(states: Iterable[FlowState | None]) -> FlowState | None:
             mine = result.tensors.get(key)
             result.tensors[key] = tensor if mine is None else join_tensor(mine, tensor)
         result.streams = _join_bindings(result.streams, state.streams)
-        result.contexts = {k: v for k, v in result.contexts.items() if state.contexts.get(k) == v}
+        result.contexts = join_contexts(result.contexts, state.contexts)
     return result
 
 

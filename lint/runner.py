@@ -23,7 +23,7 @@ from pathlib import Path
 from csan_lint.lint.cache import Hit, ResultCache, Stat, content_hash, file_stat, index_key
 from csan_lint.lint.config import Config
 from csan_lint.lint.files import Excluder, PathError, discover, display_path, might_have_findings
-from csan_lint.lint.model import Finding, Span
+from csan_lint.lint.model import NO_SPELLINGS, Finding, Span, Spellings
 from csan_lint.lint.registry import SYNTAX_ERROR_CODE, all_rules
 from csan_lint.lint.rule import Rule
 from csan_lint.lint.summaries import PackageIndex
@@ -109,6 +109,8 @@ class _Job:
     """A file the engine need not see: only its syntax (and, with `unused_noqa`, its
     suppressions) is checked. In the pool too: CPython's parser is most of a cold run's CPU
     once the prefilter has rejected 96% of the files."""
+    spellings: Spellings = NO_SPELLINGS
+    """The project's own wrappers of the stream API."""
 
     @property
     def cost(self) -> int:
@@ -116,20 +118,24 @@ class _Job:
 
 
 def lint_source(
-    source: str, path: str, rules: Sequence[type[Rule]] | None = None, package: PackageIndex | None = None
+    source: str,
+    path: str,
+    rules: Sequence[type[Rule]] | None = None,
+    package: PackageIndex | None = None,
+    spellings: Spellings = NO_SPELLINGS,
 ) -> list[Finding]:
     """`csan_lint.lint.engine.lint_source`, imported on first use: the engine pulls in libcst,
     which a run whose files all fail the prefilter (or hit the cache) never needs."""
     from csan_lint.lint.engine import lint_source as engine_lint_source
 
-    return engine_lint_source(source, path, rules, package)
+    return engine_lint_source(source, path, rules, package, spellings)
 
 
 def _lint_job(job: _Job) -> list[Finding]:
     try:
         if job.syntax_only:
             return _unparsed(job.source, job.path, job.rules, job.unused_noqa)
-        findings = lint_source(job.source, job.path, job.rules, job.package)
+        findings = lint_source(job.source, job.path, job.rules, job.package, job.spellings)
     except Exception as error:  # a crash on one file is that file's diagnostic; the run goes on
         return [diagnostic(job.path, INTERNAL_ERROR_CODE, _internal_error(error))]
     if findings and findings[0].code == SYNTAX_ERROR_CODE:
@@ -157,9 +163,9 @@ def _job(source: str, path: Path, shown: str, config: Config) -> _Job:
     prefilter passes it and a rule runs on it, else a syntax check. The rules (and libcst with
     them) are imported only when the prefilter passes or `unused-noqa` is on."""
     unused_noqa = config.reports_unused_noqa(path)
-    engine = might_have_findings(source) and bool(config.rules_for(path))
+    engine = might_have_findings(source, config.spellings.leaves()) and bool(config.rules_for(path))
     rules = config.rules_for(path) if engine or unused_noqa else ()
-    return _Job(shown, source, rules, None, unused_noqa, syntax_only=not engine)
+    return _Job(shown, source, rules, None, unused_noqa, syntax_only=not engine, spellings=config.spellings)
 
 
 def lint_text(source: str, path: Path, config: Config) -> LintResult:
@@ -348,7 +354,14 @@ def _lint_stale(
     if len(parsed) > 1:
         package = PackageIndex.build((file.shown, file.source) for file in parsed if file.orders and file.source is not None)
     work = [
-        _Job(file.shown, file.source or "", config.rules_for(file.path), package, config.reports_unused_noqa(file.path))
+        _Job(
+            file.shown,
+            file.source or "",
+            config.rules_for(file.path),
+            package,
+            config.reports_unused_noqa(file.path),
+            spellings=config.spellings,
+        )
         for file in stale
     ]
     outcomes = _run([*work, *(check.job for check in checks)], jobs, progress)

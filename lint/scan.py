@@ -8,8 +8,9 @@ from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
-from csan_lint.lint.names import STREAM_CONTEXTS, ImportTable, dotted_name
+from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.nodes import children
+from csan_lint.lint.recognize import NO_FUNCTIONS, ContextFunctions, entered_streams
 from csan_lint.lint.summaries import module_name
 from csan_lint.lint.values import code_of, target_names
 
@@ -70,9 +71,9 @@ def entry_streams(body: Sequence[cst.CSTNode], imports: ImportTable) -> dict[str
             inner = None  # the body runs where the function is called, not here
         elif isinstance(node, cst.With):
             for item in node.items:
-                call = item.item
-                if isinstance(call, cst.Call) and imports.qualified(call.func) in STREAM_CONTEXTS and call.args:
-                    inner = code_of(call.args[0].value)
+                streams = entered_streams(item.item, imports)
+                if streams is not None and len(streams) == 1:
+                    inner = code_of(streams[0])
         elif isinstance(node, cst.Call):
             func = node.func
             callee = func.value if isinstance(func, cst.Name) else None
@@ -146,8 +147,8 @@ def scan(
             for small in node.body:
                 if isinstance(small, cst.ImportFrom) and small.relative:
                     relative.append(small)
-                elif isinstance(small, (cst.Import, cst.ImportFrom)):
-                    imports.add(small)
+                elif isinstance(small, (cst.Import, cst.ImportFrom, cst.Assign)):
+                    imports.add(small)  # an assignment may bind an accelerator object
         elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             name = f"{prefix}{node.name.value}"
             if isinstance(node, cst.FunctionDef):
@@ -177,14 +178,16 @@ def _suites(node: cst.BaseCompoundStatement) -> Iterator[Sequence[cst.CSTNode]]:
         yield body_of(case.body)
 
 
-def has_with(body: Sequence[cst.CSTNode], imports: ImportTable | None = None) -> bool:
+def has_with(
+    body: Sequence[cst.CSTNode], imports: ImportTable | None = None, contexts: ContextFunctions = NO_FUNCTIONS
+) -> bool:
     """Whether `body` has a `with` outside nested definitions; given `imports`, one that may
-    enter a stream (a stream context call, or a context object bound elsewhere)."""
+    enter a stream (any spelling of a stream context, or a context object bound elsewhere)."""
     for node in body:
         if isinstance(node, cst.With) and (
             imports is None
             or any(
-                not isinstance(item.item, cst.Call) or imports.qualified(item.item.func) in STREAM_CONTEXTS
+                not isinstance(item.item, cst.Call) or entered_streams(item.item, imports, contexts) is not None
                 for item in node.items
             )
         ):
@@ -192,7 +195,7 @@ def has_with(body: Sequence[cst.CSTNode], imports: ImportTable | None = None) ->
         if (
             isinstance(node, cst.BaseCompoundStatement)
             and not isinstance(node, (cst.FunctionDef, cst.ClassDef))
-            and any(has_with(suite, imports) for suite in _suites(node))
+            and any(has_with(suite, imports, contexts) for suite in _suites(node))
         ):
             return True
     return False

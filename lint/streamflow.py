@@ -22,7 +22,7 @@ from libcst.metadata import CodeRange
 
 from csan_lint.lint.accesses import FunctionAnalysis
 from csan_lint.lint.effects import Helpers
-from csan_lint.lint.model import Span
+from csan_lint.lint.model import NO_SPELLINGS, Span, Spellings
 from csan_lint.lint.names import CURRENT_STREAM, ImportTable
 from csan_lint.lint.ordering import CURRENT, FlowState, Hazard, Mark, TrackedTensor, join_states, join_tensor
 from csan_lint.lint.positions import Positions, positions
@@ -61,6 +61,8 @@ class ModuleFlow:
     _positions: Mapping[cst.CSTNode, CodeRange] | Positions | None = field(default=None, repr=False)
     source: str = field(default="", repr=False)
     """The module's text, for rules that prefilter on it (hostflow.py)."""
+    spellings: Spellings = field(default=NO_SPELLINGS, repr=False)
+    """The project's own wrappers of the stream API, for hostflow.py's names."""
 
     def range(self, node: cst.CSTNode) -> CodeRange:
         if self._positions is None:
@@ -115,11 +117,14 @@ def _describe(stream: str) -> str:
     return "the current stream" if stream == CURRENT else f"side stream '{stream}'"
 
 
-def analyse(module: cst.Module, path: str, source: str, package: PackageIndex | None = None) -> ModuleFlow:
+def analyse(
+    module: cst.Module, path: str, source: str, package: PackageIndex | None = None, spellings: Spellings = NO_SPELLINGS
+) -> ModuleFlow:
     """Interprets the module body and every function that has a `with` statement, then the
     public methods of classes whose methods leave `self` attributes written on a side stream.
-    `package`: the other linted modules, for calls to functions imported from them."""
-    imports = ImportTable()
+    `package`: the other linted modules, for calls to functions imported from them;
+    `spellings`: the project's own wrappers of the stream API."""
+    imports = ImportTable(spellings)
     functions: list[tuple[str, cst.FunctionDef]] = []
     classes: dict[str, list[str]] = {}
     relative: list[cst.ImportFrom] = []
@@ -145,7 +150,7 @@ def analyse(module: cst.Module, path: str, source: str, package: PackageIndex | 
             for name, function in functions
             if name in with_blocks
             and source.count(f"{name.rpartition('.')[2]}(") > 1
-            and has_with(body_of(function.body), imports)
+            and has_with(body_of(function.body), imports, helpers.contexts)
             and (summary := helpers.summary(name)) is not None
             and any(effect.stream != CURRENT for effect in summary.effects)
         }
@@ -172,7 +177,7 @@ def analyse(module: cst.Module, path: str, source: str, package: PackageIndex | 
                     exits[name] = end
         for owner in classes:
             _cross_method(owner, functions, exits, helpers, hazards, source)
-    return ModuleFlow(path, module, list(hazards.values()), source=source)
+    return ModuleFlow(path, module, list(hazards.values()), source=source, spellings=spellings)
 
 
 def _spelled_alike(stream: str, function: cst.FunctionDef, globals_: frozenset[str]) -> bool:

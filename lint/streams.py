@@ -9,10 +9,11 @@ or the expression's own source text (`s`, `self.copy_stream`); an event recorded
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, STREAM_CONTEXTS, ImportTable, dotted_name
+from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.ordering import (
     CURRENT,
     HOST,
@@ -24,7 +25,11 @@ from csan_lint.lint.ordering import (
     launch_key,
     query_poll,
 )
+from csan_lint.lint.recognize import NO_FUNCTIONS, entered_streams, one_stream
 from csan_lint.lint.values import code_of
+
+if TYPE_CHECKING:
+    from csan_lint.lint.effects import Helpers
 
 
 class Streams:
@@ -35,6 +40,7 @@ class Streams:
     live: FlowState
     tokens: set[str]
     """Streams and events the ordering calls named: a summary probes each of them."""
+    helpers: Helpers | None
 
     def _stream_method(self, node: cst.Call, func: cst.Attribute) -> bool:
         """Ordering calls on streams and events; False if `func` is none of them."""
@@ -103,16 +109,14 @@ class Streams:
     # ---- streams
 
     def _context_stream(self, expr: cst.BaseExpression) -> str | None:
-        """The stream a `with` item makes current, None if it is no stream context."""
-        if isinstance(expr, cst.Call) and self.imports.qualified(expr.func) in STREAM_CONTEXTS:
-            return self._stream_argument(expr)
-        key = dotted_name(expr)
-        return self.live.contexts.get(key) if key is not None else None
-
-    def _stream_argument(self, call: cst.Call) -> str | None:
-        """The stream of `torch.cuda.stream(s)` / `StreamContext(stream=s)`; None for None."""
-        arg = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "stream"), None)
-        return self._stream(arg) if arg is not None else None
+        """The stream a `with` item makes current, None if it is no stream context: a context
+        bound here (`ctx`, or `ctx()` of a `functools.partial`), or any spelling recognize.py knows."""
+        key = dotted_name(expr.func if isinstance(expr, cst.Call) else expr)
+        if key is not None and key in self.live.contexts:
+            return self.live.contexts[key]
+        functions = self.helpers.contexts if self.helpers is not None else NO_FUNCTIONS
+        entered = entered_streams(expr, self.imports, functions, self.live.streams.__contains__)
+        return None if entered is None else one_stream(map(self._stream, entered))
 
     def _event(self, expr: cst.BaseExpression) -> str | None:
         """The ordering token of the event an expression denotes; None for `None`."""

@@ -24,12 +24,13 @@ from csan_lint.lint.names import (
     DEFAULT_STREAM,
     EVENT_CONSTRUCTORS,
     STREAM_CONSTRUCTORS,
-    STREAM_CONTEXTS,
+    STREAM_VALUES,
     ImportTable,
     dotted_name,
 )
 from csan_lint.lint.nodes import children
 from csan_lint.lint.ordering import FlowState
+from csan_lint.lint.recognize import one_stream
 
 HOST_METHODS = frozenset(
     {
@@ -309,7 +310,7 @@ class Values:
     state: FlowState | None
     live: FlowState
     _stream: Callable[[cst.BaseExpression], str | None]
-    _stream_argument: Callable[[cst.Call], str | None]
+    _context_stream: Callable[[cst.BaseExpression], str | None]
 
     def _escape_names(self, expr: cst.CSTNode) -> None:
         for key in self._tensor_names(expr):
@@ -363,7 +364,27 @@ class Values:
             return Value("other")
         if isinstance(expr, cst.Call):
             return self._call_value(expr)
+        if isinstance(expr, cst.IfExp):
+            return self._choice_value(expr)
         return Value("other")
+
+    def _choice_value(self, expr: cst.IfExp) -> Value:
+        """A stream chosen at run time binds one of its sides (`self.s1 if c else self.s0`,
+        `torch.cuda.current_stream() if c else None`); `nullcontext() if c else
+        torch.cuda.stream(s)` binds a stream context."""
+        sides = (expr.body, expr.orelse)
+        chosen = [side for side in sides if not (isinstance(side, cst.Name) and side.value == "None")]
+        if chosen and all(map(self._is_stream, chosen)):
+            return Value("stream", one_stream(map(self._stream, chosen)))
+        context = self._context_stream(expr) if any(isinstance(side, cst.Call) for side in sides) else None
+        return Value("context", context) if context is not None else Value("other")
+
+    def _is_stream(self, expr: cst.BaseExpression) -> bool:
+        """Known for a stream: made by a stream call, bound to one here or anywhere in the module."""
+        if isinstance(expr, cst.Call):
+            return self.imports.qualified(expr.func) in STREAM_VALUES
+        key = dotted_name(expr)
+        return key is not None and (key in self.live.streams or self.imports.binds_stream(key))
 
     def _alias_of(self, expr: cst.BaseExpression) -> Value:
         key = dotted_name(expr)
@@ -379,8 +400,9 @@ class Values:
                 return Value("stream")
             if qualified in (CURRENT_STREAM, DEFAULT_STREAM):
                 return Value("stream", self._stream(expr))
-            if qualified in STREAM_CONTEXTS:
-                return Value("context", self._stream_argument(expr))
+        if (context := self._context_stream(expr)) is not None:
+            return Value("context", context)  # also a partial of one, or a module function's
+        if qualified is not None:
             if qualified in EVENT_CONSTRUCTORS:
                 return Value("event")
             module = qualified.rpartition(".")[0]
