@@ -32,7 +32,7 @@ CONFIRM_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     click.option("--tests", multiple=True, type=click.Path(), metavar="PATH", help="With --confirm: test files or directories to choose from (default: pytest's testpaths, else tests/)."),
     click.option("--device", type=click.Choice(["auto", "cuda", "emulated"]), default=None, help="With --confirm: where the tests run (default auto: CUDA if available, else the emulated device)."),
     click.option("--timeout", type=float, default=None, metavar="SECONDS", help="With --confirm: a test running longer is killed and its findings get `error` (default 60)."),
-    click.option("--fail-on", "fail_on", default=None, metavar="VERDICTS", help="With --confirm: also exit 1 on these verdicts (comma-separated: unexercised, error, dismissed)."),
+    click.option("--fail-on", "fail_on", default=None, metavar="VERDICTS", help="With --confirm: also exit 1 on these verdicts (comma-separated: other-race, unexercised, error, dismissed)."),
     click.option("-v", "--verbose", is_flag=True, help="With --confirm: print the sanitizer's report under each confirmed finding."),
 ]
 

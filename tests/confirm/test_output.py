@@ -46,7 +46,7 @@ def test_text_has_one_line_per_verdict_and_a_summary():
         "src/a.py:40:9: CSL101 error  t.py::d crashed: the test process was killed by SIGKILL",
         "t.py:7: CSL901 runtime-only  a race (t.py::e)",
         "t.py:9: CSL909 runtime-only warning  no-op wait (t.py::f)",
-        "1 confirmed, 1 dismissed, 1 unexercised, 1 error; 2 runtime-only",
+        "1 confirmed, 0 other-race, 1 dismissed, 1 unexercised, 1 error; 2 runtime-only",
     ]
 
 
@@ -83,4 +83,4 @@ def test_json_document():
     assert [f["verdict"] for f in document["findings"]] == ["confirmed", "dismissed", "unexercised", "error"]
     assert document["findings"][2]["runtime_report"] is None
     assert [entry["code"] for entry in document["runtime_only"]] == ["CSL901", "CSL909"]
-    assert document["summary"] == {"confirmed": 1, "dismissed": 1, "unexercised": 1, "error": 1, "runtime_only": 2}
+    assert document["summary"] == {"confirmed": 1, "other-race": 0, "dismissed": 1, "unexercised": 1, "error": 1, "runtime_only": 2}
