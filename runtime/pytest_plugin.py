@@ -8,6 +8,14 @@ device with checking off. Inert and cheap unless one of them is given: torch is 
     {"type": "race", "nodeid": ..., "report": <report JSON>}
     {"type": "internal-error", "nodeid": ..., "message": ...}
     {"type": "test-end", "nodeid": ..., "outcome": "passed" | "failed" | "skipped" | "error", "longrepr": ...}
+    {"type": "stream-leak", "nodeid": ..., "device": N, "stream": handle}
+
+Tests are isolated from each other: each starts on the default stream of every device (a test
+that leaves another stream current, say a CUDA graph capture that raised, is named once and the
+stream is restored), and a block freed after its test ended (kept alive by a failure's
+traceback, collected later) has its race charged to the test that allocated it, not to the
+test running at the free. A race record's `nodeid` is the test it is charged to; null: outside
+any test.
 """
 
 from __future__ import annotations
@@ -23,6 +31,8 @@ if TYPE_CHECKING:
     from csan_lint.runtime.sanitizer import Sanitizer
 
 REPORT_VERSION = 1
+BETWEEN_TESTS = "code run outside any test (collection, fixtures' teardown)"
+"""Who is named for a stream left current outside any test."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -88,6 +98,49 @@ class _ReportFile:
         self.file.close()
 
 
+class _Owners:
+    """Which test allocated each live device block (gpu_trace's allocation callbacks), so that
+    a free-in-use race is charged to that test whenever the block dies."""
+
+    def __init__(self) -> None:
+        self.test: str | None = None
+        self.by_block: dict[int, str | None] = {}
+        self._callbacks: list[tuple[Any, Any]] = []
+
+    def register(self) -> None:
+        """(Again) last in the callback lists: the sanitizer reports a free before we forget it."""
+        import torch.cuda._gpu_trace as gpu_trace
+
+        self.unregister()
+        self._callbacks = [
+            (gpu_trace.MemoryAllocationCallbacks, self._allocated),
+            (gpu_trace.MemoryDeallocationCallbacks, self._freed),
+        ]
+        for registry, callback in self._callbacks:
+            registry.add_callback(callback)
+
+    def unregister(self) -> None:
+        for registry, callback in self._callbacks:
+            if callback in registry.callback_list:
+                registry.callback_list.remove(callback)
+        self._callbacks = []
+
+    def _allocated(self, ptr: int) -> None:
+        self.by_block[ptr] = self.test
+
+    def _freed(self, ptr: int) -> None:
+        self.by_block.pop(ptr, None)
+
+    def charged(self, report: RuntimeErrorReport, running: str | None) -> str | None:
+        """The test a race belongs to: for a free in use, the test that allocated the block
+        (the running one when the block was allocated outside any test)."""
+        from csan_lint.runtime import kinds
+
+        if report.kind != kinds.FREE_IN_USE or report.allocation is None:
+            return running
+        return self.by_block.get(report.allocation.ptr) or running
+
+
 class CsanSession:
     """The plugin's state for one pytest session (registered only when asked for)."""
 
@@ -118,6 +171,11 @@ class CsanSession:
         self.nodeid: str | None = None
         self.outcome = "passed"
         self.longrepr: str | None = None
+        self.leaks: list[str] = []
+        """One line per stream left current by a test, for the terminal summary."""
+        self.late: list[tuple[str, RuntimeErrorReport]] = []
+        """Races charged to a test that had ended when they were found (a late free)."""
+        self.owners = _Owners()
         self._write({"type": "session", "version": REPORT_VERSION, "device": self.device})
         if config.getoption("csan"):
             from csan_lint.runtime.sanitizer import Sanitizer
@@ -127,6 +185,7 @@ class CsanSession:
             self.sanitizer.listeners.append(self._race)
             self.sanitizer.internal_listeners.append(self._internal_error)
             self.sanitizer.enable()
+            self.owners.register()  # after the sanitizer's: a free's race is charged before forgetting
 
     def _write(self, record: dict[str, Any]) -> None:
         if self.report is not None:
@@ -135,7 +194,30 @@ class CsanSession:
     def _race(self, report: RuntimeErrorReport) -> None:
         from csan_lint.runtime.report import to_json
 
-        self._write({"type": "race", "nodeid": self.nodeid, "report": to_json(report)})
+        owner = self.owners.charged(report, self.nodeid)
+        if owner != self.nodeid and owner is not None:
+            self.late.append((owner, report))
+        self._write({"type": "race", "nodeid": owner, "report": to_json(report)})
+
+    def _restore_default_streams(self, owner: str | None) -> None:
+        """Puts every device back on its default stream, naming `owner` (None: outside any test)
+        once per stream it left current. Never fails the user's run: an error here is ours."""
+        try:
+            import torch
+
+            for device in range(torch.cuda.device_count()):
+                current, default = torch.cuda.current_stream(device), torch.cuda.default_stream(device)
+                if current != default:
+                    torch.cuda.set_stream(default)
+                    self.leaks.append(
+                        f"{owner or BETWEEN_TESTS} left stream {current.cuda_stream} current on cuda:{device}; "
+                        "the default stream was restored"
+                    )
+                    self._write(
+                        {"type": "stream-leak", "nodeid": owner, "device": device, "stream": current.cuda_stream}
+                    )
+        except Exception as error:
+            self._internal_error(f"restoring the default stream: {type(error).__name__}: {error}")
 
     def _internal_error(self, message: str) -> None:
         self._write({"type": "internal-error", "nodeid": self.nodeid, "message": message})
@@ -144,7 +226,9 @@ class CsanSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self._restore_default_streams(None)
         self.nodeid = nodeid
+        self.owners.test = nodeid
         self.outcome = "passed"
         self.longrepr = None
         self._write({"type": "test-start", "nodeid": nodeid})
@@ -155,6 +239,7 @@ class CsanSession:
             return
         if sanitizer.broken:
             sanitizer.restart()  # the previous test's internal error left the state unsure
+            self.owners.register()
         marker = item.get_closest_marker("csan")
         sanitizer.paused = marker is not None and not marker.kwargs.get("enabled", True)
 
@@ -168,7 +253,10 @@ class CsanSession:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, None, None]:
-        return (yield from self._checked(item, "teardown"))
+        try:
+            return (yield from self._checked(item, "teardown"))
+        finally:
+            self._restore_default_streams(item.nodeid)
 
     def _checked(self, item: pytest.Item, when: str) -> Generator[None, None, None]:
         """Run one phase; races found in it fail it (unless --csan-report-only) when it
@@ -176,12 +264,13 @@ class CsanSession:
         sanitizer = self.sanitizer
         if sanitizer is None:
             return (yield)
-        before = len(sanitizer.errors)
+        before, late = len(sanitizer.errors), len(self.late)
         result = None
         try:
             result = yield
         finally:
-            found = sanitizer.errors[before:]
+            elsewhere = {id(report) for _, report in self.late[late:]}
+            found = [report for report in sanitizer.errors[before:] if id(report) not in elsewhere]
             if found:
                 text = _render(found)
                 item.add_report_section(when, "csan", text)
@@ -213,8 +302,26 @@ class CsanSession:
             }
         )
         self.nodeid = None
+        self.owners.test = None
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.leaks:
+            terminalreporter.section("csan: stream left current by a test")
+            for line in self.leaks:
+                terminalreporter.line(line)
+        if self.late:
+            terminalreporter.section("csan: races found after their test ended")
+            for owner, report in self.late:
+                terminalreporter.line(f"charged to {owner}:\n{_render([report])}")
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """A late race fails the run (no test of its own is left to fail)."""
+        races = [report for _, report in self.late if report.severity == "error"]
+        if races and not self.report_only and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.owners.unregister()
         if self.sanitizer is not None:
             self.sanitizer.disable()
         if self.activated_emulation:
