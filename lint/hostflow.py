@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 import libcst as cst
@@ -38,11 +38,11 @@ from csan_lint.lint.names import (
     EVENT_CONSTRUCTORS,
     GRAPH_CAPTURE,
     SET_STREAM,
-    STREAM_CONTEXTS,
     ImportTable,
     dotted_name,
 )
 from csan_lint.lint.nodes import children
+from csan_lint.lint.recognize import STREAM_VALUES, ContextFunctions, entered_streams, one_stream
 from csan_lint.lint.streamflow import CURRENT, Location, ModuleFlow
 from csan_lint.runtime import kinds
 
@@ -264,12 +264,10 @@ class _Analysis(Interpreter[_State, Loop[_State]]):
             self.statement = item
             expr = item.item
             qualified = self.imports.qualified(expr.func) if isinstance(expr, cst.Call) else None
-            key = dotted_name(expr)
-            if isinstance(expr, cst.Call) and qualified in STREAM_CONTEXTS:
-                self._eval_args(expr, reads=False)
-                self._enter_stream(self._context_stream(expr), item, node)
-            elif key is not None and key in self.live.contexts:
-                self._enter_stream(self.live.contexts[key], item, node)
+            if (stream := self._context_stream(expr)) is not None:
+                if isinstance(expr, cst.Call):
+                    self._eval_args(expr, reads=False)
+                self._enter_stream(stream, item, node)
             elif isinstance(expr, cst.Call) and qualified == GRAPH_CAPTURE:
                 self._eval_args(expr, reads=False)
                 given = next((a.value for a in expr.args if a.keyword and a.keyword.value == "stream"), None)
@@ -297,10 +295,14 @@ class _Analysis(Interpreter[_State, Loop[_State]]):
             self.live.capture = replace(capture, blocks=capture.blocks | {block})
         self.live.current = stream
 
-    def _context_stream(self, call: cst.Call) -> str | None:
-        """The stream of `torch.cuda.stream(s)` / `StreamContext(stream=s)`; None for None."""
-        arg = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "stream"), None)
-        return self._stream(arg) if arg is not None else None
+    def _context_stream(self, expr: cst.BaseExpression) -> str | None:
+        """The stream a `with` item makes current, None if it is no stream context: a context
+        bound here (`ctx`, or `ctx()` of a `functools.partial`), or any spelling recognize.py knows."""
+        key = dotted_name(expr.func if isinstance(expr, cst.Call) else expr)
+        if key is not None and key in self.live.contexts:
+            return self.live.contexts[key]
+        entered = entered_streams(expr, self.imports, self.facts.contexts, self.live.streams.__contains__)
+        return None if entered is None else one_stream(map(self._stream, entered))
 
     def _loop_frame(self, head: _State) -> Loop[_State]:
         return Loop()
@@ -356,7 +358,7 @@ class _Analysis(Interpreter[_State, Loop[_State]]):
             _drop_token(state.out_of, f"event:{key}")
         elif qualified in (CURRENT_STREAM, DEFAULT_STREAM):
             state.streams[key] = self._stream(value) or key
-        elif qualified in STREAM_CONTEXTS and (stream := self._context_stream(value)) is not None:
+        elif qualified not in STREAM_VALUES and (stream := self._context_stream(value)) is not None:
             state.contexts[key] = stream
         elif self.facts.pins and _pins(value):
             state.pinned |= {key}
@@ -453,6 +455,9 @@ class _Analysis(Interpreter[_State, Loop[_State]]):
             return
         method, receiver = func.attr.value, func.value
         key = dotted_name(receiver)
+        if method == "enter_context" and node.args and (stream := self._context_stream(node.args[0].value)):
+            self.live.current = stream  # until the ExitStack's `with` ends
+            return
         if isinstance(receiver, cst.Name) and receiver.value in ("self", "cls") and self.facts.syncs(method):
             self._eval_args(node, reads=False)
             self._host_sync(None)
@@ -798,6 +803,11 @@ class _ModuleFacts:
     """Likewise for `synchronize`."""
     _syncing: dict[str, bool] = field(default_factory=dict)
 
+    @cached_property
+    def contexts(self) -> ContextFunctions:
+        """The module's functions that enter a stream for their caller (`with self._on(s):`)."""
+        return ContextFunctions((f for same_name in self.functions.values() for f in same_name), self.imports)
+
     def syncs(self, name: str) -> bool:
         """A same-module function of that name synchronizes the host somewhere in its body."""
         if not self.syncing:
@@ -823,9 +833,9 @@ def _scan(body: Sequence[cst.CSTNode], facts: _ModuleFacts) -> None:
     for node in body:
         if isinstance(node, cst.SimpleStatementLine):
             for small in node.body:
-                if isinstance(small, (cst.Import, cst.ImportFrom)):
-                    facts.imports.add(small)
-                elif isinstance(small, cst.Assign) and facts.pins and _pins(small.value):
+                if isinstance(small, (cst.Import, cst.ImportFrom, cst.Assign)):
+                    facts.imports.add(small)  # an assignment may bind an accelerator object
+                if isinstance(small, cst.Assign) and facts.pins and _pins(small.value):
                     facts.pinned.update(
                         key
                         for target in small.targets

@@ -1,13 +1,20 @@
-"""Which torch.cuda API a name in the source means, however torch was imported.
+"""Which torch.cuda API a name in the source means, however torch was imported or spelled.
 
 LibCST's QualifiedNameProvider answers this too, but costs about eight parses per file; the
 linter needs a dozen names, so a table of the module's own import aliases is enough and
 costs nothing beyond visiting the import statements.
+
+Every spelling of the stream API is answered with its `torch.cuda` name, so the analyses know
+one name per meaning: the device-generic `torch.Stream`/`torch.Event`/`torch.accelerator.*`,
+an accelerator object (DeepSpeed's `get_accelerator()`, `torch.get_device_module()`, also bound
+to a name first: `accel = get_accelerator()`), and a project's own wrappers (`Spellings`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import libcst as cst
 
@@ -25,8 +32,61 @@ GRAPH_CAPTURE = "torch.cuda.graph"
 _DEVICE_HANDLE = re.compile(r"(?:^|\.)_?device_(?:handle|module)$")
 """Device-generic code (FSDP, DCP) reaches torch.cuda through an object named like
 `state._device_handle` or `self.device_module`: `torch.get_device_module(device)` at run time."""
-_CANONICAL_MODULES = {"torch.cuda.streams": "torch.cuda"}
-"""Submodules whose names torch.cuda re-exports: `torch.cuda.streams.Stream` is `torch.cuda.Stream`."""
+_CANONICAL_MODULES = {
+    "torch.cuda.streams": "torch.cuda",
+    "torch.cuda.graphs": "torch.cuda",
+    "torch.accelerator": "torch.cuda",
+    "torch.accelerator.graphs": "torch.cuda",
+}
+"""Modules whose names mean torch.cuda's: `torch.cuda.streams.Stream` is `torch.cuda.Stream`, and
+`torch.accelerator.current_stream()` is the CUDA one on a CUDA device."""
+_CANONICAL_NAMES = {
+    "torch.Stream": "torch.cuda.Stream",
+    "torch.Event": "torch.cuda.Event",
+    "torch.cuda.Graph": "torch.cuda.CUDAGraph",
+}
+"""The device-generic classes (`torch.accelerator.Graph` lands on `torch.cuda.Graph` first)."""
+ACCELERATOR_FACTORIES = frozenset(
+    {
+        "deepspeed.accelerator.get_accelerator",
+        "deepspeed.accelerator.real_accelerator.get_accelerator",
+        "torch.get_device_module",
+    }
+)
+"""Calls returning an object whose methods are torch.cuda's: `get_accelerator().Stream()`."""
+_ACCELERATOR_METHODS = {"capture_to_graph": "graph", "create_graph": "CUDAGraph"}
+"""DeepSpeed accelerator methods named unlike their torch.cuda counterparts."""
+
+
+@dataclass(frozen=True)
+class Spellings:
+    """A project's own wrappers of the stream API (`[tool.csan-lint]` settings): dotted callables,
+    matched against the name as imported (`pkg.cuda_utils.on_stream`) or as written (`self.on_stream`)."""
+
+    stream_contexts: tuple[str, ...] = ()
+    """Calls whose value, used in `with`, makes their stream argument current."""
+    current_stream: tuple[str, ...] = ()
+    """Calls returning the current stream."""
+    stream_factories: tuple[str, ...] = ()
+    """Calls returning a new stream."""
+    event_factories: tuple[str, ...] = ()
+    """Calls returning a new event."""
+
+    def meanings(self) -> dict[str, str]:
+        """Each wrapper -> the torch.cuda name it means."""
+        return {
+            **dict.fromkeys(self.stream_contexts, "torch.cuda.stream"),
+            **dict.fromkeys(self.current_stream, CURRENT_STREAM),
+            **dict.fromkeys(self.stream_factories, "torch.cuda.Stream"),
+            **dict.fromkeys(self.event_factories, "torch.cuda.Event"),
+        }
+
+    def leaves(self) -> frozenset[str]:
+        """The last component of every wrapper: the words a file must contain to use one."""
+        return frozenset(name.rpartition(".")[2] for name in self.meanings())
+
+
+NO_SPELLINGS = Spellings()
 
 
 class ImportTable:
@@ -36,11 +96,19 @@ class ImportTable:
     Relative imports are not resolved (the module's package is unknown to a pure function).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, spellings: Spellings = NO_SPELLINGS) -> None:
         self._aliases: dict[str, str] = {}
         self._ambiguous: set[str] = set()
+        self._project: Mapping[str, str] = spellings.meanings()
+        self._handles: set[str] = set()
+        """Dotted names bound to an accelerator object (`accel = get_accelerator()`)."""
 
-    def add(self, node: cst.Import | cst.ImportFrom) -> None:
+    def add(self, node: cst.Import | cst.ImportFrom | cst.Assign) -> None:
+        """Learns the names an import binds, or that an assignment binds an accelerator object."""
+        if isinstance(node, cst.Assign):
+            if isinstance(node.value, cst.Call) and self.qualified(node.value.func) in ACCELERATOR_FACTORIES:
+                self._handles.update(key for target in node.targets if (key := dotted_name(target.target)))
+            return
         if isinstance(node, cst.Import):
             for alias in node.names:
                 dotted = dotted_name(alias.name)
@@ -82,18 +150,35 @@ class ImportTable:
         return any(target == "torch" or target.startswith("torch.") for target in self._aliases.values())
 
     def qualified(self, expr: cst.BaseExpression) -> str | None:
-        """`tc.stream` -> `torch.cuda.stream` under `import torch.cuda as tc`; None if not imported."""
+        """`tc.stream` -> `torch.cuda.stream` under `import torch.cuda as tc`; None if not imported.
+        Other spellings of the stream API answer their torch.cuda name (see the module's doc)."""
         dotted = dotted_name(expr)
         if dotted is None:
-            return None
+            return self._through_accelerator(expr)
+        if dotted in self._project:
+            return self._project[dotted]
         root, _, rest = dotted.partition(".")
         target = self._aliases.get(root)
         if target is None:
             module, _, leaf = dotted.rpartition(".")
-            return f"torch.cuda.{leaf}" if _DEVICE_HANDLE.search(module) else None
+            return _accelerator_member(leaf) if module in self._handles or _DEVICE_HANDLE.search(module) else None
         full = f"{target}.{rest}" if rest else target
+        if full in self._project:
+            return self._project[full]
         module, _, leaf = full.rpartition(".")
-        return f"{_CANONICAL_MODULES.get(module, module)}.{leaf}" if module else full
+        full = f"{_CANONICAL_MODULES.get(module, module)}.{leaf}" if module else full
+        return _CANONICAL_NAMES.get(full, full)
+
+    def _through_accelerator(self, expr: cst.BaseExpression) -> str | None:
+        """`get_accelerator().stream` -> `torch.cuda.stream`; None for any other expression."""
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Call):
+            if self.qualified(expr.value.func) in ACCELERATOR_FACTORIES:
+                return _accelerator_member(expr.attr.value)
+        return None
+
+
+def _accelerator_member(name: str) -> str:
+    return f"torch.cuda.{_ACCELERATOR_METHODS.get(name, name)}"
 
 
 def _asname(alias: cst.ImportAlias) -> str:

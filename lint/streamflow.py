@@ -65,6 +65,7 @@ from csan_lint.lint.names import (
 )
 from csan_lint.lint.nodes import children
 from csan_lint.lint.positions import Positions, positions
+from csan_lint.lint.recognize import NO_FUNCTIONS, ContextFunctions, entered_streams, is_exit_stack, one_stream
 from csan_lint.lint.summaries import ANY_OTHER, Effect, PackageIndex, Summary, module_name
 from csan_lint.runtime import kinds
 
@@ -451,7 +452,10 @@ class _FunctionAnalysis(Interpreter[_State, _Loop]):
             else:
                 stream = item_stream
         if stream is None or self.state is None:
+            outer = self.state.current if self.state is not None else None
             self.run(_suite(node.body))
+            if self.state is not None and outer is not None and is_exit_stack(node, self.imports):
+                self.state.current = outer  # leaves what `enter_context` entered
             return
         if stream == UNKNOWN:
             self.silent += 1
@@ -712,6 +716,9 @@ class _FunctionAnalysis(Interpreter[_State, _Loop]):
             if self._stream_method(node, func):
                 return
             method, receiver = func.attr.value, func.value
+            if method == "enter_context" and node.args and (entered := self._context_stream(node.args[0].value)):
+                self.live.current = entered  # until the ExitStack's `with` ends
+                return
             key = dotted_name(receiver)
             tracked = key is not None and key in self.live.tensors
             if method == "record_stream" and tracked and node.args:
@@ -926,16 +933,14 @@ class _FunctionAnalysis(Interpreter[_State, _Loop]):
     # ---- streams
 
     def _context_stream(self, expr: cst.BaseExpression) -> str | None:
-        """The stream a `with` item makes current, None if it is no stream context."""
-        if isinstance(expr, cst.Call) and self.imports.qualified(expr.func) in STREAM_CONTEXTS:
-            return self._stream_argument(expr)
-        key = dotted_name(expr)
-        return self.live.contexts.get(key) if key is not None else None
-
-    def _stream_argument(self, call: cst.Call) -> str | None:
-        """The stream of `torch.cuda.stream(s)` / `StreamContext(stream=s)`; None for None."""
-        arg = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "stream"), None)
-        return self._stream(arg) if arg is not None else None
+        """The stream a `with` item makes current, None if it is no stream context: a context
+        bound here (`ctx`, or `ctx()` of a `functools.partial`), or any spelling recognize.py knows."""
+        key = dotted_name(expr.func if isinstance(expr, cst.Call) else expr)
+        if key is not None and key in self.live.contexts:
+            return self.live.contexts[key]
+        functions = self.helpers.contexts if self.helpers is not None else NO_FUNCTIONS
+        entered = entered_streams(expr, self.imports, functions, self.live.streams.__contains__)
+        return None if entered is None else one_stream(map(self._stream, entered))
 
     def _event(self, expr: cst.BaseExpression) -> str | None:
         """The ordering token of the event an expression denotes; None for `None`."""
@@ -986,6 +991,9 @@ class _FunctionAnalysis(Interpreter[_State, _Loop]):
             return _Value("other")
         if isinstance(expr, cst.Call):
             return self._call_value(expr)
+        if isinstance(expr, cst.IfExp) and (isinstance(expr.body, cst.Call) or isinstance(expr.orelse, cst.Call)):
+            context = self._context_stream(expr)  # `nullcontext() if c else torch.cuda.stream(s)`
+            return _Value("context", context) if context is not None else _Value("other")
         return _Value("other")
 
     def _alias_of(self, expr: cst.BaseExpression) -> _Value:
@@ -1002,8 +1010,9 @@ class _FunctionAnalysis(Interpreter[_State, _Loop]):
                 return _Value("stream")
             if qualified in (CURRENT_STREAM, DEFAULT_STREAM):
                 return _Value("stream", self._stream(expr))
-            if qualified in STREAM_CONTEXTS:
-                return _Value("context", self._stream_argument(expr))
+        if (context := self._context_stream(expr)) is not None:
+            return _Value("context", context)  # also a partial of one, or a module function's
+        if qualified is not None:
             if qualified in EVENT_CONSTRUCTORS:
                 return _Value("event")
             module = qualified.rpartition(".")[0]
@@ -1530,6 +1539,8 @@ class _Helpers:
         self.package = package
         self.relative = relative or {}
         self.summaries: dict[str, Summary | None] = {}
+        self.contexts = ContextFunctions(functions.values(), imports)
+        """The module's functions that enter a stream for their caller (`with self._on(s):`)."""
         self.depth = 0
         """Summaries being built, each inside the last: deep call chains stop at _MAX_SUMMARY_DEPTH."""
 
@@ -1662,8 +1673,8 @@ def _scan(
             for small in node.body:
                 if isinstance(small, cst.ImportFrom) and small.relative:
                     relative.append(small)
-                elif isinstance(small, (cst.Import, cst.ImportFrom)):
-                    imports.add(small)
+                elif isinstance(small, (cst.Import, cst.ImportFrom, cst.Assign)):
+                    imports.add(small)  # an assignment may bind an accelerator object
         elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             name = f"{prefix}{node.name.value}"
             if isinstance(node, cst.FunctionDef):

@@ -5,15 +5,15 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from csan_lint.lint.names import ImportTable, dotted_name
+from csan_lint.lint.names import ImportTable, Spellings, dotted_name
 
 
-def _table(imports: str) -> ImportTable:
-    table = ImportTable()
+def _table(imports: str, spellings: Spellings = Spellings()) -> ImportTable:
+    table = ImportTable(spellings)
     for line in cst.parse_module(imports).body:
         assert isinstance(line, cst.SimpleStatementLine)
         for statement in line.body:
-            assert isinstance(statement, (cst.Import, cst.ImportFrom))
+            assert isinstance(statement, (cst.Import, cst.ImportFrom, cst.Assign))
             table.add(statement)
     return table
 
@@ -40,6 +40,28 @@ def _resolve(imports: str, expression: str) -> str | None:
         ("import os", "state._device_handle.stream", "torch.cuda.stream"),
         ("import os", "self.device_module.Event", "torch.cuda.Event"),
         ("import os", "device_handle.current_stream", "torch.cuda.current_stream"),
+        ("import torch", "torch.Stream", "torch.cuda.Stream"),
+        ("import torch", "torch.Event", "torch.cuda.Event"),
+        ("from torch import Stream, Event as E", "E", "torch.cuda.Event"),
+        ("import torch", "torch.accelerator.current_stream", "torch.cuda.current_stream"),
+        ("import torch", "torch.accelerator.set_stream", "torch.cuda.set_stream"),
+        ("from torch import accelerator as acc", "acc.synchronize", "torch.cuda.synchronize"),
+        ("import torch", "torch.accelerator.Graph", "torch.cuda.CUDAGraph"),
+        ("import torch", "torch.cuda.graphs.graph", "torch.cuda.graph"),
+        ("import torch", "torch.get_device_module().Stream", "torch.cuda.Stream"),
+        ("from deepspeed.accelerator import get_accelerator", "get_accelerator().stream", "torch.cuda.stream"),
+        ("from deepspeed.accelerator import get_accelerator", "get_accelerator().Event", "torch.cuda.Event"),
+        ("from deepspeed.accelerator import get_accelerator", "get_accelerator().capture_to_graph", "torch.cuda.graph"),
+        (
+            "from deepspeed.accelerator import get_accelerator\naccel = get_accelerator()",
+            "accel.current_stream",
+            "torch.cuda.current_stream",
+        ),
+        (
+            "from deepspeed.accelerator import get_accelerator\nself.acc = get_accelerator()",
+            "self.acc.synchronize",
+            "torch.cuda.synchronize",
+        ),
     ],
 )
 def test_spellings(imports: str, expression: str, expected: str) -> None:
@@ -57,10 +79,35 @@ def test_spellings(imports: str, expression: str, expected: str) -> None:
         ("import torch", "f().stream"),
         ("import os", "self.handle.stream"),
         ("import os", "my_device_handles.stream"),
+        ("from mylib import get_accelerator", "get_accelerator().stream"),
+        ("from deepspeed.accelerator import get_accelerator\naccel = make()", "accel.stream"),
     ],
 )
 def test_not_resolved(imports: str, expression: str) -> None:
     assert _resolve(imports, expression) is None
+
+
+def test_project_wrappers_mean_their_torch_spelling() -> None:
+    spellings = Spellings(
+        stream_contexts=("pkg.cuda_utils.on_stream", "self._stream_context"),
+        current_stream=("pkg.cuda_utils.active_stream",),
+        stream_factories=("pkg.cuda_utils.new_stream",),
+        event_factories=("pkg.cuda_utils.new_event",),
+    )
+    table = _table("from pkg import cuda_utils\nfrom pkg.cuda_utils import on_stream as on", spellings)
+    expressions = (
+        "on", "cuda_utils.active_stream", "cuda_utils.new_stream", "cuda_utils.new_event",
+        "self._stream_context", "cuda_utils.other",
+    )  # fmt: skip
+    resolved = {expression: table.qualified(cst.parse_expression(expression)) for expression in expressions}
+    assert resolved == {
+        "on": "torch.cuda.stream",
+        "cuda_utils.active_stream": "torch.cuda.current_stream",
+        "cuda_utils.new_stream": "torch.cuda.Stream",
+        "cuda_utils.new_event": "torch.cuda.Event",
+        "self._stream_context": "torch.cuda.stream",
+        "cuda_utils.other": "pkg.cuda_utils.other",
+    }
 
 
 def test_conflicting_bindings_resolve_to_nothing() -> None:

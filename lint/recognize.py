@@ -1,0 +1,331 @@
+"""Which code is stream code: the one recognizer of every spelling of the stream API.
+
+Two questions, asked by different callers of one answer:
+- `stream_code_lines`: the lines of every function or module-level statement that creates or
+  enters a stream, records, waits on or queries an event, makes a non-blocking copy, pins
+  memory, calls `record_stream` or captures a CUDA graph. `--confirm` runs the tests that
+  execute these lines; the linter interprets these functions.
+- `entered_streams`: the streams a `with` item makes current, however the context is spelled:
+  `torch.cuda.stream(s)` and its other names (lint/names.py answers those), a stream itself
+  (`with s:`), a choice (`nullcontext() if c else torch.cuda.stream(s)`), a
+  `functools.partial` of a stream context, or a function of the module that returns one or is a
+  `@contextmanager` yielding inside one (`self._stream_context(s)`, `with on_stream(s):`).
+
+Names only: nothing here follows values, so a context or stream bound to a variable is the
+interpreter's to know (it passes `is_stream`). Pure: source text in, lines out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import libcst as cst
+
+from csan_lint.lint.names import (
+    CURRENT_STREAM,
+    DEFAULT_STREAM,
+    EVENT_CONSTRUCTORS,
+    GRAPH_CAPTURE,
+    NO_SPELLINGS,
+    SET_STREAM,
+    STREAM_CONSTRUCTORS,
+    STREAM_CONTEXTS,
+    ImportTable,
+    Spellings,
+    dotted_name,
+)
+from csan_lint.lint.nodes import children
+from csan_lint.lint.positions import positions
+
+STREAM_VALUES = STREAM_CONSTRUCTORS | {CURRENT_STREAM, DEFAULT_STREAM}
+"""Calls whose value is a stream."""
+_STREAM_API = (
+    STREAM_CONTEXTS
+    | STREAM_VALUES
+    | EVENT_CONSTRUCTORS
+    | {SET_STREAM, GRAPH_CAPTURE, "torch.cuda.CUDAGraph", "torch.cuda.make_graphed_callables"}
+)
+"""Names whose mere mention (called, or passed on as `partial(torch.cuda.stream, s)`) is stream code."""
+_STREAM_METHODS = frozenset(
+    {"record_stream", "wait_stream", "wait_event", "record_event", "capture_begin", "capture_end", "pin_memory"}
+)
+"""Methods no other common object has: their receiver needs no checking."""
+_EVENT_METHODS = frozenset({"record", "wait", "query", "synchronize", "elapsed_time"})
+"""Event (and stream) methods whose names other objects share: counted on a receiver named so."""
+_STREAM_NAME = re.compile(r"(?i)stream$")
+"""`with self.copy_stream:`: a name ending so is taken for a stream when nothing says otherwise."""
+_EVENT_NAME = re.compile(r"(?i)(?:event|evt|stream)s?$")
+_PARTIAL = frozenset({"functools.partial"})
+_EXIT_STACKS = frozenset({"contextlib.ExitStack", "contextlib.AsyncExitStack"})
+_CONTEXT_MANAGERS = frozenset({"contextlib.contextmanager", "contextlib.asynccontextmanager"})
+
+
+@dataclass(frozen=True)
+class _Wrapper:
+    """A function of the module that enters a stream context for its caller: the streams it
+    enters, as its own expressions (a parameter is replaced by the caller's argument)."""
+
+    params: tuple[str, ...]
+    streams: tuple[cst.BaseExpression, ...]
+
+
+class ContextFunctions:
+    """The module's functions that hand their caller a stream context, by bare name: a method is
+    called as `self.m(...)` and defined as `m`, so the class is not part of the key. A name
+    defined twice with different meanings is dropped, as imports are. Each name's functions are
+    read when a call of that name is first asked about: most are never asked."""
+
+    def __init__(self, functions: Iterable[cst.FunctionDef], imports: ImportTable) -> None:
+        self._imports = imports
+        self._functions: dict[str, list[cst.FunctionDef]] = {}
+        for function in functions:
+            self._functions.setdefault(function.name.value, []).append(function)
+        self._wrappers: dict[str, _Wrapper | None] = {}
+
+    def _wrapper(self, name: str) -> _Wrapper | None:
+        if name not in self._wrappers:
+            found = {  # by meaning: two classes may define the same helper alike
+                (wrapper.params, tuple(map(_code, wrapper.streams))): wrapper
+                for function in self._functions.get(name, ())
+                if (wrapper := _Wrapper(_param_names(function), _wrapped_streams(function, self._imports))).streams
+            }
+            self._wrappers[name] = found.popitem()[1] if len(found) == 1 else None
+        return self._wrappers[name]
+
+    def streams(self, call: cst.Call) -> tuple[cst.BaseExpression, ...] | None:
+        """The streams a call of a wrapper enters, in the caller's expressions; None if the
+        call is no wrapper's."""
+        dotted = dotted_name(call.func)
+        wrapper = self._wrapper(dotted.rpartition(".")[2]) if dotted is not None else None
+        if wrapper is None:
+            return None
+        assert dotted is not None
+        method = "." in dotted
+        found = []
+        for stream in wrapper.streams:
+            if isinstance(stream, cst.Name) and stream.value in wrapper.params:
+                argument = _argument(call, wrapper.params, stream.value, method)
+                if argument is not None:
+                    found.append(argument)
+            elif _root(stream) not in ("self", "cls") or dotted.startswith(("self.", "cls.")):
+                found.append(stream)
+        return tuple(found)
+
+
+NO_FUNCTIONS = ContextFunctions((), ImportTable())
+
+
+def entered_streams(
+    expr: cst.BaseExpression,
+    imports: ImportTable,
+    functions: ContextFunctions = NO_FUNCTIONS,
+    is_stream: Callable[[str], bool] = lambda key: False,
+) -> tuple[cst.BaseExpression, ...] | None:
+    """The expressions of the streams a `with` item may make current, None if it enters none.
+    A choice between a stream context and something else (`nullcontext()`) enters the stream
+    when it enters anything; a choice between two streams gives both ("one of these").
+    `is_stream`: whether a dotted name is bound to a stream where the item is."""
+    if isinstance(expr, cst.IfExp):
+        sides = [entered_streams(side, imports, functions, is_stream) for side in (expr.body, expr.orelse)]
+        if all(side is None for side in sides):
+            return None
+        return tuple(stream for side in sides if side is not None for stream in side)
+    if isinstance(expr, cst.Call):
+        qualified = imports.qualified(expr.func)
+        if qualified in STREAM_CONTEXTS:
+            return _stream_argument(expr.args)
+        if qualified in STREAM_VALUES:
+            return (expr,)
+        if qualified in _PARTIAL and expr.args and imports.qualified(expr.args[0].value) in STREAM_CONTEXTS:
+            return _stream_argument(expr.args[1:])
+        return functions.streams(expr)
+    key = dotted_name(expr)
+    if key is not None and (is_stream(key) or _STREAM_NAME.search(key.rpartition(".")[2])):
+        return (expr,)
+    return None
+
+
+def one_stream(names: Iterable[str | None]) -> str | None:
+    """The stream an item enters, from an interpreter's names of its alternatives (None: no
+    stream): None, the one named, or "a or b" for a stream chosen at run time."""
+    distinct = sorted({name for name in names if name is not None})
+    return " or ".join(distinct) if distinct else None
+
+
+def is_exit_stack(node: cst.With, imports: ImportTable) -> bool:
+    """`with ExitStack() as stack:`: what `stack.enter_context` enters is left when it ends."""
+    return any(
+        isinstance(item.item, cst.Call) and imports.qualified(item.item.func) in _EXIT_STACKS for item in node.items
+    )
+
+
+def _stream_argument(args: Sequence[cst.Arg]) -> tuple[cst.BaseExpression, ...]:
+    """The stream of `torch.cuda.stream(s)` / `StreamContext(stream=s)` (none given: none)."""
+    stream = next((arg.value for arg in args if arg.keyword is None or arg.keyword.value == "stream"), None)
+    return () if stream is None else (stream,)
+
+
+def _wrapped_streams(function: cst.FunctionDef, imports: ImportTable) -> tuple[cst.BaseExpression, ...]:
+    """The streams a function's caller gets entered: those of the stream contexts it returns,
+    or, for a `@contextmanager`, those around its `yield`."""
+    manager = any(imports.qualified(_decorator_name(d)) in _CONTEXT_MANAGERS for d in function.decorators)
+    found: list[cst.BaseExpression] = []
+    for node, within in _walk_function(function.body, (), imports):
+        if isinstance(node, cst.Return) and node.value is not None:
+            found.extend(entered_streams(node.value, imports) or ())
+        elif manager and isinstance(node, cst.Yield):
+            found.extend(within)
+    return tuple(found)
+
+
+def _walk_function(
+    node: cst.CSTNode, within: tuple[cst.BaseExpression, ...], imports: ImportTable
+) -> Iterator[tuple[cst.CSTNode, tuple[cst.BaseExpression, ...]]]:
+    """Every node of a function body but nested definitions, with the streams of the `with`
+    blocks around it (as far as names alone tell)."""
+    for child in children(node):
+        if isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        yield child, within
+        inner = within
+        if isinstance(child, cst.With):
+            for item in child.items:
+                inner = (*inner, *(entered_streams(item.item, imports) or ()))
+        yield from _walk_function(child, inner, imports)
+
+
+def _decorator_name(decorator: cst.Decorator) -> cst.BaseExpression:
+    expr = decorator.decorator
+    return expr.func if isinstance(expr, cst.Call) else expr
+
+
+def _param_names(function: cst.FunctionDef) -> tuple[str, ...]:
+    params = function.params
+    return tuple(param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params))
+
+
+def _argument(call: cst.Call, params: tuple[str, ...], name: str, method: bool) -> cst.BaseExpression | None:
+    """The caller's expression for parameter `name` (`self` is bound by a method call)."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+    offset = 1 if method and params[:1] in (("self",), ("cls",)) else 0
+    index = params.index(name) - offset
+    return positional[index] if 0 <= index < len(positional) else None
+
+
+def _code(expr: cst.BaseExpression) -> str:
+    return dotted_name(expr) or cst.Module(body=[]).code_for_node(expr)
+
+
+def _root(expr: cst.BaseExpression) -> str | None:
+    dotted = dotted_name(expr)
+    return dotted.partition(".")[0] if dotted is not None else None
+
+
+def stream_code_lines(source: str, *, spellings: Spellings = NO_SPELLINGS) -> frozenset[int]:
+    """1-based lines of every function (the whole def, decorators included) and module-level or
+    class-level statement that is stream code; empty for a file that does not parse.
+    `spellings`: the project's own wrappers of the stream API (`[tool.csan-lint]`)."""
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError:
+        return frozenset()
+    imports = ImportTable(spellings)
+    functions: list[cst.FunctionDef] = []
+    _collect(module, imports, functions)
+    finder = _Finder(imports, ContextFunctions(functions, imports))
+    finder.statements(module.body)
+    if not finder.found:
+        return frozenset()
+    where = positions(module)
+    lines: set[int] = set()
+    for node in finder.found:
+        start = min(where[part].start.line for part in (node, *getattr(node, "decorators", ())))
+        lines.update(range(start, where[node].end.line + 1))
+    return frozenset(lines)
+
+
+def _collect(node: cst.CSTNode, imports: ImportTable, functions: list[cst.FunctionDef]) -> None:
+    """Imports, accelerator bindings and function definitions anywhere in the module."""
+    for child in children(node):
+        if isinstance(child, (cst.Import, cst.ImportFrom, cst.Assign)):
+            imports.add(child)
+        elif isinstance(child, cst.FunctionDef):
+            functions.append(child)
+        if not isinstance(child, cst.BaseExpression):
+            _collect(child, imports, functions)
+
+
+class _Finder:
+    """Collects the definitions and statements that are stream code, each judged by its own
+    nodes: a nested definition is judged apart from the one around it."""
+
+    def __init__(self, imports: ImportTable, functions: ContextFunctions) -> None:
+        self.imports = imports
+        self.functions = functions
+        self.found: list[cst.CSTNode] = []
+
+    def statements(self, body: Sequence[cst.CSTNode]) -> None:
+        for statement in body:
+            if isinstance(statement, cst.ClassDef):
+                self.statements(_body(statement))
+            else:
+                self.definition(statement)
+
+    def definition(self, node: cst.CSTNode) -> None:
+        nested: list[cst.CSTNode] = []
+        if self._has_stream_code(node, nested):
+            self.found.append(node)
+        for inner in nested:
+            if isinstance(inner, cst.ClassDef):
+                self.statements(_body(inner))
+            else:
+                self.definition(inner)
+
+    def _has_stream_code(self, root: cst.CSTNode, nested: list[cst.CSTNode]) -> bool:
+        found = False
+        stack = list(children(root))
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+                nested.append(node)
+                continue
+            if isinstance(node, (cst.Import, cst.ImportFrom)):
+                continue  # naming the API is not using it
+            found = found or self._is_stream_code(node)
+            stack.extend(children(node))
+        return found
+
+    def _is_stream_code(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            return self.imports.qualified(node) in _STREAM_API
+        if isinstance(node, cst.WithItem):
+            return entered_streams(node.item, self.imports, self.functions) is not None
+        if isinstance(node, cst.Arg) and node.keyword is not None:
+            return _is_flag(node, "non_blocking") or _is_flag(node, "pin_memory")
+        if not isinstance(node, cst.Call):
+            return False
+        if self.functions.streams(node) is not None:  # also `stack.enter_context(on_stream(s))`
+            return True
+        if not isinstance(node.func, cst.Attribute):
+            return False
+        method = node.func.attr.value
+        if method in _STREAM_METHODS:
+            return True
+        receiver = dotted_name(node.func.value)
+        return method in _EVENT_METHODS and receiver is not None and bool(_EVENT_NAME.search(receiver))
+
+
+def _is_flag(arg: cst.Arg, keyword: str) -> bool:
+    """`keyword=` given anything but a literal False."""
+    assert arg.keyword is not None
+    return arg.keyword.value == keyword and not (isinstance(arg.value, cst.Name) and arg.value.value == "False")
+
+
+def _body(node: cst.ClassDef) -> Sequence[cst.CSTNode]:
+    body = node.body
+    return body.body if isinstance(body, cst.IndentedBlock) else [body]
