@@ -44,6 +44,9 @@ RUNTIME_ONLY_CODES: Mapping[str, str] = {
 UNKNOWN_KIND_CODE = "CSL999"
 """A kind this table does not know yet (a newer sanitizer): still reported, never dropped."""
 
+OUTSIDE_TESTS = "<outside any test>"
+"""Stands for a node id where there is none: imports at collection, session teardown."""
+
 # Outcomes of a test: pytest's, then the ones the runner decides.
 PASSED, FAILED, SKIPPED, SETUP_ERROR = "passed", "failed", "skipped", "error"
 CRASHED, TIMED_OUT, INTERNAL_ERROR = "crashed", "timeout", "internal-error"
@@ -71,6 +74,15 @@ class Race:
 
 
 @dataclass(frozen=True)
+class StreamLeak:
+    """A test that left a non-default stream current (the plugin restored the default one)."""
+
+    nodeid: str
+    device: int
+    stream: int
+
+
+@dataclass(frozen=True)
 class RunResult:
     """Everything the runs produced. `broken_files` maps a test file (real path) that failed
     to be collected to the reason: its tests never ran, so what they would reach is unknown."""
@@ -78,6 +90,7 @@ class RunResult:
     tests: Mapping[str, TestRun]
     races: Sequence[Race]
     broken_files: Mapping[str, str] = field(default_factory=dict)
+    leaks: Sequence[StreamLeak] = ()
 
 
 @dataclass(frozen=True)
@@ -306,8 +319,8 @@ def _site(frames: Sequence[Mapping[str, Any]]) -> tuple[str, int] | None:
     return frames[-1]["file"], int(frames[-1]["line"])
 
 
-def _race_key(report: Mapping[str, Any]) -> tuple[Any, ...]:
-    """Same kind between the same two lines: one runtime-only entry, whatever the tests and
+def race_key(report: Mapping[str, Any]) -> tuple[Any, ...]:
+    """Same kind between the same two lines: one race site, one runtime-only entry, whatever the tests and
     operators (`x.mean()` and `x.std()` on one line reading one unsynced tensor is one bug)."""
     current = report.get("current") or {}
     previous = report.get("previous") or {}
@@ -322,7 +335,7 @@ def _runtime_only(races: Sequence[Race]) -> list[RuntimeOnly]:
     """One entry per distinct race (the same race seen by several tests is listed once)."""
     grouped: dict[tuple[Any, ...], list[Race]] = {}
     for race in races:
-        grouped.setdefault(_race_key(race.report), []).append(race)
+        grouped.setdefault(race_key(race.report), []).append(race)
     found = []
     for group in grouped.values():
         report = group[0].report

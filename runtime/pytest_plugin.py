@@ -2,8 +2,10 @@
 sanitizer and fails the tests whose run raced; `--csan-emulate` runs GPU tests on the emulated
 device with checking off. Inert and cheap unless one of them is given: torch is imported only then.
 
-`--csan-report PATH` streams JSON Lines, flushed line by line so that a crash loses nothing:
-    {"type": "session", "version": 1, "device": "emulated" | "cuda"}
+`--csan-report PATH` streams JSON Lines, flushed line by line so that a crash loses nothing
+(under pytest-xdist each worker streams its own `PATH.gwN`, and the controller appends them
+whole to PATH when the session ends, so one worker's lines never interleave with another's):
+    {"type": "session", "version": 1, "device": "emulated" | "cuda", "worker": "gw0" | null}
     {"type": "test-start", "nodeid": ...}
     {"type": "race", "nodeid": ..., "report": <report JSON>}
     {"type": "internal-error", "nodeid": ..., "message": ...}
@@ -15,12 +17,16 @@ that leaves another stream current, say a CUDA graph capture that raised, is nam
 stream is restored), and a block freed after its test ended (kept alive by a failure's
 traceback, collected later) has its race charged to the test that allocated it, not to the
 test running at the free. A race record's `nodeid` is the test it is charged to; null: outside
-any test.
+any test. Both are said as a `CsanIsolationWarning` (pytest-xdist relays warnings, not a
+worker's terminal output); a late race also fails the run when it is not under xdist.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import warnings
 from collections.abc import Generator
 from typing import IO, TYPE_CHECKING, Any
 
@@ -49,6 +55,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--csan-report", metavar="PATH", help="write every report to PATH (JSON Lines)")
     group.addoption(
+        "--csan-report-parts",
+        action="store_true",
+        help="internal to csan-lint --confirm: leave each pytest-xdist worker's PATH.gwN unmerged",
+    )
+    group.addoption(
         "--csan-emulate",
         action="store_true",
         help="run GPU tests on the emulated CUDA device (even where a GPU is present), without checking",
@@ -61,8 +72,63 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if not (config.getoption("csan") or config.getoption("csan_emulate")):
         return
+    if is_xdist_controller(config):  # it runs no test: its workers each have a session
+        path = config.getoption("csan_report")
+        if path and not config.getoption("csan_report_parts"):
+            config.pluginmanager.register(_ReportMerger(path), "csan-report-merger")
+        return
     # Before collection: test modules evaluate `skipif(not torch.cuda.is_available())` on import.
     config.pluginmanager.register(CsanSession(config), "csan-session")
+
+
+class CsanIsolationWarning(UserWarning):
+    """A test left state behind (a current stream) or a race was found after its test ended."""
+
+
+def _warn(message: str) -> None:
+    try:
+        warnings.warn(message, CsanIsolationWarning, stacklevel=2)
+    except Warning:
+        pass  # warnings turned into errors (-W error) must not break the user's run
+
+
+def worker_id(config: pytest.Config) -> str | None:
+    """The pytest-xdist worker this process is (`gw0`, ...); None outside xdist's workers."""
+    workerinput = getattr(config, "workerinput", None)
+    return str(workerinput["workerid"]) if workerinput else None
+
+
+def is_xdist_controller(config: pytest.Config) -> bool:
+    """The process that hands tests to pytest-xdist workers and runs none itself."""
+    return worker_id(config) is None and getattr(config.option, "dist", "no") != "no"
+
+
+def report_parts(path: str) -> list[str]:
+    """The workers' parts of a report, `PATH.gw0`, `PATH.gw1`, ... in worker order."""
+    directory, name = os.path.split(os.path.abspath(path))
+    pattern = re.compile(re.escape(name) + r"\.gw(\d+)$")
+    found = [(int(match[1]), entry) for entry in os.listdir(directory) if (match := pattern.match(entry))]
+    return [os.path.join(directory, entry) for _, entry in sorted(found)]
+
+
+class _ReportMerger:
+    """On the pytest-xdist controller: PATH gets each worker's part, whole, once all are done."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        try:
+            open(path, "w", encoding="utf-8").close()
+            for stale in report_parts(path):  # an earlier run's, with more workers
+                os.remove(stale)
+        except OSError as error:
+            raise pytest.UsageError(f"--csan-report: cannot write {path}: {error.strerror}") from None
+
+    def pytest_unconfigure(self) -> None:
+        with open(self.path, "ab") as merged:
+            for part in report_parts(self.path):
+                with open(part, "rb") as lines:
+                    merged.write(lines.read())
+                os.remove(part)
 
 
 def _entry_codes() -> set[int]:
@@ -159,6 +225,8 @@ class CsanSession:
         except RuntimeError as error:
             raise pytest.UsageError(f"--csan-device: {error}") from None
         path = config.getoption("csan_report")
+        if path and worker_id(config) is not None:
+            path = f"{path}.{worker_id(config)}"
         try:
             self.report = _ReportFile(path) if path else None
         except OSError as error:
@@ -171,12 +239,11 @@ class CsanSession:
         self.nodeid: str | None = None
         self.outcome = "passed"
         self.longrepr: str | None = None
-        self.leaks: list[str] = []
-        """One line per stream left current by a test, for the terminal summary."""
         self.late: list[tuple[str, RuntimeErrorReport]] = []
         """Races charged to a test that had ended when they were found (a late free)."""
         self.owners = _Owners()
-        self._write({"type": "session", "version": REPORT_VERSION, "device": self.device})
+        worker = worker_id(config)
+        self._write({"type": "session", "version": REPORT_VERSION, "device": self.device, "worker": worker})
         if config.getoption("csan"):
             from csan_lint.runtime.sanitizer import Sanitizer
 
@@ -197,6 +264,7 @@ class CsanSession:
         owner = self.owners.charged(report, self.nodeid)
         if owner != self.nodeid and owner is not None:
             self.late.append((owner, report))
+            _warn(f"csan: a race found after {owner} ended, charged to it:\n{_render([report])}")
         self._write({"type": "race", "nodeid": owner, "report": to_json(report)})
 
     def _restore_default_streams(self, owner: str | None) -> None:
@@ -209,9 +277,9 @@ class CsanSession:
                 current, default = torch.cuda.current_stream(device), torch.cuda.default_stream(device)
                 if current != default:
                     torch.cuda.set_stream(default)
-                    self.leaks.append(
-                        f"{owner or BETWEEN_TESTS} left stream {current.cuda_stream} current on cuda:{device}; "
-                        "the default stream was restored"
+                    _warn(
+                        f"csan: {owner or BETWEEN_TESTS} left stream {current.cuda_stream} current on "
+                        f"cuda:{device}; the default stream was restored"
                     )
                     self._write(
                         {"type": "stream-leak", "nodeid": owner, "device": device, "stream": current.cuda_stream}
@@ -303,16 +371,6 @@ class CsanSession:
         )
         self.nodeid = None
         self.owners.test = None
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.leaks:
-            terminalreporter.section("csan: stream left current by a test")
-            for line in self.leaks:
-                terminalreporter.line(line)
-        if self.late:
-            terminalreporter.section("csan: races found after their test ended")
-            for owner, report in self.late:
-                terminalreporter.line(f"charged to {owner}:\n{_render([report])}")
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """A late race fails the run (no test of its own is left to fail)."""

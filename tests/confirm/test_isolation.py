@@ -81,8 +81,8 @@ def test_a_leaked_capture_stream_is_named_once_and_the_next_race_is_still_found(
     result.stdout.fnmatch_lines(
         [
             f"*read-after-write*test_leak.py:{line_of(LEAKING_CAPTURE, 'y = x + 1')}*",
-            "*csan: stream left current by a test*",
-            "test_leak.py::test_a_capture_that_raises left stream * current on cuda:0; the default stream was restored",
+            "*CsanIsolationWarning: csan: test_leak.py::test_a_capture_that_raises left stream * current on cuda:0; "
+            "the default stream was restored",
         ]
     )
     assert result.stdout.str().count(" left stream ") == 1
@@ -104,9 +104,9 @@ def test_a_block_freed_in_a_later_test_is_charged_to_the_test_that_allocated_it(
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # but the run is
     result.stdout.fnmatch_lines(
         [
-            "*csan: races found after their test ended*",
-            "charged to test_late.py::test_a_keeps_a_block_used_on_a_side_stream:",
-            "csan: free-in-use: *",
+            "*CsanIsolationWarning: csan: a race found after test_late.py::test_a_keeps_a_block_used_on_a_side_stream "
+            "ended, charged to it:",
+            "*csan: free-in-use: *",
         ]
     )
     (race,) = [record for record in records(report) if record["type"] == "race"]
