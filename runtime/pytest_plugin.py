@@ -5,7 +5,7 @@ device with checking off. Inert and cheap unless one of them is given: torch is 
 `--csan-report PATH` streams JSON Lines, flushed line by line so that a crash loses nothing
 (under pytest-xdist each worker streams its own `PATH.gwN`, and the controller appends them
 whole to PATH when the session ends, so one worker's lines never interleave with another's):
-    {"type": "session", "version": 1, "device": "emulated" | "cuda", "worker": "gw0" | null}
+    {"type": "session", "version": 1, "device": "emulated" | "cuda"[, "worker": "gw0" under xdist]}
     {"type": "test-start", "nodeid": ...}
     {"type": "race", "nodeid": ..., "report": <report JSON>}
     {"type": "internal-error", "nodeid": ..., "message": ...}
@@ -242,8 +242,8 @@ class CsanSession:
         self.late: list[tuple[str, RuntimeErrorReport]] = []
         """Races charged to a test that had ended when they were found (a late free)."""
         self.owners = _Owners()
-        worker = worker_id(config)
-        self._write({"type": "session", "version": REPORT_VERSION, "device": self.device, "worker": worker})
+        worker = {"worker": worker_id(config)} if worker_id(config) else {}
+        self._write({"type": "session", "version": REPORT_VERSION, "device": self.device, **worker})
         if config.getoption("csan"):
             from csan_lint.runtime.sanitizer import Sanitizer
 
@@ -308,6 +308,7 @@ class CsanSession:
         if sanitizer.broken:
             sanitizer.restart()  # the previous test's internal error left the state unsure
             self.owners.register()
+        sanitizer.tracker.forget_reported()  # each test gets its own reports, as under xdist
         marker = item.get_closest_marker("csan")
         sanitizer.paused = marker is not None and not marker.kwargs.get("enabled", True)
 

@@ -125,6 +125,11 @@ class Tracker:
         order. The engine's own list, not a copy (callers poll it per launch): do not mutate it."""
         return self._errors
 
+    def forget_reported(self) -> None:
+        """Report again the races already reported (a new test: the races it hits are its own,
+        even where an earlier test hit the same ones)."""
+        self._seen.clear()
+
     def stats(self) -> dict[str, int]:
         """Sizes of the shadow state, to show it stays bounded."""
         return {
