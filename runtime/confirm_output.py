@@ -55,6 +55,10 @@ def _by_kind(kinds: Sequence[str]) -> str:
     return ", ".join(f"{count} {kind}" for kind, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
+def _sites_text(count: int) -> str:
+    return "1 race site" if count == 1 else f"{count} race sites"
+
+
 def summary_table(run: RunResult, runtime_only: Sequence[RuntimeOnly], seconds: float | None) -> list[str]:
     """The tests run (by outcome), the races seen and those no finding predicted (by kind, a
     race site being a kind between two lines, as runtime-only entries are), the time."""
@@ -65,8 +69,8 @@ def summary_table(run: RunResult, runtime_only: Sequence[RuntimeOnly], seconds: 
     missed = [entry.kind for entry in runtime_only if entry.is_race]
     rows = [
         ("tests", f"{len(tests)} run" + (f": {outcomes}" if outcomes else "")),
-        ("races", f"{len(races)} race sites" + (f": {_by_kind(races)}" if races else "")),
-        ("missed", f"{len(missed)} race sites no finding predicted" + (f": {_by_kind(missed)}" if missed else "")),
+        ("races", _sites_text(len(races)) + (f": {_by_kind(races)}" if races else "")),
+        ("missed", f"{_sites_text(len(missed))} no finding predicted" + (f": {_by_kind(missed)}" if missed else "")),
     ]
     if seconds is not None:
         rows.append(("time", f"{seconds:.1f} s"))
