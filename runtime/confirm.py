@@ -212,6 +212,15 @@ def _test_paths(settings: ConfirmSettings, paths: Sequence[str]) -> tuple[list[s
     return found, config.python_files if config else DEFAULT_TEST_FILES
 
 
+def watched(findings: Sequence[Finding], paths: Sequence[str], config: Config) -> dict[str, list[Span]]:
+    """Real path -> the spans the run watches: the stream code under `paths`, and the findings'."""
+    spans = stream_code(paths, config)
+    for finding in findings:
+        if rule_by_code(finding.code) is not None:
+            spans.setdefault(real(finding.path), []).append(finding.span)
+    return spans
+
+
 def main(findings: list[Finding], paths: list[str], config: Config, options: dict[str, Any]) -> int:
     """The `--confirm` run over the stream code under `paths` and the findings of the static pass."""
     started = time.monotonic()
@@ -225,10 +234,7 @@ def main(findings: list[Finding], paths: list[str], config: Config, options: dic
             f"--confirm needs {', '.join(REQUIREMENTS)}; missing: {', '.join(missing)}. "
             f"Install them with: {INSTALL_HINT}"
         )
-    spans = stream_code(paths, config)
-    for finding in findings:
-        if rule_by_code(finding.code) is not None:
-            spans.setdefault(real(finding.path), []).append(finding.span)
+    spans = watched(findings, paths, config)
     selection, test_paths = Selection(test_files=(), reaching={}), []
     if spans or settings.all_tests:
         try:
