@@ -14,6 +14,7 @@ from typing import Any
 from csan_lint.lint.output import finding_to_dict
 from csan_lint.lint.runner import rule_names
 from csan_lint.runtime.confirm_verdict import (
+    BROKEN_OUTCOMES,
     CONFIRMED,
     ERROR,
     OUTSIDE_TESTS,
@@ -75,6 +76,20 @@ def summary_table(run: RunResult, runtime_only: Sequence[RuntimeOnly], seconds: 
     if seconds is not None:
         rows.append(("time", f"{seconds:.1f} s"))
     return [f"{name:<8}{value}" for name, value in rows]
+
+
+def _broken_line(run: RunResult) -> list[str]:
+    """A test that broke checked only what it ran before it broke: said, so that no race
+    count reads as a clean bill where the tests did not get through."""
+    broken = [test for test in run.tests.values() if test.outcome in BROKEN_OUTCOMES]
+    if not broken:
+        return []
+    first = broken[0]
+    what = _by_kind([test.outcome for test in broken])
+    return [
+        f"note: {len(broken)} test(s) broke ({what}): what they did not reach is unchecked; "
+        f"first: {first.nodeid}" + (f": {first.reason}" if first.reason else "")
+    ]
 
 
 def _leak_line(leak: StreamLeak) -> str:
@@ -154,7 +169,9 @@ def format_text(
         )
         if verbose:
             lines.append(textwrap.indent(render_race(entry.report).rstrip(), "    "))
-    lines.extend(_leak_line(leak) for leak in (run.leaks if run is not None else ()))
+    if run is not None:
+        lines.extend(_leak_line(leak) for leak in run.leaks)
+        lines.extend(_broken_line(run))
     if not quiet:
         if run is not None:
             lines.extend(summary_table(run, runtime_only, seconds))

@@ -63,8 +63,9 @@ def test_the_table_counts_tests_race_sites_and_misses_by_kind_and_names_leaks():
     )
     only = [RuntimeOnly("CSL904", "free-in-use", "t.py", 7, "a free", ("t.py::e",), free), ONLY[1]]
     lines = format_text(VERDICTS, only, run=run, seconds=3.04).splitlines()
-    assert lines[-6:] == [
+    assert lines[-7:] == [
         "note: t.py::a left stream 32 current on cuda:0; the next test started on the default stream",
+        "note: 1 test(s) broke (1 crashed): what they did not reach is unchecked; first: t.py::d",
         "tests   3 run: 2 passed, 1 crashed",
         "races   2 race sites: 1 free-in-use, 1 read-after-write",  # the same site in two tests is one
         "missed  1 race site no finding predicted: 1 free-in-use",  # a warning is no race
