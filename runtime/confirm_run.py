@@ -300,7 +300,9 @@ class Runner:
                 self.settings.workers,
             )
             self._merge(current, tests, races, broken_files)
-            leaks.extend(StreamLeak(self._display(current, nodeid), device, stream) for nodeid, device, stream in current.leaks)
+            leaks.extend(
+                StreamLeak(self._display(current, nodeid), device, stream) for nodeid, device, stream in current.leaks
+            )
             finished.update(current.ended)
             if current.interrupted_file is not None:
                 path, reason = current.interrupted_file

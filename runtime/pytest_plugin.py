@@ -308,7 +308,7 @@ class CsanSession:
         if sanitizer.broken:
             sanitizer.restart()  # the previous test's internal error left the state unsure
             self.owners.register()
-        sanitizer.tracker.forget_reported()  # each test gets its own reports, as under xdist
+        sanitizer.tracker.reported.clear()  # each test gets its own reports, as under xdist
         marker = item.get_closest_marker("csan")
         sanitizer.paused = marker is not None and not marker.kwargs.get("enabled", True)
 

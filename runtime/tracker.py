@@ -114,7 +114,9 @@ class Tracker:
         self._bases: list[int] = []  # sorted allocation bases, to find the block holding a view
         self._capture: _Capture | None = None
         self._errors: list[RuntimeErrorReport] = []
-        self._seen: set[tuple[Any, ...]] = set()
+        self.reported: set[tuple[Any, ...]] = set()
+        """Keys (sites, kind) of the errors reported so far: each is reported once. A driver
+        clears it to have them reported again (the pytest plugin, at each test)."""
         self._streams[DEFAULT_STREAM] = _Stream()
 
     # -- results -------------------------------------------------------------------------
@@ -124,11 +126,6 @@ class Tracker:
         """All errors so far (warnings included, see `RuntimeErrorReport.severity`), in detection
         order. The engine's own list, not a copy (callers poll it per launch): do not mutate it."""
         return self._errors
-
-    def forget_reported(self) -> None:
-        """Report again the races already reported (a new test: the races it hits are its own,
-        even where an earlier test hit the same ones)."""
-        self._seen.clear()
 
     def stats(self) -> dict[str, int]:
         """Sizes of the shadow state, to show it stays bounded."""
@@ -472,9 +469,9 @@ class Tracker:
             current[2],
             innermost_user_frame(current[4]),
         )
-        if key in self._seen:
+        if key in self.reported:
             return
-        self._seen.add(key)
+        self.reported.add(key)
         self._errors.append(RuntimeErrorReport(kind, _record(current), _record(previous), allocation.record()))
 
     def _report(self, kind: str, current: AccessRecord, previous: AccessRecord | None) -> None:
@@ -487,7 +484,7 @@ class Tracker:
             current.operator,
             innermost_user_frame(current.stack),
         )
-        if key in self._seen:
+        if key in self.reported:
             return
-        self._seen.add(key)
+        self.reported.add(key)
         self._errors.append(RuntimeErrorReport(kind, current, previous, None))
