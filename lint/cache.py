@@ -29,6 +29,7 @@ or single entry, is a miss.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -109,6 +110,7 @@ def settings_key(config: Config) -> str:
         "select": None if config.select is None else list(config.select),
         "ignore": list(config.ignore),
         "per_file_ignores": sorted((pattern, list(codes)) for pattern, codes in config.per_file_ignores.items()),
+        "spellings": dataclasses.asdict(config.spellings),
     }
     return hashlib.blake2b(json.dumps(settings, sort_keys=True).encode(), digest_size=12).hexdigest()
 

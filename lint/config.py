@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -18,12 +19,21 @@ from typing import Any
 import pathspec
 
 from csan_lint.lint.files import display_path
+from csan_lint.lint.model import NO_SPELLINGS, Spellings
 from csan_lint.lint.registry import all_rules
 from csan_lint.lint.rule import Rule
 
 TABLE = "tool.csan-lint"
-KEYS = ("select", "ignore", "exclude", "per-file-ignores", "respect-gitignore", "confirm")
+SPELLING_KEYS = {
+    "stream-contexts": "stream_contexts",
+    "current-stream": "current_stream",
+    "stream-factories": "stream_factories",
+    "event-factories": "event_factories",
+}
+"""The project's own wrappers of the stream API (lint/model.py `Spellings`), each a list of dotted callables."""
+KEYS = ("select", "ignore", "exclude", "per-file-ignores", "respect-gitignore", "confirm", *SPELLING_KEYS)
 """`confirm` is the sub-table of `csan-lint --confirm`, passed through as a dict; it validates it."""
+_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 
 
 class ConfigError(Exception):
@@ -44,6 +54,7 @@ class Config:
     per_file_ignores: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     respect_gitignore: bool = True
     confirm: Mapping[str, Any] = field(default_factory=dict)
+    spellings: Spellings = NO_SPELLINGS
 
     @cached_property
     def rules(self) -> tuple[type[Rule], ...]:
@@ -125,6 +136,9 @@ def _parse_table(table: Mapping[str, Any], where: str, root: Path, source: Path)
     confirm = table.get("confirm", {})
     if not isinstance(confirm, dict):
         raise ConfigError(f"{where}: confirm: expected a table ([{TABLE}.confirm])")
+    spellings = Spellings(
+        **{attribute: _callables(table.get(key, []), f"{where}: {key}") for key, attribute in SPELLING_KEYS.items()}
+    )
     return Config(
         root=root,
         source=source,
@@ -134,7 +148,19 @@ def _parse_table(table: Mapping[str, Any], where: str, root: Path, source: Path)
         per_file_ignores=per_file,
         respect_gitignore=respect_gitignore,
         confirm=confirm,
+        spellings=spellings,
     )
+
+
+def _callables(value: object, where: str) -> tuple[str, ...]:
+    """Dotted names of callables (`pkg.cuda_utils.on_stream`, `self.on_stream`), not calls."""
+    names = _string_list(value, where)
+    for name in names:
+        if not _DOTTED.fullmatch(name):
+            stripped = name.strip().removesuffix("()")
+            hint = f"; did you mean `{stripped}`?" if _DOTTED.fullmatch(stripped) else ""
+            raise ConfigError(f"{where}: `{name}` is not a dotted name like `pkg.module.function`{hint}")
+    return names
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

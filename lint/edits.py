@@ -24,8 +24,9 @@ from libcst.metadata import CodeRange
 
 from csan_lint.lint.hostflow import HostHazard
 from csan_lint.lint.model import Edit, Finding, FixSafety
-from csan_lint.lint.names import CURRENT_STREAM, STREAM_CONTEXTS, ImportTable
+from csan_lint.lint.names import CURRENT_STREAM, ImportTable
 from csan_lint.lint.nodes import children
+from csan_lint.lint.recognize import entered_streams
 from csan_lint.lint.streamflow import CURRENT, Hazard, ModuleFlow
 
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
@@ -185,7 +186,7 @@ def _may_switch_stream(context: _Context, node: cst.CSTNode) -> bool:
     if not isinstance(node, cst.With):
         return False
     return any(
-        not isinstance(item.item, cst.Call) or context.imports.qualified(item.item.func) in STREAM_CONTEXTS
+        not isinstance(item.item, cst.Call) or entered_streams(item.item, context.imports) is not None
         for item in node.items
     )
 

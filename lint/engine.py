@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from csan_lint.lint.model import Finding, Span
+from csan_lint.lint.model import NO_SPELLINGS, Finding, Span, Spellings
 from csan_lint.lint.registry import SYNTAX_ERROR_CODE, all_rules
 from csan_lint.lint.rule import Rule
 from csan_lint.lint.streamflow import analyse
@@ -18,18 +18,23 @@ from csan_lint.lint.summaries import PackageIndex
 
 
 def lint_source(
-    source: str, path: str, rules: Sequence[type[Rule]] | None = None, package: PackageIndex | None = None
+    source: str,
+    path: str,
+    rules: Sequence[type[Rule]] | None = None,
+    package: PackageIndex | None = None,
+    spellings: Spellings = NO_SPELLINGS,
 ) -> list[Finding]:
     """Parse, analyse, run the given rules (default: all). Pure: no file I/O, no config, no
     suppressions (the shell applies those). `package`: the other linted modules, whose
-    functions' summaries calls to them use (without it, only this module's are followed). A file that does not parse returns exactly one
+    functions' summaries calls to them use (without it, only this module's are followed).
+    `spellings`: the project's own wrappers of the stream API. A file that does not parse returns exactly one
     Finding with code "CSL001", message "syntax error: <libcst's message>", at the error's
     1-based line/column, span = that line. Findings sorted by (line, column, code)."""
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as error:
         return [_syntax_error(error, source, path)]
-    flow = analyse(module, path, source, package)
+    flow = analyse(module, path, source, package, spellings)
     findings = [
         finding for rule in (all_rules() if rules is None else rules) for finding in rule().check(flow)
     ]

@@ -35,19 +35,39 @@ _CUDA_ALIAS = re.compile(
 """Imports after which the API may be spelled without `cuda.`: `from torch.cuda import stream as
 s_ctx`, `import torch.cuda as tc` (then `tc.Stream`), `from torch import cuda as c`."""
 _API_WORD = re.compile(r"\b" + _API + r"\b")
+_GENERIC_API = re.compile(
+    r"\btorch\s*\.\s*(?:Stream|Event)\s*\(|\baccelerator\s*\.\s*" + _API + r"\b"
+    r"|\bget_device_module\s*\([^()]*\)\s*\.\s*" + _API + r"\b"
+)
+"""The device-generic spellings: `torch.Stream()`, `torch.Event()` (made here: a mere annotation
+passes a stream made elsewhere), `torch.accelerator.current_stream`, `get_device_module(d).Stream`."""
+_GENERIC_ALIAS = re.compile(
+    r"\bget_accelerator\b|=\s*torch\s*\.\s*get_device_module\b"
+    r"|^[ \t]*from[ \t]+torch(?:\.accelerator)?[ \t]+import\b[^\n]*"
+    r"\b(?:Stream|Event|accelerator|current_stream|set_stream)\b",
+    re.MULTILINE,
+)
+"""An accelerator object (DeepSpeed's `get_accelerator()`, `torch.get_device_module()`), after which
+`accel.Stream()` needs no `torch` in front, and imports of the generic names."""
 _NON_BLOCKING = re.compile(r"non_blocking\s*=\s*(?!False\b)")
 """Any non-blocking copy that is not spelled off; it needs no `cuda` in the file (the tensor may
 arrive as an argument)."""
 
 
-def might_have_findings(text: str) -> bool:
-    """False only for text that cannot hold a stream bug: no torch.cuda stream, event or graph
-    API however imported, and no non-blocking copy. Substring checks first keep it cheap."""
+def might_have_findings(text: str, wrappers: frozenset[str] = frozenset()) -> bool:
+    """False only for text that cannot hold a stream bug: no torch.cuda or device-generic
+    stream, event or graph API however imported or reached, no call of a project wrapper (by its
+    last name, `wrappers`), and no non-blocking copy. Substring checks first keep it cheap."""
     if "non_blocking" in text and _NON_BLOCKING.search(text):
         return True
-    if "cuda" not in text:
+    if wrappers and any(word in text for word in wrappers):
+        if re.search(r"\b(?:" + "|".join(map(re.escape, sorted(wrappers))) + r")\b", text):
+            return True
+    if "cuda" in text and (_CUDA_API.search(text) or (_CUDA_ALIAS.search(text) and _API_WORD.search(text))):
+        return True
+    if "accelerator" not in text and "torch" not in text and "get_device_module" not in text:
         return False
-    return bool(_CUDA_API.search(text) or (_CUDA_ALIAS.search(text) and _API_WORD.search(text)))
+    return bool(_GENERIC_API.search(text) or (_GENERIC_ALIAS.search(text) and _API_WORD.search(text)))
 
 
 @dataclass(frozen=True)

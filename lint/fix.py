@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from csan_lint.lint.config import Config
-from csan_lint.lint.model import Edit, Finding
+from csan_lint.lint.model import NO_SPELLINGS, Edit, Finding, Spellings
 from csan_lint.lint.registry import SYNTAX_ERROR_CODE
 from csan_lint.lint.rule import Rule
 from csan_lint.lint.runner import (
@@ -57,16 +57,23 @@ def fixable(finding: Finding, unsafe: bool) -> bool:
     return bool(finding.edits) and (unsafe or finding.fix_safety == "safe")
 
 
-def fix_source(source: str, path: str, rules: Sequence[type[Rule]] | None = None, *, unsafe: bool = False) -> FixedSource:
+def fix_source(
+    source: str,
+    path: str,
+    rules: Sequence[type[Rule]] | None = None,
+    *,
+    unsafe: bool = False,
+    spellings: Spellings = NO_SPELLINGS,
+) -> FixedSource:
     """The source with every certain fix applied, and the findings left in it."""
-    findings = _lint(source, path, rules)
+    findings = _lint(source, path, rules, spellings)
     start = len(findings)
     for _ in range(MAX_PASSES):
         edits = [edit for finding in findings if fixable(finding, unsafe) for edit in finding.edits]
         candidate = apply_edits(source, edits)
         if candidate == source:
             break
-        after = _lint(candidate, path, rules)
+        after = _lint(candidate, path, rules, spellings)
         if len(after) >= len(findings) or any(f.code == SYNTAX_ERROR_CODE for f in after):
             break
         source, findings = candidate, after
@@ -102,9 +109,9 @@ def _stands_at(lines: list[str], index: int, statement: str) -> bool:
     return line == statement or line.startswith(f"{statement} ") and line[len(statement) :].lstrip().startswith("#")
 
 
-def _lint(source: str, path: str, rules: Sequence[type[Rule]] | None) -> list[Finding]:
+def _lint(source: str, path: str, rules: Sequence[type[Rule]] | None, spellings: Spellings) -> list[Finding]:
     """The engine's findings less the suppressed ones, as a run reports them."""
-    findings = lint_source(source, path, rules)
+    findings = lint_source(source, path, rules, spellings=spellings)
     if not findings or findings[0].code == SYNTAX_ERROR_CODE:
         return findings
     return filter_suppressed(findings, source, rule_names())
@@ -134,7 +141,8 @@ def fix_paths(result: LintResult, config: Config, *, write: bool, unsafe: bool =
         if isinstance(source, Finding):
             errors.append(source)
             continue
-        outcome = fix_source(source, shown, config.rules_for(path.absolute()), unsafe=unsafe)
+        rules = config.rules_for(path.absolute())
+        outcome = fix_source(source, shown, rules, unsafe=unsafe, spellings=config.spellings)
         if outcome.source == source:
             continue
         fixed += outcome.fixed

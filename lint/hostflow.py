@@ -30,7 +30,7 @@ from typing import Any
 import libcst as cst
 
 from csan_lint.lint.interpret import Interpreter, Loop
-from csan_lint.lint.model import Span
+from csan_lint.lint.model import Span, Spellings
 from csan_lint.lint.names import (
     CURRENT_STREAM,
     DEFAULT_STREAM,
@@ -38,11 +38,12 @@ from csan_lint.lint.names import (
     EVENT_CONSTRUCTORS,
     GRAPH_CAPTURE,
     SET_STREAM,
+    STREAM_VALUES,
     ImportTable,
     dotted_name,
 )
 from csan_lint.lint.nodes import children
-from csan_lint.lint.recognize import STREAM_VALUES, ContextFunctions, entered_streams, one_stream
+from csan_lint.lint.recognize import ContextFunctions, entered_streams, join_contexts, one_stream
 from csan_lint.lint.streamflow import CURRENT, Location, ModuleFlow
 from csan_lint.runtime import kinds
 
@@ -187,7 +188,7 @@ def _join(states: Iterable[_State | None]) -> _State | None:
         if state.current != result.current:
             result.current = UNKNOWN
         result.streams = {k: v for k, v in result.streams.items() if state.streams.get(k) == v}
-        result.contexts = {k: v for k, v in result.contexts.items() if state.contexts.get(k) == v}
+        result.contexts = join_contexts(result.contexts, state.contexts)
         result.into = _join_maps(result.into, state.into)
         result.out_of = _join_maps(result.out_of, state.out_of)
         result.pinned &= state.pinned
@@ -909,8 +910,8 @@ _FIELDS: dict[type[cst.CSTNode], Callable[[Any], Sequence[cst.CSTNode]]] = {
 
 
 @lru_cache(maxsize=4)
-def _host_hazards(module: cst.Module, source: str) -> tuple[HostHazard, ...]:
-    facts = _ModuleFacts(pins="pin_memory" in source, syncing="synchronize" in source)
+def _host_hazards(module: cst.Module, source: str, spellings: Spellings) -> tuple[HostHazard, ...]:
+    facts = _ModuleFacts(ImportTable(spellings), pins="pin_memory" in source, syncing="synchronize" in source)
     _scan(module.body, facts)
     if not facts.imports.imports_torch:
         return ()
@@ -930,7 +931,7 @@ def host_hazards(flow: ModuleFlow) -> tuple[HostHazard, ...]:
     """Every host-side hazard of the module; cached, since five rules read it."""
     if not _RELEVANT.search(flow.source):
         return ()
-    return _host_hazards(flow.module, flow.source)
+    return _host_hazards(flow.module, flow.source, flow.spellings)
 
 
 def host_location(flow: ModuleFlow, hazard: HostHazard) -> Location:

@@ -55,3 +55,27 @@ class Finding:
     """The fix as insertions (`--fix`); empty when no edit is certain. Not part of a finding's
     identity: two findings that say the same thing at the same place are one finding."""
     fix_safety: FixSafety = field(default="safe", compare=False)
+
+
+@dataclass(frozen=True)
+class Spellings:
+    """A project's own wrappers of the stream API (`[tool.csan-lint]` settings): dotted callables,
+    matched against the name as imported (`pkg.cuda_utils.on_stream`) or as written
+    (`self.on_stream`); lint/names.py gives each the meaning of its torch.cuda counterpart."""
+
+    stream_contexts: tuple[str, ...] = ()
+    """Calls whose value, used in `with`, makes their stream argument current."""
+    current_stream: tuple[str, ...] = ()
+    """Calls returning the current stream."""
+    stream_factories: tuple[str, ...] = ()
+    """Calls returning a new stream."""
+    event_factories: tuple[str, ...] = ()
+    """Calls returning a new event."""
+
+    def leaves(self) -> frozenset[str]:
+        """The last name of every wrapper: a file that uses one contains it (the prefilter's words)."""
+        every = (*self.stream_contexts, *self.current_stream, *self.stream_factories, *self.event_factories)
+        return frozenset(name.rpartition(".")[2] for name in every)
+
+
+NO_SPELLINGS = Spellings()

@@ -14,16 +14,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import libcst as cst
+
+from csan_lint.lint.model import NO_SPELLINGS, Spellings
 
 STREAM_CONTEXTS = frozenset({"torch.cuda.stream", "torch.cuda.StreamContext"})
 """Calls whose value, used in `with`, makes their stream argument current for the block."""
 STREAM_CONSTRUCTORS = frozenset({"torch.cuda.Stream", "torch.cuda.ExternalStream"})
 CURRENT_STREAM = "torch.cuda.current_stream"
 DEFAULT_STREAM = "torch.cuda.default_stream"
+STREAM_VALUES = STREAM_CONSTRUCTORS | {CURRENT_STREAM, DEFAULT_STREAM}
+"""Calls whose value is a stream."""
 EVENT_CONSTRUCTORS = frozenset({"torch.cuda.Event"})
+_REFERABLE = STREAM_CONTEXTS | STREAM_VALUES | EVENT_CONSTRUCTORS
+"""API a name may be bound to, to be called later: `self._stream_context = torch.cuda.stream`."""
 DEVICE_SYNC = "torch.cuda.synchronize"
 SET_STREAM = "torch.cuda.set_stream"
 GRAPH_CAPTURE = "torch.cuda.graph"
@@ -37,6 +42,9 @@ _CANONICAL_MODULES = {
     "torch.cuda.graphs": "torch.cuda",
     "torch.accelerator": "torch.cuda",
     "torch.accelerator.graphs": "torch.cuda",
+    "torch.xpu": "torch.cuda",
+    "torch.npu": "torch.cuda",
+    "torch.mtia": "torch.cuda",
 }
 """Modules whose names mean torch.cuda's: `torch.cuda.streams.Stream` is `torch.cuda.Stream`, and
 `torch.accelerator.current_stream()` is the CUDA one on a CUDA device."""
@@ -54,39 +62,23 @@ ACCELERATOR_FACTORIES = frozenset(
     }
 )
 """Calls returning an object whose methods are torch.cuda's: `get_accelerator().Stream()`."""
+_DEVICE_MODULES = frozenset({"torch.cuda", "torch.xpu", "torch.npu", "torch.mtia"})
+_DEVICE_WORD = re.compile(r"(?i)device|accelerator")
+"""`getattr(torch, device.type)` picks a device module; `getattr(torch, dtype_name)` does not."""
 _ACCELERATOR_METHODS = {"capture_to_graph": "graph", "create_graph": "CUDAGraph"}
 """DeepSpeed accelerator methods named unlike their torch.cuda counterparts."""
 
 
-@dataclass(frozen=True)
-class Spellings:
-    """A project's own wrappers of the stream API (`[tool.csan-lint]` settings): dotted callables,
-    matched against the name as imported (`pkg.cuda_utils.on_stream`) or as written (`self.on_stream`)."""
-
-    stream_contexts: tuple[str, ...] = ()
-    """Calls whose value, used in `with`, makes their stream argument current."""
-    current_stream: tuple[str, ...] = ()
-    """Calls returning the current stream."""
-    stream_factories: tuple[str, ...] = ()
-    """Calls returning a new stream."""
-    event_factories: tuple[str, ...] = ()
-    """Calls returning a new event."""
-
-    def meanings(self) -> dict[str, str]:
-        """Each wrapper -> the torch.cuda name it means."""
-        return {
-            **dict.fromkeys(self.stream_contexts, "torch.cuda.stream"),
-            **dict.fromkeys(self.current_stream, CURRENT_STREAM),
-            **dict.fromkeys(self.stream_factories, "torch.cuda.Stream"),
-            **dict.fromkeys(self.event_factories, "torch.cuda.Event"),
-        }
-
-    def leaves(self) -> frozenset[str]:
-        """The last component of every wrapper: the words a file must contain to use one."""
-        return frozenset(name.rpartition(".")[2] for name in self.meanings())
+def _meanings(spellings: Spellings) -> dict[str, str]:
+    """Each project wrapper -> the torch.cuda name it means."""
+    return {
+        **dict.fromkeys(spellings.stream_contexts, "torch.cuda.stream"),
+        **dict.fromkeys(spellings.current_stream, CURRENT_STREAM),
+        **dict.fromkeys(spellings.stream_factories, "torch.cuda.Stream"),
+        **dict.fromkeys(spellings.event_factories, "torch.cuda.Event"),
+    }
 
 
-NO_SPELLINGS = Spellings()
 
 
 class ImportTable:
@@ -99,15 +91,26 @@ class ImportTable:
     def __init__(self, spellings: Spellings = NO_SPELLINGS) -> None:
         self._aliases: dict[str, str] = {}
         self._ambiguous: set[str] = set()
-        self._project: Mapping[str, str] = spellings.meanings()
+        self._project: Mapping[str, str] = _meanings(spellings)
         self._handles: set[str] = set()
-        """Dotted names bound to an accelerator object (`accel = get_accelerator()`)."""
+        """Dotted names bound to a device module or accelerator object (`accel = get_accelerator()`)."""
+        self._streams: set[str] = set()
+        """Dotted names bound to a stream somewhere in the module (`self.s1 = torch.Stream()`)."""
+        self._references: dict[str, str | None] = {}
+        """Dotted names bound to the API itself (`self._ctx = torch.cuda.stream`); None: to two parts of it."""
+        self._project_suffixes = _suffixes(self._project)
 
     def add(self, node: cst.Import | cst.ImportFrom | cst.Assign) -> None:
-        """Learns the names an import binds, or that an assignment binds an accelerator object."""
+        """Learns the names an import binds, or that an assignment binds a device module or a stream."""
         if isinstance(node, cst.Assign):
-            if isinstance(node.value, cst.Call) and self.qualified(node.value.func) in ACCELERATOR_FACTORIES:
-                self._handles.update(key for target in node.targets if (key := dotted_name(target.target)))
+            keys = [key for target in node.targets if (key := dotted_name(target.target)) is not None]
+            if self._is_device_module(node.value):
+                self._handles.update(keys)
+            elif isinstance(node.value, cst.Call) and self.qualified(node.value.func) in STREAM_VALUES:
+                self._streams.update(keys)
+            elif (meaning := self._reference(node.value)) is not None:
+                for key in keys:
+                    self._references[key] = meaning if self._references.get(key, meaning) == meaning else None
             return
         if isinstance(node, cst.Import):
             for alias in node.names:
@@ -139,6 +142,37 @@ class ImportTable:
             del self._aliases[local]
             self._ambiguous.add(local)
 
+    def _is_device_module(self, expr: cst.BaseExpression) -> bool:
+        """`get_accelerator()`, `torch.cuda`, `getattr(torch, device.type)`, or a choice of them."""
+        if isinstance(expr, cst.IfExp):
+            return self._is_device_module(expr.body) or self._is_device_module(expr.orelse)
+        if not isinstance(expr, cst.Call):
+            return self.qualified(expr) in _DEVICE_MODULES
+        if self.qualified(expr.func) in ACCELERATOR_FACTORIES:
+            return True
+        return (
+            isinstance(expr.func, cst.Name)
+            and expr.func.value == "getattr"
+            and len(expr.args) == 2
+            and self.qualified(expr.args[0].value) == "torch"
+            and _DEVICE_WORD.search(cst.Module([]).code_for_node(expr.args[1].value)) is not None
+        )
+
+    def _reference(self, expr: cst.BaseExpression) -> str | None:
+        """The stream API an expression names without calling it (`torch.cuda.stream`, or a
+        choice of spellings of it: `get_device_module(d).stream if c else torch.cuda.stream`)."""
+        if isinstance(expr, cst.IfExp):
+            meanings = {self._reference(expr.body), self._reference(expr.orelse)} - {None}
+            return meanings.pop() if len(meanings) == 1 else None
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            meaning = self.qualified(expr)
+            return meaning if meaning in _REFERABLE else None
+        return None
+
+    def binds_stream(self, key: str) -> bool:
+        """Whether the module assigns a stream to this dotted name somewhere."""
+        return key in self._streams
+
     @property
     def names(self) -> frozenset[str]:
         """The local names the imports bind."""
@@ -157,8 +191,12 @@ class ImportTable:
             return self._through_accelerator(expr)
         if dotted in self._project:
             return self._project[dotted]
+        if self._references.get(dotted) is not None:
+            return self._references[dotted]
         root, _, rest = dotted.partition(".")
         target = self._aliases.get(root)
+        if target is None and dotted in self._project_suffixes:
+            return self._project_suffixes[dotted]  # a wrapper imported relatively, or called where defined
         if target is None:
             module, _, leaf = dotted.rpartition(".")
             return _accelerator_member(leaf) if module in self._handles or _DEVICE_HANDLE.search(module) else None
@@ -175,6 +213,18 @@ class ImportTable:
             if self.qualified(expr.value.func) in ACCELERATOR_FACTORIES:
                 return _accelerator_member(expr.attr.value)
         return None
+
+
+def _suffixes(meanings: Mapping[str, str]) -> dict[str, str]:
+    """`on_stream`, `stream.on_stream` for `pkg.stream.on_stream`: the names a wrapper goes by
+    where no import says what it is; a suffix two wrappers share with different meanings is dropped."""
+    found: dict[str, str | None] = {}
+    for name, meaning in meanings.items():
+        parts = name.split(".")
+        for start in range(1, len(parts)):
+            suffix = ".".join(parts[start:])
+            found[suffix] = meaning if found.get(suffix, meaning) == meaning else None
+    return {suffix: meaning for suffix, meaning in found.items() if meaning is not None}
 
 
 def _accelerator_member(name: str) -> str:

@@ -18,29 +18,24 @@ interpreter's to know (it passes `is_stream`). Pure: source text in, lines out.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
 
 from csan_lint.lint.names import (
-    CURRENT_STREAM,
-    DEFAULT_STREAM,
     EVENT_CONSTRUCTORS,
     GRAPH_CAPTURE,
-    NO_SPELLINGS,
     SET_STREAM,
-    STREAM_CONSTRUCTORS,
     STREAM_CONTEXTS,
+    STREAM_VALUES,
     ImportTable,
-    Spellings,
     dotted_name,
 )
+from csan_lint.lint.model import NO_SPELLINGS, Spellings
 from csan_lint.lint.nodes import children
 from csan_lint.lint.positions import positions
 
-STREAM_VALUES = STREAM_CONSTRUCTORS | {CURRENT_STREAM, DEFAULT_STREAM}
-"""Calls whose value is a stream."""
 _STREAM_API = (
     STREAM_CONTEXTS
     | STREAM_VALUES
@@ -55,9 +50,10 @@ _STREAM_METHODS = frozenset(
 _EVENT_METHODS = frozenset({"record", "wait", "query", "synchronize", "elapsed_time"})
 """Event (and stream) methods whose names other objects share: counted on a receiver named so."""
 _STREAM_NAME = re.compile(r"(?i)stream$")
-"""`with self.copy_stream:`: a name ending so is taken for a stream when nothing says otherwise."""
+"""`with self.copy_stream:`: a dotted name ending so is taken for a stream when nothing says otherwise."""
 _EVENT_NAME = re.compile(r"(?i)(?:event|evt|stream)s?$")
 _PARTIAL = frozenset({"functools.partial"})
+_OR = " or "
 _EXIT_STACKS = frozenset({"contextlib.ExitStack", "contextlib.AsyncExitStack"})
 _CONTEXT_MANAGERS = frozenset({"contextlib.contextmanager", "contextlib.asynccontextmanager"})
 
@@ -105,8 +101,9 @@ class ContextFunctions:
         method = "." in dotted
         found = []
         for stream in wrapper.streams:
-            if isinstance(stream, cst.Name) and stream.value in wrapper.params:
-                argument = _argument(call, wrapper.params, stream.value, method)
+            param = _parameter(stream, wrapper.params)
+            if param is not None:
+                argument = _argument(call, wrapper.params, param, method)
                 if argument is not None:
                     found.append(argument)
             elif _root(stream) not in ("self", "cls") or dotted.startswith(("self.", "cls.")):
@@ -142,7 +139,7 @@ def entered_streams(
             return _stream_argument(expr.args[1:])
         return functions.streams(expr)
     key = dotted_name(expr)
-    if key is not None and (is_stream(key) or _STREAM_NAME.search(key.rpartition(".")[2])):
+    if key is not None and (is_stream(key) or imports.binds_stream(key) or _STREAM_NAME.search(key)):
         return (expr,)
     return None
 
@@ -150,8 +147,14 @@ def entered_streams(
 def one_stream(names: Iterable[str | None]) -> str | None:
     """The stream an item enters, from an interpreter's names of its alternatives (None: no
     stream): None, the one named, or "a or b" for a stream chosen at run time."""
-    distinct = sorted({name for name in names if name is not None})
-    return " or ".join(distinct) if distinct else None
+    distinct = sorted({part for name in names if name is not None for part in name.split(_OR)})
+    return _OR.join(distinct) if distinct else None
+
+
+def join_contexts(a: Mapping[str, str], b: Mapping[str, str]) -> dict[str, str]:
+    """Context bindings where two paths meet: a context chosen by if/else enters its stream
+    (the other path bound none, or one entering none: `suppress`), or one of two streams."""
+    return {key: stream for key in a.keys() | b.keys() if (stream := one_stream((a.get(key), b.get(key))))}
 
 
 def is_exit_stack(node: cst.With, imports: ImportTable) -> bool:
@@ -169,31 +172,53 @@ def _stream_argument(args: Sequence[cst.Arg]) -> tuple[cst.BaseExpression, ...]:
 
 def _wrapped_streams(function: cst.FunctionDef, imports: ImportTable) -> tuple[cst.BaseExpression, ...]:
     """The streams a function's caller gets entered: those of the stream contexts it returns,
-    or, for a `@contextmanager`, those around its `yield`."""
+    or, for a `@contextmanager`, those of the `with` blocks around its `yield` statements."""
     manager = any(imports.qualified(_decorator_name(d)) in _CONTEXT_MANAGERS for d in function.decorators)
     found: list[cst.BaseExpression] = []
-    for node, within in _walk_function(function.body, (), imports):
-        if isinstance(node, cst.Return) and node.value is not None:
-            found.extend(entered_streams(node.value, imports) or ())
-        elif manager and isinstance(node, cst.Yield):
+    for statement, within in _statements(function.body, (), imports):
+        if isinstance(statement, cst.Return) and statement.value is not None:
+            found.extend(entered_streams(statement.value, imports) or ())
+        elif manager and isinstance(getattr(statement, "value", None), cst.Yield):
             found.extend(within)
     return tuple(found)
 
 
-def _walk_function(
-    node: cst.CSTNode, within: tuple[cst.BaseExpression, ...], imports: ImportTable
-) -> Iterator[tuple[cst.CSTNode, tuple[cst.BaseExpression, ...]]]:
-    """Every node of a function body but nested definitions, with the streams of the `with`
-    blocks around it (as far as names alone tell)."""
-    for child in children(node):
-        if isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            continue
-        yield child, within
-        inner = within
-        if isinstance(child, cst.With):
-            for item in child.items:
-                inner = (*inner, *(entered_streams(item.item, imports) or ()))
-        yield from _walk_function(child, inner, imports)
+def _statements(
+    suite: cst.BaseSuite, within: tuple[cst.BaseExpression, ...], imports: ImportTable
+) -> Iterator[tuple[cst.BaseSmallStatement, tuple[cst.BaseExpression, ...]]]:
+    """The simple statements of a function body, outside nested definitions, with the streams
+    of the `with` blocks around each (as far as names alone tell). Statements only: walking
+    every expression of every function a call may name would cost a good part of a parse."""
+    body = suite.body if isinstance(suite, cst.IndentedBlock) else [suite]
+    for statement in body:
+        if isinstance(statement, cst.SimpleStatementLine | cst.SimpleStatementSuite):
+            for small in statement.body:
+                yield small, within
+        elif isinstance(statement, cst.BaseSmallStatement):
+            yield statement, within
+        elif isinstance(statement, cst.BaseCompoundStatement) and not isinstance(
+            statement, cst.FunctionDef | cst.ClassDef
+        ):
+            inner = within
+            if isinstance(statement, cst.With):
+                for item in statement.items:
+                    inner = (*inner, *(entered_streams(item.item, imports) or ()))
+            for part in _suites(statement):
+                yield from _statements(part, inner, imports)
+
+
+def _suites(statement: cst.BaseCompoundStatement) -> Iterator[cst.BaseSuite]:
+    """The bodies of a compound statement: its own, `else`/`elif`, handlers, `finally`, cases."""
+    if not isinstance(statement, cst.Match):
+        yield statement.body
+    for part in ("orelse", "finalbody"):
+        child = getattr(statement, part, None)
+        if isinstance(child, cst.If):
+            yield from _suites(child)
+        elif child is not None:
+            yield child.body
+    for nested in (*getattr(statement, "handlers", ()), *getattr(statement, "cases", ())):
+        yield nested.body
 
 
 def _decorator_name(decorator: cst.Decorator) -> cst.BaseExpression:
@@ -204,6 +229,13 @@ def _decorator_name(decorator: cst.Decorator) -> cst.BaseExpression:
 def _param_names(function: cst.FunctionDef) -> tuple[str, ...]:
     params = function.params
     return tuple(param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params))
+
+
+def _parameter(stream: cst.BaseExpression, params: tuple[str, ...]) -> str | None:
+    """The parameter a wrapper's stream is: `stream`, or a conversion of it (`as_cuda(stream)`)."""
+    if isinstance(stream, cst.Call) and len(stream.args) == 1:
+        stream = stream.args[0].value
+    return stream.value if isinstance(stream, cst.Name) and stream.value in params else None
 
 
 def _argument(call: cst.Call, params: tuple[str, ...], name: str, method: bool) -> cst.BaseExpression | None:

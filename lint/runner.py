@@ -22,7 +22,7 @@ from pathlib import Path
 from csan_lint.lint.cache import Hit, ResultCache, Stat, content_hash, file_stat, index_key
 from csan_lint.lint.config import Config
 from csan_lint.lint.files import Excluder, PathError, discover, display_path, might_have_findings
-from csan_lint.lint.model import Finding, Span
+from csan_lint.lint.model import NO_SPELLINGS, Finding, Span, Spellings
 from csan_lint.lint.registry import SYNTAX_ERROR_CODE, all_rules
 from csan_lint.lint.rule import Rule
 from csan_lint.lint.summaries import PackageIndex
@@ -90,21 +90,26 @@ class _Job:
     rules: tuple[type[Rule], ...]
     package: PackageIndex | None = None
     """The other files of the run, for calls into their functions (pickled once per chunk)."""
+    spellings: Spellings = NO_SPELLINGS
 
 
 def lint_source(
-    source: str, path: str, rules: Sequence[type[Rule]] | None = None, package: PackageIndex | None = None
+    source: str,
+    path: str,
+    rules: Sequence[type[Rule]] | None = None,
+    package: PackageIndex | None = None,
+    spellings: Spellings = NO_SPELLINGS,
 ) -> list[Finding]:
     """`csan_lint.lint.engine.lint_source`, imported on first use: the engine pulls in libcst,
     which a run whose files all fail the prefilter (or hit the cache) never needs."""
     from csan_lint.lint.engine import lint_source as engine_lint_source
 
-    return engine_lint_source(source, path, rules, package)
+    return engine_lint_source(source, path, rules, package, spellings)
 
 
 def _lint_job(job: _Job) -> list[Finding]:
     try:
-        findings = lint_source(job.source, job.path, job.rules, job.package)
+        findings = lint_source(job.source, job.path, job.rules, job.package, job.spellings)
     except Exception as error:  # a crash on one file is that file's diagnostic; the run goes on
         return [diagnostic(job.path, INTERNAL_ERROR_CODE, _internal_error(error))]
     if not findings or findings[0].code == SYNTAX_ERROR_CODE:
@@ -178,6 +183,7 @@ def lint_paths(paths: Sequence[str], config: Config, *, jobs: int | None = None,
     findings: list[Finding] = []
     parsed: list[_Parsed] = []
     files_checked = files_cached = 0
+    wrappers = config.spellings.leaves()
     for found in discover(paths, excluder):
         if isinstance(found, PathError):
             findings.append(diagnostic(display_path(found.path, cwd), READ_ERROR_CODE, found.message))
@@ -207,7 +213,7 @@ def lint_paths(paths: Sequence[str], config: Config, *, jobs: int | None = None,
             if results is not None:
                 results.drop(found)
             continue
-        if not (might_have_findings(source) and not skips_file(source) and config.rules_for(found)):
+        if not (might_have_findings(source, wrappers) and not skips_file(source) and config.rules_for(found)):
             if results is not None:
                 results.store(found, stat, [], parsed=False, digest=digest)
             continue
@@ -249,7 +255,9 @@ def _lint_stale(
     package = None
     if len(parsed) > 1:
         package = PackageIndex.build((file.shown, file.source) for file in parsed if file.orders and file.source is not None)
-    work = [_Job(file.shown, file.source or "", config.rules_for(file.path), package) for file in stale]
+    work = [
+        _Job(file.shown, file.source or "", config.rules_for(file.path), package, config.spellings) for file in stale
+    ]
     for file, file_findings in zip(stale, _run(work, jobs)):
         findings.extend(file_findings)
         if results is None:

@@ -50,7 +50,7 @@ import libcst as cst
 from libcst.metadata import CodeRange
 
 from csan_lint.lint.interpret import Interpreter, Loop
-from csan_lint.lint.model import Span
+from csan_lint.lint.model import NO_SPELLINGS, Span, Spellings
 from csan_lint.lint.names import (
     CURRENT_STREAM,
     DEFAULT_STREAM,
@@ -59,13 +59,20 @@ from csan_lint.lint.names import (
     GRAPH_CAPTURE,
     SET_STREAM,
     STREAM_CONSTRUCTORS,
-    STREAM_CONTEXTS,
+    STREAM_VALUES,
     ImportTable,
     dotted_name,
 )
 from csan_lint.lint.nodes import children
 from csan_lint.lint.positions import Positions, positions
-from csan_lint.lint.recognize import NO_FUNCTIONS, ContextFunctions, entered_streams, is_exit_stack, one_stream
+from csan_lint.lint.recognize import (
+    NO_FUNCTIONS,
+    ContextFunctions,
+    entered_streams,
+    is_exit_stack,
+    join_contexts,
+    one_stream,
+)
 from csan_lint.lint.summaries import ANY_OTHER, Effect, PackageIndex, Summary, module_name
 from csan_lint.runtime import kinds
 
@@ -317,7 +324,7 @@ def _join(states: Iterable[_State | None]) -> _State | None:
             mine = result.tensors.get(key)
             result.tensors[key] = tensor if mine is None else _join_tensor(mine, tensor)
         result.streams = _join_bindings(result.streams, state.streams)
-        result.contexts = {k: v for k, v in result.contexts.items() if state.contexts.get(k) == v}
+        result.contexts = join_contexts(result.contexts, state.contexts)
     return result
 
 
@@ -992,9 +999,17 @@ class _FunctionAnalysis(Interpreter[_State, _Loop]):
         if isinstance(expr, cst.Call):
             return self._call_value(expr)
         if isinstance(expr, cst.IfExp) and (isinstance(expr.body, cst.Call) or isinstance(expr.orelse, cst.Call)):
-            context = self._context_stream(expr)  # `nullcontext() if c else torch.cuda.stream(s)`
-            return _Value("context", context) if context is not None else _Value("other")
+            return self._choice_value(expr)
         return _Value("other")
+
+    def _choice_value(self, expr: cst.IfExp) -> _Value:
+        """`torch.cuda.current_stream() if c else None` binds a stream (one of them, for two);
+        `nullcontext() if c else torch.cuda.stream(s)` a stream context."""
+        sides = (expr.body, expr.orelse)
+        if any(isinstance(side, cst.Call) and self.imports.qualified(side.func) in STREAM_VALUES for side in sides):
+            return _Value("stream", one_stream(map(self._stream, sides)))
+        context = self._context_stream(expr)
+        return _Value("context", context) if context is not None else _Value("other")
 
     def _alias_of(self, expr: cst.BaseExpression) -> _Value:
         key = dotted_name(expr)
@@ -1220,6 +1235,8 @@ class ModuleFlow:
     _positions: Mapping[cst.CSTNode, CodeRange] | Positions | None = field(default=None, repr=False)
     source: str = field(default="", repr=False)
     """The module's text, for rules that prefilter on it (hostflow.py)."""
+    spellings: Spellings = field(default=NO_SPELLINGS, repr=False)
+    """The project's own wrappers of the stream API, for hostflow.py's names."""
 
     def range(self, node: cst.CSTNode) -> CodeRange:
         if self._positions is None:
@@ -1260,11 +1277,14 @@ def _describe(stream: str) -> str:
     return "the current stream" if stream == CURRENT else f"side stream '{stream}'"
 
 
-def analyse(module: cst.Module, path: str, source: str, package: PackageIndex | None = None) -> ModuleFlow:
+def analyse(
+    module: cst.Module, path: str, source: str, package: PackageIndex | None = None, spellings: Spellings = NO_SPELLINGS
+) -> ModuleFlow:
     """Interprets the module body and every function that has a `with` statement, then the
     public methods of classes whose methods leave `self` attributes written on a side stream.
-    `package`: the other linted modules, for calls to functions imported from them."""
-    imports = ImportTable()
+    `package`: the other linted modules, for calls to functions imported from them;
+    `spellings`: the project's own wrappers of the stream API."""
+    imports = ImportTable(spellings)
     functions: list[tuple[str, cst.FunctionDef]] = []
     classes: set[str] = set()
     relative: list[cst.ImportFrom] = []
@@ -1284,7 +1304,7 @@ def analyse(module: cst.Module, path: str, source: str, package: PackageIndex | 
             for name, function in functions
             if name in with_blocks
             and source.count(f"{name.rpartition('.')[2]}(") > 1
-            and _has_with(_suite(function.body), imports)
+            and _has_with(_suite(function.body), imports, helpers.contexts)
             and (summary := helpers.summary(name)) is not None
             and any(effect.stream != CURRENT for effect in summary.effects)
         }
@@ -1306,7 +1326,7 @@ def analyse(module: cst.Module, path: str, source: str, package: PackageIndex | 
                     exits[name] = end
         for owner in classes:
             _cross_method(owner, functions, exits, helpers, hazards, source)
-    return ModuleFlow(path, module, list(hazards.values()), source=source)
+    return ModuleFlow(path, module, list(hazards.values()), source=source, spellings=spellings)
 
 
 def _cross_method(
@@ -1704,14 +1724,16 @@ def _suites(node: cst.BaseCompoundStatement) -> Iterator[Sequence[cst.CSTNode]]:
         yield _suite(case.body)
 
 
-def _has_with(body: Sequence[cst.CSTNode], imports: ImportTable | None = None) -> bool:
+def _has_with(
+    body: Sequence[cst.CSTNode], imports: ImportTable | None = None, contexts: ContextFunctions = NO_FUNCTIONS
+) -> bool:
     """Whether `body` has a `with` outside nested definitions; given `imports`, one that may
-    enter a stream (a stream context call, or a context object bound elsewhere)."""
+    enter a stream (any spelling of a stream context, or a context object bound elsewhere)."""
     for node in body:
         if isinstance(node, cst.With) and (
             imports is None
             or any(
-                not isinstance(item.item, cst.Call) or imports.qualified(item.item.func) in STREAM_CONTEXTS
+                not isinstance(item.item, cst.Call) or entered_streams(item.item, imports, contexts) is not None
                 for item in node.items
             )
         ):
@@ -1719,7 +1741,7 @@ def _has_with(body: Sequence[cst.CSTNode], imports: ImportTable | None = None) -
         if (
             isinstance(node, cst.BaseCompoundStatement)
             and not isinstance(node, (cst.FunctionDef, cst.ClassDef))
-            and any(_has_with(suite, imports) for suite in _suites(node))
+            and any(_has_with(suite, imports, contexts) for suite in _suites(node))
         ):
             return True
     return False

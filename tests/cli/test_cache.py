@@ -17,6 +17,7 @@ from csan_lint.lint import cache, runner
 from csan_lint.lint.cache import CACHE_DIR_NAME
 from csan_lint.lint.cli import main
 from csan_lint.lint.config import Config, load_config
+from csan_lint.lint.model import NO_SPELLINGS
 from csan_lint.lint.registry import all_rules
 from csan_lint.lint.runner import INTERNAL_ERROR_CODE, lint_paths
 
@@ -39,9 +40,9 @@ def parse_count(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     parsed: list[str] = []
     real = runner.lint_source
 
-    def counting(source: str, path: str, rules=None, package=None):
+    def counting(source: str, path: str, rules=None, package=None, spellings=NO_SPELLINGS):
         parsed.append(path)
-        return real(source, path, rules, package)
+        return real(source, path, rules, package, spellings)
 
     monkeypatch.setattr(runner, "lint_source", counting)
     return parsed
@@ -223,7 +224,7 @@ def test_a_crash_is_not_cached(project: Path, monkeypatch: pytest.MonkeyPatch) -
     config = Config(root=project)
     real = runner.lint_source
 
-    def crashing(source: str, path: str, rules=None, package=None):
+    def crashing(source: str, path: str, rules=None, package=None, spellings=NO_SPELLINGS):
         raise KeyError("boom")
 
     monkeypatch.setattr(runner, "lint_source", crashing)

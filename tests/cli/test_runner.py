@@ -10,6 +10,7 @@ import pytest
 from csan_lint.lint import runner
 from csan_lint.lint.config import Config
 from csan_lint.lint.files import might_have_findings
+from csan_lint.lint.model import NO_SPELLINGS
 from csan_lint.lint.registry import SYNTAX_ERROR_CODE, all_rules
 from csan_lint.lint.runner import INTERNAL_ERROR_CODE, READ_ERROR_CODE, lint_paths
 
@@ -61,10 +62,10 @@ def test_a_syntax_error_does_not_stop_the_other_files(project: Path) -> None:
 def test_an_engine_crash_is_a_diagnostic_for_that_file_only(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     real_lint_source = runner.lint_source
 
-    def crashing(source: str, path: str, rules=None, package=None):
+    def crashing(source: str, path: str, rules=None, package=None, spellings=NO_SPELLINGS):
         if path == "crash.py":
             raise KeyError("boom")
-        return real_lint_source(source, path, rules, package)
+        return real_lint_source(source, path, rules, package, spellings)
 
     monkeypatch.setattr(runner, "lint_source", crashing)
     (project / "crash.py").write_text(FLAGGED[0])

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from csan_lint.lint.config import ConfigError, find_config_file, load_config
+from csan_lint.lint.model import Spellings
 from csan_lint.lint.registry import all_rules
 
 
@@ -74,6 +75,23 @@ def test_confirm_table_is_passed_through(tmp_path: Path) -> None:
     assert dict(load_config([str(tmp_path)]).confirm) == {"tests": ["tests/gpu"], "timeout": 30}
 
 
+def test_project_wrappers_of_the_stream_api(tmp_path: Path) -> None:
+    write_pyproject(
+        tmp_path,
+        '[tool.csan-lint]\nstream-contexts = ["pkg.cuda.on_stream", "self._on_stream"]\n'
+        'current-stream = ["pkg.cuda.active"]\nstream-factories = ["pkg.cuda.new_stream"]\n'
+        'event-factories = ["pkg.cuda.new_event"]\n',
+    )
+    spellings = load_config([str(tmp_path)]).spellings
+    assert spellings == Spellings(
+        stream_contexts=("pkg.cuda.on_stream", "self._on_stream"),
+        current_stream=("pkg.cuda.active",),
+        stream_factories=("pkg.cuda.new_stream",),
+        event_factories=("pkg.cuda.new_event",),
+    )
+    assert spellings.leaves() == {"on_stream", "_on_stream", "active", "new_stream", "new_event"}
+
+
 def test_explicit_config_file_that_is_not_a_pyproject(tmp_path: Path) -> None:
     other = tmp_path / "lint.toml"
     other.write_text('ignore = ["CSL101"]\nexclude = ["gen/"]\n')
@@ -92,6 +110,14 @@ def test_explicit_config_file_that_is_not_a_pyproject(tmp_path: Path) -> None:
         ('[tool.csan-lint.per-file-ignores]\n"tests/*" = ["CSL999"]\n', "per-file-ignores: 'tests/*': unknown rule code"),
         ('[tool.csan-lint]\nrespect-gitignore = "no"\n', "respect-gitignore: expected true or false"),
         ("[tool.csan-lint\n", "invalid TOML"),
+        ('[tool.csan-lint]\nstream-context = ["a.b"]\n', "unknown key `stream-context`; did you mean `stream-contexts`?"),
+        ('[tool.csan-lint]\ncurrent-stream = "a.b"\n', "current-stream: expected a list of strings, got 'a.b'"),
+        (
+            '[tool.csan-lint]\nstream-factories = ["pkg.new_stream()"]\n',
+            "stream-factories: `pkg.new_stream()` is not a dotted name like `pkg.module.function`; "
+            "did you mean `pkg.new_stream`?",
+        ),
+        ('[tool.csan-lint]\nevent-factories = ["pkg/events.make"]\n', "`pkg/events.make` is not a dotted name"),
     ],
 )
 def test_mistakes_name_the_file_and_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, message: str) -> None:

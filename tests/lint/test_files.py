@@ -132,6 +132,15 @@ def test_display_path_is_relative_under_cwd_else_absolute(tmp_path: Path) -> Non
         "y = x.to('cpu', non_blocking=flag)\n",
         "import torch\ntorch.cuda.set_stream(s)\n",
         "import torch\ncur = torch.cuda.current_stream()\n",
+        "import torch\ns = torch.Stream()\n",
+        "import torch\ne = torch.Event()\n",
+        "import torch\ntorch.accelerator.set_stream(s)\n",
+        "import torch\ncur = torch.accelerator.current_stream()\n",
+        "from torch import accelerator as acc\ncur = acc.current_stream()\n",
+        "from torch import Stream\ns = Stream()\n",
+        "from deepspeed.accelerator import get_accelerator\nwith get_accelerator().stream(s):\n    pass\n",
+        "from deepspeed.accelerator import get_accelerator\naccel = get_accelerator()\ne = accel.Event()\n",
+        "import torch\nmod = torch.get_device_module('cuda')\ns = mod.Stream()\n",
     ],
 )
 def test_prefilter_keeps_every_spelling_of_the_stream_api(source: str) -> None:
@@ -146,10 +155,20 @@ def test_prefilter_keeps_every_spelling_of_the_stream_api(source: str) -> None:
         "import torch\nx = torch.ones(3, device='cuda')\n",  # CUDA, but no stream API
         "y = x.to('cpu', non_blocking=False)\n",
         "from torch.cuda import amp\n",  # an aliasing import, but no stream word
+        "import torch\ntorch.accelerator.is_available()\n",  # device-generic, but no stream API
+        "from deepspeed.accelerator import get_accelerator\nget_accelerator().device_name()\n",
+        "import torch\nx = torch.Tensor()\n",
     ],
 )
 def test_prefilter_drops_text_without_stream_usage(source: str) -> None:
     assert not might_have_findings(source)
+
+
+def test_prefilter_keeps_calls_of_project_wrappers() -> None:
+    source = "from mypkg.cuda_utils import on_stream\nwith on_stream(s):\n    pass\n"
+    assert not might_have_findings(source)
+    assert might_have_findings(source, frozenset({"on_stream"}))
+    assert not might_have_findings("with on_stream_count(s):\n    pass\n", frozenset({"on_stream"}))
 
 
 def test_prefilter_keeps_every_rules_invalid_examples() -> None:

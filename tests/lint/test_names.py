@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from csan_lint.lint.names import ImportTable, Spellings, dotted_name
+from csan_lint.lint.model import Spellings
+from csan_lint.lint.names import ImportTable, dotted_name
 
 
 def _table(imports: str, spellings: Spellings = Spellings()) -> ImportTable:
@@ -16,6 +17,9 @@ def _table(imports: str, spellings: Spellings = Spellings()) -> ImportTable:
             assert isinstance(statement, (cst.Import, cst.ImportFrom, cst.Assign))
             table.add(statement)
     return table
+
+
+_DEEPSPEED = "from deepspeed.accelerator import get_accelerator"
 
 
 def _resolve(imports: str, expression: str) -> str | None:
@@ -49,19 +53,16 @@ def _resolve(imports: str, expression: str) -> str | None:
         ("import torch", "torch.accelerator.Graph", "torch.cuda.CUDAGraph"),
         ("import torch", "torch.cuda.graphs.graph", "torch.cuda.graph"),
         ("import torch", "torch.get_device_module().Stream", "torch.cuda.Stream"),
-        ("from deepspeed.accelerator import get_accelerator", "get_accelerator().stream", "torch.cuda.stream"),
-        ("from deepspeed.accelerator import get_accelerator", "get_accelerator().Event", "torch.cuda.Event"),
-        ("from deepspeed.accelerator import get_accelerator", "get_accelerator().capture_to_graph", "torch.cuda.graph"),
-        (
-            "from deepspeed.accelerator import get_accelerator\naccel = get_accelerator()",
-            "accel.current_stream",
-            "torch.cuda.current_stream",
-        ),
-        (
-            "from deepspeed.accelerator import get_accelerator\nself.acc = get_accelerator()",
-            "self.acc.synchronize",
-            "torch.cuda.synchronize",
-        ),
+        (_DEEPSPEED, "get_accelerator().stream", "torch.cuda.stream"),
+        (_DEEPSPEED, "get_accelerator().Event", "torch.cuda.Event"),
+        (_DEEPSPEED, "get_accelerator().capture_to_graph", "torch.cuda.graph"),
+        (f"{_DEEPSPEED}\naccel = get_accelerator()", "accel.current_stream", "torch.cuda.current_stream"),
+        (f"{_DEEPSPEED}\nself.acc = get_accelerator()", "self.acc.synchronize", "torch.cuda.synchronize"),
+        ("import torch\nself.m = getattr(torch, device.type) if ok else torch.cuda", "self.m.stream", "torch.cuda.stream"),
+        ("import torch\ndev = torch.xpu", "dev.current_stream", "torch.cuda.current_stream"),
+        ("import torch", "torch.npu.Stream", "torch.cuda.Stream"),
+        ("import torch\nc = torch.get_device_module(d).stream if ok else torch.cuda.stream", "c", "torch.cuda.stream"),
+        ("import torch\nself._ctx = NoOpStream\nself._ctx = torch.cuda.stream", "self._ctx", "torch.cuda.stream"),
     ],
 )
 def test_spellings(imports: str, expression: str, expected: str) -> None:
@@ -80,7 +81,9 @@ def test_spellings(imports: str, expression: str, expected: str) -> None:
         ("import os", "self.handle.stream"),
         ("import os", "my_device_handles.stream"),
         ("from mylib import get_accelerator", "get_accelerator().stream"),
-        ("from deepspeed.accelerator import get_accelerator\naccel = make()", "accel.stream"),
+        (f"{_DEEPSPEED}\naccel = make()", "accel.stream"),
+        ("import torch\ndtype = getattr(torch, name)", "dtype.stream"),
+        ("import torch\nctx = torch.cuda.stream\nctx = torch.cuda.Event", "ctx"),
     ],
 )
 def test_not_resolved(imports: str, expression: str) -> None:
@@ -100,6 +103,11 @@ def test_project_wrappers_mean_their_torch_spelling() -> None:
         "self._stream_context", "cuda_utils.other",
     )  # fmt: skip
     resolved = {expression: table.qualified(cst.parse_expression(expression)) for expression in expressions}
+    relative = _table("from .cuda_utils import on_stream", spellings)  # relative imports are not resolved
+    assert [relative.qualified(cst.parse_expression(name)) for name in ("on_stream", "utils.on_stream")] == [
+        "torch.cuda.stream",
+        None,
+    ]
     assert resolved == {
         "on": "torch.cuda.stream",
         "cuda_utils.active_stream": "torch.cuda.current_stream",
@@ -108,6 +116,11 @@ def test_project_wrappers_mean_their_torch_spelling() -> None:
         "self._stream_context": "torch.cuda.stream",
         "cuda_utils.other": "pkg.cuda_utils.other",
     }
+
+
+def test_names_assigned_a_stream_anywhere_in_the_module() -> None:
+    table = _table("import torch\nself.s1 = torch.Stream()\nself.s0 = torch.accelerator.current_stream()\nn = f()")
+    assert [table.binds_stream(key) for key in ("self.s1", "self.s0", "n", "s1")] == [True, True, False, False]
 
 
 def test_conflicting_bindings_resolve_to_nothing() -> None:

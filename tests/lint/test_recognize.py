@@ -7,7 +7,8 @@ import textwrap
 import libcst as cst
 import pytest
 
-from csan_lint.lint.names import ImportTable, Spellings
+from csan_lint.lint.model import Spellings
+from csan_lint.lint.names import ImportTable
 from csan_lint.lint.recognize import ContextFunctions, entered_streams, stream_code_lines
 
 _HEADER = "import torch\nimport contextlib\nimport functools\nfrom deepspeed.accelerator import get_accelerator\n"
@@ -118,12 +119,12 @@ def test_module_and_class_level_statements() -> None:
 def test_a_user_context_manager_and_its_callers() -> None:
     body = """\
     @contextlib.contextmanager
-    def on_stream(stream):
-        if stream is None:
+    def on_stream(stream, enabled=True):
+        if not enabled:
             yield
-        else:
-            with get_accelerator().stream(stream):
-                yield
+            return
+        with get_accelerator().stream(stream):
+            yield
 
     def caller(x, s):
         with on_stream(s):
@@ -238,6 +239,11 @@ def on_stream(x, stream=None):
     return torch.cuda.stream(stream)
 
 @contextlib.contextmanager
+def converted(stream):
+    with torch.cuda.stream(as_cuda(stream)):
+        yield
+
+@contextlib.contextmanager
 def fixed(self):
     with torch.cuda.stream(self.side):
         yield
@@ -247,4 +253,5 @@ def fixed(self):
     assert _entered("on_stream(a)", functions) == []
     assert _entered("self.on_stream(b)", functions) == []  # a method would bind `x` to `self`: `b` is `x`
     assert _entered("self.fixed()", functions) == ["self.side"]
+    assert _entered("converted(s)", functions) == ["s"]
     assert _entered("other.fixed()", functions) == []  # another object's `self.side` is not ours
