@@ -27,8 +27,8 @@ from csan_lint.lint.recognize import stream_code_lines
 
 DEFAULT_TEST_FILES = ("test_*.py", "*_test.py")
 _MAYBE_STREAM_CODE = re.compile(r"(?i)stream|event|non_blocking|pin_memory|graph")
-"""Words stream code cannot be written without (any spelling the recognizer knows): a file
-without them is not parsed."""
+"""Words stream code cannot be written without (any spelling the recognizer knows, but for a
+project's own wrappers, whose names are added): a file without them is not parsed."""
 _SKIP_DIRS = frozenset({".git", "__pycache__", "node_modules", ".tox", ".nox", ".csan_lint_cache"})
 
 
@@ -67,8 +67,10 @@ def _runs(lines: frozenset[int]) -> list[Span]:
 
 def stream_code(paths: Sequence[str], config: Config) -> dict[str, list[Span]]:
     """Real path -> spans of stream code, for every file under `paths` that the linter checks
-    (its discovery, its excludes). Unreadable files are skipped: the static pass reports them."""
+    (its discovery, its excludes, the project's own wrappers of the stream API). Unreadable
+    files are skipped: the static pass reports them."""
     excluder = Excluder(config.root, config.exclude, config.respect_gitignore)
+    wrappers = config.spellings.leaves()
     found: dict[str, list[Span]] = {}
     for path in discover(paths, excluder):
         if isinstance(path, PathError):
@@ -77,7 +79,8 @@ def stream_code(paths: Sequence[str], config: Config) -> dict[str, list[Span]]:
             source = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue
-        lines = stream_code_lines(source) if _MAYBE_STREAM_CODE.search(source) else frozenset()
+        maybe = _MAYBE_STREAM_CODE.search(source) or any(leaf in source for leaf in wrappers)
+        lines = stream_code_lines(source, spellings=config.spellings) if maybe else frozenset()
         if lines:
             found[os.path.realpath(path)] = _runs(lines)
     return found
