@@ -57,6 +57,7 @@ def test_command_line_wins(tmp_path):
         ({"tests": 3}, {}, "tests: expected a list of paths"),
         ({}, {"fail_on": "confirmed,bogus"}, "--fail-on: unknown verdict `bogus`"),
         ({}, {"timeout": -1.0}, "--timeout: expected a positive number"),
+        ({}, {"workers": -1}, "-n: expected a number of worker processes"),
     ],
 )
 def test_bad_values_say_where_and_what(tmp_path, table, options, message):
@@ -73,6 +74,14 @@ def test_no_stream_code_and_no_finding_runs_nothing_and_says_so(tmp_path, capsys
     monkeypatch.setattr(confirm, "select_tests", lambda *a, **k: pytest.fail("selection ran"))
     assert confirm.main([], ["src"], config(tmp_path), {}) == 0
     assert "No stream code and no finding under the paths: no test to run." in capsys.readouterr().err
+
+
+def test_workers_without_pytest_xdist_say_what_to_install(tmp_path, monkeypatch):
+    real_find_spec = confirm.importlib.util.find_spec
+    monkeypatch.setattr(confirm.importlib.util, "find_spec", lambda name: None if name == "xdist" else real_find_spec(name))
+    with pytest.raises(ConfirmUsageError, match="-n 2 needs pytest-xdist: pip install pytest-xdist"):
+        resolve_settings(config(tmp_path), {"workers": 2})
+    assert resolve_settings(config(tmp_path), {"workers": 0}).workers == 0
 
 
 def test_missing_torch_names_what_to_install(tmp_path, capsys, monkeypatch):
