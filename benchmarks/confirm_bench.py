@@ -19,8 +19,8 @@ from collections.abc import Sequence
 
 from csan_lint.lint.config import load_config
 from csan_lint.lint.runner import lint_paths
+from csan_lint.runtime.confirm import watched
 from csan_lint.runtime.confirm_select import select_tests
-from csan_lint.runtime.confirm_verdict import real
 
 RATIO_TARGET = 2.0
 """`--confirm` total over the same tests without the sanitizer."""
@@ -40,10 +40,11 @@ def main() -> int:
     parser.add_argument("--device", default="emulated", choices=("auto", "cuda", "emulated"))
     args = parser.parse_args()
 
-    findings = lint_paths(args.paths, load_config(args.paths)).findings
-    spans = {real(finding.path) for finding in findings}
+    config = load_config(args.paths)
+    findings = lint_paths(args.paths, config).findings
+    spans = watched(findings, args.paths, config)
     selection = select_tests(spans, [args.tests], args.paths)
-    print(f"{len(findings)} findings; {len(selection.test_files)} test files reach them:")
+    print(f"{len(findings)} findings, stream code in {len(spans)} files; {len(selection.test_files)} test files reach them:")
     for path in selection.test_files:
         print(f"  {path}")
     if not selection.test_files:

@@ -35,15 +35,17 @@ PROGRESS_MIN_FILES = 50
 """A bar for fewer files to parse would flash by; below this, none is drawn."""
 
 CONFIRM_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
-    # `--confirm`'s own options (`--tests`, `--device`, `--timeout`, `--fail-on`, `-v`) go here,
+    # `--confirm`'s own options (`--tests`, `--device`, `--timeout`, `--fail-on`, `-v`, `-n`) go here,
     # as click.option(...) decorators. Their values reach csan_lint.runtime.confirm.main as the
     # `options` dict, keyed by parameter name; the static path ignores them.
     # Defaults are None so that `[tool.csan-lint.confirm]` applies unless the flag is given.
     click.option("--tests", multiple=True, type=click.Path(), metavar="PATH", help="With --confirm: test files or directories to choose from (default: pytest's testpaths, else tests/)."),
     click.option("--device", type=click.Choice(["auto", "cuda", "emulated"]), default=None, help="With --confirm: where the tests run (default auto: CUDA if available, else the emulated device)."),
     click.option("--timeout", type=float, default=None, metavar="SECONDS", help="With --confirm: a test running longer is killed and its findings get `error` (default 60)."),
-    click.option("--fail-on", "fail_on", default=None, metavar="VERDICTS", help="With --confirm: also exit 1 on these verdicts (comma-separated: unexercised, error, dismissed)."),
+    click.option("--fail-on", "fail_on", default=None, metavar="VERDICTS", help="With --confirm: also exit 1 on these verdicts (comma-separated: other-race, unexercised, error, dismissed)."),
     click.option("-v", "--verbose", is_flag=True, help="With --confirm: print the sanitizer's report under each confirmed finding."),
+    click.option("--all-tests", is_flag=True, default=None, help="With --confirm: run every test file, not only those that import stream code."),
+    click.option("-n", "--workers", type=int, default=None, metavar="N", help="With --confirm: run the tests in N pytest-xdist worker processes (default 0: one process)."),
 ]
 
 
@@ -203,7 +205,7 @@ def main() -> None:
 @click.option("--list-rules", is_flag=True, help="List every rule (code, name, summary) and exit.")
 @click.option("--explain", metavar="CODE", help="Explain a rule, with examples, and exit (as `csan-lint rule CODE`).")
 @click.option("--replay", metavar="TRACE", type=click.Path(), help="Analyse a recorded runtime trace (JSON Lines).")
-@click.option("--confirm", is_flag=True, help="Run the tests that reach each finding under the runtime sanitizer.")
+@click.option("--confirm", is_flag=True, help="Run the tests that reach stream code under the runtime sanitizer: a verdict per finding, and every race.")
 @click.option("-q", "--quiet", is_flag=True, help="No summary line.")
 @click.option(
     "--no-cache", is_flag=True,

@@ -1,13 +1,14 @@
-"""`csan-lint --confirm`: a verdict for every static finding, from the tests that reach it.
+"""`csan-lint --confirm`: every test that runs stream code, under the sanitizer; a verdict for
+every static finding and a place for every race.
 
-Static pass (done by the CLI) -> test selection by imports (`confirm_select`) -> one sanitized
+Static pass (done by the CLI) and the stream code under the paths (`confirm_select.stream_code`,
+the linter's own recognizer) -> test selection by imports (`confirm_select`) -> one sanitized
 pytest run with per-test line coverage (`confirm_run`, `confirm_probe`) -> verdicts by source
 position (`confirm_verdict`) -> output (`confirm_output`). This module only wires them and owns
 the settings: `[tool.csan-lint.confirm]` overridden by the command line.
 
-Exit status: 1 if a finding is confirmed or a race no finding explains was seen (and for the
-verdicts `--fail-on` adds) unless `--exit-zero`, 0 otherwise, 2 when the check could not be
-made at all.
+Exit status: 1 if a race was seen (confirming a finding or runtime-only; and for the verdicts
+`--fail-on` adds) unless `--exit-zero`, 0 otherwise, 2 when the check could not be made at all.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import importlib.util
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,10 +34,12 @@ from csan_lint.runtime.confirm_output import format_json, format_junit, format_t
 from csan_lint.runtime.confirm_run import RunError, Runner, RunSettings
 from csan_lint.runtime.confirm_select import (
     DEFAULT_TEST_FILES,
+    Selection,
     SelectionError,
     default_test_paths,
     find_pytest_config,
     select_tests,
+    stream_code,
 )
 from csan_lint.runtime.confirm_verdict import CONFIRMED, VERDICTS, RunResult, decide, real
 
@@ -64,6 +68,10 @@ class ConfirmSettings:
     quiet: bool = False
     exit_zero: bool = False
     """`--exit-zero`: report, but exit 0 whatever the verdicts (2 still means it could not run)."""
+    all_tests: bool = False
+    """`--all-tests`: run every test file, not only those that import stream code."""
+    workers: int = 0
+    """`-n N`: pytest-xdist worker processes (0: the tests run in one process)."""
 
 
 def _suggest(word: str, choices: Sequence[str]) -> str:
@@ -137,7 +145,19 @@ def resolve_settings(config: Config, options: Mapping[str, Any]) -> ConfirmSetti
         output_format=options.get("output_format") or "text",
         quiet=bool(options.get("quiet")),
         exit_zero=bool(options.get("exit_zero")),
+        all_tests=bool(options.get("all_tests")),
+        workers=_workers(options.get("workers")),
     )
+
+
+def _workers(value: object) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfirmUsageError(f"-n: expected a number of worker processes (0 or more), got {value!r}")
+    if value and importlib.util.find_spec("xdist") is None:
+        raise ConfirmUsageError(f"-n {value} needs pytest-xdist: pip install pytest-xdist")
+    return value
 
 
 def missing_requirements() -> list[str]:
@@ -192,46 +212,48 @@ def _test_paths(settings: ConfirmSettings, paths: Sequence[str]) -> tuple[list[s
     return found, config.python_files if config else DEFAULT_TEST_FILES
 
 
+def watched(findings: Sequence[Finding], paths: Sequence[str], config: Config) -> dict[str, list[Span]]:
+    """Real path -> the spans the run watches: the stream code under `paths`, and the findings'."""
+    spans = stream_code(paths, config)
+    for finding in findings:
+        if rule_by_code(finding.code) is not None:
+            spans.setdefault(real(finding.path), []).append(finding.span)
+    return spans
+
+
 def main(findings: list[Finding], paths: list[str], config: Config, options: dict[str, Any]) -> int:
-    """The `--confirm` run over the findings of the static pass on `paths`."""
+    """The `--confirm` run over the stream code under `paths` and the findings of the static pass."""
+    started = time.monotonic()
     try:
         settings = resolve_settings(config, options)
     except ConfirmUsageError as error:
         return _error(str(error))
-    if not findings:
-        if settings.output_format == "json":
-            click.echo(format_json([], [], device=None, test_files=[]), nl=False)
-        elif settings.output_format == "junit":
-            click.echo(format_junit([], []), nl=False)
-        elif not settings.quiet:
-            click.echo("No findings: nothing to confirm, no test was run.")
-        return EXIT_CLEAN
     missing = missing_requirements()
     if missing:
         return _error(
             f"--confirm needs {', '.join(REQUIREMENTS)}; missing: {', '.join(missing)}. "
             f"Install them with: {INSTALL_HINT}"
         )
-    spans: dict[str, list[Span]] = {}
-    for finding in findings:
-        if rule_by_code(finding.code) is not None:
-            spans.setdefault(real(finding.path), []).append(finding.span)
-    try:
-        test_paths, patterns = _test_paths(settings, paths)
-        selection = select_tests(spans, test_paths, paths, patterns)
-    except SelectionError as error:
-        return _error(str(error))
+    spans = watched(findings, paths, config)
+    selection, test_paths = Selection(test_files=(), reaching={}), []
+    if spans or settings.all_tests:
+        try:
+            test_paths, patterns = _test_paths(settings, paths)
+            selection = select_tests(spans, test_paths, paths, patterns, all_tests=settings.all_tests)
+        except SelectionError as error:
+            return _error(str(error))
     result = RunResult(tests={}, races=[])
     device = None
     if selection.test_files:
         _say(
             settings,
-            f"Running {len(selection.test_files)} test file(s) that reach {len(spans)} flagged "
-            f"file(s) under the sanitizer (device: {settings.device})...",
+            f"Running {len(selection.test_files)} test file(s) that reach stream code in {len(spans)} "
+            f"file(s) under the sanitizer (device: {settings.device}, workers: {settings.workers})...",
         )
         progress = _ProgressBar() if _show_progress(settings) else None
         with tempfile.TemporaryDirectory(prefix="csan-confirm-") as workdir:
-            runner = Runner(RunSettings(settings.device, settings.timeout, Path(workdir)), progress)
+            run_settings = RunSettings(settings.device, settings.timeout, Path(workdir), settings.workers)
+            runner = Runner(run_settings, progress)
             try:
                 result = runner.run(selection.test_files, spans)
             except RunError as error:
@@ -240,10 +262,13 @@ def main(findings: list[Finding], paths: list[str], config: Config, options: dic
                 if progress is not None:
                     progress.close()
             device = runner.device
-    else:
+    elif spans:
         looked = ", ".join(os.path.relpath(path.split("::")[0]) for path in test_paths)
-        _say(settings, f"No test imports a flagged module (looked in: {looked or 'no test path'}).")
+        _say(settings, f"No test imports a module with stream code (looked in: {looked or 'no test path'}).")
+    else:
+        _say(settings, "No stream code and no finding under the paths: no test to run.")
     verdicts, runtime_only = decide(findings, result, selection.reaching)
+    elapsed = time.monotonic() - started
     if settings.output_format == "json":
         click.echo(
             format_json(
@@ -252,6 +277,7 @@ def main(findings: list[Finding], paths: list[str], config: Config, options: dic
                 device=device,
                 test_files=selection.test_files,
                 tests=list(result.tests.values()),
+                leaks=result.leaks,
             ),
             nl=False,
         )
@@ -259,7 +285,14 @@ def main(findings: list[Finding], paths: list[str], config: Config, options: dic
         click.echo(format_junit(verdicts, runtime_only, fail_on=settings.fail_on, device=device), nl=False)
     else:
         click.echo(
-            format_text(verdicts, runtime_only, verbose=settings.verbose, quiet=settings.quiet),
+            format_text(
+                verdicts,
+                runtime_only,
+                verbose=settings.verbose,
+                quiet=settings.quiet,
+                run=result,
+                seconds=elapsed,
+            ),
             nl=False,
         )
     failed = any(entry.is_race for entry in runtime_only) or any(

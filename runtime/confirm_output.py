@@ -14,13 +14,18 @@ from typing import Any
 from csan_lint.lint.output import finding_to_dict
 from csan_lint.lint.runner import rule_names
 from csan_lint.runtime.confirm_verdict import (
+    BROKEN_OUTCOMES,
     CONFIRMED,
     ERROR,
+    OUTSIDE_TESTS,
     UNEXERCISED,
     VERDICTS,
+    RunResult,
     RuntimeOnly,
+    StreamLeak,
     TestRun,
     Verdict,
+    race_key,
 )
 from csan_lint.runtime.events import AccessRecord, AllocationRecord, RuntimeErrorReport
 from csan_lint.runtime.report import render_text
@@ -41,6 +46,54 @@ def summary_line(verdicts: Sequence[Verdict], runtime_only: Sequence[RuntimeOnly
         f"{sum(v.verdict == name for v in verdicts)} {name}" for name in VERDICTS
     )
     return f"{counts}; {len(runtime_only)} runtime-only"
+
+
+def _by_kind(kinds: Sequence[str]) -> str:
+    """`3 read-after-write, 1 free-in-use`, most frequent first."""
+    counts: dict[str, int] = {}
+    for kind in kinds:
+        counts[kind] = counts.get(kind, 0) + 1
+    return ", ".join(f"{count} {kind}" for kind, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+
+def _sites_text(count: int) -> str:
+    return "1 race site" if count == 1 else f"{count} race sites"
+
+
+def summary_table(run: RunResult, runtime_only: Sequence[RuntimeOnly], seconds: float | None) -> list[str]:
+    """The tests run (by outcome), the races seen and those no finding predicted (by kind, a
+    race site being a kind between two lines, as runtime-only entries are), the time."""
+    tests = [test for test in run.tests.values() if test.nodeid != OUTSIDE_TESTS]
+    outcomes = _by_kind([test.outcome for test in tests])
+    sites = {race_key(race.report) for race in run.races if race.report.get("severity", "error") == "error"}
+    races = [str(kind) for kind, _, _ in sites]
+    missed = [entry.kind for entry in runtime_only if entry.is_race]
+    rows = [
+        ("tests", f"{len(tests)} run" + (f": {outcomes}" if outcomes else "")),
+        ("races", _sites_text(len(races)) + (f": {_by_kind(races)}" if races else "")),
+        ("missed", f"{_sites_text(len(missed))} no finding predicted" + (f": {_by_kind(missed)}" if missed else "")),
+    ]
+    if seconds is not None:
+        rows.append(("time", f"{seconds:.1f} s"))
+    return [f"{name:<8}{value}" for name, value in rows]
+
+
+def _broken_line(run: RunResult) -> list[str]:
+    """A test that broke checked only what it ran before it broke: said, so that no race
+    count reads as a clean bill where the tests did not get through."""
+    broken = [test for test in run.tests.values() if test.outcome in BROKEN_OUTCOMES]
+    if not broken:
+        return []
+    first = broken[0]
+    what = _by_kind([test.outcome for test in broken])
+    return [
+        f"note: {len(broken)} test(s) broke ({what}): what they did not reach is unchecked; "
+        f"first: {first.nodeid}" + (f": {first.reason}" if first.reason else "")
+    ]
+
+
+def _leak_line(leak: StreamLeak) -> str:
+    return f"note: {leak.nodeid} left stream {leak.stream} current on cuda:{leak.device}; the next test started on the default stream"
 
 
 def _access(data: Mapping[str, Any] | None) -> AccessRecord | None:
@@ -91,10 +144,12 @@ def format_text(
     *,
     verbose: bool = False,
     quiet: bool = False,
+    run: RunResult | None = None,
+    seconds: float | None = None,
 ) -> str:
     """A line per finding (an error's reason names its test already; a confirmed one gets its
-    `help:`), the runtime-only races, the summary; `verbose` adds the sanitizer's report under
-    each race."""
+    `help:`), the runtime-only races, the streams tests left current, then (unless `quiet`) a
+    table of the run and the summary; `verbose` adds the sanitizer's report under each race."""
     lines: list[str] = []
     for verdict in verdicts:
         finding = verdict.finding
@@ -114,7 +169,12 @@ def format_text(
         )
         if verbose:
             lines.append(textwrap.indent(render_race(entry.report).rstrip(), "    "))
+    if run is not None:
+        lines.extend(_leak_line(leak) for leak in run.leaks)
+        lines.extend(_broken_line(run))
     if not quiet:
+        if run is not None:
+            lines.extend(summary_table(run, runtime_only, seconds))
         lines.append(summary_line(verdicts, runtime_only))
     return "\n".join(lines) + "\n" if lines else ""
 
@@ -126,6 +186,7 @@ def format_json(
     device: str | None,
     test_files: Sequence[str],
     tests: Sequence[TestRun] = (),
+    leaks: Sequence[StreamLeak] = (),
 ) -> str:
     document = {
         "version": JSON_VERSION,
@@ -142,6 +203,7 @@ def format_json(
             }
             for verdict in verdicts
         ],
+        "stream_leaks": [{"nodeid": leak.nodeid, "device": leak.device, "stream": leak.stream} for leak in leaks],
         "runtime_only": [
             {
                 "code": entry.code,

@@ -2,8 +2,8 @@
 --csan-confirm-probe SPEC.json`): per-test lines reached in the flagged files, deselection of
 tests already run, collection errors. Inert without the option.
 
-Records are JSON Lines appended to the spec's `out` file and flushed one by one, so a crash
-loses at most the test in progress:
+Records are JSON Lines appended to the spec's `out` file (`out.gwN` in a pytest-xdist worker)
+and flushed one by one, so a crash loses at most the test in progress:
     {"type": "session", "rootdir": ...}
     {"type": "collected", "count": N}
     {"type": "collect-start" | "collect-end", "path": real path}        # a test file's import
@@ -29,6 +29,8 @@ from typing import IO, Any
 
 import pytest
 
+from csan_lint.runtime.pytest_plugin import is_xdist_controller, worker_id
+
 OPTION = "--csan-confirm-probe"
 UNCHECKED_CONTEXT = "<not sanitized>"
 """Coverage context of tests marked `csan(enabled=False)`: measured, never read."""
@@ -46,7 +48,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     spec_path = config.getoption("csan_confirm_probe")
-    if spec_path:
+    if spec_path and not is_xdist_controller(config):  # its workers run the tests
         spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
         config.pluginmanager.register(Probe(config, spec), "csan-confirm-probe-instance")
 
@@ -58,7 +60,8 @@ class Probe:
         self.config = config
         self.files = [os.path.realpath(path) for path in spec["files"]]
         self.deselect = frozenset(spec.get("deselect", ()))
-        self.out: IO[str] = open(spec["out"], "a", encoding="utf-8")
+        worker = worker_id(config)  # each pytest-xdist worker writes a file of its own
+        self.out: IO[str] = open(spec["out"] + (f".{worker}" if worker else ""), "a", encoding="utf-8")
         self.write({"type": "session", "rootdir": str(config.rootpath)})
         self.coverage: Any = None
         self.spans: dict[str, frozenset[int]] = {}

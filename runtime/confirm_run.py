@@ -1,12 +1,14 @@
 """Runs the selected tests under the sanitizer in a pytest subprocess and collects what happened.
 
 The subprocess streams two JSON Lines files: the sanitizer plugin's `--csan-report` (tests
-started and ended, races) and the probe's (lines reached per test). This side tails them, so
+started and ended, races) and the probe's (lines reached per test); under pytest-xdist
+(`workers`) each worker streams its own pair (`.gwN`). This side tails them all, so
 a test that crashes the interpreter or hangs past the per-test timeout costs only itself: the
 process is killed, the tests not run yet are run again in a new process with the broken one
 and those already done deselected, and the broken one is re-run alone with a crash-proof
 line tracer to learn which flagged lines it reached before it broke. A test file whose import
 kills the process (or hangs) is ignored in the next process and reported as not collected.
+A test whose xdist worker died is treated as crashed the same way (xdist runs the rest).
 """
 
 from __future__ import annotations
@@ -30,17 +32,16 @@ from csan_lint.runtime.confirm_verdict import (
     CRASHED,
     FAILED,
     INTERNAL_ERROR,
+    OUTSIDE_TESTS,
     PASSED,
     SETUP_ERROR,
     SKIPPED,
     TIMED_OUT,
     Race,
     RunResult,
+    StreamLeak,
     TestRun,
 )
-
-OUTSIDE_TESTS = "<outside any test>"
-"""Stands for a node id where there is none: imports at collection, session teardown."""
 POLL_SECONDS = 0.05
 COLLECTION_TIMEOUT_FLOOR = 120.0
 """Importing a test file (torch, the user's modules) gets 4 test timeouts, and at least this."""
@@ -58,6 +59,8 @@ class RunSettings:
     device: str
     timeout: float
     workdir: Path
+    workers: int = 0
+    """pytest-xdist worker processes; 0: one process, no xdist."""
     python: str = sys.executable
 
 
@@ -75,8 +78,10 @@ def short_reason(longrepr: str | None) -> str | None:
 class _Tail:
     """Reads the complete lines appended to a file since the last call."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, worker: str = "") -> None:
         self.path = path
+        self.worker = worker
+        """The xdist worker writing the file (its suffix, `gw0`); "" without xdist."""
         self.offset = 0
         self.partial = b""
 
@@ -110,16 +115,18 @@ class _Pass:
     reached: dict[str, dict[str, set[int]]] = field(default_factory=dict)
     races: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     internal: dict[str, str] = field(default_factory=dict)
+    leaks: list[tuple[str, int, int]] = field(default_factory=list)
+    """(node id, device, stream) of each stream a test left current."""
     broken_files: dict[str, str] = field(default_factory=dict)
-    collecting: dict[str, float] = field(default_factory=dict)
-    """Test files being imported (real path -> when it began); removed when collected."""
-    interrupted: tuple[str, str, str] | None = None
-    """(node id, outcome, reason) of the test in progress when the process died or was killed."""
+    collecting: dict[tuple[str, str], float] = field(default_factory=dict)
+    """Test files being imported ((worker, real path) -> when it began); removed when collected."""
+    interrupted: list[tuple[str, str, str]] = field(default_factory=list)
+    """(node id, outcome, reason) of each test in progress when its process died or was killed."""
     interrupted_file: tuple[str, str] | None = None
     """(real path, reason) of the test file being imported when the process died or hung."""
     returncode: int | None = None
 
-    def take(self, record: dict[str, Any], now: float) -> None:
+    def take(self, record: dict[str, Any], now: float, worker: str = "") -> None:
         kind = record.get("type")
         nodeid = record.get("nodeid") or ""  # "": outside any test (collection, session end)
         if kind == "session":
@@ -128,9 +135,9 @@ class _Pass:
         elif kind == "collected":
             self.collected = int(record["count"])
         elif kind == "collect-start":
-            self.collecting[record["path"]] = now
+            self.collecting[worker, record["path"]] = now
         elif kind == "collect-end":
-            self.collecting.pop(record["path"], None)
+            self.collecting.pop((worker, record["path"]), None)
         elif kind == "collect-error":
             self.broken_files[record["path"]] = short_reason(record.get("longrepr")) or "collection failed"
         elif kind == "reached":
@@ -145,13 +152,17 @@ class _Pass:
             self.races.append((nodeid, record["report"]))
         elif kind == "internal-error":
             self.internal.setdefault(nodeid, str(record.get("message", "")))
+        elif kind == "stream-leak":
+            self.leaks.append((nodeid, int(record["device"]), int(record["stream"])))
 
-    def importing(self) -> str | None:
-        return next(reversed(self.collecting), None)
+    def importing(self) -> tuple[str, float] | None:
+        """The test file imported for the longest time now, and since when."""
+        found = min(self.collecting.items(), key=lambda item: item[1], default=None)
+        return None if found is None else (found[0][1], found[1])
 
-    def in_progress(self) -> str | None:
-        running = [nodeid for nodeid in self.started if nodeid not in self.ended]
-        return running[-1] if running else None
+    def in_progress(self) -> list[str]:
+        """The tests started and not ended (one per xdist worker at most), oldest first."""
+        return [nodeid for nodeid in self.started if nodeid not in self.ended]
 
 
 def _describe_exit(returncode: int) -> str:
@@ -183,7 +194,9 @@ class Runner:
         if self.progress is not None:
             self.progress(self.done, max(self.total or 0, self.done))
 
-    def _pytest(self, targets: Sequence[str], probe: dict[str, Any], ignore: Sequence[str] = ()) -> _Pass:
+    def _pytest(
+        self, targets: Sequence[str], probe: dict[str, Any], ignore: Sequence[str] = (), workers: int = 0
+    ) -> _Pass:
         self.passes += 1
         workdir = self.settings.workdir
         report = workdir / f"report-{self.passes}.jsonl"
@@ -193,17 +206,18 @@ class Runner:
         plugins = ["-p", "csan_lint.runtime.confirm_probe"]
         if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):  # the entry point is not loaded then
             plugins += ["-p", "csan_lint.runtime.pytest_plugin"]
+            plugins += ["-p", "xdist.plugin"] if workers else []
         command = [
-            self.settings.python, "-m", "pytest", *targets, *plugins, *_overrides(),
+            self.settings.python, "-m", "pytest", *targets, *plugins, *_overrides(workers),
             f"--csan-confirm-probe={spec}",
             "--csan", f"--csan-device={self.settings.device}", "--csan-report-only",
-            f"--csan-report={report}",
+            f"--csan-report={report}", "--csan-report-parts",
             "--continue-on-collection-errors", "-p", "no:cacheprovider", "-q",
             *(f"--ignore={path}" for path in ignore),  # for files found under directory targets
         ]  # fmt: skip
         log_path = workdir / f"pytest-{self.passes}.log"
         result = _Pass()
-        tails = (_Tail(probe_out), _Tail(report))
+        tails = _Tails(workdir, (probe_out.name, report.name))
         with open(log_path, "wb") as log:
             process = subprocess.Popen(
                 command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -217,34 +231,38 @@ class Runner:
         self._drain(tails, result)
         self.device = self.device or result.device
         running = result.in_progress()
-        if running is not None and result.interrupted is None:
-            result.interrupted = (running, CRASHED, _describe_exit(process.returncode))
+        if running and not result.interrupted:
+            if workers and process.returncode in (0, 1):  # xdist replaced the dead worker
+                reason = "its pytest-xdist worker died"
+            else:
+                reason = _describe_exit(process.returncode)
+            result.interrupted = [(nodeid, CRASHED, reason) for nodeid in running]
         importing = result.importing()  # pytest always reports a file it began, unless it died
         if importing is not None and result.interrupted_file is None:
-            result.interrupted_file = (importing, f"{_describe_exit(process.returncode)} while importing it")
-        if result.interrupted is None and result.interrupted_file is None and process.returncode not in (0, 1, 5):
+            result.interrupted_file = (importing[0], f"{_describe_exit(process.returncode)} while importing it")
+        if not result.interrupted and result.interrupted_file is None and process.returncode not in (0, 1, 5):
             raise RunError(
                 f"pytest exited with code {process.returncode}:\n{_log_tail(log_path)}"
             )
         return result
 
-    def _drain(self, tails: Sequence[_Tail], result: _Pass) -> int:
-        """Takes the new records of both files; returns how many there were."""
+    def _drain(self, tails: _Tails, result: _Pass) -> int:
+        """Takes the new records of every file; returns how many there were."""
         now = time.monotonic()
         count = 0
-        for tail in tails:
+        for tail in tails.all():
             records = tail.records()
             count += len(records)
             for record in records:
                 before = len(result.ended)
-                result.take(record, now)
+                result.take(record, now, tail.worker)
                 if record.get("type") == "collected" and self.total is None:
                     self.total = result.collected
                 if len(result.ended) > before and self.counting:
                     self._tick()
         return count
 
-    def _watch(self, process: subprocess.Popen[bytes], tails: Sequence[_Tail], result: _Pass) -> None:
+    def _watch(self, process: subprocess.Popen[bytes], tails: _Tails, result: _Pass) -> None:
         timeout = self.settings.timeout
         idle_since = time.monotonic()
         while process.poll() is None:
@@ -254,13 +272,14 @@ class Runner:
                 idle_since = now
             running, importing = result.in_progress(), result.importing()
             slow = max(4 * timeout, COLLECTION_TIMEOUT_FLOOR)
-            if running is not None and now - result.started[running] > timeout:
+            late = [nodeid for nodeid in running if now - result.started[nodeid] > timeout]
+            if late:
                 _kill(process)
-                result.interrupted = (running, TIMED_OUT, f"no result after {timeout:g} s")
-            elif running is None and importing is not None and now - result.collecting[importing] > slow:
+                result.interrupted = [(nodeid, TIMED_OUT, f"no result after {timeout:g} s") for nodeid in late]
+            elif not running and importing is not None and now - importing[1] > slow:
                 _kill(process)
-                result.interrupted_file = (importing, f"importing it took more than {slow:g} s")
-            elif running is None and importing is None and now - idle_since > slow:
+                result.interrupted_file = (importing[0], f"importing it took more than {slow:g} s")
+            elif not running and importing is None and now - idle_since > slow:
                 _kill(process)
                 raise RunError(f"pytest made no progress for {slow:g} s outside any test")
 
@@ -272,13 +291,18 @@ class Runner:
         broken_files: dict[str, str] = {}
         finished: set[str] = set()
         ignored: list[str] = []
+        leaks: list[StreamLeak] = []
         while True:
             current = self._pytest(
                 test_files,
                 {"mode": "coverage", "files": files, "deselect": sorted(finished)},
                 ignored,
+                self.settings.workers,
             )
             self._merge(current, tests, races, broken_files)
+            leaks.extend(
+                StreamLeak(self._display(current, nodeid), device, stream) for nodeid, device, stream in current.leaks
+            )
             finished.update(current.ended)
             if current.interrupted_file is not None:
                 path, reason = current.interrupted_file
@@ -292,17 +316,19 @@ class Runner:
                 if not test_files:
                     break
                 continue
-            if current.interrupted is None:
+            if not current.interrupted:
                 break
-            nodeid, outcome, reason = current.interrupted
-            if nodeid in finished:  # it was deselected, yet ran again: stop rather than loop
-                raise RunError(f"{nodeid}: {reason}, and it could not be deselected")
-            finished.add(nodeid)
-            self._tick()
-            tests[self._display(current, nodeid)] = self._rerun_alone(
-                current, nodeid, outcome, reason, spans, races
-            )
-        return RunResult(tests=tests, races=races, broken_files=broken_files)
+            for nodeid, outcome, reason in current.interrupted:
+                if nodeid in finished:  # it was deselected, yet ran again: stop rather than loop
+                    raise RunError(f"{nodeid}: {reason}, and it could not be deselected")
+                finished.add(nodeid)
+                self._tick()
+                tests[self._display(current, nodeid)] = self._rerun_alone(
+                    current, nodeid, outcome, reason, spans, races
+                )
+            if self.settings.workers and current.returncode in (0, 1):
+                break  # xdist ran the rest of the tests on a new worker: nothing is left
+        return RunResult(tests=tests, races=races, broken_files=broken_files, leaks=leaks)
 
     def _rerun_alone(
         self,
@@ -363,16 +389,33 @@ class Runner:
 
 
 @cache
-def _overrides() -> list[str]:
-    """Options that undo a project's `addopts` where they would break the run: pytest-xdist
-    workers would each truncate the report file, and pytest-cov's tracer would displace the
-    probe's. Only for plugins that are installed (their options do not exist otherwise)."""
+def _overrides(workers: int) -> list[str]:
+    """Our worker count over a project's `addopts` (`-n auto`), and no pytest-cov (its tracer
+    would displace the probe's). Only for plugins that are installed (their options do not
+    exist otherwise)."""
     overrides = []
     if importlib.util.find_spec("xdist") is not None:
-        overrides += ["-n", "0"]
+        overrides += ["-n", str(workers)]
     if importlib.util.find_spec("pytest_cov") is not None:
         overrides += ["--no-cov"]
     return overrides
+
+
+class _Tails:
+    """The files of one pass: each named one, and each xdist worker's part of it (`NAME.gwN`),
+    found as the workers create them."""
+
+    def __init__(self, workdir: Path, names: Sequence[str]) -> None:
+        self.workdir = workdir
+        self.names = tuple(names)
+        self.tails: dict[str, _Tail] = {}
+
+    def all(self) -> list[_Tail]:
+        for entry in os.listdir(self.workdir):
+            name, _, worker = entry.partition(".jsonl")
+            if name + ".jsonl" in self.names and entry not in self.tails:
+                self.tails[entry] = _Tail(self.workdir / entry, worker.lstrip("."))
+        return list(self.tails.values())
 
 
 def _frozen(lines: Mapping[str, set[int]]) -> dict[str, frozenset[int]]:

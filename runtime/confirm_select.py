@@ -1,4 +1,5 @@
-"""Which tests `--confirm` runs: the test files that import, transitively, a flagged module.
+"""Which tests `--confirm` runs: the test files that import, transitively, a module with stream
+code (`stream_code`: what the linter's recognizer calls stream code, wherever it is flagged or not).
 
 A cheap static first filter (`ast` over the test and source files, no import of user code):
 it may keep a test that never calls the flagged code (per-test coverage sorts that out later),
@@ -19,9 +20,15 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from csan_lint.lint.files import display_path
+from csan_lint.lint.config import Config
+from csan_lint.lint.files import Excluder, PathError, discover, display_path
+from csan_lint.lint.model import Span
+from csan_lint.lint.recognize import stream_code_lines
 
 DEFAULT_TEST_FILES = ("test_*.py", "*_test.py")
+_MAYBE_STREAM_CODE = re.compile(r"(?i)stream|event|non_blocking|pin_memory|graph")
+"""Words stream code cannot be written without (any spelling the recognizer knows, but for a
+project's own wrappers, whose names are added): a file without them is not parsed."""
 _SKIP_DIRS = frozenset({".git", "__pycache__", "node_modules", ".tox", ".nox", ".csan_lint_cache"})
 
 
@@ -45,6 +52,38 @@ class Selection:
     asked for), sorted: the arguments for pytest."""
     reaching: dict[str, frozenset[str]]
     """Flagged file (real path) -> the selected test files (real paths) that import it."""
+
+
+def _runs(lines: frozenset[int]) -> list[Span]:
+    """Consecutive lines as spans: 3, 4, 5, 9 -> 3-5, 9-9."""
+    spans: list[Span] = []
+    for line in sorted(lines):
+        if spans and spans[-1].end_line == line - 1:
+            spans[-1] = Span(spans[-1].start_line, line)
+        else:
+            spans.append(Span(line, line))
+    return spans
+
+
+def stream_code(paths: Sequence[str], config: Config) -> dict[str, list[Span]]:
+    """Real path -> spans of stream code, for every file under `paths` that the linter checks
+    (its discovery, its excludes, the project's own wrappers of the stream API). Unreadable
+    files are skipped: the static pass reports them."""
+    excluder = Excluder(config.root, config.exclude, config.respect_gitignore)
+    wrappers = config.spellings.leaves()
+    found: dict[str, list[Span]] = {}
+    for path in discover(paths, excluder):
+        if isinstance(path, PathError):
+            continue
+        try:
+            source = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        maybe = _MAYBE_STREAM_CODE.search(source) or any(leaf in source for leaf in wrappers)
+        lines = stream_code_lines(source, spellings=config.spellings) if maybe else frozenset()
+        if lines:
+            found[os.path.realpath(path)] = _runs(lines)
+    return found
 
 
 def _split(value: str | Sequence[str]) -> tuple[str, ...]:
@@ -230,9 +269,12 @@ def select_tests(
     test_paths: Sequence[str],
     source_paths: Sequence[str],
     patterns: Sequence[str] = DEFAULT_TEST_FILES,
+    *,
+    all_tests: bool = False,
 ) -> Selection:
-    """The test files that reach a flagged file through imports (their own or their
-    conftests'), and for each flagged file the test files that reach it."""
+    """The test files that reach a watched file (stream code, findings) through imports (their
+    own or their conftests'), and for each watched file the test files that reach it.
+    `all_tests`: every test file is selected, whatever it imports."""
     flagged = {Path(os.path.realpath(path)) for path in flagged_files}
     asked = discover_test_files(test_paths, patterns)
     tests = list(asked)
@@ -268,7 +310,7 @@ def select_tests(
         hit = seen & flagged
         for path in hit:
             reaching[str(path)].add(str(test))
-        if hit:
+        if hit or all_tests:
             selected.extend(asked[test] or [display_path(test)])
     return Selection(
         test_files=tuple(sorted(set(selected))),

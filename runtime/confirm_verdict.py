@@ -7,9 +7,12 @@ rule of the decision is testable on plain data.
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +26,9 @@ CONFIRMED = "confirmed"
 DISMISSED = "dismissed"
 UNEXERCISED = "unexercised"
 ERROR = "error"
-VERDICTS = (CONFIRMED, DISMISSED, UNEXERCISED, ERROR)
+OTHER_RACE = "other-race"
+"""The finding's block raced, but not as it predicts: another kind, or away from its lines."""
+VERDICTS = (CONFIRMED, OTHER_RACE, DISMISSED, UNEXERCISED, ERROR)
 
 RUNTIME_ONLY_CODES: Mapping[str, str] = {
     kinds.READ_AFTER_WRITE: "CSL901",
@@ -39,6 +44,9 @@ RUNTIME_ONLY_CODES: Mapping[str, str] = {
 """The code a race gets when no static finding explains it: one per error kind, stable."""
 UNKNOWN_KIND_CODE = "CSL999"
 """A kind this table does not know yet (a newer sanitizer): still reported, never dropped."""
+
+OUTSIDE_TESTS = "<outside any test>"
+"""Stands for a node id where there is none: imports at collection, session teardown."""
 
 # Outcomes of a test: pytest's, then the ones the runner decides.
 PASSED, FAILED, SKIPPED, SETUP_ERROR = "passed", "failed", "skipped", "error"
@@ -67,6 +75,15 @@ class Race:
 
 
 @dataclass(frozen=True)
+class StreamLeak:
+    """A test that left a non-default stream current (the plugin restored the default one)."""
+
+    nodeid: str
+    device: int
+    stream: int
+
+
+@dataclass(frozen=True)
 class RunResult:
     """Everything the runs produced. `broken_files` maps a test file (real path) that failed
     to be collected to the reason: its tests never ran, so what they would reach is unknown."""
@@ -74,6 +91,7 @@ class RunResult:
     tests: Mapping[str, TestRun]
     races: Sequence[Race]
     broken_files: Mapping[str, str] = field(default_factory=dict)
+    leaks: Sequence[StreamLeak] = ()
 
 
 @dataclass(frozen=True)
@@ -108,31 +126,59 @@ def real(path: str) -> str:
     return os.path.realpath(path)
 
 
-def _span_text(span: Span) -> str:
-    if span.start_line == span.end_line:
-        return f"line {span.start_line}"
-    return f"lines {span.start_line}-{span.end_line}"
+_NAMED_LINE = re.compile(r"\bline (\d+)")
+"""Lines a finding's message names: the release (`rebound at line 42`), the copy (`(line 21)`)."""
 
 
-def _access_frames(report: Mapping[str, Any]) -> Iterable[tuple[str, int]]:
-    """(real path, line) of every frame of both accesses. The free and the host access are the
-    `current` access of their reports. For a free in use, the allocation site counts too: the
-    hazard is the block allocated there (a missing `record_stream` is flagged where the tensor
-    is made, while the free happens wherever its last reference dies)."""
-    sides = ["current", "previous"]
-    if report.get("kind") == kinds.FREE_IN_USE:
-        sides.append("allocation")
-    for side in sides:
-        access = report.get(side) or {}
-        for frame in access.get("stack") or ():
-            yield real(frame["file"]), int(frame["line"])
+def finding_lines(finding: Finding) -> frozenset[int]:
+    """The lines a finding is about: its own expression and the lines its message names."""
+    named = (int(number) for number in _NAMED_LINE.findall(finding.message))
+    return frozenset(range(finding.line, finding.end_line + 1)).union(named)
 
 
-def _matches(finding: Finding, path: str, kind: object, frames: frozenset[tuple[str, int]]) -> bool:
-    rule = rule_by_code(finding.code)
-    if rule is None or kind not in rule.confirmed_by:
-        return False
-    return any(file == path and line in finding.span for file, line in frames)
+def _access_frames(report: Mapping[str, Any], innermost: bool = False) -> frozenset[tuple[str, int]]:
+    """(real path, line) of the user frames of both accesses (`innermost`: the last frame of
+    each only); the free and the host access are the `current` access of their reports. The
+    allocation is not an access: a race confirms a finding by what ran at its lines, not by
+    where its memory came from."""
+    stacks = [(report.get(side) or {}).get("stack") or () for side in ("current", "previous")]
+    return frozenset(
+        (real(frame["file"]), int(frame["line"]))
+        for stack in stacks
+        for frame in (stack[-1:] if innermost else stack)
+    )
+
+
+def _at(finding: Finding, path: str, lines: frozenset[int], report: Mapping[str, Any]) -> list[int]:
+    """The lines of the finding one of the race's accesses is at: a frame at its own or named
+    lines; for a finding on a `with` line (about the whole block), an op made in the block."""
+    found = _lines_in(path, _access_frames(report), lines)
+    if not found and finding.line == finding.span.start_line:
+        found = _lines_in(path, _access_frames(report, innermost=True), finding.span)
+    return found
+
+
+def _lines_in(path: str, frames: frozenset[tuple[str, int]], lines: Iterable[int] | Span) -> list[int]:
+    return sorted(line for file, line in frames if file == path and line in lines)
+
+
+@cache
+def _statement_starts(path: str) -> tuple[tuple[int, int], ...]:
+    """(first line, last line) of every statement of the file; empty when it cannot be read."""
+    try:
+        tree = ast.parse(Path(path).read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    return tuple(
+        (node.lineno, node.end_lineno or node.lineno) for node in ast.walk(tree) if isinstance(node, ast.stmt)
+    )
+
+
+def statement_line(path: str, line: int) -> int:
+    """The first line of the innermost statement holding `line`: the line coverage records
+    when any part of a statement written over several lines runs."""
+    holding = [start for start, end in _statement_starts(path) if start <= line <= end]
+    return max(holding, default=line)
 
 
 def _tests_text(count: int) -> str:
@@ -161,19 +207,21 @@ def decide(
     import it, transitively: only used to say why a finding was not reached.
     """
     paths = [real(finding.path) for finding in findings]
-    frames = [frozenset(_access_frames(race.report)) for race in run.races]
+    frames = [_access_frames(race.report) for race in run.races]
     explained: set[int] = set()
     verdicts: list[Verdict] = []
     for finding, path in zip(findings, paths):
-        if rule_by_code(finding.code) is None:
+        rule = rule_by_code(finding.code)
+        if rule is None:
             verdicts.append(
                 Verdict(finding, ERROR, f"{finding.code} is not a stream rule: nothing to run")
             )
             continue
+        lines = finding_lines(finding)
         matched = [
             i
             for i, race in enumerate(run.races)
-            if _matches(finding, path, race.report.get("kind"), frames[i])
+            if race.report.get("kind") in rule.confirmed_by and _at(finding, path, lines, race.report)
         ]
         explained.update(matched)
         if matched:
@@ -182,10 +230,15 @@ def decide(
                 Verdict(finding, CONFIRMED, finding.message, tests, run.races[matched[0]].report)
             )
             continue
+        nearby = [i for i, found in enumerate(frames) if _lines_in(path, found, lines) or _lines_in(path, found, finding.span)]
+        if nearby:
+            verdicts.append(_other_race(finding, path, lines, run.races, frames, nearby))
+            continue
+        ran_at = statement_line(path, finding.line)
         reached = [
             test
             for test in run.tests.values()
-            if any(line in finding.span for line in test.reached.get(path, ()))
+            if ran_at in test.reached.get(path, ()) or not lines.isdisjoint(test.reached.get(path, ()))
         ]
         broken = [test for test in reached if test.outcome in BROKEN_OUTCOMES]
         clean = len(reached) - len(broken)
@@ -197,7 +250,7 @@ def decide(
             verdicts.append(Verdict(finding, ERROR, reason, tests))
         elif reached:
             verdicts.append(
-                Verdict(finding, DISMISSED, f"block ran in {_tests_text(clean)}, no race", tests)
+                Verdict(finding, DISMISSED, f"line {finding.line} ran in {_tests_text(clean)}, no race touched it", tests)
             )
         else:
             verdicts.append(_not_reached(finding, path, run, reaching_files))
@@ -205,6 +258,27 @@ def decide(
         [race for i, race in enumerate(run.races) if i not in explained]
     )
     return verdicts, runtime_only
+
+
+def _other_race(
+    finding: Finding,
+    path: str,
+    lines: frozenset[int],
+    races: Sequence[Race],
+    frames: Sequence[frozenset[tuple[str, int]]],
+    nearby: Sequence[int],
+) -> Verdict:
+    """What a finding's block saw instead of its predicted race, said plainly: the race stays
+    runtime-only (it is listed with its code), the finding is neither confirmed nor dismissed."""
+    first = races[nearby[0]].report
+    kind = str(first.get("kind"))
+    at_lines = _lines_in(path, frames[nearby[0]], lines)
+    where = at_lines or _lines_in(path, frames[nearby[0]], finding.span)
+    place = f"at line {where[0]}" if at_lines else f"at line {where[0]} of its block, not at its lines"
+    code = RUNTIME_ONLY_CODES.get(kind, UNKNOWN_KIND_CODE)
+    more = f" (+{len(nearby) - 1} more)" if len(nearby) > 1 else ""
+    tests = tuple(dict.fromkeys(races[i].nodeid for i in nearby))
+    return Verdict(finding, OTHER_RACE, f"a {kind} race {place}{more}: runtime-only {code}", tests, first)
 
 
 def _not_reached(
@@ -223,7 +297,7 @@ def _not_reached(
         )
     if not importers:
         return Verdict(finding, UNEXERCISED, f"no test imports {finding.path}")
-    reason = f"no test reached {_span_text(finding.span)}"
+    reason = f"no test reached line {finding.line}"
     skipped = sum(
         1
         for test in run.tests.values()
@@ -252,8 +326,8 @@ def _user_site(frames: Sequence[Mapping[str, Any]]) -> tuple[str, int] | None:
     return _site(frames) if any(is_user_file(frame["file"]) for frame in frames) else None
 
 
-def _race_key(report: Mapping[str, Any]) -> tuple[Any, ...]:
-    """Same kind between the same two lines: one runtime-only entry, whatever the tests and
+def race_key(report: Mapping[str, Any]) -> tuple[Any, ...]:
+    """Same kind between the same two lines: one race site, one runtime-only entry, whatever the tests and
     operators (`x.mean()` and `x.std()` on one line reading one unsynced tensor is one bug)."""
     current = report.get("current") or {}
     previous = report.get("previous") or {}
@@ -268,7 +342,7 @@ def _runtime_only(races: Sequence[Race]) -> list[RuntimeOnly]:
     """One entry per distinct race (the same race seen by several tests is listed once)."""
     grouped: dict[tuple[Any, ...], list[Race]] = {}
     for race in races:
-        grouped.setdefault(_race_key(race.report), []).append(race)
+        grouped.setdefault(race_key(race.report), []).append(race)
     found = []
     for group in grouped.values():
         report = group[0].report

@@ -4,17 +4,31 @@ device with checking off. Inert and cheap unless one of them is given: torch is 
 A project turns them on in its ini file instead (`csan`, `csan_device`, `csan_report`,
 `csan_report_only` under `[tool.pytest.ini_options]`); a flag on the command line wins.
 
-`--csan-report PATH` streams JSON Lines, flushed line by line so that a crash loses nothing:
-    {"type": "session", "version": 1, "device": "emulated" | "cuda"}
+`--csan-report PATH` streams JSON Lines, flushed line by line so that a crash loses nothing
+(under pytest-xdist each worker streams its own `PATH.gwN`, and the controller appends them
+whole to PATH when the session ends, so one worker's lines never interleave with another's):
+    {"type": "session", "version": 1, "device": "emulated" | "cuda"[, "worker": "gw0" under xdist]}
     {"type": "test-start", "nodeid": ...}
     {"type": "race", "nodeid": ..., "report": <report JSON>}
     {"type": "internal-error", "nodeid": ..., "message": ...}
     {"type": "test-end", "nodeid": ..., "outcome": "passed" | "failed" | "skipped" | "error", "longrepr": ...}
+    {"type": "stream-leak", "nodeid": ..., "device": N, "stream": handle}
+
+Tests are isolated from each other: each starts on the default stream of every device (a test
+that leaves another stream current, say a CUDA graph capture that raised, is named once and the
+stream is restored), and a block freed after its test ended (kept alive by a failure's
+traceback, collected later) has its race charged to the test that allocated it, not to the
+test running at the free. A race record's `nodeid` is the test it is charged to; null: outside
+any test. Both are said as a `CsanIsolationWarning` (pytest-xdist relays warnings, not a
+worker's terminal output); a late race also fails the run when it is not under xdist.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import warnings
 from collections.abc import Generator
 from typing import IO, TYPE_CHECKING, Any, Literal
 
@@ -32,6 +46,8 @@ INI_OPTIONS: dict[str, tuple[Literal["bool", "string"], str]] = {
     "csan_report": ("string", "write every report to this path, relative to the rootdir (as --csan-report)"),
     "csan_report_only": ("bool", "report races without failing the tests (as --csan-report-only)"),
 }
+BETWEEN_TESTS = "code run outside any test (collection, fixtures' teardown)"
+"""Who is named for a stream left current outside any test."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -50,6 +66,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for name, (kind, help_text) in INI_OPTIONS.items():
         parser.addini(name, help_text, type=kind, default=False if kind == "bool" else "")
     group.addoption(
+        "--csan-report-parts",
+        action="store_true",
+        help="internal to csan-lint --confirm: leave each pytest-xdist worker's PATH.gwN unmerged",
+    )
+    group.addoption(
         "--csan-emulate",
         action="store_true",
         help="run GPU tests on the emulated CUDA device (even where a GPU is present), without checking",
@@ -61,6 +82,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "csan(enabled=True): enabled=False runs the test without the CUDA stream sanitizer"
     )
     if not (_setting(config, "csan") or config.getoption("csan_emulate")):
+        return
+    if is_xdist_controller(config):  # it runs no test: its workers each have a session
+        path = _setting(config, "csan_report")
+        if path and not config.getoption("csan_report_parts"):
+            config.pluginmanager.register(_ReportMerger(path), "csan-report-merger")
         return
     # Before collection: test modules evaluate `skipif(not torch.cuda.is_available())` on import.
     config.pluginmanager.register(CsanSession(config), "csan-session")
@@ -79,6 +105,56 @@ def _setting(config: pytest.Config, name: str) -> Any:
     elif name == "csan_report" and value:
         value = str(config.rootpath / value)
     return value
+
+
+class CsanIsolationWarning(UserWarning):
+    """A test left state behind (a current stream) or a race was found after its test ended."""
+
+
+def _warn(message: str) -> None:
+    try:
+        warnings.warn(message, CsanIsolationWarning, stacklevel=2)
+    except Warning:
+        pass  # warnings turned into errors (-W error) must not break the user's run
+
+
+def worker_id(config: pytest.Config) -> str | None:
+    """The pytest-xdist worker this process is (`gw0`, ...); None outside xdist's workers."""
+    workerinput = getattr(config, "workerinput", None)
+    return str(workerinput["workerid"]) if workerinput else None
+
+
+def is_xdist_controller(config: pytest.Config) -> bool:
+    """The process that hands tests to pytest-xdist workers and runs none itself."""
+    return worker_id(config) is None and getattr(config.option, "dist", "no") != "no"
+
+
+def report_parts(path: str) -> list[str]:
+    """The workers' parts of a report, `PATH.gw0`, `PATH.gw1`, ... in worker order."""
+    directory, name = os.path.split(os.path.abspath(path))
+    pattern = re.compile(re.escape(name) + r"\.gw(\d+)$")
+    found = [(int(match[1]), entry) for entry in os.listdir(directory) if (match := pattern.match(entry))]
+    return [os.path.join(directory, entry) for _, entry in sorted(found)]
+
+
+class _ReportMerger:
+    """On the pytest-xdist controller: PATH gets each worker's part, whole, once all are done."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        try:
+            open(path, "w", encoding="utf-8").close()
+            for stale in report_parts(path):  # an earlier run's, with more workers
+                os.remove(stale)
+        except OSError as error:
+            raise pytest.UsageError(f"--csan-report: cannot write {path}: {error.strerror}") from None
+
+    def pytest_unconfigure(self) -> None:
+        with open(self.path, "ab") as merged:
+            for part in report_parts(self.path):
+                with open(part, "rb") as lines:
+                    merged.write(lines.read())
+                os.remove(part)
 
 
 def _entry_codes() -> set[int]:
@@ -114,6 +190,49 @@ class _ReportFile:
         self.file.close()
 
 
+class _Owners:
+    """Which test allocated each live device block (gpu_trace's allocation callbacks), so that
+    a free-in-use race is charged to that test whenever the block dies."""
+
+    def __init__(self) -> None:
+        self.test: str | None = None
+        self.by_block: dict[int, str | None] = {}
+        self._callbacks: list[tuple[Any, Any]] = []
+
+    def register(self) -> None:
+        """(Again) last in the callback lists: the sanitizer reports a free before we forget it."""
+        import torch.cuda._gpu_trace as gpu_trace
+
+        self.unregister()
+        self._callbacks = [
+            (gpu_trace.MemoryAllocationCallbacks, self._allocated),
+            (gpu_trace.MemoryDeallocationCallbacks, self._freed),
+        ]
+        for registry, callback in self._callbacks:
+            registry.add_callback(callback)
+
+    def unregister(self) -> None:
+        for registry, callback in self._callbacks:
+            if callback in registry.callback_list:
+                registry.callback_list.remove(callback)
+        self._callbacks = []
+
+    def _allocated(self, ptr: int) -> None:
+        self.by_block[ptr] = self.test
+
+    def _freed(self, ptr: int) -> None:
+        self.by_block.pop(ptr, None)
+
+    def charged(self, report: RuntimeErrorReport, running: str | None) -> str | None:
+        """The test a race belongs to: for a free in use, the test that allocated the block
+        (the running one when the block was allocated outside any test)."""
+        from csan_lint.runtime import kinds
+
+        if report.kind != kinds.FREE_IN_USE or report.allocation is None:
+            return running
+        return self.by_block.get(report.allocation.ptr) or running
+
+
 class CsanSession:
     """The plugin's state for one pytest session (registered only when asked for)."""
 
@@ -132,6 +251,8 @@ class CsanSession:
         except RuntimeError as error:
             raise pytest.UsageError(f"--csan-device: {error}") from None
         path = _setting(config, "csan_report")
+        if path and worker_id(config) is not None:
+            path = f"{path}.{worker_id(config)}"
         try:
             self.report = _ReportFile(path) if path else None
         except OSError as error:
@@ -144,7 +265,11 @@ class CsanSession:
         self.nodeid: str | None = None
         self.outcome = "passed"
         self.longrepr: str | None = None
-        self._write({"type": "session", "version": REPORT_VERSION, "device": self.device})
+        self.late: list[tuple[str, RuntimeErrorReport]] = []
+        """Races charged to a test that had ended when they were found (a late free)."""
+        self.owners = _Owners()
+        worker = {"worker": worker_id(config)} if worker_id(config) else {}
+        self._write({"type": "session", "version": REPORT_VERSION, "device": self.device, **worker})
         if _setting(config, "csan"):
             from csan_lint.runtime.sanitizer import Sanitizer
 
@@ -153,6 +278,7 @@ class CsanSession:
             self.sanitizer.listeners.append(self._race)
             self.sanitizer.internal_listeners.append(self._internal_error)
             self.sanitizer.enable()
+            self.owners.register()  # after the sanitizer's: a free's race is charged before forgetting
 
     def _write(self, record: dict[str, Any]) -> None:
         if self.report is not None:
@@ -161,7 +287,31 @@ class CsanSession:
     def _race(self, report: RuntimeErrorReport) -> None:
         from csan_lint.runtime.report import to_json
 
-        self._write({"type": "race", "nodeid": self.nodeid, "report": to_json(report)})
+        owner = self.owners.charged(report, self.nodeid)
+        if owner != self.nodeid and owner is not None:
+            self.late.append((owner, report))
+            _warn(f"csan: a race found after {owner} ended, charged to it:\n{_render([report])}")
+        self._write({"type": "race", "nodeid": owner, "report": to_json(report)})
+
+    def _restore_default_streams(self, owner: str | None) -> None:
+        """Puts every device back on its default stream, naming `owner` (None: outside any test)
+        once per stream it left current. Never fails the user's run: an error here is ours."""
+        try:
+            import torch
+
+            for device in range(torch.cuda.device_count()):
+                current, default = torch.cuda.current_stream(device), torch.cuda.default_stream(device)
+                if current != default:
+                    torch.cuda.set_stream(default)
+                    _warn(
+                        f"csan: {owner or BETWEEN_TESTS} left stream {current.cuda_stream} current on "
+                        f"cuda:{device}; the default stream was restored"
+                    )
+                    self._write(
+                        {"type": "stream-leak", "nodeid": owner, "device": device, "stream": current.cuda_stream}
+                    )
+        except Exception as error:
+            self._internal_error(f"restoring the default stream: {type(error).__name__}: {error}")
 
     def _internal_error(self, message: str) -> None:
         self._write({"type": "internal-error", "nodeid": self.nodeid, "message": message})
@@ -170,7 +320,9 @@ class CsanSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self._restore_default_streams(None)
         self.nodeid = nodeid
+        self.owners.test = nodeid
         self.outcome = "passed"
         self.longrepr = None
         self._write({"type": "test-start", "nodeid": nodeid})
@@ -181,6 +333,8 @@ class CsanSession:
             return
         if sanitizer.broken:
             sanitizer.restart()  # the previous test's internal error left the state unsure
+            self.owners.register()
+        sanitizer.tracker.reported.clear()  # each test gets its own reports, as under xdist
         marker = item.get_closest_marker("csan")
         sanitizer.paused = marker is not None and not marker.kwargs.get("enabled", True)
 
@@ -194,7 +348,10 @@ class CsanSession:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, None, None]:
-        return (yield from self._checked(item, "teardown"))
+        try:
+            return (yield from self._checked(item, "teardown"))
+        finally:
+            self._restore_default_streams(item.nodeid)
 
     def _checked(self, item: pytest.Item, when: str) -> Generator[None, None, None]:
         """Run one phase; races found in it fail it (unless --csan-report-only) when it
@@ -202,12 +359,13 @@ class CsanSession:
         sanitizer = self.sanitizer
         if sanitizer is None:
             return (yield)
-        before = len(sanitizer.errors)
+        before, late = len(sanitizer.errors), len(self.late)
         result = None
         try:
             result = yield
         finally:
-            found = sanitizer.errors[before:]
+            elsewhere = {id(report) for _, report in self.late[late:]}
+            found = [report for report in sanitizer.errors[before:] if id(report) not in elsewhere]
             if found:
                 text = _render(found)
                 item.add_report_section(when, "csan", text)
@@ -239,8 +397,16 @@ class CsanSession:
             }
         )
         self.nodeid = None
+        self.owners.test = None
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """A late race fails the run (no test of its own is left to fail)."""
+        races = [report for _, report in self.late if report.severity == "error"]
+        if races and not self.report_only and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.owners.unregister()
         if self.sanitizer is not None:
             self.sanitizer.disable()
         if self.activated_emulation:

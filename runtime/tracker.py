@@ -114,7 +114,9 @@ class Tracker:
         self._blocking: set[int] = set()  # streams that synchronize with the legacy default stream
         self._approximated = 0
         self._errors: list[RuntimeErrorReport] = []
-        self._seen: set[tuple[Any, ...]] = set()
+        self.reported: set[tuple[Any, ...]] = set()
+        """Keys (sites, kind) of the errors reported so far: each is reported once. A driver
+        clears it to have them reported again (the pytest plugin, at each test)."""
         self._streams[DEFAULT_STREAM] = _Stream()
 
     # -- results -------------------------------------------------------------------------
@@ -503,9 +505,9 @@ class Tracker:
             current[2],
             innermost_user_frame(current[4]),
         )
-        if key in self._seen:
+        if key in self.reported:
             return
-        self._seen.add(key)
+        self.reported.add(key)
         self._errors.append(RuntimeErrorReport(kind, _record(current), _record(previous), allocation.record()))
 
     def _report(self, kind: str, current: AccessRecord, previous: AccessRecord | None) -> None:
@@ -518,7 +520,7 @@ class Tracker:
             current.operator,
             innermost_user_frame(current.stack),
         )
-        if key in self._seen:
+        if key in self.reported:
             return
-        self._seen.add(key)
+        self.reported.add(key)
         self._errors.append(RuntimeErrorReport(kind, current, previous, None))

@@ -1,5 +1,6 @@
-"""fixture_project/ is a separate project that the --confirm tests run; never collect it here."""
+"""fixture_project/ and unflagged_project/ are separate projects that the --confirm tests run;
+never collect them here."""
 
 from __future__ import annotations
 
-collect_ignore = ["fixture_project"]
+collect_ignore = ["fixture_project", "unflagged_project"]

@@ -26,14 +26,23 @@ pytest.importorskip("torch")
 FIXTURE = Path(__file__).parent / "fixture_project"
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    project = tmp_path_factory.mktemp("fixture_project")
-    shutil.copytree(FIXTURE, project, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
-    command = [sys.executable, "-m", "csan_lint", "app/", "--confirm", "--device", "emulated", "--timeout", "30", "--format", "json"]
+def confirm(project, *options):
+    command = [sys.executable, "-m", "csan_lint", "app/", "--confirm", "--device", "emulated", "--timeout", "30", "--format", "json", *options]
     done = subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=300)
     assert done.stdout, done.stderr
     return done.returncode, json.loads(done.stdout), done.stderr
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fixture_project")
+    shutil.copytree(FIXTURE, root, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+@pytest.fixture(scope="module")
+def run(project):
+    return confirm(project)
 
 
 def by_file(document):
@@ -63,7 +72,7 @@ def test_safe_is_dismissed_by_the_three_tests_that_ran_it(run):
     _, document, _ = run
     for finding in by_file(document)["app/safe.py"]:
         assert finding["verdict"] == "dismissed"
-        assert finding["reason"] == "block ran in 3 tests, no race"
+        assert finding["reason"] == f"line {finding['line']} ran in 3 tests, no race touched it"
         assert finding["tests"] == [
             "tests/test_safe.py::test_shifted",
             "tests/test_safe.py::test_shifted_sizes[1]",
@@ -75,9 +84,8 @@ def test_safe_is_dismissed_by_the_three_tests_that_ran_it(run):
 def test_legacy_is_unexercised(run):
     _, document, _ = run
     for finding in by_file(document)["app/legacy.py"]:
-        span = finding["span"]
         assert finding["verdict"] == "unexercised"
-        assert finding["reason"] == f"no test reached lines {span['start_line']}-{span['end_line']}"
+        assert finding["reason"] == f"no test reached line {finding['line']}"
         assert finding["tests"] == []
 
 
@@ -120,5 +128,23 @@ def test_only_the_tests_that_import_flagged_code_ran(run):
 
 def test_summary_and_exit_code(run):
     code, document, _ = run
-    assert document["summary"] == {"confirmed": 1, "dismissed": 1, "unexercised": 1, "error": 1, "runtime_only": 1}
+    assert document["summary"] == {"confirmed": 1, "other-race": 0, "dismissed": 1, "unexercised": 1, "error": 1, "runtime_only": 1}
     assert code == 1
+
+
+def test_two_xdist_workers_give_the_same_verdicts(run, project):
+    """The crash kills a worker, not the run: xdist goes on, the crashed test is still an error."""
+    code, document, _ = run
+    code_n2, document_n2, _ = confirm(project, "-n", "2")
+
+    def verdicts(found):
+        return [(f["path"], f["line"], f["code"], f["verdict"], f["tests"]) for f in found["findings"]]
+
+    def places(found):
+        return [(entry["code"], entry["path"], entry["line"], entry["tests"]) for entry in found["runtime_only"]]
+
+    assert verdicts(document_n2) == verdicts(document)
+    assert places(document_n2) == places(document)
+    (crashy,) = [f for f in document_n2["findings"] if f["path"] == "app/crashy.py"]
+    assert crashy["reason"] == "tests/test_crashy.py::test_shifted_then_dies crashed: its pytest-xdist worker died"
+    assert code_n2 == code == 1

@@ -6,7 +6,7 @@ import json
 
 from csan_lint.lint.model import Finding, Span
 from csan_lint.runtime.confirm_output import format_json, format_text, report_from_json
-from csan_lint.runtime.confirm_verdict import RuntimeOnly, Verdict
+from csan_lint.runtime.confirm_verdict import OUTSIDE_TESTS, Race, RunResult, RuntimeOnly, StreamLeak, TestRun, Verdict
 
 REPORT = {
     "kind": "read-after-write",
@@ -46,7 +46,31 @@ def test_text_has_one_line_per_verdict_and_a_summary():
         "src/a.py:40:9: CSL101 error  t.py::d crashed: the test process was killed by SIGKILL",
         "t.py:7: CSL901 runtime-only  a race (t.py::e)",
         "t.py:9: CSL909 runtime-only warning  no-op wait (t.py::f)",
-        "1 confirmed, 1 dismissed, 1 unexercised, 1 error; 2 runtime-only",
+        "1 confirmed, 0 other-race, 1 dismissed, 1 unexercised, 1 error; 2 runtime-only",
+    ]
+
+
+def test_the_table_counts_tests_race_sites_and_misses_by_kind_and_names_leaks():
+    free = {**REPORT, "kind": "free-in-use"}
+    warning = {**REPORT, "kind": "wait-unrecorded-event", "severity": "warning"}
+    run = RunResult(
+        tests={
+            nodeid: TestRun(nodeid, outcome)
+            for nodeid, outcome in [("t.py::a", "passed"), ("t.py::b", "passed"), ("t.py::d", "crashed"), (OUTSIDE_TESTS, "passed")]
+        },
+        races=[Race("t.py::a", REPORT), Race("t.py::b", REPORT), Race("t.py::e", free), Race("t.py::f", warning)],
+        leaks=[StreamLeak("t.py::a", 0, 32)],
+    )
+    only = [RuntimeOnly("CSL904", "free-in-use", "t.py", 7, "a free", ("t.py::e",), free), ONLY[1]]
+    lines = format_text(VERDICTS, only, run=run, seconds=3.04).splitlines()
+    assert lines[-7:] == [
+        "note: t.py::a left stream 32 current on cuda:0; the next test started on the default stream",
+        "note: 1 test(s) broke (1 crashed): what they did not reach is unchecked; first: t.py::d",
+        "tests   3 run: 2 passed, 1 crashed",
+        "races   2 race sites: 1 free-in-use, 1 read-after-write",  # the same site in two tests is one
+        "missed  1 race site no finding predicted: 1 free-in-use",  # a warning is no race
+        "time    3.0 s",
+        "1 confirmed, 0 other-race, 1 dismissed, 1 unexercised, 1 error; 2 runtime-only",
     ]
 
 
@@ -83,4 +107,4 @@ def test_json_document():
     assert [f["verdict"] for f in document["findings"]] == ["confirmed", "dismissed", "unexercised", "error"]
     assert document["findings"][2]["runtime_report"] is None
     assert [entry["code"] for entry in document["runtime_only"]] == ["CSL901", "CSL909"]
-    assert document["summary"] == {"confirmed": 1, "dismissed": 1, "unexercised": 1, "error": 1, "runtime_only": 2}
+    assert document["summary"] == {"confirmed": 1, "other-race": 0, "dismissed": 1, "unexercised": 1, "error": 1, "runtime_only": 2}

@@ -137,4 +137,4 @@ def test_a_race_outside_any_test_is_kept_and_named_so():
     record.take({"type": "race", "nodeid": None, "report": {"kind": "read-after-write"}}, 0.0)
     record.take({"type": "test-start", "nodeid": "tests/test_a.py::test_x"}, 1.0)
     assert [Runner._display(record, nodeid) for nodeid, _ in record.races] == [OUTSIDE_TESTS]
-    assert record.in_progress() == "tests/test_a.py::test_x"
+    assert record.in_progress() == ["tests/test_a.py::test_x"]

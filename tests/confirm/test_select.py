@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from csan_lint.runtime.confirm_select import SelectionError, default_test_paths, select_tests
+from csan_lint.lint.config import Config
+from csan_lint.lint.model import Span, Spellings
+from csan_lint.runtime.confirm_select import SelectionError, default_test_paths, select_tests, stream_code
 
 
 def write(root: Path, files: dict[str, str]) -> None:
@@ -123,3 +125,34 @@ def test_import_forms_are_seen(project, source):
     (project / "tests" / "test_form.py").write_text(source)
     selection = select_tests([os.path.realpath("pkg/flagged.py")], ["tests/test_form.py"], ["pkg"])
     assert selection.test_files == ("tests/test_form.py",)
+
+
+def test_stream_code_is_what_the_recognizer_sees_under_the_linted_paths(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write(
+        tmp_path,
+        {
+            "src/offload.py": "import torch\n\n\ndef plain(x):\n    return x + 1\n\n\ndef offload(x, s):\n    with s:\n        return x.to('cpu', non_blocking=True)\n",
+            "src/plain.py": "import torch\n\n\ndef f(x):\n    return x.sum()\n",
+            "src/wrapped.py": "from mypkg.cuda_utils import on_side\n\n\ndef g(x, s):\n    with on_side(s):\n        return x * 2\n",
+            "src/vendored/copy.py": "import torch\n\n\ndef h(s):\n    with torch.cuda.stream(s):\n        pass\n",
+        },
+    )
+    config = Config(
+        root=tmp_path,
+        exclude=("src/vendored/",),
+        spellings=Spellings(stream_contexts=("mypkg.cuda_utils.on_side",)),
+    )
+    found = stream_code(["src"], config)
+    assert found == {
+        os.path.realpath("src/offload.py"): [Span(8, 10)],
+        os.path.realpath("src/wrapped.py"): [Span(4, 6)],
+    }
+    assert os.path.realpath("src/wrapped.py") not in stream_code(["src"], Config(root=tmp_path))
+
+
+def test_all_tests_selects_every_test_file_whatever_it_imports(project):
+    flagged = os.path.realpath("pkg/flagged.py")
+    selection = select_tests([flagged], ["tests"], ["pkg"], all_tests=True)
+    assert "tests/test_other.py" in selection.test_files
+    assert "tests/test_other.py" not in select_tests([flagged], ["tests"], ["pkg"]).test_files

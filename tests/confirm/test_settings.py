@@ -57,6 +57,7 @@ def test_command_line_wins(tmp_path):
         ({"tests": 3}, {}, "tests: expected a list of paths"),
         ({}, {"fail_on": "confirmed,bogus"}, "--fail-on: unknown verdict `bogus`"),
         ({}, {"timeout": -1.0}, "--timeout: expected a positive number"),
+        ({}, {"workers": -1}, "-n: expected a number of worker processes"),
     ],
 )
 def test_bad_values_say_where_and_what(tmp_path, table, options, message):
@@ -66,10 +67,21 @@ def test_bad_values_say_where_and_what(tmp_path, table, options, message):
         assert "pyproject.toml [tool.csan-lint.confirm]" in str(caught.value)
 
 
-def test_no_findings_runs_nothing_and_says_so(tmp_path, capsys, monkeypatch):
+def test_no_stream_code_and_no_finding_runs_nothing_and_says_so(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "plain.py").write_text("import torch\n\ndef f(x):\n    return x.sum()\n")
     monkeypatch.setattr(confirm, "select_tests", lambda *a, **k: pytest.fail("selection ran"))
     assert confirm.main([], ["src"], config(tmp_path), {}) == 0
-    assert "No findings: nothing to confirm" in capsys.readouterr().out
+    assert "No stream code and no finding under the paths: no test to run." in capsys.readouterr().err
+
+
+def test_workers_without_pytest_xdist_say_what_to_install(tmp_path, monkeypatch):
+    real_find_spec = confirm.importlib.util.find_spec
+    monkeypatch.setattr(confirm.importlib.util, "find_spec", lambda name: None if name == "xdist" else real_find_spec(name))
+    with pytest.raises(ConfirmUsageError, match="-n 2 needs pytest-xdist: pip install pytest-xdist"):
+        resolve_settings(config(tmp_path), {"workers": 2})
+    assert resolve_settings(config(tmp_path), {"workers": 0}).workers == 0
 
 
 def test_missing_torch_names_what_to_install(tmp_path, capsys, monkeypatch):
@@ -138,7 +150,7 @@ def test_main_runs_only_the_importing_tests_with_the_settings(project, capsys):
     assert (settings.device, settings.timeout) == ("emulated", 9.0)
     assert list(spans.values()) == [[Span(10, 11), Span(20, 21)]]
     assert "Running 1 test file(s)" in out.err
-    assert out.out.splitlines()[-1] == "0 confirmed, 0 dismissed, 2 unexercised, 0 error; 0 runtime-only"
+    assert out.out.splitlines()[-1] == "0 confirmed, 0 other-race, 0 dismissed, 2 unexercised, 0 error; 0 runtime-only"
     assert code == 0
 
 

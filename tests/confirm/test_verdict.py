@@ -14,6 +14,7 @@ from csan_lint.runtime.confirm_verdict import (
     DISMISSED,
     ERROR,
     FAILED,
+    OTHER_RACE,
     PASSED,
     RUNTIME_ONLY_CODES,
     SKIPPED,
@@ -49,8 +50,10 @@ def src(tmp_path, monkeypatch):
     return os.path.realpath(tmp_path / "mod.py")
 
 
-def finding(start: int, end: int, code: str = "CSL101") -> Finding:
-    return Finding("mod.py", start, 5, code, "m", start, 9, Span(start, end))
+def finding(start: int, end: int, code: str = "CSL101", line: int | None = None, message: str = "m") -> Finding:
+    """A finding at `line` (default: the block's first line) in the block `start`-`end`."""
+    line = start if line is None else line
+    return Finding("mod.py", line, 5, code, message, line, 9, Span(start, end))
 
 
 def race(path: str, line: int, kind: str = kinds.READ_AFTER_WRITE, previous_line: int = 1, alloc_line: int = 2):
@@ -70,29 +73,56 @@ def ran(nodeid: str, path: str, lines: set[int], outcome: str = PASSED, reason: 
     return TestRun(nodeid, outcome, reason, {path: frozenset(lines)})
 
 
-def test_race_inside_the_span_confirms(src):
+def test_race_at_the_finding_line_confirms(src):
     result = RunResult({"t::a": ran("t::a", src, {11})}, [Race("t::a", race(src, 11))])
-    (verdict,), runtime_only = decide([finding(10, 12)], result, {src: frozenset({"t.py"})})
+    (verdict,), runtime_only = decide([finding(10, 12, line=11)], result, {src: frozenset({"t.py"})})
     assert (verdict.verdict, verdict.tests) == (CONFIRMED, ("t::a",))
     assert verdict.race["current"]["stack"][0]["line"] == 11
     assert runtime_only == []
 
 
-def test_previous_access_inside_the_span_confirms_too(src):
+def test_previous_access_at_the_finding_line_confirms_too(src):
     result = RunResult({}, [Race("t::a", race(src, 30, previous_line=12))])
-    (verdict,), _ = decide([finding(10, 12)], result, {})
+    (verdict,), _ = decide([finding(10, 14, line=12)], result, {})
     assert verdict.verdict == CONFIRMED
 
 
-def test_race_of_another_kind_does_not_confirm_and_is_runtime_only(src):
+def test_a_line_the_message_names_confirms(src):
+    report = race(src, 30, kinds.FREE_IN_USE, previous_line=31)
+    named = finding(10, 12, "CSL201", message="'x' was used on side stream 's', then deleted at line 30")
+    (verdict,), _ = decide([named], RunResult({}, [Race("t::a", report)]), {})
+    assert verdict.verdict == CONFIRMED
+
+
+def test_same_kind_deep_in_the_block_but_away_from_its_lines_is_another_race(src):
+    """`model(x)` on line 14 of a wide block races inside: that is not the finding's race."""
+    deep = race(src, 35, previous_line=36)
+    deep["current"]["stack"].insert(0, {"file": src, "line": 14, "function": "caller"})
+    result = RunResult({"t::a": ran("t::a", src, {11, 14})}, [Race("t::a", deep)])
+    (verdict,), runtime_only = decide([finding(10, 16, line=11)], result, {})
+    assert verdict.verdict == OTHER_RACE
+    assert verdict.reason == f"a read-after-write race at line 14 of its block, not at its lines: runtime-only {RUNTIME_ONLY_CODES[kinds.READ_AFTER_WRITE]}"
+    assert [entry.line for entry in runtime_only] == [35]
+
+
+def test_a_finding_on_a_with_line_is_confirmed_by_an_op_made_in_its_block(src):
+    """CSL502 flags `with torch.cuda.stream(side):` during capture: the block is its subject."""
+    result = RunResult({}, [Race("t::a", race(src, 11))])
+    (at_head,), _ = decide([finding(10, 12)], result, {})
+    (inside,), _ = decide([finding(10, 12, line=12)], result, {})
+    assert (at_head.verdict, inside.verdict) == (CONFIRMED, OTHER_RACE)
+
+
+def test_race_of_another_kind_at_its_line_is_said_not_dismissed(src):
     result = RunResult({"t::a": ran("t::a", src, {11})}, [Race("t::a", race(src, 11, kinds.WRITE_AFTER_WRITE))])
-    (verdict,), runtime_only = decide([finding(10, 12)], result, {})
-    assert verdict.verdict == DISMISSED
+    (verdict,), runtime_only = decide([finding(10, 12, line=11)], result, {})
+    assert (verdict.verdict, verdict.tests) == (OTHER_RACE, ("t::a",))
+    assert verdict.reason == "a write-after-write race at line 11: runtime-only CSL903"
     assert [(entry.code, entry.line) for entry in runtime_only] == [(RUNTIME_ONLY_CODES[kinds.WRITE_AFTER_WRITE], 11)]
 
 
 def test_race_outside_the_span_is_runtime_only(src):
-    result = RunResult({"t::a": ran("t::a", src, {11}), "t::b": ran("t::b", src, set())}, [
+    result = RunResult({"t::a": ran("t::a", src, {10}), "t::b": ran("t::b", src, set())}, [
         Race("t::a", race(src, 20)),
         Race("t::b", race(src, 20)),
     ])
@@ -101,23 +131,30 @@ def test_race_outside_the_span_is_runtime_only(src):
     assert len(runtime_only) == 1 and runtime_only[0].tests == ("t::a", "t::b")
 
 
-def test_free_in_use_matches_the_allocation_site(src):
+def test_the_allocation_site_alone_confirms_nothing(src):
     report = race(src, 30, kinds.FREE_IN_USE, previous_line=31, alloc_line=11)
-    (verdict,), _ = decide([finding(10, 12, "CSL201")], RunResult({}, [Race("t::a", report)]), {})
-    assert verdict.verdict == CONFIRMED
-
-
-def test_allocation_site_alone_does_not_confirm_other_kinds(src):
-    report = race(src, 30, previous_line=31, alloc_line=11)
-    (verdict,), _ = decide([finding(10, 12)], RunResult({}, [Race("t::a", report)]), {})
+    (verdict,), _ = decide([finding(10, 12, "CSL201", line=11)], RunResult({}, [Race("t::a", report)]), {})
     assert verdict.verdict == UNEXERCISED
+
+
+def test_a_line_of_the_block_that_ran_does_not_dismiss_a_line_that_did_not(src):
+    tests = {"t::a": ran("t::a", src, {10, 11})}
+    (verdict,), _ = decide([finding(10, 14, line=13)], RunResult(tests, []), {src: frozenset({"t.py"})})
+    assert verdict.verdict == UNEXERCISED
+
+
+def test_a_finding_inside_a_statement_over_several_lines_ran_when_its_statement_did(src, tmp_path):
+    (tmp_path / "mod.py").write_text("import torch\n\ny = torch.add(\n    1,\n    2,\n)\n")
+    tests = {"t::a": ran("t::a", src, {1, 3})}
+    (verdict,), _ = decide([finding(3, 6, line=5)], RunResult(tests, []), {})
+    assert verdict.verdict == DISMISSED
 
 
 def test_ran_without_race_is_dismissed_with_the_test_count(src):
     tests = {n: ran(n, src, {12}) for n in ("t::a", "t::b")} | {"t::c": ran("t::c", src, {13})}
-    (verdict,), _ = decide([finding(10, 12)], RunResult(tests, []), {src: frozenset({"t.py"})})
+    (verdict,), _ = decide([finding(10, 14, line=12)], RunResult(tests, []), {src: frozenset({"t.py"})})
     assert verdict.verdict == DISMISSED
-    assert verdict.reason == "block ran in 2 tests, no race"
+    assert verdict.reason == "line 12 ran in 2 tests, no race touched it"
     assert verdict.tests == ("t::a", "t::b")
 
 
@@ -126,7 +163,7 @@ def test_never_reached_is_unexercised_and_says_which_lines(src, tmp_path):
     tests = {"t.py::a": ran("t.py::a", src, {20}), "t.py::b": TestRun("t.py::b", SKIPPED)}
     (verdict,), _ = decide([finding(10, 12)], RunResult(tests, []), {src: frozenset({importer})})
     assert verdict.verdict == UNEXERCISED
-    assert verdict.reason == "no test reached lines 10-12 (1 test that import it skipped)"
+    assert verdict.reason == "no test reached line 10 (1 test that import it skipped)"
 
 
 def test_not_imported_by_any_test_says_so(src):
@@ -136,7 +173,7 @@ def test_not_imported_by_any_test_says_so(src):
 
 @pytest.mark.parametrize("outcome", [FAILED, CRASHED])
 def test_broken_test_that_reached_the_block_gives_error(src, outcome):
-    tests = {"t::a": ran("t::a", src, {11}, outcome, "boom"), "t::b": ran("t::b", src, {11})}
+    tests = {"t::a": ran("t::a", src, {10}, outcome, "boom"), "t::b": ran("t::b", src, {10})}
     (verdict,), _ = decide([finding(10, 12)], RunResult(tests, []), {})
     assert verdict.verdict == ERROR
     assert verdict.reason.startswith("t::a ") and "boom" in verdict.reason
@@ -145,7 +182,7 @@ def test_broken_test_that_reached_the_block_gives_error(src, outcome):
 
 def test_a_race_still_confirms_in_a_broken_test(src):
     tests = {"t::a": ran("t::a", src, {11}, CRASHED, "killed")}
-    (verdict,), _ = decide([finding(10, 12)], RunResult(tests, [Race("t::a", race(src, 11))]), {})
+    (verdict,), _ = decide([finding(10, 12, line=11)], RunResult(tests, [Race("t::a", race(src, 11))]), {})
     assert verdict.verdict == CONFIRMED
 
 

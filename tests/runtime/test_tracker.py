@@ -334,7 +334,7 @@ def test_shadow_state_stays_bounded_over_a_long_churn():
     assert stats["errors"] == 0
     assert stats["allocations"] == 0 and stats["intervals"] == 0
     assert stats["streams"] <= 4 and stats["events"] <= 4
-    assert len(t._seen) == 0 and len(t._bases) == 0
+    assert len(t.reported) == 0 and len(t._bases) == 0
 
 
 def test_engine_imports_no_torch():

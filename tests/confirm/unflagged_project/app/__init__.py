@@ -1,0 +1,1 @@
+"""Stream code the linter passes: what --confirm must still run and check."""
