@@ -16,6 +16,7 @@ import torch
 from csan_lint.runtime.events import Access, RuntimeErrorReport
 from csan_lint.runtime.gpu_trace import GpuTraceHooks
 from csan_lint.runtime.mode import SanitizerMode, storage_base
+from csan_lint.runtime.patches import Patches
 from csan_lint.runtime.stacks import capture_stack
 from csan_lint.runtime.tracker import Tracker
 
@@ -48,30 +49,6 @@ def resolve_device(device: str) -> str:
     return device
 
 
-class _Patches:
-    """Attributes replaced while the sanitizer is on, restored exactly (absent stays absent)."""
-
-    _MISSING = object()
-
-    def __init__(self) -> None:
-        self._saved: list[tuple[Any, str, Any]] = []
-
-    def wrap(self, owner: Any, name: str, make: Callable[[Any], Callable[..., Any]]) -> None:
-        original = getattr(owner, name, None)
-        if original is None:
-            return
-        self._saved.append((owner, name, owner.__dict__.get(name, self._MISSING)))
-        setattr(owner, name, make(original))
-
-    def restore(self) -> None:
-        while self._saved:
-            owner, name, value = self._saved.pop()
-            if value is self._MISSING:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, value)
-
-
 class Sanitizer:
     """Checks the CUDA stream usage of the code run while enabled.
 
@@ -94,7 +71,7 @@ class Sanitizer:
         self._paused = False
         self._activated_emulation = False
         self._lock = threading.RLock()
-        self._patches = _Patches()
+        self._patches = Patches()
         self._graphs: weakref.WeakKeyDictionary[Any, list[Access]] = weakref.WeakKeyDictionary()
         self._writer: Any = None
         self._current_stream: Callable[[], int] = _current_stream

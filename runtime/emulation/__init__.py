@@ -30,6 +30,7 @@ import torch.cuda.streams
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from csan_lint.runtime.emulation import device, graphs, streams
+from csan_lint.runtime.patches import Patches
 
 __all__ = ["activate", "current_stream_handle", "deactivate", "emulated", "is_active", "is_device", "is_pinned"]
 
@@ -38,12 +39,9 @@ is_device = device.is_device
 is_pinned = device.is_pinned_host
 current_stream_handle = streams.current_handle
 
-_MISSING = object()
-
-
 class _State:
     def __init__(self) -> None:
-        self.saved: list[tuple[Any, str, Any]] = []
+        self.patches = Patches()
         self.mode: device.DeviceMode | None = None
         self.thread: threading.Thread | None = None
 
@@ -148,8 +146,7 @@ def activate() -> None:
     device.reset()
     graphs.graph.default_capture_stream = None
     for owner, name, value in _patches():
-        _state.saved.append((owner, name, vars(owner).get(name, _MISSING)))
-        setattr(owner, name, value)
+        _state.patches.set(owner, name, value)
     device.active = True
     _state.mode = device.DeviceMode()
     _state.mode.__enter__()
@@ -172,12 +169,7 @@ def deactivate() -> None:
     device.active = False
     _state.mode = None
     _state.thread = None
-    for owner, name, value in reversed(_state.saved):
-        if value is _MISSING:
-            delattr(owner, name)
-        else:
-            setattr(owner, name, value)
-    _state.saved.clear()
+    _state.patches.restore()
     streams.reset()
     device.reset()
 
