@@ -23,6 +23,7 @@ from torch.cuda import _gpu_trace
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from csan_lint.runtime.emulation import streams
+from csan_lint.runtime.op_plans import HOST_SYNC, PLANS, OpPlan, plan_of
 
 CUDA = torch.device("cuda", 0)
 CPU = torch.device("cpu")
@@ -171,45 +172,15 @@ def _sync_current() -> None:
 
 # -- per-op plans ---------------------------------------------------------------------------
 
-_PLAIN, _COPY_TO, _COPY_INTO, _SCALAR, _RECORD_STREAM, _RESIZE = range(6)
-
-
-class _Plan:
-    """What one op overload needs from the emulation, computed once."""
-
-    __slots__ = ("kind", "fresh", "pointwise", "seeded", "writes")
-
-    def __init__(self, func: Any) -> None:
-        schema = func._schema
-        self.kind = {
-            _to_copy: _COPY_TO,
-            _aten.copy_.default: _COPY_INTO,
-            _aten._local_scalar_dense.default: _SCALAR,
-            _aten.record_stream.default: _RECORD_STREAM,
-            _aten.resize_.default: _RESIZE,
-            _aten.resize_as_.default: _RESIZE,
-        }.get(func, _PLAIN)
-        # Only results that alias no input are new allocations.
-        self.fresh = all(ret.alias_info is None for ret in schema.returns)
-        self.pointwise = torch.Tag.pointwise in func.tags
-        self.seeded = torch.Tag.nondeterministic_seeded in func.tags
-        # For ops that write their inputs and return them (in place, out=): which argument
-        # each result is, so a graph capture can defer the write to replay.
-        self.writes: tuple[tuple[int, str], ...] | None = None
-        returns = schema.returns
-        if returns and all(ret.alias_info is not None and ret.alias_info.is_write for ret in returns):
-            written = []
-            for ret in returns:
-                for position, argument in enumerate(schema.arguments):
-                    alias = argument.alias_info
-                    if alias is not None and alias.before_set == ret.alias_info.before_set:
-                        written.append((position, argument.name))
-                        break
-            if len(written) == len(returns):
-                self.writes = tuple(written)
-
-
-_plans: dict[Any, _Plan] = {}
+# Ops the emulation treats specially, by id of their overload (the rest: `_PLAIN`).
+_PLAIN, _COPY_TO, _COPY_INTO, _RECORD_STREAM, _RESIZE = range(5)
+_SPECIAL = {
+    id(_to_copy): _COPY_TO,
+    id(_aten.copy_.default): _COPY_INTO,
+    id(_aten.record_stream.default): _RECORD_STREAM,
+    id(_aten.resize_.default): _RESIZE,
+    id(_aten.resize_as_.default): _RESIZE,
+}
 # Set while a call in which the user named the host (`.cpu()`, `zeros_like(x, device="cpu")`)
 # is dispatched: torch's own C++ names the CPU too, meaning "the same device" (see `_special`).
 _host_named = threading.local()
@@ -355,9 +326,8 @@ class DeviceMode(TorchDispatchMode):
             kwargs = {}
         if not active:
             return func(*args, **kwargs)  # a thread that outlived the emulation
-        plan = _plans.get(func)
-        if plan is None:
-            plan = _plans[func] = _Plan(func)
+        plan = PLANS.get(id(func)) or plan_of(func)
+        special = _SPECIAL.get(id(func), _PLAIN)
         device = kwargs.get("device")
         to_device = False
         if device is not None:
@@ -370,37 +340,42 @@ class DeviceMode(TorchDispatchMode):
                 out = func(*args, **kwargs)
                 _pin_all(out)
                 return out
-            elif plan.kind == _PLAIN and getattr(_host_named, "active", False):
+            elif special == _PLAIN and getattr(_host_named, "active", False):
                 return func(*args, **kwargs)
         on_device, on_host = _scan(args, kwargs)
         if not (on_device or to_device):
-            if plan.kind == _PLAIN:
+            if special == _PLAIN:
                 return func(*args, **kwargs)
-            return _special(plan.kind, func, args, kwargs, False, False)
+            return _special(special, func, args, kwargs, False, False)
         if on_host and plan.pointwise:
             raise RuntimeError(
                 "Expected all tensors to be on the same device, but found at least two "
                 "devices, cuda:0 and cpu!"
             )
+        # As on CUDA, the host waits for the current stream after these (a traced sync).
+        host_sync = on_device and plan.kind == HOST_SYNC and plan.syncs_host(args, kwargs)
         if streams.capturing:
             graph = streams.capturing.get(streams.current_handle())
             # Allocator bookkeeping (record_stream, resize_) happens at once, even in a capture.
-            if graph is not None and plan.kind not in (_RECORD_STREAM, _RESIZE):
-                if plan.kind == _SCALAR:
+            if graph is not None and special not in (_RECORD_STREAM, _RESIZE):
+                if host_sync:
                     raise RuntimeError(streams.CAPTURE_FORBIDDEN)
                 return graph.record(
-                    func, plan, args, kwargs, lambda: _execute(plan, func, args, kwargs, on_device, to_device)
+                    func, plan, args, kwargs, lambda: _execute(plan, special, func, args, kwargs, on_device, to_device)
                 )
-        return _execute(plan, func, args, kwargs, on_device, to_device)
+        out = _execute(plan, special, func, args, kwargs, on_device, to_device)
+        if host_sync:
+            _sync_current()
+        return out
 
 
-def _execute(plan: _Plan, func: Any, args: tuple, kwargs: dict, on_device: bool, to_device: bool) -> Any:
-    if plan.kind == _PLAIN:
+def _execute(plan: OpPlan, special: int, func: Any, args: tuple, kwargs: dict, on_device: bool, to_device: bool) -> Any:
+    if special == _PLAIN:
         return run(func, plan, args, kwargs)
-    return _special(plan.kind, func, args, kwargs, on_device, to_device)
+    return _special(special, func, args, kwargs, on_device, to_device)
 
 
-def run(func: Any, plan: _Plan, args: tuple, kwargs: dict) -> Any:
+def run(func: Any, plan: OpPlan, args: tuple, kwargs: dict) -> Any:
     """Run an op on device tensors: device randomness, results on the device."""
     out = rng.run(func, args, kwargs) if plan.seeded else func(*args, **kwargs)
     if plan.fresh:
@@ -435,13 +410,6 @@ def _special(kind: int, func: Any, args: tuple, kwargs: dict, on_device: bool, t
         if is_device(destination) != is_device(source) and not non_blocking:
             _sync_current()
         return out
-    if kind == _SCALAR:
-        if on_device:
-            streams.forbid_during_capture(streams.current_handle())
-            out = func(*args, **kwargs)
-            _sync_current()
-            return out
-        return func(*args, **kwargs)
     if kind == _RESIZE:
         out = func(*args, **kwargs)
         if on_device:
