@@ -29,7 +29,7 @@ import torch.cuda.nvtx
 import torch.cuda.streams
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from csan_lint.runtime.emulation import device, graphs, streams
+from csan_lint.runtime.emulation import cuda_state, device, graphs, streams, tensors
 from csan_lint.runtime.patches import Patches
 
 __all__ = ["activate", "current_stream_handle", "deactivate", "emulated", "is_active", "is_device", "is_pinned"]
@@ -81,15 +81,15 @@ def _cuda_functions() -> dict[str, Any]:
         "CUDAGraph": graphs.CUDAGraph,
         "graph": graphs.graph,
         "graph_pool_handle": graphs.graph_pool_handle,
-        "manual_seed": device.manual_seed,
-        "manual_seed_all": device.manual_seed,
-        "seed": device.seed,
-        "seed_all": device.seed,
-        "initial_seed": device.initial_seed,
-        "get_rng_state": device.get_rng_state,
-        "set_rng_state": device.set_rng_state,
-        "get_rng_state_all": device.get_rng_state_all,
-        "set_rng_state_all": device.set_rng_state_all,
+        "manual_seed": cuda_state.manual_seed,
+        "manual_seed_all": cuda_state.manual_seed,
+        "seed": cuda_state.seed,
+        "seed_all": cuda_state.seed,
+        "initial_seed": cuda_state.initial_seed,
+        "get_rng_state": cuda_state.get_rng_state,
+        "set_rng_state": cuda_state.set_rng_state,
+        "get_rng_state_all": cuda_state.get_rng_state_all,
+        "set_rng_state_all": cuda_state.set_rng_state_all,
         "ipc_collect": streams.no_op,
         "set_sync_debug_mode": streams.no_op,
         "get_sync_debug_mode": streams.returns(0),
@@ -100,15 +100,15 @@ def _cuda_functions() -> dict[str, Any]:
 def _memory_functions() -> dict[str, Any]:
     return {
         "empty_cache": streams.no_op,
-        "memory_stats": device.memory_stats,
-        "memory_summary": device.memory_summary,
-        "memory_allocated": device.memory_allocated,
-        "memory_reserved": device.memory_allocated,
-        "max_memory_allocated": device.max_memory_allocated,
-        "max_memory_reserved": device.max_memory_allocated,
-        "reset_peak_memory_stats": device.reset_peak_memory_stats,
-        "reset_max_memory_allocated": device.reset_peak_memory_stats,
-        "mem_get_info": device.mem_get_info,
+        "memory_stats": cuda_state.memory_stats,
+        "memory_summary": cuda_state.memory_summary,
+        "memory_allocated": cuda_state.memory_allocated,
+        "memory_reserved": cuda_state.memory_allocated,
+        "max_memory_allocated": cuda_state.max_memory_allocated,
+        "max_memory_reserved": cuda_state.max_memory_allocated,
+        "reset_peak_memory_stats": cuda_state.reset_peak_memory_stats,
+        "reset_max_memory_allocated": cuda_state.reset_peak_memory_stats,
+        "mem_get_info": cuda_state.mem_get_info,
     }
 
 
@@ -127,10 +127,10 @@ def _patches() -> list[tuple[Any, str, Any]]:
         (torch.cuda.nvtx, "_nvtx", streams.Nvtx()),
         (threading.Thread, "_bootstrap_inner", _bootstrap_inner),
     ]
-    table += [(torch.Tensor, name, value) for name, value in device.TENSOR_ATTRIBUTES.items()]
-    table += [(torch.UntypedStorage, name, value) for name, value in device.STORAGE_ATTRIBUTES.items()]
-    table += [(torch, name, value) for name, value in device.TORCH_FUNCTIONS.items()]
-    table += [(torch.amp.autocast_mode.autocast, name, value) for name, value in device.AUTOCAST_ATTRIBUTES.items()]
+    table += [(torch.Tensor, name, value) for name, value in tensors.TENSOR_ATTRIBUTES.items()]
+    table += [(torch.UntypedStorage, name, value) for name, value in tensors.STORAGE_ATTRIBUTES.items()]
+    table += [(torch, name, value) for name, value in tensors.TORCH_FUNCTIONS.items()]
+    table += [(torch.amp.autocast_mode.autocast, name, value) for name, value in tensors.AUTOCAST_ATTRIBUTES.items()]
     return table
 
 
