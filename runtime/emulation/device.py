@@ -159,6 +159,7 @@ def sync_current() -> None:
     handle = streams.current_handle()
     streams.forbid_during_capture(handle)
     _gpu_trace.StreamSynchronizationCallbacks.fire_callbacks(handle)
+    streams.mark_done(handle)
 
 
 # -- per-op plans ---------------------------------------------------------------------------
@@ -279,6 +280,8 @@ class DeviceMode(TorchDispatchMode):
                 return graph.record(
                     func, plan, args, kwargs, lambda: _execute(plan, special, func, args, kwargs, on_device, to_device)
                 )
+        if special != _RECORD_STREAM:
+            streams.note_launch(streams.current_handle())
         out = _execute(plan, special, func, args, kwargs, on_device, to_device)
         if host_sync:
             sync_current()
