@@ -22,6 +22,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from csan_lint.runtime.events import Access
 from csan_lint.runtime.op_plans import COPY, HOST_SYNC, RESULT, SKIP, PLANS, OpPlan, plan_of
 from csan_lint.runtime.stacks import Stack, capture_stack
+from csan_lint.runtime.unwrap import has_storage_less, unwrap_call
 
 _Tensor = torch.Tensor  # a global name, not an attribute lookup on the module, per tensor per op
 _new_access = tuple.__new__
@@ -84,6 +85,7 @@ class SanitizerMode(TorchDispatchMode):
         on_internal_error: Callable[[BaseException], None],
         errors: Sequence[Any] = (),
         on_errors: Callable[[], None] | None = None,
+        on_skipped: Callable[[str], None] | None = None,
         lock: Any = None,
     ) -> None:
         super().__init__()
@@ -97,6 +99,10 @@ class SanitizerMode(TorchDispatchMode):
         self.errors = errors
         self.errors_seen = 0
         self.on_errors = on_errors
+        # Tensor types with no storage the sanitizer could not see into, each told once to
+        # `on_skipped(type name)`; their ops are not checked, every other op still is.
+        self.skipped_types: set[str] = set()
+        self.on_skipped = on_skipped
         # Threads share the tracker; the mode, the trace callbacks and the wrappers take turns.
         self.lock = lock if lock is not None else threading.RLock()
         self.checking = True
@@ -143,11 +149,29 @@ class SanitizerMode(TorchDispatchMode):
             shared, self._op_stack = self._op_stack, None
         stack = shared[1] if shared is not None and shared[0] == get_ident() else None
         try:
-            self._observe(plan, args, kwargs, out, stack)
-        except Exception as exc:  # a sanitizer bug must not break the user's program
+            if types:  # a tensor subclass (wrapper, nested, fake): check what it is made of
+                self._observe_unwrapped(plan, args, kwargs, out, stack)
+            else:
+                self._observe(plan, args, kwargs, out, stack)
+        except Exception as exc:
+            if has_storage_less(args, kwargs):  # sparse: a plain type, found when it fails
+                try:
+                    self._observe_unwrapped(plan, args, kwargs, out, stack)
+                    return out
+                except Exception as again:
+                    exc = again
+            # a sanitizer bug must not break the user's program
             self.checking = False
             self.on_internal_error(exc)
         return out
+
+    def _observe_unwrapped(self, plan: OpPlan, args: tuple, kwargs: dict, out: Any, stack: Stack | None) -> None:
+        args, kwargs, out, skipped = unwrap_call(args, kwargs, out)
+        for name in skipped - self.skipped_types:
+            self.skipped_types.add(name)
+            if self.on_skipped is not None:
+                self.on_skipped(name)
+        self._observe(plan, args, kwargs, out, stack)
 
     def stack_of_running_op(self) -> Stack:
         """For the allocator's callbacks: inside an op, the op's stack (from its caller out),

@@ -31,6 +31,11 @@ class CsanInternalWarning(RuntimeWarning):
     """The sanitizer hit a bug of its own; checking stops, the user's program goes on."""
 
 
+class CsanSkipWarning(RuntimeWarning):
+    """Ops on a tensor type with no storage the sanitizer can see into are not checked (told
+    once per type); checking goes on for everything else."""
+
+
 def resolve_device(device: str) -> str:
     """"cuda" or "emulated" for a requested device; "auto" means real CUDA when torch has it."""
     if device not in DEVICES:
@@ -103,6 +108,7 @@ class Sanitizer:
             on_internal_error=self._internal_error,
             errors=self.tracker.errors,
             on_errors=self._collect,
+            on_skipped=_warn_skipped,
             lock=self._lock,
         )
         self.hooks = GpuTraceHooks(
@@ -384,6 +390,18 @@ class Sanitizer:
             handle = self._current_stream() if stream is None else stream.cuda_stream
             stack = capture_stack(stop=self.stack_stop)
             self.sink.event_waited(UNRECORDED_EVENT, handle, stack=stack)
+
+
+def _warn_skipped(type_name: str) -> None:
+    try:
+        warnings.warn(
+            f"csan: {type_name} tensors have no storage the sanitizer can see into: ops on them "
+            "are not checked (every other op still is)",
+            CsanSkipWarning,
+            stacklevel=2,
+        )
+    except Warning:
+        pass  # warnings turned into errors (-W error) must not reach the user's code
 
 
 def _is_cuda(tensor: torch.Tensor) -> bool:
