@@ -252,7 +252,9 @@ class Sanitizer:
 
         def capture_begin(original: Callable[..., Any]) -> Callable[..., Any]:
             def wrapper(graph: Any, *args: Any, **kwargs: Any) -> Any:
-                sanitizer._guard(sanitizer._capture_began)
+                # capture_begin(pool=None, capture_error_mode="global")
+                mode = kwargs.get("capture_error_mode", args[1] if len(args) > 1 else "global")
+                sanitizer._guard(lambda: sanitizer._capture_began(lenient=mode != "global"))
                 try:
                     return original(graph, *args, **kwargs)
                 except BaseException:
@@ -361,8 +363,9 @@ class Sanitizer:
 
     # Each runs under `_guard`; their stacks start in our frames, which reports hide.
 
-    def _capture_began(self) -> None:
-        self.sink.capture_began(self._current_stream(), stack=capture_stack(stop=self.stack_stop))
+    def _capture_began(self, lenient: bool) -> None:
+        stack = capture_stack(stop=self.stack_stop)
+        self.sink.capture_began(self._current_stream(), stack=stack, lenient=lenient)
         self.mode.capture = []
 
     def _capture_ended(self, graph: Any) -> None:

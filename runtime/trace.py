@@ -16,7 +16,7 @@ FORMAT = "csan-trace"
 VERSION = 1
 HEADER = {"format": FORMAT, "version": VERSION}
 
-# Parameter types: int, int? (an integer or null), bool, str, accesses ([{"ptr", "size",
+# Parameter types: int, int? (an integer or null), bool, flag (optional bool, absent: false), str, accesses ([{"ptr", "size",
 # "is_write", "argument", "is_output"}, ...]), stack (optional: [[file, line, function], ...] or null).
 EVENTS: dict[str, tuple[tuple[str, str], ...]] = {
     "stream_created": (("stream", "int"),),
@@ -40,7 +40,7 @@ EVENTS: dict[str, tuple[tuple[str, str], ...]] = {
         ("operator", "str"),
         ("stack", "stack"),
     ),
-    "capture_began": (("stream", "int"), ("stack", "stack")),
+    "capture_began": (("stream", "int"), ("stack", "stack"), ("lenient", "flag")),
     "capture_ended": (("stream", "int"), ("stack", "stack")),
 }
 """Every engine call, in the order of its parameters. `stack` parameters are optional."""
@@ -83,6 +83,8 @@ class TraceWriter:
                 value = self._stack(value)
             elif kind == "accesses":
                 value = [a._asdict() for a in value]
+            elif kind == "flag" and not value:
+                continue  # absent means false
             record[json_key(name)] = value
         self._write(record)
         if self.tracker is not None:
@@ -136,7 +138,9 @@ def _convert(kind: str, name: str, value: Any) -> Any:
             return value
         or_null = " or null" if kind == "int?" else ""
         raise ValueError(f"{name!r} must be an integer{or_null}, got {json.dumps(value)}")
-    if kind == "bool":
+    if kind == "flag" and value is None:
+        return False
+    if kind in ("bool", "flag"):
         if isinstance(value, bool):
             return value
         raise ValueError(f"{name!r} must be true or false, got {json.dumps(value)}")
@@ -217,7 +221,7 @@ def _dispatch(path: str, lineno: int, record: dict[str, Any], tracker: Any) -> N
     kwargs = {}
     for name, kind in params:
         key = json_key(name)
-        if key not in record and kind != "stack":
+        if key not in record and kind not in ("stack", "flag"):
             raise TraceError(path, lineno, f"event {event!r} lacks {key!r}")
         try:
             kwargs[name] = _convert(kind, key, record.get(key))

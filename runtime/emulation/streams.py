@@ -120,8 +120,16 @@ def _pending(handle: int, upto: int | None = None) -> bool:
 
 
 def forbid_during_capture(handle: int | None = None) -> None:
-    """Raise like CUDA for a synchronizing call while `handle` (or any stream) is capturing."""
-    if capturing and (handle is None or handle in capturing):
+    """Raise like CUDA for a synchronizing call on `handle` while it is capturing, or, with no
+    handle (a device-wide call), while a capture forbids it to this thread: a global capture
+    to every thread, a thread-local one to its own, a relaxed one to none."""
+    if not capturing:
+        return
+    if handle is not None:
+        if handle in capturing:
+            raise RuntimeError(CAPTURE_FORBIDDEN)
+        return
+    if any(graph.forbids_unsafe_calls() for graph in capturing.values()):
         raise RuntimeError(CAPTURE_FORBIDDEN)
 
 
