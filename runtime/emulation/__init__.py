@@ -9,10 +9,14 @@ the CUDA runtime fires, so a sanitizer listening to them works the same on both.
 `deactivate()` restores every patched attribute exactly. Activate before the test modules
 are imported: GPU suites evaluate `skipif(not torch.cuda.is_available())` at import.
 
+The device-generic spellings (`torch.Stream("cuda")`, `torch.Event("cuda")`,
+`torch.accelerator.*`), the raw `torch._C._cuda_*` stream functions, `torch.cuda.cudart()` and
+the legacy `torch.cuda.FloatTensor` types are emulated too (generic.py).
+
 Known gaps: threads started before `activate()` have no device (dispatch modes are per
-thread); sparse/nested device tensors, the legacy `torch.cuda.FloatTensor` types and
-`DataParallel`'s scatter are not emulated; torch's C++ names the CPU when it means "the
-tensor's device", so a host leaf moved to the device gets its gradient on the device.
+thread); sparse/nested device tensors and `DataParallel`'s scatter are not emulated; torch's
+C++ names the CPU when it means "the tensor's device", so a host leaf moved to the device
+gets its gradient on the device.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import torch.cuda.nvtx
 import torch.cuda.streams
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from csan_lint.runtime.emulation import cuda_state, device, graphs, streams, tensors
+from csan_lint.runtime.emulation import cuda_state, device, generic, graphs, streams, tensors
 from csan_lint.runtime.patches import Patches
 
 __all__ = ["activate", "current_stream_handle", "deactivate", "emulated", "is_active", "is_device", "is_pinned"]
@@ -94,6 +98,10 @@ def _cuda_functions() -> dict[str, Any]:
         "set_sync_debug_mode": streams.no_op,
         "get_sync_debug_mode": streams.returns(0),
         "is_bf16_supported": streams.returns(True),
+        "get_allocator_backend": streams.returns("native"),
+        "_sleep": streams.no_op,  # a spin kernel: only timing, which the emulation has none of
+        "cudart": streams.returns(generic.cudart),
+        **generic.LEGACY_TYPES,
     }
 
 
@@ -125,8 +133,14 @@ def _patches() -> list[tuple[Any, str, Any]]:
         (torch.cuda.graphs, "graph_pool_handle", graphs.graph_pool_handle),
         (torch.cuda.graphs, "is_current_stream_capturing", streams.is_current_stream_capturing),
         (torch.cuda.nvtx, "_nvtx", streams.Nvtx()),
+        (torch.cuda.memory, "get_allocator_backend", streams.returns("native")),
+        (torch.version, "cuda", generic.CUDA_VERSION),
+        (torch, "Stream", generic.GenericStream),
+        (torch, "Event", generic.GenericEvent),
         (threading.Thread, "_bootstrap_inner", _bootstrap_inner),
     ]
+    table += [(torch._C, name, value) for name, value in generic.ACCELERATOR_FUNCTIONS.items()]
+    table += [(torch._C, name, value) for name, value in generic.RAW_CUDA_FUNCTIONS.items()]
     table += [(torch.Tensor, name, value) for name, value in tensors.TENSOR_ATTRIBUTES.items()]
     table += [(torch.UntypedStorage, name, value) for name, value in tensors.STORAGE_ATTRIBUTES.items()]
     table += [(torch, name, value) for name, value in tensors.TORCH_FUNCTIONS.items()]
@@ -144,6 +158,7 @@ def activate() -> None:
         return
     streams.reset()
     device.reset()
+    generic.reset()
     graphs.graph.default_capture_stream = None
     for owner, name, value in _patches():
         _state.patches.set(owner, name, value)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import warnings
 from typing import Any
 
 import torch
@@ -85,6 +86,12 @@ class CUDAGraph:
             self._ops.clear()
             raise RuntimeError("CUDA error: capturing stream has unjoined work")
         self._captured = True
+        if not any(self._work.values()):
+            warnings.warn(
+                "The CUDA Graph is empty. This usually means that the graph was attempted to be "
+                "captured on wrong device or stream.",
+                stacklevel=2,
+            )
 
     def forbids_unsafe_calls(self) -> bool:
         """Whether a device-wide sync by the calling thread is an error during this capture."""

@@ -172,6 +172,10 @@ class Stream(torch.Stream):
     def cuda_stream(self) -> int:
         return self.stream_id
 
+    @property
+    def native_handle(self) -> int:
+        return self.stream_id
+
     @staticmethod
     def priority_range() -> tuple[int, int]:
         """(lowest, highest) priority, as `cudaDeviceGetStreamPriorityRange` clamped by c10."""
@@ -200,6 +204,9 @@ class Stream(torch.Stream):
             mark_done(self.stream_id)
             return False
         return True
+
+    def is_capturing(self) -> bool:
+        return self.stream_id in capturing
 
     def synchronize(self) -> None:
         forbid_during_capture(self.stream_id)

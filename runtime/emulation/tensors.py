@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from csan_lint.runtime.emulation import device as emulated
-from csan_lint.runtime.emulation import streams
+from csan_lint.runtime.emulation import generic, streams
 from csan_lint.runtime.emulation.device import CPU, CUDA, is_device, is_pinned_host, naming_host, sync_current
 
 _TensorBase = torch._C.TensorBase
@@ -120,7 +120,10 @@ def _tensor_pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
 
 
 def _tensor_is_pinned(self: torch.Tensor, device: Any = None) -> bool:
-    return is_pinned_host(self)
+    if is_pinned_host(self):
+        return True
+    # host memory registered through cudart().cudaHostRegister
+    return bool(generic.cudart.registered) and generic.cudart.covers(self.data_ptr(), self.nbytes)
 
 
 def _tensor_tolist(self: torch.Tensor) -> Any:
