@@ -99,8 +99,9 @@ def _cuda_functions() -> dict[str, Any]:
         "get_sync_debug_mode": streams.returns(0),
         "is_bf16_supported": streams.returns(True),
         "get_allocator_backend": streams.returns("native"),
-        "_sleep": streams.no_op,  # a spin kernel: only timing, which the emulation has none of
+        "_sleep": streams.sleep,
         "cudart": streams.returns(generic.cudart),
+        "ExternalStream": generic.external_stream,
         **generic.LEGACY_TYPES,
     }
 

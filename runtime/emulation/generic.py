@@ -36,6 +36,9 @@ class _GenericType(type):
     def __instancecheck__(cls, instance: object) -> bool:
         return isinstance(instance, cls.base)
 
+    def __subclasscheck__(cls, subclass: type) -> bool:
+        return issubclass(subclass, cls.base)
+
 
 class GenericStream(_BaseStream, metaclass=_GenericType):
     """`torch.Stream(device)`: an emulated stream for "cuda" (or no device), else torch's."""
@@ -57,6 +60,11 @@ class GenericEvent(_BaseEvent, metaclass=_GenericType):
         if not _names_cuda(device):
             return _BaseEvent(device, **kwargs)
         return streams.Event(**kwargs)
+
+
+def external_stream(stream_ptr: int, device: Any = None) -> streams.Stream:
+    """`torch.cuda.ExternalStream(handle)`: the emulated stream with that handle."""
+    return streams.Stream(stream_id=stream_ptr, device_index=streams.check_device(device))
 
 
 def _stream_of(stream: Any) -> streams.Stream:
@@ -82,12 +90,33 @@ def _default_stream_triple(device: Any = None) -> tuple[int, int, int]:
     return streams.DEFAULT_STREAM, 0, streams.CUDA_TYPE
 
 
+def _device_index(device_index: Any) -> int | None:
+    """A device index as torch.accelerator checks it (None or -1: the current device)."""
+    if device_index is None or device_index < 0:
+        return None
+    if device_index >= streams.device_count():
+        raise RuntimeError(
+            f"Device index value {device_index} is out of index range [0, {streams.device_count()})"
+        )
+    return device_index
+
+
 def _synchronize_device(device_index: Any = None) -> None:
-    streams.synchronize(None if device_index is None or device_index < 0 else device_index)
+    streams.synchronize(_device_index(device_index))
 
 
 def _memory_info(device_index: Any = None) -> tuple[int, int]:
     return cuda_state.mem_get_info()
+
+
+def _own(function: Any) -> Any:
+    """A function object of its own: torch._dynamo's rules table refuses one object under two
+    torch names (here a `torch._C` name and the `torch.cuda` one it backs)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return function(*args, **kwargs)
+
+    return call
 
 
 ACCELERATOR_FUNCTIONS: dict[str, Any] = {
@@ -96,7 +125,7 @@ ACCELERATOR_FUNCTIONS: dict[str, Any] = {
     "_accelerator_setDeviceIndex": streams.set_device,
     "_accelerator_exchangeDevice": streams.exchange_device,
     "_accelerator_maybeExchangeDevice": streams.exchange_device,
-    "_accelerator_getStream": lambda device_index=None: streams.current_stream(),
+    "_accelerator_getStream": lambda device_index=None: streams.current_stream(_device_index(device_index)),
     "_accelerator_setStream": _set_stream,
     "_accelerator_synchronizeDevice": _synchronize_device,
     "_accelerator_isAllocatorInitialized": streams.returns(True),
@@ -109,15 +138,33 @@ ACCELERATOR_FUNCTIONS: dict[str, Any] = {
     "_accelerator_getDeviceCapability": lambda device_index=None: {},
 }
 """`torch._C` functions behind `torch.accelerator.*` (their names in torch 2.13)."""
+ACCELERATOR_FUNCTIONS = {name: _own(function) for name, function in ACCELERATOR_FUNCTIONS.items()}
 
 RAW_CUDA_FUNCTIONS: dict[str, Any] = {
     "_cuda_setStream": _set_stream_by_id,
     "_cuda_getCurrentStream": _current_stream_triple,
     "_cuda_getDefaultStream": _default_stream_triple,
     "_cuda_getCurrentRawStream": lambda device=None: streams.current_handle(),
+    "_cuda_getStreamFromExternal": lambda stream_ptr, device_index=0: (stream_ptr, 0, streams.CUDA_TYPE),
+    "_cuda_setDevice": streams.set_device,
+    "_cuda_getDevice": streams.current_device,
+    "_cuda_getDeviceCount": streams.device_count,
+    "_cuda_exchangeDevice": streams.exchange_device,
+    "_cuda_maybeExchangeDevice": streams.exchange_device,
+    "_cuda_synchronize": lambda: streams.synchronize(),
+    "_cuda_isCurrentStreamCapturing": streams.is_current_stream_capturing,
+    "_cuda_isInBadFork": streams.returns(False),
+    "_cuda_getAllocatorBackend": streams.returns("native"),
+    "_cuda_memoryStats": lambda device=None: cuda_state.memory_stats(),
+    "_cuda_resetPeakMemoryStats": lambda device=None: cuda_state.reset_peak_memory_stats(),
+    "_cuda_resetAccumulatedMemoryStats": streams.no_op,
+    "_cuda_clearCublasWorkspaces": streams.no_op,
+    "_cuda_get_sync_debug_mode": streams.returns(0),
+    "_cuda_set_sync_debug_mode": streams.no_op,
     "_host_emptyCache": streams.no_op,
 }
 """`torch._C` functions of a CUDA build that torch's Python helpers and test bases call."""
+RAW_CUDA_FUNCTIONS = {name: _own(function) for name, function in RAW_CUDA_FUNCTIONS.items()}
 
 
 class Cudart:
@@ -157,6 +204,8 @@ class _LegacyType(type):
         return isinstance(instance, torch.Tensor) and instance.dtype == cls.dtype and is_device(instance)
 
     def __call__(cls, *args: Any, **kwargs: Any) -> torch.Tensor:
+        if not args:
+            return torch.empty(0, dtype=cls.dtype, device=CUDA)
         if len(args) == 1 and not isinstance(args[0], int):
             data = args[0]
             if isinstance(data, torch.Size):

@@ -133,6 +133,11 @@ def forbid_during_capture(handle: int | None = None) -> None:
         raise RuntimeError(CAPTURE_FORBIDDEN)
 
 
+def sleep(cycles: int) -> None:
+    """`torch.cuda._sleep`: a spin kernel on the current stream; only its timing is lost."""
+    note_launch(current_handle())
+
+
 def check_device(device: Any) -> int:
     """The device index `device` names (None: the current one); an invalid one raises as CUDA."""
     if device is None:
@@ -267,6 +272,10 @@ class Event:
         return self._handle
 
     @property
+    def event_id(self) -> int:
+        return self._handle
+
+    @property
     def device(self) -> torch.device | None:
         return torch.device("cuda", 0) if self._handle else None
 
@@ -315,10 +324,11 @@ class Event:
         mark_done(*self._recorded_work)
 
     def elapsed_time(self, end_event: Event) -> float:
-        if not (self._handle and end_event._handle):
-            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
+        # c10's checks, in its order and with its ValueError
         if not (self.enable_timing and end_event.enable_timing):
-            raise RuntimeError("CUDA error: invalid resource handle")
+            raise ValueError("Both events must be created with argument 'enable_timing=True'.")
+        if not (self._handle and end_event._handle):
+            raise ValueError("Both events must be recorded before calculating elapsed time.")
         return (end_event._recorded_at - self._recorded_at) * 1000.0
 
     def ipc_handle(self) -> bytes:
