@@ -119,6 +119,7 @@ class SanitizerMode(TorchDispatchMode):
         # Accesses of the kernels captured into the running CUDA graph: they run at replay,
         # not now (None: no capture running).
         self.capture: list[Access] | None = None
+        self.capture_thread = 0  # the thread that began it
         # While an op runs, once an allocator callback walked its stack: (thread id, that stack).
         self._op_stack: tuple[int, Stack] | None = None
 
@@ -246,11 +247,15 @@ class SanitizerMode(TorchDispatchMode):
             else:
                 host_sync = True
         accesses = list(device.values())
-        if self.capture is not None and torch.cuda.is_current_stream_capturing():
-            # The tracker checks the capture's fork/join structure; the memory is touched
-            # when the graph is replayed.
-            self.capture.extend(accesses)
-            accesses = []
+        outside_capture = False
+        if self.capture is not None:
+            if torch.cuda.is_current_stream_capturing():
+                # The tracker checks the capture's fork/join structure; the memory is touched
+                # when the graph is replayed.
+                self.capture.extend(accesses)
+                accesses = []
+            else:
+                outside_capture = get_ident() != self.capture_thread
         if stack is None:  # from the frame that called the op: this one and __torch_dispatch__ are never the user's
             stack = capture_stack(skip=2, stop=self.stack_stop)
         # acquire/release, not `with`: the context manager protocol costs twice as much.
@@ -259,7 +264,10 @@ class SanitizerMode(TorchDispatchMode):
         try:
             if seen:
                 self._resolve_pending(seen)
-            self.tracker.kernel_launched(stream, plan.operator, accesses, stack)
+            if outside_capture:
+                self.tracker.kernel_launched(stream, plan.operator, accesses, stack, outside_capture=True)
+            else:
+                self.tracker.kernel_launched(stream, plan.operator, accesses, stack)
             if host_sync:
                 self.tracker.stream_synchronized(stream)
         finally:

@@ -367,6 +367,7 @@ class Sanitizer:
         stack = capture_stack(stop=self.stack_stop)
         self.sink.capture_began(self._current_stream(), stack=stack, lenient=lenient)
         self.mode.capture = []
+        self.mode.capture_thread = threading.get_ident()
 
     def _capture_ended(self, graph: Any) -> None:
         self.sink.capture_ended(self._current_stream(), stack=capture_stack(stop=self.stack_stop))

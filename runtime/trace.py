@@ -32,7 +32,13 @@ EVENTS: dict[str, tuple[tuple[str, str], ...]] = {
     "allocated": (("ptr", "int"), ("size", "int"), ("stream", "int?"), ("stack", "stack")),
     "freed": (("ptr", "int"), ("stack", "stack")),
     "stream_recorded": (("ptr", "int"), ("stream", "int")),
-    "kernel_launched": (("stream", "int"), ("operator", "str"), ("accesses", "accesses"), ("stack", "stack")),
+    "kernel_launched": (
+        ("stream", "int"),
+        ("operator", "str"),
+        ("accesses", "accesses"),
+        ("stack", "stack"),
+        ("outside_capture", "flag"),
+    ),
     "host_accessed": (
         ("ptr", "int"),
         ("size", "int"),

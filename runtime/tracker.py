@@ -320,9 +320,16 @@ class Tracker:
     # -- accesses ------------------------------------------------------------------------------
 
     def kernel_launched(
-        self, stream: int, operator: str, accesses: Sequence[Access], stack: Stack | None = None
+        self,
+        stream: int,
+        operator: str,
+        accesses: Sequence[Access],
+        stack: Stack | None = None,
+        outside_capture: bool = False,
     ) -> None:
-        """A kernel on `stream` touching `accesses`; the hot path."""
+        """A kernel on `stream` touching `accesses`; the hot path. `outside_capture`: launched
+        by another thread than the one capturing a graph, on a stream outside the graph: live
+        work, which the capture's fork rule does not police."""
         self._seq = seq = self._seq + 1
         state = self._streams.get(stream)
         if state is None or state.host_version != self._host_version:
@@ -330,7 +337,7 @@ class Tracker:
         else:
             clock = state.clock
         clock[stream] = seq
-        if self._capture is not None:
+        if self._capture is not None and not outside_capture:
             self._captured_launch(stream, operator, stack, clock, seq)
         allocations = self._allocations
         for access in accesses:

@@ -73,3 +73,11 @@ def test_a_launch_outside_a_lenient_capture_is_live_work():
     assert t.errors == []
     t.kernel_launched(S0, "add", [Access(X, 64, False, "self")])  # and it is checked live
     assert [e.kind for e in t.errors] == [kinds.READ_AFTER_WRITE]
+
+
+def test_a_launch_from_outside_the_capture_is_live_work_even_in_a_global_capture():
+    t = Tracker()
+    t.capture_began(CAPTURE)
+    t.kernel_launched(OTHER, "mul", [], outside_capture=True)
+    t.capture_ended(CAPTURE)
+    assert t.errors == []

@@ -56,3 +56,25 @@ def test_the_same_launch_during_a_global_capture_is_an_unforked_side_stream():
                 x.mul_(2)
     assert [e.kind for e in sanitizer.errors] == [kinds.UNJOINED_CAPTURE_FORK]
 
+
+
+def test_live_work_from_another_thread_during_a_global_capture_is_no_fork():
+    import threading
+
+    with sanitize(device="emulated") as sanitizer:
+        x = torch.ones(8, device="cuda")
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+
+        def worker() -> None:
+            other = torch.cuda.Stream()
+            with torch.cuda.stream(other):
+                x.mul_(2)  # another thread's own stream: not in the graph
+
+        with torch.cuda.graph(graph):
+            static = torch.zeros(4, device="cuda") + 1
+            thread = threading.Thread(target=worker)
+            thread.start()
+            thread.join()
+        del static
+    assert sanitizer.errors == []
