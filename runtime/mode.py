@@ -87,12 +87,15 @@ class SanitizerMode(TorchDispatchMode):
         on_errors: Callable[[], None] | None = None,
         on_skipped: Callable[[str], None] | None = None,
         lock: Any = None,
+        device_stream: Callable[[torch.Tensor], int] | None = None,
     ) -> None:
         super().__init__()
         self.tracker = tracker
         self.is_device = is_device
         self.is_pinned = is_pinned
         self.current_stream = current_stream
+        # Several devices: the stream an op runs on is its tensors' device's current stream.
+        self.device_stream = device_stream
         self.on_internal_error = on_internal_error
         # The tracker's error list, watched after each launch: `on_errors` hears of new ones
         # at once (the pytest plugin streams them, so a crash loses none).
@@ -198,6 +201,7 @@ class SanitizerMode(TorchDispatchMode):
         # tensors while allocations wait for their size.
         host: list[tuple[torch.Tensor, str, bool, bool]] | None = None
         seen: list[torch.Tensor] | None = [] if self.pending else None
+        first: torch.Tensor | None = None  # the first device tensor: its device runs the op
         is_device = self.is_device
         nargs = len(args)
         single = plan.single_return
@@ -218,6 +222,8 @@ class SanitizerMode(TorchDispatchMode):
                 nbytes = tensor.nbytes
                 if not nbytes:
                     continue  # an empty tensor touches no memory
+                if first is None:
+                    first = tensor
                 key = (tensor.data_ptr(), nbytes) if tensor.is_contiguous() else byte_extent(tensor)
                 if key in device:
                     _merge(device, key, name, is_write, is_output)
@@ -231,7 +237,7 @@ class SanitizerMode(TorchDispatchMode):
             if host and self.host_blocks:
                 self._host_access(plan.operator, host)
             return
-        stream = self.current_stream()
+        stream = self.current_stream() if self.device_stream is None else self.device_stream(first)
         host_sync = plan.kind == HOST_SYNC and plan.syncs_host(args, kwargs)
         if plan.kind == COPY and host:
             position = plan.non_blocking_position

@@ -13,6 +13,7 @@ from typing import IO, Any
 
 import torch
 
+from csan_lint.runtime.devices import DeviceStreams
 from csan_lint.runtime.events import Access, RuntimeErrorReport
 from csan_lint.runtime.gpu_trace import GpuTraceHooks
 from csan_lint.runtime.mode import SanitizerMode, storage_base
@@ -80,6 +81,10 @@ class Sanitizer:
         self._graphs: weakref.WeakKeyDictionary[Any, list[Access]] = weakref.WeakKeyDictionary()
         self._writer: Any = None
         self._current_stream: Callable[[], int] = _current_stream
+        # On a real GPU (several devices): engine ids of (device, stream handle), and the
+        # stream an op on a tensor runs on; None on the emulated device (one device).
+        self._device_streams: DeviceStreams | None = None
+        self._device_stream: Callable[[torch.Tensor], int] | None = None
         # Ids of the code objects of a driver's call into user code (pytest's, runpy's): stack
         # walks stop there, which keeps capture cost independent of the driver's depth.
         self.stack_stop: set[int] = set()
@@ -110,6 +115,7 @@ class Sanitizer:
             on_errors=self._collect,
             on_skipped=_warn_skipped,
             lock=self._lock,
+            device_stream=self._device_stream,
         )
         self.hooks = GpuTraceHooks(
             sink,
@@ -119,6 +125,7 @@ class Sanitizer:
             after=self._collect,
             lock=self._lock,
             stack=self.mode.stack_of_running_op,
+            streams=self._device_streams,
         )
         self.mode.stack_stop = self.stack_stop
 
@@ -138,8 +145,11 @@ class Sanitizer:
             self._current_stream = emulation.current_stream_handle
         else:
             self.mode.is_device, self.mode.is_pinned = _is_cuda, _is_pinned
-            self._current_stream = _cuda_current_stream()
+            self._device_streams = DeviceStreams(torch.cuda.current_device, torch.cuda.device_count)
+            self._current_stream, self._device_stream = _cuda_streams(self._device_streams)
+            self.hooks.streams = self._device_streams
         self.mode.current_stream = self._current_stream
+        self.mode.device_stream = self._device_stream
         self.hooks.register(real_cuda=self.device == "cuda")
         self._install_patches()
         self.mode.__enter__()
@@ -287,7 +297,7 @@ class Sanitizer:
         def record_stream(original: Callable[..., Any]) -> Callable[..., Any]:
             def wrapper(tensor: torch.Tensor, stream: Any) -> Any:
                 sanitizer._guard(
-                    lambda: sanitizer.sink.stream_recorded(storage_base(tensor), _stream_handle(stream))
+                    lambda: sanitizer.sink.stream_recorded(storage_base(tensor), sanitizer._stream_key(stream))
                 )
                 return original(tensor, stream)
 
@@ -296,7 +306,7 @@ class Sanitizer:
         def stream_query(original: Callable[..., Any]) -> Callable[..., Any]:
             def wrapper(stream: Any) -> bool:
                 done = original(stream)
-                sanitizer._guard(lambda: sanitizer.sink.stream_queried(stream.cuda_stream, bool(done)))
+                sanitizer._guard(lambda: sanitizer.sink.stream_queried(sanitizer._stream_key(stream), bool(done)))
                 return done
 
             return wrapper
@@ -388,10 +398,17 @@ class Sanitizer:
             stack = capture_stack(stop=self.stack_stop)
             self.sink.kernel_launched(self._current_stream(), GRAPH_REPLAY_OPERATOR, accesses, stack=stack)
 
+    def _stream_key(self, stream: Any) -> int:
+        """The engine's id of a stream object (per device on a real GPU)."""
+        handle = _stream_handle(stream)
+        if self._device_streams is None:
+            return handle
+        return self._device_streams.key(handle, stream.device_index)
+
     def _event_waited(self, event: Any, stream: Any) -> None:
         if not event.cuda_event:
             # CUDA fires no trace for a wait on a never-recorded event: it orders nothing.
-            handle = self._current_stream() if stream is None else stream.cuda_stream
+            handle = self._current_stream() if stream is None else self._stream_key(stream)
             stack = capture_stack(stop=self.stack_stop)
             self.sink.event_waited(UNRECORDED_EVENT, handle, stack=stack)
 
@@ -420,14 +437,25 @@ def _current_stream() -> int:
     return torch.cuda.current_stream().cuda_stream
 
 
-def _cuda_current_stream() -> Callable[[], int]:
-    """The current stream's handle on a real GPU, without building a Stream object per op
-    (what inductor's generated code calls); the public API where torch lacks it."""
+def _cuda_streams(keys: DeviceStreams) -> tuple[Callable[[], int], Callable[[torch.Tensor], int]]:
+    """On a real GPU: the current stream's engine id, and the stream an op on a tensor runs on
+    (its device's current stream), without building a Stream object per op (the raw call
+    inductor's generated code makes); the public API where torch lacks it."""
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     get_device = getattr(torch._C, "_cuda_getDevice", None)
     if raw is None or get_device is None:
-        return _current_stream
-    return lambda: raw(get_device())
+        raw = lambda device: torch.cuda.current_stream(device).cuda_stream  # noqa: E731
+        get_device = torch.cuda.current_device
+
+    def current() -> int:
+        device = get_device()
+        return keys.key(raw(device), device)
+
+    def of_tensor(tensor: torch.Tensor) -> int:
+        device = tensor.get_device()
+        return keys.key(raw(device), device)
+
+    return current, of_tensor
 
 
 def _stream_handle(stream: Any) -> int:
