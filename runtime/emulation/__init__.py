@@ -33,7 +33,7 @@ import torch.cuda.nvtx
 import torch.cuda.streams
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from csan_lint.runtime.emulation import cuda_state, device, generic, graphs, streams, tensors
+from csan_lint.runtime.emulation import autograd_streams, cuda_state, device, generic, graphs, streams, tensors
 from csan_lint.runtime.patches import Patches
 
 __all__ = ["activate", "current_stream_handle", "deactivate", "emulated", "is_active", "is_device", "is_pinned"]
@@ -41,7 +41,7 @@ __all__ = ["activate", "current_stream_handle", "deactivate", "emulated", "is_ac
 # Cheap per-op queries for a sanitizer stacked on the emulation (no Stream object, no getter).
 is_device = device.is_device
 is_pinned = device.is_pinned_host
-current_stream_handle = streams.current_handle
+current_stream_handle = autograd_streams.op_stream
 
 class _State:
     def __init__(self) -> None:
@@ -137,6 +137,8 @@ def _patches() -> list[tuple[Any, str, Any]]:
         (torch.cuda.memory, "get_allocator_backend", streams.returns("native")),
         (torch.version, "cuda", generic.CUDA_VERSION),
         (torch, "Stream", generic.GenericStream),
+        (torch.autograd, "backward", autograd_streams.joined(torch.autograd.backward)),
+        (torch.autograd, "grad", autograd_streams.joined(torch.autograd.grad)),
         (torch, "Event", generic.GenericEvent),
         (threading.Thread, "_bootstrap_inner", _bootstrap_inner),
     ]
@@ -160,6 +162,7 @@ def activate() -> None:
     streams.reset()
     device.reset()
     generic.reset()
+    autograd_streams.reset()
     graphs.graph.default_capture_stream = None
     for owner, name, value in _patches():
         _state.patches.set(owner, name, value)
@@ -188,6 +191,7 @@ def deactivate() -> None:
     _state.patches.restore()
     streams.reset()
     device.reset()
+    autograd_streams.reset()
 
 
 @contextmanager

@@ -22,7 +22,7 @@ import torch
 from torch.cuda import _gpu_trace
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from csan_lint.runtime.emulation import streams
+from csan_lint.runtime.emulation import autograd_streams, streams
 from csan_lint.runtime.op_plans import HOST_SYNC, PLANS, OpPlan, plan_of
 
 CUDA = torch.device("cuda", 0)
@@ -281,8 +281,10 @@ class DeviceMode(TorchDispatchMode):
                     func, plan, args, kwargs, lambda: _execute(plan, special, func, args, kwargs, on_device, to_device)
                 )
         if special != _RECORD_STREAM:
-            streams.note_launch(streams.current_handle())
+            streams.note_launch(autograd_streams.op_stream())
         out = _execute(plan, special, func, args, kwargs, on_device, to_device)
+        if on_device and torch.is_grad_enabled():
+            autograd_streams.tag_forward()
         if host_sync:
             sync_current()
         return out

@@ -100,6 +100,11 @@ def current_handle() -> int:
     return getattr(_local, "stream", DEFAULT_STREAM)
 
 
+def select(handle: int) -> None:
+    """Make `handle` the calling thread's current stream."""
+    _local.stream = handle
+
+
 def note_launch(handle: int) -> None:
     """Work was launched on stream `handle` (pending until a sync or a True query)."""
     launched[handle] = launched.get(handle, 0) + 1
