@@ -111,18 +111,57 @@ class _Memory:
             _gpu_trace.MemoryDeallocationCallbacks.fire_callbacks(old_ptr)
 
 
+class _PinnedPool:
+    """The caching host allocator behind `pin_memory()`: blocks of a power-of-two size, a
+    freed one handed out again to a request of its size once no non-blocking copy that used it
+    is pending (as CUDA's host allocator waits for the copy's event), kept until emptied."""
+
+    def __init__(self) -> None:
+        self.blocks: list[torch.UntypedStorage] = []
+        self.copies: dict[int, tuple[int, int]] = {}  # block -> (stream, its launch count)
+
+    def allocate(self, nbytes: int) -> torch.UntypedStorage:
+        size = 1 << max(nbytes - 1, 0).bit_length()
+        for block in self.blocks:
+            if block.nbytes() == size and self._free(block):
+                return block
+        block = torch.UntypedStorage(size)
+        pinned.add(block)
+        self.blocks.append(block)
+        return block
+
+    def _free(self, block: torch.UntypedStorage) -> bool:
+        if torch._C._storage_Use_Count(block._cdata) > 1:
+            return False  # a tensor still uses it (the pool holds the other reference)
+        copy = self.copies.get(block._cdata)
+        return copy is None or not streams.pending(*copy)
+
+    def copied(self, tensor: torch.Tensor) -> None:
+        """A non-blocking copy on the current stream used pinned `tensor`."""
+        key = tensor.untyped_storage()._cdata
+        if any(block._cdata == key for block in self.blocks):
+            handle = streams.current_handle()
+            self.copies[key] = (handle, streams.launched.get(handle, 0))
+
+    def empty_cache(self) -> None:
+        """`torch._C._host_emptyCache()`: give back the free blocks."""
+        self.blocks = [block for block in self.blocks if not self._free(block)]
+
+
 memory = _Memory()
 pinned = _Registry()
+pinned_pool = _PinnedPool()
 active = False
 
 
 def reset() -> None:
     """Forget every device and pinned storage (leaving or entering the emulation); tensors
     of the old device die silently, with no free callback from a device that is gone."""
-    global memory, pinned
+    global memory, pinned, pinned_pool
     memory.registry.on_free = None
     memory = _Memory()
     pinned = _Registry()
+    pinned_pool = _PinnedPool()
 
 
 def is_device(tensor: torch.Tensor) -> bool:
@@ -321,15 +360,21 @@ def _special(kind: int, func: Any, args: tuple, kwargs: dict, on_device: bool, t
             memory.mark(out)
         elif pin:
             pinned.add(out.untyped_storage())
-        if source_on_device != target_device and not non_blocking:
-            sync_current()
+        if source_on_device != target_device:
+            if not non_blocking:
+                sync_current()
+            elif not source_on_device:
+                pinned_pool.copied(args[0])
         return out
     if kind == _COPY_INTO:
         destination, source = args[0], args[1]
         non_blocking = args[2] if len(args) > 2 else kwargs.get("non_blocking", False)
         out = func(*args, **kwargs)
-        if is_device(destination) != is_device(source) and not non_blocking:
-            sync_current()
+        if is_device(destination) != is_device(source):
+            if not non_blocking:
+                sync_current()
+            else:
+                pinned_pool.copied(source if is_device(destination) else destination)
         return out
     if kind == _RESIZE:
         out = func(*args, **kwargs)

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from csan_lint.runtime.emulation import cuda_state, streams
+from csan_lint.runtime.emulation import cuda_state, device, streams
 from csan_lint.runtime.emulation.device import CUDA, is_device
 
 CUDA_VERSION = "12.8"
@@ -130,7 +130,7 @@ ACCELERATOR_FUNCTIONS: dict[str, Any] = {
     "_accelerator_synchronizeDevice": _synchronize_device,
     "_accelerator_isAllocatorInitialized": streams.returns(True),
     "_accelerator_emptyCache": streams.no_op,
-    "_accelerator_emptyHostCache": streams.no_op,
+    "_accelerator_emptyHostCache": lambda: device.pinned_pool.empty_cache(),
     "_accelerator_getDeviceStats": lambda device_index=None: cuda_state.memory_stats(),
     "_accelerator_getMemoryInfo": _memory_info,
     "_accelerator_resetPeakStats": lambda device_index=None: cuda_state.reset_peak_memory_stats(),
@@ -161,7 +161,7 @@ RAW_CUDA_FUNCTIONS: dict[str, Any] = {
     "_cuda_clearCublasWorkspaces": streams.no_op,
     "_cuda_get_sync_debug_mode": streams.returns(0),
     "_cuda_set_sync_debug_mode": streams.no_op,
-    "_host_emptyCache": streams.no_op,
+    "_host_emptyCache": lambda: device.pinned_pool.empty_cache(),
 }
 """`torch._C` functions of a CUDA build that torch's Python helpers and test bases call."""
 RAW_CUDA_FUNCTIONS = {name: _own(function) for name, function in RAW_CUDA_FUNCTIONS.items()}

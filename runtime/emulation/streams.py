@@ -119,7 +119,8 @@ def mark_done(handle: int | None = None, upto: int | None = None) -> None:
             _known_done[stream] = count
 
 
-def _pending(handle: int, upto: int | None = None) -> bool:
+def pending(handle: int, upto: int | None = None) -> bool:
+    """Whether the host cannot know stream `handle`'s work (up to launch count `upto`) is done."""
     count = launched.get(handle, 0) if upto is None else upto
     return _known_done.get(handle, 0) < count
 
@@ -210,7 +211,7 @@ class Stream(torch.Stream):
 
     def query(self) -> bool:
         """False once after new work (see the module's policy), then True."""
-        if _pending(self.stream_id):
+        if pending(self.stream_id):
             mark_done(self.stream_id)
             return False
         return True
@@ -315,7 +316,7 @@ class Event:
     def query(self) -> bool:
         """False once for a record with pending work before it (the module's policy), then True."""
         stream, upto = self._recorded_work
-        if _pending(stream, upto):
+        if pending(stream, upto):
             mark_done(stream, upto)
             return False
         return True

@@ -114,9 +114,10 @@ def _tensor_pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
         raise RuntimeError("cannot pin 'torch.cuda.FloatTensor' only dense CPU tensors can be pinned")
     if is_pinned_host(self):
         return self
-    out = self.clone()
-    emulated.pinned.add(out.untyped_storage())
-    return out
+    # From the host allocator's pool (a freed block comes back), laid out contiguously.
+    block = emulated.pinned_pool.allocate(self.nbytes)
+    out = torch.empty(0, dtype=self.dtype).set_(block, 0, self.shape)
+    return out.copy_(self)
 
 
 def _tensor_is_pinned(self: torch.Tensor, device: Any = None) -> bool:

@@ -95,3 +95,20 @@ def test_graph_pools_are_shared_handles():
     first.replay()
     second.replay()
     assert x.tolist() == [2.0] * 4
+
+
+def test_pinned_blocks_are_reused_once_free_and_not_while_a_copy_is_pending():
+    t = torch.ones(4).pin_memory()
+    ptr = t.data_ptr()
+    del t
+    t = torch.ones(4).pin_memory()
+    assert t.data_ptr() == ptr and t.is_pinned()  # the freed block came back
+    on_device = torch.zeros(4, device="cuda")
+    on_device.copy_(t, non_blocking=True)
+    del t
+    busy = torch.ones(4).pin_memory()
+    assert busy.data_ptr() != ptr  # the copy may still be reading the old block
+    torch.cuda.synchronize()
+    del busy
+    assert torch.ones(4).pin_memory().data_ptr() == ptr
+    assert on_device.tolist() == [1.0] * 4
