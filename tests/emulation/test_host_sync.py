@@ -80,7 +80,7 @@ def test_a_host_syncing_op_orders_the_work_of_its_stream_before_it(late_write, e
         with torch.cuda.stream(side):
             y = x * 2
             counts = torch.bincount(y)  # the host waits for `side`: y is written
-            z = y + 1  # after the sync: nothing orders it before the default stream
+            z = x + 1  # after the sync: nothing orders it before the default stream
         (z if late_write else y).add_(1)
         del counts
     assert [e.kind for e in sanitizer.errors] == expected
