@@ -64,44 +64,53 @@ def tag_forward() -> None:
 
 def op_stream() -> int:
     """The stream an op issued now runs on: the current one, which a backward pass sets to each
-    node's stream as the node starts."""
+    node's stream as the node starts (here for a node no pre-hook of ours announced)."""
     if not _tags:
         return streams.current_handle()
     node = _current_node()
-    if node is None:
-        return streams.current_handle()
-    passes = getattr(_local, "passes", None)
-    if not passes:
-        passes = _local.passes = [_Pass(streams.current_handle())]  # a pass we did not see start
-    running = passes[-1]
-    sequence_nr = node._sequence_nr()
-    if sequence_nr != running.node:
-        stream = _tags.get(sequence_nr, running.stream)
-        if stream != running.stream:
-            _wait(stream, running.stream)
-            streams.select(stream)  # the engine's stream guard: hooks see it as current
-        running.node, running.stream = sequence_nr, stream
-        running.used.add(stream)
-        for following, _ in node.next_functions:
-            if following is not None:
-                _record_incoming(following, stream)
+    if node is not None:
+        _enter(node, ())
     return streams.current_handle()
 
 
-def _record_incoming(node: Any, producer: int) -> None:
-    """As the engine's input buffers do: a gradient produced on one stream and consumed by a
-    node on another is `record_stream`ed for the consumer, so freeing it is no hazard."""
-    consumer = _tags.get(node._sequence_nr())
-    if consumer is None or consumer == producer:
-        return
+def _running() -> _Pass:
+    passes = getattr(_local, "passes", None)
+    if not passes:
+        passes = _local.passes = [_Pass(streams.current_handle())]  # a pass we did not see start
+    return passes[-1]
 
-    def record(grad_outputs: tuple) -> None:
-        target = streams.Stream(stream_id=consumer)
-        for grad in grad_outputs:
+
+def _enter(node: Any, grads: tuple) -> None:
+    """`node` starts: its stream becomes current (the engine's stream guard, which its hooks
+    see), after waiting for the stream of the node before it, which produced `grads` (they
+    are `record_stream`ed for the new stream, as the engine's input buffers do); the nodes it
+    feeds get the same pre-hook."""
+    running = _running()
+    sequence_nr = node._sequence_nr()
+    if sequence_nr == running.node:
+        return
+    stream = _tags.get(sequence_nr, running.stream)
+    if stream != running.stream:
+        _wait(stream, running.stream)
+        streams.select(stream)
+        target = streams.Stream(stream_id=stream)
+        for grad in grads:
             if isinstance(grad, torch.Tensor) and is_device(grad):
                 grad.record_stream(target)
+    running.node, running.stream = sequence_nr, stream
+    running.used.add(stream)
+    for following, _ in node.next_functions:
+        if following is not None:
+            _hook(following)
 
-    node.register_prehook(record)
+
+def _hook(node: Any) -> None:
+    """Announce `node`'s start to `_enter`, once per node."""
+    metadata = node.metadata  # a dict autograd keeps per node for Python code
+    if metadata.get("csan_hooked"):
+        return
+    metadata["csan_hooked"] = True
+    node.register_prehook(lambda grads: _enter(node, grads))
 
 
 def _wait(waiting: int, on: int) -> None:
@@ -121,7 +130,7 @@ def joined(entry: Callable[..., Any]) -> Callable[..., Any]:
         roots = args[0] if args else kwargs.get("tensors", kwargs.get("outputs", ()))
         for root in (roots,) if isinstance(roots, torch.Tensor) else roots:
             if isinstance(root, torch.Tensor) and root.grad_fn is not None:
-                _record_incoming(root.grad_fn, running.ambient)  # the initial gradients
+                _hook(root.grad_fn)
         try:
             return entry(*args, **kwargs)
         finally:

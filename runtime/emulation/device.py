@@ -322,7 +322,8 @@ class DeviceMode(TorchDispatchMode):
         if special != _RECORD_STREAM:
             streams.note_launch(autograd_streams.op_stream())
         out = _execute(plan, special, func, args, kwargs, on_device, to_device)
-        if on_device and torch.is_grad_enabled():
+        if on_device:
+            # Also under no_grad: a custom Function's node is made before its forward runs.
             autograd_streams.tag_forward()
         if host_sync:
             sync_current()
