@@ -11,7 +11,13 @@ are imported: GPU suites evaluate `skipif(not torch.cuda.is_available())` at imp
 
 The device-generic spellings (`torch.Stream("cuda")`, `torch.Event("cuda")`,
 `torch.accelerator.*`), the raw `torch._C._cuda_*` stream functions, `torch.cuda.cudart()` and
-the legacy `torch.cuda.FloatTensor` types are emulated too (generic.py).
+the legacy `torch.cuda.FloatTensor` types are emulated too (generic.py), and so are autograd's
+streams (backward on each forward op's stream, autograd_streams.py) and the caching host
+allocator's reuse of pinned blocks (device.py).
+
+Modules: device.py (device memory and the dispatch mode), tensors.py (Tensor and Storage
+attributes), streams.py (streams, events, syncs, queries), graphs.py (CUDA graphs),
+generic.py, autograd_streams.py, cuda_state.py (memory statistics, RNG state).
 
 Known gaps: threads started before `activate()` have no device (dispatch modes are per
 thread); sparse/nested device tensors and `DataParallel`'s scatter are not emulated; torch's
