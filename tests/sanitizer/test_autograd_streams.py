@@ -17,12 +17,12 @@ def _forward_on_side_stream():
     with torch.cuda.stream(side):
         hidden = torch.relu(w * x)  # saved for backward, written on `side`
         loss = hidden.sum()
-    return x, w, hidden, loss
+    return x, w, hidden, loss, side
 
 
 def test_backward_of_side_stream_work_runs_there_and_joins_the_caller():
     with sanitize(device="emulated") as sanitizer:
-        x, w, hidden, loss = _forward_on_side_stream()
+        x, w, hidden, loss, side = _forward_on_side_stream()
         loss.backward()  # on the default stream
         w.grad.sum()  # ordered: backward() joined the side stream into the caller's
         hidden.add_(1)
@@ -33,7 +33,7 @@ def test_a_gradient_hook_syncing_with_the_wrong_stream_races():
     # The class of DeepSpeed ZeRO-3's "wrong stream" bug: a hook hands the gradient to another
     # stream after waiting on the default stream, but backward produced it on the side stream.
     with sanitize(device="emulated") as sanitizer:
-        x, w, hidden, loss = _forward_on_side_stream()
+        x, w, hidden, loss, side = _forward_on_side_stream()
         reduce_stream = torch.cuda.Stream()
         bucket = torch.zeros(8, device="cuda")
 
@@ -44,4 +44,7 @@ def test_a_gradient_hook_syncing_with_the_wrong_stream_races():
 
         w.register_hook(hook)
         loss.backward()
-    assert kinds.READ_AFTER_WRITE in [e.kind for e in sanitizer.errors]
+    [report] = sanitizer.errors
+    assert report.kind == kinds.READ_AFTER_WRITE and "copy_" in report.current.operator
+    # the gradient was written on the forward's stream, which the hook never waited for
+    assert report.previous.stream == side.cuda_stream != 0
