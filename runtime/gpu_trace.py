@@ -10,6 +10,7 @@ from typing import Any
 import torch
 import torch.cuda._gpu_trace as gpu_trace
 
+from csan_lint.runtime.devices import DeviceStreams
 from csan_lint.runtime.stacks import Stack
 
 
@@ -29,8 +30,11 @@ class GpuTraceHooks:
         after: Callable[[], None],
         lock: Any,
         stack: Callable[[], Stack],
+        streams: DeviceStreams | None = None,
     ) -> None:
         self.tracker = tracker
+        # Several devices (a real GPU machine): stream handles become per-device engine ids.
+        self.streams = streams
         self.pending = pending
         self.current_stream = current_stream
         self.on_internal_error = on_internal_error
@@ -48,14 +52,30 @@ class GpuTraceHooks:
         if real_cuda:
             torch._C._activate_gpu_trace()
         t = self.tracker
+        # Several devices: stream handles become per-device engine ids (each callback fires
+        # under its stream's device).
+        keyed: Callable[[int], int] = self.streams.key if self.streams is not None else _same
+
+        def stream_created(stream: int) -> None:
+            t.stream_created(keyed(stream))
+
+        def event_recorded(event: int, stream: int) -> None:
+            t.event_recorded(event, keyed(stream))
+
+        def event_waited(event: int, stream: int) -> None:
+            t.event_waited(event, keyed(stream))
+
+        def stream_synchronized(stream: int) -> None:
+            t.stream_synchronized(keyed(stream))
+
         wiring: list[tuple[Any, Callable[..., None]]] = [
-            (gpu_trace.StreamCreationCallbacks, t.stream_created),
+            (gpu_trace.StreamCreationCallbacks, stream_created),
             (gpu_trace.EventCreationCallbacks, t.event_created),
             (gpu_trace.EventDeletionCallbacks, t.event_deleted),
-            (gpu_trace.EventRecordCallbacks, t.event_recorded),
-            (gpu_trace.EventWaitCallbacks, t.event_waited),
-            (gpu_trace.DeviceSynchronizationCallbacks, t.device_synchronized),
-            (gpu_trace.StreamSynchronizationCallbacks, t.stream_synchronized),
+            (gpu_trace.EventRecordCallbacks, event_recorded),
+            (gpu_trace.EventWaitCallbacks, event_waited),
+            (gpu_trace.DeviceSynchronizationCallbacks, self._device_synchronized),
+            (gpu_trace.StreamSynchronizationCallbacks, stream_synchronized),
             (gpu_trace.EventSynchronizationCallbacks, t.event_synchronized),
             (gpu_trace.MemoryAllocationCallbacks, self._allocated),
             (gpu_trace.MemoryDeallocationCallbacks, self._freed),
@@ -87,6 +107,14 @@ class GpuTraceHooks:
 
         return callback
 
+    def _device_synchronized(self) -> None:
+        synced = None if self.streams is None else self.streams.synced_by_device_sync()
+        if synced is None:
+            self.tracker.device_synchronized()
+            return
+        for stream in synced:  # only the current device's streams
+            self.tracker.stream_synchronized(stream)
+
     def _allocated(self, ptr: int) -> None:
         # The caching allocator hands the block to the current stream.
         self.pending[ptr] = (self.current_stream(), self.stack())
@@ -95,3 +123,7 @@ class GpuTraceHooks:
         # A block no op ever showed has no shadow state to release.
         if self.pending.pop(ptr, None) is None:
             self.tracker.freed(ptr, stack=self.stack())
+
+
+def _same(stream: int) -> int:
+    return stream

@@ -10,135 +10,23 @@ host syncs, and CPU ops touching pinned memory that a device copy used (host acc
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable, Sequence
 from threading import get_ident
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
-from torch._ops import OpOverload
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from csan_lint.runtime.events import Access
 from csan_lint.runtime.extents import Layout, is_approximated, pattern
+from csan_lint.runtime.op_plans import ALLOCATE, COPY, HOST_SYNC, RESULT, SKIP, PLANS, OpPlan, plan_of
 from csan_lint.runtime.stacks import Stack, capture_stack
+from csan_lint.runtime.unwrap import has_storage_less, unwrap_call
 
-# Ops that only read their inputs' metadata (CSAN's rule): `new_empty(x)`, `empty_like(x)`.
-_FACTORY = re.compile(r"(new_.*|.*_like)$")
-
-# Ops whose CUDA kernels end with a device-to-host copy the host waits for, so the host is
-# ordered after the current stream when they return.
-_HOST_SYNC_OPS = frozenset(
-    {
-        "aten::_local_scalar_dense",
-        "aten::is_nonzero",
-        "aten::nonzero",
-        "aten::masked_select",
-        "aten::equal",
-        "aten::allclose",
-        "aten::unique_consecutive",
-        "aten::_unique",
-        "aten::_unique2",
-        "aten::unique_dim",
-    }
-)
-
-# Ops that are not device work (bookkeeping, metadata) and are never kernels.
-_NOT_KERNELS = frozenset(
-    {
-        "aten::record_stream",  # handled where torch exposes it (Tensor.record_stream)
-        "aten::is_pinned",
-        "aten::_has_compatible_shallow_copy_type",
-        "aten::size",
-        "aten::stride",
-        "aten::sym_size",
-        "aten::sym_stride",
-        "aten::sym_numel",
-        "aten::sym_storage_offset",
-        "prim::device",
-    }
-)
-
-# Ops that allocate and launch nothing: their result's block is only the allocation, which the
-# tracker records as the block's earlier use on the allocating stream.
-_ALLOCATION_ONLY_OPS = frozenset(
-    {"aten::empty", "aten::empty_like", "aten::new_empty", "aten::empty_strided", "aten::new_empty_strided", "aten::empty_permuted"}
-)
-
-_KERNEL, _COPY, _HOST_SYNC, _SKIP, _ALLOCATE = range(5)
 _Tensor = torch.Tensor  # a global name, not an attribute lookup on the module, per tensor per op
 _new_access = tuple.__new__
-_RESULT = "output"  # the argument name of a fresh result (schema returns are mostly unnamed)
-
-
-class _Plan(NamedTuple):
-    """What the schema of one op overload says, computed once per overload."""
-
-    # Held so that the id keying the plan cache stays this overload's (a custom op can die).
-    overload: Any
-    # The overload's own C++ callable (an OpOverload's __call__ is one more Python frame that
-    # only forwards to it), or the overload itself when it is another kind of operator.
-    call: Callable[..., Any]
-    operator: str
-    kind: int
-    # (position, name, is_write, is_output, is_result) of each tensor the kernel touches: the
-    # arguments whose data it reads or writes (is_output: the op returns it, written in place or
-    # `out=`; metadata-only ones are left out), then the fresh tensors it returns (position in
-    # the result; not views, not inputs), written.
-    slots: tuple[tuple[int, str, bool, bool, bool], ...]
-    single_return: bool
-    non_blocking_position: int
-
-
-def _plan(func: Any) -> _Plan:
-    schema = func._schema
-    operator = func.name()
-    base = operator.split(".", 1)[0]
-    is_factory = bool(_FACTORY.match(schema.name.split("::", 1)[-1]))
-    returned: set[str] = set()
-    fresh_returns = []
-    for position, ret in enumerate(schema.returns):
-        alias = ret.alias_info
-        if alias is None:
-            if "Tensor" in str(ret.type):  # not `.item()`'s number
-                fresh_returns.append(position)
-        elif alias.is_write:
-            returned |= alias.before_set
-    inputs = []
-    non_blocking_position = -1
-    for position, argument in enumerate(schema.arguments):
-        if argument.name == "non_blocking":
-            non_blocking_position = position
-        if "Tensor" not in str(argument.type):
-            continue  # ints, scalars, dtypes: no memory
-        alias = argument.alias_info
-        is_write = alias is not None and alias.is_write
-        reads = not is_factory and (alias is None or alias.is_write)
-        if is_write or reads:
-            is_output = is_write and bool(alias.before_set & returned)
-            inputs.append((position, argument.name, is_write, is_output, False))
-    if base in _NOT_KERNELS or not (inputs or fresh_returns):
-        kind = _SKIP  # bookkeeping, or a view: it touches no data
-    elif base in ("aten::copy_", "aten::_to_copy", "aten::_copy_from", "aten::copy"):
-        kind = _COPY
-    elif base in _HOST_SYNC_OPS:
-        kind = _HOST_SYNC
-    elif base in _ALLOCATION_ONLY_OPS:
-        kind = _ALLOCATE
-    else:
-        kind = _KERNEL
-    call = func._op if type(func) is OpOverload else func
-    return _Plan(
-        func,
-        call,
-        operator,
-        kind,
-        (*inputs, *((position, _RESULT, True, True, True) for position in fresh_returns)),
-        len(schema.returns) == 1,
-        non_blocking_position,
-    )
 
 
 def _strided_key(tensor: torch.Tensor) -> tuple[int, int, Layout | None]:
@@ -191,7 +79,7 @@ def _merge(
         accesses[key] = Access(key[0], key[1], is_write, name, is_output, key[2])
         return
     argument = known.argument
-    if name != _RESULT and name not in argument.split(", "):
+    if name != RESULT and name not in argument.split(", "):
         argument = f"{argument}, {name}"
     accesses[key] = Access(key[0], key[1], known.is_write or is_write, argument, known.is_output or is_output, key[2])
 
@@ -215,19 +103,27 @@ class SanitizerMode(TorchDispatchMode):
         on_internal_error: Callable[[BaseException], None],
         errors: Sequence[Any] = (),
         on_errors: Callable[[], None] | None = None,
+        on_skipped: Callable[[str], None] | None = None,
         lock: Any = None,
+        device_stream: Callable[[torch.Tensor], int] | None = None,
     ) -> None:
         super().__init__()
         self.tracker = tracker
         self.is_device = is_device
         self.is_pinned = is_pinned
         self.current_stream = current_stream
+        # Several devices: the stream an op runs on is its tensors' device's current stream.
+        self.device_stream = device_stream
         self.on_internal_error = on_internal_error
         # The tracker's error list, watched after each launch: `on_errors` hears of new ones
         # at once (the pytest plugin streams them, so a crash loses none).
         self.errors = errors
         self.errors_seen = 0
         self.on_errors = on_errors
+        # Tensor types with no storage the sanitizer could not see into, each told once to
+        # `on_skipped(type name)`; their ops are not checked, every other op still is.
+        self.skipped_types: set[str] = set()
+        self.on_skipped = on_skipped
         # Threads share the tracker; the mode, the trace callbacks and the wrappers take turns.
         self.lock = lock if lock is not None else threading.RLock()
         self.checking = True
@@ -244,7 +140,7 @@ class SanitizerMode(TorchDispatchMode):
         # Accesses of the kernels captured into the running CUDA graph: they run at replay,
         # not now (None: no capture running).
         self.capture: list[Access] | None = None
-        self._plans: dict[Any, _Plan] = {}
+        self.capture_thread = 0  # the thread that began it
         # While an op runs, once an allocator callback walked its stack: (thread id, that stack).
         self._op_stack: tuple[int, Stack] | None = None
 
@@ -256,17 +152,16 @@ class SanitizerMode(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if kwargs is None:
             kwargs = {}
-        # Keyed by id: an OpOverload hashes in Python (~0.3 us an op); the plan keeps it alive.
-        plan = self._plans.get(id(func))
+        plan = PLANS.get(id(func))
         if plan is None:
             try:
-                plan = self._plans[id(func)] = _plan(func)
+                plan = plan_of(func)
             except Exception as exc:  # a sanitizer bug must not break the user's program
                 if self.checking:
                     self.checking = False
                     self.on_internal_error(exc)
                 return func(*args, **kwargs)
-        if not self.checking or plan.kind == _SKIP:
+        if not self.checking or plan.kind == SKIP:
             return plan.call(*args, **kwargs)
         # An allocation the op makes walks the stack; its launch reuses that walk.
         self._op_stack = None
@@ -276,11 +171,29 @@ class SanitizerMode(TorchDispatchMode):
             shared, self._op_stack = self._op_stack, None
         stack = shared[1] if shared is not None and shared[0] == get_ident() else None
         try:
-            self._observe(plan, args, kwargs, out, stack)
-        except Exception as exc:  # a sanitizer bug must not break the user's program
+            if types:  # a tensor subclass (wrapper, nested, fake): check what it is made of
+                self._observe_unwrapped(plan, args, kwargs, out, stack)
+            else:
+                self._observe(plan, args, kwargs, out, stack)
+        except Exception as exc:
+            if has_storage_less(args, kwargs):  # sparse: a plain type, found when it fails
+                try:
+                    self._observe_unwrapped(plan, args, kwargs, out, stack)
+                    return out
+                except Exception as again:
+                    exc = again
+            # a sanitizer bug must not break the user's program
             self.checking = False
             self.on_internal_error(exc)
         return out
+
+    def _observe_unwrapped(self, plan: OpPlan, args: tuple, kwargs: dict, out: Any, stack: Stack | None) -> None:
+        args, kwargs, out, skipped = unwrap_call(args, kwargs, out)
+        for name in skipped - self.skipped_types:
+            self.skipped_types.add(name)
+            if self.on_skipped is not None:
+                self.on_skipped(name)
+        self._observe(plan, args, kwargs, out, stack)
 
     def stack_of_running_op(self) -> Stack:
         """For the allocator's callbacks: inside an op, the op's stack (from its caller out),
@@ -299,13 +212,14 @@ class SanitizerMode(TorchDispatchMode):
         self._op_stack = (ident, op_stack)
         return op_stack
 
-    def _observe(self, plan: _Plan, args: tuple, kwargs: dict, out: Any, stack: Stack | None) -> None:
+    def _observe(self, plan: OpPlan, args: tuple, kwargs: dict, out: Any, stack: Stack | None) -> None:
         device: dict[tuple[int, int, Layout | None], Access] = {}
         # (tensor, argument name, is_write, is_output) of the host tensors, for copies and
         # host accesses (made on the first one: most ops have none); `seen` keeps device
         # tensors while allocations wait for their size.
         host: list[tuple[torch.Tensor, str, bool, bool]] | None = None
         seen: list[torch.Tensor] | None = [] if self.pending else None
+        first: torch.Tensor | None = None  # the first device tensor: its device runs the op
         is_device = self.is_device
         nargs = len(args)
         single = plan.single_return
@@ -326,6 +240,8 @@ class SanitizerMode(TorchDispatchMode):
                 nbytes = tensor.nbytes
                 if not nbytes:
                     continue  # an empty tensor touches no memory
+                if first is None:
+                    first = tensor
                 key = (tensor.data_ptr(), nbytes, None) if tensor.is_contiguous() else _strided_key(tensor)
                 if key in device:
                     _merge(device, key, name, is_write, is_output)
@@ -339,14 +255,14 @@ class SanitizerMode(TorchDispatchMode):
             if host and self.host_blocks:
                 self._host_access(plan.operator, host)
             return
-        if plan.kind == _ALLOCATE:
+        if plan.kind == ALLOCATE:
             if seen:
                 with self.lock:
                     self._resolve_pending(seen)
             return
-        stream = self.current_stream()
-        host_sync = plan.kind == _HOST_SYNC
-        if plan.kind == _COPY and host:
+        stream = self.current_stream() if self.device_stream is None else self.device_stream(first)
+        host_sync = plan.kind == HOST_SYNC and plan.syncs_host(args, kwargs)
+        if plan.kind == COPY and host:
             position = plan.non_blocking_position
             non_blocking = (
                 args[position] if position < nargs else kwargs.get("non_blocking", False)
@@ -360,11 +276,15 @@ class SanitizerMode(TorchDispatchMode):
             else:
                 host_sync = True
         accesses = list(device.values())
-        if self.capture is not None and torch.cuda.is_current_stream_capturing():
-            # The tracker checks the capture's fork/join structure; the memory is touched
-            # when the graph is replayed.
-            self.capture.extend(accesses)
-            accesses = []
+        outside_capture = False
+        if self.capture is not None:
+            if torch.cuda.is_current_stream_capturing():
+                # The tracker checks the capture's fork/join structure; the memory is touched
+                # when the graph is replayed.
+                self.capture.extend(accesses)
+                accesses = []
+            else:
+                outside_capture = get_ident() != self.capture_thread
         if stack is None:  # from the frame that called the op: this one and __torch_dispatch__ are never the user's
             stack = capture_stack(skip=2, stop=self.stack_stop)
         # acquire/release, not `with`: the context manager protocol costs twice as much.
@@ -373,7 +293,10 @@ class SanitizerMode(TorchDispatchMode):
         try:
             if seen:
                 self._resolve_pending(seen)
-            self.tracker.kernel_launched(stream, plan.operator, accesses, stack)
+            if outside_capture:
+                self.tracker.kernel_launched(stream, plan.operator, accesses, stack, outside_capture=True)
+            else:
+                self.tracker.kernel_launched(stream, plan.operator, accesses, stack)
             if host_sync:
                 self.tracker.stream_synchronized(stream)
         finally:

@@ -13,9 +13,11 @@ from typing import IO, Any
 
 import torch
 
+from csan_lint.runtime.devices import DeviceStreams
 from csan_lint.runtime.events import Access, RuntimeErrorReport
 from csan_lint.runtime.gpu_trace import GpuTraceHooks
 from csan_lint.runtime.mode import SanitizerMode, storage_base
+from csan_lint.runtime.patches import Patches
 from csan_lint.runtime.stacks import capture_stack
 from csan_lint.runtime.tracker import Tracker
 
@@ -28,6 +30,11 @@ UNRECORDED_EVENT = 0
 
 class CsanInternalWarning(RuntimeWarning):
     """The sanitizer hit a bug of its own; checking stops, the user's program goes on."""
+
+
+class CsanSkipWarning(RuntimeWarning):
+    """Ops on a tensor type with no storage the sanitizer can see into are not checked (told
+    once per type); checking goes on for everything else."""
 
 
 def resolve_device(device: str) -> str:
@@ -46,30 +53,6 @@ def resolve_device(device: str) -> str:
         if emulation.is_active() or not torch.cuda.is_available():
             raise RuntimeError("device 'cuda' asked for, but torch sees no real CUDA device")
     return device
-
-
-class _Patches:
-    """Attributes replaced while the sanitizer is on, restored exactly (absent stays absent)."""
-
-    _MISSING = object()
-
-    def __init__(self) -> None:
-        self._saved: list[tuple[Any, str, Any]] = []
-
-    def wrap(self, owner: Any, name: str, make: Callable[[Any], Callable[..., Any]]) -> None:
-        original = getattr(owner, name, None)
-        if original is None:
-            return
-        self._saved.append((owner, name, owner.__dict__.get(name, self._MISSING)))
-        setattr(owner, name, make(original))
-
-    def restore(self) -> None:
-        while self._saved:
-            owner, name, value = self._saved.pop()
-            if value is self._MISSING:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, value)
 
 
 class Sanitizer:
@@ -94,10 +77,14 @@ class Sanitizer:
         self._paused = False
         self._activated_emulation = False
         self._lock = threading.RLock()
-        self._patches = _Patches()
+        self._patches = Patches()
         self._graphs: weakref.WeakKeyDictionary[Any, list[Access]] = weakref.WeakKeyDictionary()
         self._writer: Any = None
         self._current_stream: Callable[[], int] = _current_stream
+        # On a real GPU (several devices): engine ids of (device, stream handle), and the
+        # stream an op on a tensor runs on; None on the emulated device (one device).
+        self._device_streams: DeviceStreams | None = None
+        self._device_stream: Callable[[torch.Tensor], int] | None = None
         # Ids of the code objects of a driver's call into user code (pytest's, runpy's): stack
         # walks stop there, which keeps capture cost independent of the driver's depth.
         self.stack_stop: set[int] = set()
@@ -126,7 +113,9 @@ class Sanitizer:
             on_internal_error=self._internal_error,
             errors=self.tracker.errors,
             on_errors=self._collect,
+            on_skipped=_warn_skipped,
             lock=self._lock,
+            device_stream=self._device_stream,
         )
         self.hooks = GpuTraceHooks(
             sink,
@@ -136,6 +125,7 @@ class Sanitizer:
             after=self._collect,
             lock=self._lock,
             stack=self.mode.stack_of_running_op,
+            streams=self._device_streams,
         )
         self.mode.stack_stop = self.stack_stop
 
@@ -155,8 +145,11 @@ class Sanitizer:
             self._current_stream = emulation.current_stream_handle
         else:
             self.mode.is_device, self.mode.is_pinned = _is_cuda, _is_pinned
-            self._current_stream = _cuda_current_stream()
+            self._device_streams = DeviceStreams(torch.cuda.current_device, torch.cuda.device_count)
+            self._current_stream, self._device_stream = _cuda_streams(self._device_streams)
+            self.hooks.streams = self._device_streams
         self.mode.current_stream = self._current_stream
+        self.mode.device_stream = self._device_stream
         self.hooks.register(real_cuda=self.device == "cuda")
         self._install_patches()
         self.mode.__enter__()
@@ -269,7 +262,9 @@ class Sanitizer:
 
         def capture_begin(original: Callable[..., Any]) -> Callable[..., Any]:
             def wrapper(graph: Any, *args: Any, **kwargs: Any) -> Any:
-                sanitizer._guard(sanitizer._capture_began)
+                # capture_begin(pool=None, capture_error_mode="global")
+                mode = kwargs.get("capture_error_mode", args[1] if len(args) > 1 else "global")
+                sanitizer._guard(lambda: sanitizer._capture_began(lenient=mode != "global"))
                 try:
                     return original(graph, *args, **kwargs)
                 except BaseException:
@@ -302,7 +297,7 @@ class Sanitizer:
         def record_stream(original: Callable[..., Any]) -> Callable[..., Any]:
             def wrapper(tensor: torch.Tensor, stream: Any) -> Any:
                 sanitizer._guard(
-                    lambda: sanitizer.sink.stream_recorded(storage_base(tensor), _stream_handle(stream))
+                    lambda: sanitizer.sink.stream_recorded(storage_base(tensor), sanitizer._stream_key(stream))
                 )
                 return original(tensor, stream)
 
@@ -311,7 +306,7 @@ class Sanitizer:
         def stream_query(original: Callable[..., Any]) -> Callable[..., Any]:
             def wrapper(stream: Any) -> bool:
                 done = original(stream)
-                sanitizer._guard(lambda: sanitizer.sink.stream_queried(stream.cuda_stream, bool(done)))
+                sanitizer._guard(lambda: sanitizer.sink.stream_queried(sanitizer._stream_key(stream), bool(done)))
                 return done
 
             return wrapper
@@ -378,9 +373,11 @@ class Sanitizer:
 
     # Each runs under `_guard`; their stacks start in our frames, which reports hide.
 
-    def _capture_began(self) -> None:
-        self.sink.capture_began(self._current_stream(), stack=capture_stack(stop=self.stack_stop))
+    def _capture_began(self, lenient: bool) -> None:
+        stack = capture_stack(stop=self.stack_stop)
+        self.sink.capture_began(self._current_stream(), stack=stack, lenient=lenient)
         self.mode.capture = []
+        self.mode.capture_thread = threading.get_ident()
 
     def _capture_ended(self, graph: Any) -> None:
         self.sink.capture_ended(self._current_stream(), stack=capture_stack(stop=self.stack_stop))
@@ -401,12 +398,31 @@ class Sanitizer:
             stack = capture_stack(stop=self.stack_stop)
             self.sink.kernel_launched(self._current_stream(), GRAPH_REPLAY_OPERATOR, accesses, stack=stack)
 
+    def _stream_key(self, stream: Any) -> int:
+        """The engine's id of a stream object (per device on a real GPU)."""
+        handle = _stream_handle(stream)
+        if self._device_streams is None:
+            return handle
+        return self._device_streams.key(handle, stream.device_index)
+
     def _event_waited(self, event: Any, stream: Any) -> None:
         if not event.cuda_event:
             # CUDA fires no trace for a wait on a never-recorded event: it orders nothing.
-            handle = self._current_stream() if stream is None else stream.cuda_stream
+            handle = self._current_stream() if stream is None else self._stream_key(stream)
             stack = capture_stack(stop=self.stack_stop)
             self.sink.event_waited(UNRECORDED_EVENT, handle, stack=stack)
+
+
+def _warn_skipped(type_name: str) -> None:
+    try:
+        warnings.warn(
+            f"csan: {type_name} tensors have no storage the sanitizer can see into: ops on them "
+            "are not checked (every other op still is)",
+            CsanSkipWarning,
+            stacklevel=2,
+        )
+    except Warning:
+        pass  # warnings turned into errors (-W error) must not reach the user's code
 
 
 def _is_cuda(tensor: torch.Tensor) -> bool:
@@ -421,14 +437,25 @@ def _current_stream() -> int:
     return torch.cuda.current_stream().cuda_stream
 
 
-def _cuda_current_stream() -> Callable[[], int]:
-    """The current stream's handle on a real GPU, without building a Stream object per op
-    (what inductor's generated code calls); the public API where torch lacks it."""
+def _cuda_streams(keys: DeviceStreams) -> tuple[Callable[[], int], Callable[[torch.Tensor], int]]:
+    """On a real GPU: the current stream's engine id, and the stream an op on a tensor runs on
+    (its device's current stream), without building a Stream object per op (the raw call
+    inductor's generated code makes); the public API where torch lacks it."""
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     get_device = getattr(torch._C, "_cuda_getDevice", None)
     if raw is None or get_device is None:
-        return _current_stream
-    return lambda: raw(get_device())
+        raw = lambda device: torch.cuda.current_stream(device).cuda_stream  # noqa: E731
+        get_device = torch.cuda.current_device
+
+    def current() -> int:
+        device = get_device()
+        return keys.key(raw(device), device)
+
+    def of_tensor(tensor: torch.Tensor) -> int:
+        device = tensor.get_device()
+        return keys.key(raw(device), device)
+
+    return current, of_tensor
 
 
 def _stream_handle(stream: Any) -> int:

@@ -38,7 +38,13 @@ EVENTS: dict[str, tuple[tuple[str, str], ...]] = {
     "allocated": (("ptr", "ptr"), ("size", "size"), ("stream", "int?"), ("stack", "stack")),
     "freed": (("ptr", "ptr"), ("stack", "stack")),
     "stream_recorded": (("ptr", "ptr"), ("stream", "int")),
-    "kernel_launched": (("stream", "int"), ("operator", "str"), ("accesses", "accesses"), ("stack", "stack")),
+    "kernel_launched": (
+        ("stream", "int"),
+        ("operator", "str"),
+        ("accesses", "accesses"),
+        ("stack", "stack"),
+        ("outside_capture", "flag"),
+    ),
     "host_accessed": (
         ("ptr", "ptr"),
         ("size", "size"),
@@ -46,7 +52,7 @@ EVENTS: dict[str, tuple[tuple[str, str], ...]] = {
         ("operator", "str"),
         ("stack", "stack"),
     ),
-    "capture_began": (("stream", "int"), ("stack", "stack")),
+    "capture_began": (("stream", "int"), ("stack", "stack"), ("lenient", "flag")),
     "capture_ended": (("stream", "int"), ("stack", "stack")),
 }
 """Every engine call, in the order of its parameters. `stack` parameters are optional."""

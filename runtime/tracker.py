@@ -81,13 +81,20 @@ class _Allocation:
 
 
 class _Capture:
-    __slots__ = ("begin_seq", "side", "stack", "stream")
+    """A graph being captured. Event records and waits between its streams are graph edges:
+    they order nothing now, so they live in the capture's own clocks, never the streams'."""
 
-    def __init__(self, stream: int, begin_seq: int, stack: Stack | None) -> None:
+    __slots__ = ("clocks", "events", "lenient", "side", "stack", "stream")
+
+    def __init__(self, stream: int, begin_seq: int, stack: Stack | None, lenient: bool) -> None:
         self.stream = stream
-        self.begin_seq = begin_seq
         self.stack = stack
+        self.lenient = lenient
         self.side: dict[int, tuple[int, str, Stack | None]] = {}  # last launch per side stream
+        # Per stream in the graph (the capture stream, and each stream that waited on an
+        # event recorded in the graph): what of the graph it is ordered after.
+        self.clocks: dict[int, Clock] = {stream: {stream: begin_seq}}
+        self.events: dict[int, Clock] = {}  # events recorded in the graph
 
 
 def _record(epoch: Epoch) -> AccessRecord:
@@ -193,10 +200,19 @@ class Tracker:
         self._events.pop(event, None)
 
     def event_recorded(self, event: int, stream: int) -> None:
+        capture = self._capture
+        if capture is not None and stream in capture.clocks:
+            capture.events[event] = dict(capture.clocks[stream])  # a graph node, not a live record
+            return
         self._events[event] = dict(self._clock(stream))
 
     def event_waited(self, event: int, stream: int, stack: Stack | None = None) -> None:
         """`stream` waits for `event`; a never-recorded event orders nothing (reported as a warning)."""
+        capture = self._capture
+        if capture is not None and event in capture.events:
+            # A graph edge: `stream` joins the graph (or joins back), ordered after the node.
+            self._join(capture.clocks.setdefault(stream, {}), capture.events[event])
+            return
         snapshot = self._events.get(event)
         if snapshot is None:
             self._events[event] = None
@@ -327,9 +343,16 @@ class Tracker:
     # -- accesses ------------------------------------------------------------------------------
 
     def kernel_launched(
-        self, stream: int, operator: str, accesses: Sequence[Access], stack: Stack | None = None
+        self,
+        stream: int,
+        operator: str,
+        accesses: Sequence[Access],
+        stack: Stack | None = None,
+        outside_capture: bool = False,
     ) -> None:
-        """A kernel on `stream` touching `accesses`; the hot path."""
+        """A kernel on `stream` touching `accesses`; the hot path. `outside_capture`: launched
+        by another thread than the one capturing a graph, on a stream outside the graph: live
+        work, which the capture's fork rule does not police."""
         self._seq = seq = self._seq + 1
         state = self._streams.get(stream)
         if state is None or state.host_version != self._host_version:
@@ -339,7 +362,7 @@ class Tracker:
         if self._blocking and (stream == DEFAULT_STREAM or stream in self._blocking):
             self._legacy_sync(stream, clock)
         clock[stream] = seq
-        if self._capture is not None:
+        if self._capture is not None and not outside_capture:
             self._captured_launch(stream, operator, stack, clock, seq)
         allocations = self._allocations
         for access in accesses:
@@ -450,26 +473,31 @@ class Tracker:
 
     # -- CUDA graph capture -----------------------------------------------------------------------
 
-    def capture_began(self, stream: int, stack: Stack | None = None) -> None:
-        """Capture on the default stream fails in CUDA; elsewhere, a capture begins on `stream`."""
+    def capture_began(self, stream: int, stack: Stack | None = None, lenient: bool = False) -> None:
+        """Capture on the default stream fails in CUDA; elsewhere, a capture begins on `stream`.
+        `lenient`: a thread-local or relaxed capture, where launches on streams outside the
+        graph are the program's live work, not a side stream it forgot to fork."""
         if stream == DEFAULT_STREAM:
             current = AccessRecord(stream, CAPTURE_BEGIN_OPERATOR, "", False, stack or EMPTY_STACK)
             self._report(kinds.CAPTURE_ON_DEFAULT_STREAM, current, None)
             return
         self._seq += 1
         self._clock(stream)[stream] = self._seq
-        self._capture = _Capture(stream, self._seq, stack)
+        self._capture = _Capture(stream, self._seq, stack, lenient)
 
     def _captured_launch(self, stream: int, operator: str, stack: Stack | None, clock: Clock, seq: int) -> None:
         capture = self._capture
         assert capture is not None
-        if stream == capture.stream:
-            return
-        if clock.get(capture.stream, 0) < capture.begin_seq:
+        graph_clock = capture.clocks.get(stream)
+        if graph_clock is None:
             # Not forked from the capture stream: this work is not part of the graph.
-            current = AccessRecord(stream, operator, "", False, stack or EMPTY_STACK)
-            self._report(kinds.UNJOINED_CAPTURE_FORK, current, self._capture_begin(capture))
-        capture.side[stream] = (seq, operator, stack)
+            if not capture.lenient:
+                current = AccessRecord(stream, operator, "", False, stack or EMPTY_STACK)
+                self._report(kinds.UNJOINED_CAPTURE_FORK, current, self._capture_begin(capture))
+            return
+        graph_clock[stream] = seq
+        if stream != capture.stream:
+            capture.side[stream] = (seq, operator, stack)
 
     def capture_ended(self, stream: int, stack: Stack | None = None) -> None:
         """Capture must end on its stream, after the capture stream joined every side stream used."""
@@ -480,7 +508,7 @@ class Tracker:
         end = AccessRecord(stream, CAPTURE_END_OPERATOR, "", False, stack or EMPTY_STACK)
         if stream != capture.stream:
             self._report(kinds.UNJOINED_CAPTURE_FORK, end, self._capture_begin(capture))
-        clock = self._clock(capture.stream)
+        clock = capture.clocks[capture.stream]
         for side, (seq, operator, side_stack) in capture.side.items():
             if clock.get(side, 0) < seq:
                 previous = AccessRecord(side, operator, "", False, side_stack or EMPTY_STACK)

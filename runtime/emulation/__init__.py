@@ -9,10 +9,20 @@ the CUDA runtime fires, so a sanitizer listening to them works the same on both.
 `deactivate()` restores every patched attribute exactly. Activate before the test modules
 are imported: GPU suites evaluate `skipif(not torch.cuda.is_available())` at import.
 
+The device-generic spellings (`torch.Stream("cuda")`, `torch.Event("cuda")`,
+`torch.accelerator.*`), the raw `torch._C._cuda_*` stream functions, `torch.cuda.cudart()` and
+the legacy `torch.cuda.FloatTensor` types are emulated too (generic.py), and so are autograd's
+streams (backward on each forward op's stream, autograd_streams.py) and the caching host
+allocator's reuse of pinned blocks (device.py).
+
+Modules: device.py (device memory and the dispatch mode), tensors.py (Tensor and Storage
+attributes), streams.py (streams, events, syncs, queries), graphs.py (CUDA graphs),
+generic.py, autograd_streams.py, cuda_state.py (memory statistics, RNG state).
+
 Known gaps: threads started before `activate()` have no device (dispatch modes are per
-thread); sparse/nested device tensors, the legacy `torch.cuda.FloatTensor` types and
-`DataParallel`'s scatter are not emulated; torch's C++ names the CPU when it means "the
-tensor's device", so a host leaf moved to the device gets its gradient on the device.
+thread); sparse/nested device tensors and `DataParallel`'s scatter are not emulated; torch's
+C++ names the CPU when it means "the tensor's device", so a host leaf moved to the device
+gets its gradient on the device.
 """
 
 from __future__ import annotations
@@ -29,21 +39,19 @@ import torch.cuda.nvtx
 import torch.cuda.streams
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from csan_lint.runtime.emulation import device, graphs, streams
+from csan_lint.runtime.emulation import autograd_streams, cuda_state, device, generic, graphs, streams, tensors
+from csan_lint.runtime.patches import Patches
 
 __all__ = ["activate", "current_stream_handle", "deactivate", "emulated", "is_active", "is_device", "is_pinned"]
 
 # Cheap per-op queries for a sanitizer stacked on the emulation (no Stream object, no getter).
 is_device = device.is_device
 is_pinned = device.is_pinned_host
-current_stream_handle = streams.current_handle
-
-_MISSING = object()
-
+current_stream_handle = autograd_streams.op_stream
 
 class _State:
     def __init__(self) -> None:
-        self.saved: list[tuple[Any, str, Any]] = []
+        self.patches = Patches()
         self.mode: device.DeviceMode | None = None
         self.thread: threading.Thread | None = None
 
@@ -83,34 +91,39 @@ def _cuda_functions() -> dict[str, Any]:
         "CUDAGraph": graphs.CUDAGraph,
         "graph": graphs.graph,
         "graph_pool_handle": graphs.graph_pool_handle,
-        "manual_seed": device.manual_seed,
-        "manual_seed_all": device.manual_seed,
-        "seed": device.seed,
-        "seed_all": device.seed,
-        "initial_seed": device.initial_seed,
-        "get_rng_state": device.get_rng_state,
-        "set_rng_state": device.set_rng_state,
-        "get_rng_state_all": device.get_rng_state_all,
-        "set_rng_state_all": device.set_rng_state_all,
+        "manual_seed": cuda_state.manual_seed,
+        "manual_seed_all": cuda_state.manual_seed,
+        "seed": cuda_state.seed,
+        "seed_all": cuda_state.seed,
+        "initial_seed": cuda_state.initial_seed,
+        "get_rng_state": cuda_state.get_rng_state,
+        "set_rng_state": cuda_state.set_rng_state,
+        "get_rng_state_all": cuda_state.get_rng_state_all,
+        "set_rng_state_all": cuda_state.set_rng_state_all,
         "ipc_collect": streams.no_op,
         "set_sync_debug_mode": streams.no_op,
         "get_sync_debug_mode": streams.returns(0),
         "is_bf16_supported": streams.returns(True),
+        "get_allocator_backend": streams.returns("native"),
+        "_sleep": streams.sleep,
+        "cudart": streams.returns(generic.cudart),
+        "ExternalStream": generic.external_stream,
+        **generic.LEGACY_TYPES,
     }
 
 
 def _memory_functions() -> dict[str, Any]:
     return {
         "empty_cache": streams.no_op,
-        "memory_stats": device.memory_stats,
-        "memory_summary": device.memory_summary,
-        "memory_allocated": device.memory_allocated,
-        "memory_reserved": device.memory_allocated,
-        "max_memory_allocated": device.max_memory_allocated,
-        "max_memory_reserved": device.max_memory_allocated,
-        "reset_peak_memory_stats": device.reset_peak_memory_stats,
-        "reset_max_memory_allocated": device.reset_peak_memory_stats,
-        "mem_get_info": device.mem_get_info,
+        "memory_stats": cuda_state.memory_stats,
+        "memory_summary": cuda_state.memory_summary,
+        "memory_allocated": cuda_state.memory_allocated,
+        "memory_reserved": cuda_state.memory_allocated,
+        "max_memory_allocated": cuda_state.max_memory_allocated,
+        "max_memory_reserved": cuda_state.max_memory_allocated,
+        "reset_peak_memory_stats": cuda_state.reset_peak_memory_stats,
+        "reset_max_memory_allocated": cuda_state.reset_peak_memory_stats,
+        "mem_get_info": cuda_state.mem_get_info,
     }
 
 
@@ -127,12 +140,20 @@ def _patches() -> list[tuple[Any, str, Any]]:
         (torch.cuda.graphs, "graph_pool_handle", graphs.graph_pool_handle),
         (torch.cuda.graphs, "is_current_stream_capturing", streams.is_current_stream_capturing),
         (torch.cuda.nvtx, "_nvtx", streams.Nvtx()),
+        (torch.cuda.memory, "get_allocator_backend", streams.returns("native")),
+        (torch.version, "cuda", generic.CUDA_VERSION),
+        (torch, "Stream", generic.GenericStream),
+        (torch.autograd, "backward", autograd_streams.joined(torch.autograd.backward)),
+        (torch.autograd, "grad", autograd_streams.joined(torch.autograd.grad)),
+        (torch, "Event", generic.GenericEvent),
         (threading.Thread, "_bootstrap_inner", _bootstrap_inner),
     ]
-    table += [(torch.Tensor, name, value) for name, value in device.TENSOR_ATTRIBUTES.items()]
-    table += [(torch.UntypedStorage, name, value) for name, value in device.STORAGE_ATTRIBUTES.items()]
-    table += [(torch, name, value) for name, value in device.TORCH_FUNCTIONS.items()]
-    table += [(torch.amp.autocast_mode.autocast, name, value) for name, value in device.AUTOCAST_ATTRIBUTES.items()]
+    table += [(torch._C, name, value) for name, value in generic.ACCELERATOR_FUNCTIONS.items()]
+    table += [(torch._C, name, value) for name, value in generic.RAW_CUDA_FUNCTIONS.items()]
+    table += [(torch.Tensor, name, value) for name, value in tensors.TENSOR_ATTRIBUTES.items()]
+    table += [(torch.UntypedStorage, name, value) for name, value in tensors.STORAGE_ATTRIBUTES.items()]
+    table += [(torch, name, value) for name, value in tensors.TORCH_FUNCTIONS.items()]
+    table += [(torch.amp.autocast_mode.autocast, name, value) for name, value in tensors.AUTOCAST_ATTRIBUTES.items()]
     return table
 
 
@@ -146,10 +167,11 @@ def activate() -> None:
         return
     streams.reset()
     device.reset()
+    generic.reset()
+    autograd_streams.reset()
     graphs.graph.default_capture_stream = None
     for owner, name, value in _patches():
-        _state.saved.append((owner, name, vars(owner).get(name, _MISSING)))
-        setattr(owner, name, value)
+        _state.patches.set(owner, name, value)
     device.active = True
     _state.mode = device.DeviceMode()
     _state.mode.__enter__()
@@ -172,14 +194,10 @@ def deactivate() -> None:
     device.active = False
     _state.mode = None
     _state.thread = None
-    for owner, name, value in reversed(_state.saved):
-        if value is _MISSING:
-            delattr(owner, name)
-        else:
-            setattr(owner, name, value)
-    _state.saved.clear()
+    _state.patches.restore()
     streams.reset()
     device.reset()
+    autograd_streams.reset()
 
 
 @contextmanager

@@ -14,6 +14,8 @@ on CUDA their contents are undefined until a replay), and replay refreshes them.
 from __future__ import annotations
 
 import itertools
+import threading
+import warnings
 from typing import Any
 
 import torch
@@ -39,6 +41,8 @@ class CUDAGraph:
         self._work: dict[int, int] = {}
         self._seen: dict[int, dict[int, int]] = {}
         self._pool = (0, next(_pool_ids))
+        self._mode = "global"
+        self._thread = 0
 
     def capture_begin(self, pool: Any = None, capture_error_mode: str = "global", **kwargs: Any) -> None:
         handle = streams.current_handle()
@@ -54,8 +58,15 @@ class CUDAGraph:
             )
         if handle in streams.capturing:
             raise RuntimeError(streams.CAPTURE_FORBIDDEN)
+        if capture_error_mode not in ("global", "thread_local", "relaxed"):
+            raise RuntimeError(
+                "Unknown capture error mode. Expected `global`, `thread_local`, or `relaxed`, "
+                f"got {capture_error_mode}"
+            )
         if pool is not None:
             self._pool = tuple(pool)
+        self._mode = capture_error_mode
+        self._thread = threading.get_ident()
         self.capturing = True
         self._stream = handle
         self._work = {handle: 0}
@@ -75,6 +86,16 @@ class CUDAGraph:
             self._ops.clear()
             raise RuntimeError("CUDA error: capturing stream has unjoined work")
         self._captured = True
+        if not any(self._work.values()):
+            warnings.warn(
+                "The CUDA Graph is empty. This usually means that the graph was attempted to be "
+                "captured on wrong device or stream.",
+                stacklevel=2,
+            )
+
+    def forbids_unsafe_calls(self) -> bool:
+        """Whether a device-wide sync by the calling thread is an error during this capture."""
+        return self._mode == "global" or (self._mode == "thread_local" and self._thread == threading.get_ident())
 
     def snapshot(self, stream: int) -> dict[int, int]:
         """What an event recorded now on `stream` orders: its own work and what it has seen."""

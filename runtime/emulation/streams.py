@@ -2,8 +2,14 @@
 test code calls, firing the `torch.cuda._gpu_trace` callbacks the CUDA build fires, with the
 same arguments at the same moments, so a sanitizer sees the same event sequence on CPU.
 
-All work runs at once on the CPU, so every query answers "done"; what matters is the order
-of the events, not timing. One device (`cuda:0`).
+All work runs at once on the CPU; what matters is the order of the events, not timing.
+Queries follow a pending-once policy, so that a program that ignores a query's answer, or
+takes its "not done" branch, is still checked: `Stream.query()` answers False once after new
+work was launched on the stream (the host cannot know it finished), and True when asked again
+with no new work, or after a sync; `Event.query()` answers False once for a record made while
+its stream had such work, then True. A polling loop ends on its second query, and only a True
+answer orders the host after the work (the sanitizer treats it like a sync). One device
+(`cuda:0`).
 """
 
 from __future__ import annotations
@@ -70,6 +76,10 @@ _generation = 0
 # forks the waiting stream into the capture (or joins it back).
 capturing: dict[int, Any] = {}
 _captured_events: dict[int, tuple[Any, dict[int, int]]] = {}
+# Per stream handle: how many launches it had, and how many the host knows are done (a sync,
+# or a query that answered True): the rest is pending as far as the program can know.
+launched: dict[int, int] = {}
+_known_done: dict[int, int] = {}
 
 
 def reset() -> None:
@@ -81,6 +91,8 @@ def reset() -> None:
     _views.clear()
     capturing.clear()
     _captured_events.clear()
+    launched.clear()
+    _known_done.clear()
 
 
 def current_handle() -> int:
@@ -88,10 +100,48 @@ def current_handle() -> int:
     return getattr(_local, "stream", DEFAULT_STREAM)
 
 
+def select(handle: int) -> None:
+    """Make `handle` the calling thread's current stream."""
+    _local.stream = handle
+
+
+def note_launch(handle: int) -> None:
+    """Work was launched on stream `handle` (pending until a sync or a True query)."""
+    launched[handle] = launched.get(handle, 0) + 1
+
+
+def mark_done(handle: int | None = None, upto: int | None = None) -> None:
+    """The host knows the stream's work (up to launch count `upto`; all streams when `handle`
+    is None) is done."""
+    for stream in launched if handle is None else (handle,):
+        count = launched.get(stream, 0) if upto is None else upto
+        if _known_done.get(stream, 0) < count:
+            _known_done[stream] = count
+
+
+def pending(handle: int, upto: int | None = None) -> bool:
+    """Whether the host cannot know stream `handle`'s work (up to launch count `upto`) is done."""
+    count = launched.get(handle, 0) if upto is None else upto
+    return _known_done.get(handle, 0) < count
+
+
 def forbid_during_capture(handle: int | None = None) -> None:
-    """Raise like CUDA for a synchronizing call while `handle` (or any stream) is capturing."""
-    if capturing and (handle is None or handle in capturing):
+    """Raise like CUDA for a synchronizing call on `handle` while it is capturing, or, with no
+    handle (a device-wide call), while a capture forbids it to this thread: a global capture
+    to every thread, a thread-local one to its own, a relaxed one to none."""
+    if not capturing:
+        return
+    if handle is not None:
+        if handle in capturing:
+            raise RuntimeError(CAPTURE_FORBIDDEN)
+        return
+    if any(graph.forbids_unsafe_calls() for graph in capturing.values()):
         raise RuntimeError(CAPTURE_FORBIDDEN)
+
+
+def sleep(cycles: int) -> None:
+    """`torch.cuda._sleep`: a spin kernel on the current stream; only its timing is lost."""
+    note_launch(current_handle())
 
 
 def check_device(device: Any) -> int:
@@ -133,6 +183,10 @@ class Stream(torch.Stream):
     def cuda_stream(self) -> int:
         return self.stream_id
 
+    @property
+    def native_handle(self) -> int:
+        return self.stream_id
+
     @staticmethod
     def priority_range() -> tuple[int, int]:
         """(lowest, highest) priority, as `cudaDeviceGetStreamPriorityRange` clamped by c10."""
@@ -156,11 +210,19 @@ class Stream(torch.Stream):
         return event
 
     def query(self) -> bool:
+        """False once after new work (see the module's policy), then True."""
+        if pending(self.stream_id):
+            mark_done(self.stream_id)
+            return False
         return True
+
+    def is_capturing(self) -> bool:
+        return self.stream_id in capturing
 
     def synchronize(self) -> None:
         forbid_during_capture(self.stream_id)
         _gpu_trace.StreamSynchronizationCallbacks.fire_callbacks(self.stream_id)
+        mark_done(self.stream_id)
 
     def __enter__(self) -> Stream:
         previous = getattr(_local, "previous", None)
@@ -208,9 +270,15 @@ class Event:
         self._handle = 0
         self._generation = 0
         self._recorded_at = 0.0
+        # (stream handle, its launch count) at the last record: what the event waits for.
+        self._recorded_work = (DEFAULT_STREAM, 0)
 
     @property
     def cuda_event(self) -> int:
+        return self._handle
+
+    @property
+    def event_id(self) -> int:
         return self._handle
 
     @property
@@ -225,6 +293,7 @@ class Event:
             self._generation = _generation
             _gpu_trace.EventCreationCallbacks.fire_callbacks(self._handle)
         self._recorded_at = time.perf_counter()
+        self._recorded_work = (stream.stream_id, launched.get(stream.stream_id, 0))
         _gpu_trace.EventRecordCallbacks.fire_callbacks(self._handle, stream.stream_id)
         graph = capturing.get(stream.stream_id)
         if graph is not None:
@@ -245,6 +314,11 @@ class Event:
             capturing[stream.stream_id] = graph
 
     def query(self) -> bool:
+        """False once for a record with pending work before it (the module's policy), then True."""
+        stream, upto = self._recorded_work
+        if pending(stream, upto):
+            mark_done(stream, upto)
+            return False
         return True
 
     def synchronize(self) -> None:
@@ -253,12 +327,14 @@ class Event:
         if _captured_events.get(self._handle) is not None:
             forbid_during_capture()
         _gpu_trace.EventSynchronizationCallbacks.fire_callbacks(self._handle)
+        mark_done(*self._recorded_work)
 
     def elapsed_time(self, end_event: Event) -> float:
-        if not (self._handle and end_event._handle):
-            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
+        # c10's checks, in its order and with its ValueError
         if not (self.enable_timing and end_event.enable_timing):
-            raise RuntimeError("CUDA error: invalid resource handle")
+            raise ValueError("Both events must be created with argument 'enable_timing=True'.")
+        if not (self._handle and end_event._handle):
+            raise ValueError("Both events must be recorded before calculating elapsed time.")
         return (end_event._recorded_at - self._recorded_at) * 1000.0
 
     def ipc_handle(self) -> bytes:
@@ -316,6 +392,7 @@ def synchronize(device: Any = None) -> None:
     check_device(device)
     forbid_during_capture()
     _gpu_trace.DeviceSynchronizationCallbacks.fire_callbacks()
+    mark_done()
 
 
 def is_current_stream_capturing() -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 
@@ -153,3 +155,16 @@ def test_a_join_before_the_forked_streams_last_work_is_not_enough():
             with torch.cuda.stream(side):
                 x.mul_(2)
             capture.wait_event(joined)
+
+
+def test_a_relaxed_capture_lets_another_thread_sync_the_device():
+    graph = torch.cuda.CUDAGraph()
+    outcome = []
+    with torch.cuda.graph(graph, capture_error_mode="relaxed"):
+        worker = threading.Thread(target=lambda: outcome.append(torch.cuda.synchronize()))
+        worker.start()
+        worker.join()
+    assert outcome == [None]
+    with pytest.raises(RuntimeError, match="operation not permitted when stream is capturing"):
+        with torch.cuda.graph(torch.cuda.CUDAGraph()):
+            torch.cuda.synchronize()

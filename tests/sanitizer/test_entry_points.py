@@ -210,14 +210,24 @@ def test_package_and_plugin_import_without_torch(tmp_path):
     assert result.returncode == 0, result.stderr
 
 
-def test_real_gpu_current_stream_reads_the_raw_handle(monkeypatch):
+def test_real_gpu_current_stream_reads_the_raw_handle_per_device(monkeypatch):
     from csan_lint.runtime import sanitizer as module
+    from csan_lint.runtime.devices import DeviceStreams, stream_key
 
+    handles = {3: 1003, 1: 0}  # device 1 is on its default stream
     monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: 3, raising=False)
-    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device: 1000 + device, raising=False)
-    assert module._cuda_current_stream()() == 1003
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", handles.__getitem__, raising=False)
+    keys = DeviceStreams(lambda: 3, lambda: 4)
+    current, of_tensor = module._cuda_streams(keys)
+    assert current() == 1003
+    on_device_1 = type("Tensor", (), {"get_device": lambda self: 1})()
+    assert of_tensor(on_device_1) == stream_key(0, 1) != 0
+    # Without the raw call, the public API gives the same answers.
     monkeypatch.delattr(torch._C, "_cuda_getCurrentRawStream")
-    assert module._cuda_current_stream() is module._current_stream
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device: type("S", (), {"cuda_stream": handles[device]})())
+    current, of_tensor = module._cuda_streams(keys)
+    assert current() == 1003 and of_tensor(on_device_1) == stream_key(0, 1)
 
 
 def test_restart_keeps_one_trace_going(tmp_path):

@@ -1,0 +1,231 @@
+"""The device-generic and low-level spellings of the emulated device's API: `torch.Stream`
+and `torch.Event` made for "cuda", `torch.accelerator.*` (through the `torch._C` functions it
+calls), the raw stream functions torch's own helpers call (`torch._C._cuda_setStream`, which
+PyTorch's TestCase uses to run each test on a side stream), `torch.cuda.cudart()`, the legacy
+`torch.cuda.FloatTensor`-style types, and the version and allocator answers tests read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from csan_lint.runtime.emulation import cuda_state, device, streams
+from csan_lint.runtime.emulation.device import CUDA, is_device
+
+CUDA_VERSION = "12.8"
+"""What `torch.version.cuda` answers: the toolkit torch 2.13's default CUDA wheels use."""
+
+_BaseStream = torch._C.Stream
+_BaseEvent = torch._C.Event
+
+
+def _names_cuda(device: Any) -> bool:
+    if device is None:
+        return True  # the current accelerator: the emulated CUDA device
+    if isinstance(device, int):
+        return True
+    return torch.device(device).type == "cuda"
+
+
+class _GenericType(type):
+    """`isinstance(x, torch.Stream)` stays true for every stream (and event), emulated or not."""
+
+    base: tuple[type, ...]
+
+    def __instancecheck__(cls, instance: object) -> bool:
+        return isinstance(instance, cls.base)
+
+    def __subclasscheck__(cls, subclass: type) -> bool:
+        return issubclass(subclass, cls.base)
+
+
+class GenericStream(_BaseStream, metaclass=_GenericType):
+    """`torch.Stream(device)`: an emulated stream for "cuda" (or no device), else torch's."""
+
+    base = (_BaseStream,)
+
+    def __new__(cls, device: Any = None, *, priority: int = 0, **kwargs: Any) -> Any:
+        if kwargs or not _names_cuda(device):
+            return _BaseStream(device, priority=priority, **kwargs) if device is not None else _BaseStream(**kwargs)
+        return streams.Stream(priority=priority)
+
+
+class GenericEvent(_BaseEvent, metaclass=_GenericType):
+    """`torch.Event(device)`: an emulated event for "cuda" (or no device), else torch's."""
+
+    base = (_BaseEvent, streams.Event)
+
+    def __new__(cls, device: Any = None, **kwargs: Any) -> Any:
+        if not _names_cuda(device):
+            return _BaseEvent(device, **kwargs)
+        return streams.Event(**kwargs)
+
+
+def external_stream(stream_ptr: int, device: Any = None) -> streams.Stream:
+    """`torch.cuda.ExternalStream(handle)`: the emulated stream with that handle."""
+    return streams.Stream(stream_id=stream_ptr, device_index=streams.check_device(device))
+
+
+def _stream_of(stream: Any) -> streams.Stream:
+    """An emulated stream for any stream object naming one (a generic `torch.Stream` too)."""
+    if isinstance(stream, streams.Stream):
+        return stream
+    return streams.Stream(stream_id=stream.stream_id, device_index=stream.device_index)
+
+
+def _set_stream(stream: Any) -> None:
+    streams.set_stream(_stream_of(stream))
+
+
+def _set_stream_by_id(stream_id: int = 0, device_index: int = 0, device_type: int = 0) -> None:
+    streams._set_stream_by_id(stream_id, device_index, device_type)
+
+
+def _current_stream_triple(device: Any = None) -> tuple[int, int, int]:
+    return streams.current_handle(), 0, streams.CUDA_TYPE
+
+
+def _default_stream_triple(device: Any = None) -> tuple[int, int, int]:
+    return streams.DEFAULT_STREAM, 0, streams.CUDA_TYPE
+
+
+def _device_index(device_index: Any) -> int | None:
+    """A device index as torch.accelerator checks it (None or -1: the current device)."""
+    if device_index is None or device_index < 0:
+        return None
+    if device_index >= streams.device_count():
+        raise RuntimeError(
+            f"Device index value {device_index} is out of index range [0, {streams.device_count()})"
+        )
+    return device_index
+
+
+def _synchronize_device(device_index: Any = None) -> None:
+    streams.synchronize(_device_index(device_index))
+
+
+def _memory_info(device_index: Any = None) -> tuple[int, int]:
+    return cuda_state.mem_get_info()
+
+
+def _own(function: Any) -> Any:
+    """A function object of its own: torch._dynamo's rules table refuses one object under two
+    torch names (here a `torch._C` name and the `torch.cuda` one it backs)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return function(*args, **kwargs)
+
+    return call
+
+
+ACCELERATOR_FUNCTIONS: dict[str, Any] = {
+    "_accelerator_getAccelerator": lambda: torch.device("cuda"),
+    "_accelerator_getDeviceIndex": streams.current_device,
+    "_accelerator_setDeviceIndex": streams.set_device,
+    "_accelerator_exchangeDevice": streams.exchange_device,
+    "_accelerator_maybeExchangeDevice": streams.exchange_device,
+    "_accelerator_getStream": lambda device_index=None: streams.current_stream(_device_index(device_index)),
+    "_accelerator_setStream": _set_stream,
+    "_accelerator_synchronizeDevice": _synchronize_device,
+    "_accelerator_isAllocatorInitialized": streams.returns(True),
+    "_accelerator_emptyCache": streams.no_op,
+    "_accelerator_emptyHostCache": lambda: device.pinned_pool.empty_cache(),
+    "_accelerator_getDeviceStats": lambda device_index=None: cuda_state.memory_stats(),
+    "_accelerator_getMemoryInfo": _memory_info,
+    "_accelerator_resetPeakStats": lambda device_index=None: cuda_state.reset_peak_memory_stats(),
+    "_accelerator_resetAccumulatedStats": streams.no_op,
+    "_accelerator_getDeviceCapability": lambda device_index=None: {},
+}
+"""`torch._C` functions behind `torch.accelerator.*` (their names in torch 2.13)."""
+ACCELERATOR_FUNCTIONS = {name: _own(function) for name, function in ACCELERATOR_FUNCTIONS.items()}
+
+RAW_CUDA_FUNCTIONS: dict[str, Any] = {
+    "_cuda_setStream": _set_stream_by_id,
+    "_cuda_getCurrentStream": _current_stream_triple,
+    "_cuda_getDefaultStream": _default_stream_triple,
+    "_cuda_getCurrentRawStream": lambda device=None: streams.current_handle(),
+    "_cuda_getStreamFromExternal": lambda stream_ptr, device_index=0: (stream_ptr, 0, streams.CUDA_TYPE),
+    "_cuda_setDevice": streams.set_device,
+    "_cuda_getDevice": streams.current_device,
+    "_cuda_getDeviceCount": streams.device_count,
+    "_cuda_exchangeDevice": streams.exchange_device,
+    "_cuda_maybeExchangeDevice": streams.exchange_device,
+    "_cuda_synchronize": lambda: streams.synchronize(),
+    "_cuda_isCurrentStreamCapturing": streams.is_current_stream_capturing,
+    "_cuda_isInBadFork": streams.returns(False),
+    "_cuda_getAllocatorBackend": streams.returns("native"),
+    "_cuda_memoryStats": lambda device=None: cuda_state.memory_stats(),
+    "_cuda_resetPeakMemoryStats": lambda device=None: cuda_state.reset_peak_memory_stats(),
+    "_cuda_resetAccumulatedMemoryStats": streams.no_op,
+    "_cuda_clearCublasWorkspaces": streams.no_op,
+    "_cuda_get_sync_debug_mode": streams.returns(0),
+    "_cuda_set_sync_debug_mode": streams.no_op,
+    "_host_emptyCache": lambda: device.pinned_pool.empty_cache(),
+}
+"""`torch._C` functions of a CUDA build that torch's Python helpers and test bases call."""
+RAW_CUDA_FUNCTIONS = {name: _own(function) for name, function in RAW_CUDA_FUNCTIONS.items()}
+
+
+class Cudart:
+    """`torch.cuda.cudart()`: host registration pins memory; every other call succeeds (0)."""
+
+    def __init__(self) -> None:
+        self.registered: dict[int, int] = {}  # host pointer -> size, as cudaHostRegister got them
+
+    def cudaHostRegister(self, ptr: int, size: int, flags: int) -> int:  # noqa: N802 (CUDA's name)
+        self.registered[ptr] = size
+        return 0
+
+    def cudaHostUnregister(self, ptr: int) -> int:  # noqa: N802
+        return 0 if self.registered.pop(ptr, None) is not None else 1  # cudaErrorInvalidValue
+
+    def covers(self, ptr: int, size: int) -> bool:
+        return any(base <= ptr and ptr + size <= base + length for base, length in self.registered.items())
+
+    def __getattr__(self, name: str) -> Any:
+        return streams.returns(0)
+
+
+cudart = Cudart()
+
+
+def reset() -> None:
+    cudart.registered.clear()
+
+
+class _LegacyType(type):
+    """`torch.cuda.FloatTensor` and its kin: a device tensor of one dtype, as a type to call
+    (`torch.cuda.FloatTensor([1])`, `torch.cuda.LongTensor(2, 3)`) or to test against."""
+
+    dtype: torch.dtype
+
+    def __instancecheck__(cls, instance: object) -> bool:
+        return isinstance(instance, torch.Tensor) and instance.dtype == cls.dtype and is_device(instance)
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> torch.Tensor:
+        if not args:
+            return torch.empty(0, dtype=cls.dtype, device=CUDA)
+        if len(args) == 1 and not isinstance(args[0], int):
+            data = args[0]
+            if isinstance(data, torch.Size):
+                return torch.empty(data, dtype=cls.dtype, device=CUDA)
+            return torch.tensor(data, dtype=cls.dtype, device=CUDA)
+        return torch.empty(*args, dtype=cls.dtype, device=CUDA)
+
+
+LEGACY_TYPES = {
+    name: _LegacyType(name, (), {"dtype": dtype, "__module__": "torch.cuda"})
+    for name, dtype in {
+        "DoubleTensor": torch.float64,
+        "FloatTensor": torch.float32,
+        "HalfTensor": torch.float16,
+        "BFloat16Tensor": torch.bfloat16,
+        "LongTensor": torch.int64,
+        "IntTensor": torch.int32,
+        "ShortTensor": torch.int16,
+        "CharTensor": torch.int8,
+        "ByteTensor": torch.uint8,
+        "BoolTensor": torch.bool,
+    }.items()
+}

@@ -1,0 +1,339 @@
+"""`torch.Tensor`, `torch.UntypedStorage` and factory attributes of the emulated device:
+device tensors report `cuda:0` and `is_cuda`; `.to("cuda")`, `.cuda()`, `.cpu()`,
+`torch.tensor(..., device="cuda")` move data across the (emulated) host/device boundary as
+the `_to_copy` a CUDA build dispatches, so every mode on the stack sees that op; pinned
+memory and `torch.Generator(device="cuda")` are emulated too. These patches are global, so
+every thread and every other mode (a sanitizer's) sees the same answers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from csan_lint.runtime.emulation import device as emulated
+from csan_lint.runtime.emulation import generic, streams
+from csan_lint.runtime.emulation.device import CPU, CUDA, is_device, is_pinned_host, naming_host, sync_current
+
+_TensorBase = torch._C.TensorBase
+_device_get = _TensorBase.__dict__["device"].__get__
+_is_cuda_get = _TensorBase.__dict__["is_cuda"].__get__
+_is_cpu_get = _TensorBase.__dict__["is_cpu"].__get__
+_base_to = _TensorBase.to
+_base_tolist = _TensorBase.tolist
+_base_get_device = _TensorBase.get_device
+_base_type = _TensorBase.type
+_base_tensor = torch.tensor
+_base_as_tensor = torch.as_tensor
+_to_copy = torch.ops.aten._to_copy.default
+
+
+def _tensor_device(self: torch.Tensor) -> torch.device:
+    if is_device(self):
+        return CUDA
+    return _device_get(self)
+
+
+def _tensor_is_cuda(self: torch.Tensor) -> bool:
+    return is_device(self) or _is_cuda_get(self)
+
+
+def _tensor_is_cpu(self: torch.Tensor) -> bool:
+    return not is_device(self) and _is_cpu_get(self)
+
+
+def _tensor_get_device(self: torch.Tensor) -> int:
+    if is_device(self):
+        return 0
+    return _base_get_device(self)
+
+
+def _move(tensor: torch.Tensor, device: torch.device, dtype: Any, non_blocking: bool, memory_format: Any) -> torch.Tensor:
+    """A copy across the host/device boundary, as `_to_copy` with the target device, so
+    every mode on the stack sees the op a CUDA build dispatches."""
+    kwargs: dict[str, Any] = {"device": device, "non_blocking": non_blocking}
+    if dtype is not None:
+        kwargs["dtype"] = dtype
+    if memory_format is not None:
+        kwargs["memory_format"] = memory_format
+    if device.type == "cuda":
+        return _to_copy(tensor, **kwargs)
+    with naming_host():
+        return _to_copy(tensor, **kwargs)
+
+
+def _tensor_to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+    if args and isinstance(args[0], torch.Tensor):
+        other, rest = args[0], args[1:]
+        device, dtype = other.device, other.dtype
+        non_blocking = rest[0] if rest else kwargs.get("non_blocking", False)
+        copy = rest[1] if len(rest) > 1 else kwargs.get("copy", False)
+        memory_format = kwargs.get("memory_format")
+    else:
+        # `_parse_to` knows every form of `to` but refuses `copy=True`.
+        parse_kwargs = {name: value for name, value in kwargs.items() if name != "copy"}
+        copy = kwargs.get("copy", False)
+        try:
+            device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*args, **parse_kwargs)
+        except RuntimeError:
+            if not args:
+                raise
+            # `copy=True` given positionally: always the last positional argument.
+            device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*args[:-1], **parse_kwargs)
+            copy = True
+    if device is None or device.type not in ("cuda", "cpu"):
+        return _base_to(self, *args, **kwargs)
+    if device.type == "cuda":
+        streams.check_device(device)
+    source_on_device = is_device(self)
+    if (device.type == "cuda") != source_on_device:
+        return _move(self, device, dtype, non_blocking, memory_format)
+    # No move: what is left (dtype, copy, layout) happens where the tensor is.
+    rest_kwargs: dict[str, Any] = {"non_blocking": non_blocking, "copy": copy}
+    if memory_format is not None:
+        rest_kwargs["memory_format"] = memory_format
+    if dtype is not None:
+        return _base_to(self, dtype, **rest_kwargs)
+    return _base_to(self, self.dtype, **rest_kwargs)
+
+
+def _tensor_cuda(self: torch.Tensor, device: Any = None, non_blocking: bool = False, memory_format: Any = torch.preserve_format) -> torch.Tensor:
+    target = CUDA if device is None else torch.device("cuda", streams.check_device(device))
+    return _tensor_to(self, target, non_blocking=non_blocking, memory_format=memory_format)
+
+
+def _tensor_cpu(self: torch.Tensor, memory_format: Any = torch.preserve_format) -> torch.Tensor:
+    if is_device(self):
+        return _move(self, CPU, None, False, memory_format)
+    return _base_to(self, CPU, memory_format=memory_format)
+
+
+def _tensor_pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
+    if is_device(self):
+        raise RuntimeError("cannot pin 'torch.cuda.FloatTensor' only dense CPU tensors can be pinned")
+    if is_pinned_host(self):
+        return self
+    # From the host allocator's pool (a freed block comes back), laid out contiguously.
+    block = emulated.pinned_pool.allocate(self.nbytes)
+    out = torch.empty(0, dtype=self.dtype).set_(block, 0, self.shape)
+    return out.copy_(self)
+
+
+def _tensor_is_pinned(self: torch.Tensor, device: Any = None) -> bool:
+    if is_pinned_host(self):
+        return True
+    # host memory registered through cudart().cudaHostRegister
+    return bool(generic.cudart.registered) and generic.cudart.covers(self.data_ptr(), self.nbytes)
+
+
+def _tensor_tolist(self: torch.Tensor) -> Any:
+    # The CUDA build copies to the host first (a blocking copy: a stream sync).
+    if is_device(self):
+        return _base_tolist(_tensor_cpu(self))
+    return _base_tolist(self)
+
+
+def _tensor_numpy(self: torch.Tensor, *, force: bool = False) -> Any:
+    if is_device(self):
+        raise TypeError(
+            "can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the "
+            "tensor to host memory first."
+        )
+    return _TensorBase.numpy(self, force=force)
+
+
+def _tensor_type(self: torch.Tensor, dtype: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
+    if dtype is None:
+        name = _base_type(self)
+        return name.replace("torch.", "torch.cuda.", 1) if is_device(self) else name
+    if not isinstance(dtype, str):
+        return _base_type(self, dtype, non_blocking, **kwargs)
+    to_device = dtype.startswith("torch.cuda.")
+    if to_device:
+        dtype = "torch." + dtype[len("torch.cuda.") :]
+    out = _base_type(self, dtype, non_blocking, **kwargs)
+    if to_device and not is_device(out):
+        return _move(out, CUDA, None, non_blocking, None)
+    if not to_device and is_device(out):
+        return _move(out, CPU, None, non_blocking, None)
+    return out
+
+
+def _factory(base: Any) -> Any:
+    """`torch.tensor` / `torch.as_tensor` with a device: built on the host, then moved by a
+    blocking `_to_copy` to the device, the op the CUDA build dispatches for them."""
+
+    def factory(data: Any, *args: Any, device: Any = None, **kwargs: Any) -> torch.Tensor:
+        target = None if device is None else torch.device(device)
+        if base is _base_as_tensor and isinstance(data, torch.Tensor):
+            # No copy unless the device (or dtype) differs.
+            if target is None:
+                return base(data, *args, **kwargs)
+            return _tensor_to(data, target, *args, **kwargs)
+        if target is None or target.type != "cuda":
+            return base(data, *args, device=device, **kwargs)
+        streams.check_device(target)
+        requires_grad = kwargs.pop("requires_grad", False)
+        out = _move(base(data, *args, **kwargs), CUDA, None, False, None)
+        return out.requires_grad_() if requires_grad else out
+
+    factory.__name__ = base.__name__
+    factory.__doc__ = base.__doc__
+    return factory
+
+
+def _host_when_named(base: Any) -> Any:
+    """`zeros_like(x, device="cpu")`, `x.new_zeros(n, device="cpu")`: the user named the
+    host, so the result is a host tensor even when `x` is on the device."""
+
+    def call(*args: Any, **kwargs: Any) -> torch.Tensor:
+        device = kwargs.get("device")
+        if device is None or torch.device(device).type != "cpu":
+            return base(*args, **kwargs)
+        with naming_host():
+            return base(*args, **kwargs)
+
+    call.__name__ = base.__name__
+    call.__doc__ = base.__doc__
+    return call
+
+
+_LIKE_FACTORIES = ("empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "randint_like")
+_NEW_FACTORIES = ("new_empty", "new_empty_strided", "new_zeros", "new_ones", "new_full")
+
+_device_tensor = _factory(_base_tensor)
+
+
+def _tensor_new_tensor(self: torch.Tensor, data: Any, *, device: Any = None, **kwargs: Any) -> torch.Tensor:
+    # The C++ `new_tensor` takes the device it sees, the CPU; the device's own is wanted.
+    target = CUDA if device is None and is_device(self) else device
+    if target is not None and torch.device(target).type == "cuda":
+        kwargs.setdefault("dtype", self.dtype)
+        return _device_tensor(data, device=target, **kwargs)
+    return _TensorBase.new_tensor(self, data, device=device, **kwargs)
+
+
+class _GeneratorType(type(torch._C.Generator)):
+    def __instancecheck__(cls, instance: object) -> bool:
+        return isinstance(instance, torch._C.Generator)
+
+
+class Generator(torch._C.Generator, metaclass=_GeneratorType):
+    """`torch.Generator(device="cuda")`: a CPU generator (device ops run on the CPU) that
+    reports the device; every generator still passes `isinstance(g, torch.Generator)`."""
+
+    def __new__(cls, device: Any = None) -> Any:
+        target = CPU if device is None else torch.device(device)
+        if target.type != "cuda":
+            return torch._C.Generator(target)
+        streams.check_device(target)
+        return super().__new__(cls)
+
+    @property
+    def device(self) -> torch.device:
+        return CUDA
+
+
+_storage_device_get = torch._C.StorageBase.__dict__["device"].__get__
+_base_storage_to = torch.UntypedStorage.to
+
+
+def _storage_on_device(storage: torch.UntypedStorage) -> bool:
+    return storage._cdata in emulated.memory.registry.blocks
+
+
+def _storage_device(self: torch.UntypedStorage) -> torch.device:
+    if _storage_on_device(self):
+        return CUDA
+    return _storage_device_get(self)
+
+
+def _storage_to(self: torch.UntypedStorage, *, device: Any, non_blocking: bool = False) -> torch.UntypedStorage:
+    # What `torch.load` restores a "cuda:0" storage with (and `storage.cuda()`).
+    target = torch.device(device)
+    if target.type not in ("cuda", "cpu"):
+        return _base_storage_to(self, device=device, non_blocking=non_blocking)
+    on_device = _storage_on_device(self)
+    if (target.type == "cuda") == on_device:
+        if on_device:
+            streams.check_device(target)
+        return self
+    copy = torch.UntypedStorage(self.nbytes())
+    copy.copy_(self)
+    if target.type == "cuda":
+        streams.check_device(target)
+        emulated.memory.mark_storage(copy)
+    if not non_blocking:
+        sync_current()
+    return copy
+
+
+def _storage_cuda(self: torch.UntypedStorage, device: Any = None, non_blocking: bool = False) -> torch.UntypedStorage:
+    target = torch.device("cuda", streams.check_device(device))
+    return _storage_to(self, device=target, non_blocking=non_blocking)
+
+
+def _storage_clone(self: torch.UntypedStorage) -> torch.UntypedStorage:
+    # torch's clone builds `UntypedStorage(n, device=self.device)`, which the CPU build refuses.
+    copy = torch.UntypedStorage(self.nbytes())
+    copy.copy_(self)
+    if _storage_on_device(self):
+        emulated.memory.mark_storage(copy)
+    return copy
+
+
+STORAGE_ATTRIBUTES: dict[str, Any] = {
+    "device": property(_storage_device),
+    "clone": _storage_clone,
+    "to": _storage_to,
+    "cuda": _storage_cuda,
+}
+
+_autocast = torch.amp.autocast_mode.autocast
+_base_autocast_enter = _autocast.__enter__
+_base_autocast_exit = _autocast.__exit__
+
+
+def _autocast_enter(self: Any) -> Any:
+    # Device tensors are CPU tensors to the dispatcher, so CUDA autocast alone would cast
+    # nothing: the same policy is applied on the CPU for the block.
+    out = _base_autocast_enter(self)
+    if self.device == "cuda":
+        host = _autocast("cpu", dtype=self.fast_dtype, enabled=self._enabled, cache_enabled=self._cache_enabled)
+        self.__dict__.setdefault("_emulated_host", []).append(host)
+        host.__enter__()
+    return out
+
+
+def _autocast_exit(self: Any, *exc: Any) -> Any:
+    hosts = self.__dict__.get("_emulated_host")
+    if hosts:
+        hosts.pop().__exit__(*exc)
+    return _base_autocast_exit(self, *exc)
+
+
+AUTOCAST_ATTRIBUTES: dict[str, Any] = {"__enter__": _autocast_enter, "__exit__": _autocast_exit}
+
+TENSOR_ATTRIBUTES: dict[str, Any] = {
+    "device": property(_tensor_device),
+    "is_cuda": property(_tensor_is_cuda),
+    "is_cpu": property(_tensor_is_cpu),
+    "get_device": _tensor_get_device,
+    "to": _tensor_to,
+    "cuda": _tensor_cuda,
+    "cpu": _tensor_cpu,
+    "pin_memory": _tensor_pin_memory,
+    "is_pinned": _tensor_is_pinned,
+    "tolist": _tensor_tolist,
+    "numpy": _tensor_numpy,
+    "type": _tensor_type,
+    "new_tensor": _tensor_new_tensor,
+    **{name: _host_when_named(getattr(_TensorBase, name)) for name in _NEW_FACTORIES},
+}
+TORCH_FUNCTIONS: dict[str, Any] = {
+    "tensor": _device_tensor,
+    "as_tensor": _factory(_base_as_tensor),
+    "Generator": Generator,
+    **{name: _host_when_named(getattr(torch, name)) for name in _LIKE_FACTORIES},
+}

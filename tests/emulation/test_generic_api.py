@@ -1,0 +1,114 @@
+"""The device-generic and low-level spellings of the emulated device's API, and the gaps real
+GPU test suites hit: each works as on a CUDA build and feeds the same trace events."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.usefixtures("device")
+
+
+def test_torch_stream_and_event_for_cuda_are_the_emulated_ones(trace):
+    stream = torch.Stream("cuda")
+    event = torch.Event("cuda", enable_timing=True)
+    assert isinstance(stream, torch.cuda.Stream) and isinstance(stream, torch.Stream)
+    assert isinstance(event, torch.cuda.Event) and isinstance(event, torch.Event)
+    with stream:
+        assert torch.cuda.current_stream() == stream
+        event.record()
+    event.wait(torch.cuda.current_stream())
+    assert ("event_recorded", event.cuda_event, stream.cuda_stream) in trace
+    assert ("event_waited", event.cuda_event, 0) in trace
+    assert isinstance(torch.Stream("cpu"), torch.Stream)  # other devices: torch's own
+
+
+def test_torch_accelerator_drives_the_emulated_device(trace):
+    assert torch.accelerator.is_available() and torch.accelerator.device_count() == 1
+    assert torch.accelerator.current_accelerator().type == "cuda"
+    side = torch.cuda.Stream()
+    torch.accelerator.set_stream(side)
+    assert torch.accelerator.current_stream() == side == torch.cuda.current_stream()
+    torch.accelerator.set_stream(torch.cuda.default_stream())
+    torch.accelerator.synchronize()
+    assert trace.names()[-1] == "device_synchronized"
+    x = torch.ones(256, device="cuda")
+    assert torch.accelerator.memory_allocated() == x.nbytes
+
+
+def test_the_raw_set_stream_of_torchs_test_base_selects_the_stream():
+    side = torch.cuda.Stream()
+    torch._C._cuda_setStream(stream_id=side.stream_id, device_index=0, device_type=side.device_type)
+    assert torch.cuda.current_stream() == side
+    torch.cuda.set_stream(torch.cuda.default_stream())
+    assert torch.cuda.current_stream().cuda_stream == 0
+
+
+def test_version_allocator_sleep_and_host_cache_answer_as_a_cuda_build():
+    assert torch.version.cuda and torch.cuda.get_allocator_backend() == "native"
+    torch.cuda._sleep(1000)
+    torch._C._host_emptyCache()
+
+
+def test_cudart_host_registration_pins_memory():
+    t = torch.ones(20)
+    assert not t.is_pinned()
+    cudart = torch.cuda.cudart()
+    assert cudart.cudaHostRegister(t.data_ptr(), t.numel() * t.element_size(), 0) == 0
+    assert t.is_pinned()
+    assert cudart.cudaHostUnregister(t.data_ptr()) == 0
+    assert not t.is_pinned()
+    assert cudart.cudaProfilerStart() == 0
+
+
+def test_legacy_tensor_types_make_and_recognize_device_tensors():
+    x = torch.cuda.FloatTensor([1, 2])
+    y = torch.cuda.LongTensor(2, 3)
+    assert x.is_cuda and x.dtype == torch.float32 and x.tolist() == [1.0, 2.0]
+    assert y.is_cuda and y.shape == (2, 3) and y.dtype == torch.int64
+    assert isinstance(x, torch.cuda.FloatTensor) and not isinstance(x, torch.cuda.LongTensor)
+    assert not isinstance(torch.ones(2), torch.cuda.FloatTensor)
+    assert x.type() == "torch.cuda.FloatTensor"
+
+
+def test_an_empty_capture_warns_as_cuda_does():
+    graph = torch.cuda.CUDAGraph()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with torch.cuda.stream(torch.cuda.Stream()):
+            graph.capture_begin()
+            graph.capture_end()
+    assert any("The CUDA Graph is empty" in str(w.message) for w in caught)
+
+
+def test_graph_pools_are_shared_handles():
+    handle = torch.cuda.graph_pool_handle()
+    first, second = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+    x = torch.zeros(4, device="cuda")
+    with torch.cuda.graph(first, pool=handle):
+        x.add_(1)
+    with torch.cuda.graph(second, pool=first.pool()):
+        x.mul_(2)
+    assert first.pool() == second.pool() == handle
+    first.replay()
+    second.replay()
+    assert x.tolist() == [2.0] * 4
+
+
+def test_pinned_blocks_are_reused_once_free_and_not_while_a_copy_is_pending():
+    t = torch.ones(4).pin_memory()
+    ptr = t.data_ptr()
+    del t
+    t = torch.ones(4).pin_memory()
+    assert t.data_ptr() == ptr and t.is_pinned()  # the freed block came back
+    on_device = torch.zeros(4, device="cuda")
+    on_device.copy_(t, non_blocking=True)
+    del t
+    busy = torch.ones(4).pin_memory()
+    assert busy.data_ptr() != ptr  # the copy may still be reading the old block
+    torch.cuda.synchronize()
+    del busy
+    assert torch.ones(4).pin_memory().data_ptr() == ptr
+    assert on_device.tolist() == [1.0] * 4
