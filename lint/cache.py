@@ -44,7 +44,7 @@ from csan_lint.lint.config import Config
 from csan_lint.lint.model import Edit, Finding, Span
 
 CACHE_DIR_NAME = ".csan_lint_cache"
-FORMAT = 3
+FORMAT = 4
 """Bump when the layout of an entry changes."""
 RACY_NS = 2_000_000_000
 """A file modified this recently may change again within the same mtime tick without changing
@@ -107,6 +107,7 @@ def settings_key(config: Config) -> str:
         "sources": _source_fingerprint(),
         "root": str(config.root),
         "select": None if config.select is None else list(config.select),
+        "extend_select": list(config.extend_select),
         "ignore": list(config.ignore),
         "per_file_ignores": sorted((pattern, list(codes)) for pattern, codes in config.per_file_ignores.items()),
     }

@@ -1,28 +1,38 @@
-"""`csan-lint [PATHS]...`: the command line over `load_config` + `lint_paths` + the reporters.
+"""`csan-lint`: `check [PATHS]` (what a bare `csan-lint PATHS` runs), `rule CODE`, `server`.
 
-Exit status: 0 clean, 1 findings, 2 usage, config or internal error (a file the tool could not
-check is an error too: the run cannot claim a result). `--replay` and `--confirm` hand off to the
-runtime, imported only then (it needs torch; the static path never imports it).
+The command line over `load_config` + `lint_paths` + the reporters. Exit status: 0 clean, 1
+findings, 2 usage, config or internal error (a file the tool could not check is an error too: the
+run cannot claim a result). `--replay`, `--confirm` and `server` hand off to modules imported only
+then (the runtime needs torch, the server pygls; the static path imports neither).
 """
 
 from __future__ import annotations
 
+import sys
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, NoReturn
 
 import click
+from click.core import ParameterSource
 
 from csan_lint import __version__
-from csan_lint.lint.config import ConfigError, load_config
-from csan_lint.lint.output import format_explanation, format_github, format_json, format_rule_list, format_text
-from csan_lint.lint.registry import all_rules, rule_by_code
-from csan_lint.lint.runner import LintResult, lint_paths
+from csan_lint.lint.config import Config, ConfigError, load_config
+from csan_lint.lint.files import Excluder, is_excluded
+from csan_lint.lint.output import explain_code, format_github, format_json, format_rule_list, format_text
+from csan_lint.lint.registry import all_rules
+from csan_lint.lint.runner import LintResult, lint_paths, lint_text
 from csan_lint.lint.sarif import format_sarif
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 STATIC_FORMATS = ("text", "json", "sarif", "github")
 CONFIRM_FORMATS = ("text", "json", "junit")
+REPLAY_OPTIONS = frozenset({"replay", "output_format", "exit_zero", "quiet", "paths"})
+"""What `--replay TRACE` reads; any other option or a path given with it is an error."""
+PROGRESS_MIN_FILES = 50
+"""A bar for fewer files to parse would flash by; below this, none is drawn."""
 
 CONFIRM_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     # `--confirm`'s own options (`--tests`, `--device`, `--timeout`, `--fail-on`, `-v`) go here,
@@ -49,24 +59,26 @@ def _fail(message: str) -> NoReturn:
 
 
 def _split(values: Sequence[str]) -> list[str] | None:
-    """`--select CSL1,CSL2 --select CSL3` -> [CSL1, CSL2, CSL3]; None when the flag is absent."""
+    """`--select CSL1,CSL2 --select CSL3` -> [CSL1, CSL2, CSL3]; None when the flag is absent
+    (`--select ""` is an empty list, which load_config refuses)."""
     if not values:
         return None
     return [item.strip() for value in values for item in value.split(",") if item.strip()]
 
 
 def _explain(code: str) -> str:
-    rule = rule_by_code(code)
-    if rule is None:
+    text = explain_code(code)
+    if text is None:
         known = ", ".join(rule.code for rule in all_rules())
-        _fail(f"--explain: unknown rule `{code}` (known: {known})")
-    return format_explanation(rule)
+        _fail(f"unknown rule `{code}` (rules: {known}; also CSL001-CSL004 and CSL901-CSL909)")
+    return text
 
 
-def _replay(trace: str, output_format: str) -> int:
+def _replay(trace: str, output_format: str, exit_zero: bool, quiet: bool) -> int:
     from csan_lint.runtime.replay import main as replay_main  # the runtime loads only when asked
 
-    return replay_main(trace, output_format)
+    status = replay_main(trace, output_format, quiet)
+    return EXIT_CLEAN if status == EXIT_FINDINGS and exit_zero else status
 
 
 def _confirm(result: LintResult, paths: list[str], config: Any, options: dict[str, Any]) -> int:
@@ -97,31 +109,99 @@ def _fix(result: LintResult, targets: list[str], config: Any, unsafe: bool, no_c
     return replace(after, findings=findings), report.fixed
 
 
-@click.command(
+def _fixed_listing(before: LintResult, after: LintResult) -> str:
+    """`--fix --show-fixes`: what was fixed, per file and code (line numbers move as lines go in)."""
+    gone = Counter((f.path, f.code) for f in before.findings) - Counter((f.path, f.code) for f in after.findings)
+    return "".join(f"  {path}: {count} x {code}\n" for (path, code), count in sorted(gone.items()))
+
+
+class _ProgressBar:
+    """click's bar on stderr for the engine's work, opened once there is enough of it, and only
+    on a terminal (elsewhere click would still print its label: noise in a CI log or a pipe)."""
+
+    def __init__(self) -> None:
+        self._bar: Any = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._bar is None:
+            if total < PROGRESS_MIN_FILES or not sys.stderr.isatty():
+                return
+            self._bar = click.progressbar(length=total, label="Linting", file=sys.stderr)
+            self._bar.__enter__()
+        self._bar.update(done - self._bar.pos)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)
+
+
+def _given(context: click.Context, names: Sequence[str]) -> list[str]:
+    """The options among `names` that the command line set (not their defaults)."""
+    return [name for name in names if context.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)]
+
+
+def _lint_stdin(stdin_filename: str | None, config: Config, force_exclude: bool) -> LintResult:
+    """stdin, linted as the file `--stdin-filename` names (its config, ignores, suppressions)."""
+    source = sys.stdin.read()
+    path = Path(stdin_filename or "-").absolute()
+    if force_exclude and stdin_filename and is_excluded(path, Excluder(config.root, config.exclude, config.respect_gitignore)):
+        return LintResult([], 0, 0)
+    return lint_text(source, path, config)
+
+
+class _CheckByDefault(click.Group):
+    """ruff's spelling: `csan-lint check PATHS`, `csan-lint rule CODE`, `csan-lint server`. A first
+    argument that names no subcommand belongs to `check`, so `csan-lint PATHS`, `csan-lint
+    --explain CODE` and `csan-lint -` work as they always did."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or (args[0] not in self.commands and args[0] not in ctx.help_option_names):
+            args = ["check", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(
+    cls=_CheckByDefault,
     context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="`csan-lint PATHS` is `csan-lint check PATHS`. Settings: [tool.csan-lint] in pyproject.toml.",
+)
+def main() -> None:
+    """Find CUDA stream synchronization bugs in PyTorch code."""
+
+
+@main.command(
     epilog="Exit status: 0 no findings, 1 findings, 2 usage, config or internal error "
     "(or a file that could not be checked). Settings: [tool.csan-lint] in pyproject.toml.",
 )
-@click.argument("paths", nargs=-1, type=click.Path())
+@click.argument("paths", nargs=-1, type=click.Path(readable=False))  # unreadable: a located CSL003
 @click.option(
-    "--format", "output_format", type=click.Choice(sorted({*STATIC_FORMATS, *CONFIRM_FORMATS})), default="text",
-    show_default=True,
+    "--format", "--output-format", "output_format", type=click.Choice(sorted({*STATIC_FORMATS, *CONFIRM_FORMATS})),
+    default="text", show_default=True,
     help="Output format: text, json (docs/json-format.md), sarif (SARIF 2.1.0), github (workflow "
     "annotations); with --confirm: text, json or junit (docs/ci.md).",
 )
 @click.option(
     "--select", multiple=True, metavar="CODES",
-    help="Only these rules (codes, code prefixes or names; comma-separated).",
+    help="Only these rules (codes, code prefixes, names or ALL; comma-separated).",
+)
+@click.option(
+    "--extend-select", multiple=True, metavar="CODES",
+    help="Also these rules, on top of --select or the default (e.g. CSL004: unused noqa comments).",
 )
 @click.option(
     "--ignore", multiple=True, metavar="CODES",
     help="Also skip these rules (codes, code prefixes or names; comma-separated).",
 )
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Read settings from this TOML file.")
+@click.option(
+    "--force-exclude", is_flag=True,
+    help="Apply `exclude` and .gitignore to paths named on the command line too (for pre-commit).",
+)
+@click.option("--stdin-filename", metavar="PATH", help="Read the source from stdin, linted as this file.")
 @click.option("--statistics", is_flag=True, help="Print a count per rule instead of each finding.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("--list-rules", is_flag=True, help="List every rule (code, name, summary) and exit.")
-@click.option("--explain", metavar="CODE", help="Explain a rule, with examples, and exit.")
+@click.option("--explain", metavar="CODE", help="Explain a rule, with examples, and exit (as `csan-lint rule CODE`).")
 @click.option("--replay", metavar="TRACE", type=click.Path(), help="Analyse a recorded runtime trace (JSON Lines).")
 @click.option("--confirm", is_flag=True, help="Run the tests that reach each finding under the runtime sanitizer.")
 @click.option("-q", "--quiet", is_flag=True, help="No summary line.")
@@ -132,14 +212,21 @@ def _fix(result: LintResult, targets: list[str], config: Any, unsafe: bool, no_c
 @click.option("--fix", is_flag=True, help="Apply the safe fixes (docs/rules.md says which rules have them), then report what is left.")
 @click.option("--diff", is_flag=True, help="Print the fixes as a unified diff instead of writing them; exit 1 if there are any.")
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff: also apply fixes that add an import or spell torch through an alias.")
+@click.option("--show-fixes", is_flag=True, help="Mark the findings --fix would fix ([*]); with --fix, list what it fixed.")
+@click.option("--exit-non-zero-on-fix", is_flag=True, help="With --fix: exit 1 when anything was fixed, even if nothing is left.")
 @click.version_option(__version__, "--version", prog_name="csan-lint")
 @_with_confirm_options
-def main(
+@click.pass_context
+def check(
+    context: click.Context,
     paths: tuple[str, ...],
     output_format: str,
     select: tuple[str, ...],
+    extend_select: tuple[str, ...],
     ignore: tuple[str, ...],
     config_file: str | None,
+    force_exclude: bool,
+    stdin_filename: str | None,
     statistics: bool,
     exit_zero: bool,
     list_rules: bool,
@@ -151,9 +238,11 @@ def main(
     fix: bool,
     diff: bool,
     unsafe_fixes: bool,
+    show_fixes: bool,
+    exit_non_zero_on_fix: bool,
     **confirm_options: Any,
 ) -> None:
-    """Find CUDA stream synchronization bugs in PATHS (files or directories; default: .)."""
+    """Find CUDA stream synchronization bugs in PATHS (files or directories; default: .; `-`: stdin)."""
     if list_rules:
         click.echo(format_rule_list(all_rules()), nl=False)
         return
@@ -161,7 +250,11 @@ def main(
         click.echo(_explain(explain), nl=False)
         return
     if replay is not None:
-        raise SystemExit(_replay(replay, output_format))
+        others = [name for name in context.params if name not in REPLAY_OPTIONS]
+        ignored = ["PATHS"] * bool(paths) + [f"--{name.replace('_', '-')}" for name in _given(context, others)]
+        if ignored:
+            _fail(f"--replay reads only the trace, --format, --exit-zero and -q; remove {', '.join(ignored)}")
+        raise SystemExit(_replay(replay, output_format, exit_zero, quiet))
     if confirm and (fix or diff):
         _fail("--fix and --diff change files; run them without --confirm")
     formats = CONFIRM_FORMATS if confirm else STATIC_FORMATS
@@ -170,15 +263,30 @@ def main(
             f"--format {output_format} is for {'the static check' if confirm else '--confirm'}; "
             f"{'--confirm' if confirm else 'the static check'} prints {', '.join(formats)}"
         )
-    targets = list(paths) or ["."]
+    from_stdin = paths == ("-",) or (stdin_filename is not None and not paths)
+    if "-" in paths and not from_stdin:
+        _fail("`-` (stdin) cannot be mixed with other paths")
+    if from_stdin and (confirm or fix or diff):
+        _fail("stdin is linted only: --confirm, --fix and --diff need files")
+    targets = [stdin_filename or "."] if from_stdin else list(paths) or ["."]
     try:
-        config = load_config(targets, config_file, _split(select), _split(ignore))
+        config = load_config(targets, config_file, _split(select), _split(ignore), _split(extend_select) or ())
     except ConfigError as error:
         _fail(str(error))
+    machine = output_format != "text" or quiet
+    progress = None if machine or from_stdin else _ProgressBar()
     try:
-        result = lint_paths(targets, config, cache=not no_cache)
+        if from_stdin:
+            result = _lint_stdin(stdin_filename, config, force_exclude)
+        else:
+            result = lint_paths(targets, config, cache=not no_cache, progress=progress, force_exclude=force_exclude)
     except Exception as error:  # a bug outside any one file: say so plainly, not as a traceback
         _fail(f"internal error: {type(error).__name__}: {error}")
+    finally:
+        if progress is not None:
+            progress.close()
+    if result.files_checked == 0 and not result.findings and not from_stdin:
+        click.echo("warning: No Python files found under the given path(s)", err=True)
     if confirm:
         options = {**confirm_options, "output_format": output_format, "quiet": quiet, "exit_zero": exit_zero}
         raise SystemExit(_confirm(result, targets, config, options))
@@ -186,7 +294,10 @@ def main(
         raise SystemExit(_diff(result, config, unsafe_fixes, quiet))
     fixed = None
     if fix:
+        before = result
         result, fixed = _fix(result, targets, config, unsafe_fixes, no_cache)
+        if show_fixes and fixed:
+            click.echo(f"Fixed:\n{_fixed_listing(before, result)}", nl=False, err=True)
     if output_format == "json":
         click.echo(format_json(result), nl=False)
     elif output_format == "sarif":
@@ -194,9 +305,35 @@ def main(
     elif output_format == "github":
         click.echo(format_github(result, quiet=quiet), nl=False)
     else:
-        click.echo(format_text(result, show_statistics=statistics, quiet=quiet), nl=False)
+        text = format_text(result, show_statistics=statistics, quiet=quiet, show_fixes=show_fixes and not fix, unsafe=unsafe_fixes)
+        click.echo(text, nl=False)
     if fixed is not None and not quiet:
         click.echo(f"Fixed {fixed} finding{'' if fixed == 1 else 's'} ({len(result.findings)} remaining).", err=True)
     if result.has_tool_errors:
         raise SystemExit(EXIT_ERROR)
+    if exit_non_zero_on_fix and fixed:
+        raise SystemExit(EXIT_FINDINGS)
     raise SystemExit(EXIT_FINDINGS if result.findings and not exit_zero else EXIT_CLEAN)
+
+
+@main.command()
+@click.argument("code", required=False)
+@click.option("--all", "show_all", is_flag=True, help="Explain every rule.")
+def rule(code: str | None, show_all: bool) -> None:
+    """Explain a rule (a code in any case, or a name): what it flags, why, the fix, examples."""
+    if show_all:
+        click.echo("\n".join(_explain(rule.code) for rule in all_rules()), nl=False)
+    elif code is None:
+        _fail("give a rule code (`csan-lint rule CSL101`) or --all")
+    else:
+        click.echo(_explain(code), nl=False)
+
+
+@main.command()
+def server() -> None:
+    """Run the language server (LSP, stdio) for editors: docs/editors.md."""
+    try:
+        from csan_lint.lint.server import serve
+    except ImportError as error:
+        _fail(f"the server needs pygls ({error}); pip install 'csan-lint[lsp]'")
+    serve()

@@ -20,10 +20,13 @@ import pathspec
 from csan_lint.lint.files import display_path
 from csan_lint.lint.registry import all_rules
 from csan_lint.lint.rule import Rule
+from csan_lint.lint.suppress import UNUSED_NOQA_CODE, UNUSED_NOQA_NAME
 
 TABLE = "tool.csan-lint"
-KEYS = ("select", "ignore", "exclude", "per-file-ignores", "respect-gitignore", "confirm")
-"""`confirm` is the sub-table of `csan-lint --confirm`, passed through as a dict; it validates it."""
+KEYS = ("select", "extend-select", "ignore", "exclude", "per-file-ignores", "respect-gitignore", "confirm")
+"""`confirm` is the sub-table of `csan-lint --confirm`: checked at load by the code that reads it."""
+ALL = "ALL"
+"""The selector of every code, the opt-in `unused-noqa` included (as in ruff)."""
 
 
 class ConfigError(Exception):
@@ -38,7 +41,9 @@ class Config:
     root: Path
     source: Path | None = None
     select: tuple[str, ...] | None = None
-    """Selectors (code prefixes, codes, names) of the rules to run; None: all rules."""
+    """Selectors (code prefixes, codes, names, `ALL`) of the rules to run; None: all rules."""
+    extend_select: tuple[str, ...] = ()
+    """Added to `select` (or to the default, every rule): how to turn on `unused-noqa`."""
     ignore: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     per_file_ignores: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -46,15 +51,27 @@ class Config:
     confirm: Mapping[str, Any] = field(default_factory=dict)
 
     @cached_property
+    def _selected(self) -> frozenset[str]:
+        """Every code turned on (rules and `unused-noqa`), before `per-file-ignores`."""
+        default = {rule.code for rule in all_rules()} if self.select is None else set()
+        chosen = default.union(*map(_codes_of, (*(self.select or ()), *self.extend_select)))
+        return frozenset(chosen - set().union(*map(_codes_of, self.ignore)))
+
+    @cached_property
     def rules(self) -> tuple[type[Rule], ...]:
         """The rules on for every file, before `per-file-ignores`."""
-        selected = set().union(*map(_codes_of, self.select)) if self.select is not None else None
-        ignored = set().union(*map(_codes_of, self.ignore))
-        return tuple(
-            rule
-            for rule in all_rules()
-            if (selected is None or rule.code in selected) and rule.code not in ignored
-        )
+        return tuple(rule for rule in all_rules() if rule.code in self._selected)
+
+    def reports_unused_noqa(self, path: Path) -> bool:
+        """Whether `unused-noqa` is on for `path`: only when selected by name (off by default)."""
+        return UNUSED_NOQA_CODE in self._selected and UNUSED_NOQA_CODE not in self._ignored_at(path)
+
+    def _ignored_at(self, path: Path) -> set[str]:
+        try:
+            relative = path.relative_to(self.root).as_posix()
+        except ValueError:
+            relative = path.name
+        return {code for spec, codes in self._per_file if spec.match_file(relative) for code in codes}
 
     @cached_property
     def _per_file(self) -> tuple[tuple[pathspec.GitIgnoreSpec, frozenset[str]], ...]:
@@ -65,19 +82,14 @@ class Config:
 
     def rules_for(self, path: Path) -> tuple[type[Rule], ...]:
         """The rules to run on `path` (absolute): `rules` less its `per-file-ignores`."""
-        try:
-            relative = path.relative_to(self.root).as_posix()
-        except ValueError:
-            relative = path.name
-        ignored = {code for spec, codes in self._per_file if spec.match_file(relative) for code in codes}
+        ignored = self._ignored_at(path)
         return tuple(rule for rule in self.rules if rule.code not in ignored) if ignored else self.rules
 
 
 def _codes_of(selector: str) -> frozenset[str]:
-    """Codes a selector means: a code prefix (`CSL1`), an exact code, or a rule name."""
-    return frozenset(
-        rule.code for rule in all_rules() if rule.code.startswith(selector) or rule.name == selector
-    )
+    """Codes a selector means: `ALL`, a code prefix (`CSL1`), an exact code, or a rule name."""
+    named = [(rule.code, rule.name) for rule in all_rules()] + [(UNUSED_NOQA_CODE, UNUSED_NOQA_NAME)]
+    return frozenset(code for code, name in named if selector == ALL or code.startswith(selector) or name == selector)
 
 
 def _suggestion(word: str, choices: Sequence[str]) -> str:
@@ -91,6 +103,7 @@ def check_selectors(selectors: Sequence[str], where: str) -> None:
     for selector in selectors:
         if not _codes_of(selector):
             choices = [rule.code for rule in all_rules()] + [rule.name for rule in all_rules()]
+            choices += [UNUSED_NOQA_CODE, UNUSED_NOQA_NAME, ALL]
             raise ConfigError(
                 f"{where}: unknown rule code or name `{selector}`{_suggestion(selector, choices)}"
             )
@@ -107,9 +120,12 @@ def _parse_table(table: Mapping[str, Any], where: str, root: Path, source: Path)
         if key not in KEYS:
             raise ConfigError(f"{where}: unknown key `{key}`{_suggestion(key, KEYS)}")
     select = _string_list(table["select"], f"{where}: select") if "select" in table else None
+    extend_select = _string_list(table.get("extend-select", []), f"{where}: extend-select")
     ignore = _string_list(table.get("ignore", []), f"{where}: ignore")
     exclude = _string_list(table.get("exclude", []), f"{where}: exclude")
-    check_selectors(select or (), f"{where}: select")
+    if select is not None:
+        check_select(select, f"{where}: select")
+    check_selectors(extend_select, f"{where}: extend-select")
     check_selectors(ignore, f"{where}: ignore")
     per_file_table = table.get("per-file-ignores", {})
     if not isinstance(per_file_table, dict):
@@ -125,16 +141,39 @@ def _parse_table(table: Mapping[str, Any], where: str, root: Path, source: Path)
     confirm = table.get("confirm", {})
     if not isinstance(confirm, dict):
         raise ConfigError(f"{where}: confirm: expected a table ([{TABLE}.confirm])")
-    return Config(
+    config = Config(
         root=root,
         source=source,
         select=select,
+        extend_select=extend_select,
         ignore=ignore,
         exclude=exclude,
         per_file_ignores=per_file,
         respect_gitignore=respect_gitignore,
         confirm=confirm,
     )
+    if confirm:
+        _check_confirm_table(config)
+    return config
+
+
+def check_select(selectors: Sequence[str], where: str) -> None:
+    """`select` must name something: an empty one would run no rule and pass every file."""
+    if not selectors:
+        raise ConfigError(f"{where}: selects no rule (leave it out to run every rule, or use `{ALL}`)")
+    check_selectors(selectors, where)
+
+
+def _check_confirm_table(config: Config) -> None:
+    """`[tool.csan-lint.confirm]` checked now, by the code that reads it, so that a typo fails
+    every run, not only the first `--confirm`. That code is torch-free; only a project with the
+    table pays for importing it."""
+    from csan_lint.runtime.confirm import ConfirmUsageError, resolve_settings
+
+    try:
+        resolve_settings(config, {})
+    except ConfirmUsageError as error:
+        raise ConfigError(str(error)) from None
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -162,11 +201,12 @@ def find_config_file(paths: Sequence[str]) -> Path | None:
     directory of the linted paths (the working directory when none are given)."""
     absolute = [os.path.abspath(path) for path in paths] or [os.getcwd()]
     start = Path(os.path.commonpath(absolute))
-    if not start.is_dir():
+    if not os.path.isdir(start):
         start = start.parent
     for directory in (start, *start.parents):
         candidate = directory / "pyproject.toml"
-        if candidate.is_file() and _table_of(_read_toml(candidate), candidate) is not None:
+        # os.path.isfile: a directory the user cannot search is "no config here", not an error.
+        if os.path.isfile(candidate) and _table_of(_read_toml(candidate), candidate) is not None:
             return candidate
     return None
 
@@ -176,9 +216,11 @@ def load_config(
     config_file: str | None = None,
     select: Sequence[str] | None = None,
     ignore: Sequence[str] | None = None,
+    extend_select: Sequence[str] = (),
 ) -> Config:
     """The run's config: the file (`config_file`, else the one found from `paths`), then the
-    command line on top: `select` replaces the file's selection, `ignore` adds to its ignores."""
+    command line on top: `select` replaces the file's selection, `ignore` and `extend_select`
+    add to theirs."""
     source = Path(os.path.abspath(config_file)) if config_file is not None else find_config_file(paths)
     if source is None:
         config = Config(root=Path.cwd())
@@ -189,8 +231,11 @@ def load_config(
         where = display_path(source) + (f" [{TABLE}]" if source.name == "pyproject.toml" else "")
         config = _parse_table(table, where, source.parent, source)
     if select is not None:
-        check_selectors(select, "--select")
+        check_select(select, "--select")
         config = replace(config, select=tuple(select))
+    if extend_select:
+        check_selectors(extend_select, "--extend-select")
+        config = replace(config, extend_select=(*config.extend_select, *extend_select))
     if ignore:
         check_selectors(ignore, "--ignore")
         config = replace(config, ignore=(*config.ignore, *ignore))

@@ -10,11 +10,12 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from csan_lint.lint.model import Finding, Span
-from csan_lint.lint.registry import SYNTAX_ERROR_CODE, all_rules
+from csan_lint.lint.model import Finding
+from csan_lint.lint.registry import all_rules
 from csan_lint.lint.rule import Rule
 from csan_lint.lint.streamflow import analyse
 from csan_lint.lint.summaries import PackageIndex
+from csan_lint.lint.syntax import python_syntax_error, syntax_error
 
 
 def lint_source(
@@ -23,7 +24,7 @@ def lint_source(
     """Parse, analyse, run the given rules (default: all). Pure: no file I/O, no config, no
     suppressions (the shell applies those). `package`: the other linted modules, whose
     functions' summaries calls to them use (without it, only this module's are followed). A file that does not parse returns exactly one
-    Finding with code "CSL001", message "syntax error: <libcst's message>", at the error's
+    Finding with code "CSL001", message "syntax error: <the parser's message>", at the error's
     1-based line/column, span = that line. Findings sorted by (line, column, code)."""
     try:
         module = cst.parse_module(source)
@@ -38,28 +39,6 @@ def lint_source(
 
 
 def _syntax_error(error: cst.ParserSyntaxError, source: str, path: str) -> Finding:
-    line, column = _error_position(source) or (error.editor_line, error.editor_column)
-    return Finding(
-        path=path,
-        line=line,
-        column=column,
-        code=SYNTAX_ERROR_CODE,
-        message=f"syntax error: {error.message}",
-        end_line=line,
-        end_column=column,
-        span=Span(line, line),
-    )
-
-
-def _error_position(source: str) -> tuple[int, int] | None:
-    """Where CPython's parser stops. libcst's native parser often reports the line after the
-    error (`def f(:` at 2:1), so its message is kept but its position is used only as a
-    fallback, for code CPython accepts and libcst does not. Runs only for broken files."""
-    try:
-        compile(source, "<csan-lint>", "exec", flags=0, dont_inherit=True)
-    except SyntaxError as error:
-        if error.lineno is not None:
-            return error.lineno, max(error.offset or 1, 1)
-    except ValueError:
-        return None
-    return None
+    """CPython's account when it rejects the source too: libcst's native parser often reports
+    the line after the error (`def f(:` at 2:1). libcst's own only for code CPython accepts."""
+    return python_syntax_error(source, path) or syntax_error(path, error.editor_line, error.editor_column, error.message)

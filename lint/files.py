@@ -60,13 +60,15 @@ class PathError:
 
 
 def is_virtualenv(directory: Path) -> bool:
-    return (directory / "pyvenv.cfg").is_file()
+    """os.path, not Path.is_file: inside a directory the user may not search (mode 0o600 to a
+    non-root user) the stat raises PermissionError, which Path.is_file lets through."""
+    return os.path.isfile(directory / "pyvenv.cfg")
 
 
 def find_repo_root(start: Path) -> Path | None:
     """The nearest ancestor (or `start`) holding `.git`: where git starts reading .gitignore."""
     for candidate in (start, *start.parents):
-        if (candidate / ".git").exists():
+        if os.path.exists(candidate / ".git"):  # os.path: False, not PermissionError, when unsearchable
             return candidate
     return None
 
@@ -137,18 +139,31 @@ class Excluder:
         return False
 
 
-def discover(paths: Sequence[str], excluder: Excluder) -> Iterator[Path | PathError]:
+def is_excluded(path: Path, excluder: Excluder) -> bool:
+    """Whether `exclude` or a .gitignore leaves out `path` (absolute) or a directory above it:
+    `--force-exclude` asks this of the paths named on the command line, as a walk would."""
+    for candidate in (path, *path.parents[:-1]):
+        ignores = [*excluder.inherited(candidate.parent), *filter(None, [excluder.local(candidate.parent)])]
+        if excluder.excluded(candidate, candidate != path or os.path.isdir(path), ignores):
+            return True
+    return False
+
+
+def discover(paths: Sequence[str], excluder: Excluder, force_exclude: bool = False) -> Iterator[Path | PathError]:
     """Absolute paths of the Python files to lint, each once, in argument then walk order.
 
     A file named on the command line is always linted (even if ignored or not `*.py`), unless it
     is not a regular file (reading a FIFO or a device would block or never end); directories are
     walked for `*.py`, pruning skipped, virtualenv and ignored directories. Symlinked directories
     are not followed (as git does not), so a link loop cannot recurse; a `*.py` link that leads
-    nowhere (dangling, or a loop) is reported, since the user expects it checked.
+    nowhere (dangling, or a loop) is reported, since the user expects it checked. With
+    `force_exclude`, a named path that `exclude` or a .gitignore leaves out is skipped too.
     """
     seen: set[Path] = set()
     for argument in paths:
         path = Path(os.path.abspath(argument))
+        if force_exclude and is_excluded(path, excluder):
+            continue
         try:
             mode = os.stat(path).st_mode
         except OSError as error:

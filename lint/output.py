@@ -12,11 +12,23 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from csan_lint import REPOSITORY_URL
+from csan_lint.lint.fix import fixable
 from csan_lint.lint.model import Finding
+from csan_lint.lint.registry import all_rules
 from csan_lint.lint.rule import Rule
 from csan_lint.lint.runner import LintResult, rule_names
+from csan_lint.lint.suppress import UNUSED_NOQA_CODE
 
 JSON_VERSION = 1
+NON_RULE_SUMMARIES = {
+    "CSL001": "the file does not parse as Python: nothing in it was checked",
+    "CSL002": "csan-lint failed on the file (a bug in csan-lint): nothing in it was checked",
+    "CSL003": "the path could not be read or decoded: nothing in it was checked",
+    UNUSED_NOQA_CODE: "a `# noqa: CSL...` or `# csan-lint: ignore` comment that suppresses nothing "
+    "(off unless selected: `--extend-select CSL004`)",
+}
+"""Codes that are not rules of the catalog; all but CSL004 are always reported, never suppressed."""
 
 
 def _plural(count: int, word: str) -> str:
@@ -38,9 +50,12 @@ def statistics(findings: Sequence[Finding]) -> list[tuple[str, str, int]]:
     return sorted(rows, key=lambda row: (-row[2], row[0]))
 
 
-def format_text(result: LintResult, *, show_statistics: bool = False, quiet: bool = False) -> str:
+def format_text(
+    result: LintResult, *, show_statistics: bool = False, quiet: bool = False, show_fixes: bool = False, unsafe: bool = False
+) -> str:
     """`path:line:col: CODE message` and its `help:` line per finding (or, with
-    `show_statistics`, a count per code), then the summary line unless `quiet`."""
+    `show_statistics`, a count per code), then the summary line unless `quiet`. `show_fixes`:
+    `[*]` marks what `--fix` (with `unsafe`: `--fix --unsafe-fixes`) would fix, and a count says so."""
     lines: list[str] = []
     if show_statistics:
         rows = statistics(result.findings)
@@ -48,11 +63,15 @@ def format_text(result: LintResult, *, show_statistics: bool = False, quiet: boo
         lines.extend(f"{count:>{width}}  {code}  {name}" for code, name, count in rows)
     else:
         for finding in result.findings:
-            lines.append(f"{finding.path}:{finding.line}:{finding.column}: {finding.code} {finding.message}")
+            marker = " [*]" if show_fixes and fixable(finding, unsafe) else ""
+            lines.append(f"{finding.path}:{finding.line}:{finding.column}: {finding.code}{marker} {finding.message}")
             if finding.fix:
                 lines.append(f"    help: {finding.fix}")
     if not quiet:
         lines.append(summary_line(result))
+        count = sum(fixable(finding, unsafe) for finding in result.findings)
+        if show_fixes and count:
+            lines.append(f"[*] {count} fixable with `--fix{' --unsafe-fixes' if unsafe else ''}`.")
     return "\n".join(lines) + "\n" if lines else ""
 
 
@@ -129,6 +148,34 @@ def format_rule_list(rules: Sequence[type[Rule]]) -> str:
     return "".join(f"{rule.code}  {rule.name:<{width}}  {rule.summary}\n" for rule in rules)
 
 
+def rule_url(rule: type[Rule]) -> str:
+    """The rule's section of docs/rules.md in the repository (the anchor docs.py writes)."""
+    return f"{REPOSITORY_URL}/blob/main/docs/rules.md#{rule.code.lower()}-{rule.name}"
+
+
+def explain_code(code: str) -> str | None:
+    """What `csan-lint rule CODE` prints for any code the README lists, in any case: a rule (by
+    code or name), a non-rule diagnostic (CSL001-CSL004) or a runtime-only race (CSL9xx).
+    None for a code that means nothing."""
+    for rule in all_rules():
+        if code.upper() == rule.code or code.lower() == rule.name:
+            return format_explanation(rule)
+    code = code.upper()
+    if code in NON_RULE_SUMMARIES:
+        return f"{code} {rule_names()[code]}\n\n{NON_RULE_SUMMARIES[code][:1].upper()}{NON_RULE_SUMMARIES[code][1:]}.\n"
+    from csan_lint.runtime.confirm_verdict import RUNTIME_ONLY_CODES  # torch-free: plain tables
+
+    kinds = {runtime_code: kind for kind, runtime_code in RUNTIME_ONLY_CODES.items()}
+    if code in kinds:
+        return (
+            f"{code} {kinds[code]} (runtime-only)\n\n"
+            f"A {kinds[code]} race that `csan-lint --confirm` saw while running the tests and that no "
+            "static finding explains; the report carries both accesses' stacks.\n\n"
+            f"Documentation: {REPOSITORY_URL}/blob/main/docs/confirm.md\n"
+        )
+    return None
+
+
 def format_explanation(rule: type[Rule]) -> str:
     """What `--explain CODE` prints: the rule's docs, one flagged and one clean example."""
     parts = [f"{rule.code} {rule.name}", rule.summary]
@@ -140,4 +187,5 @@ def format_explanation(rule: type[Rule]) -> str:
         parts.append("Use instead:\n\n" + textwrap.indent(rule.VALID[0].code, "    ").rstrip())
     confirmed = ", ".join(rule.confirmed_by) if rule.confirmed_by else "nothing (static only)"
     parts.append(f"Confirmed at run time (csan-lint --confirm) by: {confirmed}")
+    parts.append(f"Documentation: {rule_url(rule)}")
     return "\n\n".join(parts) + "\n"

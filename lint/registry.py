@@ -8,9 +8,9 @@ from functools import cache
 
 from csan_lint import rules as rules_package
 from csan_lint.lint.rule import Rule
+from csan_lint.lint.syntax import SYNTAX_ERROR_CODE
 
-SYNTAX_ERROR_CODE = "CSL001"
-"""Not a rule: the diagnostic for a file that does not parse. Always on."""
+__all__ = ["SYNTAX_ERROR_CODE", "all_rules", "rule_by_code"]
 
 
 @cache

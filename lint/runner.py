@@ -5,7 +5,8 @@ a diagnostic.
 Start-up matters (pre-commit runs this on one or two files): libcst, the rules and the process
 pool are imported only when a file actually needs parsing.
 
-Public API: `lint_paths(paths, config) -> LintResult`.
+Public API: `lint_paths(paths, config) -> LintResult`; `lint_text` for one buffer (stdin, an
+editor's unsaved text) linted as the file it will be.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import io
 import os
 import tokenize
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -26,7 +27,8 @@ from csan_lint.lint.model import Finding, Span
 from csan_lint.lint.registry import SYNTAX_ERROR_CODE, all_rules
 from csan_lint.lint.rule import Rule
 from csan_lint.lint.summaries import PackageIndex
-from csan_lint.lint.suppress import filter_suppressed, skips_file
+from csan_lint.lint.suppress import UNUSED_NOQA_CODE, UNUSED_NOQA_NAME, filter_suppressed, skips_file, unused_suppressions
+from csan_lint.lint.syntax import python_syntax_error
 
 INTERNAL_ERROR_CODE = "CSL002"
 """The linter itself failed on a file: a bug of ours, reported there instead of a traceback."""
@@ -61,20 +63,28 @@ class LintResult:
     through the cache, in an earlier one), so a warm run reports what a cold one does."""
     files_cached: int = 0
     """Files whose result came from the cache instead of being read and linted."""
+    unreached: frozenset[str] = frozenset()
+    """Paths that could not be walked (missing, an unreadable directory): reported as CSL003,
+    but no file was checked there."""
 
     @property
     def files_with_findings(self) -> int:
-        return len({finding.path for finding in self.findings})
+        """Checked files with a finding: never more than `files_checked`."""
+        return len({finding.path for finding in self.findings} - self.unreached)
 
     @property
     def has_tool_errors(self) -> bool:
         return any(finding.code in TOOL_ERROR_CODES for finding in self.findings)
 
 
+Progress = Callable[[int, int], None]
+"""Called with (files linted, files to lint) as the engine's work advances."""
+
+
 @cache
 def rule_names() -> dict[str, str]:
-    """Code -> kebab name, for rules and the non-rule diagnostics."""
-    return {**DIAGNOSTIC_NAMES, **{rule.code: rule.name for rule in all_rules()}}
+    """Code -> kebab name, for rules, `unused-noqa` and the non-rule diagnostics."""
+    return {**DIAGNOSTIC_NAMES, UNUSED_NOQA_CODE: UNUSED_NOQA_NAME, **{rule.code: rule.name for rule in all_rules()}}
 
 
 def diagnostic(path: str, code: str, message: str, line: int = 1, column: int = 1) -> Finding:
@@ -90,6 +100,7 @@ class _Job:
     rules: tuple[type[Rule], ...]
     package: PackageIndex | None = None
     """The other files of the run, for calls into their functions (pickled once per chunk)."""
+    unused_noqa: bool = False
 
 
 def lint_source(
@@ -107,9 +118,42 @@ def _lint_job(job: _Job) -> list[Finding]:
         findings = lint_source(job.source, job.path, job.rules, job.package)
     except Exception as error:  # a crash on one file is that file's diagnostic; the run goes on
         return [diagnostic(job.path, INTERNAL_ERROR_CODE, _internal_error(error))]
-    if not findings or findings[0].code == SYNTAX_ERROR_CODE:
+    if findings and findings[0].code == SYNTAX_ERROR_CODE:
         return findings
-    return filter_suppressed(findings, job.source, rule_names())
+    kept = filter_suppressed(findings, job.source, rule_names())
+    if job.unused_noqa:
+        ran = {rule.code for rule in job.rules}
+        kept += unused_suppressions(findings, job.source, rule_names(), ran, job.path)
+    return sorted(kept, key=lambda finding: (finding.line, finding.column, finding.code))
+
+
+def _unparsed(source: str, path: Path, shown: str, config: Config) -> list[Finding]:
+    """The findings of a file the engine does not need to see (the prefilter rejected it, it
+    opts out, or no rule runs on it): a syntax error, else suppressions with nothing to do."""
+    if skips_file(source):
+        return []
+    broken = python_syntax_error(source, shown)
+    if broken is not None:
+        return [broken]
+    if not config.reports_unused_noqa(path):
+        return []
+    return unused_suppressions([], source, rule_names(), {rule.code for rule in config.rules_for(path)}, shown)
+
+
+def _needs_engine(source: str, path: Path, config: Config) -> bool:
+    return might_have_findings(source) and not skips_file(source) and bool(config.rules_for(path))
+
+
+def lint_text(source: str, path: Path, config: Config) -> LintResult:
+    """`source` linted as the file at `path` (absolute; it need not exist) would be: the same
+    prefilter, rules, `per-file-ignores` and suppressions. No cache, no other files."""
+    shown = display_path(path)
+    if not _needs_engine(source, path, config):
+        return LintResult(_unparsed(source, path, shown, config), 1, 0)
+    if len(source) > MAX_PARSE_CHARS:
+        return LintResult([diagnostic(shown, READ_ERROR_CODE, _too_large(len(source)))], 1, 0)
+    job = _Job(shown, source, config.rules_for(path), unused_noqa=config.reports_unused_noqa(path))
+    return LintResult(_lint_job(job), 1, 1)
 
 
 def _internal_error(error: Exception) -> str:
@@ -165,12 +209,22 @@ class _Parsed:
     hit: Hit | None = None
 
 
-def lint_paths(paths: Sequence[str], config: Config, *, jobs: int | None = None, cache: bool = False) -> LintResult:
+def lint_paths(
+    paths: Sequence[str],
+    config: Config,
+    *,
+    jobs: int | None = None,
+    cache: bool = False,
+    progress: Progress | None = None,
+    force_exclude: bool = False,
+) -> LintResult:
     """Lint the files and directories in `paths` under `config`.
 
     `jobs`: worker processes; None picks `os.cpu_count()` when there is enough source to parse,
     else lints in this process. `cache`: reuse and store per-file results in the project's
     `.csan_lint_cache/` (see csan_lint.lint.cache). The result is the same either way.
+    `progress`: told how the engine's work (the slow part) advances. `force_exclude`: named
+    paths are subject to `exclude` and .gitignore too.
     """
     cwd = Path.cwd()
     excluder = Excluder(config.root, config.exclude, config.respect_gitignore)
@@ -178,8 +232,10 @@ def lint_paths(paths: Sequence[str], config: Config, *, jobs: int | None = None,
     findings: list[Finding] = []
     parsed: list[_Parsed] = []
     files_checked = files_cached = 0
-    for found in discover(paths, excluder):
+    unreached: set[str] = set()
+    for found in discover(paths, excluder, force_exclude):
         if isinstance(found, PathError):
+            unreached.add(display_path(found.path, cwd))
             findings.append(diagnostic(display_path(found.path, cwd), READ_ERROR_CODE, found.message))
             continue
         files_checked += 1
@@ -197,7 +253,8 @@ def lint_paths(paths: Sequence[str], config: Config, *, jobs: int | None = None,
                 hit = results.lookup(found, shown, stat, digest)
         if hit is not None and not hit.parsed:
             files_cached += 1
-            continue  # the prefilter rejected these bytes: no findings, whatever else changed
+            findings.extend(hit.findings)  # the prefilter rejected these bytes: what `_unparsed` said
+            continue
         if hit is not None:
             parsed.append(_Parsed(found, shown, stat, hit.digest, None, hit.orders, hit))
             continue
@@ -207,9 +264,11 @@ def lint_paths(paths: Sequence[str], config: Config, *, jobs: int | None = None,
             if results is not None:
                 results.drop(found)
             continue
-        if not (might_have_findings(source) and not skips_file(source) and config.rules_for(found)):
+        if not _needs_engine(source, found, config):
+            unparsed = _unparsed(source, found, shown, config)
+            findings.extend(unparsed)
             if results is not None:
-                results.store(found, stat, [], parsed=False, digest=digest)
+                results.store(found, stat, unparsed, parsed=False, digest=digest)
             continue
         if len(source) > MAX_PARSE_CHARS:
             findings.append(diagnostic(shown, READ_ERROR_CODE, _too_large(len(source))))
@@ -224,15 +283,21 @@ def lint_paths(paths: Sequence[str], config: Config, *, jobs: int | None = None,
             findings.extend(file.hit.findings)
             files_cached += 1
     if stale:
-        findings.extend(_lint_stale(stale, parsed, config, jobs, results, index))
+        findings.extend(_lint_stale(stale, parsed, config, jobs, results, index, progress))
     if results is not None:
         results.save()
     findings.sort(key=lambda finding: (finding.path, finding.line, finding.column, finding.code))
-    return LintResult(findings, files_checked, len(parsed), files_cached)
+    return LintResult(findings, files_checked, len(parsed), files_cached, frozenset(unreached))
 
 
 def _lint_stale(
-    stale: list[_Parsed], parsed: list[_Parsed], config: Config, jobs: int | None, results: ResultCache | None, index: str
+    stale: list[_Parsed],
+    parsed: list[_Parsed],
+    config: Config,
+    jobs: int | None,
+    results: ResultCache | None,
+    index: str,
+    progress: Progress | None,
 ) -> list[Finding]:
     """Lint the parsed files without a valid cached result, with every parsed file that mentions
     an ordering API in the package index (the cached ones are read again for it)."""
@@ -249,8 +314,11 @@ def _lint_stale(
     package = None
     if len(parsed) > 1:
         package = PackageIndex.build((file.shown, file.source) for file in parsed if file.orders and file.source is not None)
-    work = [_Job(file.shown, file.source or "", config.rules_for(file.path), package) for file in stale]
-    for file, file_findings in zip(stale, _run(work, jobs)):
+    work = [
+        _Job(file.shown, file.source or "", config.rules_for(file.path), package, config.reports_unused_noqa(file.path))
+        for file in stale
+    ]
+    for file, file_findings in zip(stale, _run(work, jobs, progress)):
         findings.extend(file_findings)
         if results is None:
             continue
@@ -263,12 +331,17 @@ def _lint_stale(
     return findings
 
 
-def _run(work: list[_Job], jobs: int | None) -> list[list[Finding]]:
+def _run(work: list[_Job], jobs: int | None, progress: Progress | None = None) -> list[list[Finding]]:
+    report = progress or (lambda done, total: None)
     if jobs is None:
         enough = len(work) > 1 and sum(len(job.source) for job in work) >= PARALLEL_MIN_BYTES
         jobs = (os.cpu_count() or 1) if enough else 1
     if jobs <= 1 or len(work) <= 1:
-        return [_lint_job(job) for job in work]
+        done: list[list[Finding]] = []
+        for job in work:
+            done.append(_lint_job(job))
+            report(len(done), len(work))
+        return done
     # Deal the files, biggest first, round-robin into a few chunks per worker: chunks of about
     # equal size, the biggest started first, so that no worker is left with a long tail.
     order = sorted(range(len(work)), key=lambda index: -len(work[index].source))
@@ -277,6 +350,7 @@ def _run(work: list[_Job], jobs: int | None) -> list[list[Finding]]:
     from concurrent.futures import ProcessPoolExecutor  # only a run with much to parse pays for it
 
     results: list[list[Finding]] = [[] for _ in work]
+    finished = 0
     with ProcessPoolExecutor(max_workers=min(jobs, len(chunks))) as pool:
         futures = [(chunk, pool.submit(_lint_chunk, [work[index] for index in chunk])) for chunk in chunks]
         for chunk, future in futures:
@@ -287,6 +361,8 @@ def _run(work: list[_Job], jobs: int | None) -> list[list[Finding]]:
                 chunk_results = [[diagnostic(work[index].path, INTERNAL_ERROR_CODE, message)] for index in chunk]
             for index, file_findings in zip(chunk, chunk_results):
                 results[index] = file_findings
+            finished += len(chunk)
+            report(finished, len(work))
     return results
 
 

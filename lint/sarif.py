@@ -14,22 +14,16 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
-from csan_lint import __version__
+from csan_lint import REPOSITORY_URL, __version__
 from csan_lint.lint.model import Finding
-from csan_lint.lint.output import format_explanation
+from csan_lint.lint.output import NON_RULE_SUMMARIES, format_explanation, rule_url
 from csan_lint.lint.registry import all_rules
 from csan_lint.lint.rule import Rule
-from csan_lint.lint.runner import DIAGNOSTIC_NAMES, LintResult
+from csan_lint.lint.runner import DIAGNOSTIC_NAMES, LintResult, rule_names
 
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
-INFORMATION_URI = "https://pypi.org/project/csan-lint/"
 SRCROOT = "%SRCROOT%"
-DIAGNOSTIC_SUMMARIES = {
-    "syntax-error": "the file does not parse as Python: nothing in it was checked",
-    "internal-error": "csan-lint failed on the file (a bug in csan-lint): nothing in it was checked",
-    "unreadable-file": "the path could not be read or decoded: nothing in it was checked",
-}
 
 
 def _rule_descriptor(rule: type[Rule]) -> dict[str, Any]:
@@ -40,18 +34,20 @@ def _rule_descriptor(rule: type[Rule]) -> dict[str, Any]:
         "shortDescription": {"text": rule.summary},
         "fullDescription": {"text": rule.rationale() or rule.summary},
         "help": {"text": help_text, "markdown": help_text},
+        "helpUri": rule_url(rule),
         "defaultConfiguration": {"level": "error"},
         "properties": {"confirmedBy": list(rule.confirmed_by), "fixTitle": rule.fix_title},
     }
 
 
-def _diagnostic_descriptor(code: str, name: str) -> dict[str, Any]:
-    summary = DIAGNOSTIC_SUMMARIES[name]
+def _non_rule_descriptor(code: str) -> dict[str, Any]:
+    name, summary = rule_names()[code], NON_RULE_SUMMARIES[code]
+    always = " Not a rule: always reported, never suppressed." if code in DIAGNOSTIC_NAMES else ""
     return {
         "id": code,
         "name": name,
         "shortDescription": {"text": summary},
-        "help": {"text": f"{code} {name}: {summary}. Not a rule: always reported, never suppressed."},
+        "help": {"text": f"{code} {name}: {summary}.{always}"},
         "defaultConfiguration": {"level": "error"},
     }
 
@@ -105,7 +101,7 @@ def sarif_log(result: LintResult, cwd: Path | None = None) -> dict[str, Any]:
     driver's rules, one result per finding. Relative paths are relative to `cwd` (default: the
     working directory)."""
     descriptors = [_rule_descriptor(rule) for rule in all_rules()]
-    descriptors += [_diagnostic_descriptor(code, name) for code, name in sorted(DIAGNOSTIC_NAMES.items())]
+    descriptors += [_non_rule_descriptor(code) for code in sorted(NON_RULE_SUMMARIES)]
     index = {descriptor["id"]: position for position, descriptor in enumerate(descriptors)}
     root = (cwd or Path.cwd()).as_uri().rstrip("/") + "/"
     run = {
@@ -114,7 +110,7 @@ def sarif_log(result: LintResult, cwd: Path | None = None) -> dict[str, Any]:
                 "name": "csan-lint",
                 "version": __version__,
                 "semanticVersion": __version__,
-                "informationUri": INFORMATION_URI,
+                "informationUri": REPOSITORY_URL,
                 "rules": descriptors,
             }
         },

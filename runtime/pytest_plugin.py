@@ -1,6 +1,8 @@
 """pytest plugin (entry point `csan`): `pytest --csan` runs every test under the CUDA stream
 sanitizer and fails the tests whose run raced; `--csan-emulate` runs GPU tests on the emulated
 device with checking off. Inert and cheap unless one of them is given: torch is imported only then.
+A project turns them on in its ini file instead (`csan`, `csan_device`, `csan_report`,
+`csan_report_only` under `[tool.pytest.ini_options]`); a flag on the command line wins.
 
 `--csan-report PATH` streams JSON Lines, flushed line by line so that a crash loses nothing:
     {"type": "session", "version": 1, "device": "emulated" | "cuda"}
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Generator
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 import pytest
 
@@ -23,6 +25,13 @@ if TYPE_CHECKING:
     from csan_lint.runtime.sanitizer import Sanitizer
 
 REPORT_VERSION = 1
+DEVICES = ("auto", "cuda", "emulated")
+INI_OPTIONS: dict[str, tuple[Literal["bool", "string"], str]] = {
+    "csan": ("bool", "run every test under the CUDA stream sanitizer (as --csan)"),
+    "csan_device": ("string", "device for csan: auto (default), cuda or emulated (as --csan-device)"),
+    "csan_report": ("string", "write every report to this path, relative to the rootdir (as --csan-report)"),
+    "csan_report_only": ("bool", "report races without failing the tests (as --csan-report-only)"),
+}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -30,14 +39,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--csan", action="store_true", help="run every test under the CUDA stream sanitizer")
     group.addoption(
         "--csan-device",
-        choices=("auto", "cuda", "emulated"),
-        default="auto",
+        choices=DEVICES,
+        default=None,
         help="device for --csan/--csan-emulate: real CUDA, the emulated device, or auto (default)",
     )
     group.addoption(
         "--csan-report-only", action="store_true", help="report races without failing the tests"
     )
     group.addoption("--csan-report", metavar="PATH", help="write every report to PATH (JSON Lines)")
+    for name, (kind, help_text) in INI_OPTIONS.items():
+        parser.addini(name, help_text, type=kind, default=False if kind == "bool" else "")
     group.addoption(
         "--csan-emulate",
         action="store_true",
@@ -49,10 +60,25 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "csan(enabled=True): enabled=False runs the test without the CUDA stream sanitizer"
     )
-    if not (config.getoption("csan") or config.getoption("csan_emulate")):
+    if not (_setting(config, "csan") or config.getoption("csan_emulate")):
         return
     # Before collection: test modules evaluate `skipif(not torch.cuda.is_available())` on import.
     config.pluginmanager.register(CsanSession(config), "csan-session")
+
+
+def _setting(config: pytest.Config, name: str) -> Any:
+    """The command line's value when given, else the ini file's (paths there are relative to
+    the rootdir; a device there is checked as the flag's choices are)."""
+    given = config.getoption(name)
+    if given:
+        return given
+    value = config.getini(name)
+    if name == "csan_device" and value:
+        if value not in DEVICES:
+            raise pytest.UsageError(f"ini option csan_device: expected one of {', '.join(DEVICES)}, got {value!r}")
+    elif name == "csan_report" and value:
+        value = str(config.rootpath / value)
+    return value
 
 
 def _entry_codes() -> set[int]:
@@ -95,8 +121,8 @@ class CsanSession:
         from csan_lint.runtime import emulation
         from csan_lint.runtime.sanitizer import resolve_device
 
-        self.report_only: bool = config.getoption("csan_report_only")
-        requested = config.getoption("csan_device")
+        self.report_only: bool = _setting(config, "csan_report_only")
+        requested = _setting(config, "csan_device") or "auto"
         if config.getoption("csan_emulate"):
             if requested == "cuda":
                 raise pytest.UsageError("--csan-emulate runs on the emulated device, not --csan-device cuda")
@@ -105,7 +131,7 @@ class CsanSession:
             self.device = resolve_device(requested)
         except RuntimeError as error:
             raise pytest.UsageError(f"--csan-device: {error}") from None
-        path = config.getoption("csan_report")
+        path = _setting(config, "csan_report")
         try:
             self.report = _ReportFile(path) if path else None
         except OSError as error:
@@ -119,7 +145,7 @@ class CsanSession:
         self.outcome = "passed"
         self.longrepr: str | None = None
         self._write({"type": "session", "version": REPORT_VERSION, "device": self.device})
-        if config.getoption("csan"):
+        if _setting(config, "csan"):
             from csan_lint.runtime.sanitizer import Sanitizer
 
             self.sanitizer = Sanitizer(self.device)

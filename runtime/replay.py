@@ -13,9 +13,10 @@ OUTPUT_FORMATS = ("text", "json")
 JSON_VERSION = 1
 
 
-def main(trace_path: str, output_format: str = "text") -> int:
-    """Print the trace's reports (stdout) and a summary (stderr). Exit 1 if any error was found,
-    0 if none (warnings alone do not fail), 2 if the trace cannot be read or is malformed."""
+def main(trace_path: str, output_format: str = "text", quiet: bool = False) -> int:
+    """Print the trace's reports (stdout) and, unless `quiet`, a summary (stderr). Exit 1 if any
+    error was found, 0 if none (warnings alone do not fail), 2 if the trace cannot be read or is
+    malformed."""
     if output_format not in OUTPUT_FORMATS:
         print(f"csan-lint: unknown output format {output_format!r} (choose from {', '.join(OUTPUT_FORMATS)})", file=sys.stderr)
         return 2
@@ -43,8 +44,7 @@ def main(trace_path: str, output_format: str = "text") -> int:
         for report in reports:
             print(render_text(report))
             print()
-    if reports:
-        print(f"Found {errors} error(s) and {warnings} warning(s) in {trace_path}.", file=sys.stderr)
-    else:
-        print(f"No errors in {trace_path}.", file=sys.stderr)
+    if not quiet:
+        summary = f"Found {errors} error(s) and {warnings} warning(s) in {trace_path}." if reports else f"No errors in {trace_path}."
+        print(summary, file=sys.stderr)
     return 1 if errors else 0

@@ -16,8 +16,9 @@ FORMAT = "csan-trace"
 VERSION = 1
 HEADER = {"format": FORMAT, "version": VERSION}
 
-# Parameter types: int, int? (an integer or null), bool, str, accesses ([{"ptr", "size",
-# "is_write", "argument", "is_output"}, ...]), stack (optional: [[file, line, function], ...] or null).
+# Parameter types: int, int? (an integer or null), ptr and size (integers from 0 to 2**64 - 1: a
+# device address, a byte count), bool, str, accesses ([{"ptr", "size", "is_write", "argument",
+# "is_output"}, ...]), stack (optional: [[file, line, function], ...] or null).
 EVENTS: dict[str, tuple[tuple[str, str], ...]] = {
     "stream_created": (("stream", "int"),),
     "event_created": (("event", "int"),),
@@ -29,13 +30,13 @@ EVENTS: dict[str, tuple[tuple[str, str], ...]] = {
     "device_synchronized": (),
     "stream_queried": (("stream", "int"), ("done", "bool")),
     "event_queried": (("event", "int"), ("done", "bool")),
-    "allocated": (("ptr", "int"), ("size", "int"), ("stream", "int?"), ("stack", "stack")),
-    "freed": (("ptr", "int"), ("stack", "stack")),
-    "stream_recorded": (("ptr", "int"), ("stream", "int")),
+    "allocated": (("ptr", "ptr"), ("size", "size"), ("stream", "int?"), ("stack", "stack")),
+    "freed": (("ptr", "ptr"), ("stack", "stack")),
+    "stream_recorded": (("ptr", "ptr"), ("stream", "int")),
     "kernel_launched": (("stream", "int"), ("operator", "str"), ("accesses", "accesses"), ("stack", "stack")),
     "host_accessed": (
-        ("ptr", "int"),
-        ("size", "int"),
+        ("ptr", "ptr"),
+        ("size", "size"),
         ("is_write", "bool"),
         ("operator", "str"),
         ("stack", "stack"),
@@ -129,13 +130,22 @@ class TraceError(ValueError):
         self.path, self.line, self.problem = path, line, problem
 
 
+ADDRESS_LIMIT = 2**64
+"""Pointers and sizes are 64-bit: a negative one, or one past this, is a corrupt trace (the
+engine's range arithmetic would take it for a real, enormous range)."""
+
+
 def _convert(kind: str, name: str, value: Any) -> Any:
     """The value as the engine takes it, or a ValueError saying what is wrong."""
+    if kind in ("ptr", "size"):
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < ADDRESS_LIMIT:
+            return value
+        raise ValueError(f"{name!r} must be an integer from 0 to 2**64 - 1, got {_shown(value)}")
     if kind in ("int", "int?"):
         if (isinstance(value, int) and not isinstance(value, bool)) or (value is None and kind == "int?"):
             return value
         or_null = " or null" if kind == "int?" else ""
-        raise ValueError(f"{name!r} must be an integer{or_null}, got {json.dumps(value)}")
+        raise ValueError(f"{name!r} must be an integer{or_null}, got {_shown(value)}")
     if kind == "bool":
         if isinstance(value, bool):
             return value
@@ -159,34 +169,52 @@ def _convert(kind: str, name: str, value: Any) -> Any:
     return [_access(i, a) for i, a in enumerate(value)]
 
 
+def _shown(value: Any) -> str:
+    """A bad value in a message, cut short: a corrupt trace may hold a megabyte on one line."""
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _access(index: int, value: Any) -> Access:
     if not isinstance(value, dict):
         raise ValueError(f"access {index} must be an object")
     try:
-        return Access(
-            _convert("int", "ptr", value.get("ptr")),
-            _convert("int", "size", value.get("size")),
+        access = Access(
+            _convert("ptr", "ptr", value.get("ptr")),
+            _convert("size", "size", value.get("size")),
             _convert("bool", "is_write", value.get("is_write")),
             _convert("str", "argument", value.get("argument", "")),
             _convert("bool", "is_output", value.get("is_output", False)),
         )
+        _check_end(access.ptr, access.size)
     except ValueError as error:
         raise ValueError(f"access {index}: {error}") from None
+    return access
+
+
+def _check_end(ptr: int, size: int) -> None:
+    if ptr + size > ADDRESS_LIMIT:
+        raise ValueError(f"'ptr' + 'size' ({ptr:#x} + {size}) runs past the 64-bit address space")
 
 
 def replay(path: str | os.PathLike[str], tracker: Any) -> None:
     """Feed every event of the trace at `path` to `tracker`. Raises TraceError (located) on a
-    bad line, after the events before it were fed; OSError if the file cannot be read."""
+    bad line (binary, cut short, not JSON, out of range), after the events before it were fed;
+    OSError if the file cannot be read."""
     shown = os.fspath(path)
-    with open(path, encoding="utf-8") as file:
+    with open(path, "rb") as file:
         header_seen = False
-        for lineno, text in enumerate(file, start=1):
+        for lineno, data in enumerate(file, start=1):
+            text = _text(shown, lineno, data)
             if not text.strip():
                 continue
             try:
                 record = json.loads(text)
             except json.JSONDecodeError as error:
-                raise TraceError(shown, lineno, f"not JSON: {error.msg} (column {error.colno})") from None
+                cut = " (the trace is truncated: its last line is cut short)" if not data.endswith(b"\n") else ""
+                raise TraceError(shown, lineno, f"not JSON: {error.msg} (column {error.colno}){cut}") from None
+            except (ValueError, RecursionError) as error:  # a 5000-digit number, nesting 10**5 deep
+                raise TraceError(shown, lineno, f"not a trace line: {str(error).splitlines()[0][:100]}") from None
             if not isinstance(record, dict):
                 raise TraceError(shown, lineno, "expected a JSON object")
             if not header_seen:
@@ -196,6 +224,15 @@ def replay(path: str | os.PathLike[str], tracker: Any) -> None:
             _dispatch(shown, lineno, record, tracker)
         if not header_seen:
             raise TraceError(shown, 1, f"empty trace: expected {json.dumps(HEADER)}")
+
+
+def _text(path: str, lineno: int, data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise TraceError(
+            path, lineno, f"not UTF-8 text at byte {error.start + 1}: a binary or compressed file, not a trace"
+        ) from None
 
 
 def _check_header(path: str, lineno: int, record: dict[str, Any]) -> None:
@@ -221,6 +258,11 @@ def _dispatch(path: str, lineno: int, record: dict[str, Any], tracker: Any) -> N
             raise TraceError(path, lineno, f"event {event!r} lacks {key!r}")
         try:
             kwargs[name] = _convert(kind, key, record.get(key))
+        except ValueError as error:
+            raise TraceError(path, lineno, f"event {event!r}: {error}") from None
+    if "size" in kwargs:
+        try:
+            _check_end(kwargs["ptr"], kwargs["size"])
         except ValueError as error:
             raise TraceError(path, lineno, f"event {event!r}: {error}") from None
     getattr(tracker, event)(**kwargs)

@@ -46,3 +46,32 @@ def test_a_failure_outside_any_file_is_a_message_not_a_traceback(
     assert result.exit_code == 2
     assert result.stderr == "error: internal error: RuntimeError: discovery exploded\n"
     assert "Traceback" not in result.output
+
+
+def test_json_summary_counts_only_checked_files_as_files_with_findings(project: Path) -> None:
+    import json
+
+    result = CliRunner().invoke(cli.main, ["--format", "json", "flagged.py", "missing.py", "gone/"])
+    summary = json.loads(result.stdout)["summary"]
+    paths = {finding["path"] for finding in json.loads(result.stdout)["findings"]}
+    assert paths == {"flagged.py", "missing.py", "gone"}
+    assert (summary["files_checked"], summary["files_with_findings"]) == (1, 1)
+
+
+def test_rule_all_explains_every_rule_and_rule_needs_a_code(project: Path) -> None:
+    result = CliRunner().invoke(cli.main, ["rule", "--all"])
+    assert result.exit_code == 0
+    headers = [line for line in result.stdout.splitlines() if line.startswith("CSL")]
+    assert headers == [f"{rule.code} {rule.name}" for rule in all_rules()]
+    bare = CliRunner().invoke(cli.main, ["rule"])
+    assert bare.exit_code == 2 and "give a rule code" in bare.stderr
+
+
+def test_server_without_its_extra_says_what_to_install(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.delitem(sys.modules, "csan_lint.lint.server", raising=False)
+    monkeypatch.setitem(sys.modules, "lsprotocol", None)  # what an install without [lsp] looks like
+    result = CliRunner().invoke(cli.main, ["server"])
+    assert result.exit_code == 2
+    assert "pip install 'csan-lint[lsp]'" in result.stderr and "Traceback" not in result.output

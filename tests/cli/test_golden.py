@@ -39,7 +39,8 @@ def test_golden(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, upda
         _materialise(directory / "tree", tmp_path)
     monkeypatch.chdir(tmp_path)
     arguments = shlex.split((directory / "cmd").read_text())
-    result = CliRunner().invoke(main, arguments)
+    stdin = directory / "stdin"
+    result = CliRunner().invoke(main, arguments, input=stdin.read_text() if stdin.is_file() else None)
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
     actual = render(result.exit_code, result.stdout, result.stderr, tmp_path)

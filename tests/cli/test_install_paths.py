@@ -77,3 +77,79 @@ def test_confirm_without_torch_says_what_to_install(tmp_path: Path, no_torch: di
     assert "error: --confirm needs torch, pytest, coverage; missing: torch." in done.stderr
     assert INSTALL_HINT in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def _checkout_copy(destination: Path) -> Path:
+    """The working tree's files (tracked and new, not ignored), symbolic links kept as links."""
+    root = Path(__file__).resolve().parents[2]
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=root, capture_output=True, text=True, check=True,
+    ).stdout.split("\0")
+    for name in filter(None, listed):
+        source, target = root / name, destination / name
+        if not source.is_symlink() and not source.exists():
+            continue  # deleted in the working tree, not yet in git
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():
+            target.symlink_to(os.readlink(source))
+        else:
+            shutil.copy2(source, target)
+    return destination
+
+
+def _venv_with_dependencies(directory: Path) -> Path:
+    """A bare virtual environment that sees this one's packages (libcst, torch, setuptools...)
+    through a path line, not its .pth files: this environment's editable csan_lint stays out."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(directory)], check=True, timeout=120)
+    python = directory / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    ours = next(path for path in sys.path if path.endswith("site-packages") and Path(path, "libcst").is_dir())
+    Path(site, "dependencies.pth").write_text(ours + "\n")
+    return python
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("editable", [False, True], ids=["install", "editable"])
+def test_an_install_works_from_inside_the_checkout(tmp_path: Path, editable: bool) -> None:
+    """The root `csan_lint/` folder links `lint`, `rules` and `runtime` in, so that run from the
+    checkout, where it comes first on sys.path, it is the whole package, not a stub that hides
+    the installed one; run from elsewhere, the installed copy answers."""
+    checkout = _checkout_copy(tmp_path / "checkout")
+    python = _venv_with_dependencies(tmp_path / "venv")
+    install = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
+               "--no-build-isolation", "--no-index", *(["-e"] if editable else []), str(checkout)]
+    done = subprocess.run(install, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    script = str(python.parent / "csan-lint")
+    where = "import csan_lint.lint.cli as m, csan_lint.runtime.pytest_plugin; print(m.__file__)"
+
+    from_checkout = _run([str(python), "-c", where], checkout, env)
+    assert from_checkout.returncode == 0, from_checkout.stderr
+    assert from_checkout.stdout.strip() == str(checkout / "csan_lint" / "lint" / "cli.py")
+    elsewhere = _run([str(python), "-c", where], tmp_path, env)
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    if editable:  # the checkout's files, reached through the link or the mapped folder
+        assert Path(elsewhere.stdout.strip()).resolve() == (checkout / "lint" / "cli.py").resolve()
+    else:
+        assert "site-packages" in elsewhere.stdout, elsewhere.stdout
+
+    for command in ([script, "examples/"], [str(python), "-m", "csan_lint", "examples/"]):
+        linted = _run(command, checkout, env)
+        assert linted.returncode == 1 and "CSL101" in linted.stdout, linted.stderr
+    plugin = _run([str(python), "-m", "pytest", "--csan", "--csan-device", "emulated", "--collect-only", "-q",
+                   "-p", "no:cacheprovider", "examples/"], checkout, env)
+    assert plugin.returncode == 0, plugin.stdout + plugin.stderr
+
+
+def test_the_root_package_links_the_top_level_folders() -> None:
+    """What type checkers and editors follow from the checkout: `csan_lint/lint` is `lint/`."""
+    root = Path(__file__).resolve().parents[2]
+    for name in ("lint", "rules", "runtime"):
+        link = root / "csan_lint" / name
+        assert link.is_symlink() and os.readlink(link) == f"../{name}"
+        assert (link / "__init__.py").samefile(root / name / "__init__.py")

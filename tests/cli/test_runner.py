@@ -27,10 +27,12 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_files_without_stream_words_are_not_parsed(project: Path) -> None:
     (project / "flagged.py").write_text(FLAGGED[0])
     (project / "plain.py").write_text("def f(x):\n    return x + 1\n")
-    (project / "broken_plain.py").write_text("def f(:\n")  # unparsable, but cannot hold a stream bug
+    (project / "broken_plain.py").write_text("def f(:\n")  # cannot hold a stream bug, but is broken
     result = lint_paths(["."], Config(root=project))
     assert (result.files_checked, result.files_parsed) == (3, 1)
-    assert {finding.path for finding in result.findings} == {"flagged.py"}
+    assert {finding.path for finding in result.findings} == {"flagged.py", "broken_plain.py"}
+    broken = [finding for finding in result.findings if finding.path == "broken_plain.py"]
+    assert [(f.code, f.line, f.column) for f in broken] == [("CSL001", 1, 7)]
 
 
 def test_parallel_and_serial_runs_agree(project: Path) -> None:

@@ -14,9 +14,9 @@ from click.testing import CliRunner
 
 from csan_lint.lint.cli import main
 from csan_lint.lint.config import load_config
-from csan_lint.lint.output import format_explanation
+from csan_lint.lint.output import NON_RULE_SUMMARIES, format_explanation
 from csan_lint.lint.registry import all_rules
-from csan_lint.lint.runner import DIAGNOSTIC_NAMES, lint_paths
+from csan_lint.lint.runner import lint_paths
 from csan_lint.lint.sarif import sarif_log
 
 
@@ -65,7 +65,7 @@ def test_rules_carry_the_catalog(project: Path) -> None:
     driver = log["runs"][0]["tool"]["driver"]
     assert driver["name"] == "csan-lint"
     rules = driver["rules"]
-    assert [rule["id"] for rule in rules] == [rule.code for rule in all_rules()] + sorted(DIAGNOSTIC_NAMES)
+    assert [rule["id"] for rule in rules] == [rule.code for rule in all_rules()] + sorted(NON_RULE_SUMMARIES)
     for rule, descriptor in zip(all_rules(), rules):
         assert descriptor["name"] == rule.name
         assert descriptor["shortDescription"]["text"] == rule.summary
