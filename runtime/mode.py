@@ -152,7 +152,8 @@ def byte_extent(tensor: torch.Tensor) -> tuple[int, int]:
 
 def storage_base(tensor: torch.Tensor) -> int:
     """The address of the block holding the tensor (what the allocator's callbacks name)."""
-    return tensor.data_ptr() - tensor.storage_offset() * tensor.element_size()
+    # storage_offset() is typed int | SymInt: a symbolic offset exists only under tracing, not here.
+    return tensor.data_ptr() - int(tensor.storage_offset()) * tensor.element_size()
 
 
 def _merge(
@@ -227,7 +228,9 @@ class SanitizerMode(TorchDispatchMode):
         # torch would wrap __torch_dispatch__ in torch._disable_dynamo: ~3 us per op for nothing.
         return False
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(
+        self, func: OpOverload, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
         if kwargs is None:
             kwargs = {}
         # Keyed by id: an OpOverload hashes in Python (~0.3 us an op); the plan keeps it alive.
@@ -273,7 +276,7 @@ class SanitizerMode(TorchDispatchMode):
         self._op_stack = (ident, op_stack)
         return op_stack
 
-    def _observe(self, plan: _Plan, args: tuple, kwargs: dict, out: Any, stack: Stack | None) -> None:
+    def _observe(self, plan: _Plan, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any, stack: Stack | None) -> None:
         device: dict[tuple[int, int], Access] = {}
         # (tensor, argument name, is_write, is_output) of the host tensors, for copies and
         # host accesses (made on the first one: most ops have none); `seen` keeps device

@@ -75,7 +75,7 @@ class TraceWriter:
         return None if stack is None else resolve(stack)
 
     def _emit(self, event: str, params: tuple[tuple[str, str], ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        values = dict(zip((name for name, _ in params), args))
+        values = dict(zip((name for name, _ in params), args, strict=False))  # the rest come as kwargs
         values.update(kwargs)
         record: dict[str, Any] = {"event": event}
         for name, kind in params:
@@ -83,7 +83,7 @@ class TraceWriter:
             if kind == "stack":
                 value = self._stack(value)
             elif kind == "accesses":
-                value = [a._asdict() for a in value]
+                value = None if value is None else [a._asdict() for a in value]
             record[json_key(name)] = value
         self._write(record)
         if self.tracker is not None:

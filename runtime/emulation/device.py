@@ -40,10 +40,13 @@ _base_as_tensor = torch.as_tensor
 _to_copy = _aten._to_copy.default
 
 
-class _Block(weakref.ref):
+class _Block(weakref.ref[torch.UntypedStorage]):
     """A weak reference to a registered storage that remembers what its free must report."""
 
     __slots__ = ("key", "ptr", "size")
+    key: int
+    ptr: int
+    size: int
 
 
 class _Registry:
@@ -225,7 +228,7 @@ def _naming_host() -> Iterator[None]:
         _host_named.active = previous
 
 
-def _scan(args: tuple, kwargs: dict) -> tuple[bool, bool]:
+def _scan(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bool, bool]:
     """(any device tensor, any host tensor with data dimensions) among the arguments."""
     on_device = on_host = False
     for value in (*args, *kwargs.values()):
@@ -252,7 +255,7 @@ class _CudaRng:
         self.generator = torch.Generator()
         self.lock = threading.Lock()
 
-    def run(self, func: Any, args: tuple, kwargs: dict) -> Any:
+    def run(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         host = torch.default_generator
         with self.lock:
             saved = host.get_state()
@@ -350,7 +353,7 @@ class DeviceMode(TorchDispatchMode):
         # Otherwise torch wraps __torch_dispatch__ in torch._disable_dynamo: ~3 us per op.
         return False
 
-    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
         if kwargs is None:
             kwargs = {}
         if not active:
@@ -394,13 +397,13 @@ class DeviceMode(TorchDispatchMode):
         return _execute(plan, func, args, kwargs, on_device, to_device)
 
 
-def _execute(plan: _Plan, func: Any, args: tuple, kwargs: dict, on_device: bool, to_device: bool) -> Any:
+def _execute(plan: _Plan, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], on_device: bool, to_device: bool) -> Any:
     if plan.kind == _PLAIN:
         return run(func, plan, args, kwargs)
     return _special(plan.kind, func, args, kwargs, on_device, to_device)
 
 
-def run(func: Any, plan: _Plan, args: tuple, kwargs: dict) -> Any:
+def run(func: Any, plan: _Plan, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Run an op on device tensors: device randomness, results on the device."""
     out = rng.run(func, args, kwargs) if plan.seeded else func(*args, **kwargs)
     if plan.fresh:
@@ -408,7 +411,7 @@ def run(func: Any, plan: _Plan, args: tuple, kwargs: dict) -> Any:
     return out
 
 
-def _special(kind: int, func: Any, args: tuple, kwargs: dict, on_device: bool, to_device: bool) -> Any:
+def _special(kind: int, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], on_device: bool, to_device: bool) -> Any:
     if kind == _COPY_TO:
         # _to_copy: to the device when asked (`device="cuda"`), to the host when the user
         # asked (`.cpu()`, `.to("cpu")`), else where the source is: torch's own code (a
@@ -637,7 +640,9 @@ def _tensor_new_tensor(self: torch.Tensor, data: Any, *, device: Any = None, **k
     return _TensorBase.new_tensor(self, data, device=device, **kwargs)
 
 
-class _GeneratorType(type(torch._C.Generator)):
+# torch's Generator has a metaclass of its own (OpaqueBaseMeta) that ours must derive from; mypy
+# cannot follow a computed base class: [misc].
+class _GeneratorType(type(torch._C.Generator)):  # type: ignore[misc]
     def __instancecheck__(cls, instance: object) -> bool:
         return isinstance(instance, torch._C.Generator)
 
@@ -654,7 +659,7 @@ class Generator(torch._C.Generator, metaclass=_GeneratorType):
         return super().__new__(cls)
 
     @property
-    def device(self) -> torch.device:
+    def device(self) -> torch.device:  # type: ignore[override]  # torch declares a plain attribute
         return CUDA
 
 
