@@ -23,9 +23,10 @@ def lint_source(
 ) -> list[Finding]:
     """Parse, analyse, run the given rules (default: all). Pure: no file I/O, no config, no
     suppressions (the shell applies those). `package`: the other linted modules, whose
-    functions' summaries calls to them use (without it, only this module's are followed). A file that does not parse returns exactly one
-    Finding with code "CSL001", message "syntax error: <the parser's message>", at the error's
-    1-based line/column, span = that line. Findings sorted by (line, column, code)."""
+    functions' summaries calls to them use (without it, only this module's are followed). A file
+    that does not parse returns exactly one Finding with code "CSL001", message "syntax error:
+    <the parser's message>", at the error's 1-based line/column, span = that line. Findings
+    sorted by (line, column, code)."""
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as error:

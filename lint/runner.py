@@ -318,7 +318,7 @@ def _lint_stale(
         _Job(file.shown, file.source or "", config.rules_for(file.path), package, config.reports_unused_noqa(file.path))
         for file in stale
     ]
-    for file, file_findings in zip(stale, _run(work, jobs, progress)):
+    for file, file_findings in zip(stale, _run(work, jobs, progress), strict=True):
         findings.extend(file_findings)
         if results is None:
             continue
@@ -359,7 +359,7 @@ def _run(work: list[_Job], jobs: int | None, progress: Progress | None = None) -
             except Exception as error:  # a worker died (e.g. killed): its files get a diagnostic
                 message = f"internal error: worker process failed: {type(error).__name__}: {error}"
                 chunk_results = [[diagnostic(work[index].path, INTERNAL_ERROR_CODE, message)] for index in chunk]
-            for index, file_findings in zip(chunk, chunk_results):
+            for index, file_findings in zip(chunk, chunk_results, strict=True):
                 results[index] = file_findings
             finished += len(chunk)
             report(finished, len(work))

@@ -29,9 +29,9 @@ Calls are followed through summaries (lint/summaries.py): a called function of t
 method called as `self.m()`, or a module-level function of another linted module is run once
 on symbolic arguments, with a probe access per stream or event it orders on; the orderings that
 hold on every return, and the parameters and `self` attributes it leaves written (or read on
-another stream) and on which stream, are replayed at each call site in the caller's streams. Across methods, `self.x` left
-written on a side stream by a method that may run first is where public methods start from
-(see `_cross_method`).
+another stream) and on which stream, are replayed at each call site in the caller's streams.
+Across methods, `self.x` left written on a side stream by a method that may run first is where
+public methods start from (see `_cross_method`).
 
 Only functions (and module bodies) that contain a `with` statement, or call a function of the
 module that leaves a tensor written on another stream, are interpreted: without either no second

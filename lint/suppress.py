@@ -109,7 +109,7 @@ def unused_suppressions(
     for line, column, comment in _comments(source):
         here = [finding for finding in findings if _touches(finding, line)]
         for kind, listed in _directives(comment):
-            if listed is None:  # a bare `# csan-lint: ignore` (a bare `# noqa` is not ours alone)
+            if listed is None:  # a bare `# csan-lint: ignore` (a bare noqa comment is not ours alone)
                 idle = [] if here else ["nothing to suppress on this line"]
             else:
                 idle = [

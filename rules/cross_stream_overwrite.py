@@ -26,7 +26,8 @@ class CrossStreamOverwrite(Rule):
 
     ## Known problems
     Only reads this function makes, and those of the functions it calls that are defined in the
-    same module (or imported from another file linted in the same run), are known. Rebinding a name (`x = ...`) makes a new tensor and is not an overwrite.
+    same module (or imported from another file linted in the same run), are known. Rebinding a
+    name (`x = ...`) makes a new tensor and is not an overwrite.
     """
 
     code = "CSL103"

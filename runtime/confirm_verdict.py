@@ -163,7 +163,7 @@ def decide(
     frames = [frozenset(_access_frames(race.report)) for race in run.races]
     explained: set[int] = set()
     verdicts: list[Verdict] = []
-    for finding, path in zip(findings, paths):
+    for finding, path in zip(findings, paths, strict=True):
         if rule_by_code(finding.code) is None:
             verdicts.append(
                 Verdict(finding, ERROR, f"{finding.code} is not a stream rule: nothing to run")

@@ -141,7 +141,7 @@ def byte_extent(tensor: torch.Tensor) -> tuple[int, int]:
     if tensor.is_contiguous():
         return tensor.data_ptr(), numel * item
     low = high = 0
-    for size, stride in zip(tensor.shape, tensor.stride()):
+    for size, stride in zip(tensor.shape, tensor.stride(), strict=True):
         reach = (size - 1) * stride
         if reach < 0:
             low += reach

@@ -135,7 +135,7 @@ def _refresh(captured: Any, fresh: Any) -> None:
     if isinstance(captured, torch.Tensor):
         captured.copy_(fresh)
     elif isinstance(captured, (tuple, list)):
-        for old, new in zip(captured, fresh):
+        for old, new in zip(captured, fresh, strict=True):
             if isinstance(old, torch.Tensor):
                 old.copy_(new)
 
