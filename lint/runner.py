@@ -27,7 +27,13 @@ from csan_lint.lint.model import Finding, Span
 from csan_lint.lint.registry import SYNTAX_ERROR_CODE, all_rules
 from csan_lint.lint.rule import Rule
 from csan_lint.lint.summaries import PackageIndex
-from csan_lint.lint.suppress import UNUSED_NOQA_CODE, UNUSED_NOQA_NAME, filter_suppressed, skips_file, unused_suppressions
+from csan_lint.lint.suppress import (
+    UNUSED_NOQA_CODE,
+    UNUSED_NOQA_NAME,
+    filter_suppressed,
+    skips_file,
+    unused_suppressions,
+)
 from csan_lint.lint.syntax import python_syntax_error
 
 INTERNAL_ERROR_CODE = "CSL002"
