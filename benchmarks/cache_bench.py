@@ -113,7 +113,10 @@ def main() -> None:
         size = sum(path.stat().st_size for path in (work / ".csan_lint_cache").glob("results-*.json"))
     print(f"torch tree: {len(files)} files, {source}")
     print(f"cold (empty cache)           {cold}")
-    print(f"warm (nothing changed)       {warm}   {cold.wall / warm.wall:5.1f}x faster than cold (target {WARM_SPEEDUP_TARGET:.0f}x)")
+    print(
+        f"warm (nothing changed)       {warm}   {cold.wall / warm.wall:5.1f}x faster than cold"
+        f" (target {WARM_SPEEDUP_TARGET:.0f}x)"
+    )
     print(f"touched (same bytes)         {touched}   {cold.wall / touched.wall:5.1f}x faster than cold")
     print(f"--no-cache                   {uncached}")
     print(f"cache file: {size / 1024:.0f} KiB")

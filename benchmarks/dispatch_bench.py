@@ -77,7 +77,8 @@ def _per_op(ops: int, depth: int, context: Callable[[], Any], device: str) -> fl
             torch.cuda.synchronize() if device == "cuda" else None
             gc.collect()
             start = time.process_time()
-            _at_depth(depth, lambda: _op_loop(ops, a, b, c))
+            # Defaults bind this round's tensors (B023); a lambda, not a partial, keeps the frame count.
+            _at_depth(depth, lambda a=a, b=b, c=c: _op_loop(ops, a, b, c))
             best = min(best, time.process_time() - start)
             del a, b, c
     return best / (ops // 3 * 3) * 1e6
@@ -158,7 +159,7 @@ def main() -> None:
     header: Row = ("measure", "csan-lint", "other", "ratio")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
     for row in [header, *rows]:
-        print("  ".join(cell.ljust(w) if j == 0 else cell.rjust(w) for j, (cell, w) in enumerate(zip(row, widths))))
+        print("  ".join(cell.ljust(w) if j == 0 else cell.rjust(w) for j, (cell, w) in enumerate(zip(row, widths, strict=True))))
 
 
 if __name__ == "__main__":

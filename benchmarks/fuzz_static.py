@@ -27,7 +27,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -125,10 +125,10 @@ def lint_project(sources: list[str]) -> None:
     with tempfile.TemporaryDirectory() as directory:
         root = Path(directory)
         paths = [root / f"m{index}.py" for index in range(len(sources))]
-        for path, source in zip(paths, sources):
+        for path, source in zip(paths, sources, strict=True):
             path.write_text(source)
         expected = sorted(
-            (f.path, f.line, f.column, f.code) for path, source in zip(paths, sources) for f in lint_source(source, str(path))
+            (f.path, f.line, f.column, f.code) for path, source in zip(paths, sources, strict=True) for f in lint_source(source, str(path))
         )
         for _ in range(2):
             result = lint_paths([directory], Config(root=root), jobs=1, cache=True)
@@ -184,8 +184,10 @@ def stress(check: str, run: Callable[[], Any], unit: str, expected_reports: list
     outcome.survived = result.operations if sound else 0
     outcome.seconds = result.seconds
     outcome.notes = [
-        f"{result.operations:,} {unit} in {result.seconds:.1f} s ({result.operations / result.seconds:,.0f}/s, under tracemalloc)",
-        f"tracemalloc peak above the warm-up: {result.peak_bytes / 1024:,.0f} KiB; kept after the run: {max(result.growth_bytes, 0) / 1024:,.1f} KiB",
+        f"{result.operations:,} {unit} in {result.seconds:.1f} s"
+        f" ({result.operations / result.seconds:,.0f}/s, under tracemalloc)",
+        f"tracemalloc peak above the warm-up: {result.peak_bytes / 1024:,.0f} KiB;"
+        f" kept after the run: {max(result.growth_bytes, 0) / 1024:,.1f} KiB",
         f"reports: {len(result.errors)} ({', '.join(reported) or 'none'}); engine state at the end: {result.stats}",
     ]
     for message in result.internal_errors:
@@ -206,7 +208,7 @@ def render(outcomes: list[Outcome], scale: float, total_seconds: float) -> str:
         + "` (do not edit by hand). The CI runs the same checks smaller: `pytest tests/robustness`.",
         "",
         f"csan-lint {__version__}, Python {platform.python_version()}, torch {torch.__version__}, "
-        f"{platform.system()} {platform.machine()}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, "
+        f"{platform.system()} {platform.machine()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
         f"{total_seconds / 60:.1f} min in all.",
         "",
         "| check | tried | survived | seconds |",

@@ -205,11 +205,12 @@ def bench_throughput(launches: int, depth: int, update_every: int, cut: bool = F
     for _ in range(3):
         tracker = Tracker()
         stop = RUNNER_STOP if cut else frozenset()
-        ours_s.append(_timed(lambda: under_runner(depth, lambda: feed_ours(ours_ops, tracker, stop))))
+        # Defaults bind this round's objects (B023); lambdas, not partials, keep the frame counts.
+        ours_s.append(_timed(lambda t=tracker, s=stop: under_runner(depth, lambda: feed_ours(ours_ops, t, s))))
         assert tracker.errors == [], "the churn trace must be race-free for our engine"
         handler = csan.EventHandler()
         found: list[Any] = []
-        csan_s.append(_timed(lambda: found.extend(under_runner(depth, lambda: feed_csan(csan_ops, handler)))))
+        csan_s.append(_timed(lambda f=found, h=handler: f.extend(under_runner(depth, lambda: feed_csan(csan_ops, h)))))
         assert found == [], "the churn trace must be race-free for CSAN"
     ours_rate, csan_rate = n / min(ours_s), n / min(csan_s)
     weights = f"weights updated every {update_every} steps" if update_every else "read-only weights"
@@ -273,8 +274,8 @@ def bench_write_after_reads(depth: int) -> Iterator[Row]:
     its list of every read, we keep the last read per stream."""
     for reads in (1, 10, 100, 1000):
         repeats = 50 if reads < 1000 else 15
-        ours = at_depth(depth, lambda: _write_after_reads_ours(reads, repeats))
-        csan = at_depth(depth, lambda: _write_after_reads_csan(reads, repeats))
+        ours = at_depth(depth, lambda n=reads, r=repeats: _write_after_reads_ours(n, r))  # defaults: B023
+        csan = at_depth(depth, lambda n=reads, r=repeats: _write_after_reads_csan(n, r))
         yield (f"one write after {reads} reads (us)", f"{ours * 1e6:.1f}", f"{csan * 1e6:.1f}", f"{csan / ours:.1f}x")
 
 
@@ -337,7 +338,7 @@ def print_table(rows: list[Row]) -> None:
     header: Row = ("measure", "csan-lint", "CSAN", "ratio")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
     for i, row in enumerate([header, *rows]):
-        print("  ".join(cell.ljust(w) if j == 0 else cell.rjust(w) for j, (cell, w) in enumerate(zip(row, widths))))
+        print("  ".join(cell.ljust(w) if j == 0 else cell.rjust(w) for j, (cell, w) in enumerate(zip(row, widths, strict=True))))
         if i == 0:
             print("  ".join("-" * w for w in widths))
 

@@ -39,6 +39,6 @@ class BucketedAllReduce:
         with torch.cuda.stream(self.comm_stream):
             flat.div_(self.world_size)  # stands in for dist.all_reduce(flat, op=AVG)
             chunks = flat.split([param.numel() for param in bucket])
-            for param, chunk in zip(bucket, chunks):
+            for param, chunk in zip(bucket, chunks, strict=True):
                 param.grad.copy_(chunk.view_as(param.grad))
         flat.record_stream(self.comm_stream)

@@ -177,13 +177,13 @@ class ResultCache:
     def lookup(self, path: Path, shown: str, stat: Stat | None, digest: str | None = None) -> Hit | None:
         """The cached result when the stat matches (`digest` None) or the content hash does."""
         entry = self._entries.get(str(path))
-        if not isinstance(entry, dict) or (stat is None and digest is None):
+        if not isinstance(entry, dict):
             return None
         try:
-            if digest is None:
-                if entry.get("stat") != list(stat):
+            if digest is not None:
+                if entry.get("hash") != digest:
                     return None
-            elif entry.get("hash") != digest:
+            elif stat is None or entry.get("stat") != list(stat):
                 return None
             hit = Hit(
                 _decode(entry["findings"], shown),

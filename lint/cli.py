@@ -221,6 +221,7 @@ def main() -> None:
 @click.pass_context
 def check(
     context: click.Context,
+    /,
     paths: tuple[str, ...],
     output_format: str,
     select: tuple[str, ...],

@@ -519,8 +519,8 @@ class _Analysis(Interpreter[HostState, Loop[HostState]]):
                 update_pending(state.into, f"event:{event}", waiter)
                 update_pending(state.out_of, f"event:{event}", waiter)
                 if capture is not None:
-                    for recorded, recorded_on in capture.events:
-                        if recorded == event:
+                    for captured, recorded_on in capture.events:
+                        if captured == event:
                             self._capture_order(waiter, recorded_on)
         elif method == "record_event" and args:
             recorder, recorded = self._stream(receiver), dotted_name(args[0])

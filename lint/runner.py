@@ -27,7 +27,13 @@ from csan_lint.lint.model import NO_SPELLINGS, Finding, Span, Spellings
 from csan_lint.lint.registry import SYNTAX_ERROR_CODE, all_rules
 from csan_lint.lint.rule import Rule
 from csan_lint.lint.summaries import PackageIndex
-from csan_lint.lint.suppress import UNUSED_NOQA_CODE, UNUSED_NOQA_NAME, filter_suppressed, skips_file, unused_suppressions
+from csan_lint.lint.suppress import (
+    UNUSED_NOQA_CODE,
+    UNUSED_NOQA_NAME,
+    filter_suppressed,
+    skips_file,
+    unused_suppressions,
+)
 from csan_lint.lint.syntax import python_syntax_error
 
 INTERNAL_ERROR_CODE = "CSL002"
@@ -410,7 +416,7 @@ def _run(work: list[_Job], jobs: int | None, progress: Progress | None = None) -
             except Exception as error:  # a worker died (e.g. killed): its files get a diagnostic
                 message = f"internal error: worker process failed: {type(error).__name__}: {error}"
                 chunk_results = [[diagnostic(work[index].path, INTERNAL_ERROR_CODE, message)] for index in chunk]
-            for index, file_findings in zip(chunk, chunk_results):
+            for index, file_findings in zip(chunk, chunk_results, strict=True):
                 results[index] = file_findings
             finished += len(chunk)
             report(finished, len(work))

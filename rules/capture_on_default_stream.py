@@ -33,7 +33,10 @@ class CaptureOnDefaultStream(Rule):
     name = "capture-on-default-stream"
     summary = "CUDA graph capture begun on the default stream"
     message = "graph '{graph}' begins capture on the default stream, which CUDA cannot capture"
-    fix_title = "capture with `with torch.cuda.graph({graph}):`, or call `{graph}.capture_begin()` inside `with torch.cuda.stream(side):`"
+    fix_title = (
+        "capture with `with torch.cuda.graph({graph}):`, "
+        "or call `{graph}.capture_begin()` inside `with torch.cuda.stream(side):`"
+    )
     confirmed_by = (CAPTURE_ON_DEFAULT_STREAM,)
 
     VALID = [

@@ -36,8 +36,14 @@ class PinnedSourceOverwrite(Rule):
     code = "CSL302"
     name = "pinned-source-overwrite"
     summary = "the host overwrites the pinned source of a pending non-blocking host-to-device copy"
-    message = "pinned buffer '{buffer}' is overwritten on the host while the non-blocking copy out of it (line {copy_line}) may still be running on {stream}"
-    fix_title = "synchronize with the copy before refilling '{buffer}': `{stream_code}.synchronize()` (or an event recorded after the copy), or alternate between two buffers"
+    message = (
+        "pinned buffer '{buffer}' is overwritten on the host while the non-blocking copy out of it "
+        "(line {copy_line}) may still be running on {stream}"
+    )
+    fix_title = (
+        "synchronize with the copy before refilling '{buffer}': `{stream_code}.synchronize()` "
+        "(or an event recorded after the copy), or alternate between two buffers"
+    )
     confirmed_by = (HOST_WRITE_PENDING,)
 
     VALID = [

@@ -37,7 +37,10 @@ class UnjoinedCaptureFork(Rule):
     name = "unjoined-capture-fork"
     summary = "a side stream used during graph capture is not forked from / joined to the capture stream"
     message = "{stream} is used during CUDA graph capture but is {missing} {capture}"
-    fix_title = "fork and join inside the capture: `{stream_code}.wait_stream({capture_code})` before the block, `{capture_code}.wait_stream({stream_code})` after it"
+    fix_title = (
+        "fork and join inside the capture: `{stream_code}.wait_stream({capture_code})` before the block, "
+        "`{capture_code}.wait_stream({stream_code})` after it"
+    )
     confirmed_by = (UNJOINED_CAPTURE_FORK,)
 
     VALID = [

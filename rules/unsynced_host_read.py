@@ -41,8 +41,14 @@ class UnsyncedHostRead(Rule):
     code = "CSL301"
     name = "unsynced-host-read"
     summary = "the host reads the destination of a non-blocking device-to-host copy before a sync"
-    message = "'{buffer}' is read on the host while the non-blocking copy into it (line {copy_line}) may still be running on {stream}"
-    fix_title = "synchronize with the copy first: `{stream_code}.synchronize()` (or record an event after the copy and `synchronize()` it)"
+    message = (
+        "'{buffer}' is read on the host while the non-blocking copy into it (line {copy_line}) "
+        "may still be running on {stream}"
+    )
+    fix_title = (
+        "synchronize with the copy first: `{stream_code}.synchronize()` "
+        "(or record an event after the copy and `synchronize()` it)"
+    )
     confirmed_by = (HOST_READ_PENDING,)
 
     VALID = [

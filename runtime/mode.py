@@ -51,7 +51,7 @@ def byte_extent(tensor: torch.Tensor) -> tuple[int, int]:
     if tensor.is_contiguous():
         return tensor.data_ptr(), numel * item
     low = high = 0
-    for size, stride in zip(tensor.shape, tensor.stride()):
+    for size, stride in zip(tensor.shape, tensor.stride(), strict=True):
         reach = (size - 1) * stride
         if reach < 0:
             low += reach
@@ -62,7 +62,8 @@ def byte_extent(tensor: torch.Tensor) -> tuple[int, int]:
 
 def storage_base(tensor: torch.Tensor) -> int:
     """The address of the block holding the tensor (what the allocator's callbacks name)."""
-    return tensor.data_ptr() - tensor.storage_offset() * tensor.element_size()
+    # storage_offset() is typed int | SymInt: a symbolic offset exists only under tracing, not here.
+    return tensor.data_ptr() - int(tensor.storage_offset()) * tensor.element_size()
 
 
 def _merge(
@@ -149,7 +150,9 @@ class SanitizerMode(TorchDispatchMode):
         # torch would wrap __torch_dispatch__ in torch._disable_dynamo: ~3 us per op for nothing.
         return False
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(
+        self, func: OpOverload, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
         if kwargs is None:
             kwargs = {}
         plan = PLANS.get(id(func))

@@ -61,7 +61,10 @@ def message(report: RuntimeErrorReport) -> str:
                 f"{_site(prev)} during CUDA graph capture is not joined back to the capture stream "
                 f"({stream_name(cur.stream)}) before the capture ends"
             )
-        return f"{_site(cur)} during CUDA graph capture on {stream_name(prev.stream)} is not forked from the capture stream"
+        return (
+            f"{_site(cur)} during CUDA graph capture on {stream_name(prev.stream)} "
+            "is not forked from the capture stream"
+        )
     if kind == kinds.FREE_IN_USE:
         return (
             f"a block allocated on {stream_name(cur.stream)} is freed while {_site(prev)} may still use it "
@@ -132,7 +135,8 @@ def render_text(report: RuntimeErrorReport) -> str:
     allocation = report.allocation
     if allocation is not None:
         lines.append(
-            f"  Memory: {allocation.size} bytes at {allocation.ptr:#x}, allocated on {stream_name(allocation.stream)}, from:"
+            f"  Memory: {allocation.size} bytes at {allocation.ptr:#x},"
+            f" allocated on {stream_name(allocation.stream)}, from:"
             if allocation.stack
             else f"  Memory: {allocation.size} bytes at {allocation.ptr:#x} (its allocation was not seen)"
         )

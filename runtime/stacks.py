@@ -16,7 +16,7 @@ import sys
 import sysconfig
 from collections.abc import Container, Iterable, Sequence
 from types import CodeType, FrameType
-from typing import NamedTuple
+from typing import Any, NamedTuple, cast
 
 
 class Frame(NamedTuple):
@@ -41,7 +41,7 @@ def capture_stack(skip: int = 0, stop: Container[int] = (), start: FrameType | N
     running one of the code objects whose `id()` is in `stop` (a test runner's call into the
     test, say: the frames outside it are never the user's, and under pytest they are most of the
     stack). Ids, not code objects: hashing a code object hashes its bytecode and constants."""
-    frame = sys._getframe(skip + 1) if start is None else start
+    frame: FrameType | None = sys._getframe(skip + 1) if start is None else start
     flat: list[CodeType | int] = []
     append = flat.append
     if stop:
@@ -90,7 +90,7 @@ def resolve(stack: Stack | Sequence[Sequence[object]] | None) -> list[Frame]:
     if not stack:
         return []
     if isinstance(stack[0], CodeType):
-        live = [_frame(code, lasti) for code, lasti in zip(stack[0::2], stack[1::2])]  # type: ignore[arg-type]
+        live = [_frame(code, lasti) for code, lasti in zip(stack[0::2], stack[1::2], strict=True)]  # type: ignore[arg-type]
         live.reverse()
         return live
     frames = []
@@ -98,8 +98,8 @@ def resolve(stack: Stack | Sequence[Sequence[object]] | None) -> list[Frame]:
         if isinstance(entry, Frame):
             frames.append(entry)
         else:
-            filename, lineno, function = entry
-            frames.append(Frame(str(filename), int(lineno), str(function)))  # type: ignore[call-overload]
+            filename, lineno, function = cast("Sequence[Any]", entry)
+            frames.append(Frame(str(filename), int(lineno), str(function)))
     return frames
 
 

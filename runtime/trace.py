@@ -86,7 +86,7 @@ class TraceWriter:
         return None if stack is None else resolve(stack)
 
     def _emit(self, event: str, params: tuple[tuple[str, str], ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        values = dict(zip((name for name, _ in params), args))
+        values = dict(zip((name for name, _ in params), args, strict=False))  # the rest come as kwargs
         values.update(kwargs)
         record: dict[str, Any] = {"event": event}
         for name, kind in params:

@@ -77,10 +77,6 @@ def score(excerpts: list[Excerpt], findings: list[dict], written: set[str]) -> l
     return scores
 
 
-def ratio(numerator: int, denominator: int) -> str:
-    return f"{numerator / denominator:.2f}" if denominator else "n/a"
-
-
 def known_bug_pairs(excerpts: list[Excerpt], scores: list[Score]) -> list[tuple[str, bool, bool]]:
     """(id, buggy version found, fixed version free of the bug's rules) per known bug with a fix."""
     by_key = {(s.excerpt, s.version): s for s in scores}

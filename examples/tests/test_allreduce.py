@@ -20,6 +20,6 @@ def test_gradients_are_averaged_over_the_ranks(module):
     reducer = module.BucketedAllReduce(model.parameters(), world_size=4, bucket_numel=100)
     assert len(reducer.buckets) == 2
     reducer.all_reduce_grads()
-    for param, reference in zip(model.parameters(), expected):
+    for param, reference in zip(model.parameters(), expected, strict=True):
         assert param.grad.is_cuda
         torch.testing.assert_close(param.grad.cpu(), reference)

@@ -20,6 +20,6 @@ def test_loader_standardizes_every_batch(module):
     assert all(buffer.is_pinned() for buffer in loader.staging)
     results = loader.run(batches)
     assert len(results) == len(batches)
-    for result, batch in zip(results, batches):
+    for result, batch in zip(results, batches, strict=True):
         assert result.is_cuda
         torch.testing.assert_close(result.cpu(), (batch - mean) / std, rtol=1e-4, atol=1e-5)

@@ -23,6 +23,6 @@ def test_every_activation_lands_in_host_memory(module):
     offloader = module.ActivationOffloader(layers.cuda(), batch_size=5)
     output = offloader.forward(inputs.cuda())
     torch.testing.assert_close(output.cpu(), expected[-1], rtol=1e-4, atol=1e-5)
-    for buffer, reference in zip(offloader.host_buffers, expected[1:]):
+    for buffer, reference in zip(offloader.host_buffers, expected[1:], strict=True):
         assert buffer.is_pinned()
         torch.testing.assert_close(buffer, reference, rtol=1e-4, atol=1e-5)

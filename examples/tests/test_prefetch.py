@@ -21,5 +21,5 @@ def test_prefetcher_feeds_every_batch_in_order(module):
         expected = [model(batch) for batch in batches]
         outputs = module.CUDAPrefetcher(batches).run(model.cuda())
     assert [output.device.type for output in outputs] == ["cuda"] * len(batches)
-    for output, reference in zip(outputs, expected):
+    for output, reference in zip(outputs, expected, strict=True):
         torch.testing.assert_close(output.cpu(), reference, rtol=1e-4, atol=1e-5)

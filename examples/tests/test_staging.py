@@ -18,5 +18,5 @@ def test_every_batch_arrives(module):
     on_device = uploader.upload(batches)
     torch.cuda.synchronize()
     assert [tensor.is_cuda for tensor in on_device] == [True] * 4
-    for tensor, batch in zip(on_device, batches):
+    for tensor, batch in zip(on_device, batches, strict=True):
         torch.testing.assert_close(tensor.cpu(), batch)

@@ -32,10 +32,13 @@ _TensorBase = torch._C.TensorBase
 _to_copy = _aten._to_copy.default
 
 
-class _Block(weakref.ref):
+class _Block(weakref.ref[torch.UntypedStorage]):
     """A weak reference to a registered storage that remembers what its free must report."""
 
     __slots__ = ("key", "ptr", "size")
+    key: int
+    ptr: int
+    size: int
 
 
 class _Registry:
@@ -227,7 +230,7 @@ def naming_host() -> Iterator[None]:
         _host_named.active = previous
 
 
-def _scan(args: tuple, kwargs: dict) -> tuple[bool, bool]:
+def _scan(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bool, bool]:
     """(any device tensor, any host tensor with data dimensions) among the arguments."""
     on_device = on_host = False
     for value in (*args, *kwargs.values()):
@@ -254,7 +257,7 @@ class _CudaRng:
         self.generator = torch.Generator()
         self.lock = threading.Lock()
 
-    def run(self, func: Any, args: tuple, kwargs: dict) -> Any:
+    def run(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         host = torch.default_generator
         with self.lock:
             saved = host.get_state()
@@ -277,7 +280,7 @@ class DeviceMode(TorchDispatchMode):
         # Otherwise torch wraps __torch_dispatch__ in torch._disable_dynamo: ~3 us per op.
         return False
 
-    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
         if kwargs is None:
             kwargs = {}
         if not active:
@@ -344,7 +347,7 @@ def run(func: Any, plan: OpPlan, args: tuple, kwargs: dict) -> Any:
     return out
 
 
-def _special(kind: int, func: Any, args: tuple, kwargs: dict, on_device: bool, to_device: bool) -> Any:
+def _special(kind: int, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], on_device: bool, to_device: bool) -> Any:
     if kind == _COPY_TO:
         # _to_copy: to the device when asked (`device="cuda"`), to the host when the user
         # asked (`.cpu()`, `.to("cpu")`), else where the source is: torch's own code (a

@@ -34,7 +34,7 @@ class CUDAGraph:
         self._captured = False
         self._stream = streams.DEFAULT_STREAM
         # (op, arguments, keyword arguments, captured results or None for in-place work)
-        self._ops: list[tuple[Any, tuple, dict, Any]] = []
+        self._ops: list[tuple[Any, tuple[Any, ...], dict[str, Any], Any]] = []
         # Per capturing stream: how much work it captured, and how far it has seen (through
         # event waits) into each other stream's work. CUDA ends a capture only when the
         # origin stream has seen all of every forked stream.
@@ -109,7 +109,7 @@ class CUDAGraph:
             if other != stream and seen.get(other, -1) < work:
                 seen[other] = work
 
-    def record(self, func: Any, plan: Any, args: tuple, kwargs: dict, execute: Any) -> Any:
+    def record(self, func: Any, plan: Any, args: tuple[Any, ...], kwargs: dict[str, Any], execute: Any) -> Any:
         """One op issued on a capturing stream: `execute()` runs it the way the emulation
         would outside a capture."""
         stream = streams.current_handle()
@@ -156,7 +156,7 @@ def _refresh(captured: Any, fresh: Any) -> None:
     if isinstance(captured, torch.Tensor):
         captured.copy_(fresh)
     elif isinstance(captured, (tuple, list)):
-        for old, new in zip(captured, fresh):
+        for old, new in zip(captured, fresh, strict=True):
             if isinstance(old, torch.Tensor):
                 old.copy_(new)
 
@@ -177,16 +177,17 @@ class graph:
     ) -> None:
         if stream is None and graph.default_capture_stream is None:
             graph.default_capture_stream = streams.Stream()
-        self.pool = () if pool is None else (pool,)
+        self.pool = pool
         self.capture_stream = stream if stream is not None else graph.default_capture_stream
-        self.stream_ctx = torch.cuda.stream(self.capture_stream)
+        # The emulated Stream stands in for torch.cuda.Stream without being one.
+        self.stream_ctx = torch.cuda.stream(self.capture_stream)  # type: ignore[arg-type]
         self.cuda_graph = cuda_graph
         self.capture_error_mode = capture_error_mode
 
     def __enter__(self) -> None:
         torch.cuda.synchronize()
         self.stream_ctx.__enter__()
-        self.cuda_graph.capture_begin(*self.pool, capture_error_mode=self.capture_error_mode)
+        self.cuda_graph.capture_begin(self.pool, capture_error_mode=self.capture_error_mode)
 
     def __exit__(self, *exc: object) -> None:
         self.cuda_graph.capture_end()

@@ -196,14 +196,16 @@ class Stream(torch.Stream):
     def priority(self) -> int:
         return -max((self.stream_id >> _STREAM_TYPE_BITS) - 1, 0)
 
-    def wait_event(self, event: Event) -> None:
+    # The emulated Stream takes and returns the emulated Event, as torch.cuda.Stream takes
+    # torch.cuda.Event rather than the torch.Event its base class declares: [override].
+    def wait_event(self, event: Event) -> None:  # type: ignore[override]
         event.wait(self)
 
-    def wait_stream(self, stream: Stream) -> None:
+    def wait_stream(self, stream: Stream) -> None:  # type: ignore[override]
         # As torch does it: an event recorded on `stream`, waited on here.
         self.wait_event(stream.record_event())
 
-    def record_event(self, event: Event | None = None) -> Event:
+    def record_event(self, event: Event | None = None) -> Event:  # type: ignore[override]
         if event is None:
             event = Event()
         event.record(self)

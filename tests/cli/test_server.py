@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("pygls", reason="the server's extra: pip install 'csan-lint[lsp]'")
-from lsprotocol import types  # noqa: E402
-from pygls.lsp.client import LanguageClient  # noqa: E402
-from pygls.uris import from_fs_path  # noqa: E402
+from lsprotocol import types
+from pygls.lsp.client import LanguageClient
+from pygls.uris import from_fs_path
 
-from csan_lint.lint.config import load_config  # noqa: E402
-from csan_lint.lint.fix import apply_edits, fixable  # noqa: E402
-from csan_lint.lint.runner import lint_text  # noqa: E402
+from csan_lint.lint.config import load_config
+from csan_lint.lint.fix import apply_edits, fixable
+from csan_lint.lint.runner import lint_text
 
 FLAGGED = "import torch\n\n\ndef f(x, s):\n    y = x * 2\n    with torch.cuda.stream(s):\n        z = y + 1\n    return z\n"
 """CSL101 (safe fix: a wait_stream before the block) and CSL201 on line 7."""

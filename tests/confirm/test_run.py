@@ -125,7 +125,10 @@ def test_progress_counts_every_test_once(outcome):
 
 
 def test_short_reason_keeps_the_error_line():
-    text = "def test():\n>       assert x == 1, 'bad x'\nE       AssertionError: bad x\nE       assert 2 == 1\n\ntests/t.py:3: AssertionError"
+    text = (
+        "def test():\n>       assert x == 1, 'bad x'\nE       AssertionError: bad x\nE       assert 2 == 1\n"
+        "\ntests/t.py:3: AssertionError"
+    )
     assert short_reason(text) == "AssertionError: bad x"
     assert short_reason("Skipped: no") == "Skipped: no"
     assert short_reason(None) is None

@@ -116,7 +116,8 @@ def test_no_test_paths_when_there_are_none(tmp_path):
         "from pkg.flagged import (  # noqa: F401 (used by fixtures)\n    a,\n    b,\n)\n",
         "from pkg import other, \\\n    flagged\n",
         "def test_x():\n    if True:\n        import pkg.flagged as f\n",
-        '"""This module does not import anything useful (prose).\nimport this is not code\n"""\nfrom pkg import flagged\n',
+        '"""This module does not import anything useful (prose).\nimport this is not code\n"""\n'
+        "from pkg import flagged\n",
         "import os; from pkg.flagged import thing\n",
     ],
     ids=["parenthesised-with-comment", "backslash", "indented", "prose-in-docstring", "semicolon"],

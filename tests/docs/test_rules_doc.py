@@ -19,7 +19,7 @@ def test_every_rule_has_its_section_with_examples_autofix_and_confirmation() -> 
     page = render(all_rules())
     sections = page.split("\n## ")[1:]
     assert [section.split("\n", 1)[0] for section in sections] == [f"{rule.code} {rule.name}" for rule in all_rules()]
-    for rule, section in zip(all_rules(), sections):
+    for rule, section in zip(all_rules(), sections, strict=True):
         assert rule.INVALID[0].code in section and rule.VALID[0].code in section
         assert "### Autofix" in section and "### Confirmed by" in section
         for kind in rule.confirmed_by:
@@ -29,7 +29,7 @@ def test_every_rule_has_its_section_with_examples_autofix_and_confirmation() -> 
 def test_autofix_claims_follow_the_code() -> None:
     """A rule listed with an autofix shows a diff that adds lines; one without says so."""
     page = render(all_rules())
-    for rule, section in zip(all_rules(), page.split("\n## ")[1:]):
+    for rule, section in zip(all_rules(), page.split("\n## ")[1:], strict=True):
         autofix = section.split("### Autofix", 1)[1].split("###", 1)[0]
         row = next(line for line in page.splitlines() if line.startswith(f"| [{rule.code}]"))
         if row.endswith("| yes |"):

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-import torch
 from torch.cuda import _gpu_trace
 
 from csan_lint.runtime import emulation

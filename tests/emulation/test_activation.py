@@ -44,7 +44,7 @@ def test_deactivate_restores_every_attribute_exactly():
     finally:
         emulation.deactivate()
     after = _snapshot()
-    for namespace, old, new in zip(_PATCHED_NAMESPACES, before, after):
+    for namespace, old, new in zip(_PATCHED_NAMESPACES, before, after, strict=True):
         assert old.keys() == new.keys(), namespace
         changed = [name for name in old if old[name] is not new[name]]
         assert changed == [], (namespace, changed)

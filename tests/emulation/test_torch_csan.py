@@ -25,7 +25,8 @@ def race(fixed):
         with torch.cuda.stream(side):
             torch.mul(a, 5, out=a)
     except csan.CUDASanitizerErrors as errors:
-        return f"race on stream {side.cuda_stream}: {errors.errors[0].current_access.stream} after {errors.errors[0].previous_access.stream}"
+        first = errors.errors[0]
+        return f"race on stream {side.cuda_stream}: {first.current_access.stream} after {first.previous_access.stream}"
     return "clean"
 
 

@@ -16,7 +16,8 @@ from click.testing import CliRunner
 
 from csan_lint.lint.cli import main
 
-torch = pytest.importorskip("torch")
+pytest.importorskip("torch")
+import torch
 from torch import nn
 
 from csan_lint.runtime import sanitize

@@ -66,7 +66,7 @@ def test_rules_carry_the_catalog(project: Path) -> None:
     assert driver["name"] == "csan-lint"
     rules = driver["rules"]
     assert [rule["id"] for rule in rules] == [rule.code for rule in all_rules()] + sorted(NON_RULE_SUMMARIES)
-    for rule, descriptor in zip(all_rules(), rules):
+    for rule, descriptor in zip(all_rules(), rules, strict=False):  # the non-rule codes' descriptors follow
         assert descriptor["name"] == rule.name
         assert descriptor["shortDescription"]["text"] == rule.summary
         assert descriptor["fullDescription"]["text"] == rule.rationale()
@@ -83,7 +83,7 @@ def test_results_carry_location_span_and_fix(project: Path) -> None:
     assert run["originalUriBaseIds"]["%SRCROOT%"]["uri"] == project.as_uri() + "/"
     assert run["invocations"] == [{"executionSuccessful": True}]
     assert len(run["results"]) == len(result.findings) == 2
-    for finding, entry in zip(result.findings, run["results"]):
+    for finding, entry in zip(result.findings, run["results"], strict=True):
         location = entry["locations"][0]["physicalLocation"]
         assert location["artifactLocation"] == {"uri": "pkg/buggy.py", "uriBaseId": "%SRCROOT%"}
         assert location["region"] == {

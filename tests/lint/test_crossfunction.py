@@ -371,7 +371,10 @@ def test_the_message_names_the_producer() -> None:
 
 def test_the_named_producer_does_not_depend_on_hash_order() -> None:
     """`next` is a producer too (its `self.preload()` call): the message names one of them, always the same."""
-    script = "import sys; from csan_lint.lint.engine import lint_source; print(lint_source(sys.stdin.read(), 'm.py')[0].message)"
+    script = (
+        "import sys; from csan_lint.lint.engine import lint_source; "
+        "print(lint_source(sys.stdin.read(), 'm.py')[0].message)"
+    )
     messages = {
         subprocess.run(
             [sys.executable, "-c", script],

@@ -340,6 +340,7 @@ def test_shadow_state_stays_bounded_over_a_long_churn():
 def test_engine_imports_no_torch():
     import subprocess
 
-    code = "import sys, csan_lint.runtime.tracker, csan_lint.runtime.report, csan_lint.runtime.trace, csan_lint.runtime.replay; print('torch' in sys.modules)"
+    modules = "csan_lint.runtime.tracker, csan_lint.runtime.report, csan_lint.runtime.trace, csan_lint.runtime.replay"
+    code = f"import sys, {modules}; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

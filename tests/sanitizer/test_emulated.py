@@ -15,7 +15,8 @@ from csan_lint.runtime.stacks import innermost_user_frame
 
 
 def here() -> int:
-    """The caller's line number, to name the user lines a report must point at."""
+    """The caller's line number, to name the user lines a report must point at. Called on the
+    line of the statement it names (`x.sum(); line = here()`, kept whole by `# fmt: skip`)."""
     return sys._getframe(1).f_lineno
 
 
@@ -46,9 +47,9 @@ def emulated():
 
 
 def test_csan_docs_example_gives_one_report_naming_both_operators_and_lines(emulated):
-    a = torch.rand(4, 2, device="cuda"); rand_line = here()  # noqa: E702
+    a = torch.rand(4, 2, device="cuda"); rand_line = here()  # noqa: E702  # fmt: skip
     with torch.cuda.stream(torch.cuda.Stream()):
-        torch.mul(a, 5, out=a); mul_line = here()  # noqa: E702
+        torch.mul(a, 5, out=a); mul_line = here()  # noqa: E702  # fmt: skip
     report = only(emulated.errors, kinds.WRITE_AFTER_WRITE)
     assert "aten::mul" in report.current.operator
     assert "rand" in report.previous.operator or "uniform" in report.previous.operator
@@ -75,7 +76,7 @@ def test_read_after_write_on_another_stream(emulated):
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         x.mul_(2)
-    x.sum(); read_line = here()  # noqa: E702
+    x.sum(); read_line = here()  # noqa: E702  # fmt: skip
     report = only(emulated.errors, kinds.READ_AFTER_WRITE)
     assert line(report.current) == read_line and report.previous.stream == side.cuda_stream
 
@@ -141,7 +142,7 @@ def test_free_while_another_stream_uses_the_block(emulated):
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        y = x * 2; use_line = here()  # noqa: E702
+        y = x * 2; use_line = here()  # noqa: E702  # fmt: skip
     del x
     report = only(emulated.errors, kinds.FREE_IN_USE)
     assert line(report.previous) == use_line
@@ -177,7 +178,7 @@ def test_host_reads_a_non_blocking_copy_before_sync(emulated):
     x = torch.arange(4.0, device="cuda")
     host = x.to("cpu", non_blocking=True)
     assert host.is_pinned()
-    host[1].item(); read_line = here()  # noqa: E702
+    host[1].item(); read_line = here()  # noqa: E702  # fmt: skip
     report = only(races(emulated.errors), kinds.HOST_READ_PENDING)
     assert line(report.current) == read_line
 
@@ -310,7 +311,7 @@ def test_replay_reads_static_inputs_on_the_replay_stream(emulated):
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         static.fill_(3)
-    graph.replay(); replay_line = here()  # noqa: E702
+    graph.replay(); replay_line = here()  # noqa: E702  # fmt: skip
     report = only(emulated.errors, kinds.READ_AFTER_WRITE)
     assert report.current.operator == "cuda_graph.replay" and line(report.current) == replay_line
     assert "aten::fill_" in report.previous.operator
