@@ -57,7 +57,18 @@ def snapshot(destination: Path) -> dict[str, str]:
     """This checkout installed into `destination`; the environment that runs it first."""
     repository = Path(__file__).resolve().parent.parent
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(destination), str(repository)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(destination),
+            str(repository),
+        ],
         check=True,
     )
     return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(destination), os.environ.get("PYTHONPATH")]))}
@@ -67,7 +78,12 @@ def lint(tree: Path, cwd: Path, environment: dict[str, str] | None, *options: st
     start, start_cpu = time.perf_counter(), _children_cpu()
     completed = subprocess.run(
         [sys.executable, "-m", "csan_lint", "--exit-zero", "-q", *options, str(tree)],
-        cwd=cwd, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
+        cwd=cwd,
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=False,
     )
     timing = Timing(time.perf_counter() - start, _children_cpu() - start_cpu)
     if completed.returncode not in (0, 2):  # 2: some file could not be checked, still a full run

@@ -44,7 +44,10 @@ def main() -> int:
     findings = lint_paths(args.paths, config).findings
     spans = watched(findings, args.paths, config)
     selection = select_tests(spans, [args.tests], args.paths)
-    print(f"{len(findings)} findings, stream code in {len(spans)} files; {len(selection.test_files)} test files reach them:")
+    print(
+        f"{len(findings)} findings, stream code in {len(spans)} files; "
+        f"{len(selection.test_files)} test files reach them:"
+    )
     for path in selection.test_files:
         print(f"  {path}")
     if not selection.test_files:

@@ -146,8 +146,18 @@ def bench_dispatch(ops: int, depth: int) -> Iterator[Row]:
     alone = _per_op(ops, 0, emulation.emulated, "cuda")
     checked = _per_op(ops, 0, _sanitized, "cuda")
     csan = _per_op(ops, 0, _csan_mode, "cuda")
-    yield ("us/op, emulated device: sanitizer vs emulation alone", f"{checked:.2f}", f"{alone:.2f}", f"{checked / alone:.2f}x")
-    yield ("us/op, emulated device: sanitizer vs CSAN's mode", f"{checked:.2f}", f"{csan:.2f}", f"{csan / checked:.1f}x faster")
+    yield (
+        "us/op, emulated device: sanitizer vs emulation alone",
+        f"{checked:.2f}",
+        f"{alone:.2f}",
+        f"{checked / alone:.2f}x",
+    )
+    yield (
+        "us/op, emulated device: sanitizer vs CSAN's mode",
+        f"{checked:.2f}",
+        f"{csan:.2f}",
+        f"{csan / checked:.1f}x faster",
+    )
 
 
 def main() -> None:
@@ -159,7 +169,11 @@ def main() -> None:
     header: Row = ("measure", "csan-lint", "other", "ratio")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
     for row in [header, *rows]:
-        print("  ".join(cell.ljust(w) if j == 0 else cell.rjust(w) for j, (cell, w) in enumerate(zip(row, widths, strict=True))))
+        print(
+            "  ".join(
+                cell.ljust(w) if j == 0 else cell.rjust(w) for j, (cell, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
 
 
 if __name__ == "__main__":

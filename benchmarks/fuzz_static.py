@@ -128,7 +128,9 @@ def lint_project(sources: list[str]) -> None:
         for path, source in zip(paths, sources, strict=True):
             path.write_text(source)
         expected = sorted(
-            (f.path, f.line, f.column, f.code) for path, source in zip(paths, sources, strict=True) for f in lint_source(source, str(path))
+            (f.path, f.line, f.column, f.code)
+            for path, source in zip(paths, sources, strict=True)
+            for f in lint_source(source, str(path))
         )
         for _ in range(2):
             result = lint_paths([directory], Config(root=root), jobs=1, cache=True)
@@ -157,7 +159,10 @@ def hostile_files() -> Outcome:
     outcome = Outcome("hostile files through the CLI (one pytest case each)")
     plugin = _Outcomes()
     start = time.perf_counter()
-    pytest.main(["-q", "-p", "no:cacheprovider", "--import-mode=importlib", str(ROBUSTNESS_TESTS / "test_hostile_files.py")], plugins=[plugin])
+    pytest.main(
+        ["-q", "-p", "no:cacheprovider", "--import-mode=importlib", str(ROBUSTNESS_TESTS / "test_hostile_files.py")],
+        plugins=[plugin],
+    )
     outcome.seconds = time.perf_counter() - start
     outcome.tried = len(plugin.passed) + len(plugin.failed)
     outcome.survived = len(plugin.passed)
@@ -169,7 +174,9 @@ def hostile_files() -> Outcome:
     with tempfile.TemporaryDirectory() as directory:
         enforced = workloads.permissions_enforced(Path(directory))
     if not enforced:
-        outcome.notes.append("chmod 000 does not stop this user (root): the unreadable-file case fakes the permission error")
+        outcome.notes.append(
+            "chmod 000 does not stop this user (root): the unreadable-file case fakes the permission error"
+        )
     return outcome
 
 
@@ -229,7 +236,14 @@ def render(outcomes: list[Outcome], scale: float, total_seconds: float) -> str:
             lines += [f"## {outcome.check}", ""]
             lines += [f"- {note}" for note in outcome.notes] + ([""] if outcome.notes else [])
             for failed, (count, smallest) in outcome.failures.items():
-                lines += [f"{count:,} failed with {failed}; the smallest input:", "", "```", smallest[:3000].rstrip(), "```", ""]
+                lines += [
+                    f"{count:,} failed with {failed}; the smallest input:",
+                    "",
+                    "```",
+                    smallest[:3000].rstrip(),
+                    "```",
+                    "",
+                ]
     return "\n".join(lines)
 
 
@@ -251,7 +265,12 @@ def main() -> None:
             count(2000),
             lint_generated,
         ),
-        fuzz("stream-heavy generated modules through `lint_source`", workloads.stream_programs, count(5000), lint_stream_program),
+        fuzz(
+            "stream-heavy generated modules through `lint_source`",
+            workloads.stream_programs,
+            count(5000),
+            lint_stream_program,
+        ),
         fuzz(
             "generated projects (1-4 modules) through `lint_paths`, cold and warm cache",
             st.lists(workloads.stream_programs, min_size=1, max_size=4),

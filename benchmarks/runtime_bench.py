@@ -91,7 +91,9 @@ def _ours_ops(trace: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     for op in trace:
         if op[0] == "kernel_launched":
             _, stream, reads, writes = op
-            accesses = [Access(p, SIZE, False, "self") for p in reads] + [Access(p, SIZE, True, "out", True) for p in writes]
+            accesses = [Access(p, SIZE, False, "self") for p in reads] + [
+                Access(p, SIZE, True, "out", True) for p in writes
+            ]
             out.append(("kernel_launched", stream, "aten::op", accesses))
         else:
             out.append(op)
@@ -338,7 +340,11 @@ def print_table(rows: list[Row]) -> None:
     header: Row = ("measure", "csan-lint", "CSAN", "ratio")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
     for i, row in enumerate([header, *rows]):
-        print("  ".join(cell.ljust(w) if j == 0 else cell.rjust(w) for j, (cell, w) in enumerate(zip(row, widths, strict=True))))
+        print(
+            "  ".join(
+                cell.ljust(w) if j == 0 else cell.rjust(w) for j, (cell, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
         if i == 0:
             print("  ".join("-" * w for w in widths))
 

@@ -55,9 +55,14 @@ def heavy_imports(arguments: list[str], cwd: Path) -> list[str]:
     """The HEAVY_MODULES a csan-lint run imports, from `python -X importtime`."""
     completed = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "csan_lint", *arguments],
-        cwd=cwd, capture_output=True, text=True, check=False,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
     )
-    imported = {line.rsplit("|", 1)[-1].strip() for line in completed.stderr.splitlines() if line.startswith("import time:")}
+    imported = {
+        line.rsplit("|", 1)[-1].strip() for line in completed.stderr.splitlines() if line.startswith("import time:")
+    }
     return [name for name in HEAVY_MODULES if name in imported]
 
 
@@ -85,7 +90,13 @@ def main() -> None:
         for label, arguments in cases:
             rows.append((label, median_time([*csan, *arguments], cwd, repeat), heavy_imports(arguments, cwd)))
         subprocess.run([*csan, "stream.py"], cwd=cwd, stdout=subprocess.DEVNULL, check=False)  # fill the cache
-        rows.append(("csan-lint stream.py (warm cache)", median_time([*csan, "stream.py"], cwd, repeat), heavy_imports(["stream.py"], cwd)))
+        rows.append(
+            (
+                "csan-lint stream.py (warm cache)",
+                median_time([*csan, "stream.py"], cwd, repeat),
+                heavy_imports(["stream.py"], cwd),
+            )
+        )
     print(f"median of {repeat} runs; CPU-time ratios to `python -c pass` and to `ruff check`")
     for label, timing, heavy in rows:
         to_ruff = f"{timing.cpu / ruff_time.cpu:5.1f}x ruff" if ruff_time else ""

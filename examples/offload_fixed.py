@@ -19,9 +19,7 @@ class ActivationOffloader:
     def __init__(self, layers: nn.Sequential, batch_size: int) -> None:
         self.layers = layers
         self.offload_stream = torch.cuda.Stream()
-        self.host_buffers = [
-            torch.empty(batch_size, layer.out_features).pin_memory() for layer in layers
-        ]
+        self.host_buffers = [torch.empty(batch_size, layer.out_features).pin_memory() for layer in layers]
 
     @torch.no_grad()
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -4,7 +4,8 @@ records every read and write of a tracked tensor, reporting the unordered cross-
 `FunctionAnalysis` is assembled from its parts: statements, expressions, calls and accesses
 here; bindings and lifetimes (lint/bindings.py), values (lint/values.py), streams and
 orderings (lint/streams.py), calls through summaries (lint/effects.py), on the shared
-control-flow driver (lint/interpret.py) and the ordering model (lint/ordering.py). Blocks on a stream that differs between paths are not
+control-flow driver (lint/interpret.py) and the ordering model (lint/ordering.py). Blocks on a stream that
+differs between paths are not
 judged.
 """
 
@@ -20,7 +21,6 @@ from csan_lint.lint.effects import PROBE_ACCESS, Effects, Helpers, probe_key
 from csan_lint.lint.interpret import Interpreter
 from csan_lint.lint.names import DEVICE_SYNC, GRAPH_CAPTURE, SET_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import children
-from csan_lint.lint.recognize import is_exit_stack
 from csan_lint.lint.ordering import (
     CURRENT,
     HOST,
@@ -39,6 +39,7 @@ from csan_lint.lint.ordering import (
     join_states,
     launch_key,
 )
+from csan_lint.lint.recognize import is_exit_stack
 from csan_lint.lint.scan import body_of
 from csan_lint.lint.streams import Streams
 from csan_lint.lint.values import (
@@ -103,7 +104,9 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         """Every parameter's name: a stream the caller passed in is one it can join."""
         self.state = FlowState(tensors=dict(entry or {}))
         for token in probes:
-            self.live.tensors[probe_key(token)] = TrackedTensor(writes=frozenset({Mark(PROBE_ACCESS, frozenset({token}))}))
+            self.live.tensors[probe_key(token)] = TrackedTensor(
+                writes=frozenset({Mark(PROBE_ACCESS, frozenset({token}))})
+            )
         self.exits: list[FlowState] = []
         """The states at each `return` and at the end of the body: what a caller continues from."""
         self.tokens: set[str] = set()
@@ -147,8 +150,10 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         on the caller's tensors (`caller_owned`) is left to a caller that knows of no stream or
         event to join it with: unless anything but tensors is returned (an event, a stream, a
         future or an object that may hold one)."""
-        handed_back = node is not None and node.value is not None and any(
-            key not in self.live.tensors for key in called_or_named(node.value)
+        handed_back = (
+            node is not None
+            and node.value is not None
+            and any(key not in self.live.tensors for key in called_or_named(node.value))
         )
         for key in sorted(self.caller_owned - self.bound) if not handed_back else ():
             tensor = self.live.tensors.get(key)
@@ -488,7 +493,6 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         else:
             self._eval(base)
 
-
     # ---- accesses
 
     def _launched_before(self, stream: str) -> frozenset[str]:
@@ -501,7 +505,13 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         return Access(node, self.live.current, write, self.block or self.statement, self.function)
 
     def _access(
-        self, key: str, node: cst.CSTNode, *, write: bool, stream: str | None = None, after: frozenset[str] = frozenset()
+        self,
+        key: str,
+        node: cst.CSTNode,
+        *,
+        write: bool,
+        stream: str | None = None,
+        after: frozenset[str] = frozenset(),
     ) -> None:
         """A kernel on the current stream (or `stream`, for a called function's) reads or writes
         `key`: check it, then record it, ordered before `after` too."""
@@ -526,7 +536,9 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         if write:
             for read in tensor.reads:
                 if distinct(read.access.stream, stream) and not read.orders(stream):
-                    self._hazard(HazardKind.WRITE_AFTER_READ, key, access, read.access.stream, origin=read.access.function)
+                    self._hazard(
+                        HazardKind.WRITE_AFTER_READ, key, access, read.access.stream, origin=read.access.function
+                    )
         mark = Mark(access, frozenset({stream}) | after)
         for reads, writes in self.captures:
             (writes if write else reads).add(key)
@@ -534,9 +546,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         if write:
             tensor = replace(tensor, writes=frozenset({mark}), reads=frozenset())
         else:
-            tensor = replace(
-                tensor, reads=frozenset(r for r in tensor.reads if r.access.stream != stream) | {mark}
-            )
+            tensor = replace(tensor, reads=frozenset(r for r in tensor.reads if r.access.stream != stream) | {mark})
         if tensor.alloc is not None and stream != tensor.alloc:
             tensor = replace(tensor, uses=frozenset(u for u in tensor.uses if u.access != access) | {mark})
         self.live.tensors[key] = tensor
@@ -561,4 +571,3 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         found = self.hazards.setdefault(key, hazard)
         if origin is not None and (found.origin is None or origin < found.origin) and found.release is release:
             self.hazards[key] = hazard  # several producers: name one, the same on every run
-

@@ -121,9 +121,7 @@ class Bindings:
         elif value.kind == "event":
             state.update_marks(MarkUpdate(None, None, drop=f"event:{key}"))
 
-    def _record_event_assignment(
-        self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression
-    ) -> bool:
+    def _record_event_assignment(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> bool:
         """`e = s.record_event()`: a new event, recorded on `s` at once."""
         if not (
             len(targets) == 1

@@ -92,7 +92,9 @@ def _source_fingerprint() -> str:
     digest = hashlib.blake2b(digest_size=16)
     for directory in (Path(__file__).parent, *map(Path, rules_package.__path__)):
         try:
-            entries = sorted((entry.name, entry.stat()) for entry in os.scandir(directory) if entry.name.endswith(".py"))
+            entries = sorted(
+                (entry.name, entry.stat()) for entry in os.scandir(directory) if entry.name.endswith(".py")
+            )
         except OSError:
             continue
         for name, status in entries:
@@ -120,8 +122,17 @@ def _encode(findings: list[Finding]) -> list[list[Any]]:
     """Without the path: it is shown relative to the working directory, which may differ."""
     return [
         [
-            f.line, f.column, f.code, f.message, f.end_line, f.end_column, f.span.start_line, f.span.end_line, f.fix,
-            [[edit.line, edit.anchor_line, edit.text, edit.scope] for edit in f.edits], f.fix_safety,
+            f.line,
+            f.column,
+            f.code,
+            f.message,
+            f.end_line,
+            f.end_column,
+            f.span.start_line,
+            f.span.end_line,
+            f.fix,
+            [[edit.line, edit.anchor_line, edit.text, edit.scope] for edit in f.edits],
+            f.fix_safety,
         ]
         for f in findings
     ]
@@ -199,8 +210,15 @@ class ResultCache:
         return hit
 
     def store(
-        self, path: Path, stat: Stat | None, findings: list[Finding], *, parsed: bool, digest: str,
-        orders: bool = False, index: str = "",
+        self,
+        path: Path,
+        stat: Stat | None,
+        findings: list[Finding],
+        *,
+        parsed: bool,
+        digest: str,
+        orders: bool = False,
+        index: str = "",
     ) -> None:
         self._remember(path, stat, _encode(findings), parsed, digest, orders, index)
 

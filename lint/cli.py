@@ -39,13 +39,56 @@ CONFIRM_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     # as click.option(...) decorators. Their values reach csan_lint.runtime.confirm.main as the
     # `options` dict, keyed by parameter name; the static path ignores them.
     # Defaults are None so that `[tool.csan-lint.confirm]` applies unless the flag is given.
-    click.option("--tests", multiple=True, type=click.Path(), metavar="PATH", help="With --confirm: test files or directories to choose from (default: pytest's testpaths, else tests/)."),
-    click.option("--device", type=click.Choice(["auto", "cuda", "emulated"]), default=None, help="With --confirm: where the tests run (default auto: CUDA if available, else the emulated device)."),
-    click.option("--timeout", type=float, default=None, metavar="SECONDS", help="With --confirm: a test running longer is killed and its findings get `error` (default 60)."),
-    click.option("--fail-on", "fail_on", default=None, metavar="VERDICTS", help="With --confirm: also exit 1 on these verdicts (comma-separated: other-race, unexercised, error, dismissed)."),
-    click.option("-v", "--verbose", is_flag=True, help="With --confirm: print the sanitizer's report under each confirmed finding."),
-    click.option("--all-tests", is_flag=True, default=None, help="With --confirm: run every test file, not only those that import stream code."),
-    click.option("-n", "--workers", type=int, default=None, metavar="N", help="With --confirm: run the tests in N pytest-xdist worker processes (default 0: one process)."),
+    click.option(
+        "--tests",
+        multiple=True,
+        type=click.Path(),
+        metavar="PATH",
+        help="With --confirm: test files or directories to choose from (default: pytest's testpaths, else tests/).",
+    ),
+    click.option(
+        "--device",
+        type=click.Choice(["auto", "cuda", "emulated"]),
+        default=None,
+        help="With --confirm: where the tests run (default auto: CUDA if available, else the emulated device).",
+    ),
+    click.option(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="With --confirm: a test running longer is killed and its findings get `error` (default 60).",
+    ),
+    click.option(
+        "--fail-on",
+        "fail_on",
+        default=None,
+        metavar="VERDICTS",
+        help=(
+            "With --confirm: also exit 1 on these verdicts "
+            "(comma-separated: other-race, unexercised, error, dismissed)."
+        ),
+    ),
+    click.option(
+        "-v",
+        "--verbose",
+        is_flag=True,
+        help="With --confirm: print the sanitizer's report under each confirmed finding.",
+    ),
+    click.option(
+        "--all-tests",
+        is_flag=True,
+        default=None,
+        help="With --confirm: run every test file, not only those that import stream code.",
+    ),
+    click.option(
+        "-n",
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="With --confirm: run the tests in N pytest-xdist worker processes (default 0: one process).",
+    ),
 ]
 
 
@@ -146,7 +189,11 @@ def _lint_stdin(stdin_filename: str | None, config: Config, force_exclude: bool)
     """stdin, linted as the file `--stdin-filename` names (its config, ignores, suppressions)."""
     source = sys.stdin.read()
     path = Path(stdin_filename or "-").absolute()
-    if force_exclude and stdin_filename and is_excluded(path, Excluder(config.root, config.exclude, config.respect_gitignore)):
+    if (
+        force_exclude
+        and stdin_filename
+        and is_excluded(path, Excluder(config.root, config.exclude, config.respect_gitignore))
+    ):
         return LintResult([], 0, 0)
     return lint_text(source, path, config)
 
@@ -177,26 +224,37 @@ def main() -> None:
 )
 @click.argument("paths", nargs=-1, type=click.Path(readable=False))  # unreadable: a located CSL003
 @click.option(
-    "--format", "--output-format", "output_format", type=click.Choice(sorted({*STATIC_FORMATS, *CONFIRM_FORMATS})),
-    default="text", show_default=True,
+    "--format",
+    "--output-format",
+    "output_format",
+    type=click.Choice(sorted({*STATIC_FORMATS, *CONFIRM_FORMATS})),
+    default="text",
+    show_default=True,
     help="Output format: text, json (docs/json-format.md), sarif (SARIF 2.1.0), github (workflow "
     "annotations); with --confirm: text, json or junit (docs/ci.md).",
 )
 @click.option(
-    "--select", multiple=True, metavar="CODES",
+    "--select",
+    multiple=True,
+    metavar="CODES",
     help="Only these rules (codes, code prefixes, names or ALL; comma-separated).",
 )
 @click.option(
-    "--extend-select", multiple=True, metavar="CODES",
+    "--extend-select",
+    multiple=True,
+    metavar="CODES",
     help="Also these rules, on top of --select or the default (e.g. CSL004: unused noqa comments).",
 )
 @click.option(
-    "--ignore", multiple=True, metavar="CODES",
+    "--ignore",
+    multiple=True,
+    metavar="CODES",
     help="Also skip these rules (codes, code prefixes or names; comma-separated).",
 )
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Read settings from this TOML file.")
 @click.option(
-    "--force-exclude", is_flag=True,
+    "--force-exclude",
+    is_flag=True,
     help="Apply `exclude` and .gitignore to paths named on the command line too (for pre-commit).",
 )
 @click.option("--stdin-filename", metavar="PATH", help="Read the source from stdin, linted as this file.")
@@ -205,17 +263,36 @@ def main() -> None:
 @click.option("--list-rules", is_flag=True, help="List every rule (code, name, summary) and exit.")
 @click.option("--explain", metavar="CODE", help="Explain a rule, with examples, and exit (as `csan-lint rule CODE`).")
 @click.option("--replay", metavar="TRACE", type=click.Path(), help="Analyse a recorded runtime trace (JSON Lines).")
-@click.option("--confirm", is_flag=True, help="Run the tests that reach stream code under the runtime sanitizer: a verdict per finding, and every race.")
+@click.option(
+    "--confirm",
+    is_flag=True,
+    help="Run the tests that reach stream code under the runtime sanitizer: a verdict per finding, and every race.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No summary line.")
 @click.option(
-    "--no-cache", is_flag=True,
+    "--no-cache",
+    is_flag=True,
     help="Neither read nor write the per-file results cache (.csan_lint_cache/ at the project root).",
 )
-@click.option("--fix", is_flag=True, help="Apply the safe fixes (docs/rules.md says which rules have them), then report what is left.")
-@click.option("--diff", is_flag=True, help="Print the fixes as a unified diff instead of writing them; exit 1 if there are any.")
-@click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff: also apply fixes that add an import or spell torch through an alias.")
-@click.option("--show-fixes", is_flag=True, help="Mark the findings --fix would fix ([*]); with --fix, list what it fixed.")
-@click.option("--exit-non-zero-on-fix", is_flag=True, help="With --fix: exit 1 when anything was fixed, even if nothing is left.")
+@click.option(
+    "--fix",
+    is_flag=True,
+    help="Apply the safe fixes (docs/rules.md says which rules have them), then report what is left.",
+)
+@click.option(
+    "--diff", is_flag=True, help="Print the fixes as a unified diff instead of writing them; exit 1 if there are any."
+)
+@click.option(
+    "--unsafe-fixes",
+    is_flag=True,
+    help="With --fix or --diff: also apply fixes that add an import or spell torch through an alias.",
+)
+@click.option(
+    "--show-fixes", is_flag=True, help="Mark the findings --fix would fix ([*]); with --fix, list what it fixed."
+)
+@click.option(
+    "--exit-non-zero-on-fix", is_flag=True, help="With --fix: exit 1 when anything was fixed, even if nothing is left."
+)
 @click.version_option(__version__, "--version", prog_name="csan-lint")
 @_with_confirm_options
 @click.pass_context
@@ -308,7 +385,9 @@ def check(
     elif output_format == "github":
         click.echo(format_github(result, quiet=quiet), nl=False)
     else:
-        text = format_text(result, show_statistics=statistics, quiet=quiet, show_fixes=show_fixes and not fix, unsafe=unsafe_fixes)
+        text = format_text(
+            result, show_statistics=statistics, quiet=quiet, show_fixes=show_fixes and not fix, unsafe=unsafe_fixes
+        )
         click.echo(text, nl=False)
     if fixed is not None and not quiet:
         click.echo(f"Fixed {fixed} finding{'' if fixed == 1 else 's'} ({len(result.findings)} remaining).", err=True)

@@ -120,9 +120,7 @@ def check_selectors(selectors: Sequence[str], where: str) -> None:
         if not _codes_of(selector):
             choices = [rule.code for rule in all_rules()] + [rule.name for rule in all_rules()]
             choices += [UNUSED_NOQA_CODE, UNUSED_NOQA_NAME, ALL]
-            raise ConfigError(
-                f"{where}: unknown rule code or name `{selector}`{_suggestion(selector, choices)}"
-            )
+            raise ConfigError(f"{where}: unknown rule code or name `{selector}`{_suggestion(selector, choices)}")
 
 
 def _string_list(value: object, where: str) -> tuple[str, ...]:

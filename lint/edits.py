@@ -69,7 +69,9 @@ def wait_before_block(flow: ModuleFlow, hazard: Hazard) -> Fix | None:
     if current is None:
         return None
     start = flow.line(block)
-    return _fix(flow, context, Edit(start, start, f"{stream}.wait_stream({current.code})", _scope(flow, block)), current)
+    return _fix(
+        flow, context, Edit(start, start, f"{stream}.wait_stream({current.code})", _scope(flow, block)), current
+    )
 
 
 def join_before_use(flow: ModuleFlow, hazard: Hazard) -> Fix | None:
@@ -86,7 +88,9 @@ def join_before_use(flow: ModuleFlow, hazard: Hazard) -> Fix | None:
     if spelled is None:
         return None
     start = flow.line(statement)
-    return _fix(flow, context, Edit(start, start, f"{spelled.code}.wait_stream({other})", _scope(flow, statement)), spelled)
+    return _fix(
+        flow, context, Edit(start, start, f"{spelled.code}.wait_stream({other})", _scope(flow, statement)), spelled
+    )
 
 
 def wait_before_overwrite(flow: ModuleFlow, hazard: Hazard) -> Fix | None:
@@ -109,7 +113,11 @@ def record_after_use(flow: ModuleFlow, hazard: Hazard) -> Fix | None:
     stream, tensor = hazard.access.stream, hazard.tensor
     if not (_is_name(tensor) and (stream == CURRENT or _is_name(stream))):
         return None
-    if isinstance(anchor, cst.With) and stream == CURRENT or not isinstance(anchor, (cst.With, cst.SimpleStatementLine)):
+    if (
+        isinstance(anchor, cst.With)
+        and stream == CURRENT
+        or not isinstance(anchor, (cst.With, cst.SimpleStatementLine))
+    ):
         return None
     where = flow.range(anchor)
     line = where.end.line + 1
@@ -281,7 +289,9 @@ def _scope(flow: ModuleFlow, node: cst.CSTNode) -> int:
 
 def _holds(outer: CodeRange, inner: CodeRange) -> bool:
     start, end = (outer.start.line, outer.start.column), (outer.end.line, outer.end.column)
-    return start != end and start <= (inner.start.line, inner.start.column) and (inner.end.line, inner.end.column) <= end
+    return (
+        start != end and start <= (inner.start.line, inner.start.column) and (inner.end.line, inner.end.column) <= end
+    )
 
 
 def _statement_of(flow: ModuleFlow, node: cst.CSTNode) -> cst.BaseStatement | None:

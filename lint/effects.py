@@ -95,7 +95,8 @@ class Helpers:
         """Summaries being built, each inside the last: deep call chains stop at _MAX_SUMMARY_DEPTH."""
 
     def lookup(self, caller: str | None, func: cst.BaseExpression, qualified: str | None) -> Callee | None:
-        """`helper(...)`: a function nested in the caller, or a module-level one; `self.helper(...)`: a method of the caller's
+        """`helper(...)`: a function nested in the caller, or a module-level one; `self.helper(...)`: a method
+        of the caller's
         class or one it inherits from a class of the module, `super().helper(...)` one of its
         bases'; `mod.helper(...)` or an imported name: a function of another linted module."""
         if isinstance(func, cst.Name) and caller is not None and f"{caller}.{func.value}" in self.functions:
@@ -271,7 +272,9 @@ class Effects:
             quiet = self.silent and effect.stream == CURRENT  # the unknown stream of the block around the call
             mark = Mark(access, frozenset({HOST}) if quiet else after | {stream})
             tensor = self.live.tensors.get(key) or TrackedTensor()
-            writes = tensor.writes if tensor.writes and all(m.access.node is call for m in tensor.writes) else frozenset()
+            writes = (
+                tensor.writes if tensor.writes and all(m.access.node is call for m in tensor.writes) else frozenset()
+            )
             tensor = replace(tensor, writes=writes | {mark}, reads=frozenset())
             if tensor.alloc is not None and stream != tensor.alloc:
                 tensor = replace(tensor, uses=tensor.uses | {mark})

@@ -36,9 +36,7 @@ def lint_source(
     except cst.ParserSyntaxError as error:
         return [_syntax_error(error, source, path)]
     flow = analyse(module, path, source, package, spellings)
-    findings = [
-        finding for rule in (all_rules() if rules is None else rules) for finding in rule().check(flow)
-    ]
+    findings = [finding for rule in (all_rules() if rules is None else rules) for finding in rule().check(flow)]
     findings.sort(key=lambda finding: (finding.line, finding.column, finding.code))
     return findings
 
@@ -46,4 +44,6 @@ def lint_source(
 def _syntax_error(error: cst.ParserSyntaxError, source: str, path: str) -> Finding:
     """CPython's account when it rejects the source too: libcst's native parser often reports
     the line after the error (`def f(:` at 2:1). libcst's own only for code CPython accepts."""
-    return python_syntax_error(source, path) or syntax_error(path, error.editor_line, error.editor_column, error.message)
+    return python_syntax_error(source, path) or syntax_error(
+        path, error.editor_line, error.editor_column, error.message
+    )

@@ -46,8 +46,7 @@ def is_true(expr: cst.BaseExpression) -> bool:
 
 def non_blocking(call: cst.Call) -> bool:
     return any(
-        arg.keyword is not None and arg.keyword.value == "non_blocking" and is_true(arg.value)
-        for arg in call.args
+        arg.keyword is not None and arg.keyword.value == "non_blocking" and is_true(arg.value) for arg in call.args
     )
 
 
@@ -81,13 +80,10 @@ def pins(expr: cst.CSTNode) -> bool:
         if isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "pin_memory":
             return True
         if any(
-            arg.keyword is not None and arg.keyword.value == "pin_memory" and is_true(arg.value)
-            for arg in expr.args
+            arg.keyword is not None and arg.keyword.value == "pin_memory" and is_true(arg.value) for arg in expr.args
         ):
             return True
-    return any(
-        pins(child) for child in host_children(expr) if not isinstance(child, (cst.Lambda, cst.FunctionDef))
-    )
+    return any(pins(child) for child in host_children(expr) if not isinstance(child, (cst.Lambda, cst.FunctionDef)))
 
 
 @dataclass
@@ -113,9 +109,7 @@ class ModuleFacts:
         if not self.syncing:
             return False
         if name not in self._syncing:
-            self._syncing[name] = any(
-                finds(function.body, self._is_sync) for function in self.functions.get(name, ())
-            )
+            self._syncing[name] = any(finds(function.body, self._is_sync) for function in self.functions.get(name, ()))
         return self._syncing[name]
 
     def _is_sync(self, node: cst.CSTNode) -> bool:

@@ -373,12 +373,7 @@ class _Analysis(Interpreter[HostState, Loop[HostState]]):
             return
         if method in _METADATA or (method in _DEVICE_BOUND and key is not None):
             self._eval_args(node, reads=False)
-            if (
-                method in _DEVICE_BOUND
-                and key in self.live.pinned
-                and non_blocking(node)
-                and not to_host(node)
-            ):
+            if method in _DEVICE_BOUND and key in self.live.pinned and non_blocking(node) and not to_host(node):
                 self._upload(key, node)
             return
         if method == "copy_" and node.args:
@@ -485,9 +480,7 @@ class _Analysis(Interpreter[HostState, Loop[HostState]]):
     ) -> None:
         """Once per kind and node: loops revisit the same code."""
         span = span_node or self.statement or node
-        self.hazards.setdefault(
-            (kind, node), HostHazard(kind, node, span, tuple(sorted(fields.items())), copy)
-        )
+        self.hazards.setdefault((kind, node), HostHazard(kind, node, span, tuple(sorted(fields.items())), copy))
 
     # ---- streams, events, captures
 
@@ -581,9 +574,7 @@ class _Analysis(Interpreter[HostState, Loop[HostState]]):
         if producer == capture.stream:
             capture = replace(capture, forked=capture.forked | {waiter})
         if waiter == capture.stream:
-            capture = replace(
-                capture, joined=capture.joined | {b for b in capture.blocks if b.stream == producer}
-            )
+            capture = replace(capture, joined=capture.joined | {b for b in capture.blocks if b.stream == producer})
         self.live.capture = capture
 
     def _end_capture(self) -> None:

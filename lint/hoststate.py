@@ -78,15 +78,11 @@ def _join_pending(a: frozenset[Pending], b: frozenset[Pending]) -> frozenset[Pen
     by_copy = {pending.copy: pending for pending in a}
     for pending in b:
         other = by_copy.get(pending.copy)
-        by_copy[pending.copy] = (
-            pending if other is None else Pending(pending.copy, pending.after & other.after)
-        )
+        by_copy[pending.copy] = pending if other is None else Pending(pending.copy, pending.after & other.after)
     return frozenset(by_copy.values())
 
 
-def _join_maps(
-    a: dict[str, frozenset[Pending]], b: dict[str, frozenset[Pending]]
-) -> dict[str, frozenset[Pending]]:
+def _join_maps(a: dict[str, frozenset[Pending]], b: dict[str, frozenset[Pending]]) -> dict[str, frozenset[Pending]]:
     joined = dict(a)
     for key, pending in b.items():
         joined[key] = _join_pending(joined[key], pending) if key in joined else pending
@@ -96,9 +92,7 @@ def _join_maps(
 def _join_capture(a: Capture | None, b: Capture | None) -> Capture | None:
     if a is None or b is None or a.stream != b.stream:
         return a or b
-    return Capture(
-        a.stream, a.forked & b.forked, a.blocks | b.blocks, a.joined & b.joined, a.events & b.events
-    )
+    return Capture(a.stream, a.forked & b.forked, a.blocks | b.blocks, a.joined & b.joined, a.events & b.events)
 
 
 def join_host_states(states: Iterable[HostState | None]) -> HostState | None:

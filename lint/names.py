@@ -80,8 +80,6 @@ def _meanings(spellings: Spellings) -> dict[str, str]:
     }
 
 
-
-
 class ImportTable:
     """Local name -> dotted name it was imported as, for the imports seen in one module.
 

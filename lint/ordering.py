@@ -140,11 +140,7 @@ class MarkUpdate:
             after = mark.after
             if self.drop is not None and self.drop in after:
                 after = after - {self.drop}
-            if (
-                self.token is not None
-                and (self.when is None or self.when in after)
-                and self.token not in after
-            ):
+            if self.token is not None and (self.when is None or self.when in after) and self.token not in after:
                 after = after | {self.token}
             if after is not mark.after:
                 changed = True
@@ -297,7 +293,11 @@ def query_poll(test: cst.BaseExpression) -> tuple[cst.BaseExpression, bool] | No
     call, outcome = test, True
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         call, outcome = test.expression, False
-    if isinstance(call, cst.Call) and not call.args and isinstance(call.func, cst.Attribute) and call.func.attr.value == "query":
+    if (
+        isinstance(call, cst.Call)
+        and not call.args
+        and isinstance(call.func, cst.Attribute)
+        and call.func.attr.value == "query"
+    ):
         return call.func.value, outcome
     return None
-

@@ -51,7 +51,12 @@ def statistics(findings: Sequence[Finding]) -> list[tuple[str, str, int]]:
 
 
 def format_text(
-    result: LintResult, *, show_statistics: bool = False, quiet: bool = False, show_fixes: bool = False, unsafe: bool = False
+    result: LintResult,
+    *,
+    show_statistics: bool = False,
+    quiet: bool = False,
+    show_fixes: bool = False,
+    unsafe: bool = False,
 ) -> str:
     """`path:line:col: CODE message` and its `help:` line per finding (or, with
     `show_statistics`, a count per code), then the summary line unless `quiet`. `show_fixes`:

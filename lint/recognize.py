@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from csan_lint.lint.model import NO_SPELLINGS, Spellings
 from csan_lint.lint.names import (
     EVENT_CONSTRUCTORS,
     GRAPH_CAPTURE,
@@ -33,7 +34,6 @@ from csan_lint.lint.names import (
     ImportTable,
     dotted_name,
 )
-from csan_lint.lint.model import NO_SPELLINGS, Spellings
 from csan_lint.lint.nodes import children
 from csan_lint.lint.positions import positions
 

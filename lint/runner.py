@@ -358,7 +358,9 @@ def _lint_stale(
             file.source = source
     package = None
     if len(parsed) > 1:
-        package = PackageIndex.build((file.shown, file.source) for file in parsed if file.orders and file.source is not None)
+        package = PackageIndex.build(
+            (file.shown, file.source) for file in parsed if file.orders and file.source is not None
+        )
     work = [
         _Job(
             file.shown,
@@ -371,7 +373,7 @@ def _lint_stale(
         for file in stale
     ]
     outcomes = _run([*work, *(check.job for check in checks)], jobs, progress)
-    for file, file_findings in zip(stale, outcomes):
+    for file, file_findings in zip(stale, outcomes, strict=False):  # the syntax checks come after
         findings.extend(file_findings)
         if results is None:
             continue
@@ -381,7 +383,7 @@ def _lint_stale(
             results.store(
                 file.path, file.stat, file_findings, parsed=True, digest=file.digest, orders=file.orders, index=index
             )
-    for check, file_findings in zip(checks, outcomes[len(work):]):
+    for check, file_findings in zip(checks, outcomes[len(work) :], strict=True):
         findings.extend(file_findings)
         if results is not None and not any(finding.code == INTERNAL_ERROR_CODE for finding in file_findings):
             results.store(check.path, check.stat, file_findings, parsed=False, digest=check.digest)

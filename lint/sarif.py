@@ -116,9 +116,7 @@ def sarif_log(result: LintResult, cwd: Path | None = None) -> dict[str, Any]:
         },
         "originalUriBaseIds": {SRCROOT: {"uri": root}},
         "columnKind": "unicodeCodePoints",
-        "invocations": [
-            {"executionSuccessful": not result.has_tool_errors}
-        ],
+        "invocations": [{"executionSuccessful": not result.has_tool_errors}],
         "results": [_result(finding, index[finding.code]) for finding in result.findings],
         "properties": {
             "filesChecked": result.files_checked,

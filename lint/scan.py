@@ -77,7 +77,11 @@ def entry_streams(body: Sequence[cst.CSTNode], imports: ImportTable) -> dict[str
         elif isinstance(node, cst.Call):
             func = node.func
             callee = func.value if isinstance(func, cst.Name) else None
-            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls"):
+            if (
+                isinstance(func, cst.Attribute)
+                and isinstance(func.value, cst.Name)
+                and func.value.value in ("self", "cls")
+            ):
                 callee = f"{owner}{func.attr.value}" if owner else None
             if callee is not None:
                 found[callee] = stream if found.get(callee, stream) == stream else None
@@ -99,7 +103,9 @@ def module_globals(module: cst.Module, imports: ImportTable) -> frozenset[str]:
                 targets = (
                     [target.target for target in small.targets]
                     if isinstance(small, cst.Assign)
-                    else [small.target] if isinstance(small, cst.AnnAssign) else []
+                    else [small.target]
+                    if isinstance(small, cst.AnnAssign)
+                    else []
                 )
                 for target in targets:
                     names.update(target_names(target))
@@ -126,7 +132,11 @@ def resolve_relative(imports: Sequence[cst.ImportFrom], path: str) -> dict[str, 
         for alias in node.names:
             name = dotted_name(alias.name)
             if name is not None and prefix:
-                local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else name
+                local = (
+                    alias.asname.name.value
+                    if alias.asname is not None and isinstance(alias.asname.name, cst.Name)
+                    else name
+                )
                 table[local] = f"{prefix}.{name}"
     return table
 

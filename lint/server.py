@@ -63,7 +63,11 @@ def quick_fixes(uri: str, source: str, findings: list[Finding], wanted: types.Ra
     whole = types.Range(types.Position(0, 0), types.Position(len(lines) + 1, 0))
     actions = []
     for finding in findings:
-        if not fixable(finding, unsafe=False) or finding.line - 1 > wanted.end.line or finding.end_line - 1 < wanted.start.line:
+        if (
+            not fixable(finding, unsafe=False)
+            or finding.line - 1 > wanted.end.line
+            or finding.end_line - 1 < wanted.start.line
+        ):
             continue
         fixed = apply_edits(source, finding.edits)
         if fixed == source:
@@ -111,7 +115,9 @@ def create_server() -> LanguageServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(params: types.DidCloseTextDocumentParams) -> None:
-        server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[]))
+        server.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[])
+        )
 
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix])

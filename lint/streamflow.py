@@ -209,7 +209,9 @@ def _cross_method(
     methods = {
         name.removeprefix(f"{owner}."): function for name, function in functions if name.rpartition(".")[0] == owner
     }
-    produced = {method: _side_accesses(end, helpers.globals) for method in methods if (end := exits.get(f"{owner}.{method}"))}
+    produced = {
+        method: _side_accesses(end, helpers.globals) for method in methods if (end := exits.get(f"{owner}.{method}"))
+    }
     produced = {method: writes for method, writes in produced.items() if writes}
     if not produced:
         return

@@ -51,7 +51,9 @@ class Summary:
     effects: tuple[Effect, ...]
 
 
-_MAY_ORDER = re.compile(r"wait_stream|wait_event|record_event|synchronize|\.record\(|\.wait\(|cuda\.stream|StreamContext")
+_MAY_ORDER = re.compile(
+    r"wait_stream|wait_event|record_event|synchronize|\.record\(|\.wait\(|cuda\.stream|StreamContext"
+)
 """Text a module needs for any of its functions to have a summary worth replaying elsewhere."""
 
 

@@ -71,7 +71,7 @@ def _comments(source: str) -> list[tuple[int, int, str]]:
         # Newer syntax than this interpreter's tokenizer knows (libcst parsed it): fall back to
         # each line's text from its first `#`, which errs towards honouring a suppression.
         lines = enumerate(source.splitlines(), 1)
-        return [(number, line.index("#"), line[line.index("#"):]) for number, line in lines if "#" in line]
+        return [(number, line.index("#"), line[line.index("#") :]) for number, line in lines if "#" in line]
 
 
 def _touches(finding: Finding, line: int) -> bool:
@@ -113,14 +113,26 @@ def unused_suppressions(
                 idle = [] if here else ["nothing to suppress on this line"]
             else:
                 idle = [
-                    code for code in listed
+                    code
+                    for code in listed
                     if (code in ran or code in {names.get(rule) for rule in ran})
                     and not any(code in (finding.code, names.get(finding.code)) for finding in here)
                 ]
             if idle:
                 why = idle[0] if listed is None else f"unused: {', '.join(idle)}"
                 message = f"unused `{kind}` directive ({why})"
-                unused.append(Finding(path, line, column + 1, UNUSED_NOQA_CODE, message, line, column + 1 + len(comment), Span(line, line)))
+                unused.append(
+                    Finding(
+                        path,
+                        line,
+                        column + 1,
+                        UNUSED_NOQA_CODE,
+                        message,
+                        line,
+                        column + 1 + len(comment),
+                        Span(line, line),
+                    )
+                )
     return unused
 
 
@@ -132,5 +144,7 @@ def _directives(comment: str) -> list[tuple[str, list[str] | None]]:
             found.append(("noqa", [code.upper() for code in _CODE_SPLIT.split(match.group("codes")) if code]))
     for match in _IGNORE.finditer(comment):
         listed = match.group("codes")
-        found.append(("csan-lint: ignore", None if listed is None else [code for code in _CODE_SPLIT.split(listed) if code]))
+        found.append(
+            ("csan-lint: ignore", None if listed is None else [code for code in _CODE_SPLIT.split(listed) if code])
+        )
     return found

@@ -155,12 +155,16 @@ def paired(
     targets: Sequence[cst.BaseExpression], value: cst.BaseExpression
 ) -> list[tuple[cst.BaseExpression, cst.BaseExpression]] | None:
     """`x, z = a, b`: each target with its own value; None unless one tuple meets one of equal length."""
-    if len(targets) != 1 or not isinstance(targets[0], (cst.Tuple, cst.List)) or not isinstance(value, (cst.Tuple, cst.List)):
+    if (
+        len(targets) != 1
+        or not isinstance(targets[0], (cst.Tuple, cst.List))
+        or not isinstance(value, (cst.Tuple, cst.List))
+    ):
         return None
     names, values = targets[0].elements, value.elements
     if len(names) != len(values) or any(isinstance(e, cst.StarredElement) for e in (*names, *values)):
         return None
-    return [(name.value, element.value) for name, element in zip(names, values)]
+    return [(name.value, element.value) for name, element in zip(names, values, strict=True)]
 
 
 def viewed(expr: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -172,7 +176,9 @@ def viewed(expr: cst.BaseExpression) -> cst.BaseExpression | None:
             return base
         if isinstance(base, cst.Attribute) and base.attr.value in VIEW_ATTRIBUTES:
             base = base.value
-        elif isinstance(base, cst.Call) and isinstance(base.func, cst.Attribute) and base.func.attr.value in VIEW_METHODS:
+        elif (
+            isinstance(base, cst.Call) and isinstance(base.func, cst.Attribute) and base.func.attr.value in VIEW_METHODS
+        ):
             base = base.func.value
         elif isinstance(base, cst.Subscript) and all(_basic_index(element.slice) for element in base.slice):
             base = base.value
@@ -441,7 +447,11 @@ class Values:
                 return True
             if keyword == "device":
                 device = arg.value
-                if isinstance(device, cst.Call) and self.imports.qualified(device.func) == "torch.device" and device.args:
+                if (
+                    isinstance(device, cst.Call)
+                    and self.imports.qualified(device.func) == "torch.device"
+                    and device.args
+                ):
                     device = device.args[0].value
                 if isinstance(device, cst.SimpleString) and str(device.evaluated_value).partition(":")[0] == "cpu":
                     return True

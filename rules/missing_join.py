@@ -33,7 +33,8 @@ class MissingJoin(Rule):
     linted code calls returns are reported, unless the stream is one the caller passed in or
     anything but tensors is returned (an event, a stream, a future); pending reads (the
     caller's next overwrite) are not. `work.wait()` on the handle of an async collective orders the current
-    stream after it; a handle kept in a list and waited on through a loop is not followed. A join done by a called function is seen when that function is defined
+    stream after it; a handle kept in a list and waited on through a loop is not followed. A join done by a
+    called function is seen when that function is defined
     in the same module (or imported from another file linted in the same run) and joins on
     every path that returns. `self` attributes a method leaves written on a side stream are
     followed into the public methods of the same class (not its subclasses). A wait made
@@ -44,7 +45,9 @@ class MissingJoin(Rule):
     code = "CSL102"
     name = "missing-join"
     summary = "a tensor produced on a side stream is used on another stream with no ordering"
-    message = "'{tensor}' was {produced} on {other} and is {verb} on {stream} with no wait_stream/wait_event between them"
+    message = (
+        "'{tensor}' was {produced} on {other} and is {verb} on {stream} with no wait_stream/wait_event between them"
+    )
     fix_title = "join before the use: `{stream_code}.wait_stream({other_code})`"
     confirmed_by = (READ_AFTER_WRITE, WRITE_AFTER_WRITE)
 

@@ -41,8 +41,7 @@ class MissingRecordStream(Rule):
     name = "missing-record-stream"
     summary = "a tensor used on a non-allocating stream is released before that stream is ordered or recorded"
     message = (
-        "'{tensor}' was allocated on {other} and used on {stream}, then {release} "
-        "before {other} waited for that use"
+        "'{tensor}' was allocated on {other} and used on {stream}, then {release} before {other} waited for that use"
     )
     fix_title = (
         "call `{tensor}.record_stream({stream_code})` after the use, "

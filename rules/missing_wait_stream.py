@@ -42,7 +42,8 @@ class MissingWaitStream(Rule):
     entered, and a stream reached through a project helper (`ctx.current_stream()`) is taken
     for a separate stream. A function every call of which in the module is made inside a
     `with torch.cuda.stream(S):` block (`S` spelled alike) is analysed entered on `S`; one
-    called from other modules too is still taken as entered on the caller's current stream. Ordering made by a called function is seen when it is defined in the
+    called from other modules too is still taken as entered on the caller's current stream. Ordering made by a
+    called function is seen when it is defined in the
     same module (inherited and `super()` methods included) or imported from another file
     linted in the same run, and holds on every path that returns; ordering made by a method of
     another object (`plan.wait_current_stream()`) is not seen, and the runtime check dismisses
@@ -52,7 +53,9 @@ class MissingWaitStream(Rule):
     code = "CSL101"
     name = "missing-wait-stream"
     summary = "side-stream work consumes a tensor produced on another stream with no ordering"
-    message = "'{tensor}' was {produced} on {other} and is {verb} on {stream} with no wait_stream/wait_event between them"
+    message = (
+        "'{tensor}' was {produced} on {other} and is {verb} on {stream} with no wait_stream/wait_event between them"
+    )
     fix_title = "call `{stream_code}.wait_stream({other_code})` before the `with` block"
     confirmed_by = (READ_AFTER_WRITE, WRITE_AFTER_WRITE)
 

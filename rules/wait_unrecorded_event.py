@@ -34,9 +34,7 @@ class WaitUnrecordedEvent(Rule):
     name = "wait-unrecorded-event"
     summary = "waiting on an event that is never recorded on that path (no ordering)"
     message = "event '{event}' is waited on before it is recorded on every path: the wait orders nothing"
-    fix_title = (
-        "record '{event}' on the producing stream (`{event}.record()`) on every path before waiting on it"
-    )
+    fix_title = "record '{event}' on the producing stream (`{event}.record()`) on every path before waiting on it"
     confirmed_by = (WAIT_UNRECORDED_EVENT,)
 
     VALID = [

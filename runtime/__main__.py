@@ -18,11 +18,16 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m csan_lint.runtime",
         description="Run a Python script under the CUDA stream sanitizer.",
     )
-    parser.add_argument("--device", choices=("auto", "cuda", "emulated"), default="auto",
-                        help="real CUDA, the emulated device, or auto (CUDA when available)")
+    parser.add_argument(
+        "--device",
+        choices=("auto", "cuda", "emulated"),
+        default="auto",
+        help="real CUDA, the emulated device, or auto (CUDA when available)",
+    )
     parser.add_argument("--trace-out", metavar="PATH", help="also write the event trace (JSON Lines)")
-    parser.add_argument("--format", choices=("text", "json"), default="text",
-                        help="reports as text (default) or one JSON object a line")
+    parser.add_argument(
+        "--format", choices=("text", "json"), default="text", help="reports as text (default) or one JSON object a line"
+    )
     parser.add_argument("script", help="the Python script to run")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
     return parser

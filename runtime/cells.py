@@ -114,7 +114,12 @@ class Cell:
         partial = [
             p
             for p in self.partial or ()
-            if not (p[1] == stream and p[3][:2] == access[:2] and p[3].layout == access.layout and (access.is_write or not p[3].is_write))
+            if not (
+                p[1] == stream
+                and p[3][:2] == access[:2]
+                and p[3].layout == access.layout
+                and (access.is_write or not p[3].is_write)
+            )
         ]
         partial.append(epoch)
         widened = len(partial) > PARTIAL_CAP

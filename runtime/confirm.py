@@ -87,8 +87,7 @@ def _fail_on(value: object, where: str) -> frozenset[str]:
     for verdict in verdicts:
         if verdict not in VERDICTS:
             raise ConfirmUsageError(
-                f"{where}: unknown verdict `{verdict}` (one of {', '.join(VERDICTS)})"
-                f"{_suggest(verdict, VERDICTS)}"
+                f"{where}: unknown verdict `{verdict}` (one of {', '.join(VERDICTS)}){_suggest(verdict, VERDICTS)}"
             )
     return frozenset(verdicts | {CONFIRMED})
 
@@ -186,12 +185,7 @@ class _ProgressBar:
 
 def _show_progress(settings: ConfirmSettings) -> bool:
     """On a terminal only: not in CI logs, not with `-q`, not for JSON."""
-    return (
-        not settings.quiet
-        and settings.output_format == "text"
-        and sys.stderr.isatty()
-        and not os.environ.get("CI")
-    )
+    return not settings.quiet and settings.output_format == "text" and sys.stderr.isatty() and not os.environ.get("CI")
 
 
 def _say(settings: ConfirmSettings, message: str) -> None:

@@ -42,9 +42,7 @@ def _tests_suffix(tests: Sequence[str]) -> str:
 
 
 def summary_line(verdicts: Sequence[Verdict], runtime_only: Sequence[RuntimeOnly]) -> str:
-    counts = ", ".join(
-        f"{sum(v.verdict == name for v in verdicts)} {name}" for name in VERDICTS
-    )
+    counts = ", ".join(f"{sum(v.verdict == name for v in verdicts)} {name}" for name in VERDICTS)
     return f"{counts}; {len(runtime_only)} runtime-only"
 
 
@@ -93,7 +91,10 @@ def _broken_line(run: RunResult) -> list[str]:
 
 
 def _leak_line(leak: StreamLeak) -> str:
-    return f"note: {leak.nodeid} left stream {leak.stream} current on cuda:{leak.device}; the next test started on the default stream"
+    return (
+        f"note: {leak.nodeid} left stream {leak.stream} current on cuda:{leak.device}; "
+        "the next test started on the default stream"
+    )
 
 
 def _access(data: Mapping[str, Any] | None) -> AccessRecord | None:
@@ -109,10 +110,7 @@ def _access(data: Mapping[str, Any] | None) -> AccessRecord | None:
 
 
 def _frames(stack: Sequence[Mapping[str, Any]] | None) -> tuple[Frame, ...]:
-    return tuple(
-        Frame(str(frame["file"]), int(frame["line"]), str(frame.get("function", "")))
-        for frame in stack or ()
-    )
+    return tuple(Frame(str(frame["file"]), int(frame["line"]), str(frame.get("function", ""))) for frame in stack or ())
 
 
 def report_from_json(data: Mapping[str, Any]) -> RuntimeErrorReport:
@@ -163,10 +161,7 @@ def format_text(
             lines.append(textwrap.indent(render_race(verdict.race).rstrip(), "    "))
     for entry in runtime_only:
         label = "runtime-only" if entry.is_race else "runtime-only warning"
-        lines.append(
-            f"{entry.path}:{entry.line}: {entry.code} {label}  {entry.message}"
-            f"{_tests_suffix(entry.tests)}"
-        )
+        lines.append(f"{entry.path}:{entry.line}: {entry.code} {label}  {entry.message}{_tests_suffix(entry.tests)}")
         if verbose:
             lines.append(textwrap.indent(render_race(entry.report).rstrip(), "    "))
     if run is not None:

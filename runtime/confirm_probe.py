@@ -68,15 +68,11 @@ class Probe:
         if spec.get("mode", "coverage") == "coverage":
             import coverage
 
-            self.coverage = coverage.Coverage(
-                data_file=None, include=self.files, config_file=False
-            )
+            self.coverage = coverage.Coverage(data_file=None, include=self.files, config_file=False)
             self.coverage.start()
         else:
             self.spans = {
-                os.path.realpath(path): frozenset(
-                    line for start, end in spans for line in range(start, end + 1)
-                )
+                os.path.realpath(path): frozenset(line for start, end in spans for line in range(start, end + 1))
                 for path, spans in spec["spans"].items()
             }
 
@@ -96,9 +92,7 @@ class Probe:
             self.write({"type": "collect-end", "path": path})
 
     @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(
-        self, config: pytest.Config, items: list[pytest.Item]
-    ) -> None:
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         dropped = [item for item in items if item.nodeid in self.deselect]
         if dropped:
             config.hook.pytest_deselected(items=dropped)
@@ -181,7 +175,5 @@ class _SpanTracer:
             key = (path, frame.f_lineno)
             if frame.f_lineno in self.probe.spans[path] and key not in self.seen:
                 self.seen.add(key)
-                self.probe.write(
-                    {"type": "reached", "nodeid": self.nodeid, "lines": {path: [frame.f_lineno]}}
-                )
+                self.probe.write({"type": "reached", "nodeid": self.nodeid, "lines": {path: [frame.f_lineno]}})
         return self.on_line

@@ -42,6 +42,7 @@ from csan_lint.runtime.confirm_verdict import (
     StreamLeak,
     TestRun,
 )
+
 POLL_SECONDS = 0.05
 COLLECTION_TIMEOUT_FLOOR = 120.0
 """Importing a test file (torch, the user's modules) gets 4 test timeouts, and at least this."""
@@ -219,9 +220,7 @@ class Runner:
         result = _Pass()
         tails = _Tails(workdir, (probe_out.name, report.name))
         with open(log_path, "wb") as log:
-            process = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
+            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             try:
                 self._watch(process, tails, result)
             finally:
@@ -241,9 +240,7 @@ class Runner:
         if importing is not None and result.interrupted_file is None:
             result.interrupted_file = (importing[0], f"{_describe_exit(process.returncode)} while importing it")
         if not result.interrupted and result.interrupted_file is None and process.returncode not in (0, 1, 5):
-            raise RunError(
-                f"pytest exited with code {process.returncode}:\n{_log_tail(log_path)}"
-            )
+            raise RunError(f"pytest exited with code {process.returncode}:\n{_log_tail(log_path)}")
         return result
 
     def _drain(self, tails: _Tails, result: _Pass) -> int:
@@ -310,9 +307,7 @@ class Runner:
                     raise RunError(f"{display_path(Path(path))}: {reason}, and it could not be left out")
                 broken_files[path] = reason
                 ignored.append(path)
-                test_files = [
-                    target for target in test_files if os.path.realpath(target.split("::")[0]) != path
-                ]
+                test_files = [target for target in test_files if os.path.realpath(target.split("::")[0]) != path]
                 if not test_files:
                     break
                 continue

@@ -130,8 +130,7 @@ def find_pytest_config(start: Path) -> PytestConfig | None:
 
 def _common_directory(paths: Sequence[str]) -> Path:
     directories = [
-        str(Path(path).resolve() if Path(path).is_dir() else Path(path).resolve().parent)
-        for path in paths
+        str(Path(path).resolve() if Path(path).is_dir() else Path(path).resolve().parent) for path in paths
     ] or [os.getcwd()]
     return Path(os.path.commonpath(directories))
 

@@ -143,9 +143,7 @@ def _access_frames(report: Mapping[str, Any], innermost: bool = False) -> frozen
     where its memory came from."""
     stacks = [(report.get(side) or {}).get("stack") or () for side in ("current", "previous")]
     return frozenset(
-        (real(frame["file"]), int(frame["line"]))
-        for stack in stacks
-        for frame in (stack[-1:] if innermost else stack)
+        (real(frame["file"]), int(frame["line"])) for stack in stacks for frame in (stack[-1:] if innermost else stack)
     )
 
 
@@ -169,9 +167,7 @@ def _statement_starts(path: str) -> tuple[tuple[int, int], ...]:
         tree = ast.parse(Path(path).read_bytes())
     except (OSError, SyntaxError, ValueError):
         return ()
-    return tuple(
-        (node.lineno, node.end_lineno or node.lineno) for node in ast.walk(tree) if isinstance(node, ast.stmt)
-    )
+    return tuple((node.lineno, node.end_lineno or node.lineno) for node in ast.walk(tree) if isinstance(node, ast.stmt))
 
 
 def statement_line(path: str, line: int) -> int:
@@ -210,12 +206,10 @@ def decide(
     frames = [_access_frames(race.report) for race in run.races]
     explained: set[int] = set()
     verdicts: list[Verdict] = []
-    for finding, path in zip(findings, paths):
+    for finding, path in zip(findings, paths, strict=True):
         rule = rule_by_code(finding.code)
         if rule is None:
-            verdicts.append(
-                Verdict(finding, ERROR, f"{finding.code} is not a stream rule: nothing to run")
-            )
+            verdicts.append(Verdict(finding, ERROR, f"{finding.code} is not a stream rule: nothing to run"))
             continue
         lines = finding_lines(finding)
         matched = [
@@ -226,11 +220,11 @@ def decide(
         explained.update(matched)
         if matched:
             tests = tuple(dict.fromkeys(run.races[i].nodeid for i in matched))
-            verdicts.append(
-                Verdict(finding, CONFIRMED, finding.message, tests, run.races[matched[0]].report)
-            )
+            verdicts.append(Verdict(finding, CONFIRMED, finding.message, tests, run.races[matched[0]].report))
             continue
-        nearby = [i for i, found in enumerate(frames) if _lines_in(path, found, lines) or _lines_in(path, found, finding.span)]
+        nearby = [
+            i for i, found in enumerate(frames) if _lines_in(path, found, lines) or _lines_in(path, found, finding.span)
+        ]
         if nearby:
             verdicts.append(_other_race(finding, path, lines, run.races, frames, nearby))
             continue
@@ -250,13 +244,13 @@ def decide(
             verdicts.append(Verdict(finding, ERROR, reason, tests))
         elif reached:
             verdicts.append(
-                Verdict(finding, DISMISSED, f"line {finding.line} ran in {_tests_text(clean)}, no race touched it", tests)
+                Verdict(
+                    finding, DISMISSED, f"line {finding.line} ran in {_tests_text(clean)}, no race touched it", tests
+                )
             )
         else:
             verdicts.append(_not_reached(finding, path, run, reaching_files))
-    runtime_only = _runtime_only(
-        [race for i, race in enumerate(run.races) if i not in explained]
-    )
+    runtime_only = _runtime_only([race for i, race in enumerate(run.races) if i not in explained])
     return verdicts, runtime_only
 
 
@@ -299,9 +293,7 @@ def _not_reached(
         return Verdict(finding, UNEXERCISED, f"no test imports {finding.path}")
     reason = f"no test reached line {finding.line}"
     skipped = sum(
-        1
-        for test in run.tests.values()
-        if test.outcome == SKIPPED and real(nodeid_file(test.nodeid)) in importers
+        1 for test in run.tests.values() if test.outcome == SKIPPED and real(nodeid_file(test.nodeid)) in importers
     )
     if skipped:
         reason += f" ({_tests_text(skipped)} that import it skipped)"
@@ -348,9 +340,7 @@ def _runtime_only(races: Sequence[Race]) -> list[RuntimeOnly]:
         report = group[0].report
         kind = str(report.get("kind"))
         current = report.get("current") or {}
-        site = _user_site(current.get("stack") or ()) or _site(
-            (report.get("allocation") or {}).get("stack") or ()
-        )
+        site = _user_site(current.get("stack") or ()) or _site((report.get("allocation") or {}).get("stack") or ())
         file, line = site if site else ("<unknown>", 0)
         found.append(
             RuntimeOnly(

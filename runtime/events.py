@@ -65,5 +65,5 @@ class RuntimeErrorReport:
 
     @property
     def severity(self) -> str:
-        """"warning" for kinds that order nothing but race nothing by themselves, else "error"."""
+        """ "warning" for kinds that order nothing but race nothing by themselves, else "error"."""
         return "warning" if self.kind in WARNING_KINDS else "error"

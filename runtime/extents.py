@@ -48,7 +48,8 @@ def _dims(layout: Layout) -> tuple[list[tuple[int, int]], int]:
     """(byte step, size) of the dimensions left around the innermost run, outermost first, and
     the run's length in bytes."""
     item, sizes, strides = layout
-    dims = sorted(((stride * item, size) for size, stride in zip(sizes, strides) if size > 1 and stride), reverse=True)
+    steps = ((stride * item, size) for size, stride in zip(sizes, strides, strict=True) if size > 1 and stride)
+    dims = sorted(steps, reverse=True)
     run = item
     while dims and dims[-1][0] <= run:
         step, size = dims.pop()
@@ -139,7 +140,12 @@ def _rows(extent: tuple[int, int], shape: Pattern | None) -> tuple[tuple[int, ..
 
 
 def overlap(
-    a_extent: tuple[int, int], a_shape: Pattern | None, b_extent: tuple[int, int], b_shape: Pattern | None, lo: int, hi: int
+    a_extent: tuple[int, int],
+    a_shape: Pattern | None,
+    b_extent: tuple[int, int],
+    b_shape: Pattern | None,
+    lo: int,
+    hi: int,
 ) -> int:
     """Whether accesses a and b share a byte in [lo, hi); each is its extent (ptr, size) and its
     pattern (None: the whole extent). DISJOINT, OVERLAP or MAY_OVERLAP."""

@@ -16,12 +16,13 @@ from threading import get_ident
 from typing import Any
 
 import torch
+from torch._ops import OpOverload
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from csan_lint.runtime.events import Access
 from csan_lint.runtime.extents import Layout, is_approximated, pattern
-from csan_lint.runtime.op_plans import ALLOCATE, COPY, HOST_SYNC, RESULT, SKIP, PLANS, OpPlan, plan_of
+from csan_lint.runtime.op_plans import ALLOCATE, COPY, HOST_SYNC, PLANS, RESULT, SKIP, OpPlan, plan_of
 from csan_lint.runtime.stacks import Stack, capture_stack
 from csan_lint.runtime.unwrap import has_storage_less, unwrap_call
 
@@ -178,7 +179,7 @@ class SanitizerMode(TorchDispatchMode):
                 self._observe_unwrapped(plan, args, kwargs, out, stack)
             else:
                 self._observe(plan, args, kwargs, out, stack)
-        except Exception as exc:
+        except Exception:
             if has_storage_less(args, kwargs):  # sparse: a plain type, found when it fails
                 try:
                     self._observe_unwrapped(plan, args, kwargs, out, stack)
@@ -267,9 +268,7 @@ class SanitizerMode(TorchDispatchMode):
         host_sync = plan.kind == HOST_SYNC and plan.syncs_host(args, kwargs)
         if plan.kind == COPY and host:
             position = plan.non_blocking_position
-            non_blocking = (
-                args[position] if position < nargs else kwargs.get("non_blocking", False)
-            )
+            non_blocking = args[position] if position < nargs else kwargs.get("non_blocking", False)
             if non_blocking and all(self.is_pinned(entry[0]) for entry in host):
                 # The copy runs on the stream while the host goes on: its host side stays
                 # pending until a sync.

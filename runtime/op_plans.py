@@ -71,7 +71,14 @@ _NOT_KERNELS = frozenset(
 )
 _COPIES = frozenset({"aten::copy_", "aten::_to_copy", "aten::_copy_from", "aten::copy"})
 _ALLOCATION_ONLY_OPS = frozenset(
-    {"aten::empty", "aten::empty_like", "aten::new_empty", "aten::empty_strided", "aten::new_empty_strided", "aten::empty_permuted"}
+    {
+        "aten::empty",
+        "aten::empty_like",
+        "aten::new_empty",
+        "aten::empty_strided",
+        "aten::new_empty_strided",
+        "aten::empty_permuted",
+    }
 )
 
 
@@ -128,9 +135,7 @@ class OpPlan:
         """Whether this call of a HOST_SYNC op makes the host wait for the current stream."""
         if self._mask_index:
             indices = args[1] if len(args) > 1 else kwargs.get("indices", ())
-            return any(
-                isinstance(index, torch.Tensor) and index.dtype in _MASK_DTYPES for index in indices or ()
-            )
+            return any(isinstance(index, torch.Tensor) and index.dtype in _MASK_DTYPES for index in indices or ())
         if self._spared_by is not None:
             position, name = self._spared_by
             given = args[position] if position < len(args) else kwargs.get(name)

@@ -59,9 +59,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="device for --csan/--csan-emulate: real CUDA, the emulated device, or auto (default)",
     )
-    group.addoption(
-        "--csan-report-only", action="store_true", help="report races without failing the tests"
-    )
+    group.addoption("--csan-report-only", action="store_true", help="report races without failing the tests")
     group.addoption("--csan-report", metavar="PATH", help="write every report to PATH (JSON Lines)")
     for name, (kind, help_text) in INI_OPTIONS.items():
         parser.addini(name, help_text, type=kind, default=False if kind == "bool" else "")

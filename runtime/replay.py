@@ -18,7 +18,10 @@ def main(trace_path: str, output_format: str = "text", quiet: bool = False) -> i
     error was found, 0 if none (warnings alone do not fail), 2 if the trace cannot be read or is
     malformed."""
     if output_format not in OUTPUT_FORMATS:
-        print(f"csan-lint: unknown output format {output_format!r} (choose from {', '.join(OUTPUT_FORMATS)})", file=sys.stderr)
+        print(
+            f"csan-lint: unknown output format {output_format!r} (choose from {', '.join(OUTPUT_FORMATS)})",
+            file=sys.stderr,
+        )
         return 2
     tracker = Tracker()
     try:
@@ -45,6 +48,10 @@ def main(trace_path: str, output_format: str = "text", quiet: bool = False) -> i
             print(render_text(report))
             print()
     if not quiet:
-        summary = f"Found {errors} error(s) and {warnings} warning(s) in {trace_path}." if reports else f"No errors in {trace_path}."
+        summary = (
+            f"Found {errors} error(s) and {warnings} warning(s) in {trace_path}."
+            if reports
+            else f"No errors in {trace_path}."
+        )
         print(summary, file=sys.stderr)
     return 1 if errors else 0

@@ -130,7 +130,9 @@ def render_text(report: RuntimeErrorReport) -> str:
     lines.append(f"  {_describe(report.current, is_memory, 'Access' if is_memory else 'At')}, from:")
     lines += _format_stack(report.current.stack)
     if report.previous is not None:
-        lines.append(f"  {_describe(report.previous, is_memory, 'Previous access' if is_memory else 'Previously')}, from:")
+        lines.append(
+            f"  {_describe(report.previous, is_memory, 'Previous access' if is_memory else 'Previously')}, from:"
+        )
         lines += _format_stack(report.previous.stack)
     allocation = report.allocation
     if allocation is not None:

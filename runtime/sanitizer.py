@@ -38,7 +38,7 @@ class CsanSkipWarning(RuntimeWarning):
 
 
 def resolve_device(device: str) -> str:
-    """"cuda" or "emulated" for a requested device; "auto" means real CUDA when torch has it."""
+    """ "cuda" or "emulated" for a requested device; "auto" means real CUDA when torch has it."""
     if device not in DEVICES:
         raise ValueError(f"unknown device {device!r}: expected one of {', '.join(DEVICES)}")
     if device == "auto":

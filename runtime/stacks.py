@@ -142,13 +142,9 @@ class _Hidden:
             for p in {os.path.normcase(p) for p in own} | set(libraries)
         )
         paths = sysconfig.get_paths()
-        self.stdlib = tuple(
-            {os.path.normcase(os.path.abspath(paths[k])) + os.sep for k in ("stdlib", "platstdlib")}
-        )
+        self.stdlib = tuple({os.path.normcase(os.path.abspath(paths[k])) + os.sep for k in ("stdlib", "platstdlib")})
         # site-packages may live inside the stdlib folder (non-venv installs): user code there stays.
-        self.site = tuple(
-            {os.path.normcase(os.path.abspath(paths[k])) + os.sep for k in ("purelib", "platlib")}
-        )
+        self.site = tuple({os.path.normcase(os.path.abspath(paths[k])) + os.sep for k in ("purelib", "platlib")})
         self.cache: dict[str, bool] = {}
 
     def __call__(self, filename: str) -> bool:

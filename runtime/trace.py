@@ -85,7 +85,9 @@ class TraceWriter:
         """Frames serialize as [file, line, function] (a NamedTuple is a JSON array)."""
         return None if stack is None else resolve(stack)
 
-    def _emit(self, event: str, params: tuple[tuple[str, str], ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def _emit(
+        self, event: str, params: tuple[tuple[str, str], ...], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
         values = dict(zip((name for name, _ in params), args, strict=False))  # the rest come as kwargs
         values.update(kwargs)
         record: dict[str, Any] = {"event": event}
@@ -181,7 +183,11 @@ def _convert(kind: str, name: str, value: Any) -> Any:
         if value is None:
             return None
         if isinstance(value, list) and all(
-            isinstance(f, list) and len(f) == 3 and isinstance(f[0], str) and isinstance(f[1], int) and isinstance(f[2], str)
+            isinstance(f, list)
+            and len(f) == 3
+            and isinstance(f[0], str)
+            and isinstance(f[1], int)
+            and isinstance(f[2], str)
             for f in value
         ):
             return tuple(Frame(*f) for f in value)
@@ -249,7 +255,7 @@ def _layout(value: dict[str, Any], size: int) -> Layout | None:
     sizes, strides = _naturals("sizes", value["sizes"]), _naturals("strides", value["strides"])
     if len(sizes) != len(strides):
         raise ValueError(f"'sizes' and 'strides' differ in length ({len(sizes)} and {len(strides)})")
-    extent = 0 if 0 in sizes else (sum((n - 1) * st for n, st in zip(sizes, strides)) + 1) * item
+    extent = 0 if 0 in sizes else (sum((n - 1) * st for n, st in zip(sizes, strides, strict=True)) + 1) * item
     if extent != size:
         raise ValueError(f"'size' {size} is not the extent of its layout ({extent} bytes)")
     return item, sizes, strides
@@ -299,7 +305,9 @@ def _check_header(path: str, lineno: int, record: dict[str, Any]) -> None:
     if record.get("version") not in READABLE_VERSIONS:
         readable = " and ".join(map(str, READABLE_VERSIONS))
         raise TraceError(
-            path, lineno, f"unsupported trace version {json.dumps(record.get('version'))} (this csan-lint reads {readable})"
+            path,
+            lineno,
+            f"unsupported trace version {json.dumps(record.get('version'))} (this csan-lint reads {readable})",
         )
 
 
@@ -325,4 +333,3 @@ def _dispatch(path: str, lineno: int, record: dict[str, Any], tracker: Any) -> N
         except ValueError as error:
             raise TraceError(path, lineno, f"event {event!r}: {error}") from None
     getattr(tracker, event)(**kwargs)
-

@@ -406,9 +406,7 @@ class Tracker:
             self._approximated += 1
         return shape
 
-    def host_accessed(
-        self, ptr: int, size: int, is_write: bool, operator: str, stack: Stack | None = None
-    ) -> None:
+    def host_accessed(self, ptr: int, size: int, is_write: bool, operator: str, stack: Stack | None = None) -> None:
         """The CPU reads or writes (pinned) memory: it must be ordered after pending device work."""
         if size <= 0:
             return
@@ -448,7 +446,12 @@ class Tracker:
         for k in range(i, j):
             cell_end = bounds[k + 1] if k + 1 < len(bounds) else allocation.end
             self._check(cells[k], allocation, bounds[k], cell_end, clock, epoch, shape, is_write, race_kinds)
-        if is_write and shape is None and j - i > 1 and not any(cells[k].reads or cells[k].partial for k in range(i, j)):
+        if (
+            is_write
+            and shape is None
+            and j - i > 1
+            and not any(cells[k].reads or cells[k].partial for k in range(i, j))
+        ):
             # All now hold this write and nothing else: one interval again.
             del bounds[i + 1 : j]
             del cells[i + 1 : j]

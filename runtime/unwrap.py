@@ -52,7 +52,9 @@ def _replace(value: Any, skipped: set[str]) -> Any:
         parts = _parts(value, skipped)
         return value if parts is None else parts
     if isinstance(value, (list, tuple)) and any(isinstance(item, torch.Tensor) for item in value):
-        return [part for item in value for part in (_dense(item, skipped) if isinstance(item, torch.Tensor) else (item,))]
+        return [
+            part for item in value for part in (_dense(item, skipped) if isinstance(item, torch.Tensor) else (item,))
+        ]
     return value
 
 

@@ -23,7 +23,11 @@ CACHE = HERE / ".cache"
 DEFAULT_MIRRORS = Path("/work/.mirror")
 LABELS = ("bug", "safe")
 KEYS = {"id", "repo", "license", "label", "commit", "path", "function", "lines"} | {
-    "rules", "bug_lines", "why", "tracker", "fixed"
+    "rules",
+    "bug_lines",
+    "why",
+    "tracker",
+    "fixed",
 }
 FIXED_KEYS = {"commit", "path", "function", "lines"}
 
@@ -145,9 +149,7 @@ def read_source(repo: str, version: Version, mirrors: Path, source: Path | None)
         text=True,
     )
     if shown.returncode != 0:
-        raise CorpusError(
-            f"{repo} snapshot lacks {version.path} at {version.commit}: {shown.stderr.strip()}"
-        )
+        raise CorpusError(f"{repo} snapshot lacks {version.path} at {version.commit}: {shown.stderr.strip()}")
     return shown.stdout
 
 

@@ -34,9 +34,7 @@ DEFAULT_OUT = CACHE / "excerpts"
 OUT_MARKER = ".materialized"
 
 
-def materialize(
-    excerpts: list[Excerpt], out: Path, mirrors: Path, source: Path | None
-) -> tuple[list[Path], list[str]]:
+def materialize(excerpts: list[Excerpt], out: Path, mirrors: Path, source: Path | None) -> tuple[list[Path], list[str]]:
     """Write every excerpt it can; return the files written and one line per excerpt it could not.
     `out` is emptied first, but only when this script made it (its marker file is there)."""
     if out.exists() and any(out.iterdir()):

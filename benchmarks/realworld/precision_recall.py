@@ -127,16 +127,24 @@ def print_report(scores: list[Score], totals: dict) -> None:
     t = totals
     known = t["known_bugs"]
     print()
-    print(f"excerpt files: {t['excerpt_files']} from {t['repositories']} repositories"
-          f" ({t['bug_files']} bug, {t['safe_files']} safe)")
-    print(f"excerpts: TP {t['tp']}  FP {t['fp']}  FN {t['fn']}"
-          f"  precision {ratio(t['precision'])}  recall {ratio(t['recall'])}")
+    print(
+        f"excerpt files: {t['excerpt_files']} from {t['repositories']} repositories"
+        f" ({t['bug_files']} bug, {t['safe_files']} safe)"
+    )
+    print(
+        f"excerpts: TP {t['tp']}  FP {t['fp']}  FN {t['fn']}"
+        f"  precision {ratio(t['precision'])}  recall {ratio(t['recall'])}"
+    )
     finding_precision = t["matched_findings"] / t["findings"] if t["findings"] else None
-    print(f"findings: {t['findings']}, of which on a labelled bug line with its rule: {t['matched_findings']}"
-          f" (finding precision {ratio(finding_precision)})")
-    print(f"known bugs: buggy version found and fixed version clean: {t['known_bugs_both']}/{known}"
-          f" ({ratio(t['known_bugs_both'] / known if known else None)});"
-          f" buggy found: {t['known_bugs_buggy_found']}, fixed clean: {t['known_bugs_fixed_clean']}")
+    print(
+        f"findings: {t['findings']}, of which on a labelled bug line with its rule: {t['matched_findings']}"
+        f" (finding precision {ratio(finding_precision)})"
+    )
+    print(
+        f"known bugs: buggy version found and fixed version clean: {t['known_bugs_both']}/{known}"
+        f" ({ratio(t['known_bugs_both'] / known if known else None)});"
+        f" buggy found: {t['known_bugs_buggy_found']}, fixed clean: {t['known_bugs_fixed_clean']}"
+    )
 
 
 def main() -> int:

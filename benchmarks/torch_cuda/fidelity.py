@@ -67,8 +67,17 @@ def run_tests(test_file: Path, names: list[str]) -> dict[str, str]:
         report = Path(scratch) / "junit.xml"
         node_ids = [f"{test_file.name}::{CLASS}::{name}" for name in names]
         command = [
-            sys.executable, "-m", "pytest", "--csan", "--csan-device", "emulated",
-            "-p", "no:cacheprovider", "-q", f"--junitxml={report}", *node_ids,
+            sys.executable,
+            "-m",
+            "pytest",
+            "--csan",
+            "--csan-device",
+            "emulated",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            f"--junitxml={report}",
+            *node_ids,
         ]
         subprocess.run(command, cwd=test_file.parent, check=False)
         outcomes = {}

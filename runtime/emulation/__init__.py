@@ -49,6 +49,7 @@ is_device = device.is_device
 is_pinned = device.is_pinned_host
 current_stream_handle = autograd_streams.op_stream
 
+
 class _State:
     def __init__(self) -> None:
         self.patches = Patches()

@@ -280,7 +280,9 @@ class DeviceMode(TorchDispatchMode):
         # Otherwise torch wraps __torch_dispatch__ in torch._disable_dynamo: ~3 us per op.
         return False
 
-    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
         if kwargs is None:
             kwargs = {}
         if not active:
@@ -308,8 +310,7 @@ class DeviceMode(TorchDispatchMode):
             return _special(special, func, args, kwargs, False, False)
         if on_host and plan.pointwise:
             raise RuntimeError(
-                "Expected all tensors to be on the same device, but found at least two "
-                "devices, cuda:0 and cpu!"
+                "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
             )
         # As on CUDA, the host waits for the current stream after these (a traced sync).
         host_sync = on_device and plan.kind == HOST_SYNC and plan.syncs_host(args, kwargs)
@@ -347,7 +348,9 @@ def run(func: Any, plan: OpPlan, args: tuple, kwargs: dict) -> Any:
     return out
 
 
-def _special(kind: int, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], on_device: bool, to_device: bool) -> Any:
+def _special(
+    kind: int, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], on_device: bool, to_device: bool
+) -> Any:
     if kind == _COPY_TO:
         # _to_copy: to the device when asked (`device="cuda"`), to the host when the user
         # asked (`.cpu()`, `.to("cpu")`), else where the source is: torch's own code (a

@@ -95,9 +95,7 @@ def _device_index(device_index: Any) -> int | None:
     if device_index is None or device_index < 0:
         return None
     if device_index >= streams.device_count():
-        raise RuntimeError(
-            f"Device index value {device_index} is out of index range [0, {streams.device_count()})"
-        )
+        raise RuntimeError(f"Device index value {device_index} is out of index range [0, {streams.device_count()})")
     return device_index
 
 
@@ -173,11 +171,11 @@ class Cudart:
     def __init__(self) -> None:
         self.registered: dict[int, int] = {}  # host pointer -> size, as cudaHostRegister got them
 
-    def cudaHostRegister(self, ptr: int, size: int, flags: int) -> int:  # noqa: N802 (CUDA's name)
+    def cudaHostRegister(self, ptr: int, size: int, flags: int) -> int:
         self.registered[ptr] = size
         return 0
 
-    def cudaHostUnregister(self, ptr: int) -> int:  # noqa: N802
+    def cudaHostUnregister(self, ptr: int) -> int:
         return 0 if self.registered.pop(ptr, None) is not None else 1  # cudaErrorInvalidValue
 
     def covers(self, ptr: int, size: int) -> bool:

@@ -53,15 +53,13 @@ class CUDAGraph:
             )
         if self._captured or self.capturing:
             raise RuntimeError(
-                "This CUDAGraph instance already owns a captured graph. To capture a new "
-                "graph, create a new instance."
+                "This CUDAGraph instance already owns a captured graph. To capture a new graph, create a new instance."
             )
         if handle in streams.capturing:
             raise RuntimeError(streams.CAPTURE_FORBIDDEN)
         if capture_error_mode not in ("global", "thread_local", "relaxed"):
             raise RuntimeError(
-                "Unknown capture error mode. Expected `global`, `thread_local`, or `relaxed`, "
-                f"got {capture_error_mode}"
+                f"Unknown capture error mode. Expected `global`, `thread_local`, or `relaxed`, got {capture_error_mode}"
             )
         if pool is not None:
             self._pool = tuple(pool)
@@ -115,10 +113,7 @@ class CUDAGraph:
         stream = streams.current_handle()
         self._work[stream] += 1
         if plan.writes is not None:
-            results = [
-                args[position] if position < len(args) else kwargs[name]
-                for position, name in plan.writes
-            ]
+            results = [args[position] if position < len(args) else kwargs[name] for position, name in plan.writes]
             self._ops.append((func, args, kwargs, None))
             return results[0] if len(results) == 1 else tuple(results)
         out = execute()

@@ -49,7 +49,9 @@ def _tensor_get_device(self: torch.Tensor) -> int:
     return _base_get_device(self)
 
 
-def _move(tensor: torch.Tensor, device: torch.device, dtype: Any, non_blocking: bool, memory_format: Any) -> torch.Tensor:
+def _move(
+    tensor: torch.Tensor, device: torch.device, dtype: Any, non_blocking: bool, memory_format: Any
+) -> torch.Tensor:
     """A copy across the host/device boundary, as `_to_copy` with the target device, so
     every mode on the stack sees the op a CUDA build dispatches."""
     kwargs: dict[str, Any] = {"device": device, "non_blocking": non_blocking}
@@ -98,7 +100,9 @@ def _tensor_to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
     return _base_to(self, self.dtype, **rest_kwargs)
 
 
-def _tensor_cuda(self: torch.Tensor, device: Any = None, non_blocking: bool = False, memory_format: Any = torch.preserve_format) -> torch.Tensor:
+def _tensor_cuda(
+    self: torch.Tensor, device: Any = None, non_blocking: bool = False, memory_format: Any = torch.preserve_format
+) -> torch.Tensor:
     target = CUDA if device is None else torch.device("cuda", streams.check_device(device))
     return _tensor_to(self, target, non_blocking=non_blocking, memory_format=memory_format)
 

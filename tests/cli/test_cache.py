@@ -66,7 +66,11 @@ def test_a_warm_run_parses_nothing_and_reports_the_same(project: Path, parse_cou
     warm = lint_paths(["."], config, jobs=1, cache=True)
     assert parse_count == []
     assert warm.files_cached == 3
-    assert (warm.findings, warm.files_checked, warm.files_parsed) == (cold.findings, cold.files_checked, cold.files_parsed)
+    assert (warm.findings, warm.files_checked, warm.files_parsed) == (
+        cold.findings,
+        cold.files_checked,
+        cold.files_parsed,
+    )
     # Fields a finding's equality leaves out come back too (--fix and the reports use them).
     assert [(f.edits, f.fix_safety) for f in warm.findings] == [(f.edits, f.fix_safety) for f in cold.findings]
     assert any(f.edits for f in cold.findings)
@@ -147,7 +151,9 @@ def test_a_change_within_the_same_mtime_and_size_is_seen(project: Path, parse_co
     assert lint_paths(["a.py"], config, jobs=1, cache=True).findings == []
 
 
-def test_an_old_file_is_trusted_by_its_stat_and_a_touched_one_by_its_hash(project: Path, parse_count: list[str]) -> None:
+def test_an_old_file_is_trusted_by_its_stat_and_a_touched_one_by_its_hash(
+    project: Path, parse_count: list[str]
+) -> None:
     config = Config(root=project)
     _age(project / "a.py")
     lint_paths(["a.py"], config, jobs=1, cache=True)
@@ -175,7 +181,9 @@ def test_rule_selection_and_per_file_ignores_are_part_of_the_key(project: Path, 
     assert parse_count == []
 
 
-def test_a_new_version_starts_a_fresh_cache(project: Path, monkeypatch: pytest.MonkeyPatch, parse_count: list[str]) -> None:
+def test_a_new_version_starts_a_fresh_cache(
+    project: Path, monkeypatch: pytest.MonkeyPatch, parse_count: list[str]
+) -> None:
     lint_paths(["a.py"], Config(root=project), cache=True)
     monkeypatch.setattr(cache, "__version__", "999.0")
     parse_count.clear()
@@ -192,7 +200,7 @@ def test_an_edited_rule_source_starts_a_fresh_cache(project: Path, monkeypatch: 
 
 @pytest.mark.parametrize(
     "damage",
-    [b"", b"{\"entries\": {", b"\x00\xff garbage", b"[1, 2]", b"{\"entries\": 7}"],
+    [b"", b'{"entries": {', b"\x00\xff garbage", b"[1, 2]", b'{"entries": 7}'],
     ids=["empty", "truncated", "binary", "wrong-shape", "wrong-entries"],
 )
 def test_a_corrupt_cache_file_is_a_miss_and_is_rewritten(project: Path, damage: bytes) -> None:
@@ -247,7 +255,9 @@ def test_the_cache_lives_at_the_config_root_and_ignores_itself(project: Path, mo
     assert len(_cache_files(project)) == 1
     git = subprocess.run(["git", "init", "-q", str(project)], capture_output=True, check=False)
     if git.returncode == 0:  # git status would list the cache if its .gitignore did not work
-        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=project, capture_output=True, text=True)
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=all"], cwd=project, capture_output=True, text=True
+        )
         assert CACHE_DIR_NAME not in status.stdout and "pkg/m.py" in status.stdout
 
 
@@ -278,10 +288,15 @@ def _locations(output: str) -> list[str]:
 def test_two_concurrent_runs_share_one_cache(project: Path) -> None:
     for index in range(40):
         (project / f"m{index:02}.py").write_text(FLAGGED[index % len(FLAGGED)] if index % 3 else PLAIN)
-    expected = subprocess.run([sys.executable, "-m", "csan_lint", "--no-cache", "."], capture_output=True, text=True, cwd=project)
+    expected = subprocess.run(
+        [sys.executable, "-m", "csan_lint", "--no-cache", "."], capture_output=True, text=True, cwd=project
+    )
     command = [sys.executable, "-m", "csan_lint", "."]
     for _ in range(2):  # a cold pair (both writing) then a warm pair (both reading)
-        runs = [subprocess.Popen(command, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        runs = [
+            subprocess.Popen(command, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(2)
+        ]
         outputs = [run.communicate(timeout=120) for run in runs]
         assert [run.returncode for run in runs] == [1, 1]
         assert [_locations(output) for output, _ in outputs] == [_locations(expected.stdout)] * 2

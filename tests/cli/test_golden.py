@@ -52,7 +52,10 @@ def test_golden(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, upda
 
 @pytest.mark.parametrize(
     "command",
-    [[shutil.which("csan-lint") or str(Path(sys.executable).parent / "csan-lint")], [sys.executable, "-m", "csan_lint"]],
+    [
+        [shutil.which("csan-lint") or str(Path(sys.executable).parent / "csan-lint")],
+        [sys.executable, "-m", "csan_lint"],
+    ],
     ids=["script", "module"],
 )
 def test_installed_entry_points(command: list[str], tmp_path: Path) -> None:

@@ -40,7 +40,9 @@ class _HideTorch:
 
 sys.meta_path[:] = [_HideTorch(finder) for finder in sys.meta_path]
 '''
-BUGGY = "import torch\n\n\ndef f(x, s):\n    y = x * 2\n    with torch.cuda.stream(s):\n        z = y + 1\n    return z\n"
+BUGGY = (
+    "import torch\n\n\ndef f(x, s):\n    y = x * 2\n    with torch.cuda.stream(s):\n        z = y + 1\n    return z\n"
+)
 
 
 @pytest.fixture
@@ -70,7 +72,9 @@ def test_lint_works_without_torch(tmp_path: Path, no_torch: dict[str, str]) -> N
 
 
 @pytest.mark.parametrize("output_format", ["text", "json", "junit"])
-def test_confirm_without_torch_says_what_to_install(tmp_path: Path, no_torch: dict[str, str], output_format: str) -> None:
+def test_confirm_without_torch_says_what_to_install(
+    tmp_path: Path, no_torch: dict[str, str], output_format: str
+) -> None:
     done = _run([SCRIPT, "--confirm", "--format", output_format, "mod.py"], tmp_path, no_torch)
     assert done.returncode == 2, done.stderr
     assert done.stdout == ""
@@ -84,7 +88,10 @@ def _checkout_copy(destination: Path) -> Path:
     root = Path(__file__).resolve().parents[2]
     listed = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-        cwd=root, capture_output=True, text=True, check=True,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split("\0")
     for name in filter(None, listed):
         source, target = root / name, destination / name
@@ -105,7 +112,9 @@ def _venv_with_dependencies(directory: Path) -> Path:
     python = directory / "bin" / "python"
     site = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     ours = next(path for path in sys.path if path.endswith("site-packages") and Path(path, "libcst").is_dir())
     Path(site, "dependencies.pth").write_text(ours + "\n")
@@ -120,8 +129,20 @@ def test_an_install_works_from_inside_the_checkout(tmp_path: Path, editable: boo
     the installed one; run from elsewhere, the installed copy answers."""
     checkout = _checkout_copy(tmp_path / "checkout")
     python = _venv_with_dependencies(tmp_path / "venv")
-    install = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
-               "--no-build-isolation", "--no-index", *(["-e"] if editable else []), str(checkout)]
+    install = [
+        sys.executable,
+        "-m",
+        "pip",
+        "--python",
+        str(python),
+        "install",
+        "--quiet",
+        "--no-deps",
+        "--no-build-isolation",
+        "--no-index",
+        *(["-e"] if editable else []),
+        str(checkout),
+    ]
     done = subprocess.run(install, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
@@ -141,8 +162,23 @@ def test_an_install_works_from_inside_the_checkout(tmp_path: Path, editable: boo
     for command in ([script, "examples/"], [str(python), "-m", "csan_lint", "examples/"]):
         linted = _run(command, checkout, env)
         assert linted.returncode == 1 and "CSL101" in linted.stdout, linted.stderr
-    plugin = _run([str(python), "-m", "pytest", "--csan", "--csan-device", "emulated", "--collect-only", "-q",
-                   "-p", "no:cacheprovider", "examples/"], checkout, env)
+    plugin = _run(
+        [
+            str(python),
+            "-m",
+            "pytest",
+            "--csan",
+            "--csan-device",
+            "emulated",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "examples/",
+        ],
+        checkout,
+        env,
+    )
     assert plugin.returncode == 0, plugin.stdout + plugin.stderr
 
 

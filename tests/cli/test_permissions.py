@@ -61,7 +61,12 @@ def _as_nobody(arguments: list[str], cwd: Path, code: str = "") -> subprocess.Co
     """`csan-lint ARGUMENTS` (or the Python `code`) run by `nobody` in `cwd`."""
     return subprocess.run(
         [sys.executable, "-c", AS_NON_ROOT, code, *arguments],
-        cwd=cwd, env={**os.environ, "HOME": str(cwd)}, capture_output=True, text=True, timeout=120, check=False,
+        cwd=cwd,
+        env={**os.environ, "HOME": str(cwd)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
 

@@ -64,14 +64,25 @@ def test_try_repo_fails_on_the_bug_and_passes_clean_code(tmp_path: Path) -> None
     (project / "pyproject.toml").write_text('[tool.csan-lint]\nexclude = ["generated/"]\n')
     _git("init", "-q", cwd=project)
     _git("add", "buggy.py", "clean.py", "generated/buggy.py", "pyproject.toml", cwd=project)
-    identity = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-                "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+    identity = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+    }
     runs = {}
     for name, files in (("buggy.py", ["buggy.py"]), ("clean.py", ["clean.py", "generated/buggy.py"])):
-        env = {**os.environ, **identity, "PRE_COMMIT_HOME": str(tmp_path / f"home-{name}"),
-               "PIP_LOG": str(tmp_path / f"pip-{name}.log"), "PRE_COMMIT_COLOR": "never"}
+        env = {
+            **os.environ,
+            **identity,
+            "PRE_COMMIT_HOME": str(tmp_path / f"home-{name}"),
+            "PIP_LOG": str(tmp_path / f"pip-{name}.log"),
+            "PRE_COMMIT_COLOR": "never",
+        }
         command = [sys.executable, "-m", "pre_commit", "try-repo", str(ROOT), "csan-lint", "--files", *files]
-        runs[name] = subprocess.Popen(command, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        runs[name] = subprocess.Popen(
+            command, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
     outputs = {name: run.communicate(timeout=600)[0] for name, run in runs.items()}
 
     failed = outputs["buggy.py"]

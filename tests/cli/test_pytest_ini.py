@@ -9,7 +9,7 @@ import pytest
 
 pytestmark = pytest.mark.slow  # each test runs pytest in a subprocess that imports torch
 
-RACY = '''
+RACY = """
 import torch
 
 
@@ -18,7 +18,7 @@ def test_racy():
     with torch.cuda.stream(torch.cuda.Stream()):
         torch.mul(a, 5, out=a)
     torch.cuda.synchronize()
-'''
+"""
 
 
 def _project(pytester: pytest.Pytester, settings: str) -> pytest.Pytester:

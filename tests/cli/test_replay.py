@@ -42,24 +42,62 @@ ALLOCATED = {"event": "allocated", "stream": 0, "stack": None}
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (b"\x1f\x8b\x08\x00\xff\xfe binary", "run.trace.jsonl:1: not UTF-8 text at byte 2: a binary or compressed file"),
+        (
+            b"\x1f\x8b\x08\x00\xff\xfe binary",
+            "run.trace.jsonl:1: not UTF-8 text at byte 2: a binary or compressed file",
+        ),
         ((HEADER_LINE + '{"event": "stream_cre').encode(), "run.trace.jsonl:2: not JSON: Unterminated string"),
         ((HEADER_LINE + '{"event": "stream_cre').encode(), "(the trace is truncated: its last line is cut short)"),
-        ((HEADER_LINE + _event(**ALLOCATED, ptr=4096, size=-1)).encode(), "run.trace.jsonl:2: event 'allocated': 'size' must be an integer from 0 to 2**64 - 1, got -1"),
-        ((HEADER_LINE + _event(**ALLOCATED, ptr=-4096, size=8)).encode(), "run.trace.jsonl:2: event 'allocated': 'ptr' must be an integer from 0"),
-        ((HEADER_LINE + _event(**ALLOCATED, ptr=2**64, size=8)).encode(), "'ptr' must be an integer from 0 to 2**64 - 1, got 18446744073709551616"),
-        ((HEADER_LINE + _event(**ALLOCATED, ptr=2**64 - 8, size=16)).encode(), "run.trace.jsonl:2: event 'allocated': 'ptr' + 'size' (0xfffffffffffffff8 + 16) runs past"),
         (
-            (HEADER_LINE + _event(event="kernel_launched", stream=0, operator="add_", accesses=[{"ptr": 16, "size": 2**70, "is_write": True}])).encode(),
+            (HEADER_LINE + _event(**ALLOCATED, ptr=4096, size=-1)).encode(),
+            "run.trace.jsonl:2: event 'allocated': 'size' must be an integer from 0 to 2**64 - 1, got -1",
+        ),
+        (
+            (HEADER_LINE + _event(**ALLOCATED, ptr=-4096, size=8)).encode(),
+            "run.trace.jsonl:2: event 'allocated': 'ptr' must be an integer from 0",
+        ),
+        (
+            (HEADER_LINE + _event(**ALLOCATED, ptr=2**64, size=8)).encode(),
+            "'ptr' must be an integer from 0 to 2**64 - 1, got 18446744073709551616",
+        ),
+        (
+            (HEADER_LINE + _event(**ALLOCATED, ptr=2**64 - 8, size=16)).encode(),
+            "run.trace.jsonl:2: event 'allocated': 'ptr' + 'size' (0xfffffffffffffff8 + 16) runs past",
+        ),
+        (
+            (
+                HEADER_LINE
+                + _event(
+                    event="kernel_launched",
+                    stream=0,
+                    operator="add_",
+                    accesses=[{"ptr": 16, "size": 2**70, "is_write": True}],
+                )
+            ).encode(),
             "run.trace.jsonl:2: event 'kernel_launched': access 0: 'size' must be an integer from 0 to 2**64 - 1",
         ),
-        ((HEADER_LINE + '{"event": "freed", "ptr": ' + "9" * 5000 + "}\n").encode(), "run.trace.jsonl:2: not a trace line: Exceeds the limit"),
+        (
+            (HEADER_LINE + '{"event": "freed", "ptr": ' + "9" * 5000 + "}\n").encode(),
+            "run.trace.jsonl:2: not a trace line: Exceeds the limit",
+        ),
         ((HEADER_LINE + "[" * 100_000 + "]" * 100_000 + "\n").encode(), "run.trace.jsonl:2: not a trace line"),
     ],
-    ids=["binary", "truncated", "truncated-says-so", "negative-size", "negative-ptr", "ptr-past-64-bits",
-         "range-past-64-bits", "access-size-past-64-bits", "huge-number", "deep-nesting"],
+    ids=[
+        "binary",
+        "truncated",
+        "truncated-says-so",
+        "negative-size",
+        "negative-ptr",
+        "ptr-past-64-bits",
+        "range-past-64-bits",
+        "access-size-past-64-bits",
+        "huge-number",
+        "deep-nesting",
+    ],
 )
-def test_a_bad_trace_is_a_located_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: bytes, message: str) -> None:
+def test_a_bad_trace_is_a_located_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: bytes, message: str
+) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "run.trace.jsonl").write_bytes(content)
     code, stdout, stderr = _replay(Path("run.trace.jsonl"))

@@ -47,7 +47,11 @@ def test_all_and_prefixes_include_unused_noqa_but_the_default_does_not(tmp_path:
         ("", {"select": []}, "--select: selects no rule"),
         ('extend-select = ["CSL7"]\n', {}, "extend-select: unknown rule code or name `CSL7`"),
         ("", {"extend_select": ["nope"]}, "--extend-select: unknown rule code or name `nope`"),
-        ("[tool.csan-lint.confirm]\ntimout = 3\n", {}, "[tool.csan-lint.confirm]: unknown key `timout`; did you mean `timeout`?"),
+        (
+            "[tool.csan-lint.confirm]\ntimout = 3\n",
+            {},
+            "[tool.csan-lint.confirm]: unknown key `timout`; did you mean `timeout`?",
+        ),
         ("[tool.csan-lint.confirm]\ntimeout = -1\n", {}, "timeout: expected a positive number of seconds, got -1"),
         ('[tool.csan-lint.confirm]\ndevice = "gpu"\n', {}, "device: expected one of auto, cuda, emulated, got 'gpu'"),
     ],

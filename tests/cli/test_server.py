@@ -18,7 +18,9 @@ from csan_lint.lint.config import load_config
 from csan_lint.lint.fix import apply_edits, fixable
 from csan_lint.lint.runner import lint_text
 
-FLAGGED = "import torch\n\n\ndef f(x, s):\n    y = x * 2\n    with torch.cuda.stream(s):\n        z = y + 1\n    return z\n"
+FLAGGED = (
+    "import torch\n\n\ndef f(x, s):\n    y = x * 2\n    with torch.cuda.stream(s):\n        z = y + 1\n    return z\n"
+)
 """CSL101 (safe fix: a wait_stream before the block) and CSL201 on line 7."""
 
 
@@ -48,33 +50,48 @@ async def _session(project: Path) -> dict[str, object]:
     seen: dict[str, object] = {}
     try:
         result = await asyncio.wait_for(
-            client.initialize_async(types.InitializeParams(
-                capabilities=types.ClientCapabilities(), root_uri=from_fs_path(str(project)), process_id=None,
-            )),
+            client.initialize_async(
+                types.InitializeParams(
+                    capabilities=types.ClientCapabilities(),
+                    root_uri=from_fs_path(str(project)),
+                    process_id=None,
+                )
+            ),
             timeout=60,
         )
         seen["capabilities"] = result.capabilities
         client.initialized(types.InitializedParams())
         uri = from_fs_path(str(project / "src" / "flagged.py"))
-        client.text_document_did_open(types.DidOpenTextDocumentParams(
-            types.TextDocumentItem(uri=uri, language_id="python", version=1, text=FLAGGED)
-        ))
+        client.text_document_did_open(
+            types.DidOpenTextDocumentParams(
+                types.TextDocumentItem(uri=uri, language_id="python", version=1, text=FLAGGED)
+            )
+        )
         seen["opened"] = await session.next_diagnostics()
-        seen["actions"] = await asyncio.wait_for(client.text_document_code_action_async(types.CodeActionParams(
-            text_document=types.TextDocumentIdentifier(uri=uri),
-            range=types.Range(types.Position(6, 0), types.Position(6, 0)),
-            context=types.CodeActionContext(diagnostics=[]),
-        )), timeout=60)
+        seen["actions"] = await asyncio.wait_for(
+            client.text_document_code_action_async(
+                types.CodeActionParams(
+                    text_document=types.TextDocumentIdentifier(uri=uri),
+                    range=types.Range(types.Position(6, 0), types.Position(6, 0)),
+                    context=types.CodeActionContext(diagnostics=[]),
+                )
+            ),
+            timeout=60,
+        )
         suppressed = FLAGGED.replace("z = y + 1", "z = y + 1  # noqa: CSL101")
-        client.text_document_did_change(types.DidChangeTextDocumentParams(
-            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
-            content_changes=[types.TextDocumentContentChangeWholeDocument(text=suppressed)],
-        ))
+        client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+                content_changes=[types.TextDocumentContentChangeWholeDocument(text=suppressed)],
+            )
+        )
         seen["changed"] = await session.next_diagnostics()
         ignored_uri = from_fs_path(str(project / "generated" / "flagged.py"))
-        client.text_document_did_open(types.DidOpenTextDocumentParams(
-            types.TextDocumentItem(uri=ignored_uri, language_id="python", version=1, text=FLAGGED)
-        ))
+        client.text_document_did_open(
+            types.DidOpenTextDocumentParams(
+                types.TextDocumentItem(uri=ignored_uri, language_id="python", version=1, text=FLAGGED)
+            )
+        )
         seen["per_file_ignored"] = await session.next_diagnostics()
         await asyncio.wait_for(client.shutdown_async(None), timeout=60)
         client.exit(None)

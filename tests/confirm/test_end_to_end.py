@@ -27,7 +27,20 @@ FIXTURE = Path(__file__).parent / "fixture_project"
 
 
 def confirm(project, *options):
-    command = [sys.executable, "-m", "csan_lint", "app/", "--confirm", "--device", "emulated", "--timeout", "30", "--format", "json", *options]
+    command = [
+        sys.executable,
+        "-m",
+        "csan_lint",
+        "app/",
+        "--confirm",
+        "--device",
+        "emulated",
+        "--timeout",
+        "30",
+        "--format",
+        "json",
+        *options,
+    ]
     done = subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=300)
     assert done.stdout, done.stderr
     return done.returncode, json.loads(done.stdout), done.stderr
@@ -64,7 +77,12 @@ def test_racy_is_confirmed_with_the_runtime_report(run):
         assert finding["tests"] == ["tests/test_racy.py::test_shifted"]
         report = finding["runtime_report"]
         assert report["kind"] in rule_by_code(finding["code"]).confirmed_by
-        lines = {frame["line"] for side in ("current", "previous") for frame in report[side]["stack"] if frame["file"].endswith("app/racy.py")}
+        lines = {
+            frame["line"]
+            for side in ("current", "previous")
+            for frame in report[side]["stack"]
+            if frame["file"].endswith("app/racy.py")
+        }
         assert lines & set(range(finding["span"]["start_line"], finding["span"]["end_line"] + 1))
 
 
@@ -128,7 +146,14 @@ def test_only_the_tests_that_import_flagged_code_ran(run):
 
 def test_summary_and_exit_code(run):
     code, document, _ = run
-    assert document["summary"] == {"confirmed": 1, "other-race": 0, "dismissed": 1, "unexercised": 1, "error": 1, "runtime_only": 1}
+    assert document["summary"] == {
+        "confirmed": 1,
+        "other-race": 0,
+        "dismissed": 1,
+        "unexercised": 1,
+        "error": 1,
+        "runtime_only": 1,
+    }
     assert code == 1
 
 

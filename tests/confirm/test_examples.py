@@ -60,7 +60,9 @@ def test_a_confirmed_finding_carries_the_sanitizer_report(output):
 def test_summary_line_counts_match_the_lines(output):
     _, lines = output
     counted = [verdict for _, verdict in verdicts(lines)]
-    expected = ", ".join(f"{counted.count(name)} {name}" for name in ("confirmed", "other-race", "dismissed", "unexercised", "error"))
+    expected = ", ".join(
+        f"{counted.count(name)} {name}" for name in ("confirmed", "other-race", "dismissed", "unexercised", "error")
+    )
     assert lines[-1] == f"{expected}; {counted.count('runtime-only')} runtime-only"
 
 

@@ -13,10 +13,20 @@ REPORT = {
     "severity": "error",
     "message": "`add` reads memory that `mul` may still be writing",
     "allocation": {"ptr": 4096, "size": 16, "stream": 0, "stack": [{"file": "src/a.py", "line": 3, "function": "f"}]},
-    "current": {"stream": 7, "operator": "aten::add.Tensor", "argument": "self", "is_write": False,
-                "stack": [{"file": "src/a.py", "line": 12, "function": "f"}]},
-    "previous": {"stream": 0, "operator": "aten::mul.Tensor", "argument": "out", "is_write": True,
-                 "stack": [{"file": "src/a.py", "line": 10, "function": "f"}]},
+    "current": {
+        "stream": 7,
+        "operator": "aten::add.Tensor",
+        "argument": "self",
+        "is_write": False,
+        "stack": [{"file": "src/a.py", "line": 12, "function": "f"}],
+    },
+    "previous": {
+        "stream": 0,
+        "operator": "aten::mul.Tensor",
+        "argument": "out",
+        "is_write": True,
+        "stack": [{"file": "src/a.py", "line": 10, "function": "f"}],
+    },
 }
 
 
@@ -32,7 +42,9 @@ VERDICTS = [
 ]
 ONLY = [
     RuntimeOnly("CSL901", "read-after-write", "t.py", 7, "a race", ("t.py::e",), REPORT),
-    RuntimeOnly("CSL909", "wait-unrecorded-event", "t.py", 9, "no-op wait", ("t.py::f",), {**REPORT, "severity": "warning"}),
+    RuntimeOnly(
+        "CSL909", "wait-unrecorded-event", "t.py", 9, "no-op wait", ("t.py::f",), {**REPORT, "severity": "warning"}
+    ),
 ]
 
 
@@ -56,7 +68,12 @@ def test_the_table_counts_tests_race_sites_and_misses_by_kind_and_names_leaks():
     run = RunResult(
         tests={
             nodeid: TestRun(nodeid, outcome)
-            for nodeid, outcome in [("t.py::a", "passed"), ("t.py::b", "passed"), ("t.py::d", "crashed"), (OUTSIDE_TESTS, "passed")]
+            for nodeid, outcome in [
+                ("t.py::a", "passed"),
+                ("t.py::b", "passed"),
+                ("t.py::d", "crashed"),
+                (OUTSIDE_TESTS, "passed"),
+            ]
         },
         races=[Race("t.py::a", REPORT), Race("t.py::b", REPORT), Race("t.py::e", free), Race("t.py::f", warning)],
         leaks=[StreamLeak("t.py::a", 0, 32)],
@@ -101,10 +118,20 @@ def test_json_document():
     assert document["version"] == 1 and document["device"] == "emulated" and document["test_files"] == ["t.py"]
     first = document["findings"][0]
     assert (first["code"], first["line"], first["span"], first["verdict"]) == (
-        "CSL101", 11, {"start_line": 11, "end_line": 13}, "confirmed",
+        "CSL101",
+        11,
+        {"start_line": 11, "end_line": 13},
+        "confirmed",
     )
     assert first["tests"] == ["t.py::a", "t.py::b"] and first["runtime_report"] == REPORT
     assert [f["verdict"] for f in document["findings"]] == ["confirmed", "dismissed", "unexercised", "error"]
     assert document["findings"][2]["runtime_report"] is None
     assert [entry["code"] for entry in document["runtime_only"]] == ["CSL901", "CSL909"]
-    assert document["summary"] == {"confirmed": 1, "other-race": 0, "dismissed": 1, "unexercised": 1, "error": 1, "runtime_only": 2}
+    assert document["summary"] == {
+        "confirmed": 1,
+        "other-race": 0,
+        "dismissed": 1,
+        "unexercised": 1,
+        "error": 1,
+        "runtime_only": 2,
+    }

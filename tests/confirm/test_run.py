@@ -114,7 +114,9 @@ def test_test_files_that_fail_or_die_on_import_are_reported(outcome):
     result, _, _, _, root = outcome
     assert result.broken_files == {
         os.path.realpath(root / "tests" / "test_dies.py"): "the test process was killed by SIGKILL while importing it",
-        os.path.realpath(root / "tests" / "test_broken.py"): "ModuleNotFoundError: No module named 'module_that_does_not_exist'",
+        os.path.realpath(
+            root / "tests" / "test_broken.py"
+        ): "ModuleNotFoundError: No module named 'module_that_does_not_exist'",
     }
 
 

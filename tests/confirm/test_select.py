@@ -133,9 +133,14 @@ def test_stream_code_is_what_the_recognizer_sees_under_the_linted_paths(tmp_path
     write(
         tmp_path,
         {
-            "src/offload.py": "import torch\n\n\ndef plain(x):\n    return x + 1\n\n\ndef offload(x, s):\n    with s:\n        return x.to('cpu', non_blocking=True)\n",
+            "src/offload.py": (
+                "import torch\n\n\ndef plain(x):\n    return x + 1\n\n\n"
+                "def offload(x, s):\n    with s:\n        return x.to('cpu', non_blocking=True)\n"
+            ),
             "src/plain.py": "import torch\n\n\ndef f(x):\n    return x.sum()\n",
-            "src/wrapped.py": "from mypkg.cuda_utils import on_side\n\n\ndef g(x, s):\n    with on_side(s):\n        return x * 2\n",
+            "src/wrapped.py": (
+                "from mypkg.cuda_utils import on_side\n\n\ndef g(x, s):\n    with on_side(s):\n        return x * 2\n"
+            ),
             "src/vendored/copy.py": "import torch\n\n\ndef h(s):\n    with torch.cuda.stream(s):\n        pass\n",
         },
     )

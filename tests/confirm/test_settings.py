@@ -24,7 +24,10 @@ def config(tmp_path: Path, **table) -> Config:
 def test_defaults(tmp_path):
     settings = resolve_settings(config(tmp_path), {})
     assert (settings.tests, settings.timeout, settings.device, settings.fail_on) == (
-        None, 60.0, "auto", frozenset({"confirmed"}),
+        None,
+        60.0,
+        "auto",
+        frozenset({"confirmed"}),
     )
 
 
@@ -78,7 +81,9 @@ def test_no_stream_code_and_no_finding_runs_nothing_and_says_so(tmp_path, capsys
 
 def test_workers_without_pytest_xdist_say_what_to_install(tmp_path, monkeypatch):
     real_find_spec = confirm.importlib.util.find_spec
-    monkeypatch.setattr(confirm.importlib.util, "find_spec", lambda name: None if name == "xdist" else real_find_spec(name))
+    monkeypatch.setattr(
+        confirm.importlib.util, "find_spec", lambda name: None if name == "xdist" else real_find_spec(name)
+    )
     with pytest.raises(ConfirmUsageError, match="-n 2 needs pytest-xdist: pip install pytest-xdist"):
         resolve_settings(config(tmp_path), {"workers": 2})
     assert resolve_settings(config(tmp_path), {"workers": 0}).workers == 0
@@ -140,7 +145,14 @@ def _run_with(result, project, capsys, **options):
 def _race(line, severity="error"):
     frame = {"file": os.path.realpath("mod.py"), "line": line, "function": "f"}
     access = {"stream": 3, "operator": "aten::add", "argument": "self", "is_write": False, "stack": [frame]}
-    return {"kind": "read-after-write", "severity": severity, "message": "m", "allocation": None, "current": access, "previous": None}
+    return {
+        "kind": "read-after-write",
+        "severity": severity,
+        "message": "m",
+        "allocation": None,
+        "current": access,
+        "previous": None,
+    }
 
 
 def test_main_runs_only_the_importing_tests_with_the_settings(project, capsys):
@@ -161,7 +173,9 @@ def test_fail_on_widens_the_exit_code_and_exit_zero_silences_it(project, capsys)
 
 def test_confirmed_fails_and_json_carries_the_report(project, capsys):
     tests = {"tests/test_mod.py::t": TestRun("tests/test_mod.py::t", "passed", None, {})}
-    code, out = _run_with(RunResult(tests, [Race("tests/test_mod.py::t", _race(11))]), project, capsys, output_format="json")
+    code, out = _run_with(
+        RunResult(tests, [Race("tests/test_mod.py::t", _race(11))]), project, capsys, output_format="json"
+    )
     document = json.loads(out.out)
     assert [finding["verdict"] for finding in document["findings"]] == ["confirmed", "unexercised"]
     assert document["findings"][0]["runtime_report"]["current"]["stack"][0]["line"] == 11

@@ -28,7 +28,18 @@ def line_of(path: str, text: str) -> int:
 
 
 def confirm(root: Path, *options: str) -> tuple[int, dict]:
-    command = [sys.executable, "-m", "csan_lint", "app/", "--confirm", "--device", "emulated", "--format", "json", *options]
+    command = [
+        sys.executable,
+        "-m",
+        "csan_lint",
+        "app/",
+        "--confirm",
+        "--device",
+        "emulated",
+        "--format",
+        "json",
+        *options,
+    ]
     done = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=300)
     assert done.stdout, done.stderr
     return done.returncode, json.loads(done.stdout)
@@ -42,7 +53,9 @@ def runs(tmp_path_factory):
 
 
 def sites(document: dict) -> list[tuple]:
-    return sorted((entry["code"], entry["path"], entry["line"], tuple(entry["tests"])) for entry in document["runtime_only"])
+    return sorted(
+        (entry["code"], entry["path"], entry["line"], tuple(entry["tests"])) for entry in document["runtime_only"]
+    )
 
 
 def test_the_race_no_finding_predicted_is_runtime_only_at_the_racing_line_and_fails(runs):
@@ -56,7 +69,10 @@ def test_the_race_no_finding_predicted_is_runtime_only_at_the_racing_line_and_fa
     ]
     (after_capture,) = [entry for entry in document["runtime_only"] if entry["tests"] == [AFTER_CAPTURE_TEST]]
     previous = after_capture["runtime_report"]["previous"]["stack"][-1]
-    assert (Path(previous["file"]).name, previous["line"]) == ("test_capture.py", line_of("tests/test_capture.py", "* 3"))
+    assert (Path(previous["file"]).name, previous["line"]) == (
+        "test_capture.py",
+        line_of("tests/test_capture.py", "* 3"),
+    )
     assert code == 1
 
 
@@ -68,5 +84,7 @@ def test_the_stream_the_failed_capture_left_current_is_named(runs):
 def test_two_xdist_workers_give_the_same_places_and_exit_status(runs):
     (code, document), (code_n2, document_n2) = runs["0"], runs["2"]
     assert sites(document_n2) == sites(document)
-    assert sorted(test["nodeid"] for test in document_n2["tests"]) == sorted(test["nodeid"] for test in document["tests"])
+    assert sorted(test["nodeid"] for test in document_n2["tests"]) == sorted(
+        test["nodeid"] for test in document["tests"]
+    )
     assert code_n2 == code == 1

@@ -65,7 +65,13 @@ def race(path: str, line: int, kind: str = kinds.READ_AFTER_WRITE, previous_line
         "message": "a race",
         "allocation": {"ptr": 0, "size": 4, "stream": 0, "stack": stack(alloc_line)},
         "current": {"stream": 7, "operator": "aten::add", "argument": "self", "is_write": False, "stack": stack(line)},
-        "previous": {"stream": 0, "operator": "aten::mul", "argument": "out", "is_write": True, "stack": stack(previous_line)},
+        "previous": {
+            "stream": 0,
+            "operator": "aten::mul",
+            "argument": "out",
+            "is_write": True,
+            "stack": stack(previous_line),
+        },
     }
 
 
@@ -101,7 +107,10 @@ def test_same_kind_deep_in_the_block_but_away_from_its_lines_is_another_race(src
     result = RunResult({"t::a": ran("t::a", src, {11, 14})}, [Race("t::a", deep)])
     (verdict,), runtime_only = decide([finding(10, 16, line=11)], result, {})
     assert verdict.verdict == OTHER_RACE
-    assert verdict.reason == f"a read-after-write race at line 14 of its block, not at its lines: runtime-only {RUNTIME_ONLY_CODES[kinds.READ_AFTER_WRITE]}"
+    runtime_only_code = RUNTIME_ONLY_CODES[kinds.READ_AFTER_WRITE]
+    assert verdict.reason == (
+        f"a read-after-write race at line 14 of its block, not at its lines: runtime-only {runtime_only_code}"
+    )
     assert [entry.line for entry in runtime_only] == [35]
 
 
@@ -122,10 +131,13 @@ def test_race_of_another_kind_at_its_line_is_said_not_dismissed(src):
 
 
 def test_race_outside_the_span_is_runtime_only(src):
-    result = RunResult({"t::a": ran("t::a", src, {10}), "t::b": ran("t::b", src, set())}, [
-        Race("t::a", race(src, 20)),
-        Race("t::b", race(src, 20)),
-    ])
+    result = RunResult(
+        {"t::a": ran("t::a", src, {10}), "t::b": ran("t::b", src, set())},
+        [
+            Race("t::a", race(src, 20)),
+            Race("t::b", race(src, 20)),
+        ],
+    )
     (verdict,), runtime_only = decide([finding(10, 12)], result, {})
     assert verdict.verdict == DISMISSED
     assert len(runtime_only) == 1 and runtime_only[0].tests == ("t::a", "t::b")
@@ -201,7 +213,9 @@ def test_finding_of_no_rule_is_an_error_not_a_guess(src):
 
 def test_a_runtime_only_free_with_no_user_frame_is_placed_at_its_allocation(src):
     report = race(src, 20, kinds.FREE_IN_USE, alloc_line=7)
-    report["current"]["stack"] = [{"file": os.path.join(os.path.dirname(os.__file__), "threading.py"), "line": 1, "function": "f"}]
+    report["current"]["stack"] = [
+        {"file": os.path.join(os.path.dirname(os.__file__), "threading.py"), "line": 1, "function": "f"}
+    ]
     _, (entry,) = decide([], RunResult({}, [Race("t::a", report)]), {})
     assert (entry.path, entry.line) == ("mod.py", 7)
 

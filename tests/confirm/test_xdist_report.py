@@ -29,7 +29,9 @@ def test_racy(n):
 
 def run(pytester: pytest.Pytester, *options: str) -> list[dict]:
     report = pytester.path / "csan.jsonl"
-    pytester.runpytest_subprocess("--csan", "--csan-device", "emulated", "--csan-report-only", f"--csan-report={report}", *options)
+    pytester.runpytest_subprocess(
+        "--csan", "--csan-device", "emulated", "--csan-report-only", f"--csan-report={report}", *options
+    )
     return [json.loads(line) for line in report.read_text().splitlines()]
 
 

@@ -37,5 +37,7 @@ def test_autofix_claims_follow_the_code() -> None:
         else:
             assert row.endswith("| no |") and autofix.strip().startswith("None:")
     assert {line.split("|")[1].strip()[1:7] for line in page.splitlines() if line.endswith("| yes |")} >= {
-        "CSL101", "CSL102", "CSL201"
+        "CSL101",
+        "CSL102",
+        "CSL201",
     }

@@ -48,6 +48,7 @@ def trace(device: None) -> Iterator[TraceLog]:
     log = TraceLog()
     added = []
     for name, registry in _REGISTRIES.items():
+
         def callback(*args: object, name: str = name) -> None:
             log.append((name, *args))
 
@@ -58,4 +59,3 @@ def trace(device: None) -> Iterator[TraceLog]:
     finally:
         for registry, callback in added:
             registry.callback_list.remove(callback)
-

@@ -48,7 +48,13 @@ def test_deactivate_restores_every_attribute_exactly():
         assert old.keys() == new.keys(), namespace
         changed = [name for name in old if old[name] is not new[name]]
         assert changed == [], (namespace, changed)
-    assert (torch.cuda.Stream, torch.cuda.Event, torch.cuda.CUDAGraph, torch.cuda.is_available, torch.tensor) == originals
+    assert (
+        torch.cuda.Stream,
+        torch.cuda.Event,
+        torch.cuda.CUDAGraph,
+        torch.cuda.is_available,
+        torch.tensor,
+    ) == originals
     assert torch.cuda.streams.Stream is originals[0]
     assert "device" not in vars(torch.Tensor) and "to" not in vars(torch.Tensor)
     assert not emulation.is_active()

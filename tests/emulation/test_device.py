@@ -200,8 +200,10 @@ def test_to_with_copy_and_memory_format():
     assert x.to(torch.float64, copy=True).device == CUDA0
     assert x.to("cuda", torch.float32, False, True).data_ptr() != x.data_ptr()
     assert x.to(torch.float32, False, True).data_ptr() != x.data_ptr()
-    assert torch.ones(1, 2, 2, 2).to("cuda", memory_format=torch.channels_last).is_contiguous(
-        memory_format=torch.channels_last
+    assert (
+        torch.ones(1, 2, 2, 2)
+        .to("cuda", memory_format=torch.channels_last)
+        .is_contiguous(memory_format=torch.channels_last)
     )
 
 
@@ -291,7 +293,12 @@ def test_likes_and_news_go_where_the_user_names():
     )
     for made in host_made:
         assert made.device == torch.device("cpu")
-    for made in (torch.zeros_like(x), torch.randn_like(x), x.new_ones(3), torch.ones_like(torch.ones(2), device="cuda")):
+    for made in (
+        torch.zeros_like(x),
+        torch.randn_like(x),
+        x.new_ones(3),
+        torch.ones_like(torch.ones(2), device="cuda"),
+    ):
         assert made.device == CUDA0
     staging = torch.empty_like(x, device="cpu", pin_memory=True)
     assert staging.is_pinned() and staging.device == torch.device("cpu")

@@ -17,7 +17,9 @@ pytest.importorskip("torch")
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
-FINDING_ROW = re.compile(r"^\|\s*`(?P<file>[\w.]+):(?P<line>\d+)`\s*\|\s*(?P<code>\w+)\s*\|\s*(?P<verdict>[a-z-]+)\s*\|")
+FINDING_ROW = re.compile(
+    r"^\|\s*`(?P<file>[\w.]+):(?P<line>\d+)`\s*\|\s*(?P<code>\w+)\s*\|\s*(?P<verdict>[a-z-]+)\s*\|"
+)
 RUNTIME_ONLY_ROW = re.compile(r"^\|\s*`(?P<file>[\w.]+)`,\s*`[^`]+`\s*\|\s*(?P<kind>[a-z-]+)\s*\|")
 
 
@@ -42,7 +44,9 @@ def confirmed() -> dict[str, Any]:
 
 
 def test_each_finding_gets_its_intended_verdict(confirmed: dict[str, Any]) -> None:
-    intended = {(f"examples/{row['file']}", int(row["line"]), row["code"]): row["verdict"] for row in table(FINDING_ROW)}
+    intended = {
+        (f"examples/{row['file']}", int(row["line"]), row["code"]): row["verdict"] for row in table(FINDING_ROW)
+    }
     got = {(finding["path"], finding["line"], finding["code"]): finding["verdict"] for finding in confirmed["findings"]}
     assert got == intended
 

@@ -72,17 +72,9 @@ def test_every_buggy_module_has_findings_a_fixed_twin_and_a_test() -> None:
 
 
 def test_expected_table_lists_the_marked_findings_with_a_verdict_each() -> None:
-    rows = [
-        match
-        for line in (EXAMPLES / "EXPECTED.md").read_text().splitlines()
-        if (match := TABLE_ROW.match(line))
-    ]
+    rows = [match for line in (EXAMPLES / "EXPECTED.md").read_text().splitlines() if (match := TABLE_ROW.match(line))]
     table = {(row["file"], int(row["line"]), row["code"]) for row in rows}
-    marked = {
-        (str(path.relative_to(EXAMPLES)), line, code)
-        for path in EXAMPLE_FILES
-        for line, code in markers(path)
-    }
+    marked = {(str(path.relative_to(EXAMPLES)), line, code) for path in EXAMPLE_FILES for line, code in markers(path)}
     assert sorted(table) == sorted(marked)
     assert len(table) == len(rows), "a finding is listed twice"
     verdicts = {row["verdict"] for row in rows}

@@ -83,7 +83,11 @@ def test_a_pass_that_does_not_reduce_the_findings_is_dropped(monkeypatch: pytest
 def test_a_pass_that_breaks_the_syntax_is_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
     findings = lint_source(BUGGY, "m.py")
     broken = [replace(finding, edits=(Edit(5, 5, "y = ("),)) for finding in findings * 2]  # 2 > 1 syntax error
-    monkeypatch.setattr(fix, "lint_source", lambda source, path, rules=None, **_: broken if source == BUGGY else lint_source(source, path))
+    monkeypatch.setattr(
+        fix,
+        "lint_source",
+        lambda source, path, rules=None, **_: broken if source == BUGGY else lint_source(source, path),
+    )
     assert fix_source(BUGGY, "m.py").source == BUGGY
 
 

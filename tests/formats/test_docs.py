@@ -13,7 +13,9 @@ ROOT = Path(__file__).parents[2]
 
 def test_readme_rule_rows_match_the_catalog() -> None:
     rows = re.findall(r"^\| (CSL\d+) \| ([a-z-]+) \| (.+) \|$", (ROOT / "README.md").read_text(), re.MULTILINE)
-    assert [code for code, _, _ in rows] == [rule.code for rule in all_rules()], "README's rule table is not the catalog"
+    assert [code for code, _, _ in rows] == [rule.code for rule in all_rules()], (
+        "README's rule table is not the catalog"
+    )
     for code, name, summary in rows:
         rule = rule_by_code(code)
         assert rule is not None, f"README lists {code}, which is not a rule"

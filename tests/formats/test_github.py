@@ -47,7 +47,8 @@ def test_cli_exit_status_follows_the_findings(project: Path) -> None:
     dirty = CliRunner().invoke(main, ["--format", "github", "pkg"])
     assert dirty.exit_code == 1
     assert [line.split("::")[1].split(",")[0] for line in dirty.stdout.splitlines()[:2]] == [
-        "error file=pkg/buggy.py", "error file=pkg/buggy.py",
+        "error file=pkg/buggy.py",
+        "error file=pkg/buggy.py",
     ]
     clean = CliRunner().invoke(main, ["--format", "github", "clean.py"])
     assert (clean.exit_code, clean.stdout) == (0, "All checks passed.\n")

@@ -23,10 +23,20 @@ REPORT = {
     "severity": "error",
     "message": "`add` reads memory that `mul` may still be writing",
     "allocation": None,
-    "current": {"stream": 7, "operator": "aten::add.Tensor", "argument": "self", "is_write": False,
-                "stack": [{"file": "src/a.py", "line": 12, "function": "f"}]},
-    "previous": {"stream": 0, "operator": "aten::mul.Tensor", "argument": "out", "is_write": True,
-                 "stack": [{"file": "src/a.py", "line": 10, "function": "f"}]},
+    "current": {
+        "stream": 7,
+        "operator": "aten::add.Tensor",
+        "argument": "self",
+        "is_write": False,
+        "stack": [{"file": "src/a.py", "line": 12, "function": "f"}],
+    },
+    "previous": {
+        "stream": 0,
+        "operator": "aten::mul.Tensor",
+        "argument": "out",
+        "is_write": True,
+        "stack": [{"file": "src/a.py", "line": 10, "function": "f"}],
+    },
 }
 
 
@@ -42,7 +52,9 @@ VERDICTS = [
 ]
 ONLY = [
     RuntimeOnly("CSL901", "read-after-write", "t.py", 7, "a race", ("t.py::e",), REPORT),
-    RuntimeOnly("CSL909", "wait-unrecorded-event", "t.py", 9, "a warning", ("t.py::f",), {**REPORT, "severity": "warning"}),
+    RuntimeOnly(
+        "CSL909", "wait-unrecorded-event", "t.py", 9, "a warning", ("t.py::f",), {**REPORT, "severity": "warning"}
+    ),
 ]
 
 
@@ -64,8 +76,10 @@ def test_one_case_per_verdict_with_the_matching_outcome() -> None:
     assert suite.find("properties/property").attrib == {"name": "device", "value": "emulated"}
     first = cases[0]
     assert first.attrib == {
-        "classname": "src.pkg.a", "name": "CSL101 missing-wait-stream at src/pkg/a.py:11:9",
-        "file": "src/pkg/a.py", "line": "11",
+        "classname": "src.pkg.a",
+        "name": "CSL101 missing-wait-stream at src/pkg/a.py:11:9",
+        "file": "src/pkg/a.py",
+        "line": "11",
     }
     failure = first.find("failure")
     assert failure.get("type") == "confirmed" and failure.get("message") == "confirmed: finding at 11"
@@ -89,7 +103,9 @@ def test_empty_report_and_characters_xml_cannot_hold() -> None:
     assert case.find("error").get("message") == "error: test printed \ufffd[31mred\ufffd & <done>"
 
 
-def test_static_formats_are_refused_with_confirm_and_junit_without(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_static_formats_are_refused_with_confirm_and_junit_without(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     for arguments in (["--confirm", "--format", "sarif"], ["--confirm", "--format", "github"], ["--format", "junit"]):
         result = CliRunner().invoke(main, arguments)
@@ -101,13 +117,28 @@ def test_cli_junit_report_of_a_real_confirm_run(tmp_path: Path) -> None:
     """The fixture project on the emulated device: every verdict kind and a runtime-only race."""
     pytest.importorskip("torch")
     shutil.copytree(FIXTURE, tmp_path, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
-    command = [sys.executable, "-m", "csan_lint", "app/", "--confirm", "--device", "emulated", "--timeout", "30", "--format", "junit"]
+    command = [
+        sys.executable,
+        "-m",
+        "csan_lint",
+        "app/",
+        "--confirm",
+        "--device",
+        "emulated",
+        "--timeout",
+        "30",
+        "--format",
+        "junit",
+    ]
     done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 1, done.stderr
     root = ET.fromstring(done.stdout)
     outcomes = {case.get("classname"): _outcome(case) for case in root.iter("testcase")}
     assert outcomes == {
-        "app.racy": "failure", "app.safe": "passed", "app.legacy": "skipped", "app.crashy": "error",
+        "app.racy": "failure",
+        "app.safe": "passed",
+        "app.legacy": "skipped",
+        "app.crashy": "error",
         "tests.test_racy": "failure",
     }
     assert _counts(root) == {"tests": 5, "failures": 2, "errors": 1, "skipped": 1}

@@ -104,13 +104,22 @@ def test_explicit_config_file_that_is_not_a_pyproject(tmp_path: Path) -> None:
     ("body", "message"),
     [
         ('[tool.csan-lint]\nselct = ["CSL1"]\n', "unknown key `selct`; did you mean `select`?"),
-        ('[tool.csan-lint]\nselect = ["CSL20l"]\n', "select: unknown rule code or name `CSL20l`; did you mean `CSL201`?"),
+        (
+            '[tool.csan-lint]\nselect = ["CSL20l"]\n',
+            "select: unknown rule code or name `CSL20l`; did you mean `CSL201`?",
+        ),
         ('[tool.csan-lint]\nignore = ["missing-wait-streams"]\n', "did you mean `missing-wait-stream`?"),
         ('[tool.csan-lint]\nselect = "CSL1"\n', "select: expected a list of strings, got 'CSL1'"),
-        ('[tool.csan-lint.per-file-ignores]\n"tests/*" = ["CSL999"]\n', "per-file-ignores: 'tests/*': unknown rule code"),
+        (
+            '[tool.csan-lint.per-file-ignores]\n"tests/*" = ["CSL999"]\n',
+            "per-file-ignores: 'tests/*': unknown rule code",
+        ),
         ('[tool.csan-lint]\nrespect-gitignore = "no"\n', "respect-gitignore: expected true or false"),
         ("[tool.csan-lint\n", "invalid TOML"),
-        ('[tool.csan-lint]\nstream-context = ["a.b"]\n', "unknown key `stream-context`; did you mean `stream-contexts`?"),
+        (
+            '[tool.csan-lint]\nstream-context = ["a.b"]\n',
+            "unknown key `stream-context`; did you mean `stream-contexts`?",
+        ),
         ('[tool.csan-lint]\ncurrent-stream = "a.b"\n', "current-stream: expected a list of strings, got 'a.b'"),
         (
             '[tool.csan-lint]\nstream-factories = ["pkg.new_stream()"]\n',
@@ -120,7 +129,9 @@ def test_explicit_config_file_that_is_not_a_pyproject(tmp_path: Path) -> None:
         ('[tool.csan-lint]\nevent-factories = ["pkg/events.make"]\n', "`pkg/events.make` is not a dotted name"),
     ],
 )
-def test_mistakes_name_the_file_and_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, message: str) -> None:
+def test_mistakes_name_the_file_and_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, message: str
+) -> None:
     monkeypatch.chdir(tmp_path)
     write_pyproject(tmp_path, body)
     with pytest.raises(ConfigError) as error:

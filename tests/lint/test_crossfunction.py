@@ -38,9 +38,7 @@ def hazards(source: str, package: PackageIndex | None = None) -> set[tuple[str, 
     """(kind, line, tensor, other stream) for each hazard, and the producer when it is named."""
     source = textwrap.dedent(source)
     flow = analyse(cst.parse_module(source), "m.py", source, package)
-    return {
-        (hazard.kind.name, flow.line(hazard.access.node), hazard.tensor, hazard.other) for hazard in flow.hazards
-    }
+    return {(hazard.kind.name, flow.line(hazard.access.node), hazard.tensor, hazard.other) for hazard in flow.hazards}
 
 
 # ---- summaries
@@ -212,8 +210,14 @@ def _reads_after_write(source: str) -> set[tuple[str, int, str, str]]:
 @pytest.mark.parametrize(
     ("helper", "call"),
     [
-        ("def join(side, log):\n    log.info('join')\n    torch.cuda.current_stream().wait_stream(side)", "join(s, log)"),
-        ("def join(side):\n    inner(side)\n\ndef inner(side):\n    torch.cuda.current_stream().wait_stream(side)", "join(s)"),
+        (
+            "def join(side, log):\n    log.info('join')\n    torch.cuda.current_stream().wait_stream(side)",
+            "join(s, log)",
+        ),
+        (
+            "def join(side):\n    inner(side)\n\ndef inner(side):\n    torch.cuda.current_stream().wait_stream(side)",
+            "join(s)",
+        ),
         ("def join(*, side):\n    torch.cuda.current_stream().wait_stream(side)", "join(side=s)"),
         ("def settle(n):\n    for _ in range(n):\n        pass\n    torch.cuda.synchronize()", "settle(3)"),
         ("def join(a, b):\n    a.wait_stream(b)", "join(torch.cuda.current_stream(), s)"),
@@ -232,7 +236,10 @@ def test_helpers_that_order_on_every_path_are_seen_at_the_call(helper: str, call
     [
         ("def join(side):\n    torch.cuda.current_stream().wait_stream(side)", "join(*streams)"),
         ("def join(side=None):\n    torch.cuda.current_stream().wait_stream(side)", "join()"),
-        ("def join(a, b, c):\n    c.wait_stream(b)\n    b.wait_stream(a)", "join(s, torch.cuda.Stream(), torch.cuda.current_stream())"),
+        (
+            "def join(a, b, c):\n    c.wait_stream(b)\n    b.wait_stream(a)",
+            "join(s, torch.cuda.Stream(), torch.cuda.current_stream())",
+        ),
         ("def join(side, flag):\n    if flag:\n        torch.cuda.current_stream().wait_stream(side)", "join(s, True)"),
         ("def join(side):\n    return None\n    torch.cuda.current_stream().wait_stream(side)", "join(s)"),
         ("def join(side):\n    e = torch.cuda.Event()\n    e.wait()", "join(s)"),
@@ -539,7 +546,9 @@ def test_a_worker_given_the_same_index_again_keeps_the_modules_it_parsed() -> No
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
-def test_the_runner_follows_imports_between_the_files_it_lints(tmp_path: Path, jobs: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_runner_follows_imports_between_the_files_it_lints(
+    tmp_path: Path, jobs: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr("csan_lint.lint.runner.PARALLEL_MIN_BYTES", 0)
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("")

@@ -87,7 +87,11 @@ def test_config_exclude_patterns_are_relative_to_the_root(tmp_path: Path) -> Non
 
 def test_each_file_once_and_missing_paths_reported_in_order(tmp_path: Path) -> None:
     make_tree(tmp_path, {"a.py": "", "pkg/b.py": ""})
-    assert found(tmp_path, ["pkg", "nope.py", "pkg/b.py", "."]) == ["pkg/b.py", "no such file or directory:nope.py", "a.py"]
+    assert found(tmp_path, ["pkg", "nope.py", "pkg/b.py", "."]) == [
+        "pkg/b.py",
+        "no such file or directory:nope.py",
+        "a.py",
+    ]
 
 
 def test_symlinked_directories_are_not_followed(tmp_path: Path) -> None:

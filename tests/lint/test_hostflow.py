@@ -7,6 +7,7 @@ import textwrap
 
 import libcst as cst
 import pytest
+
 from csan_lint.lint.engine import lint_source
 from csan_lint.lint.hostflow import host_hazards
 from csan_lint.lint.model import Span
@@ -359,14 +360,8 @@ def test_wait_unrecorded_event_message() -> None:
             s.wait_event(ready)
         """,
     )
-    assert (
-        finding.message
-        == "event 'ready' is waited on before it is recorded on every path: the wait orders nothing"
-    )
-    assert (
-        finding.fix
-        == "record 'ready' on the producing stream (`ready.record()`) on every path before waiting on it"
-    )
+    assert finding.message == "event 'ready' is waited on before it is recorded on every path: the wait orders nothing"
+    assert finding.fix == "record 'ready' on the producing stream (`ready.record()`) on every path before waiting on it"
     assert (finding.line, finding.column, finding.span) == (6, 5, Span(6, 6))
 
 

@@ -49,9 +49,17 @@ TRICKY = {
 def corpus() -> list[tuple[str, str]]:
     sources = [(name, text) for name, text in TRICKY.items()]
     sources += [(path.name, path.read_text()) for path in sorted((ROOT / "examples").glob("**/*.py"))]
-    sources += [(f"own-{path.name}", path.read_text()) for folder in ("lint", "runtime") for path in sorted((ROOT / folder).glob("*.py"))]
+    sources += [
+        (f"own-{path.name}", path.read_text())
+        for folder in ("lint", "runtime")
+        for path in sorted((ROOT / folder).glob("*.py"))
+    ]
     for rule in all_rules():
-        sources += [(f"{rule.code}-{kind}{n}", case.code) for kind in ("VALID", "INVALID") for n, case in enumerate(getattr(rule, kind))]
+        sources += [
+            (f"{rule.code}-{kind}{n}", case.code)
+            for kind in ("VALID", "INVALID")
+            for n, case in enumerate(getattr(rule, kind))
+        ]
     return sources
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from csan_lint.lint.model import Spellings
+from csan_lint.lint.model import NO_SPELLINGS, Spellings
 from csan_lint.lint.names import ImportTable, dotted_name
 
 
-def _table(imports: str, spellings: Spellings = Spellings()) -> ImportTable:
+def _table(imports: str, spellings: Spellings = NO_SPELLINGS) -> ImportTable:
     table = ImportTable(spellings)
     for line in cst.parse_module(imports).body:
         assert isinstance(line, cst.SimpleStatementLine)
@@ -58,7 +58,11 @@ def _resolve(imports: str, expression: str) -> str | None:
         (_DEEPSPEED, "get_accelerator().capture_to_graph", "torch.cuda.graph"),
         (f"{_DEEPSPEED}\naccel = get_accelerator()", "accel.current_stream", "torch.cuda.current_stream"),
         (f"{_DEEPSPEED}\nself.acc = get_accelerator()", "self.acc.synchronize", "torch.cuda.synchronize"),
-        ("import torch\nself.m = getattr(torch, device.type) if ok else torch.cuda", "self.m.stream", "torch.cuda.stream"),
+        (
+            "import torch\nself.m = getattr(torch, device.type) if ok else torch.cuda",
+            "self.m.stream",
+            "torch.cuda.stream",
+        ),
         ("import torch\ndev = torch.xpu", "dev.current_stream", "torch.cuda.current_stream"),
         ("import torch", "torch.npu.Stream", "torch.cuda.Stream"),
         ("import torch\nc = torch.get_device_module(d).stream if ok else torch.cuda.stream", "c", "torch.cuda.stream"),

@@ -7,7 +7,7 @@ import textwrap
 import libcst as cst
 import pytest
 
-from csan_lint.lint.model import Spellings
+from csan_lint.lint.model import NO_SPELLINGS, Spellings
 from csan_lint.lint.names import ImportTable
 from csan_lint.lint.recognize import ContextFunctions, entered_streams, stream_code_lines
 
@@ -15,7 +15,7 @@ _HEADER = "import torch\nimport contextlib\nimport functools\nfrom deepspeed.acc
 _HEADER_LINES = _HEADER.count("\n")
 
 
-def _lines(body: str, spellings: Spellings = Spellings()) -> list[int]:
+def _lines(body: str, spellings: Spellings = NO_SPELLINGS) -> list[int]:
     """The stream-code lines of `body`, numbered from its own first line."""
     found = stream_code_lines(_HEADER + textwrap.dedent(body), spellings=spellings)
     return sorted(line - _HEADER_LINES for line in found)

@@ -173,9 +173,7 @@ def test_nested_blocks_and_several_items() -> None:
     """
     flow = _flow(source)
     found = {
-        (flow.line(h.access.node), h.access.stream, flow.location(h)["span"])
-        for h in flow.hazards
-        if h.kind is RAW
+        (flow.line(h.access.node), h.access.stream, flow.location(h)["span"]) for h in flow.hazards if h.kind is RAW
     }
     assert found == {
         (7, "a", Span(6, 10)),
@@ -744,9 +742,7 @@ def test_method_helpers_of_the_same_class() -> None:
 
 def test_long_operator_chains_do_not_exhaust_the_stack() -> None:
     chain = " + ".join(["x"] * 1100)  # deeper than the default recursion limit; libcst parses it slowly
-    source = (
-        f"import torch\n\ndef f(x, s):\n    with torch.cuda.stream(s):\n        y = {chain}\n    return y\n"
-    )
+    source = f"import torch\n\ndef f(x, s):\n    with torch.cuda.stream(s):\n        y = {chain}\n    return y\n"
     assert analyse(cst.parse_module(source), "m.py", source).hazards == []
 
 
@@ -942,7 +938,10 @@ def test_a_copied_name_of_unknown_origin_is_still_ready() -> None:
     assert hazards(source, RAW) == set()
 
 
-@pytest.mark.parametrize("comprehension", ["[g.norm() for g in others]", "{g: g.norm() for g in others}", "sum(g.norm() for g in others if g.numel())"])
+@pytest.mark.parametrize(
+    "comprehension",
+    ["[g.norm() for g in others]", "{g: g.norm() for g in others}", "sum(g.norm() for g in others if g.numel())"],
+)
 def test_comprehension_variables_have_their_own_scope(comprehension: str) -> None:
     source = f"""
     import torch

@@ -67,7 +67,7 @@ def test_noqa_inside_a_string_suppresses_nothing() -> None:
 
 
 def test_untokenizable_source_still_honours_comments() -> None:
-    source = 'x = (1  # noqa: CSL101\n'  # unclosed bracket: tokenize gives up at EOF
+    source = "x = (1  # noqa: CSL101\n"  # unclosed bracket: tokenize gives up at EOF
     assert filter_suppressed([finding(1)], source, NAMES) == []
 
 

@@ -58,9 +58,7 @@ def test_host_only_values_and_uses_are_not_gpu_accesses(before: str, use: str) -
     ],
 )
 def test_uses_that_launch_a_kernel_are_still_reads(before: str, use: str) -> None:
-    source = SIDE_USE.replace("items", "items, idx").format(
-        before=before, use=use.replace("items.add", "x.add")
-    )
+    source = SIDE_USE.replace("items", "items, idx").format(before=before, use=use.replace("items.add", "x.add"))
     assert ("CSL101", 7) in codes(source)
 
 

@@ -18,10 +18,15 @@ FLAGGED = all_rules()[0].INVALID[0].code
 def imported_modules(arguments: list[str], cwd: Path) -> set[str]:
     completed = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "csan_lint", *arguments],
-        cwd=cwd, capture_output=True, text=True, timeout=120,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert completed.returncode in (0, 1), completed.stderr[-2000:]
-    return {line.rsplit("|", 1)[-1].strip() for line in completed.stderr.splitlines() if line.startswith("import time:")}
+    return {
+        line.rsplit("|", 1)[-1].strip() for line in completed.stderr.splitlines() if line.startswith("import time:")
+    }
 
 
 @pytest.fixture

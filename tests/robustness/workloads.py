@@ -29,7 +29,7 @@ _stream = st.sampled_from(STREAMS)
 _event = st.sampled_from(EVENTS)
 _value = st.one_of(
     st.just('torch.ones(4, device="cuda")'),
-    st.just("torch.empty(4, device=\"cuda\")"),
+    st.just('torch.empty(4, device="cuda")'),
     st.builds("{} * 2".format, _tensor),
     st.builds("{} + {}".format, _tensor, _tensor),
     st.builds('{}.to("cuda", non_blocking=True)'.format, _tensor),
@@ -305,4 +305,6 @@ def torch_stress(threads: int, iterations: int) -> StressResult:
 
         seconds, peak, growth = _measured(run, iterations)
         stats = sanitizer.tracker.stats()
-    return StressResult(sum(counts), seconds, list(sanitizer.errors), list(sanitizer.internal_errors), peak, growth, stats)
+    return StressResult(
+        sum(counts), seconds, list(sanitizer.errors), list(sanitizer.internal_errors), peak, growth, stats
+    )

@@ -75,9 +75,7 @@ def test_cross_stream_overwrite_message() -> None:
         "'buf' is read on side stream 'copy_stream' and then overwritten on the current stream "
         "before the current stream waits for that read"
     )
-    assert (
-        finding.fix == "call `torch.cuda.current_stream().wait_stream(copy_stream)` before overwriting 'buf'"
-    )
+    assert finding.fix == "call `torch.cuda.current_stream().wait_stream(copy_stream)` before overwriting 'buf'"
     assert (finding.line, finding.column) == (7, 5)
 
 

@@ -43,7 +43,9 @@ class Sim:
         new = self.launch(on, read, write)
         assert new == [], f"unexpected errors: {[e.kind for e in new]}"
 
-    def assert_race(self, on: int, read: Iterable[int] = (), write: Iterable[int] = (), kind: str | None = None) -> list[RuntimeErrorReport]:
+    def assert_race(
+        self, on: int, read: Iterable[int] = (), write: Iterable[int] = (), kind: str | None = None
+    ) -> list[RuntimeErrorReport]:
         new = self.launch(on, read, write)
         assert new, "expected a race, got none"
         if kind is not None:

@@ -85,11 +85,25 @@ class Oracle:
         node = self._node(self._frontier(stream))
         self.last[stream] = node
         self.pending[stream] = set()
-        self._access(node, stream, operator, tensor, is_write, (kinds.READ_AFTER_WRITE, kinds.WRITE_AFTER_READ, kinds.WRITE_AFTER_WRITE))
+        self._access(
+            node,
+            stream,
+            operator,
+            tensor,
+            is_write,
+            (kinds.READ_AFTER_WRITE, kinds.WRITE_AFTER_READ, kinds.WRITE_AFTER_WRITE),
+        )
 
     def host(self, operator, tensor, is_write):
         node = self._host_step(set())
-        self._access(node, HOST, operator, tensor, is_write, (kinds.HOST_READ_PENDING, kinds.HOST_WRITE_PENDING, kinds.HOST_WRITE_PENDING))
+        self._access(
+            node,
+            HOST,
+            operator,
+            tensor,
+            is_write,
+            (kinds.HOST_READ_PENDING, kinds.HOST_WRITE_PENDING, kinds.HOST_WRITE_PENDING),
+        )
 
     def record(self, event, stream):
         self.snapshots[event] = self._frontier(stream)
@@ -178,4 +192,9 @@ def test_random_programs_mix_races_and_orderings():
     results = [_tracker_run(_program(random.Random(seed), 50)) for seed in range(60)]
     assert sum(bool(r) for r in results) > 20
     found_kinds = {kind for r in results for kind, _, _ in r}
-    assert {kinds.READ_AFTER_WRITE, kinds.WRITE_AFTER_READ, kinds.WRITE_AFTER_WRITE, kinds.HOST_READ_PENDING} <= found_kinds
+    assert {
+        kinds.READ_AFTER_WRITE,
+        kinds.WRITE_AFTER_READ,
+        kinds.WRITE_AFTER_WRITE,
+        kinds.HOST_READ_PENDING,
+    } <= found_kinds

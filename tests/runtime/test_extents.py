@@ -14,7 +14,7 @@ from csan_lint.runtime.extents import DISJOINT, MAY_OVERLAP, OVERLAP, overlap, p
 def _bytes(ptr: int, layout: extents.Layout) -> set[int]:
     item, sizes, strides = layout
     offsets = [0]
-    for size, stride in zip(sizes, strides):
+    for size, stride in zip(sizes, strides, strict=True):
         offsets = [o + k * stride for o in offsets for k in range(size)]
     return {ptr + o * item + b for o in offsets for b in range(item)}
 

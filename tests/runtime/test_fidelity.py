@@ -9,10 +9,10 @@ import random
 import pytest
 
 from csan_lint.runtime import kinds
+from csan_lint.runtime.cells import PARTIAL_CAP
 from csan_lint.runtime.events import DEFAULT_STREAM, Access
 from csan_lint.runtime.extents import MAX_ROWS
 from csan_lint.runtime.report import message
-from csan_lint.runtime.cells import PARTIAL_CAP
 from csan_lint.runtime.tracker import ALLOCATION_OPERATOR, Tracker
 
 S1, S2, S3 = 1001, 1002, 1003
@@ -123,7 +123,9 @@ def _strided_run(program: list[tuple], bytewise: bool) -> set[tuple[str, str, st
         if join:
             _join(t, stream, S3 if stream != S3 else S1, n)
         item, sizes, strides = layout
-        offsets = sorted({(start + a * strides[0] + b * strides[1]) * item for a in range(sizes[0]) for b in range(sizes[1])})
+        offsets = sorted(
+            {(start + a * strides[0] + b * strides[1]) * item for a in range(sizes[0]) for b in range(sizes[1])}
+        )
         if bytewise:
             accesses = [Access(BASE + o + k, 1, is_write, "self") for o in offsets for k in range(item)]
         else:
@@ -206,7 +208,11 @@ def test_a_stream_not_ordered_after_the_allocating_stream_races_the_blocks_reuse
     t.allocated(BASE, SIZE, DEFAULT_STREAM)
     t.kernel_launched(S1, "fill", [Access(BASE, SIZE, True, "self")])
     (error,) = t.errors
-    assert (error.kind, error.previous.operator, error.previous.stream) == (kinds.WRITE_AFTER_WRITE, ALLOCATION_OPERATOR, DEFAULT_STREAM)
+    assert (error.kind, error.previous.operator, error.previous.stream) == (
+        kinds.WRITE_AFTER_WRITE,
+        ALLOCATION_OPERATOR,
+        DEFAULT_STREAM,
+    )
     assert "the hazard is the block's reuse" in message(error)
 
 

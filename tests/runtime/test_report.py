@@ -113,7 +113,9 @@ def test_user_frames_hide_torch_stdlib_and_own_files():
         Frame(__file__, 1, "test"),
         Frame(os.path.join(torch_dir, "nn", "modules", "linear.py"), 5, "forward"),
         Frame(stdlib_file, 9, "decode"),
-        Frame(os.path.join(os.path.dirname(importlib.util.find_spec("csan_lint.runtime").origin), "tracker.py"), 3, "x"),
+        Frame(
+            os.path.join(os.path.dirname(importlib.util.find_spec("csan_lint.runtime").origin), "tracker.py"), 3, "x"
+        ),
         own_file,
     ]
     assert user_frames(frames) == [frames[0], own_file]

@@ -27,7 +27,9 @@ def _run(t) -> None:
     t.kernel_launched(S0, "fill_", [Access(0x1000, 512, True, "self", True)], capture_stack())
     t.event_recorded(1, S0)
     t.event_waited(1, S1, capture_stack())
-    t.kernel_launched(S1, "mul", [Access(0x1000, 256, False, "self"), Access(0x1100, 256, False, "other")], capture_stack())
+    t.kernel_launched(
+        S1, "mul", [Access(0x1000, 256, False, "self"), Access(0x1100, 256, False, "other")], capture_stack()
+    )
     t.kernel_launched(S2, "add_", [Access(0x1100, 64, True, "self")], capture_stack())  # WAR + WAW
     t.stream_recorded(0x1000, S2)
     t.stream_queried(S2, False)
@@ -95,8 +97,14 @@ def test_version_2_carries_layouts_and_blocking_streams_and_replays_them(tmp_pat
     assert lines[1] == {"event": "stream_created", "stream": S1, "blocking": True}
     assert lines[2] == {"event": "stream_created", "stream": S2}
     assert lines[4]["accesses"][0] == {
-        "ptr": 0x1000, "size": 84, "is_write": True, "argument": "self", "is_output": True,
-        "element_size": 4, "sizes": [4, 3], "strides": [6, 1],
+        "ptr": 0x1000,
+        "size": 84,
+        "is_write": True,
+        "argument": "self",
+        "is_output": True,
+        "element_size": 4,
+        "sizes": [4, 3],
+        "strides": [6, 1],
     }
     replayed = Tracker()
     replay(path, replayed)
@@ -108,11 +116,19 @@ def test_version_2_carries_layouts_and_blocking_streams_and_replays_them(tmp_pat
 
 def test_an_access_may_list_its_extents(tmp_path):
     allocated = json.dumps({"event": "allocated", "ptr": 0x1000, "size": 256, "stream": None})
-    launch = {"event": "kernel_launched", "stream": S1, "operator": "w", "accesses": [
-        {"extents": [[0x1000, 16], [0x1040, 16]], "is_write": True, "argument": "self"}]}
+    launch = {
+        "event": "kernel_launched",
+        "stream": S1,
+        "operator": "w",
+        "accesses": [{"extents": [[0x1000, 16], [0x1040, 16]], "is_write": True, "argument": "self"}],
+    }
     for size, found in ((0x30, []), (0x40, [("read-after-write", "w")])):  # the gap; then into the second
-        read = {"event": "kernel_launched", "stream": S2, "operator": "r", "accesses": [
-            {"ptr": 0x1010, "size": size, "is_write": False}]}
+        read = {
+            "event": "kernel_launched",
+            "stream": S2,
+            "operator": "r",
+            "accesses": [{"ptr": 0x1010, "size": size, "is_write": False}],
+        }
         tracker = Tracker()
         replay(_trace(tmp_path, GOOD, allocated, json.dumps(launch), json.dumps(read)), tracker)
         assert [(e.kind, e.previous.operator) for e in tracker.errors] == found
@@ -123,8 +139,10 @@ def test_version_1_traces_still_read(tmp_path):
         tmp_path,
         '{"format": "csan-trace", "version": 1}',
         '{"event": "stream_created", "stream": 1001}',
-        '{"event": "kernel_launched", "stream": 0, "operator": "fill_", "accesses": [{"ptr": 16, "size": 8, "is_write": true}]}',
-        '{"event": "kernel_launched", "stream": 1001, "operator": "mul", "accesses": [{"ptr": 16, "size": 8, "is_write": false}]}',
+        '{"event": "kernel_launched", "stream": 0, "operator": "fill_",'
+        ' "accesses": [{"ptr": 16, "size": 8, "is_write": true}]}',
+        '{"event": "kernel_launched", "stream": 1001, "operator": "mul",'
+        ' "accesses": [{"ptr": 16, "size": 8, "is_write": false}]}',
     )
     tracker = Tracker()
     replay(path, tracker)
@@ -167,12 +185,24 @@ def _launch(access: dict) -> str:
         ((GOOD, "[1]"), 2, "expected a JSON object"),
         ((GOOD, '{"event": "stream_created", "stream": 1, "blocking": "yes"}'), 2, "'blocking' must be true or false"),
         ((GOOD, _launch({"ptr": 0, "size": 8, "is_write": True, "sizes": [2]})), 2, "go together"),
-        ((GOOD, _launch({"ptr": 0, "size": 8, "is_write": True, "element_size": 4, "sizes": [2], "strides": [2]})), 2,
-         "access 0: 'size' 8 is not the extent of its layout (12 bytes)"),
-        ((GOOD, _launch({"ptr": 0, "size": 8, "is_write": True, "element_size": 4, "sizes": [2], "strides": [-1]})), 2,
-         "'strides' must be a list of non-negative integers"),
-        ((GOOD, _launch({"ptr": 0, "size": 8, "is_write": True, "element_size": 4, "sizes": [2, 1], "strides": [1]})), 2,
-         "differ in length"),
+        (
+            (GOOD, _launch({"ptr": 0, "size": 8, "is_write": True, "element_size": 4, "sizes": [2], "strides": [2]})),
+            2,
+            "access 0: 'size' 8 is not the extent of its layout (12 bytes)",
+        ),
+        (
+            (GOOD, _launch({"ptr": 0, "size": 8, "is_write": True, "element_size": 4, "sizes": [2], "strides": [-1]})),
+            2,
+            "'strides' must be a list of non-negative integers",
+        ),
+        (
+            (
+                GOOD,
+                _launch({"ptr": 0, "size": 8, "is_write": True, "element_size": 4, "sizes": [2, 1], "strides": [1]}),
+            ),
+            2,
+            "differ in length",
+        ),
         ((GOOD, _launch({"extents": [[0, 8, 1]], "is_write": True})), 2, "'extents' must be a list of [ptr, size]"),
         ((GOOD, '{"stream": 1}'), 2, "without 'event'"),
         ((), 1, "empty trace"),

@@ -184,7 +184,9 @@ def test_pinned_block_without_owner_stream():
     t.kernel_launched(S1, "copy_", [Access(BASE + 64, 64, True, "self")])
     t.host_accessed(BASE + 96, 8, False, "item")  # inside the pending copy's bytes
     t.host_accessed(BASE, 64, False, "item")  # outside them
-    assert [(e.kind, e.allocation.ptr, e.allocation.stream) for e in t.errors] == [(kinds.HOST_READ_PENDING, BASE, None)]
+    assert [(e.kind, e.allocation.ptr, e.allocation.stream) for e in t.errors] == [
+        (kinds.HOST_READ_PENDING, BASE, None)
+    ]
     t.freed(BASE)  # the host allocator waits for the copy itself: no free-in-use
     assert len(t.errors) == 1 and t.stats()["allocations"] == 0
 

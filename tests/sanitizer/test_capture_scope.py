@@ -57,7 +57,6 @@ def test_the_same_launch_during_a_global_capture_is_an_unforked_side_stream():
     assert [e.kind for e in sanitizer.errors] == [kinds.UNJOINED_CAPTURE_FORK]
 
 
-
 def test_live_work_from_another_thread_during_a_global_capture_is_no_fork():
     import threading
 

@@ -376,7 +376,6 @@ def test_fresh_result_of_a_thread_subclass_read_unsynced_races(emulated):
     assert "aten::mul" in report.previous.operator
 
 
-
 def test_a_training_step_on_one_stream_is_clean(emulated):
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2)).cuda()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)

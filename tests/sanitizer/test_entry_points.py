@@ -33,9 +33,7 @@ print("args", sys.argv[1:])
 
 
 def run_python(*args: str, cwd) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-W", "ignore", *args], cwd=cwd, capture_output=True, text=True, timeout=120
-    )
+    return subprocess.run([sys.executable, "-W", "ignore", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.slow

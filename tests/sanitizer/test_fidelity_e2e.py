@@ -9,7 +9,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-GPU_TESTS = '''
+GPU_TESTS = """
 import torch
 
 
@@ -82,7 +82,7 @@ def test_a_side_stream_that_never_waited_fills_a_reused_block():
     with torch.cuda.stream(side):
         x.fill_(1)
     torch.cuda.current_stream().wait_stream(side)
-'''
+"""
 
 
 def test_engine_holes_end_to_end(pytester: pytest.Pytester):

@@ -70,7 +70,7 @@ def test_fresh_output_is_written_inputs_are_read():
     rec = Recorder()
     with make_mode(rec):
         c = torch.add(a, b)
-    (op, accesses), = rec.launches()
+    ((op, accesses),) = rec.launches()
     assert op == "aten::add.Tensor"
     assert accesses == [
         Access(base(a), 8, False, "self"),
@@ -149,7 +149,7 @@ def test_fresh_tensor_list_results_are_written():
     rec = Recorder()
     with make_mode(rec):
         c, d = torch._foreach_add([a, b], 1.0)
-    (op, accesses), = rec.launches()
+    ((op, accesses),) = rec.launches()
     assert op == "aten::_foreach_add.Scalar"
     assert accesses == [
         Access(base(a), 8, False, "self"),
@@ -212,7 +212,7 @@ def test_non_blocking_copy_to_pinned_host_leaves_a_pending_host_side():
     with make_mode(rec, host={base(host)}, pinned=True):
         host.copy_(dev, non_blocking=True)
         host.add_(1)  # a CPU op on the pinned block: the host writes it
-    (op, accesses), = rec.launches()
+    ((op, accesses),) = rec.launches()
     assert op == "aten::copy_"
     assert Access(base(host), 16, True, "self", True) in accesses
     assert Access(base(dev), 16, False, "src") in accesses

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
 EMULATED = ("--csan-device", "emulated")
 no_real_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="expects a machine without CUDA")
 
-GPU_TESTS = '''
+GPU_TESTS = """
 import os
 import pytest
 import torch
@@ -46,7 +46,7 @@ def test_racy_opted_out():
     with torch.cuda.stream(torch.cuda.Stream()):
         torch.mul(a, 5, out=a)
     torch.cuda.synchronize()
-'''
+"""
 
 
 @pytest.fixture
@@ -131,7 +131,7 @@ def test_emulate_runs_gpu_tests_without_checking(gpu_tests: pytest.Pytester):
 
 def test_crash_mid_test_keeps_the_lines_written_before(pytester: pytest.Pytester):
     pytester.makepyfile(
-        test_crash='''
+        test_crash="""
 import os
 import torch
 
@@ -143,21 +143,19 @@ def test_races_then_dies():
     with torch.cuda.stream(torch.cuda.Stream()):
         a.mul_(2)
     os._exit(3)
-'''
+"""
     )
     path = pytester.path / "csan.jsonl"
     result = pytester.runpytest_subprocess("--csan", *EMULATED, f"--csan-report={path}")
     assert result.ret == 3
     records = read_report(path)
-    assert [r["type"] for r in records] == [
-        "session", "test-start", "test-end", "test-start", "race"
-    ]
+    assert [r["type"] for r in records] == ["session", "test-start", "test-end", "test-start", "race"]
     assert records[4]["nodeid"] == "test_crash.py::test_races_then_dies"
 
 
 def test_internal_error_is_reported_not_a_user_failure(pytester: pytest.Pytester):
     pytester.makeconftest(
-        '''
+        """
 import pytest
 
 @pytest.hookimpl(trylast=True)
@@ -166,10 +164,10 @@ def pytest_configure(config):
     def broken(*args, **kwargs):
         raise ZeroDivisionError("engine bug")
     session.sanitizer.tracker.kernel_launched = broken
-'''
+"""
     )
     pytester.makepyfile(
-        test_ok='''
+        test_ok="""
 import torch
 
 def test_uses_the_device():
@@ -178,7 +176,7 @@ def test_uses_the_device():
 
 def test_next_one_is_checked_again():
     assert torch.ones(1, device="cuda").item() == 1
-'''
+"""
     )
     path = pytester.path / "csan.jsonl"
     result = pytester.runpytest_subprocess("--csan", *EMULATED, f"--csan-report={path}", "-W", "error::RuntimeWarning")

@@ -29,4 +29,3 @@ def test_gpu_trace_has_no_stream_use_callback():
 def test_torch_binds_no_allocator_trace_tracker():
     """The caching allocator's C++ trace tracker (which sees every action) has no Python binding."""
     assert not [name for name in dir(torch._C) if "trace_tracker" in name.lower() or "tracetracker" in name.lower()]
-

@@ -18,7 +18,7 @@ class Wrapper(torch.Tensor):
     """A traceable wrapper subclass (as DTensor is): it names its inner tensor."""
 
     @staticmethod
-    def __new__(cls, inner: torch.Tensor) -> "Wrapper":
+    def __new__(cls, inner: torch.Tensor) -> Wrapper:
         return torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=inner.dtype, device=inner.device)
 
     def __init__(self, inner: torch.Tensor) -> None:
