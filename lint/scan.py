@@ -4,6 +4,7 @@ imports, functions, classes and globals, which functions have stream blocks, and
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 
 import libcst as cst
@@ -55,25 +56,57 @@ def calls_any(name: str, function: cst.FunctionDef, targets: set[str]) -> bool:
     return False
 
 
-def entry_streams(body: Sequence[cst.CSTNode], imports: ImportTable) -> dict[str, str | None]:
+def entry_streams(body: Sequence[cst.CSTNode], imports: ImportTable, source: str) -> dict[str, str]:
     """Function (`f`, `Cls.m` for `self.m(...)`) -> the stream every call of it in the module is
-    made inside (`with torch.cuda.stream(S):`, spelled the same each time), or None when some
-    call is made outside any stream block or inside another. Walked with a stack: expressions
-    may nest deeper than the interpreter's recursion limit."""
-    found: dict[str, str | None] = {}
-    stack: list[tuple[cst.CSTNode, str, str | None]] = [(node, "", None) for node in reversed(body)]
-    while stack:
-        node, owner, stream = stack.pop()
-        inner = stream
+    made inside (`with torch.cuda.stream(S):`, spelled the same each time). Only the bodies of
+    stream blocks are walked down to their expressions; that no call is made elsewhere is read
+    from the text: each `f(` (or `self.m(`) of the source must be one of the calls found inside.
+    A call in a function nested in a block runs where that function is called: not counted."""
+    inside: dict[str, list[str]] = {}
+    statements: list[tuple[cst.CSTNode, str]] = [(node, "") for node in reversed(body)]
+    while statements:
+        node, owner = statements.pop()
         if isinstance(node, cst.ClassDef):
             owner = f"{owner}{node.name.value}."
-        elif isinstance(node, cst.FunctionDef):
-            inner = None  # the body runs where the function is called, not here
         elif isinstance(node, cst.With):
-            for item in node.items:
-                streams = entered_streams(item.item, imports)
-                if streams is not None and len(streams) == 1:
-                    inner = code_of(streams[0])
+            stream = _single_stream(node, imports)
+            if stream is not None:
+                _calls_inside(node.body, owner, stream, imports, inside)
+                continue
+        if isinstance(node, (cst.ClassDef, cst.FunctionDef)):
+            statements.extend((child, owner) for child in reversed(body_of(node.body)))
+        elif isinstance(node, cst.BaseCompoundStatement):
+            statements.extend((child, owner) for suite in _suites(node) for child in reversed(suite))
+    found: dict[str, str] = {}
+    for callee, streams in inside.items():
+        leaf = callee.rpartition(".")[2]
+        spelled = (f"self.{leaf}(", f"cls.{leaf}(") if "." in callee else (f"{leaf}(",)
+        written = sum(len(re.findall(r"(?<![\w.])(?<!def )" + re.escape(text), source)) for text in spelled)
+        if len(set(streams)) == 1 and written == len(streams):
+            found[callee] = streams[0]
+    return found
+
+
+def _single_stream(node: cst.With, imports: ImportTable) -> str | None:
+    for item in node.items:
+        streams = entered_streams(item.item, imports)
+        if streams is not None and len(streams) == 1:
+            return code_of(streams[0])
+    return None
+
+
+def _calls_inside(
+    block: cst.BaseSuite, owner: str, stream: str, imports: ImportTable, inside: dict[str, list[str]]
+) -> None:
+    """Records the calls made in a stream block's body, each on the innermost block's stream.
+    Walked with a stack: expressions may nest deeper than the interpreter's recursion limit."""
+    stack: list[tuple[cst.CSTNode, str]] = [(block, stream)]
+    while stack:
+        node, current = stack.pop()
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue  # runs where it is called
+        if isinstance(node, cst.With):
+            current = _single_stream(node, imports) or current
         elif isinstance(node, cst.Call):
             func = node.func
             callee = func.value if isinstance(func, cst.Name) else None
@@ -84,12 +117,8 @@ def entry_streams(body: Sequence[cst.CSTNode], imports: ImportTable) -> dict[str
             ):
                 callee = f"{owner}{func.attr.value}" if owner else None
             if callee is not None:
-                found[callee] = stream if found.get(callee, stream) == stream else None
-        body_stream = inner if isinstance(node, (cst.With, cst.FunctionDef)) else stream
-        for child in reversed(children(node)):
-            in_body = isinstance(node, (cst.With, cst.FunctionDef)) and child is node.body
-            stack.append((child, owner, body_stream if in_body else stream))
-    return found
+                inside.setdefault(callee, []).append(current)
+        stack.extend((child, current) for child in reversed(children(node)))
 
 
 def module_globals(module: cst.Module, imports: ImportTable) -> frozenset[str]:

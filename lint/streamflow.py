@@ -143,7 +143,7 @@ def analyse(
         if module_has_with or everywhere:
             FunctionAnalysis(imports, hazards, function=None, helpers=helpers).run(module.body)
         exits: dict[str, FlowState] = {}
-        entered_on = entry_streams(module.body, imports)
+        entered_on = entry_streams(module.body, imports, source)
         with_blocks = {name for name, function in functions if has_with(body_of(function.body))}
         writers = {  # called functions that access a tensor on another stream
             name
