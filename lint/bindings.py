@@ -7,13 +7,14 @@ the other parts (values, streams, effects, accesses).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import libcst as cst
 
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.ordering import (
+    Access,
     FlowState,
     HazardKind,
     Mark,
@@ -34,6 +35,17 @@ class Bindings:
     bound: set[str]
     state: FlowState | None
     live: FlowState
+    # The host's methods from the other parts; those taking keyword-only flags are `...`.
+    _value: Callable[[cst.BaseExpression], Value]
+    _stream: Callable[[cst.BaseExpression], str | None]
+    _eval: Callable[[cst.CSTNode], None]
+    _header: Callable[[cst.BaseExpression], None]
+    _escape_names: Callable[[cst.CSTNode], None]
+    _record: Callable[[str, str], None]
+    _write_target: Callable[..., None]
+    _make_access: Callable[..., Access]
+    _launched_before: Callable[[str], frozenset[str]]
+    _hazard: Callable[[HazardKind, str, Access, str, cst.CSTNode | None], None]
 
     def _assign(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
         if self._record_event_assignment(targets, value):
@@ -42,9 +54,9 @@ class Bindings:
         if pairs is not None:  # `x, z = a, b`: each name gets its own value
             for _, element in pairs:
                 self._eval_value(element)
-            bound = [(target, self._value(element)) for target, element in pairs]
-            for target, value_bound in bound:
-                self._bind(target, value_bound)
+            values = [(target, self._value(element)) for target, element in pairs]
+            for target, element_value in values:
+                self._bind(target, element_value)
             return
         self._eval_value(value)
         if self._work_assignment(targets, value):

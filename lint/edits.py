@@ -26,8 +26,9 @@ from csan_lint.lint.hostflow import HostHazard
 from csan_lint.lint.model import Edit, Finding, FixSafety
 from csan_lint.lint.names import CURRENT_STREAM, ImportTable
 from csan_lint.lint.nodes import children
+from csan_lint.lint.ordering import CURRENT, Hazard
 from csan_lint.lint.recognize import entered_streams
-from csan_lint.lint.streamflow import CURRENT, Hazard, ModuleFlow
+from csan_lint.lint.streamflow import ModuleFlow
 
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 

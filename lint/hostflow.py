@@ -65,9 +65,9 @@ from csan_lint.lint.names import (
     ImportTable,
     dotted_name,
 )
-from csan_lint.lint.ordering import UNKNOWN, query_poll
+from csan_lint.lint.ordering import CURRENT, UNKNOWN, query_poll
 from csan_lint.lint.recognize import entered_streams, one_stream
-from csan_lint.lint.streamflow import CURRENT, Location, ModuleFlow
+from csan_lint.lint.streamflow import Location, ModuleFlow
 from csan_lint.lint.streams import stream_token
 from csan_lint.lint.values import code_of, viewed
 from csan_lint.runtime import kinds

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, TypeGuard
 
 import libcst as cst
 
@@ -240,7 +240,7 @@ def called_or_named(expr: cst.BaseExpression) -> Iterator[str]:
             stack.extend(children(node))
 
 
-def is_identity_test(node: cst.CSTNode) -> bool:
+def is_identity_test(node: cst.CSTNode) -> TypeGuard[cst.Comparison]:
     """`x is None`, `a is not b`: compares Python objects, launches nothing."""
     return isinstance(node, cst.Comparison) and all(
         isinstance(target.operator, (cst.Is, cst.IsNot)) for target in node.comparisons

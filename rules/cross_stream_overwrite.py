@@ -27,8 +27,8 @@ class CrossStreamOverwrite(Rule):
 
     ## Known problems
     Only reads this function makes, and those of the functions it calls that are defined in the
-    same module (or imported from another file linted in the same run), are known. Rebinding a name (`x = ...`)
-    makes a new tensor and is not an overwrite. A `g.replay()` reads and
+    same module (or imported from another file linted in the same run), are known. Rebinding a
+    name (`x = ...`) makes a new tensor and is not an overwrite. A `g.replay()` reads and
     writes the tensors its `torch.cuda.graph(g)` block used in the same function; a graph
     captured in another method is not followed.
     """

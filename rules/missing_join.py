@@ -32,9 +32,9 @@ class MissingJoin(Rule):
     joining is not seen. Side-stream writes to a parameter still pending when a function no
     linted code calls returns are reported, unless the stream is one the caller passed in or
     anything but tensors is returned (an event, a stream, a future); pending reads (the
-    caller's next overwrite) are not. `work.wait()` on the handle of an async collective orders the current
-    stream after it; a handle kept in a list and waited on through a loop is not followed. A join done by a
-    called function is seen when that function is defined
+    caller's next overwrite) are not. `work.wait()` on the handle of an async collective orders
+    the current stream after it; a handle kept in a list and waited on through a loop is not
+    followed. A join done by a called function is seen when that function is defined
     in the same module (or imported from another file linted in the same run) and joins on
     every path that returns. `self` attributes a method leaves written on a side stream are
     followed into the public methods of the same class (not its subclasses). A wait made

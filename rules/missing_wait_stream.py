@@ -42,9 +42,9 @@ class MissingWaitStream(Rule):
     entered, and a stream reached through a project helper (`ctx.current_stream()`) is taken
     for a separate stream. A function every call of which in the module is made inside a
     `with torch.cuda.stream(S):` block (`S` spelled alike) is analysed entered on `S`; one
-    called from other modules too is still taken as entered on the caller's current stream. Ordering made by a
-    called function is seen when it is defined in the
-    same module (inherited and `super()` methods included) or imported from another file
+    called from other modules too is still taken as entered on the caller's current stream.
+    Ordering made by a called function is seen when it is defined in the same module
+    (inherited and `super()` methods included) or imported from another file
     linted in the same run, and holds on every path that returns; ordering made by a method of
     another object (`plan.wait_current_stream()`) is not seen, and the runtime check dismisses
     such findings.

@@ -61,11 +61,12 @@ class Cell:
         write, reads, partial = self.write, self.reads, self.partial
         races: list[Race] = []
         approximated = 0
-        write_unordered = write is not None and clock.get(write[1], 0) < write[0]
-        if write_unordered:
-            found = _shares(write, access, shape, lo, hi)
+        # The last write, if this access is not ordered after it.
+        unordered_write = write if write is not None and clock.get(write[1], 0) < write[0] else None
+        if unordered_write is not None:
+            found = _shares(unordered_write, access, shape, lo, hi)
             if found:
-                races.append((WRITE_AFTER_WRITE if is_write else READ_AFTER_WRITE, write))
+                races.append((WRITE_AFTER_WRITE if is_write else READ_AFTER_WRITE, unordered_write))
                 approximated += found == MAY_OVERLAP
         unordered_reads = None  # the reads a write is not ordered after: they stay
         if is_write:
@@ -91,8 +92,8 @@ class Cell:
         elif is_write:
             # What this write is ordered after it also covers: gone. The rest may race later accesses.
             kept = [p for p in partial if clock.get(p[1], 0) < p[0]] if partial else []
-            if write_unordered:
-                kept.append(write)
+            if unordered_write is not None:
+                kept.append(unordered_write)
             if unordered_reads is None:
                 reads.clear()
             else:

@@ -229,7 +229,8 @@ def main(findings: list[Finding], paths: list[str], config: Config, options: dic
             f"Install them with: {INSTALL_HINT}"
         )
     spans = watched(findings, paths, config)
-    selection, test_paths = Selection(test_files=(), reaching={}), []
+    selection = Selection(test_files=(), reaching={})
+    test_paths: list[str] = []
     if spans or settings.all_tests:
         try:
             test_paths, patterns = _test_paths(settings, paths)

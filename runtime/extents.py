@@ -35,12 +35,12 @@ DISJOINT, OVERLAP, MAY_OVERLAP = 0, 1, 2
 
 
 class Pattern(NamedTuple):
-    """Rows starting at `starts` (sorted); each row is `count` runs of `run` bytes, `step`
-    bytes apart (step > run: the runs of a row never touch)."""
+    """Rows starting at `starts` (sorted); each row is `runs_per_row` runs of `run` bytes,
+    `step` bytes apart (step > run: the runs of a row never touch)."""
 
     starts: tuple[int, ...]
     step: int
-    count: int
+    runs_per_row: int  # not `count`: that would shadow tuple.count
     run: int
 
 
@@ -136,7 +136,7 @@ def _rows(extent: tuple[int, int], shape: Pattern | None) -> tuple[tuple[int, ..
     if shape is None:
         ptr, size = extent
         return (ptr,), size + 1, 1, size
-    return shape.starts, shape.step, shape.count, shape.run
+    return shape.starts, shape.step, shape.runs_per_row, shape.run
 
 
 def overlap(

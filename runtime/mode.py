@@ -179,19 +179,22 @@ class SanitizerMode(TorchDispatchMode):
                 self._observe_unwrapped(plan, args, kwargs, out, stack)
             else:
                 self._observe(plan, args, kwargs, out, stack)
-        except Exception:
+        except Exception as exc:
+            error = exc
             if has_storage_less(args, kwargs):  # sparse: a plain type, found when it fails
                 try:
                     self._observe_unwrapped(plan, args, kwargs, out, stack)
                     return out
                 except Exception as again:
-                    exc = again
+                    error = again
             # a sanitizer bug must not break the user's program
             self.checking = False
-            self.on_internal_error(exc)
+            self.on_internal_error(error)
         return out
 
-    def _observe_unwrapped(self, plan: OpPlan, args: tuple, kwargs: dict, out: Any, stack: Stack | None) -> None:
+    def _observe_unwrapped(
+        self, plan: OpPlan, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any, stack: Stack | None
+    ) -> None:
         args, kwargs, out, skipped = unwrap_call(args, kwargs, out)
         for name in skipped - self.skipped_types:
             self.skipped_types.add(name)
@@ -216,7 +219,9 @@ class SanitizerMode(TorchDispatchMode):
         self._op_stack = (ident, op_stack)
         return op_stack
 
-    def _observe(self, plan: OpPlan, args: tuple, kwargs: dict, out: Any, stack: Stack | None) -> None:
+    def _observe(
+        self, plan: OpPlan, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any, stack: Stack | None
+    ) -> None:
         device: dict[tuple[int, int, Layout | None], Access] = {}
         # (tensor, argument name, is_write, is_output) of the host tensors, for copies and
         # host accesses (made on the first one: most ops have none); `seen` keeps device
@@ -264,6 +269,7 @@ class SanitizerMode(TorchDispatchMode):
                 with self.lock:
                     self._resolve_pending(seen)
             return
+        assert first is not None  # set with device's first entry
         stream = self.current_stream() if self.device_stream is None else self.device_stream(first)
         host_sync = plan.kind == HOST_SYNC and plan.syncs_host(args, kwargs)
         if plan.kind == COPY and host:

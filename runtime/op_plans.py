@@ -131,7 +131,7 @@ class OpPlan:
         else:
             self.kind = KERNEL
 
-    def syncs_host(self, args: tuple, kwargs: dict) -> bool:
+    def syncs_host(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """Whether this call of a HOST_SYNC op makes the host wait for the current stream."""
         if self._mask_index:
             indices = args[1] if len(args) > 1 else kwargs.get("indices", ())

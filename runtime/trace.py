@@ -96,7 +96,7 @@ class TraceWriter:
             if kind == "stack":
                 value = self._stack(value)
             elif kind == "accesses":
-                value = [_access_json(a) for a in value]
+                value = [_access_json(a) for a in values[name]]  # a required parameter: never absent
             elif kind == "flag" and not value:
                 continue  # absent means false
             record[json_key(name)] = value

@@ -58,7 +58,9 @@ def _replace(value: Any, skipped: set[str]) -> Any:
     return value
 
 
-def unwrap_call(args: tuple, kwargs: dict, out: Any) -> tuple[tuple, dict, Any, set[str]]:
+def unwrap_call(
+    args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
+) -> tuple[tuple[Any, ...], dict[str, Any], Any, set[str]]:
     """The call with each storage-less tensor replaced by the list of its dense parts (an
     argument that was one tensor becomes a list), and the type names of those skipped."""
     skipped: set[str] = set()
@@ -71,7 +73,7 @@ def unwrap_call(args: tuple, kwargs: dict, out: Any) -> tuple[tuple, dict, Any, 
     return args, kwargs, out, skipped
 
 
-def has_storage_less(args: tuple, kwargs: dict) -> bool:
+def has_storage_less(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether a sparse tensor is among the arguments (what made an op's bookkeeping fail)."""
     for value in (*args, *kwargs.values()):
         items = value if isinstance(value, (list, tuple)) else (value,)

@@ -38,13 +38,14 @@ def _matches(module: str, pattern: str) -> bool:
     return module == pattern
 
 
-def test_mypy_relaxes_exactly_the_modules_that_import_torch() -> None:
+def test_mypy_relaxes_only_modules_that_import_torch() -> None:
+    """Torch-facing modules that type cleanly (op_plans, unwrap) stay strict."""
     mypy = PYPROJECT["tool"]["mypy"]
     assert mypy["strict"] is True
     (relaxed,) = mypy["overrides"]
     modules = {_module_name(path): path for top in ("lint", "rules", "runtime") for path in (ROOT / top).rglob("*.py")}
     covered = {name for name in modules if any(_matches(name, pattern) for pattern in relaxed["module"])}
-    assert covered == {name for name, path in modules.items() if _imports_torch(path)}
+    assert covered <= {name for name, path in modules.items() if _imports_torch(path)}
     assert all(_matches(name, "csan_lint.runtime.*") for name in covered), "the static half stays strict"
 
 

@@ -80,7 +80,7 @@ def _running() -> _Pass:
     return passes[-1]
 
 
-def _enter(node: Any, grads: tuple) -> None:
+def _enter(node: Any, grads: tuple[Any, ...]) -> None:
     """`node` starts: its stream becomes current (the engine's stream guard, which its hooks
     see), after waiting for the stream of the node before it, which produced `grads` (they
     are `record_stream`ed for the new stream, as the engine's input buffers do); the nodes it

@@ -334,13 +334,21 @@ class DeviceMode(TorchDispatchMode):
         return out
 
 
-def _execute(plan: OpPlan, special: int, func: Any, args: tuple, kwargs: dict, on_device: bool, to_device: bool) -> Any:
+def _execute(
+    plan: OpPlan,
+    special: int,
+    func: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    on_device: bool,
+    to_device: bool,
+) -> Any:
     if special == _PLAIN:
         return run(func, plan, args, kwargs)
     return _special(special, func, args, kwargs, on_device, to_device)
 
 
-def run(func: Any, plan: OpPlan, args: tuple, kwargs: dict) -> Any:
+def run(func: Any, plan: OpPlan, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Run an op on device tensors: device randomness, results on the device."""
     out = rng.run(func, args, kwargs) if plan.seeded else func(*args, **kwargs)
     if plan.fresh:

@@ -120,7 +120,8 @@ def _tensor_pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
         return self
     # From the host allocator's pool (a freed block comes back), laid out contiguously.
     block = emulated.pinned_pool.allocate(self.nbytes)
-    out = torch.empty(0, dtype=self.dtype).set_(block, 0, self.shape)
+    # torch's stubs lack the schema's default `stride=[]` (contiguous) of this overload.
+    out = torch.empty(0, dtype=self.dtype).set_(block, 0, self.shape)  # type: ignore[call-overload]
     return out.copy_(self)
 
 
@@ -218,7 +219,9 @@ def _tensor_new_tensor(self: torch.Tensor, data: Any, *, device: Any = None, **k
     return _TensorBase.new_tensor(self, data, device=device, **kwargs)
 
 
-class _GeneratorType(type(torch._C.Generator)):
+# Generator's metaclass is torch's own, private one, so it is taken from the class; mypy cannot
+# follow a base computed by `type(...)`.
+class _GeneratorType(type(torch._C.Generator)):  # type: ignore[misc]
     def __instancecheck__(cls, instance: object) -> bool:
         return isinstance(instance, torch._C.Generator)
 
@@ -234,8 +237,9 @@ class Generator(torch._C.Generator, metaclass=_GeneratorType):
         streams.check_device(target)
         return super().__new__(cls)
 
+    # torch's stubs declare `device` a plain attribute; at runtime it is a read-only property too.
     @property
-    def device(self) -> torch.device:
+    def device(self) -> torch.device:  # type: ignore[override]
         return CUDA
 
 
