@@ -15,7 +15,6 @@ A fix that must reach `torch.cuda` through an alias (`tc.current_stream()`) or a
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -29,6 +28,7 @@ from csan_lint.lint.nodes import children
 from csan_lint.lint.ordering import CURRENT, Hazard
 from csan_lint.lint.recognize import entered_streams
 from csan_lint.lint.streamflow import ModuleFlow
+from csan_lint.lint.values import target_names
 
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 
@@ -177,17 +177,8 @@ def _binds(block: cst.With, expression: str) -> bool:
     """The block's own `as` targets rebind the name the fix would use."""
     root = expression.split(".", 1)[0]
     return any(
-        item.asname is not None and any(name == root for name in _target_names(item.asname.name))
-        for item in block.items
+        item.asname is not None and any(name == root for name in target_names(item.asname.name)) for item in block.items
     )
-
-
-def _target_names(target: cst.BaseExpression) -> Iterator[str]:
-    if isinstance(target, cst.Name):
-        yield target.value
-    elif isinstance(target, (cst.Tuple, cst.List)):
-        for element in target.elements:
-            yield from _target_names(element.value)
 
 
 def _may_switch_stream(context: _Context, node: cst.CSTNode) -> bool:
