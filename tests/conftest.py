@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -23,3 +27,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def update_golden(request: pytest.FixtureRequest) -> bool:
     """True when golden files are to be rewritten: `--update-golden` or `CSAN_UPDATE_GOLDEN=1`."""
     return bool(request.config.getoption("--update-golden")) or os.environ.get("CSAN_UPDATE_GOLDEN") == "1"
+
+
+ConfirmRun = Callable[..., "subprocess.CompletedProcess[str]"]
+
+
+@pytest.fixture(scope="session")
+def run_confirm() -> ConfirmRun:
+    """`csan-lint app/ --confirm` run as a user runs it, in a copy of a fixture project, on the
+    emulated device: `run_confirm(project, *options, output="json")`."""
+
+    def run(project: Path, *options: str, output: str = "json") -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "csan_lint", "app/", "--confirm", "--device", "emulated", "--format", output]
+        return subprocess.run([*command, *options], cwd=project, capture_output=True, text=True, timeout=300)
+
+    return run

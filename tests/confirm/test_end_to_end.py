@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,24 +24,14 @@ pytest.importorskip("torch")
 FIXTURE = Path(__file__).parent / "fixture_project"
 
 
-def confirm(project, *options):
-    command = [
-        sys.executable,
-        "-m",
-        "csan_lint",
-        "app/",
-        "--confirm",
-        "--device",
-        "emulated",
-        "--timeout",
-        "30",
-        "--format",
-        "json",
-        *options,
-    ]
-    done = subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=300)
-    assert done.stdout, done.stderr
-    return done.returncode, json.loads(done.stdout), done.stderr
+@pytest.fixture(scope="module")
+def confirm(run_confirm):
+    def run(project, *options):
+        done = run_confirm(project, "--timeout", "30", *options)
+        assert done.stdout, done.stderr
+        return done.returncode, json.loads(done.stdout), done.stderr
+
+    return run
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +42,7 @@ def project(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def run(project):
+def run(project, confirm):
     return confirm(project)
 
 
@@ -157,7 +145,7 @@ def test_summary_and_exit_code(run):
     assert code == 1
 
 
-def test_two_xdist_workers_give_the_same_verdicts(run, project):
+def test_two_xdist_workers_give_the_same_verdicts(run, project, confirm):
     """The crash kills a worker, not the run: xdist goes on, the crashed test is still an error."""
     code, document, _ = run
     code_n2, document_n2, _ = confirm(project, "-n", "2")

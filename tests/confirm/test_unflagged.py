@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,29 +25,16 @@ def line_of(path: str, text: str) -> int:
     return next(i for i, line in enumerate(lines, 1) if text in line)
 
 
-def confirm(root: Path, *options: str) -> tuple[int, dict]:
-    command = [
-        sys.executable,
-        "-m",
-        "csan_lint",
-        "app/",
-        "--confirm",
-        "--device",
-        "emulated",
-        "--format",
-        "json",
-        *options,
-    ]
-    done = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=300)
-    assert done.stdout, done.stderr
-    return done.returncode, json.loads(done.stdout)
-
-
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, run_confirm):
     root = tmp_path_factory.mktemp("unflagged_project")
     shutil.copytree(PROJECT, root, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
-    return {workers: confirm(root, "-n", workers) for workers in ("0", "2")}
+    found = {}
+    for workers in ("0", "2"):
+        done = run_confirm(root, "-n", workers)
+        assert done.stdout, done.stderr
+        found[workers] = done.returncode, json.loads(done.stdout)
+    return found
 
 
 def sites(document: dict) -> list[tuple]:

@@ -4,8 +4,6 @@ failures are exactly what makes the exit status 1."""
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -113,24 +111,11 @@ def test_static_formats_are_refused_with_confirm_and_junit_without(
 
 
 @pytest.mark.slow
-def test_cli_junit_report_of_a_real_confirm_run(tmp_path: Path) -> None:
+def test_cli_junit_report_of_a_real_confirm_run(tmp_path: Path, run_confirm) -> None:
     """The fixture project on the emulated device: every verdict kind and a runtime-only race."""
     pytest.importorskip("torch")
     shutil.copytree(FIXTURE, tmp_path, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
-    command = [
-        sys.executable,
-        "-m",
-        "csan_lint",
-        "app/",
-        "--confirm",
-        "--device",
-        "emulated",
-        "--timeout",
-        "30",
-        "--format",
-        "junit",
-    ]
-    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
+    done = run_confirm(tmp_path, "--timeout", "30", output="junit")
     assert done.returncode == 1, done.stderr
     root = ET.fromstring(done.stdout)
     outcomes = {case.get("classname"): _outcome(case) for case in root.iter("testcase")}
