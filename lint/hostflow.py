@@ -32,7 +32,6 @@ from csan_lint.lint.hostfacts import (
     ModuleFacts,
     downloads,
     host_children,
-    is_self,
     is_true,
     non_blocking,
     pins,
@@ -41,16 +40,15 @@ from csan_lint.lint.hostfacts import (
     to_host,
     written_buffer,
 )
+from csan_lint.lint.hostorder import HostOrdering
 from csan_lint.lint.hoststate import (
     Block,
     Capture,
     Copy,
     HostState,
     Pending,
-    drop_pending,
     forget_token,
     join_host_states,
-    update_pending,
 )
 from csan_lint.lint.interpret import Interpreter, Loop
 from csan_lint.lint.model import Span, Spellings
@@ -65,10 +63,9 @@ from csan_lint.lint.names import (
     ImportTable,
     dotted_name,
 )
-from csan_lint.lint.ordering import CURRENT, UNKNOWN, query_poll
+from csan_lint.lint.ordering import CURRENT
 from csan_lint.lint.recognize import entered_streams, one_stream
 from csan_lint.lint.streamflow import Location, ModuleFlow
-from csan_lint.lint.streams import stream_token
 from csan_lint.lint.values import code_of, viewed
 from csan_lint.runtime import kinds
 
@@ -117,7 +114,7 @@ class HostHazard:
     """The pending copy a host access races with."""
 
 
-class _Analysis(Interpreter[HostState, Loop[HostState]]):
+class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
     """Interprets one function (or module) body."""
 
     max_passes = _MAX_LOOP_PASSES
@@ -465,10 +462,6 @@ class _Analysis(Interpreter[HostState, Loop[HostState]]):
             copy = next(iter(sorted(pending, key=lambda p: id(p.copy.node)))).copy
             self._hazard(kinds.HOST_WRITE_PENDING, node, buffer=key, stream=copy.stream, copy=copy.node)
 
-    def _host_sync(self, token: str | None) -> None:
-        drop_pending(self.live.into, token)
-        drop_pending(self.live.out_of, token)
-
     def _hazard(
         self,
         kind: str,
@@ -481,126 +474,6 @@ class _Analysis(Interpreter[HostState, Loop[HostState]]):
         """Once per kind and node: loops revisit the same code."""
         span = span_node or self.statement or node
         self.hazards.setdefault((kind, node), HostHazard(kind, node, span, tuple(sorted(fields.items())), copy))
-
-    # ---- streams, events, captures
-
-    def _ordering(self, node: cst.Call, func: cst.Attribute) -> bool:
-        """Calls on streams, events and graphs; False if `func` is none of them."""
-        method, receiver = func.attr.value, func.value
-        key = dotted_name(receiver)
-        state = self.live
-        if key is not None and (key in state.into or key in state.out_of or key in state.pinned):
-            return False  # a host buffer's own method
-        args = [arg.value for arg in node.args]
-        capture = state.capture
-        if method == "wait_stream" and args:
-            waiter, producer = self._stream(receiver), self._stream(args[0])
-            if waiter is not None and producer is not None:
-                update_pending(state.into, producer, waiter)
-                update_pending(state.out_of, producer, waiter)
-                if capture is not None:
-                    self._capture_order(waiter, producer)
-        elif method in ("wait_event", "wait") and (args or method == "wait"):
-            event_expr = args[0] if method == "wait_event" else receiver
-            waiter_expr = receiver if method == "wait_event" else (args[0] if args else None)
-            event = dotted_name(event_expr)
-            waiter = self._stream(waiter_expr) if waiter_expr is not None else state.current
-            if event is not None and event in state.unrecorded:
-                self._hazard(kinds.WAIT_UNRECORDED_EVENT, node, event=event)
-                state.unrecorded -= {event}
-            if event is not None and waiter is not None:
-                update_pending(state.into, f"event:{event}", waiter)
-                update_pending(state.out_of, f"event:{event}", waiter)
-                if capture is not None:
-                    for captured, recorded_on in capture.events:
-                        if captured == event:
-                            self._capture_order(waiter, recorded_on)
-        elif method == "record_event" and args:
-            recorder, recorded = self._stream(receiver), dotted_name(args[0])
-            if recorder is not None and recorded is not None:
-                self._record(recorded, recorder)
-        elif method == "record" and len(args) <= 1 and key is not None:
-            on = self._stream(args[0]) if args else state.current
-            if on is not None:
-                self._record(key, on)
-        elif method == "query" and not args:
-            pass  # a poll: it orders only where it returned True (`_polled`)
-        elif method == "synchronize" and not args:
-            synced = self._stream(receiver)
-            if synced is not None:
-                self._host_sync(synced)
-            if key is not None:
-                self._host_sync(f"event:{key}")
-        elif method == "__enter__" and not args:
-            state.current = UNKNOWN  # a context entered by hand: it may make any stream current
-        elif method == "capture_begin":
-            self._eval_args(node, reads=False)
-            if state.current == CURRENT and not is_self(receiver):
-                self._hazard(kinds.CAPTURE_ON_DEFAULT_STREAM, node, graph=key or code_of(receiver))
-            else:
-                state.capture = Capture(state.current)
-        elif method == "capture_end" and capture is not None:
-            self._end_capture()
-        else:
-            return False
-        return True
-
-    def _polled(self, test: cst.BaseExpression, *, outcome: bool) -> None:
-        """Where `r.query()` returned True the host is past r's work, as in streamflow."""
-        poll = query_poll(test)
-        if poll is not None and poll[1] == outcome and self.state is not None:
-            synced = self._stream(poll[0])
-            if synced is not None:
-                self._host_sync(synced)
-            if (key := dotted_name(poll[0])) is not None:
-                self._host_sync(f"event:{key}")
-
-    def _record(self, event: str, stream: str) -> None:
-        state = self.live
-        token = f"event:{event}"
-        forget_token(state.into, token)
-        forget_token(state.out_of, token)
-        update_pending(state.into, stream, token)
-        update_pending(state.out_of, stream, token)
-        state.unrecorded -= {event}
-        if state.capture is not None:
-            events = frozenset(e for e in state.capture.events if e[0] != event) | {(event, stream)}
-            state.capture = replace(state.capture, events=events)
-
-    def _capture_order(self, waiter: str, producer: str) -> None:
-        """`waiter` now comes after `producer`'s work: a fork from, or a join into, the capture."""
-        capture = self.live.capture
-        assert capture is not None
-        if producer == capture.stream:
-            capture = replace(capture, forked=capture.forked | {waiter})
-        if waiter == capture.stream:
-            capture = replace(capture, joined=capture.joined | {b for b in capture.blocks if b.stream == producer})
-        self.live.capture = capture
-
-    def _end_capture(self) -> None:
-        capture = self.live.capture
-        if capture is None:
-            return
-        self.live.capture = None
-        for block in capture.blocks:
-            joined = block in capture.joined
-            if block.forked and joined:
-                continue
-            if not block.forked and not joined:
-                missing = "neither forked from nor joined back to"
-            else:
-                missing = "not joined back to" if block.forked else "not forked from"
-            self._hazard(
-                kinds.UNJOINED_CAPTURE_FORK,
-                block.item,
-                block.node,
-                stream=block.stream,
-                capture=capture.stream,
-                missing=missing,
-            )
-
-    def _stream(self, expr: cst.BaseExpression | None) -> str | None:
-        return None if expr is None else stream_token(expr, self.imports, self.live.current, self.live.streams)
 
 
 @lru_cache(maxsize=4)

@@ -1,0 +1,150 @@
+"""The orderings host-side analysis follows (lint/hostflow.py): calls on streams, events and
+graphs — waits, records, syncs, polls seen returning True — and the CUDA graph capture they fork
+from and join into. A mixin of hostflow's interpreter, as lint/streams.py is of streamflow's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+import libcst as cst
+
+from csan_lint.lint.hostfacts import is_self
+from csan_lint.lint.hoststate import Capture, HostState, drop_pending, forget_token, update_pending
+from csan_lint.lint.names import ImportTable, dotted_name
+from csan_lint.lint.ordering import CURRENT, UNKNOWN, query_poll
+from csan_lint.lint.streams import stream_token
+from csan_lint.lint.values import code_of
+from csan_lint.runtime import kinds
+
+
+class HostOrdering:
+    """The ordering half of hostflow's `_Analysis`."""
+
+    imports: ImportTable
+    state: HostState | None
+    live: HostState
+    _hazard: Callable[..., None]
+    _eval_args: Callable[..., None]
+
+    def _host_sync(self, token: str | None) -> None:
+        drop_pending(self.live.into, token)
+        drop_pending(self.live.out_of, token)
+
+    def _ordering(self, node: cst.Call, func: cst.Attribute) -> bool:
+        """Calls on streams, events and graphs; False if `func` is none of them."""
+        method, receiver = func.attr.value, func.value
+        key = dotted_name(receiver)
+        state = self.live
+        if key is not None and (key in state.into or key in state.out_of or key in state.pinned):
+            return False  # a host buffer's own method
+        args = [arg.value for arg in node.args]
+        capture = state.capture
+        if method == "wait_stream" and args:
+            waiter, producer = self._stream(receiver), self._stream(args[0])
+            if waiter is not None and producer is not None:
+                update_pending(state.into, producer, waiter)
+                update_pending(state.out_of, producer, waiter)
+                if capture is not None:
+                    self._capture_order(waiter, producer)
+        elif method in ("wait_event", "wait") and (args or method == "wait"):
+            event_expr = args[0] if method == "wait_event" else receiver
+            waiter_expr = receiver if method == "wait_event" else (args[0] if args else None)
+            event = dotted_name(event_expr)
+            waiter = self._stream(waiter_expr) if waiter_expr is not None else state.current
+            if event is not None and event in state.unrecorded:
+                self._hazard(kinds.WAIT_UNRECORDED_EVENT, node, event=event)
+                state.unrecorded -= {event}
+            if event is not None and waiter is not None:
+                update_pending(state.into, f"event:{event}", waiter)
+                update_pending(state.out_of, f"event:{event}", waiter)
+                if capture is not None:
+                    for captured, recorded_on in capture.events:
+                        if captured == event:
+                            self._capture_order(waiter, recorded_on)
+        elif method == "record_event" and args:
+            recorder, recorded = self._stream(receiver), dotted_name(args[0])
+            if recorder is not None and recorded is not None:
+                self._record(recorded, recorder)
+        elif method == "record" and len(args) <= 1 and key is not None:
+            on = self._stream(args[0]) if args else state.current
+            if on is not None:
+                self._record(key, on)
+        elif method == "query" and not args:
+            pass  # a poll: it orders only where it returned True (`_polled`)
+        elif method == "synchronize" and not args:
+            synced = self._stream(receiver)
+            if synced is not None:
+                self._host_sync(synced)
+            if key is not None:
+                self._host_sync(f"event:{key}")
+        elif method == "__enter__" and not args:
+            state.current = UNKNOWN  # a context entered by hand: it may make any stream current
+        elif method == "capture_begin":
+            self._eval_args(node, reads=False)
+            if state.current == CURRENT and not is_self(receiver):
+                self._hazard(kinds.CAPTURE_ON_DEFAULT_STREAM, node, graph=key or code_of(receiver))
+            else:
+                state.capture = Capture(state.current)
+        elif method == "capture_end" and capture is not None:
+            self._end_capture()
+        else:
+            return False
+        return True
+
+    def _polled(self, test: cst.BaseExpression, *, outcome: bool) -> None:
+        """Where `r.query()` returned True the host is past r's work, as in streamflow."""
+        poll = query_poll(test)
+        if poll is not None and poll[1] == outcome and self.state is not None:
+            synced = self._stream(poll[0])
+            if synced is not None:
+                self._host_sync(synced)
+            if (key := dotted_name(poll[0])) is not None:
+                self._host_sync(f"event:{key}")
+
+    def _record(self, event: str, stream: str) -> None:
+        state = self.live
+        token = f"event:{event}"
+        forget_token(state.into, token)
+        forget_token(state.out_of, token)
+        update_pending(state.into, stream, token)
+        update_pending(state.out_of, stream, token)
+        state.unrecorded -= {event}
+        if state.capture is not None:
+            events = frozenset(e for e in state.capture.events if e[0] != event) | {(event, stream)}
+            state.capture = replace(state.capture, events=events)
+
+    def _capture_order(self, waiter: str, producer: str) -> None:
+        """`waiter` now comes after `producer`'s work: a fork from, or a join into, the capture."""
+        capture = self.live.capture
+        assert capture is not None
+        if producer == capture.stream:
+            capture = replace(capture, forked=capture.forked | {waiter})
+        if waiter == capture.stream:
+            capture = replace(capture, joined=capture.joined | {b for b in capture.blocks if b.stream == producer})
+        self.live.capture = capture
+
+    def _end_capture(self) -> None:
+        capture = self.live.capture
+        if capture is None:
+            return
+        self.live.capture = None
+        for block in capture.blocks:
+            joined = block in capture.joined
+            if block.forked and joined:
+                continue
+            if not block.forked and not joined:
+                missing = "neither forked from nor joined back to"
+            else:
+                missing = "not joined back to" if block.forked else "not forked from"
+            self._hazard(
+                kinds.UNJOINED_CAPTURE_FORK,
+                block.item,
+                block.node,
+                stream=block.stream,
+                capture=capture.stream,
+                missing=missing,
+            )
+
+    def _stream(self, expr: cst.BaseExpression | None) -> str | None:
+        return None if expr is None else stream_token(expr, self.imports, self.live.current, self.live.streams)
