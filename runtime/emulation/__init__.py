@@ -42,12 +42,22 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 from csan_lint.runtime.emulation import autograd_streams, cuda_state, device, generic, graphs, streams, tensors
 from csan_lint.runtime.patches import Patches
 
-__all__ = ["activate", "current_stream_handle", "deactivate", "emulated", "is_active", "is_device", "is_pinned"]
+__all__ = [
+    "activate",
+    "current_stream_handle",
+    "deactivate",
+    "emulated",
+    "is_active",
+    "is_blocking_stream",
+    "is_device",
+    "is_pinned",
+]
 
 # Cheap per-op queries for a sanitizer stacked on the emulation (no Stream object, no getter).
 is_device = device.is_device
 is_pinned = device.is_pinned_host
 current_stream_handle = autograd_streams.op_stream
+is_blocking_stream = streams.is_blocking
 
 
 class _State:
@@ -108,7 +118,7 @@ def _cuda_functions() -> dict[str, Any]:
         "get_allocator_backend": streams.returns("native"),
         "_sleep": streams.sleep,
         "cudart": streams.returns(generic.cudart),
-        "ExternalStream": generic.external_stream,
+        "ExternalStream": generic.ExternalStream,
         **generic.LEGACY_TYPES,
     }
 
@@ -136,6 +146,7 @@ def _patches() -> list[tuple[Any, str, Any]]:
     table += [
         (torch.cuda.streams, "Stream", streams.Stream),
         (torch.cuda.streams, "Event", streams.Event),
+        (torch.cuda.streams, "ExternalStream", generic.ExternalStream),
         (torch.cuda.graphs, "CUDAGraph", graphs.CUDAGraph),
         (torch.cuda.graphs, "graph", graphs.graph),
         (torch.cuda.graphs, "graph_pool_handle", graphs.graph_pool_handle),

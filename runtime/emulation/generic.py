@@ -6,7 +6,8 @@ PyTorch's TestCase uses to run each test on a side stream), `torch.cuda.cudart()
 
 from __future__ import annotations
 
-from typing import Any
+import ctypes
+from typing import Any, cast
 
 import torch
 
@@ -62,9 +63,13 @@ class GenericEvent(_BaseEvent, metaclass=_GenericType):
         return streams.Event(**kwargs)
 
 
-def external_stream(stream_ptr: int, device: Any = None) -> streams.Stream:
-    """`torch.cuda.ExternalStream(handle)`: the emulated stream with that handle."""
-    return streams.Stream(stream_id=stream_ptr, device_index=streams.check_device(device))
+class ExternalStream(streams.Stream):
+    """`torch.cuda.ExternalStream(handle)`: the emulated stream with that handle (a class, as
+    torch's is, so the sanitizer wraps the same `__new__` on both devices)."""
+
+    def __new__(cls, stream_ptr: int, device: Any = None, **kwargs: Any) -> ExternalStream:
+        stream = super().__new__(cls, stream_id=stream_ptr, device_index=streams.check_device(device))
+        return cast(ExternalStream, stream)
 
 
 def _stream_of(stream: Any) -> streams.Stream:
@@ -177,6 +182,14 @@ class Cudart:
 
     def cudaHostUnregister(self, ptr: int) -> int:
         return 0 if self.registered.pop(ptr, None) is not None else 1  # cudaErrorInvalidValue
+
+    def cudaStreamCreate(self, ptr: int) -> int:
+        """Writes a new blocking stream's handle at `ptr` (a `cudaStream_t*`), as CUDA does."""
+        ctypes.c_void_p.from_address(ptr).value = streams.create_blocking_stream()
+        return 0
+
+    def cudaStreamDestroy(self, handle: int) -> int:
+        return 0 if streams.destroy_stream(handle) else 1  # cudaErrorInvalidValue
 
     def covers(self, ptr: int, size: int) -> bool:
         return any(base <= ptr and ptr + size <= base + length for base, length in self.registered.items())

@@ -10,6 +10,10 @@ with no new work, or after a sync; `Event.query()` answers False once for a reco
 its stream had such work, then True. A polling loop ends on its second query, and only a True
 answer orders the host after the work (the sanitizer treats it like a sync). One device
 (`cuda:0`).
+
+Streams made by `cudart().cudaStreamCreate` (default flags) are blocking: they synchronize with
+the legacy default stream (handle 0). `is_blocking` tells the sanitizer, which asks when an
+`ExternalStream` wraps one, as it asks the CUDA runtime on a GPU.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ DEFAULT_STREAM = 0
 STREAMS_PER_POOL = 32
 PRIORITY_LEVELS = 4
 _STREAM_TYPE_BITS = 5  # a pool stream's handle: (priority level + 1) << 5 | slot
+RAW_STREAM_BASE = 1 << 20  # handles of streams made outside the pool, above every pool handle
 CUDA_TYPE = 1  # c10::DeviceType::CUDA
 CAPTURE_FORBIDDEN = "CUDA error: operation not permitted when stream is capturing"
 
@@ -80,6 +85,9 @@ _captured_events: dict[int, tuple[Any, dict[int, int]]] = {}
 # or a query that answered True): the rest is pending as far as the program can know.
 launched: dict[int, int] = {}
 _known_done: dict[int, int] = {}
+# Handles of the blocking streams made outside the pool (never reused, like event handles).
+_blocking: set[int] = set()
+_raw_stream_ids = itertools.count(RAW_STREAM_BASE)
 
 
 def reset() -> None:
@@ -93,6 +101,27 @@ def reset() -> None:
     _captured_events.clear()
     launched.clear()
     _known_done.clear()
+    _blocking.clear()
+
+
+def create_blocking_stream() -> int:
+    """A new stream with CUDA's default flags (`cudaStreamCreate`): its handle."""
+    handle = next(_raw_stream_ids)
+    _blocking.add(handle)
+    return handle
+
+
+def destroy_stream(handle: int) -> bool:
+    """`cudaStreamDestroy`: whether `handle` was a stream made by `create_blocking_stream`."""
+    if handle not in _blocking:
+        return False
+    _blocking.discard(handle)
+    return True
+
+
+def is_blocking(handle: int) -> bool:
+    """Whether stream `handle` synchronizes with the legacy default stream."""
+    return handle in _blocking
 
 
 def current_handle() -> int:

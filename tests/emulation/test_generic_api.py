@@ -3,10 +3,13 @@ GPU test suites hit: each works as on a CUDA build and feeds the same trace even
 
 from __future__ import annotations
 
+import ctypes
 import warnings
 
 import pytest
 import torch
+
+from csan_lint.runtime import emulation
 
 pytestmark = pytest.mark.usefixtures("device")
 
@@ -61,6 +64,22 @@ def test_cudart_host_registration_pins_memory():
     assert cudart.cudaHostUnregister(t.data_ptr()) == 0
     assert not t.is_pinned()
     assert cudart.cudaProfilerStart() == 0
+
+
+def test_cudart_creates_blocking_streams_an_external_stream_wraps():
+    cudart = torch.cuda.cudart()
+    first, second = ctypes.c_void_p(), ctypes.c_void_p()
+    assert cudart.cudaStreamCreate(ctypes.addressof(first)) == 0
+    assert cudart.cudaStreamCreate(ctypes.addressof(second)) == 0
+    pool_stream = torch.cuda.Stream()
+    assert len({first.value, second.value, pool_stream.cuda_stream, 0}) == 4
+    wrapped = torch.cuda.ExternalStream(first.value)
+    assert isinstance(wrapped, torch.cuda.ExternalStream) and isinstance(wrapped, torch.cuda.Stream)
+    assert wrapped.cuda_stream == first.value
+    assert emulation.is_blocking_stream(first.value) and not emulation.is_blocking_stream(pool_stream.cuda_stream)
+    assert cudart.cudaStreamDestroy(first.value) == 0
+    assert cudart.cudaStreamDestroy(first.value) == 1  # destroyed already: cudaErrorInvalidValue
+    assert not emulation.is_blocking_stream(first.value)
 
 
 def test_legacy_tensor_types_make_and_recognize_device_tensors():
