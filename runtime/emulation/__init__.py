@@ -154,10 +154,10 @@ def _patches() -> list[tuple[Any, str, Any]]:
         (torch.cuda.nvtx, "_nvtx", streams.Nvtx()),
         (torch.cuda.memory, "get_allocator_backend", streams.returns("native")),
         (torch.version, "cuda", generic.CUDA_VERSION),
-        (torch, "Stream", generic.GenericStream),
+        (torch, "Stream", streams.GenericStream),
         (torch.autograd, "backward", autograd_streams.joined(torch.autograd.backward)),
         (torch.autograd, "grad", autograd_streams.joined(torch.autograd.grad)),
-        (torch, "Event", generic.GenericEvent),
+        (torch, "Event", streams.GenericEvent),
         (threading.Thread, "_bootstrap_inner", _bootstrap_inner),
     ]
     table += [(torch._C, name, value) for name, value in generic.ACCELERATOR_FUNCTIONS.items()]

@@ -17,51 +17,6 @@ from csan_lint.runtime.emulation.device import CUDA, is_device
 CUDA_VERSION = "12.8"
 """What `torch.version.cuda` answers: the toolkit torch 2.13's default CUDA wheels use."""
 
-_BaseStream = torch._C.Stream
-_BaseEvent = torch._C.Event
-
-
-def _names_cuda(device: Any) -> bool:
-    if device is None:
-        return True  # the current accelerator: the emulated CUDA device
-    if isinstance(device, int):
-        return True
-    return torch.device(device).type == "cuda"
-
-
-class _GenericType(type):
-    """`isinstance(x, torch.Stream)` stays true for every stream (and event), emulated or not."""
-
-    base: tuple[type, ...]
-
-    def __instancecheck__(cls, instance: object) -> bool:
-        return isinstance(instance, cls.base)
-
-    def __subclasscheck__(cls, subclass: type) -> bool:
-        return issubclass(subclass, cls.base)
-
-
-class GenericStream(_BaseStream, metaclass=_GenericType):
-    """`torch.Stream(device)`: an emulated stream for "cuda" (or no device), else torch's."""
-
-    base = (_BaseStream,)
-
-    def __new__(cls, device: Any = None, *, priority: int = 0, **kwargs: Any) -> Any:
-        if kwargs or not _names_cuda(device):
-            return _BaseStream(device, priority=priority, **kwargs) if device is not None else _BaseStream(**kwargs)
-        return streams.Stream(priority=priority)
-
-
-class GenericEvent(_BaseEvent, metaclass=_GenericType):
-    """`torch.Event(device)`: an emulated event for "cuda" (or no device), else torch's."""
-
-    base = (_BaseEvent, streams.Event)
-
-    def __new__(cls, device: Any = None, **kwargs: Any) -> Any:
-        if not _names_cuda(device):
-            return _BaseEvent(device, **kwargs)
-        return streams.Event(**kwargs)
-
 
 class ExternalStream(streams.Stream):
     """`torch.cuda.ExternalStream(handle)`: the emulated stream with that handle (a class, as

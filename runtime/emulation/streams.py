@@ -192,7 +192,64 @@ def check_device(device: Any) -> int:
     return index
 
 
-class Stream(torch.Stream):
+_TorchStream = torch._C.Stream
+_TorchEvent = torch._C.Event
+
+
+def _names_cuda(device: Any) -> bool:
+    if device is None or isinstance(device, int):
+        return True  # the current accelerator: the emulated CUDA device
+    return torch.device(device).type == "cuda"
+
+
+class _DeviceGeneric(type):
+    """The metaclass of `GenericStream` and `GenericEvent`, which stand in for `torch.Stream` and
+    `torch.Event` while emulated: calling one makes an emulated stream (event) for "cuda", torch's
+    own for another device (`route`), and every stream (event) of any device is an instance.
+    Their subclasses, the emulated Stream and Event, are ordinary classes."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        route = cls.__dict__.get("route")
+        if route is not None:
+            return route(*args, **kwargs)
+        return super().__call__(*args, **kwargs)
+
+    def __instancecheck__(cls, instance: object) -> bool:
+        torch_type = cls.__dict__.get("torch_type")
+        return type.__instancecheck__(cls, instance) or (torch_type is not None and isinstance(instance, torch_type))
+
+    def __subclasscheck__(cls, subclass: type) -> bool:
+        torch_type = cls.__dict__.get("torch_type")
+        return type.__subclasscheck__(cls, subclass) or (torch_type is not None and issubclass(subclass, torch_type))
+
+
+class GenericStream(_TorchStream, metaclass=_DeviceGeneric):
+    """`torch.Stream` while emulated, and the base of the emulated Stream (as torch.Stream is of
+    torch.cuda.Stream): PyTorch's tests look for it in the stream's MRO."""
+
+    torch_type = _TorchStream
+
+    @staticmethod
+    def route(device: Any = None, *, priority: int = 0, **kwargs: Any) -> Any:
+        if kwargs or not _names_cuda(device):
+            return _TorchStream(device, priority=priority, **kwargs) if device is not None else _TorchStream(**kwargs)
+        return Stream(priority=priority)
+
+
+class GenericEvent(metaclass=_DeviceGeneric):
+    """`torch.Event` while emulated, and the base of the emulated Event (not a torch._C.Event,
+    whose constructor wants a real device)."""
+
+    torch_type = _TorchEvent
+
+    @staticmethod
+    def route(device: Any = None, **kwargs: Any) -> Any:
+        if not _names_cuda(device):
+            return _TorchEvent(device, **kwargs)
+        return Event(**kwargs)
+
+
+class Stream(GenericStream):
     """A pool stream of the emulated device (or a view of one, given `stream_id`).
 
     A `torch.Stream` subclass like the real one, so `Tensor.record_stream(s)` reaches the
@@ -283,7 +340,7 @@ class Stream(torch.Stream):
         return (0, self.stream_id)
 
 
-class Event:
+class Event(GenericEvent):
     """An event of the emulated device. As in CUDA, the event handle is created lazily on the
     first `record()`; waiting on or synchronizing a never-recorded event does nothing."""
 

@@ -28,6 +28,17 @@ def test_torch_stream_and_event_for_cuda_are_the_emulated_ones(trace):
     assert isinstance(torch.Stream("cpu"), torch.Stream)  # other devices: torch's own
 
 
+def test_torch_stream_and_event_are_bases_of_the_cuda_types_as_in_a_cuda_build():
+    stream, event = torch.cuda.Stream(), torch.cuda.Event()
+    assert torch.Stream in type(stream).mro() and issubclass(type(stream), torch.Stream)
+    assert torch.Event in type(event).mro() and issubclass(type(event), torch.Event)
+    assert not isinstance(torch.Stream("cpu"), torch.cuda.Stream)  # the subclasses check as usual
+    assert not isinstance(torch.Event("cpu"), torch.cuda.Event)
+    assert isinstance(torch.Event("cpu"), torch.Event)
+    view = torch.cuda.Stream(stream_id=stream.stream_id, device_index=0, device_type=stream.device_type)
+    assert view == stream and view.priority == stream.priority
+
+
 def test_torch_accelerator_drives_the_emulated_device(trace):
     assert torch.accelerator.is_available() and torch.accelerator.device_count() == 1
     assert torch.accelerator.current_accelerator().type == "cuda"
