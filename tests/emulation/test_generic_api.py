@@ -103,6 +103,16 @@ def test_legacy_tensor_types_make_and_recognize_device_tensors():
     assert x.type() == "torch.cuda.FloatTensor"
 
 
+def test_legacy_storage_types_and_storages_made_for_cuda_are_device_memory(trace):
+    storage = torch.cuda.IntStorage(10).fill_(10)
+    assert storage.device == torch.device("cuda", 0) and storage.tolist() == [10] * 10
+    assert ("allocated", storage.untyped().data_ptr()) in trace
+    assert torch.UntypedStorage(8, device="cuda").device.type == "cuda"
+    assert torch.UntypedStorage(8).device.type == "cpu"
+    with pytest.raises(RuntimeError, match="invalid device ordinal"):
+        torch.UntypedStorage(8, device="cuda:1")
+
+
 def test_an_empty_capture_warns_as_cuda_does():
     graph = torch.cuda.CUDAGraph()
     with warnings.catch_warnings(record=True) as caught:
