@@ -64,6 +64,22 @@ def test_copies_into_static_inputs_during_capture_happen_at_replay():
     assert static.tolist() == [4.0, 4.0] and out.item() == 8.0
 
 
+def test_random_numbers_are_drawn_at_replay_only():
+    """An op with a fresh result runs during capture too; like CUDA, that run draws nothing
+    from the device's generator, so replays continue the eager sequence."""
+    a = torch.randn(1000, device="cuda")
+    torch.cuda.manual_seed(5)
+    expected = [torch.nn.functional.rrelu(a, training=True)]
+    expected.append(torch.nn.functional.rrelu(expected[0], training=True))
+    torch.cuda.manual_seed(5)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = torch.nn.functional.rrelu(a, training=True)
+    graph.replay()
+    assert torch.equal(out, expected[0])
+    assert torch.equal(torch.nn.functional.rrelu(out, training=True), expected[1])
+
+
 def test_module_forward_replays():
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 2).cuda()
