@@ -52,6 +52,20 @@ def test_torch_accelerator_drives_the_emulated_device(trace):
     assert torch.accelerator.memory_allocated() == x.nbytes
 
 
+def test_generic_queries_and_waits_follow_the_emulated_policy(trace):
+    stream, event = torch.Stream("cuda"), torch.Event("cuda")
+    with stream:
+        torch.ones(8, device="cuda")
+    assert stream.query() is False and stream.query() is True  # pending once, then done
+    with stream:
+        torch.ones(8, device="cuda")
+        event.record()
+    assert event.query() is False and event.query() is True
+    event.wait(torch.accelerator.current_stream())
+    stream.wait_event(event)
+    assert trace.of("event_waited") == [(event.event_id, 0), (event.event_id, stream.stream_id)]
+
+
 def test_the_raw_set_stream_of_torchs_test_base_selects_the_stream():
     side = torch.cuda.Stream()
     torch._C._cuda_setStream(stream_id=side.stream_id, device_index=0, device_type=side.device_type)
