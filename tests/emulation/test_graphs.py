@@ -184,3 +184,14 @@ def test_a_relaxed_capture_lets_another_thread_sync_the_device():
     with pytest.raises(RuntimeError, match="operation not permitted when stream is capturing"):
         with torch.cuda.graph(torch.cuda.CUDAGraph()):
             torch.cuda.synchronize()
+
+
+def test_graphed_callables_capture_forward_and_backward():
+    module = torch.nn.Linear(4, 4).cuda()
+    sample = torch.randn(2, 4, device="cuda", requires_grad=True)
+    graphed = torch.cuda.make_graphed_callables(module, (sample,))
+    x = torch.randn(2, 4, device="cuda", requires_grad=True)
+    graphed(x).sum().backward()
+    assert x.grad is not None and module.weight.grad is not None
+    expected = torch.ones(2, 4, device="cuda") @ module.weight
+    assert torch.allclose(x.grad, expected)
