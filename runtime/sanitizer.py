@@ -252,9 +252,10 @@ class Sanitizer:
             except Exception:
                 pass  # nothing is left to tell; the user's program must go on
 
-    def _guard(self, action: Callable[[], None]) -> None:
-        """Run one piece of bookkeeping; its failure becomes an internal error."""
-        if not self.mode.checking:
+    def _guard(self, action: Callable[[], None], *, while_paused: bool = False) -> None:
+        """Run one piece of bookkeeping; its failure becomes an internal error. `while_paused`:
+        also while a test opted out (facts later tests need, like a stream's flags)."""
+        if not self.mode.checking and not (while_paused and self._paused and not self.broken):
             return
         try:
             with self._lock:
@@ -340,7 +341,7 @@ class Sanitizer:
             # pool, maybe with default flags (blocking), which no creation callback announced.
             def wrapper(*args: Any, **kwargs: Any) -> Any:
                 stream = original(*args, **kwargs)
-                sanitizer._guard(lambda: sanitizer._external_stream(stream))
+                sanitizer._guard(lambda: sanitizer._external_stream(stream), while_paused=True)
                 return stream
 
             return wrapper

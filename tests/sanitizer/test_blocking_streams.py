@@ -137,3 +137,21 @@ def test_a_stream_of_unknown_flags_is_taken_as_non_blocking_with_a_warning(monke
             x.mul_(2)  # csan-lint: ignore[CSL101,CSL201] (the race the test wants reported)
         assert [report.kind for report in sanitizer.errors] == ["write-after-write"]
         assert not sanitizer.broken  # checking goes on
+
+
+def test_a_blocking_stream_wrapped_while_paused_is_still_known_as_blocking():
+    import torch
+
+    from csan_lint.runtime.sanitizer import Sanitizer
+
+    with Sanitizer(device="emulated") as sanitizer:
+        sanitizer.paused = True  # a test that opted out makes the stream
+        handle = ctypes.c_void_p()
+        torch.cuda.cudart().cudaStreamCreate(ctypes.addressof(handle))
+        side = torch.cuda.ExternalStream(handle.value)
+        sanitizer.paused = False  # a later test uses it
+        x = torch.ones(64, device="cuda")
+        with torch.cuda.stream(side):
+            x.mul_(2)  # csan-lint: ignore[CSL101,CSL201] (blocking: ordered after the fill)
+        x.sum()  # csan-lint: ignore[CSL102] (the default stream waits for a blocking one)
+    assert sanitizer.errors == []
