@@ -155,3 +155,26 @@ def test_a_blocking_stream_wrapped_while_paused_is_still_known_as_blocking():
             x.mul_(2)  # csan-lint: ignore[CSL101,CSL201] (blocking: ordered after the fill)
         x.sum()  # csan-lint: ignore[CSL102] (the default stream waits for a blocking one)
     assert sanitizer.errors == []
+
+
+def test_the_trace_says_the_stream_is_blocking_and_replays_the_same(tmp_path):
+    import torch
+
+    from csan_lint.runtime.sanitizer import Sanitizer
+    from csan_lint.runtime.trace import replay
+    from csan_lint.runtime.tracker import Tracker
+
+    path = tmp_path / "blocking.trace.jsonl"
+    with path.open("w") as out, Sanitizer(device="emulated", trace_out=out) as sanitizer:
+        handle = ctypes.c_void_p()
+        torch.cuda.cudart().cudaStreamCreate(ctypes.addressof(handle))
+        side = torch.cuda.ExternalStream(handle.value)
+        x = torch.ones(64, device="cuda")
+        with torch.cuda.stream(side):
+            y = x * 2  # csan-lint: ignore[CSL101,CSL201] (blocking: ordered after the fill)
+        y.sum()  # csan-lint: ignore[CSL102,CSL201] (the default stream waits for a blocking one)
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert {"event": "stream_created", "stream": handle.value, "blocking": True} in records
+    replayed = Tracker()
+    replay(path, replayed)
+    assert sanitizer.errors == [] and replayed.errors == []
