@@ -9,9 +9,10 @@ the CUDA runtime fires, so a sanitizer listening to them works the same on both.
 `deactivate()` restores every patched attribute exactly. Activate before the test modules
 are imported: GPU suites evaluate `skipif(not torch.cuda.is_available())` at import.
 
-The device-generic spellings (`torch.Stream("cuda")`, `torch.Event("cuda")`,
-`torch.accelerator.*`), the raw `torch._C._cuda_*` stream functions, `torch.cuda.cudart()` and
-the legacy `torch.cuda.FloatTensor` types are emulated too (generic.py), and so are autograd's
+The device-generic spellings (`torch.Stream("cuda")`, `torch.Event("cuda")` in streams.py;
+`torch.accelerator.*` in generic.py), the raw `torch._C._cuda_*` stream functions,
+`torch.cuda.cudart()` (with blocking streams for `ExternalStream`) and the legacy
+`torch.cuda.FloatTensor` types are emulated too (generic.py), and so are autograd's
 streams (backward on each forward op's stream, autograd_streams.py) and the caching host
 allocator's reuse of pinned blocks (device.py).
 

@@ -1,8 +1,9 @@
-"""The device-generic and low-level spellings of the emulated device's API: `torch.Stream`
-and `torch.Event` made for "cuda", `torch.accelerator.*` (through the `torch._C` functions it
-calls), the raw stream functions torch's own helpers call (`torch._C._cuda_setStream`, which
-PyTorch's TestCase uses to run each test on a side stream), `torch.cuda.cudart()`, the legacy
-`torch.cuda.FloatTensor`-style types, and the version and allocator answers tests read."""
+"""The device-generic and low-level spellings of the emulated device's API: `torch.accelerator.*`
+(through the `torch._C` functions it calls), the raw stream functions torch's own helpers call
+(`torch._C._cuda_setStream`, which PyTorch's TestCase uses to run each test on a side stream),
+`torch.cuda.ExternalStream`, `torch.cuda.cudart()`, the legacy `torch.cuda.FloatTensor`-style
+types, and the version and allocator answers tests read. The stand-ins for `torch.Stream` and
+`torch.Event` live in streams.py: they are the bases of the emulated Stream and Event."""
 
 from __future__ import annotations
 

@@ -121,8 +121,10 @@ class CUDAGraph:
             # CUDA gives a captured op its random offsets at each replay: the capture itself
             # draws nothing from the device's generator.
             state = device.rng.generator.get_state()
-            out = execute()
-            device.rng.generator.set_state(state)
+            try:
+                out = execute()
+            finally:
+                device.rng.generator.set_state(state)
         else:
             out = execute()
         if plan.fresh:
