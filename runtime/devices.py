@@ -3,11 +3,18 @@ handle 0, so the sanitizer gives the engine one id per (device, handle): the han
 except for the default streams of devices other than 0. It also remembers each stream's device,
 so that `torch.cuda.synchronize(device=k)` (one trace callback, no argument, fired under
 device k) orders only device k's streams. The emulated device has one device and needs none
-of this."""
+of this. `CudaStreamFlags` asks the CUDA runtime whether a stream made outside torch's pool is
+blocking."""
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable
+from typing import Any
+
+CUDA_STREAM_NON_BLOCKING = 0x1
+"""`cudaStreamNonBlocking`: the flag of every pool stream torch makes; a stream without it
+synchronizes with the legacy default stream (handle 0)."""
 
 
 def stream_key(handle: int, device: int) -> int:
@@ -40,3 +47,32 @@ class DeviceStreams:
         device = self.current_device()
         self.key(0, device)  # its default stream, even if unseen so far
         return [key for key, owner in self.devices.items() if owner == device]
+
+
+class CudaStreamFlags:
+    """Whether a real CUDA stream is blocking, from `cudaStreamGetFlags` of the CUDA runtime
+    torch loaded (`libcudart.so.<major>`, found on first use). `load`: how a library is opened
+    (ctypes.CDLL; tests pass a stand-in)."""
+
+    def __init__(self, cuda_version: str | None, load: Callable[[str], Any] = ctypes.CDLL) -> None:
+        self.cuda_version = cuda_version
+        self.load = load
+        self._runtime: Any = None
+
+    def is_blocking(self, handle: int) -> bool:
+        """Raises a RuntimeError that says why when the runtime cannot tell."""
+        if handle == 0:
+            return False  # the legacy default stream itself
+        if self._runtime is None:
+            if not self.cuda_version:
+                raise RuntimeError("torch was built without CUDA: no CUDA runtime to ask")
+            library = f"libcudart.so.{self.cuda_version.split('.')[0]}"
+            try:
+                self._runtime = self.load(library)
+            except OSError as exc:
+                raise RuntimeError(f"cannot load {library}: {exc}") from exc
+        flags = ctypes.c_uint()
+        status = self._runtime.cudaStreamGetFlags(ctypes.c_void_p(handle), ctypes.pointer(flags))
+        if status:
+            raise RuntimeError(f"cudaStreamGetFlags({handle:#x}) failed with CUDA error {status}")
+        return not flags.value & CUDA_STREAM_NON_BLOCKING

@@ -13,7 +13,7 @@ from typing import IO, Any
 
 import torch
 
-from csan_lint.runtime.devices import DeviceStreams
+from csan_lint.runtime.devices import CudaStreamFlags, DeviceStreams
 from csan_lint.runtime.events import Access, RuntimeErrorReport
 from csan_lint.runtime.gpu_trace import GpuTraceHooks
 from csan_lint.runtime.mode import SanitizerMode, storage_base
@@ -30,6 +30,11 @@ UNRECORDED_EVENT = 0
 
 class CsanInternalWarning(RuntimeWarning):
     """The sanitizer hit a bug of its own; checking stops, the user's program goes on."""
+
+
+class CsanBlockingUnknownWarning(RuntimeWarning):
+    """The sanitizer could not tell whether a stream made outside torch is blocking; it takes it
+    as non-blocking (a race reported between it and the default stream may be false)."""
 
 
 class CsanSkipWarning(RuntimeWarning):
@@ -85,6 +90,8 @@ class Sanitizer:
         # stream an op on a tensor runs on; None on the emulated device (one device).
         self._device_streams: DeviceStreams | None = None
         self._device_stream: Callable[[torch.Tensor], int] | None = None
+        # Whether a stream an ExternalStream wraps synchronizes with the legacy default stream.
+        self._is_blocking: Callable[[int], bool] = lambda handle: False
         # Ids of the code objects of a driver's call into user code (pytest's, runpy's): stack
         # walks stop there, which keeps capture cost independent of the driver's depth.
         self.stack_stop: set[int] = set()
@@ -143,11 +150,13 @@ class Sanitizer:
             self.mode.is_device = emulation.is_device
             self.mode.is_pinned = emulation.is_pinned
             self._current_stream = emulation.current_stream_handle
+            self._is_blocking = emulation.is_blocking_stream
         else:
             self.mode.is_device, self.mode.is_pinned = _is_cuda, _is_pinned
             self._device_streams = DeviceStreams(torch.cuda.current_device, torch.cuda.device_count)
             self._current_stream, self._device_stream = _cuda_streams(self._device_streams)
             self.hooks.streams = self._device_streams
+            self._is_blocking = CudaStreamFlags(torch.version.cuda).is_blocking
         self.mode.current_stream = self._current_stream
         self.mode.device_stream = self._device_stream
         self.hooks.register(real_cuda=self.device == "cuda")
@@ -243,9 +252,10 @@ class Sanitizer:
             except Exception:
                 pass  # nothing is left to tell; the user's program must go on
 
-    def _guard(self, action: Callable[[], None]) -> None:
-        """Run one piece of bookkeeping; its failure becomes an internal error."""
-        if not self.mode.checking:
+    def _guard(self, action: Callable[[], None], *, while_paused: bool = False) -> None:
+        """Run one piece of bookkeeping; its failure becomes an internal error. `while_paused`:
+        also while a test opted out (facts later tests need, like a stream's flags)."""
+        if not self.mode.checking and not (while_paused and self._paused and not self.broken):
             return
         try:
             with self._lock:
@@ -326,6 +336,16 @@ class Sanitizer:
 
             return wrapper
 
+        def external_stream(original: Callable[..., Any]) -> Callable[..., Any]:
+            # ExternalStream.__new__ and get_stream_from_external: a stream made outside torch's
+            # pool, maybe with default flags (blocking), which no creation callback announced.
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                stream = original(*args, **kwargs)
+                sanitizer._guard(lambda: sanitizer._external_stream(stream), while_paused=True)
+                return stream
+
+            return wrapper
+
         def host_read(operator: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
             def make(original: Callable[..., Any]) -> Callable[..., Any]:
                 def wrapper(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
@@ -367,6 +387,8 @@ class Sanitizer:
         patches.wrap(torch.cuda.Stream, "query", stream_query)
         patches.wrap(torch.cuda.Event, "query", event_query)
         patches.wrap(torch.cuda.Event, "wait", event_wait)
+        patches.wrap(torch.cuda.ExternalStream, "__new__", external_stream)
+        patches.wrap(torch.cuda, "get_stream_from_external", external_stream)
         patches.wrap(torch.Tensor, "tolist", host_read("aten::tolist"))
         patches.wrap(torch.Tensor, "numpy", host_read("aten::numpy"))
         patches.wrap(threading.Thread, "_bootstrap_inner", thread_bootstrap)
@@ -405,6 +427,19 @@ class Sanitizer:
             return handle
         return self._device_streams.key(handle, stream.device_index)
 
+    def _external_stream(self, stream: Any) -> None:
+        handle = _stream_handle(stream)
+        try:
+            blocking = self._is_blocking(handle)
+        except RuntimeError as exc:
+            blocking = False
+            _warn(
+                f"csan: cannot tell whether stream {handle:#x} is blocking ({exc}): taken as "
+                "non-blocking, so a race reported between it and the default stream may be false",
+                CsanBlockingUnknownWarning,
+            )
+        self.sink.stream_created(self._stream_key(stream), blocking=blocking)
+
     def _event_waited(self, event: Any, stream: Any) -> None:
         if not event.cuda_event:
             # CUDA fires no trace for a wait on a never-recorded event: it orders nothing.
@@ -413,16 +448,19 @@ class Sanitizer:
             self.sink.event_waited(UNRECORDED_EVENT, handle, stack=stack)
 
 
-def _warn_skipped(type_name: str) -> None:
+def _warn(message: str, category: type[Warning]) -> None:
     try:
-        warnings.warn(
-            f"csan: {type_name} tensors have no storage the sanitizer can see into: ops on them "
-            "are not checked (every other op still is)",
-            CsanSkipWarning,
-            stacklevel=2,
-        )
+        warnings.warn(message, category, stacklevel=3)
     except Warning:
         pass  # warnings turned into errors (-W error) must not reach the user's code
+
+
+def _warn_skipped(type_name: str) -> None:
+    _warn(
+        f"csan: {type_name} tensors have no storage the sanitizer can see into: ops on them "
+        "are not checked (every other op still is)",
+        CsanSkipWarning,
+    )
 
 
 def _is_cuda(tensor: torch.Tensor) -> bool:

@@ -269,13 +269,18 @@ class Tracker:
 
     def freed(self, ptr: int, stack: Stack | None = None) -> None:
         """The caching allocator may hand the block out again at once, for work on its stream:
-        every other stream's access must be ordered before that stream or covered by record_stream."""
+        every other stream's access must be ordered before that stream or covered by record_stream
+        (that work's next launch, on a blocking stream or the default one, also waits for the
+        legacy default stream's ordering)."""
         allocation = self._allocations.get(ptr)
         if allocation is None:
             return  # allocated before we were watching, never used since: nothing to check
         owner = allocation.stream
         if owner is not None:
             clock = self._clock(owner)
+            if self._blocking and (owner == DEFAULT_STREAM or owner in self._blocking):
+                clock = dict(clock)
+                self._legacy_sync(owner, clock)
             recorded = allocation.recorded or ()
             free_epoch: Epoch | None = None
             for cell in allocation.cells:

@@ -9,9 +9,10 @@ the CUDA runtime fires, so a sanitizer listening to them works the same on both.
 `deactivate()` restores every patched attribute exactly. Activate before the test modules
 are imported: GPU suites evaluate `skipif(not torch.cuda.is_available())` at import.
 
-The device-generic spellings (`torch.Stream("cuda")`, `torch.Event("cuda")`,
-`torch.accelerator.*`), the raw `torch._C._cuda_*` stream functions, `torch.cuda.cudart()` and
-the legacy `torch.cuda.FloatTensor` types are emulated too (generic.py), and so are autograd's
+The device-generic spellings (`torch.Stream("cuda")`, `torch.Event("cuda")` in streams.py;
+`torch.accelerator.*` in generic.py), the raw `torch._C._cuda_*` stream functions,
+`torch.cuda.cudart()` (with blocking streams for `ExternalStream`) and the legacy
+`torch.cuda.FloatTensor` types are emulated too (generic.py), and so are autograd's
 streams (backward on each forward op's stream, autograd_streams.py) and the caching host
 allocator's reuse of pinned blocks (device.py).
 
@@ -42,12 +43,22 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 from csan_lint.runtime.emulation import autograd_streams, cuda_state, device, generic, graphs, streams, tensors
 from csan_lint.runtime.patches import Patches
 
-__all__ = ["activate", "current_stream_handle", "deactivate", "emulated", "is_active", "is_device", "is_pinned"]
+__all__ = [
+    "activate",
+    "current_stream_handle",
+    "deactivate",
+    "emulated",
+    "is_active",
+    "is_blocking_stream",
+    "is_device",
+    "is_pinned",
+]
 
 # Cheap per-op queries for a sanitizer stacked on the emulation (no Stream object, no getter).
 is_device = device.is_device
 is_pinned = device.is_pinned_host
 current_stream_handle = autograd_streams.op_stream
+is_blocking_stream = streams.is_blocking
 
 
 class _State:
@@ -108,7 +119,7 @@ def _cuda_functions() -> dict[str, Any]:
         "get_allocator_backend": streams.returns("native"),
         "_sleep": streams.sleep,
         "cudart": streams.returns(generic.cudart),
-        "ExternalStream": generic.external_stream,
+        "ExternalStream": generic.ExternalStream,
         **generic.LEGACY_TYPES,
     }
 
@@ -136,6 +147,7 @@ def _patches() -> list[tuple[Any, str, Any]]:
     table += [
         (torch.cuda.streams, "Stream", streams.Stream),
         (torch.cuda.streams, "Event", streams.Event),
+        (torch.cuda.streams, "ExternalStream", generic.ExternalStream),
         (torch.cuda.graphs, "CUDAGraph", graphs.CUDAGraph),
         (torch.cuda.graphs, "graph", graphs.graph),
         (torch.cuda.graphs, "graph_pool_handle", graphs.graph_pool_handle),
@@ -143,10 +155,10 @@ def _patches() -> list[tuple[Any, str, Any]]:
         (torch.cuda.nvtx, "_nvtx", streams.Nvtx()),
         (torch.cuda.memory, "get_allocator_backend", streams.returns("native")),
         (torch.version, "cuda", generic.CUDA_VERSION),
-        (torch, "Stream", generic.GenericStream),
+        (torch, "Stream", streams.GenericStream),
         (torch.autograd, "backward", autograd_streams.joined(torch.autograd.backward)),
         (torch.autograd, "grad", autograd_streams.joined(torch.autograd.grad)),
-        (torch, "Event", generic.GenericEvent),
+        (torch, "Event", streams.GenericEvent),
         (threading.Thread, "_bootstrap_inner", _bootstrap_inner),
     ]
     table += [(torch._C, name, value) for name, value in generic.ACCELERATOR_FUNCTIONS.items()]

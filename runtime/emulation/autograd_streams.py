@@ -4,15 +4,19 @@ inserts, so side-stream training code gets the verdicts it gets on a GPU.
 Forward: autograd makes an op's node just before the op reaches the device's dispatch mode,
 so the node holds the thread's last autograd sequence number; the emulation tags that number
 with the current stream. Backward: while a node runs, its tag's stream is the current stream
-(as the engine's stream guard makes it; the node's hooks see it too; a node with no
-tag, such as a leaf's AccumulateGrad, stays on the stream of the node run before it); when
-the stream changes from one node to the next, the new stream first waits for the previous one
-(in a chain, the producer of its gradient); when `backward()`/`grad()` returns, the caller's
-stream waits for every stream the pass used.
+(as the engine's stream guard makes it; the node's hooks see it too). A leaf's AccumulateGrad
+has no tag: it runs on the stream of the leaf's first use, the node of lowest sequence number
+that feeds it (found when the pass starts); another untagged node stays on the stream of the
+node run before it. When the stream changes from one node to the next, the new stream first
+waits for the previous one. When a node returns, each device gradient it hands a node on
+another stream is recorded on that stream, which waits for this one, and the engine's
+accumulation of several branches' gradients runs there (CUDA's InputBuffer::add). When
+`backward()`/`grad()` returns, the caller's stream waits for every stream the pass used.
 
 Limits: sequence numbers are per thread, so a graph built across threads can mix tags; a node
-fed by several branches waits for the one run just before it only; tags of nodes that never
-run backward are dropped oldest first past `MAX_TAGS`.
+whose gradients go to nodes on two other streams accumulates on its own; a leaf's first use
+is looked for in the graph being run only; tags of nodes that never run backward are dropped
+oldest first past `MAX_TAGS`.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from csan_lint.runtime.emulation import streams
 from csan_lint.runtime.emulation.device import is_device
 
 MAX_TAGS = 1 << 16
+FIRST_USE = "csan_first_use"
+"""The key of a leaf's AccumulateGrad metadata that holds the stream of the leaf's first use."""
 
 _next_sequence_nr = torch._C._autograd._get_sequence_nr
 _current_node = torch._C._current_autograd_node
@@ -35,15 +41,17 @@ _local = threading.local()  # .passes: the backward passes running in this threa
 
 
 class _Pass:
-    """One backward pass: the caller's stream, the node running and its stream, what it used."""
+    """One backward pass: the caller's stream, the node running and its stream, what it used,
+    and the consumer's stream a node's return left current for the accumulation (-1: none)."""
 
-    __slots__ = ("ambient", "node", "stream", "used")
+    __slots__ = ("accumulating_on", "ambient", "node", "stream", "used")
 
     def __init__(self, ambient: int) -> None:
         self.ambient = ambient
         self.node = -1
         self.stream = ambient
         self.used: set[int] = set()
+        self.accumulating_on = -1
 
 
 def reset() -> None:
@@ -89,7 +97,7 @@ def _enter(node: Any, grads: tuple[Any, ...]) -> None:
     sequence_nr = node._sequence_nr()
     if sequence_nr == running.node:
         return
-    stream = _tags.get(sequence_nr, running.stream)
+    stream = _stream_of(node, running.stream)
     if stream != running.stream:
         _wait(stream, running.stream)
         streams.select(stream)
@@ -97,20 +105,75 @@ def _enter(node: Any, grads: tuple[Any, ...]) -> None:
         for grad in grads:
             if isinstance(grad, torch.Tensor) and is_device(grad):
                 grad.record_stream(target)
-    running.node, running.stream = sequence_nr, stream
+    elif streams.current_handle() == running.accumulating_on:
+        streams.select(stream)  # back from the accumulation (a hook's own stream is left alone)
+    running.node, running.stream, running.accumulating_on = sequence_nr, stream, -1
     running.used.add(stream)
     for following, _ in node.next_functions:
         if following is not None:
             _hook(following)
 
 
+def _stream_of(node: Any, otherwise: int) -> int:
+    stream = _tags.get(node._sequence_nr())
+    return stream if stream is not None else node.metadata.get(FIRST_USE, otherwise)
+
+
+def _produced(node: Any, grads: tuple[Any, ...]) -> None:
+    """`node` returned `grads` for its next nodes: as CUDA's InputBuffer::add, a device gradient
+    for a node on another stream is recorded on that stream, which waits for this one, and the
+    accumulation into that node's input runs there."""
+    running = _running()
+    producer = running.stream
+    consumers: set[int] = set()
+    for grad, (following, _) in zip(grads, node.next_functions, strict=False):
+        if following is None or not isinstance(grad, torch.Tensor) or not is_device(grad):
+            continue
+        consumer = _stream_of(following, producer)
+        if consumer != producer:
+            if consumer not in consumers:
+                _wait(consumer, producer)
+                consumers.add(consumer)
+                running.used.add(consumer)  # joined back into the caller's stream at the end
+            grad.record_stream(streams.Stream(stream_id=consumer))
+    if len(consumers) == 1:
+        running.accumulating_on = consumers.pop()
+        streams.select(running.accumulating_on)
+
+
 def _hook(node: Any) -> None:
-    """Announce `node`'s start to `_enter`, once per node."""
+    """Announce `node`'s start to `_enter` and its return to `_produced`, once per node."""
     metadata = node.metadata  # a dict autograd keeps per node for Python code
     if metadata.get("csan_hooked"):
         return
     metadata["csan_hooked"] = True
     node.register_prehook(lambda grads: _enter(node, grads))
+    node.register_hook(lambda grads, _outputs: _produced(node, grads))
+
+
+def _find_first_uses(roots: list[Any]) -> None:
+    """Give each leaf's AccumulateGrad in the graph the stream of the leaf's first use: that of
+    the tagged node of lowest sequence number feeding it (autograd made the accumulator then)."""
+    first: dict[int, tuple[int, Any, int]] = {}  # id -> (sequence number, accumulator, stream)
+    seen: dict[int, Any] = {}  # id -> node, kept alive so that ids stay unique
+    pending = list(roots)
+    while pending:
+        node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen[id(node)] = node
+        sequence_nr = node._sequence_nr()
+        stream = _tags.get(sequence_nr)
+        for following, _ in node.next_functions:
+            if following is None:
+                continue
+            if stream is not None and hasattr(following, "variable"):
+                known = first.get(id(following))
+                if known is None or sequence_nr < known[0]:
+                    first[id(following)] = (sequence_nr, following, stream)
+            pending.append(following)
+    for _, accumulator, stream in first.values():
+        accumulator.metadata[FIRST_USE] = stream
 
 
 def _wait(waiting: int, on: int) -> None:
@@ -128,9 +191,15 @@ def joined(entry: Callable[..., Any]) -> Callable[..., Any]:
         running = _Pass(streams.current_handle())
         passes.append(running)
         roots = args[0] if args else kwargs.get("tensors", kwargs.get("outputs", ()))
-        for root in (roots,) if isinstance(roots, torch.Tensor) else roots:
-            if isinstance(root, torch.Tensor) and root.grad_fn is not None:
-                _hook(root.grad_fn)
+        nodes = [
+            root.grad_fn
+            for root in ((roots,) if isinstance(roots, torch.Tensor) else roots)
+            if isinstance(root, torch.Tensor) and root.grad_fn is not None
+        ]
+        for node in nodes:
+            _hook(node)
+        if _tags:
+            _find_first_uses(nodes)
         try:
             return entry(*args, **kwargs)
         finally:

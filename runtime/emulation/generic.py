@@ -1,12 +1,14 @@
-"""The device-generic and low-level spellings of the emulated device's API: `torch.Stream`
-and `torch.Event` made for "cuda", `torch.accelerator.*` (through the `torch._C` functions it
-calls), the raw stream functions torch's own helpers call (`torch._C._cuda_setStream`, which
-PyTorch's TestCase uses to run each test on a side stream), `torch.cuda.cudart()`, the legacy
-`torch.cuda.FloatTensor`-style types, and the version and allocator answers tests read."""
+"""The device-generic and low-level spellings of the emulated device's API: `torch.accelerator.*`
+(through the `torch._C` functions it calls), the raw stream functions torch's own helpers call
+(`torch._C._cuda_setStream`, which PyTorch's TestCase uses to run each test on a side stream),
+`torch.cuda.ExternalStream`, `torch.cuda.cudart()`, the legacy `torch.cuda.FloatTensor`-style
+types, and the version and allocator answers tests read. The stand-ins for `torch.Stream` and
+`torch.Event` live in streams.py: they are the bases of the emulated Stream and Event."""
 
 from __future__ import annotations
 
-from typing import Any
+import ctypes
+from typing import Any, cast
 
 import torch
 
@@ -16,55 +18,14 @@ from csan_lint.runtime.emulation.device import CUDA, is_device
 CUDA_VERSION = "12.8"
 """What `torch.version.cuda` answers: the toolkit torch 2.13's default CUDA wheels use."""
 
-_BaseStream = torch._C.Stream
-_BaseEvent = torch._C.Event
 
+class ExternalStream(streams.Stream):
+    """`torch.cuda.ExternalStream(handle)`: the emulated stream with that handle (a class, as
+    torch's is, so the sanitizer wraps the same `__new__` on both devices)."""
 
-def _names_cuda(device: Any) -> bool:
-    if device is None:
-        return True  # the current accelerator: the emulated CUDA device
-    if isinstance(device, int):
-        return True
-    return torch.device(device).type == "cuda"
-
-
-class _GenericType(type):
-    """`isinstance(x, torch.Stream)` stays true for every stream (and event), emulated or not."""
-
-    base: tuple[type, ...]
-
-    def __instancecheck__(cls, instance: object) -> bool:
-        return isinstance(instance, cls.base)
-
-    def __subclasscheck__(cls, subclass: type) -> bool:
-        return issubclass(subclass, cls.base)
-
-
-class GenericStream(_BaseStream, metaclass=_GenericType):
-    """`torch.Stream(device)`: an emulated stream for "cuda" (or no device), else torch's."""
-
-    base = (_BaseStream,)
-
-    def __new__(cls, device: Any = None, *, priority: int = 0, **kwargs: Any) -> Any:
-        if kwargs or not _names_cuda(device):
-            return _BaseStream(device, priority=priority, **kwargs) if device is not None else _BaseStream(**kwargs)
-        return streams.Stream(priority=priority)
-
-
-class GenericEvent(_BaseEvent, metaclass=_GenericType):
-    """`torch.Event(device)`: an emulated event for "cuda" (or no device), else torch's."""
-
-    base = (_BaseEvent, streams.Event)
-
-    def __new__(cls, device: Any = None, **kwargs: Any) -> Any:
-        if not _names_cuda(device):
-            return _BaseEvent(device, **kwargs)
-        return streams.Event(**kwargs)
-
-
-def external_stream(stream_ptr: int, device: Any = None) -> streams.Stream:
-    """`torch.cuda.ExternalStream(handle)`: the emulated stream with that handle."""
-    return streams.Stream(stream_id=stream_ptr, device_index=streams.check_device(device))
+    def __new__(cls, stream_ptr: int, device: Any = None, **kwargs: Any) -> ExternalStream:
+        stream = super().__new__(cls, stream_id=stream_ptr, device_index=streams.check_device(device))
+        return cast(ExternalStream, stream)
 
 
 def _stream_of(stream: Any) -> streams.Stream:
@@ -177,6 +138,14 @@ class Cudart:
 
     def cudaHostUnregister(self, ptr: int) -> int:
         return 0 if self.registered.pop(ptr, None) is not None else 1  # cudaErrorInvalidValue
+
+    def cudaStreamCreate(self, ptr: int) -> int:
+        """Writes a new blocking stream's handle at `ptr` (a `cudaStream_t*`), as CUDA does."""
+        ctypes.c_void_p.from_address(ptr).value = streams.create_blocking_stream()
+        return 0
+
+    def cudaStreamDestroy(self, handle: int) -> int:
+        return 0 if streams.destroy_stream(handle) else 1  # cudaErrorInvalidValue
 
     def covers(self, ptr: int, size: int) -> bool:
         return any(base <= ptr and ptr + size <= base + length for base, length in self.registered.items())

@@ -8,7 +8,8 @@ event recorded after its last captured work) before the capture ends; synchroniz
 capturing stream is an error. As in CUDA,
 work that writes memory in place (`x.add_(1)`, `static.copy_(batch)`) only happens at
 replay; ops that produce new tensors run during capture too (their results must exist, and
-on CUDA their contents are undefined until a replay), and replay refreshes them.
+on CUDA their contents are undefined until a replay), and replay refreshes them. Random
+numbers are drawn at replay only, as CUDA's generator hands a graph its offsets per replay.
 """
 
 from __future__ import annotations
@@ -116,7 +117,16 @@ class CUDAGraph:
             results = [args[position] if position < len(args) else kwargs[name] for position, name in plan.writes]
             self._ops.append((func, args, kwargs, None))
             return results[0] if len(results) == 1 else tuple(results)
-        out = execute()
+        if plan.seeded:
+            # CUDA gives a captured op its random offsets at each replay: the capture itself
+            # draws nothing from the device's generator.
+            state = device.rng.generator.get_state()
+            try:
+                out = execute()
+            finally:
+                device.rng.generator.set_state(state)
+        else:
+            out = execute()
         if plan.fresh:
             replay_kwargs = {**kwargs, "pin_memory": False} if kwargs.get("pin_memory") else kwargs
             self._ops.append((func, args, replay_kwargs, out))

@@ -10,6 +10,10 @@ with no new work, or after a sync; `Event.query()` answers False once for a reco
 its stream had such work, then True. A polling loop ends on its second query, and only a True
 answer orders the host after the work (the sanitizer treats it like a sync). One device
 (`cuda:0`).
+
+Streams made by `cudart().cudaStreamCreate` (default flags) are blocking: they synchronize with
+the legacy default stream (handle 0). `is_blocking` tells the sanitizer, which asks when an
+`ExternalStream` wraps one, as it asks the CUDA runtime on a GPU.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ DEFAULT_STREAM = 0
 STREAMS_PER_POOL = 32
 PRIORITY_LEVELS = 4
 _STREAM_TYPE_BITS = 5  # a pool stream's handle: (priority level + 1) << 5 | slot
+RAW_STREAM_BASE = 1 << 20  # handles of streams made outside the pool, above every pool handle
 CUDA_TYPE = 1  # c10::DeviceType::CUDA
 CAPTURE_FORBIDDEN = "CUDA error: operation not permitted when stream is capturing"
 
@@ -80,6 +85,9 @@ _captured_events: dict[int, tuple[Any, dict[int, int]]] = {}
 # or a query that answered True): the rest is pending as far as the program can know.
 launched: dict[int, int] = {}
 _known_done: dict[int, int] = {}
+# Handles of the blocking streams made outside the pool (never reused, like event handles).
+_blocking: set[int] = set()
+_raw_stream_ids = itertools.count(RAW_STREAM_BASE)
 
 
 def reset() -> None:
@@ -93,6 +101,27 @@ def reset() -> None:
     _captured_events.clear()
     launched.clear()
     _known_done.clear()
+    _blocking.clear()
+
+
+def create_blocking_stream() -> int:
+    """A new stream with CUDA's default flags (`cudaStreamCreate`): its handle."""
+    handle = next(_raw_stream_ids)
+    _blocking.add(handle)
+    return handle
+
+
+def destroy_stream(handle: int) -> bool:
+    """`cudaStreamDestroy`: whether `handle` was a stream made by `create_blocking_stream`."""
+    if handle not in _blocking:
+        return False
+    _blocking.discard(handle)
+    return True
+
+
+def is_blocking(handle: int) -> bool:
+    """Whether stream `handle` synchronizes with the legacy default stream."""
+    return handle in _blocking
 
 
 def current_handle() -> int:
@@ -163,7 +192,64 @@ def check_device(device: Any) -> int:
     return index
 
 
-class Stream(torch.Stream):
+_TorchStream = torch._C.Stream
+_TorchEvent = torch._C.Event
+
+
+def _names_cuda(device: Any) -> bool:
+    if device is None or isinstance(device, int):
+        return True  # the current accelerator: the emulated CUDA device
+    return torch.device(device).type == "cuda"
+
+
+class _DeviceGeneric(type):
+    """The metaclass of `GenericStream` and `GenericEvent`, which stand in for `torch.Stream` and
+    `torch.Event` while emulated: calling one makes an emulated stream (event) for "cuda", torch's
+    own for another device (`route`), and every stream (event) of any device is an instance.
+    Their subclasses, the emulated Stream and Event, are ordinary classes."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        route = cls.__dict__.get("route")
+        if route is not None:
+            return route(*args, **kwargs)
+        return super().__call__(*args, **kwargs)
+
+    def __instancecheck__(cls, instance: object) -> bool:
+        torch_type = cls.__dict__.get("torch_type")
+        return type.__instancecheck__(cls, instance) or (torch_type is not None and isinstance(instance, torch_type))
+
+    def __subclasscheck__(cls, subclass: type) -> bool:
+        torch_type = cls.__dict__.get("torch_type")
+        return type.__subclasscheck__(cls, subclass) or (torch_type is not None and issubclass(subclass, torch_type))
+
+
+class GenericStream(_TorchStream, metaclass=_DeviceGeneric):
+    """`torch.Stream` while emulated, and the base of the emulated Stream (as torch.Stream is of
+    torch.cuda.Stream): PyTorch's tests look for it in the stream's MRO."""
+
+    torch_type = _TorchStream
+
+    @staticmethod
+    def route(device: Any = None, *, priority: int = 0, **kwargs: Any) -> Any:
+        if kwargs or not _names_cuda(device):
+            return _TorchStream(device, priority=priority, **kwargs) if device is not None else _TorchStream(**kwargs)
+        return Stream(priority=priority)
+
+
+class GenericEvent(metaclass=_DeviceGeneric):
+    """`torch.Event` while emulated, and the base of the emulated Event (not a torch._C.Event,
+    whose constructor wants a real device)."""
+
+    torch_type = _TorchEvent
+
+    @staticmethod
+    def route(device: Any = None, **kwargs: Any) -> Any:
+        if not _names_cuda(device):
+            return _TorchEvent(device, **kwargs)
+        return Event(**kwargs)
+
+
+class Stream(GenericStream):
     """A pool stream of the emulated device (or a view of one, given `stream_id`).
 
     A `torch.Stream` subclass like the real one, so `Tensor.record_stream(s)` reaches the
@@ -254,7 +340,7 @@ class Stream(torch.Stream):
         return (0, self.stream_id)
 
 
-class Event:
+class Event(GenericEvent):
     """An event of the emulated device. As in CUDA, the event handle is created lazily on the
     first `record()`; waiting on or synchronizing a never-recorded event does nothing."""
 

@@ -8,7 +8,7 @@ every thread and every other mode (a sanitizer's) sees the same answers.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -245,6 +245,7 @@ class Generator(torch._C.Generator, metaclass=_GeneratorType):
 
 _storage_device_get = torch._C.StorageBase.__dict__["device"].__get__
 _base_storage_to = torch.UntypedStorage.to
+_base_storage_new = torch._C.StorageBase.__new__
 
 
 def _storage_on_device(storage: torch.UntypedStorage) -> bool:
@@ -291,7 +292,21 @@ def _storage_clone(self: torch.UntypedStorage) -> torch.UntypedStorage:
     return copy
 
 
+def _storage_new(cls: type, *args: Any, device: Any = None, **kwargs: Any) -> torch.UntypedStorage:
+    # `UntypedStorage(n, device="cuda")`, which `TypedStorage` and the legacy
+    # `torch.cuda.IntStorage`-style types build on, and the CPU build refuses.
+    if device is None or torch.device(device).type != "cuda":
+        if device is not None:
+            kwargs["device"] = device
+        return cast(torch.UntypedStorage, _base_storage_new(cls, *args, **kwargs))
+    streams.check_device(device)
+    storage = cast(torch.UntypedStorage, _base_storage_new(cls, *args, **kwargs))
+    emulated.memory.mark_storage(storage)
+    return storage
+
+
 STORAGE_ATTRIBUTES: dict[str, Any] = {
+    "__new__": _storage_new,
     "device": property(_storage_device),
     "clone": _storage_clone,
     "to": _storage_to,

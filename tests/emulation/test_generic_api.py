@@ -3,10 +3,13 @@ GPU test suites hit: each works as on a CUDA build and feeds the same trace even
 
 from __future__ import annotations
 
+import ctypes
 import warnings
 
 import pytest
 import torch
+
+from csan_lint.runtime import emulation
 
 pytestmark = pytest.mark.usefixtures("device")
 
@@ -25,6 +28,17 @@ def test_torch_stream_and_event_for_cuda_are_the_emulated_ones(trace):
     assert isinstance(torch.Stream("cpu"), torch.Stream)  # other devices: torch's own
 
 
+def test_torch_stream_and_event_are_bases_of_the_cuda_types_as_in_a_cuda_build():
+    stream, event = torch.cuda.Stream(), torch.cuda.Event()
+    assert torch.Stream in type(stream).mro() and issubclass(type(stream), torch.Stream)
+    assert torch.Event in type(event).mro() and issubclass(type(event), torch.Event)
+    assert not isinstance(torch.Stream("cpu"), torch.cuda.Stream)  # the subclasses check as usual
+    assert not isinstance(torch.Event("cpu"), torch.cuda.Event)
+    assert isinstance(torch.Event("cpu"), torch.Event)
+    view = torch.cuda.Stream(stream_id=stream.stream_id, device_index=0, device_type=stream.device_type)
+    assert view == stream and view.priority == stream.priority
+
+
 def test_torch_accelerator_drives_the_emulated_device(trace):
     assert torch.accelerator.is_available() and torch.accelerator.device_count() == 1
     assert torch.accelerator.current_accelerator().type == "cuda"
@@ -36,6 +50,20 @@ def test_torch_accelerator_drives_the_emulated_device(trace):
     assert trace.names()[-1] == "device_synchronized"
     x = torch.ones(256, device="cuda")
     assert torch.accelerator.memory_allocated() == x.nbytes
+
+
+def test_generic_queries_and_waits_follow_the_emulated_policy(trace):
+    stream, event = torch.Stream("cuda"), torch.Event("cuda")
+    with stream:
+        torch.ones(8, device="cuda")
+    assert stream.query() is False and stream.query() is True  # pending once, then done
+    with stream:
+        torch.ones(8, device="cuda")
+        event.record()
+    assert event.query() is False and event.query() is True
+    event.wait(torch.accelerator.current_stream())
+    stream.wait_event(event)
+    assert trace.of("event_waited") == [(event.event_id, 0), (event.event_id, stream.stream_id)]
 
 
 def test_the_raw_set_stream_of_torchs_test_base_selects_the_stream():
@@ -63,6 +91,22 @@ def test_cudart_host_registration_pins_memory():
     assert cudart.cudaProfilerStart() == 0
 
 
+def test_cudart_creates_blocking_streams_an_external_stream_wraps():
+    cudart = torch.cuda.cudart()
+    first, second = ctypes.c_void_p(), ctypes.c_void_p()
+    assert cudart.cudaStreamCreate(ctypes.addressof(first)) == 0
+    assert cudart.cudaStreamCreate(ctypes.addressof(second)) == 0
+    pool_stream = torch.cuda.Stream()
+    assert len({first.value, second.value, pool_stream.cuda_stream, 0}) == 4
+    wrapped = torch.cuda.ExternalStream(first.value)
+    assert isinstance(wrapped, torch.cuda.ExternalStream) and isinstance(wrapped, torch.cuda.Stream)
+    assert wrapped.cuda_stream == first.value
+    assert emulation.is_blocking_stream(first.value) and not emulation.is_blocking_stream(pool_stream.cuda_stream)
+    assert cudart.cudaStreamDestroy(first.value) == 0
+    assert cudart.cudaStreamDestroy(first.value) == 1  # destroyed already: cudaErrorInvalidValue
+    assert not emulation.is_blocking_stream(first.value)
+
+
 def test_legacy_tensor_types_make_and_recognize_device_tensors():
     x = torch.cuda.FloatTensor([1, 2])
     y = torch.cuda.LongTensor(2, 3)
@@ -71,6 +115,16 @@ def test_legacy_tensor_types_make_and_recognize_device_tensors():
     assert isinstance(x, torch.cuda.FloatTensor) and not isinstance(x, torch.cuda.LongTensor)
     assert not isinstance(torch.ones(2), torch.cuda.FloatTensor)
     assert x.type() == "torch.cuda.FloatTensor"
+
+
+def test_legacy_storage_types_and_storages_made_for_cuda_are_device_memory(trace):
+    storage = torch.cuda.IntStorage(10).fill_(10)
+    assert storage.device == torch.device("cuda", 0) and storage.tolist() == [10] * 10
+    assert ("allocated", storage.untyped().data_ptr()) in trace
+    assert torch.UntypedStorage(8, device="cuda").device.type == "cuda"
+    assert torch.UntypedStorage(8).device.type == "cpu"
+    with pytest.raises(RuntimeError, match="invalid device ordinal"):
+        torch.UntypedStorage(8, device="cuda:1")
 
 
 def test_an_empty_capture_warns_as_cuda_does():

@@ -64,6 +64,22 @@ def test_copies_into_static_inputs_during_capture_happen_at_replay():
     assert static.tolist() == [4.0, 4.0] and out.item() == 8.0
 
 
+def test_random_numbers_are_drawn_at_replay_only():
+    """An op with a fresh result runs during capture too; like CUDA, that run draws nothing
+    from the device's generator, so replays continue the eager sequence."""
+    a = torch.randn(1000, device="cuda")
+    torch.cuda.manual_seed(5)
+    expected = [torch.nn.functional.rrelu(a, training=True)]
+    expected.append(torch.nn.functional.rrelu(expected[0], training=True))
+    torch.cuda.manual_seed(5)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = torch.nn.functional.rrelu(a, training=True)
+    graph.replay()
+    assert torch.equal(out, expected[0])
+    assert torch.equal(torch.nn.functional.rrelu(out, training=True), expected[1])
+
+
 def test_module_forward_replays():
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 2).cuda()
@@ -168,3 +184,14 @@ def test_a_relaxed_capture_lets_another_thread_sync_the_device():
     with pytest.raises(RuntimeError, match="operation not permitted when stream is capturing"):
         with torch.cuda.graph(torch.cuda.CUDAGraph()):
             torch.cuda.synchronize()
+
+
+def test_graphed_callables_capture_forward_and_backward():
+    module = torch.nn.Linear(4, 4).cuda()
+    sample = torch.randn(2, 4, device="cuda", requires_grad=True)
+    graphed = torch.cuda.make_graphed_callables(module, (sample,))
+    x = torch.randn(2, 4, device="cuda", requires_grad=True)
+    graphed(x).sum().backward()
+    assert x.grad is not None and module.weight.grad is not None
+    expected = torch.ones(2, 4, device="cuda") @ module.weight
+    assert torch.allclose(x.grad, expected)

@@ -4,6 +4,7 @@ verdicts it gets on a GPU."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from csan_lint.runtime import kinds, sanitize
@@ -48,3 +49,35 @@ def test_a_gradient_hook_syncing_with_the_wrong_stream_races():
     assert report.kind == kinds.READ_AFTER_WRITE and "copy_" in report.current.operator
     # the gradient was written on the forward's stream, which the hook never waited for
     assert report.previous.stream == side.cuda_stream != 0
+
+
+def _leaf_used_on_two_streams(first_on_side: bool) -> tuple[torch.Tensor, torch.Tensor, torch.cuda.Stream]:
+    x = torch.ones(8, device="cuda", requires_grad=True)
+    ambient, side = torch.cuda.current_stream(), torch.cuda.Stream()
+    side.wait_stream(ambient)
+    if first_on_side:
+        with torch.cuda.stream(side):
+            on_side = x * 2
+        on_ambient = x * 3
+    else:
+        on_ambient = x * 3
+        with torch.cuda.stream(side):
+            on_side = x * 2
+    ambient.wait_stream(side)
+    loss = (on_side + on_ambient).sum()
+    torch.cuda.synchronize()  # the forward's blocks may be freed: only backward is under test
+    return x, loss, side
+
+
+@pytest.mark.parametrize("first_on_side", [True, False])
+def test_a_leaf_used_on_two_streams_gets_its_gradient_on_the_stream_of_its_first_use(first_on_side: bool):
+    with sanitize(device="emulated") as sanitizer:
+        x, loss, side = _leaf_used_on_two_streams(first_on_side)
+        seen: list[int] = []
+        x.register_hook(lambda grad: seen.append(torch.cuda.current_stream().cuda_stream))
+        loss.backward()
+        x.grad.sum()
+    assert seen == [side.cuda_stream if first_on_side else 0]
+    # the gradients of the two branches are accumulated with autograd's syncs and
+    # record_stream (InputBuffer::add): no race, no free-in-use
+    assert [e.kind for e in sanitizer.errors] == []

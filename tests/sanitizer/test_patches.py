@@ -48,3 +48,26 @@ def test_a_restored_set_can_patch_again():
         assert Child.own == value
         patches.restore()
         assert Child.own == "own"
+
+
+def test_torchs_external_stream_constructor_is_wrapped_and_restored_exactly():
+    """The sanitizer wraps `torch.cuda.ExternalStream.__new__` (a staticmethod) on a GPU."""
+    constructor = vars(torch.cuda.ExternalStream)["__new__"]
+    seen: list[tuple[object, ...]] = []
+
+    def make(original):
+        def wrapper(*args, **kwargs):
+            seen.append(args)
+            return original(*args, **kwargs)
+
+        return wrapper
+
+    patches = Patches()
+    patches.wrap(torch.cuda.ExternalStream, "__new__", make)
+    try:
+        torch.cuda.ExternalStream(0x7F10)
+    except (RuntimeError, TypeError, AssertionError):
+        pass  # this CPU build cannot make a CUDA stream; the call reached torch's constructor
+    patches.restore()
+    assert seen == [(torch.cuda.ExternalStream, 0x7F10)]
+    assert vars(torch.cuda.ExternalStream)["__new__"] is constructor
