@@ -115,7 +115,7 @@ def _explain(code: str) -> str:
     text = explain_code(code)
     if text is None:
         known = ", ".join(rule.code for rule in all_rules())
-        _fail(f"unknown rule `{code}` (rules: {known}; also CSL001-CSL004 and CSL901-CSL909)")
+        _fail(f"unknown rule `{code}` (rules: {known}; also CSL001-CSL005 and CSL901-CSL909)")
     return text
 
 
