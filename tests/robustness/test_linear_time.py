@@ -19,10 +19,10 @@ from csan_lint.lint.engine import lint_source
 from csan_lint.lint.registry import all_rules
 
 SMALL, LARGE = 1_000, 16_000
-MAX_PER_LINE_GROWTH = 2.0
-"""CPU time per line may grow this much from the small file to the large one: a one-pass
-analysis stays near 1 (memory effects only); a per-function pass over the whole text (the
-quadratic bug this guards) was past 2 at 16k lines and grows without bound."""
+MAX_PER_LINE_GROWTH = 2.5
+"""CPU time per line may grow this much from the small file to the large one: the analysis
+measures about 1.5 (memory effects: a larger heap for the collector and the caches); with a
+search of the whole text per function (the quadratic bug this guards) it was 5.4."""
 
 
 def _cpu_seconds(source: str, repeat: int) -> float:
