@@ -1,40 +1,36 @@
-"""Static benchmark: csan-lint cold over the installed torch package, and next to torchfix on a
-subtree both lint.
+"""Static benchmark: csan-lint cold over the installed torch package next to `ruff check` of the
+same tree, in the same run, each as its own command line would run it (a fresh process, its
+own parallelism: csan-lint's process pool, ruff's threads, both over all CPUs).
 
-Both tools run in this process, their imports done before the clock starts, each with the
-process pool it uses from its own CLI (workers = CPU count). csan-lint runs cold: `lint_paths`
-with its per-file results cache off (its default), as `csan-lint --no-cache` does. The targets are printed next to the
+csan-lint runs cold (`--no-cache`), ruff too (`--no-cache --isolated`: no cache, no config).
+Both read and check every file; csan-lint's prefilter then hands only the files that may hold a
+stream bug to libcst and the analysis, so its throughput is printed twice: over all the lines
+it checked, and over the lines it actually parsed. The targets are printed next to the
 measurements, not asserted: timings depend on the machine.
 
-    python benchmarks/static_bench.py [--torch-root DIR] [--subtree REL] [--skip-torchfix]
-
-torchfix is optional; without it, only csan-lint's numbers are printed. It pins an old libcst
-but runs with ours, so install it without its dependencies:
-    pip install --no-deps torchfix && pip install flake8 PyYAML
+    python benchmarks/static_bench.py [--torch-root DIR] [--repeat N]
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
+import json
 import os
+import resource
+import shutil
+import statistics
+import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
-from csan_lint.lint.config import load_config
-from csan_lint.lint.runner import lint_paths
+from csan_lint.lint.files import might_have_findings
 
-T = TypeVar("T")
-
+RUFF_RATIO_TARGET = 4.0
+"""csan-lint's wall time over ruff's, whole torch package, cold, same run."""
 WHOLE_PACKAGE_TARGET_S = 15.0
 """Cold lint of the whole torch package (about 1.2 M lines) on 2 cores."""
-TORCHFIX_RATIO_TARGET = 50.0
-"""csan-lint's lines/s over torchfix's, on the same subtree."""
 
 
 def default_torch_root() -> Path:
@@ -46,109 +42,85 @@ def default_torch_root() -> Path:
     raise SystemExit("torch is not installed here: pass --torch-root DIR")
 
 
-def python_files(root: Path) -> list[Path]:
-    return sorted(path for path in root.rglob("*.py") if path.is_file())
-
-
-def count_lines(files: list[Path]) -> int:
-    return sum(path.read_bytes().count(b"\n") for path in files)
-
-
 @dataclass(frozen=True)
 class Timing:
     wall: float
     cpu: float
-    """CPU seconds of this process and its finished children (worker pools): unlike wall time,
+    """CPU seconds of the command and its children (worker processes): unlike wall time,
     barely moved by other load on the machine."""
 
     def __str__(self) -> str:
-        return f"{self.wall:.2f} s wall, {self.cpu:.2f} s CPU"
+        return f"{self.wall:5.2f} s wall, {self.cpu:5.2f} s CPU"
 
 
-def _cpu_seconds() -> float:
-    times = os.times()
-    return times.user + times.system + times.children_user + times.children_system
+def timed(command: list[str]) -> tuple[Timing, str]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    completed = subprocess.run(command, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return Timing(wall, cpu), completed.stdout
 
 
-def timed(action: Callable[[], T]) -> tuple[Timing, T]:
-    wall, cpu = time.perf_counter(), _cpu_seconds()
-    result = action()
-    return Timing(time.perf_counter() - wall, _cpu_seconds() - cpu), result
+def median(timings: list[Timing]) -> Timing:
+    return Timing(statistics.median(t.wall for t in timings), statistics.median(t.cpu for t in timings))
 
 
-def run_csan_lint(root: Path) -> tuple[Timing, str]:
-    """Time of a cold lint of `root` and a note on what was parsed and found."""
-    config = load_config([str(root)])
-    timing, result = timed(lambda: lint_paths([str(root)], config))
-    note = (
-        f"{result.files_checked} files checked, {result.files_parsed} parsed after the prefilter, "
-        f"{len(result.findings)} findings"
-    )
-    return timing, note
-
-
-def run_torchfix(root: Path) -> Timing | None:
-    """Time of `torchfix --select ALL root`, as its CLI runs it; None if it is not installed."""
-    try:
-        from torchfix import __main__ as torchfix_cli  # type: ignore[import-untyped]
-    except ImportError:
-        return None
-
-    def quietly() -> None:
-        # torchfix prints a diff per fixable file on stdout, its summary on stderr, and exits 1
-        # when it failed on a file: none of that matters for the timing.
-        quiet_out, quiet_err = contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO())
-        with quiet_out, quiet_err, contextlib.suppress(SystemExit):
-            torchfix_cli.main()
-
-    argv = sys.argv
-    sys.argv = ["torchfix", "--select", "ALL", str(root)]
-    try:
-        timing, _ = timed(quietly)
-    finally:
-        sys.argv = argv
-    return timing
-
-
-def rate(lines: int, timing: Timing) -> str:
-    return f"{lines / timing.wall:,.0f} lines/s wall, {lines / timing.cpu:,.0f} lines/CPU-s"
+def line_counts(root: Path) -> tuple[int, int]:
+    """(all lines, lines of the files the prefilter passes to the parser) under `root`."""
+    total = parsed = 0
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_bytes().decode("utf-8", errors="replace")
+        lines = text.count("\n")
+        total += lines
+        parsed += lines if might_have_findings(text) else 0
+    return total, parsed
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--torch-root", type=Path, default=None, help="the torch package directory")
-    parser.add_argument("--subtree", default="distributed/fsdp", help="shared subtree, relative to the torch root")
-    parser.add_argument("--skip-torchfix", action="store_true", help="only measure csan-lint")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each tool, alternating; medians printed")
     args = parser.parse_args()
-    torch_root = (args.torch_root or default_torch_root()).resolve()
-    subtree = torch_root / args.subtree
-    print(f"cpus: {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}  torch package: {torch_root}")
-
-    files = python_files(torch_root)
-    lines = count_lines(files)
-    timing, note = run_csan_lint(torch_root)
-    verdict = "met" if timing.wall <= WHOLE_PACKAGE_TARGET_S else "MISSED"
-    print(f"csan-lint, whole package, cold: {len(files)} files, {lines:,} lines in {timing}")
-    print(f"  {len(files) / timing.wall:,.0f} files/s, {rate(lines, timing)}")
-    print(f"  ({note})")
-    print(f"  target <= {WHOLE_PACKAGE_TARGET_S:.0f} s wall: {verdict}")
-
-    sub_lines = count_lines(python_files(subtree))
-    ours, note = run_csan_lint(subtree)
-    print(f"subtree {args.subtree}: {sub_lines:,} lines")
-    print(f"  csan-lint: {ours}, {rate(sub_lines, ours)} ({note})")
-    if args.skip_torchfix:
-        return
-    theirs = run_torchfix(subtree)
-    if theirs is None:
-        print("  torchfix: not installed; to compare: pip install --no-deps torchfix && pip install flake8 PyYAML")
-        return
-    print(f"  torchfix --select ALL: {theirs}, {rate(sub_lines, theirs)}")
-    for measure in ("wall", "cpu"):
-        ratio = getattr(theirs, measure) / getattr(ours, measure)
-        verdict = "met" if ratio >= TORCHFIX_RATIO_TARGET else "MISSED"
-        target = f"target >= {TORCHFIX_RATIO_TARGET:.0f}x: {verdict}"
-        print(f"  csan-lint / torchfix lines/s ({measure}): {ratio:.1f}x ({target})")
+    root = (args.torch_root or default_torch_root()).resolve()
+    ruff = shutil.which("ruff") or shutil.which("ruff", path=str(Path(sys.executable).parent))
+    if ruff is None:
+        raise SystemExit("ruff not found: `pip install ruff` to compare with it")
+    print(f"cpus: {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}  torch package: {root}")
+    ours_command = [sys.executable, "-m", "csan_lint", "check", "--no-cache", "--output-format", "json", str(root)]
+    ruff_command = [ruff, "check", "--no-cache", "--isolated", "--exit-zero", "--quiet", str(root)]
+    ours: list[Timing] = []
+    theirs: list[Timing] = []
+    report = ""
+    for _ in range(args.repeat):
+        timing, report = timed(ours_command)
+        ours.append(timing)
+        theirs.append(timed(ruff_command)[0])
+    ours_median, ruff_median = median(ours), median(theirs)
+    summary = json.loads(report)["summary"]
+    internal = sum(1 for finding in json.loads(report)["findings"] if finding["code"] in ("CSL002", "CSL003", "CSL005"))
+    total, parsed = line_counts(root)
+    ratio = ours_median.wall / ruff_median.wall
+    print(f"median of {args.repeat} runs each, alternating")
+    print(f"csan-lint --no-cache:            {ours_median}")
+    print(f"ruff check --no-cache --isolated: {ruff_median}")
+    verdict = "met" if ratio <= RUFF_RATIO_TARGET else "MISSED"
+    print(f"  csan-lint / ruff, wall: {ratio:.1f}x (target <= {RUFF_RATIO_TARGET:.0f}x: {verdict})")
+    print(f"  csan-lint / ruff, CPU:  {ours_median.cpu / ruff_median.cpu:.1f}x")
+    print(
+        f"  csan-lint wall {ours_median.wall:.1f} s (target <= {WHOLE_PACKAGE_TARGET_S:.0f} s: "
+        f"{'met' if ours_median.wall <= WHOLE_PACKAGE_TARGET_S else 'MISSED'}), internal errors: {internal}"
+    )
+    print(
+        f"csan-lint: {summary['files_checked']} files checked, {summary['files_parsed']} parsed, "
+        f"{summary['findings']} findings"
+    )
+    print(f"  lines: {total:,} checked, {parsed:,} parsed by libcst ({parsed / total:.1%})")
+    print(
+        f"  {total / ours_median.wall / 1000:,.0f} kLOC/s checked (wall), "
+        f"{parsed / ours_median.wall / 1000:,.1f} kLOC/s parsed and analysed (wall)"
+    )
 
 
 if __name__ == "__main__":

@@ -13,18 +13,18 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-from click.core import ParameterSource
 
 from csan_lint import __version__
-from csan_lint.lint.config import Config, ConfigError, load_config
-from csan_lint.lint.files import Excluder, is_excluded
-from csan_lint.lint.output import explain_code, format_github, format_json, format_rule_list, format_text
-from csan_lint.lint.registry import all_rules
-from csan_lint.lint.runner import LintResult, lint_paths, lint_text
-from csan_lint.lint.sarif import format_sarif
+
+if TYPE_CHECKING:
+    from csan_lint.lint.config import Config
+    from csan_lint.lint.runner import LintResult
+
+# The rest of the linter is imported where a command needs it: `--version`, `--help` and
+# `rule` stay cheap, and a pre-commit run on one file loads only what linting it takes.
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 STATIC_FORMATS = ("text", "json", "sarif", "github")
@@ -112,10 +112,13 @@ def _split(values: Sequence[str]) -> list[str] | None:
 
 
 def _explain(code: str) -> str:
+    from csan_lint.lint.output import explain_code
+    from csan_lint.lint.registry import all_rules
+
     text = explain_code(code)
     if text is None:
         known = ", ".join(rule.code for rule in all_rules())
-        _fail(f"unknown rule `{code}` (rules: {known}; also CSL001-CSL004 and CSL901-CSL909)")
+        _fail(f"unknown rule `{code}` (rules: {known}; also CSL001-CSL005 and CSL901-CSL909)")
     return text
 
 
@@ -135,6 +138,8 @@ def _confirm(result: LintResult, paths: list[str], config: Any, options: dict[st
 def _diff(result: LintResult, config: Any, unsafe: bool, quiet: bool) -> int:
     """`--diff`: the fixes as a patch on stdout; exit 1 when there is one, 2 on an unreadable file."""
     from csan_lint.lint.fix import fix_paths  # libcst: only when fixing
+    from csan_lint.lint.output import format_text
+    from csan_lint.lint.runner import LintResult
 
     report = fix_paths(result, config, write=False, unsafe=unsafe)
     click.echo(report.diff, nl=False)
@@ -147,6 +152,7 @@ def _diff(result: LintResult, config: Any, unsafe: bool, quiet: bool) -> int:
 def _fix(result: LintResult, targets: list[str], config: Any, unsafe: bool, no_cache: bool) -> tuple[LintResult, int]:
     """`--fix`: write the fixes, then lint again for what is left (files it could not write count)."""
     from csan_lint.lint.fix import fix_paths
+    from csan_lint.lint.runner import lint_paths
 
     report = fix_paths(result, config, write=True, unsafe=unsafe)
     after = lint_paths(targets, config, cache=not no_cache)
@@ -182,11 +188,16 @@ class _ProgressBar:
 
 def _given(context: click.Context, names: Sequence[str]) -> list[str]:
     """The options among `names` that the command line set (not their defaults)."""
+    from click.core import ParameterSource
+
     return [name for name in names if context.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)]
 
 
 def _lint_stdin(stdin_filename: str | None, config: Config, force_exclude: bool) -> LintResult:
     """stdin, linted as the file `--stdin-filename` names (its config, ignores, suppressions)."""
+    from csan_lint.lint.files import Excluder, is_excluded
+    from csan_lint.lint.runner import LintResult, lint_text
+
     source = sys.stdin.read()
     path = Path(stdin_filename or "-").absolute()
     if (
@@ -323,6 +334,11 @@ def check(
     **confirm_options: Any,
 ) -> None:
     """Find CUDA stream synchronization bugs in PATHS (files or directories; default: .; `-`: stdin)."""
+    from csan_lint.lint.config import ConfigError, load_config
+    from csan_lint.lint.output import format_rule_list
+    from csan_lint.lint.registry import all_rules
+    from csan_lint.lint.runner import lint_paths
+
     if list_rules:
         click.echo(format_rule_list(all_rules()), nl=False)
         return
@@ -378,17 +394,7 @@ def check(
         result, fixed = _fix(result, targets, config, unsafe_fixes, no_cache)
         if show_fixes and fixed:
             click.echo(f"Fixed:\n{_fixed_listing(before, result)}", nl=False, err=True)
-    if output_format == "json":
-        click.echo(format_json(result), nl=False)
-    elif output_format == "sarif":
-        click.echo(format_sarif(result), nl=False)
-    elif output_format == "github":
-        click.echo(format_github(result, quiet=quiet), nl=False)
-    else:
-        text = format_text(
-            result, show_statistics=statistics, quiet=quiet, show_fixes=show_fixes and not fix, unsafe=unsafe_fixes
-        )
-        click.echo(text, nl=False)
+    _report(result, output_format, statistics, quiet, show_fixes and not fix, unsafe_fixes)
     if fixed is not None and not quiet:
         click.echo(f"Fixed {fixed} finding{'' if fixed == 1 else 's'} ({len(result.findings)} remaining).", err=True)
     if result.has_tool_errors:
@@ -398,11 +404,33 @@ def check(
     raise SystemExit(EXIT_FINDINGS if result.findings and not exit_zero else EXIT_CLEAN)
 
 
+def _report(
+    result: LintResult, output_format: str, statistics: bool, quiet: bool, show_fixes: bool, unsafe: bool
+) -> None:
+    """The findings on stdout in `output_format`; only that format's module is imported."""
+    if output_format == "sarif":
+        from csan_lint.lint.sarif import format_sarif
+
+        click.echo(format_sarif(result), nl=False)
+        return
+    from csan_lint.lint.output import format_github, format_json, format_text
+
+    if output_format == "json":
+        click.echo(format_json(result), nl=False)
+    elif output_format == "github":
+        click.echo(format_github(result, quiet=quiet), nl=False)
+    else:
+        text = format_text(result, show_statistics=statistics, quiet=quiet, show_fixes=show_fixes, unsafe=unsafe)
+        click.echo(text, nl=False)
+
+
 @main.command()
 @click.argument("code", required=False)
 @click.option("--all", "show_all", is_flag=True, help="Explain every rule.")
 def rule(code: str | None, show_all: bool) -> None:
     """Explain a rule (a code in any case, or a name): what it flags, why, the fix, examples."""
+    from csan_lint.lint.registry import all_rules
+
     if show_all:
         click.echo("\n".join(_explain(rule.code) for rule in all_rules()), nl=False)
     elif code is None:

@@ -6,7 +6,6 @@ meant, so that a typo never silently turns a rule off.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import tomllib
@@ -110,6 +109,8 @@ def _codes_of(selector: str) -> frozenset[str]:
 
 def _suggestion(word: str, choices: Sequence[str]) -> str:
     """A likely intended choice, else the list to pick from."""
+    import difflib  # only for a mistyped setting: not on every run's start-up
+
     close = difflib.get_close_matches(word, choices, n=1, cutoff=0.7)
     return f"; did you mean `{close[0]}`?" if close else f" (expected one of: {', '.join(choices)})"
 

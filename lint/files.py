@@ -49,6 +49,9 @@ _GENERIC_ALIAS = re.compile(
 )
 """An accelerator object (DeepSpeed's `get_accelerator()`, `torch.get_device_module()`), after which
 `accel.Stream()` needs no `torch` in front, and imports of the generic names."""
+_GENERIC_NEEDS = ("Stream", "Event", "accelerator", "get_device_module", "current_stream", "set_stream")
+"""Text that either generic pattern needs to match: substring checks first, because those
+patterns start with no literal the regex engine could skip ahead to."""
 _NON_BLOCKING = re.compile(r"non_blocking\s*=\s*(?!False\b)")
 """Any non-blocking copy that is not spelled off; it needs no `cuda` in the file (the tensor may
 arrive as an argument)."""
@@ -66,6 +69,8 @@ def might_have_findings(text: str, wrappers: frozenset[str] = frozenset()) -> bo
     if "cuda" in text and (_CUDA_API.search(text) or (_CUDA_ALIAS.search(text) and _API_WORD.search(text))):
         return True
     if "accelerator" not in text and "torch" not in text and "get_device_module" not in text:
+        return False
+    if not any(word in text for word in _GENERIC_NEEDS):
         return False
     return bool(_GENERIC_API.search(text) or (_GENERIC_ALIAS.search(text) and _API_WORD.search(text)))
 

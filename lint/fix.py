@@ -14,7 +14,6 @@ and the next pass's lint says whether the second is still needed.
 
 from __future__ import annotations
 
-import difflib
 import io
 import re
 import tokenize
@@ -159,6 +158,8 @@ def fix_paths(result: LintResult, config: Config, *, write: bool, unsafe: bool =
 
 def unified_diff(before: str, after: str, path: str) -> str:
     """`git diff` style (`a/`, `b/` before a relative path), so that `git apply` takes it."""
+    import difflib  # only for --diff: the text output imports this module for `fixable`
+
     old, new = (path, path) if Path(path).is_absolute() else (f"a/{path}", f"b/{path}")
     lines = difflib.unified_diff(_LINE.findall(before), _LINE.findall(after), old, new)
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)

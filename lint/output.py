@@ -25,6 +25,7 @@ NON_RULE_SUMMARIES = {
     "CSL001": "the file does not parse as Python: nothing in it was checked",
     "CSL002": "csan-lint failed on the file (a bug in csan-lint): nothing in it was checked",
     "CSL003": "the path could not be read or decoded: nothing in it was checked",
+    "CSL005": "the analysis of the file ran out of its CPU-time budget: nothing in it was checked",
     UNUSED_NOQA_CODE: "a `# noqa: CSL...` or `# csan-lint: ignore` comment that suppresses nothing "
     "(off unless selected: `--extend-select CSL004`)",
 }
@@ -160,7 +161,7 @@ def rule_url(rule: type[Rule]) -> str:
 
 def explain_code(code: str) -> str | None:
     """What `csan-lint rule CODE` prints for any code the README lists, in any case: a rule (by
-    code or name), a non-rule diagnostic (CSL001-CSL004) or a runtime-only race (CSL9xx).
+    code or name), a non-rule diagnostic (CSL001-CSL005) or a runtime-only race (CSL9xx).
     None for a code that means nothing."""
     for rule in all_rules():
         if code.upper() == rule.code or code.lower() == rule.name:

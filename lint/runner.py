@@ -11,15 +11,18 @@ editor's unsaved text) linted as the file it will be.
 
 from __future__ import annotations
 
+import gc
 import io
 import os
 import tokenize
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from csan_lint.lint.budget import BudgetExceeded, cpu_budget
 from csan_lint.lint.cache import Hit, ResultCache, Stat, content_hash, file_stat, index_key
 from csan_lint.lint.config import Config
 from csan_lint.lint.files import Excluder, PathError, discover, display_path, might_have_findings
@@ -41,13 +44,16 @@ INTERNAL_ERROR_CODE = "CSL002"
 READ_ERROR_CODE = "CSL003"
 """A path that could not be read or analysed: missing, unreadable, not decodable text, or too
 large to parse."""
+BUDGET_CODE = "CSL005"
+"""The analysis of a file ran out of its CPU-time budget (`ANALYSIS_BUDGET_S`): it went unchecked."""
 DIAGNOSTIC_NAMES = {
     SYNTAX_ERROR_CODE: "syntax-error",
     INTERNAL_ERROR_CODE: "internal-error",
     READ_ERROR_CODE: "unreadable-file",
+    BUDGET_CODE: "analysis-budget-exceeded",
 }
 """Codes that are not rules: always reported, never suppressed."""
-TOOL_ERROR_CODES = frozenset({INTERNAL_ERROR_CODE, READ_ERROR_CODE})
+TOOL_ERROR_CODES = frozenset({INTERNAL_ERROR_CODE, READ_ERROR_CODE, BUDGET_CODE})
 """Diagnostics meaning a file went unchecked: the run cannot claim a result (exit 2)."""
 
 PARALLEL_MIN_BYTES = 128 * 1024
@@ -60,6 +66,9 @@ MAX_PARSE_CHARS = 2 * 1024 * 1024
 """Larger sources that pass the prefilter are reported, not parsed: libcst needs about 0.7 GB
 and 8 s of CPU per MB of stream-heavy code, so a 10 MB generated file would take minutes and
 could exhaust memory. PyTorch's largest source file is 1.4 MB (and fails the prefilter)."""
+ANALYSIS_BUDGET_S = 60.0
+"""CPU seconds one file's parse and analysis may take (the largest file PyTorch parses takes
+about 2 s): past it the file gets a `BUDGET_CODE` diagnostic and the run goes on."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +150,10 @@ def _lint_job(job: _Job) -> list[Finding]:
     try:
         if job.syntax_only:
             return _unparsed(job.source, job.path, job.rules, job.unused_noqa)
-        findings = lint_source(job.source, job.path, job.rules, job.package, job.spellings)
+        with cpu_budget(ANALYSIS_BUDGET_S), _collector_paused():
+            findings = lint_source(job.source, job.path, job.rules, job.package, job.spellings)
+    except BudgetExceeded:
+        return [diagnostic(job.path, BUDGET_CODE, _over_budget())]
     except Exception as error:  # a crash on one file is that file's diagnostic; the run goes on
         return [diagnostic(job.path, INTERNAL_ERROR_CODE, _internal_error(error))]
     if findings and findings[0].code == SYNTAX_ERROR_CODE:
@@ -151,6 +163,21 @@ def _lint_job(job: _Job) -> list[Finding]:
         ran = {rule.code for rule in job.rules}
         kept += unused_suppressions(findings, job.source, rule_names(), ran, job.path)
     return sorted(kept, key=lambda finding: (finding.line, finding.column, finding.code))
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cycle collector off while one file is parsed and analysed: libcst allocates millions
+    of nodes, which the collector walks again and again (a fifth of the CPU of a cold run) and
+    never frees (the trees hold no cycles). It runs as usual between files."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _unparsed(source: str, shown: str, rules: Sequence[type[Rule]], unused_noqa: bool) -> list[Finding]:
@@ -184,6 +211,13 @@ def lint_text(source: str, path: Path, config: Config) -> LintResult:
     if not job.syntax_only and len(source) > MAX_PARSE_CHARS:
         return LintResult([diagnostic(shown, READ_ERROR_CODE, _too_large(len(source)))], 1, 0)
     return LintResult(_lint_job(job), 1, 0 if job.syntax_only else 1)
+
+
+def _over_budget() -> str:
+    return (
+        f"analysis budget exceeded: more than {ANALYSIS_BUDGET_S:g} s of CPU time on this file, left "
+        "unchecked (generated code? exclude it, or split the file)"
+    )
 
 
 def _internal_error(error: Exception) -> str:
@@ -377,15 +411,15 @@ def _lint_stale(
         findings.extend(file_findings)
         if results is None:
             continue
-        if any(finding.code == INTERNAL_ERROR_CODE for finding in file_findings):
-            results.drop(file.path)  # a crash (or a killed worker) is not a result to keep
+        if any(finding.code in TOOL_ERROR_CODES for finding in file_findings):
+            results.drop(file.path)  # a crash, a killed worker, a budget run out: no result to keep
         else:
             results.store(
                 file.path, file.stat, file_findings, parsed=True, digest=file.digest, orders=file.orders, index=index
             )
     for check, file_findings in zip(checks, outcomes[len(work) :], strict=True):
         findings.extend(file_findings)
-        if results is not None and not any(finding.code == INTERNAL_ERROR_CODE for finding in file_findings):
+        if results is not None and not any(finding.code in TOOL_ERROR_CODES for finding in file_findings):
             results.store(check.path, check.stat, file_findings, parsed=False, digest=check.digest)
     return findings
 

@@ -5,7 +5,8 @@ imports, functions, classes and globals, which functions have stream blocks, and
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
 
 import libcst as cst
 
@@ -77,14 +78,38 @@ def entry_streams(body: Sequence[cst.CSTNode], imports: ImportTable, source: str
             statements.extend((child, owner) for child in reversed(body_of(node.body)))
         elif isinstance(node, cst.BaseCompoundStatement):
             statements.extend((child, owner) for suite in _suites(node) for child in reversed(suite))
+    written = _written_calls(source) if inside else Counter()
     found: dict[str, str] = {}
     for callee, streams in inside.items():
         leaf = callee.rpartition(".")[2]
-        spelled = (f"self.{leaf}(", f"cls.{leaf}(") if "." in callee else (f"{leaf}(",)
-        written = sum(len(re.findall(r"(?<![\w.])(?<!def )" + re.escape(text), source)) for text in spelled)
-        if len(set(streams)) == 1 and written == len(streams):
+        count = written["self", leaf] + written["cls", leaf] if "." in callee else written["", leaf]
+        if len(set(streams)) == 1 and count == len(streams):
             found[callee] = streams[0]
     return found
+
+
+_WRITTEN_CALL = re.compile(r"(?<![\w.])(?<!def )(?:(self|cls)\.)?(\w+)\(")
+
+
+def call_text_counts(source: str, leaves: Iterable[str]) -> Counter[str]:
+    """leaf -> `source.count(leaf + "(")` for every leaf at once: each `word(` of the text counts
+    for the leaves it ends with. One pass, where a count per function made big modules quadratic."""
+    wanted = set(leaves)
+    counts: Counter[str] = Counter()
+    for word, times in Counter(_WORD_CALL.findall(source)).items():
+        for start in range(len(word)):
+            if word[start:] in wanted:
+                counts[word[start:]] += times
+    return counts
+
+
+_WORD_CALL = re.compile(r"(\w+)\(")
+
+
+def _written_calls(source: str) -> Counter[tuple[str, str]]:
+    """("", f) -> how often `f(` is written, ("self"/"cls", m) -> `self.m(`/`cls.m(`: one pass
+    over the text for all callees (one search per callee made big modules quadratic)."""
+    return Counter(_WRITTEN_CALL.findall(source))
 
 
 def _single_stream(node: cst.With, imports: ImportTable) -> str | None:

@@ -28,6 +28,7 @@ from csan_lint.lint.ordering import CURRENT, FlowState, Hazard, Mark, TrackedTen
 from csan_lint.lint.positions import Positions, positions
 from csan_lint.lint.scan import (
     body_of,
+    call_text_counts,
     calls_any,
     entry_streams,
     has_with,
@@ -145,11 +146,12 @@ def analyse(
         exits: dict[str, FlowState] = {}
         entered_on = entry_streams(module.body, imports, source)
         with_blocks = {name for name, function in functions if has_with(body_of(function.body))}
+        calls = call_text_counts(source, (name.rpartition(".")[2] for name, _ in functions))
         writers = {  # called functions that access a tensor on another stream
             name
             for name, function in functions
             if name in with_blocks
-            and source.count(f"{name.rpartition('.')[2]}(") > 1
+            and calls[name.rpartition(".")[2]] > 1
             and has_with(body_of(function.body), imports, helpers.contexts)
             and (summary := helpers.summary(name)) is not None
             and any(effect.stream != CURRENT for effect in summary.effects)
@@ -166,7 +168,7 @@ def analyse(
                 analysis = FunctionAnalysis(
                     imports, hazards, function=name, params=tensor_params(function), helpers=helpers
                 )
-                if source.count(f"{name.rpartition('.')[2]}(") <= 1:  # no caller here checks its arguments
+                if calls[name.rpartition(".")[2]] <= 1:  # no caller here checks its arguments
                     analysis.produced_by_caller(function)
                 stream = entered_on.get(name)
                 if stream is not None and _spelled_alike(stream, function, helpers.globals):

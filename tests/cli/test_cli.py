@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from csan_lint.lint import cli
+from csan_lint.lint import cli, runner
 from csan_lint.lint.registry import all_rules
 
 FLAGGED = all_rules()[0].INVALID[0].code
@@ -41,7 +41,7 @@ def test_a_failure_outside_any_file_is_a_message_not_a_traceback(
     def broken(paths, config, **options):
         raise RuntimeError("discovery exploded")
 
-    monkeypatch.setattr(cli, "lint_paths", broken)
+    monkeypatch.setattr(runner, "lint_paths", broken)  # the command imports it when it runs
     result = CliRunner().invoke(cli.main, ["."])
     assert result.exit_code == 2
     assert result.stderr == "error: internal error: RuntimeError: discovery exploded\n"

@@ -54,5 +54,19 @@ def test_a_warm_cache_hit_imports_no_parser(project: Path) -> None:
     assert not {"libcst", "concurrent.futures", "multiprocessing", "torch"} & modules
 
 
-def test_version_imports_nothing_heavy(project: Path) -> None:
-    assert not {"libcst", "concurrent.futures", "multiprocessing", "torch"} & imported_modules(["--version"], project)
+def test_version_imports_neither_click_nor_the_linter(project: Path) -> None:
+    modules = imported_modules(["--version"], project)
+    assert "csan_lint" in modules  # the command did run
+    assert not {"click", "csan_lint.lint.cli", "csan_lint.lint.config", "libcst", "torch"} & modules
+
+
+def test_version_says_what_the_command_line_says(project: Path) -> None:
+    """The early answer and click's `--version` (`csan-lint check --version`) agree."""
+    from click.testing import CliRunner
+
+    from csan_lint.lint.cli import main
+
+    command = [sys.executable, "-m", "csan_lint", "--version"]
+    early = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert early.returncode == 0
+    assert early.stdout == CliRunner().invoke(main, ["check", "--version"]).output

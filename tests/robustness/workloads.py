@@ -162,6 +162,28 @@ def huge_source(size: int = HUGE_BYTES) -> str:
     return "".join(lines)
 
 
+def dense_stream_module(lines: int) -> str:
+    """At least `lines` lines of stream-heavy functions, each calling the one before inside its
+    stream block: events, waits, a block per 8 lines (a generated kernel wrapper's shape)."""
+    unit = (
+        "def step_{0}(x, s):\n"
+        "    done = torch.cuda.Event()\n"
+        "    s.wait_stream(torch.cuda.current_stream())\n"
+        "    with torch.cuda.stream(s):\n"
+        "        y = step_{1}(x, s) * 2\n"
+        "        done.record(s)\n"
+        "    torch.cuda.current_stream().wait_event(done)\n"
+        "    return y\n\n"
+    )
+    units = ["import torch\n\n"]
+    written, index = 2, 0
+    while written < lines:
+        units.append(unit.format(index, max(index - 1, 0)))
+        written += 9
+        index += 1
+    return "".join(units)
+
+
 def permissions_enforced(directory: Path) -> bool:
     """Whether chmod 000 makes a file unreadable here (not as root, not on some file systems)."""
     probe = directory / ".probe"
