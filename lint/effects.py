@@ -205,16 +205,23 @@ class Helpers:
                 orders.append((token, frozenset({HOST})))
             elif token != ANY_OTHER and meaningful(token) and outside(ordered) != {token}:
                 orders.append((token, outside(ordered)))
-        effects = [
+        effects = {
             Effect(key, mark.access.stream, mark.access.write, outside(mark.after))
             for key, tensor in end.tensors.items()
             if (key in names and key not in analysis.bound) or (key.startswith("self.") and key.count(".") == 1)
             for mark in tensor.writes | tensor.reads
             if meaningful(mark.access.stream) and (mark.access.write or mark.access.stream != CURRENT)
-        ]  # a read on the caller's stream is the read of the argument the call makes anyway
+        }  # a read on the caller's stream is the read of the argument the call makes anyway
         if not orders and not effects:
             return None
-        return Summary(tuple(positional), names, tuple(orders), tuple(effects))
+        return Summary(tuple(positional), names, tuple(orders), tuple(sorted(effects, key=_replay_order)))
+
+
+def _replay_order(effect: Effect) -> tuple[str, bool, str, tuple[str, ...]]:
+    """Per key, the last writes before the reads made since, as they ran: replayed the other way
+    a write would erase the reads. Never the order of a set of marks, which follows the nodes'
+    addresses and so changes from run to run."""
+    return effect.key, not effect.write, effect.stream, tuple(sorted(effect.after))
 
 
 class Effects:
