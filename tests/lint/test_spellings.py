@@ -94,11 +94,22 @@ def test_an_exit_stack_enters_until_its_block_ends() -> None:
         "get_accelerator().synchronize()",
         "e = torch.Event()\ne.record()\ns.wait_event(e)",
         "e = get_accelerator().Event()\ne.record()\ns.wait_event(e)",
+        "s.wait_stream(self.context.current_stream())",
+        "current = ctx.current_stream()\ns.wait_stream(current)",
     ],
 )
 def test_device_generic_orderings_order(wait: str) -> None:
     body = f"{wait}\nwith get_accelerator().stream(s):\n    z = y + 1\n"
     assert _findings(body, "CSL101") == []
+
+
+def test_a_project_method_named_current_stream_is_no_other_stream() -> None:
+    """`ctx.current_stream()` (a project's helper, Megatron's) is the stream current where it is
+    called, so waiting on it after the block joins the side stream; a method of another name
+    is no stream at all."""
+    joined = "with torch.cuda.stream(s):\n    z = y + 1\nctx.current_stream().wait_stream(s)\nw = z * 2\n"
+    assert _findings(joined, "CSL102") == []
+    assert _findings(joined.replace("current_stream", "compute_stream"), "CSL102") == [4]
 
 
 @pytest.mark.parametrize(
