@@ -197,6 +197,7 @@ class Helpers:
         def outside(after: frozenset[str]) -> frozenset[str]:
             return frozenset(token for token in after if meaningful(token))
 
+        rebound = {key for key in analysis.bound if key.startswith("self.")}
         orders = []
         for token in sorted(tokens):
             after = end.tensors[probe_key(token)].writes
@@ -206,7 +207,9 @@ class Helpers:
             elif token != ANY_OTHER and meaningful(token) and outside(ordered) != {token}:
                 orders.append((token, outside(ordered)))
         effects = {
-            Effect(key, mark.access.stream, mark.access.write, outside(mark.after))
+            Effect(
+                key, mark.access.stream, mark.access.write, outside(mark.after), mark.access.write and key in rebound
+            )
             for key, tensor in end.tensors.items()
             if (key in names and key not in analysis.bound) or (key.startswith("self.") and key.count(".") == 1)
             for mark in tensor.writes | tensor.reads
@@ -269,6 +272,11 @@ class Effects:
                     tensor, reads=frozenset(mark for mark in tensor.reads if id(mark.access.node) not in passed)
                 )
         for effect, key, stream, after in effects:
+            if effect.rebound:
+                assert self.statement is not None
+                access = Access(call, stream, True, self.block or self.statement, self.function)
+                self.live.tensors[key] = TrackedTensor(writes=frozenset({Mark(access, after | {stream})}))
+                continue
             if stream != self.live.current:
                 self._access(key, call, write=effect.write, stream=stream, after=after)
                 continue
