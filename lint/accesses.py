@@ -50,6 +50,7 @@ from csan_lint.lint.values import (
     HOST_METHODS,
     METADATA_BUILTINS,
     PURE_BUILTINS,
+    SHAPED_LIKE,
     STORING_METHODS,
     SYNC_BUILTINS,
     SYNC_METHODS,
@@ -354,7 +355,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
                 and bool(node.args)
                 and node.args[0].keyword is None
             )
-            self._eval_args(node, skip_first=in_place)
+            self._eval_args(node, skip_first=in_place or qualified in SHAPED_LIKE)
             if qualified == DEVICE_SYNC:
                 self._order(MarkUpdate(None, HOST))
             elif qualified == SET_STREAM and node.args:
@@ -446,7 +447,8 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         self._escape_args(node)
 
     def _eval_args(self, node: cst.Call, *, skip_first: bool = False) -> None:
-        """Reads of the arguments, except the ones the call writes in place (checked as writes)."""
+        """Reads of the arguments, except the first where the call writes it in place (checked as
+        a write) or only looks at its shape (`torch.zeros_like(x)`)."""
         for index, arg in enumerate(node.args):
             if (arg.keyword is None or arg.keyword.value != "out") and not (skip_first and index == 0):
                 self._eval(arg.value)

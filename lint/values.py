@@ -118,6 +118,8 @@ the receiver is a container."""
 ALLOCATORS = frozenset({"torch.empty", "torch.empty_like", "torch.empty_strided"})
 ALLOCATING_METHODS = frozenset({"new_empty", "new_empty_strided"})
 """Calls that allocate memory and launch no kernel: no data is written."""
+SHAPED_LIKE = frozenset(f"torch.{kind}_like" for kind in ("empty", "zeros", "ones", "full", "rand", "randn", "randint"))
+"""Calls that read only their first argument's metadata (shape, dtype, device), never its data."""
 HOST_TENSORS = frozenset({"torch.from_numpy", "torch.frombuffer"})
 """Tensors that share host memory with a Python object: no stream writes them."""
 

@@ -42,6 +42,8 @@ def f(x, s, items):
         ("d = x * 2", "v = d.view(-1)"),  # a view: metadata only
         ("d = x * 2", "v = d[0]"),  # basic indexing: a view
         ("d = x * 2", "shape = d.shape; n = d.numel()"),
+        ("d = x * 2", "z = torch.zeros_like(d)"),  # shape, dtype and device: no data read
+        ("d = x * 2", "h = torch.empty_like(d, device='cpu')"),
     ],
 )
 def test_host_only_values_and_uses_are_not_gpu_accesses(before: str, use: str) -> None:
@@ -55,6 +57,8 @@ def test_host_only_values_and_uses_are_not_gpu_accesses(before: str, use: str) -
         ("d = x * 2", "v = d[idx]"),  # a tensor index gathers: a kernel
         ("d = x * 2", "items.add(d)"),  # `Tensor.add` when the receiver is a tensor
         ("d = x * 2; d = x + d", "v = d + 1"),
+        ("d = x * 2", "v = torch.clone(d)"),  # a copy reads the data
+        ("d = x * 2", "v = torch.add(torch.ones_like(x), d)"),
     ],
 )
 def test_uses_that_launch_a_kernel_are_still_reads(before: str, use: str) -> None:
