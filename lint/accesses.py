@@ -386,11 +386,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
             key = dotted_name(receiver)
             tracked = key is not None and key in self.live.tensors
             if method == "record_stream" and tracked and node.args:
-                assert key is not None
-                stream = self._stream(node.args[0].value)
-                if stream is not None:
-                    tensor = self.live.tensors[key]
-                    self.live.tensors[key] = replace(tensor, recorded=tensor.recorded | {stream})
+                self._record_stream(receiver, node.args[0].value)
                 return
             if method in HOST_METHODS:
                 self._eval_args(node)
@@ -428,6 +424,9 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
             if isinstance(func, cst.Name) and is_constructor(func.value):
                 self._hand_over(node)
                 return
+            if isinstance(func, cst.Name) and func.value == "record_stream" and len(node.args) == 2:
+                self._record_stream(node.args[0].value, node.args[1].value)  # a project's `record_stream(t, s)`
+                return
             if not isinstance(func, cst.Name):
                 self._eval(func)  # a called name is a function or a module, never a tensor
             builtin = func.value if isinstance(func, cst.Name) else None
@@ -438,6 +437,13 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
             if builtin not in PURE_BUILTINS:
                 self._escape_args(node)
         self._write_out(node)
+
+    def _record_stream(self, tensor: cst.BaseExpression, stream_expr: cst.BaseExpression) -> None:
+        """`t.record_stream(s)`: bookkeeping of the allocator on the host, no kernel reads `t`."""
+        key, stream = dotted_name(tensor), self._stream(stream_expr)
+        if key is not None and key in self.live.tensors and stream is not None:
+            recorded = self.live.tensors[key]
+            self.live.tensors[key] = replace(recorded, recorded=recorded.recorded | {stream})
 
     def _hand_over(self, node: cst.Call) -> None:
         """Arguments stored by the call (a container, an object being built): their computation

@@ -44,6 +44,7 @@ def f(x, s, items):
         ("d = x * 2", "shape = d.shape; n = d.numel()"),
         ("d = x * 2", "z = torch.zeros_like(d)"),  # shape, dtype and device: no data read
         ("d = x * 2", "h = torch.empty_like(d, device='cpu')"),
+        ("d = x * 2", "record_stream(d, s)"),  # a project's helper of that name: allocator bookkeeping
     ],
 )
 def test_host_only_values_and_uses_are_not_gpu_accesses(before: str, use: str) -> None:
