@@ -36,6 +36,7 @@ from csan_lint.lint.ordering import (
     Produced,
     TrackedTensor,
     distinct,
+    issued_on,
     join_states,
     launch_key,
 )
@@ -536,18 +537,19 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
                 self.live.tensors[key] = replace(tensor, reads=tensor.reads | quiet)
             return
         for last in tensor.writes:
-            if distinct(last.access.stream, stream) and not last.orders(stream):
+            if (path := last.unordered(stream, distinct)) is not None:
                 kind = HazardKind.WRITE_AFTER_WRITE if write else HazardKind.READ_AFTER_WRITE
-                self._hazard(
-                    kind, key, access, last.access.stream, origin=last.access.function, produced=last.access.produced
-                )
+                other, on = path  # a stream chosen at run time is named by its racing choice
+                origin, produced = last.access.function, last.access.produced
+                self._hazard(kind, key, replace(access, stream=on), other, origin=origin, produced=produced)
         if write:
             for read in tensor.reads:
-                if distinct(read.access.stream, stream) and not read.orders(stream):
+                if (path := read.unordered(stream, distinct)) is not None:
+                    other, on = path
                     self._hazard(
-                        HazardKind.WRITE_AFTER_READ, key, access, read.access.stream, origin=read.access.function
+                        HazardKind.WRITE_AFTER_READ, key, replace(access, stream=on), other, origin=read.access.function
                     )
-        mark = Mark(access, frozenset({stream}) | after)
+        mark = Mark(access, issued_on(stream) | after)
         for reads, writes in self.captures:
             (writes if write else reads).add(key)
         self.live.tensors[launch_key(stream)] = TrackedTensor(writes=frozenset({replace(mark, access=LAUNCH_ACCESS)}))

@@ -17,7 +17,17 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from csan_lint.lint.names import ImportTable, dotted_name
-from csan_lint.lint.ordering import CURRENT, HOST, Access, FactUpdate, FlowState, Mark, TrackedTensor, join_states
+from csan_lint.lint.ordering import (
+    CURRENT,
+    HOST,
+    Access,
+    FactUpdate,
+    FlowState,
+    Mark,
+    TrackedTensor,
+    issued_on,
+    join_states,
+)
 from csan_lint.lint.recognize import ContextFunctions
 from csan_lint.lint.scan import tensor_params
 from csan_lint.lint.summaries import ANY_OTHER, Effect, PackageIndex, Summary
@@ -275,7 +285,7 @@ class Effects:
             if effect.rebound:
                 assert self.statement is not None
                 access = Access(call, stream, True, self.block or self.statement, self.function)
-                self.live.tensors[key] = TrackedTensor(writes=frozenset({Mark(access, after | {stream})}))
+                self.live.tensors[key] = TrackedTensor(writes=frozenset({Mark(access, after | issued_on(stream))}))
                 continue
             if stream != self.live.current:
                 self._access(key, call, write=effect.write, stream=stream, after=after)
@@ -285,7 +295,7 @@ class Effects:
             assert self.statement is not None
             access = Access(call, stream, True, self.block or self.statement, self.function)
             quiet = self.silent and effect.stream == CURRENT  # the unknown stream of the block around the call
-            mark = Mark(access, frozenset({HOST}) if quiet else after | {stream})
+            mark = Mark(access, frozenset({HOST}) if quiet else after | issued_on(stream))
             tensor = self.live.tensors.get(key) or TrackedTensor()
             writes = (
                 tensor.writes if tensor.writes and all(m.access.node is call for m in tensor.writes) else frozenset()

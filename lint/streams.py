@@ -22,6 +22,7 @@ from csan_lint.lint.ordering import (
     Mark,
     MarkUpdate,
     TrackedTensor,
+    item_key,
     launch_key,
     query_poll,
 )
@@ -144,7 +145,12 @@ def stream_token(
     key = dotted_name(expr)
     if key is not None and key in bindings:
         return bindings[key]
-    return code_of(expr)
+    code = code_of(expr)
+    if isinstance(expr, cst.Subscript) and code not in bindings:
+        collection = dotted_name(expr.value)  # `streams[i % 2]` of `streams = [a, b]`: a or b
+        if collection is not None and item_key(collection) in bindings:
+            return bindings[item_key(collection)]
+    return bindings.get(code, code)
 
 
 def recorded_inline(expr: cst.BaseExpression) -> cst.BaseExpression | None:

@@ -135,11 +135,12 @@ def code_of(node: cst.BaseExpression) -> str:
 
 @dataclass(frozen=True)
 class Value:
-    kind: Literal["tensor", "result", "allocation", "host", "alias", "stream", "context", "event", "other"]
+    kind: Literal["tensor", "result", "allocation", "host", "alias", "stream", "streams", "context", "event", "other"]
     """`host`: a tensor allocated in host memory, which no stream writes; `allocation`: device
     memory allocated and not yet written; `result`: what unknown code returned when given a
-    tensor, which may be one."""
+    tensor, which may be one; `streams`: a list or tuple of streams (`items`, as tokens)."""
     source: str | None = None
+    items: tuple[str, ...] = ()
 
 
 def loop_tensors(target: cst.BaseExpression, iterable: cst.BaseExpression) -> set[str]:
@@ -367,6 +368,9 @@ class Values:
             if self._torch_operand(expr):
                 return Value("tensor")
             return Value("result") if self._tensor_operand(expr) else Value("other")  # `i * n + k`: numbers?
+        if isinstance(expr, (cst.Tuple, cst.List)) and self._streams_listed(expr):
+            items = tuple(self._stream(element.value) or "None" for element in expr.elements)
+            return Value("streams", items=items)
         if isinstance(expr, (cst.Tuple, cst.List, cst.Set, cst.Dict)):
             self._escape_names(expr)
             return Value("other")
@@ -386,6 +390,16 @@ class Values:
             return Value("stream", one_stream(map(self._stream, chosen)))
         context = self._context_stream(expr) if any(isinstance(side, cst.Call) for side in sides) else None
         return Value("context", context) if context is not None else Value("other")
+
+    def _streams_listed(self, expr: cst.Tuple | cst.List) -> bool:
+        """A literal list of streams: one known stream, and names or attributes besides it
+        (`[torch.cuda.current_stream(), cp_stream]`)."""
+        values = [element.value for element in expr.elements if not isinstance(element, cst.StarredElement)]
+        return (
+            len(values) == len(expr.elements)
+            and any(map(self._is_stream, values))
+            and all(self._is_stream(value) or dotted_name(value) is not None for value in values)
+        )
 
     def _is_stream(self, expr: cst.BaseExpression) -> bool:
         """Known for a stream: made by a stream call, bound to one here or anywhere in the module."""
