@@ -205,13 +205,16 @@ def _path_of(token: str, stream: str) -> str | None:
     return path if on and before == stream else None
 
 
-def _join_marks(a: frozenset[Mark], b: frozenset[Mark]) -> frozenset[Mark]:
+def _join_marks(a: frozenset[Mark], b: frozenset[Mark], kept: frozenset[str] = frozenset()) -> frozenset[Mark]:
     if a == b:
         return a
     by_access = {mark.access: mark for mark in a}
     for mark in b:
         other = by_access.get(mark.access)
-        by_access[mark.access] = mark if other is None else Mark(mark.access, _meet(mark.after, other.after))
+        if other is not None:
+            after = _meet(mark.after, other.after) | ((mark.after | other.after) & kept)
+            mark = Mark(mark.access, after)
+        by_access[mark.access] = mark
     return frozenset(by_access.values())
 
 
@@ -224,13 +227,14 @@ def _meet(a: frozenset[str], b: frozenset[str]) -> frozenset[str]:
     return a & b
 
 
-def join_tensor(a: TrackedTensor, b: TrackedTensor) -> TrackedTensor:
+def join_tensor(a: TrackedTensor, b: TrackedTensor, kept: frozenset[str] = frozenset()) -> TrackedTensor:
+    """`kept`: tokens whose orderings hold where the stream may be used (`_entered_on_one_path`)."""
     if a == b:
         return a
     return TrackedTensor(
-        writes=_join_marks(a.writes, b.writes),
-        reads=_join_marks(a.reads, b.reads),
-        uses=_join_marks(a.uses, b.uses),
+        writes=_join_marks(a.writes, b.writes, kept),
+        reads=_join_marks(a.reads, b.reads, kept),
+        uses=_join_marks(a.uses, b.uses, kept),
         alloc=a.alloc if a.alloc == b.alloc else None,
         recorded=a.recorded & b.recorded,
         escaped=a.escaped or b.escaped,
@@ -245,12 +249,23 @@ def join_states(states: Iterable[FlowState | None]) -> FlowState | None:
         return None
     result = live[0].copy()
     for state in live[1:]:
+        kept = _entered_on_one_path(result, state)
         for key, tensor in state.tensors.items():
             mine = result.tensors.get(key)
-            result.tensors[key] = tensor if mine is None else join_tensor(mine, tensor)
+            result.tensors[key] = tensor if mine is None else join_tensor(mine, tensor, kept)
         result.streams = _join_bindings(result.streams, state.streams)
         result.contexts = join_contexts(result.contexts, state.contexts)
     return result
+
+
+def _entered_on_one_path(a: FlowState, b: FlowState) -> frozenset[str]:
+    """Streams a context binds to on one path only (`ctx = torch.cuda.stream(s)` where the other
+    path binds `nullcontext()`): `with ctx:` enters them on that path alone, so an ordering of
+    the stream made on that path (`s.wait_stream(...)` under the same `if`) holds wherever the
+    context is entered. Assumed: the stream is not used directly on the other path."""
+    one_sided = {stream for stream in a.contexts.values() if stream not in b.contexts.values()}
+    one_sided |= {stream for stream in b.contexts.values() if stream not in a.contexts.values()}
+    return frozenset(part for stream in one_sided for part in stream.split(OR))
 
 
 def _join_bindings(a: dict[str, str], b: dict[str, str]) -> dict[str, str]:

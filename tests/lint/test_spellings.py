@@ -161,6 +161,21 @@ def test_a_context_chosen_by_if_else(choose: str) -> None:
     assert _findings(f"{choose}with ctx():\n    z = y + 1\n", "CSL101") == [choose.count("\n") + 2]
 
 
+@pytest.mark.parametrize(
+    ("fork", "flagged"),
+    [
+        ("s.wait_stream(torch.cuda.current_stream())\n    ", []),  # ordered where `s` is entered
+        ("", [6]),
+    ],
+)
+def test_a_wait_under_the_condition_that_chooses_the_context(fork: str, flagged: list[int]) -> None:
+    """Megatron's async collectives: the side stream waits, and its context is chosen, under the
+    same `if`; the other path enters no stream (`nullcontext()`), so nothing there needs the wait."""
+    choose = f"if flag:\n    {fork}ctx = torch.cuda.stream(s)\nelse:\n    ctx = contextlib.nullcontext()\n"
+    body = f"{choose}with ctx:\n    z = y + 1\n"
+    assert _findings(body, "CSL101") == [line + fork.count("\n") for line in flagged]
+
+
 def test_a_stream_attribute_made_in_another_method() -> None:
     """`self.side` is no stream by its name; the module assigns it one in `__init__`."""
     source = """\
