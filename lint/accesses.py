@@ -67,7 +67,7 @@ from csan_lint.lint.values import (
     freed_storage,
     index_names,
     is_constructor,
-    is_identity_test,
+    is_host_test,
     is_inplace,
     is_reference,
     loop_tensors,
@@ -306,7 +306,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
                     self._demote(key)
             for child in children(node):
                 self._eval(child)
-        elif is_identity_test(node):  # `x is None`: a Python bool, no kernel
+        elif is_host_test(node):  # `x is None`, `"key" in d`: a Python bool, no kernel
             for operand in (node.left, *(target.comparator for target in node.comparisons)):
                 if not is_reference(operand):
                     self._eval(operand)

@@ -243,10 +243,18 @@ def called_or_named(expr: cst.BaseExpression) -> Iterator[str]:
             stack.extend(children(node))
 
 
-def is_identity_test(node: cst.CSTNode) -> TypeGuard[cst.Comparison]:
-    """`x is None`, `a is not b`: compares Python objects, launches nothing."""
-    return isinstance(node, cst.Comparison) and all(
-        isinstance(target.operator, (cst.Is, cst.IsNot)) for target in node.comparisons
+def is_host_test(node: cst.CSTNode) -> TypeGuard[cst.Comparison]:
+    """`x is None`, `a is not b`: compares Python objects; `"exp_avg" in state`: a key or a
+    substring looked up, which no tensor holds. A Python bool, no kernel."""
+    if not isinstance(node, cst.Comparison):
+        return False
+    if all(isinstance(target.operator, (cst.Is, cst.IsNot)) for target in node.comparisons):
+        return True
+    [*_, last] = node.comparisons
+    return (
+        len(node.comparisons) == 1
+        and isinstance(last.operator, (cst.In, cst.NotIn))
+        and isinstance(node.left, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString))
     )
 
 
@@ -504,8 +512,8 @@ class Values:
         if isinstance(expr, cst.UnaryOperation):
             return self._tensor_operand(expr.expression, made_here=made_here)
         if isinstance(expr, cst.Comparison):
-            if all(isinstance(target.operator, (cst.Is, cst.IsNot)) for target in expr.comparisons):
-                return False  # identity: a Python bool, no kernel
+            if is_host_test(expr):
+                return False  # a Python bool, no kernel
             return self._tensor_operand(expr.left, made_here=made_here) or any(
                 self._tensor_operand(target.comparator, made_here=made_here) for target in expr.comparisons
             )

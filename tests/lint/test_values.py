@@ -44,7 +44,11 @@ def f(x, s, items):
         ("d = x * 2", "shape = d.shape; n = d.numel()"),
         ("d = x * 2", "z = torch.zeros_like(d)"),  # shape, dtype and device: no data read
         ("d = x * 2", "h = torch.empty_like(d, device='cpu')"),
-        ("d = x * 2", "record_stream(d, s)"),  # a project's helper of that name: allocator bookkeeping
+        ("d = x * 2", "record_stream(d, s)"),
+        (
+            "d = g(x)",
+            "found = 'exp_avg' in d",
+        ),  # a key looked up: no tensor holds a string  # a project's helper of that name: allocator bookkeeping
     ],
 )
 def test_host_only_values_and_uses_are_not_gpu_accesses(before: str, use: str) -> None:
@@ -59,6 +63,7 @@ def test_host_only_values_and_uses_are_not_gpu_accesses(before: str, use: str) -
         ("d = x * 2", "items.add(d)"),  # `Tensor.add` when the receiver is a tensor
         ("d = x * 2; d = x + d", "v = d + 1"),
         ("d = x * 2", "v = torch.clone(d)"),  # a copy reads the data
+        ("d = x * 2", "v = 2 in d"),  # membership in a tensor compares on the GPU
         ("d = x * 2", "v = torch.add(torch.ones_like(x), d)"),
     ],
 )
