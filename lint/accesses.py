@@ -425,8 +425,8 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
             if isinstance(func, cst.Name) and is_constructor(func.value):
                 self._hand_over(node)
                 return
-            if isinstance(func, cst.Name) and func.value == "record_stream" and len(node.args) == 2:
-                self._record_stream(node.args[0].value, node.args[1].value)  # a project's `record_stream(t, s)`
+            if isinstance(func, cst.Name) and func.value.endswith("record_stream") and len(node.args) == 2:
+                self._record_stream(node.args[0].value, node.args[1].value)  # `_no_dispatch_record_stream(t, s)`
                 return
             if not isinstance(func, cst.Name):
                 self._eval(func)  # a called name is a function or a module, never a tensor
