@@ -45,6 +45,7 @@ def f(x, s, items):
         ("d = x * 2", "z = torch.zeros_like(d)"),  # shape, dtype and device: no data read
         ("d = x * 2", "h = torch.empty_like(d, device='cpu')"),
         ("d = x * 2", "record_stream(d, s)"),
+        ("d = x * 2", "_no_dispatch_record_stream(d, s)"),  # FSDP's: allocator bookkeeping too
         (
             "d = g(x)",
             "found = 'exp_avg' in d",
