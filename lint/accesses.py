@@ -72,6 +72,7 @@ from csan_lint.lint.values import (
     is_reference,
     loop_tensors,
     operands,
+    target_names,
 )
 
 _MAX_LOOP_PASSES = 8
@@ -115,6 +116,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         """Streams and events the ordering calls named: a summary probes each of them."""
         self.bound: set[str] = set()
         """Names (re)bound here: a parameter rebound no longer denotes the caller's argument."""
+        self.loop_items: set[str] = set()
         self.yields = False
         self.silent = 0
         """Depth of blocks on an UNKNOWN stream: their accesses are taken as ordered, never judged."""
@@ -267,6 +269,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         self.statement = target
         self._bind(target, Value("other"))
         self.maybe_tensors.update(loop_tensors(target, iterable))
+        self.loop_items.update(target_names(target))
 
     # ---- expressions
 

@@ -42,6 +42,8 @@ class Streams:
     tokens: set[str]
     """Streams and events the ordering calls named: a summary probes each of them."""
     helpers: Helpers | None
+    loop_items: set[str]
+    """Names a `for` binds to the items of what it iterates."""
 
     def _stream_method(self, node: cst.Call, func: cst.Attribute) -> bool:
         """Ordering calls on streams and events; False if `func` is none of them."""
@@ -67,6 +69,8 @@ class Streams:
             stream, event = (self._stream(args[0]) if args else self.live.current), self._event(receiver)
             if stream is not None and event is not None:
                 self._record(event, stream)
+        elif method == "wait" and not args and self._collection_item(receiver):
+            self._order(MarkUpdate(CURRENT, self.live.current))  # a collective's handle kept in a list
         elif method == "wait" and dotted_name(receiver) not in self.live.tensors:
             waiter, event = (self._stream(args[0]) if args else self.live.current), self._event(receiver)
             if waiter is not None and event is not None:
@@ -78,6 +82,14 @@ class Streams:
         else:
             return False
         return True
+
+    def _collection_item(self, receiver: cst.BaseExpression) -> bool:
+        """An item of a list or dict (`reqs[i - 1]`, a loop's `req`): waiting on it is waiting on
+        an async collective's handle (events are named), launched on the stream current at
+        entry after the work there so far."""
+        return isinstance(receiver, cst.Subscript) or (
+            isinstance(receiver, cst.Name) and receiver.value in self.loop_items
+        )
 
     def _polled(self, test: cst.BaseExpression, *, outcome: bool) -> None:
         """Where `test` had the truth value `outcome`: if that means `r.query()` returned True,

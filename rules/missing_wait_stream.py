@@ -53,8 +53,10 @@ class MissingWaitStream(Rule):
     it is defined in the same module (inherited and `super()` methods included) or imported
     from another file linted in the same run, and holds on every path that returns; ordering
     made by a method of another object (`plan.wait_current_stream()`), in C++ or by another
-    thread is not seen, nor the wait of a collective's handle kept in a list or returned by a
-    helper; the runtime check dismisses such findings.
+    thread is not seen; the runtime check dismisses such findings. A collective's handle
+    waited as an item of a list (`reqs[i - 1].wait()`) is taken as launched on the entry
+    stream after all its work so far; waits in a loop over handles may run zero times and
+    order nothing.
     """
 
     code = "CSL101"

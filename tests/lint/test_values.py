@@ -282,6 +282,32 @@ def test_waiting_on_an_async_collective_orders_the_current_stream_after_it() -> 
     assert codes(WORK.format(wait="pass")) == {("CSL102", 10)}
 
 
+HANDLES = """
+import torch
+import torch.distributed as dist
+
+def exchange(inputs, side, group):
+    outputs, reqs = [None] * len(inputs), [None] * len(inputs)
+    for i in range(len(inputs) + 1):
+        if i < len(inputs):
+            outputs[i] = torch.empty_like(inputs[i])
+            reqs[i] = dist.all_to_all_single(outputs[i], inputs[i], group=group, async_op=True)
+        if i > 0:
+            with torch.cuda.stream(side):
+                {wait}
+                y = outputs[i - 1] * 2
+    torch.cuda.current_stream().wait_stream(side)
+"""
+
+
+def test_waiting_on_a_collective_handle_kept_in_a_list_orders_the_waiting_stream() -> None:
+    """TE's all-to-all: the side stream waits the handle of the previous step's collective,
+    launched on the current stream after its output was allocated. (Handles waited in a loop
+    over the list are not enough: the loop may run zero times.)"""
+    assert ("CSL101", 14) not in codes(HANDLES.format(wait="reqs[i - 1].wait()"))
+    assert ("CSL101", 14) in codes(HANDLES.format(wait="pass"))
+
+
 def test_the_inline_record_and_wait_idiom_orders_the_waiting_stream() -> None:
     source = """
     import torch
