@@ -352,6 +352,10 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
 
     def _call(self, node: cst.Call) -> None:
         func = node.func
+        called = dotted_name(func) or ""
+        if called.endswith("record_stream") and len(node.args) == 2:  # `_no_dispatch_record_stream(t, s)`
+            self._record_stream(node.args[0].value, node.args[1].value)
+            return
         qualified = self.imports.qualified(func)
         if qualified is not None and qualified.startswith("torch."):
             in_place = (
@@ -427,9 +431,6 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         else:
             if isinstance(func, cst.Name) and is_constructor(func.value):
                 self._hand_over(node)
-                return
-            if isinstance(func, cst.Name) and func.value.endswith("record_stream") and len(node.args) == 2:
-                self._record_stream(node.args[0].value, node.args[1].value)  # `_no_dispatch_record_stream(t, s)`
                 return
             if not isinstance(func, cst.Name):
                 self._eval(func)  # a called name is a function or a module, never a tensor

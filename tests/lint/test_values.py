@@ -46,6 +46,7 @@ def f(x, s, items):
         ("d = x * 2", "h = torch.empty_like(d, device='cpu')"),
         ("d = x * 2", "record_stream(d, s)"),
         ("d = x * 2", "_no_dispatch_record_stream(d, s)"),  # FSDP's: allocator bookkeeping too
+        ("d = x * 2", "torch.distributed.utils._no_dispatch_record_stream(d, s)"),
         (
             "d = g(x)",
             "found = 'exp_avg' in d",
