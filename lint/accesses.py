@@ -36,6 +36,7 @@ from csan_lint.lint.ordering import (
     Produced,
     TrackedTensor,
     distinct,
+    issued_on,
     join_states,
     launch_key,
 )
@@ -50,6 +51,7 @@ from csan_lint.lint.values import (
     HOST_METHODS,
     METADATA_BUILTINS,
     PURE_BUILTINS,
+    SHAPED_LIKE,
     STORING_METHODS,
     SYNC_BUILTINS,
     SYNC_METHODS,
@@ -65,11 +67,12 @@ from csan_lint.lint.values import (
     freed_storage,
     index_names,
     is_constructor,
-    is_identity_test,
+    is_host_test,
     is_inplace,
     is_reference,
     loop_tensors,
     operands,
+    target_names,
 )
 
 _MAX_LOOP_PASSES = 8
@@ -113,6 +116,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         """Streams and events the ordering calls named: a summary probes each of them."""
         self.bound: set[str] = set()
         """Names (re)bound here: a parameter rebound no longer denotes the caller's argument."""
+        self.loop_items: set[str] = set()
         self.yields = False
         self.silent = 0
         """Depth of blocks on an UNKNOWN stream: their accesses are taken as ordered, never judged."""
@@ -265,6 +269,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         self.statement = target
         self._bind(target, Value("other"))
         self.maybe_tensors.update(loop_tensors(target, iterable))
+        self.loop_items.update(target_names(target))
 
     # ---- expressions
 
@@ -304,7 +309,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
                     self._demote(key)
             for child in children(node):
                 self._eval(child)
-        elif is_identity_test(node):  # `x is None`: a Python bool, no kernel
+        elif is_host_test(node):  # `x is None`, `"key" in d`: a Python bool, no kernel
             for operand in (node.left, *(target.comparator for target in node.comparisons)):
                 if not is_reference(operand):
                     self._eval(operand)
@@ -347,6 +352,10 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
 
     def _call(self, node: cst.Call) -> None:
         func = node.func
+        called = dotted_name(func) or ""
+        if called.endswith("record_stream") and len(node.args) == 2:  # `_no_dispatch_record_stream(t, s)`
+            self._record_stream(node.args[0].value, node.args[1].value)
+            return
         qualified = self.imports.qualified(func)
         if qualified is not None and qualified.startswith("torch."):
             in_place = (
@@ -354,7 +363,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
                 and bool(node.args)
                 and node.args[0].keyword is None
             )
-            self._eval_args(node, skip_first=in_place)
+            self._eval_args(node, skip_first=in_place or qualified in SHAPED_LIKE)
             if qualified == DEVICE_SYNC:
                 self._order(MarkUpdate(None, HOST))
             elif qualified == SET_STREAM and node.args:
@@ -385,11 +394,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
             key = dotted_name(receiver)
             tracked = key is not None and key in self.live.tensors
             if method == "record_stream" and tracked and node.args:
-                assert key is not None
-                stream = self._stream(node.args[0].value)
-                if stream is not None:
-                    tensor = self.live.tensors[key]
-                    self.live.tensors[key] = replace(tensor, recorded=tensor.recorded | {stream})
+                self._record_stream(receiver, node.args[0].value)
                 return
             if method in HOST_METHODS:
                 self._eval_args(node)
@@ -438,6 +443,13 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
                 self._escape_args(node)
         self._write_out(node)
 
+    def _record_stream(self, tensor: cst.BaseExpression, stream_expr: cst.BaseExpression) -> None:
+        """`t.record_stream(s)`: bookkeeping of the allocator on the host, no kernel reads `t`."""
+        key, stream = dotted_name(tensor), self._stream(stream_expr)
+        if key is not None and key in self.live.tensors and stream is not None:
+            recorded = self.live.tensors[key]
+            self.live.tensors[key] = replace(recorded, recorded=recorded.recorded | {stream})
+
     def _hand_over(self, node: cst.Call) -> None:
         """Arguments stored by the call (a container, an object being built): their computation
         is evaluated, naming them reads nothing, and their lifetime is no longer ours."""
@@ -446,7 +458,8 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         self._escape_args(node)
 
     def _eval_args(self, node: cst.Call, *, skip_first: bool = False) -> None:
-        """Reads of the arguments, except the ones the call writes in place (checked as writes)."""
+        """Reads of the arguments, except the first where the call writes it in place (checked as
+        a write) or only looks at its shape (`torch.zeros_like(x)`)."""
         for index, arg in enumerate(node.args):
             if (arg.keyword is None or arg.keyword.value != "out") and not (skip_first and index == 0):
                 self._eval(arg.value)
@@ -528,18 +541,19 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
                 self.live.tensors[key] = replace(tensor, reads=tensor.reads | quiet)
             return
         for last in tensor.writes:
-            if distinct(last.access.stream, stream) and not last.orders(stream):
+            if (path := last.unordered(stream, distinct)) is not None:
                 kind = HazardKind.WRITE_AFTER_WRITE if write else HazardKind.READ_AFTER_WRITE
-                self._hazard(
-                    kind, key, access, last.access.stream, origin=last.access.function, produced=last.access.produced
-                )
+                other, on = path  # a stream chosen at run time is named by its racing choice
+                origin, produced = last.access.function, last.access.produced
+                self._hazard(kind, key, replace(access, stream=on), other, origin=origin, produced=produced)
         if write:
             for read in tensor.reads:
-                if distinct(read.access.stream, stream) and not read.orders(stream):
+                if (path := read.unordered(stream, distinct)) is not None:
+                    other, on = path
                     self._hazard(
-                        HazardKind.WRITE_AFTER_READ, key, access, read.access.stream, origin=read.access.function
+                        HazardKind.WRITE_AFTER_READ, key, replace(access, stream=on), other, origin=read.access.function
                     )
-        mark = Mark(access, frozenset({stream}) | after)
+        mark = Mark(access, issued_on(stream) | after)
         for reads, writes in self.captures:
             (writes if write else reads).add(key)
         self.live.tensors[launch_key(stream)] = TrackedTensor(writes=frozenset({replace(mark, access=LAUNCH_ACCESS)}))

@@ -14,6 +14,7 @@ import libcst as cst
 
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.ordering import (
+    UNKNOWN,
     Access,
     FlowState,
     HazardKind,
@@ -21,7 +22,10 @@ from csan_lint.lint.ordering import (
     MarkUpdate,
     TrackedTensor,
     distinct,
+    issued_on,
+    item_key,
 )
+from csan_lint.lint.recognize import one_stream
 from csan_lint.lint.values import Value, is_async_collective, is_reference, paired, viewed
 
 
@@ -111,7 +115,7 @@ class Bindings:
         self._forget(key)
         state = self.live
         if value.kind in ("tensor", "result"):
-            mark = Mark(self._make_access(target, write=True), frozenset({state.current}))
+            mark = Mark(self._make_access(target, write=True), issued_on(state.current))
             state.tensors[key] = TrackedTensor(
                 writes=frozenset({mark}), alloc=state.current if owned else None, unsure=value.kind == "result"
             )
@@ -128,6 +132,10 @@ class Bindings:
             self.maybe_tensors.add(key)
         elif value.kind == "stream":
             state.streams[key] = value.source or key
+        elif value.kind == "streams":
+            for index, item in enumerate(value.items):
+                state.streams[f"{key}[{index}]"] = item
+            state.streams[item_key(key)] = one_stream(value.items) or UNKNOWN
         elif value.kind == "context" and value.source is not None:
             state.contexts[key] = value.source
         elif value.kind == "event":
@@ -154,7 +162,8 @@ class Bindings:
 
     def _forget(self, key: str) -> None:
         self.live.tensors.pop(key, None)
-        self.live.streams.pop(key, None)
+        for name in [name for name in self.live.streams if name == key or name.startswith(f"{key}[")]:
+            del self.live.streams[name]
         self.live.contexts.pop(key, None)
 
     def _delete(self, target: cst.BaseExpression, node: cst.Del) -> None:

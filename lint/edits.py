@@ -21,7 +21,7 @@ from functools import lru_cache
 import libcst as cst
 from libcst.metadata import CodeRange
 
-from csan_lint.lint.hostflow import HostHazard
+from csan_lint.lint.hostflow import HostHazard, first_copy
 from csan_lint.lint.model import Edit, Finding, FixSafety
 from csan_lint.lint.names import CURRENT_STREAM, ImportTable
 from csan_lint.lint.nodes import children
@@ -142,12 +142,13 @@ def sync_before_read(flow: ModuleFlow, hazard: HostHazard) -> Fix | None:
     """CSL301: `s.synchronize()` just before the statement whose host read would see the copy
     unfinished. A copy made on the current stream is synced as `torch.cuda.current_stream()`
     only where that is still the stream current (no stream block around the read)."""
-    stream = dict(hazard.fields).get("stream", "")
-    if not (stream == CURRENT or _is_name(stream)):
+    copy = first_copy(flow, hazard)
+    stream = copy.stream if copy is not None else dict(hazard.fields).get("stream", "")
+    if not (stream == CURRENT or _is_name(stream)) or len({other.stream for other in hazard.copies}) > 1:
         return None
     context = _context(flow.module)
     statement = _statement_of(flow, hazard.node)
-    if statement is None or hazard.copy is not None and _holds(flow.range(statement), flow.range(hazard.copy)):
+    if statement is None or copy is not None and _holds(flow.range(statement), flow.range(copy.node)):
         return None  # a copy read in the statement that makes it (`.to(..., non_blocking=True).tolist()`)
     ancestors = _ancestors(flow, hazard.node)
     if ancestors is None or stream == CURRENT and any(_may_switch_stream(context, outer) for outer in ancestors):

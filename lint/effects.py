@@ -17,7 +17,17 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from csan_lint.lint.names import ImportTable, dotted_name
-from csan_lint.lint.ordering import CURRENT, HOST, Access, FactUpdate, FlowState, Mark, TrackedTensor, join_states
+from csan_lint.lint.ordering import (
+    CURRENT,
+    HOST,
+    Access,
+    FactUpdate,
+    FlowState,
+    Mark,
+    TrackedTensor,
+    issued_on,
+    join_states,
+)
 from csan_lint.lint.recognize import ContextFunctions
 from csan_lint.lint.scan import tensor_params
 from csan_lint.lint.summaries import ANY_OTHER, Effect, PackageIndex, Summary
@@ -197,6 +207,7 @@ class Helpers:
         def outside(after: frozenset[str]) -> frozenset[str]:
             return frozenset(token for token in after if meaningful(token))
 
+        rebound = {key for key in analysis.bound if key.startswith("self.")}
         orders = []
         for token in sorted(tokens):
             after = end.tensors[probe_key(token)].writes
@@ -205,16 +216,25 @@ class Helpers:
                 orders.append((token, frozenset({HOST})))
             elif token != ANY_OTHER and meaningful(token) and outside(ordered) != {token}:
                 orders.append((token, outside(ordered)))
-        effects = [
-            Effect(key, mark.access.stream, mark.access.write, outside(mark.after))
+        effects = {
+            Effect(
+                key, mark.access.stream, mark.access.write, outside(mark.after), mark.access.write and key in rebound
+            )
             for key, tensor in end.tensors.items()
             if (key in names and key not in analysis.bound) or (key.startswith("self.") and key.count(".") == 1)
             for mark in tensor.writes | tensor.reads
             if meaningful(mark.access.stream) and (mark.access.write or mark.access.stream != CURRENT)
-        ]  # a read on the caller's stream is the read of the argument the call makes anyway
+        }  # a read on the caller's stream is the read of the argument the call makes anyway
         if not orders and not effects:
             return None
-        return Summary(tuple(positional), names, tuple(orders), tuple(effects))
+        return Summary(tuple(positional), names, tuple(orders), tuple(sorted(effects, key=_replay_order)))
+
+
+def _replay_order(effect: Effect) -> tuple[str, bool, str, tuple[str, ...]]:
+    """Per key, the last writes before the reads made since, as they ran: replayed the other way
+    a write would erase the reads. Never the order of a set of marks, which follows the nodes'
+    addresses and so changes from run to run."""
+    return effect.key, not effect.write, effect.stream, tuple(sorted(effect.after))
 
 
 class Effects:
@@ -262,6 +282,11 @@ class Effects:
                     tensor, reads=frozenset(mark for mark in tensor.reads if id(mark.access.node) not in passed)
                 )
         for effect, key, stream, after in effects:
+            if effect.rebound:
+                assert self.statement is not None
+                access = Access(call, stream, True, self.block or self.statement, self.function)
+                self.live.tensors[key] = TrackedTensor(writes=frozenset({Mark(access, after | issued_on(stream))}))
+                continue
             if stream != self.live.current:
                 self._access(key, call, write=effect.write, stream=stream, after=after)
                 continue
@@ -270,7 +295,7 @@ class Effects:
             assert self.statement is not None
             access = Access(call, stream, True, self.block or self.statement, self.function)
             quiet = self.silent and effect.stream == CURRENT  # the unknown stream of the block around the call
-            mark = Mark(access, frozenset({HOST}) if quiet else after | {stream})
+            mark = Mark(access, frozenset({HOST}) if quiet else after | issued_on(stream))
             tensor = self.live.tensors.get(key) or TrackedTensor()
             writes = (
                 tensor.writes if tensor.writes and all(m.access.node is call for m in tensor.writes) else frozenset()

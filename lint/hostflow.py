@@ -110,8 +110,9 @@ class HostHazard:
     span_node: cst.CSTNode
     fields: tuple[tuple[str, str], ...]
     """Raw message fields: names as written, streams as tokens (`<current>`); `fields()` words them."""
-    copy: cst.CSTNode | None = None
-    """The pending copy a host access races with."""
+    copies: frozenset[Copy] = frozenset()
+    """The pending copies a host access races with (several after a join): the first in the
+    source is named, chosen by position once positions are known, never by node identity."""
 
 
 class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
@@ -378,8 +379,8 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
             return
         if downloads(receiver):  # `x.to("cpu", non_blocking=True).tolist()`: read at once
             self._eval(receiver)
-            stream = self.live.current
-            self._hazard(kinds.HOST_READ_PENDING, node, buffer=code_of(receiver), stream=stream, copy=receiver)
+            copy = Copy(receiver, self.live.current)
+            self._hazard(kinds.HOST_READ_PENDING, node, buffer=code_of(receiver), copies=frozenset({copy}))
             self._eval_args(node, reads=True)
             return
         pending = key is not None and (key in self.live.into or key in self.live.out_of)
@@ -442,8 +443,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
     def _host_read(self, key: str, node: cst.CSTNode) -> None:
         pending = self.live.into.pop(key, None)
         if pending:
-            copy = next(iter(sorted(pending, key=lambda p: id(p.copy.node)))).copy
-            self._hazard(kinds.HOST_READ_PENDING, node, buffer=key, stream=copy.stream, copy=copy.node)
+            self._hazard(kinds.HOST_READ_PENDING, node, buffer=key, copies=frozenset(p.copy for p in pending))
 
     def _host_write(self, target: cst.BaseExpression, node: cst.CSTNode) -> None:
         key = written_buffer(target)
@@ -459,8 +459,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
     def _pending_write_check(self, key: str, node: cst.CSTNode) -> None:
         pending = self.live.out_of.pop(key, None)
         if pending:
-            copy = next(iter(sorted(pending, key=lambda p: id(p.copy.node)))).copy
-            self._hazard(kinds.HOST_WRITE_PENDING, node, buffer=key, stream=copy.stream, copy=copy.node)
+            self._hazard(kinds.HOST_WRITE_PENDING, node, buffer=key, copies=frozenset(p.copy for p in pending))
 
     def _hazard(
         self,
@@ -468,12 +467,12 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         node: cst.CSTNode,
         span_node: cst.CSTNode | None = None,
         *,
-        copy: cst.CSTNode | None = None,
+        copies: frozenset[Copy] = frozenset(),
         **fields: str,
     ) -> None:
         """Once per kind and node: loops revisit the same code."""
         span = span_node or self.statement or node
-        self.hazards.setdefault((kind, node), HostHazard(kind, node, span, tuple(sorted(fields.items())), copy))
+        self.hazards.setdefault((kind, node), HostHazard(kind, node, span, tuple(sorted(fields.items())), copies))
 
 
 @lru_cache(maxsize=4)
@@ -528,11 +527,24 @@ def expression(stream: str) -> str:
     return stream
 
 
+def first_copy(flow: ModuleFlow, hazard: HostHazard) -> Copy | None:
+    """The pending copy a message names: the first in the source, the same on every run."""
+
+    def start(copy: Copy) -> tuple[int, int, str]:
+        position = flow.range(copy.node).start
+        return position.line, position.column, copy.stream
+
+    return min(hazard.copies, key=start, default=None)
+
+
 def fields(flow: ModuleFlow, hazard: HostHazard) -> dict[str, str]:
-    """Message fields of a hazard: its own, plus `{stream}`/`{stream_code}`, `{copy_line}`."""
+    """Message fields of a hazard: its own, plus `{stream}`/`{stream_code}`, and the first pending
+    copy's `{copy_line}` and stream."""
     result = dict(hazard.fields)
-    if hazard.copy is not None:
-        result["copy_line"] = str(flow.line(hazard.copy))
+    first = first_copy(flow, hazard)
+    if first is not None:
+        result["copy_line"] = str(flow.line(first.node))
+        result["stream"] = first.stream
     for name in ("stream", "capture"):
         if name in result:
             result[f"{name}_code"] = expression(result[name])

@@ -65,6 +65,10 @@ ACCELERATOR_FACTORIES = frozenset(
 _DEVICE_MODULES = frozenset({"torch.cuda", "torch.xpu", "torch.npu", "torch.mtia"})
 _DEVICE_WORD = re.compile(r"(?i)device|accelerator")
 """`getattr(torch, device.type)` picks a device module; `getattr(torch, dtype_name)` does not."""
+_CURRENT_STREAM_LEAF = CURRENT_STREAM.rpartition(".")[2]
+"""A method of this name on an object the module did not import returns the current stream: the
+projects' wrappers (Megatron's `context.current_stream()`) do, and naming one that way for any
+other stream would mislead every reader."""
 _ACCELERATOR_METHODS = {"capture_to_graph": "graph", "create_graph": "CUDAGraph"}
 _ACCELERATOR_API = _REFERABLE | {DEVICE_SYNC, SET_STREAM, GRAPH_CAPTURE, "torch.cuda.CUDAGraph"}
 """DeepSpeed accelerator methods named unlike their torch.cuda counterparts."""
@@ -200,6 +204,8 @@ class ImportTable:
             module, _, leaf = dotted.rpartition(".")
             if module in self._handles:
                 return _accelerator_member(leaf)
+            if module and leaf == _CURRENT_STREAM_LEAF:
+                return CURRENT_STREAM  # a project's own: `context.current_stream()`
             return f"torch.cuda.{leaf}" if _DEVICE_HANDLE.search(module) else None
         full = f"{target}.{rest}" if rest else target
         if full in self._project:

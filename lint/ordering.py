@@ -27,7 +27,7 @@ from typing import Literal
 import libcst as cst
 
 from csan_lint.lint.interpret import Loop
-from csan_lint.lint.recognize import join_contexts
+from csan_lint.lint.recognize import OR, join_contexts
 from csan_lint.lint.summaries import ANY_OTHER
 from csan_lint.runtime import kinds
 
@@ -77,7 +77,23 @@ class Mark:
     """Tokens ordered after the access: streams, `event:e`, or HOST."""
 
     def orders(self, stream: str) -> bool:
-        return stream in self.after or HOST in self.after
+        """Ordered before `stream` on every path (a stream chosen at run time: before each
+        choice; an access on `a or b`: where `s@a` and `s@b` hold, see `issued_on`)."""
+        return self.unordered(stream, distinct=lambda a, b: a != b) is None
+
+    def unordered(self, stream: str, distinct: Callable[[str, str], bool]) -> tuple[str, str] | None:
+        """A path on which the access, on a stream `distinct` from the one of an access on
+        `stream`, is not ordered before it: (its stream, that one) there, the first in sorted
+        order; None if there is none."""
+        if HOST in self.after or stream in self.after:
+            return None
+        own = self.access.stream
+        for source in sorted(own.split(OR)):
+            for target in sorted(stream.split(OR)):
+                ordered = target in self.after or (own != source and f"{target}{_ON}{source}" in self.after)
+                if distinct(source, target) and not ordered:
+                    return source, target
+        return None
 
 
 @dataclass(frozen=True)
@@ -126,9 +142,21 @@ class TrackedTensor:
         return replace(self, writes=writes, reads=reads, uses=uses)
 
 
+_ON = "@"
+"""`s@a`: ordered before `s` on the path where a stream chosen at run time was `a`."""
+
+
+def issued_on(stream: str) -> frozenset[str]:
+    """What an access on `stream` starts ordered before: that stream; for a stream chosen at run
+    time (`a or b`: an item of `[current_stream(), cp]` picked by `i % 2`), each choice on its own
+    path (`a@a`, `b@b`), so that a wait on `b` orders the `b` path only."""
+    parts = stream.split(OR)
+    return frozenset({stream, *(f"{part}{_ON}{part}" for part in parts)}) if len(parts) > 1 else frozenset({stream})
+
+
 class MarkUpdate:
     """Drops `drop` from every mark, then adds `token` to those whose `after` holds `when`
-    (every mark if `when` is None)."""
+    (every mark if `when` is None), and `token@a` to those that hold `when@a`."""
 
     def __init__(self, when: str | None, token: str | None, drop: str | None = None) -> None:
         self.when, self.token, self.drop = when, token, drop
@@ -138,10 +166,15 @@ class MarkUpdate:
         result = []
         for mark in marks:
             after = mark.after
-            if self.drop is not None and self.drop in after:
-                after = after - {self.drop}
+            if self.drop is not None:
+                dropped = {token for token in after if token.partition(_ON)[0] == self.drop}
+                after = after - dropped if dropped else after
             if self.token is not None and (self.when is None or self.when in after) and self.token not in after:
                 after = after | {self.token}
+            elif self.token is not None and self.when is not None:
+                paths = {path for token in after if (path := _path_of(token, self.when))}
+                added = {f"{self.token}{_ON}{path}" for path in paths} - after
+                after = after | added if added else after
             if after is not mark.after:
                 changed = True
                 mark = Mark(mark.access, after)
@@ -166,13 +199,22 @@ class FlowState:
             self.tensors[key] = tensor.with_marks(update)
 
 
-def _join_marks(a: frozenset[Mark], b: frozenset[Mark]) -> frozenset[Mark]:
+def _path_of(token: str, stream: str) -> str | None:
+    """`a` for `stream@a`: the path of a chosen stream on which the access is ordered before `stream`."""
+    before, on, path = token.partition(_ON)
+    return path if on and before == stream else None
+
+
+def _join_marks(a: frozenset[Mark], b: frozenset[Mark], kept: frozenset[str] = frozenset()) -> frozenset[Mark]:
     if a == b:
         return a
     by_access = {mark.access: mark for mark in a}
     for mark in b:
         other = by_access.get(mark.access)
-        by_access[mark.access] = mark if other is None else Mark(mark.access, _meet(mark.after, other.after))
+        if other is not None:
+            after = _meet(mark.after, other.after) | ((mark.after | other.after) & kept)
+            mark = Mark(mark.access, after)
+        by_access[mark.access] = mark
     return frozenset(by_access.values())
 
 
@@ -185,13 +227,14 @@ def _meet(a: frozenset[str], b: frozenset[str]) -> frozenset[str]:
     return a & b
 
 
-def join_tensor(a: TrackedTensor, b: TrackedTensor) -> TrackedTensor:
+def join_tensor(a: TrackedTensor, b: TrackedTensor, kept: frozenset[str] = frozenset()) -> TrackedTensor:
+    """`kept`: tokens whose orderings hold where the stream may be used (`_entered_on_one_path`)."""
     if a == b:
         return a
     return TrackedTensor(
-        writes=_join_marks(a.writes, b.writes),
-        reads=_join_marks(a.reads, b.reads),
-        uses=_join_marks(a.uses, b.uses),
+        writes=_join_marks(a.writes, b.writes, kept),
+        reads=_join_marks(a.reads, b.reads, kept),
+        uses=_join_marks(a.uses, b.uses, kept),
         alloc=a.alloc if a.alloc == b.alloc else None,
         recorded=a.recorded & b.recorded,
         escaped=a.escaped or b.escaped,
@@ -206,12 +249,23 @@ def join_states(states: Iterable[FlowState | None]) -> FlowState | None:
         return None
     result = live[0].copy()
     for state in live[1:]:
+        kept = _entered_on_one_path(result, state)
         for key, tensor in state.tensors.items():
             mine = result.tensors.get(key)
-            result.tensors[key] = tensor if mine is None else join_tensor(mine, tensor)
+            result.tensors[key] = tensor if mine is None else join_tensor(mine, tensor, kept)
         result.streams = _join_bindings(result.streams, state.streams)
         result.contexts = join_contexts(result.contexts, state.contexts)
     return result
+
+
+def _entered_on_one_path(a: FlowState, b: FlowState) -> frozenset[str]:
+    """Streams a context binds to on one path only (`ctx = torch.cuda.stream(s)` where the other
+    path binds `nullcontext()`): `with ctx:` enters them on that path alone, so an ordering of
+    the stream made on that path (`s.wait_stream(...)` under the same `if`) holds wherever the
+    context is entered. Assumed: the stream is not used directly on the other path."""
+    one_sided = {stream for stream in a.contexts.values() if stream not in b.contexts.values()}
+    one_sided |= {stream for stream in b.contexts.values() if stream not in a.contexts.values()}
+    return frozenset(part for stream in one_sided for part in stream.split(OR))
 
 
 def _join_bindings(a: dict[str, str], b: dict[str, str]) -> dict[str, str]:
@@ -224,12 +278,21 @@ def _join_bindings(a: dict[str, str], b: dict[str, str]) -> dict[str, str]:
     return joined
 
 
+def item_key(collection: str) -> str:
+    """The binding of an item of a list of streams picked by a computed key (`streams[i % 2]`):
+    one of them, chosen at run time."""
+    return f"{collection}[]"
+
+
 def distinct(a: str, b: str) -> bool:
-    """Whether stream tokens `a` and `b` are known to be different streams. One spelling is one
-    stream; a stream of unknown identity, or two items of one collection picked by computed keys
-    (`streams[i % 2]`, `streams[(i - 1) % 2]`), may be the same: never a finding by itself."""
+    """Whether stream tokens `a` and `b` are known to be different streams, on some path for a
+    stream chosen at run time (`a or b`: its choice other than `a` is not `a`). One spelling is
+    one stream; a stream of unknown identity, or two items of one collection picked by computed
+    keys (`streams[i % 2]`, `streams[(i - 1) % 2]`), may be the same: never a finding by itself."""
     if a == b or UNKNOWN in (a, b):
         return False
+    if OR in a or OR in b:
+        return any(distinct(left, right) for left in a.split(OR) for right in b.split(OR))
     left, right = _item(a), _item(b)
     return not (left and right and left[0] == right[0] and not (left[1] and right[1]))
 

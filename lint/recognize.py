@@ -55,7 +55,8 @@ _STREAM_NAME = re.compile(r"(?i)stream$")
 _EVENT_NAME = re.compile(r"(?i)(?:event|evt|stream)s?$")
 """Receivers whose `record()`, `wait()`, `query()` are an event's (or a stream's)."""
 _PARTIAL = "functools.partial"
-_OR = " or "
+OR = " or "
+"""Joins the alternatives of a stream chosen at run time: `a or b`."""
 _EXIT_STACKS = frozenset({"contextlib.ExitStack", "contextlib.AsyncExitStack"})
 _CONTEXT_MANAGERS = frozenset({"contextlib.contextmanager", "contextlib.asynccontextmanager"})
 
@@ -149,8 +150,8 @@ def entered_streams(
 def one_stream(names: Iterable[str | None]) -> str | None:
     """The stream an item enters, from an interpreter's names of its alternatives (None: no
     stream): None, the one named, or "a or b" (sorted) for a stream chosen at run time."""
-    distinct = sorted({part for name in names if name is not None for part in name.split(_OR)})
-    return _OR.join(distinct) if distinct else None
+    distinct = sorted({part for name in names if name is not None for part in name.split(OR)})
+    return OR.join(distinct) if distinct else None
 
 
 def join_contexts(a: Mapping[str, str], b: Mapping[str, str]) -> dict[str, str]:

@@ -22,6 +22,7 @@ from csan_lint.lint.ordering import (
     Mark,
     MarkUpdate,
     TrackedTensor,
+    item_key,
     launch_key,
     query_poll,
 )
@@ -41,6 +42,8 @@ class Streams:
     tokens: set[str]
     """Streams and events the ordering calls named: a summary probes each of them."""
     helpers: Helpers | None
+    loop_items: set[str]
+    """Names a `for` binds to the items of what it iterates."""
 
     def _stream_method(self, node: cst.Call, func: cst.Attribute) -> bool:
         """Ordering calls on streams and events; False if `func` is none of them."""
@@ -66,6 +69,8 @@ class Streams:
             stream, event = (self._stream(args[0]) if args else self.live.current), self._event(receiver)
             if stream is not None and event is not None:
                 self._record(event, stream)
+        elif method == "wait" and not args and self._collection_item(receiver):
+            self._order(MarkUpdate(CURRENT, self.live.current))  # a collective's handle kept in a list
         elif method == "wait" and dotted_name(receiver) not in self.live.tensors:
             waiter, event = (self._stream(args[0]) if args else self.live.current), self._event(receiver)
             if waiter is not None and event is not None:
@@ -77,6 +82,14 @@ class Streams:
         else:
             return False
         return True
+
+    def _collection_item(self, receiver: cst.BaseExpression) -> bool:
+        """An item of a list or dict (`reqs[i - 1]`, a loop's `req`): waiting on it is waiting on
+        an async collective's handle (events are named), launched on the stream current at
+        entry after the work there so far."""
+        return isinstance(receiver, cst.Subscript) or (
+            isinstance(receiver, cst.Name) and receiver.value in self.loop_items
+        )
 
     def _polled(self, test: cst.BaseExpression, *, outcome: bool) -> None:
         """Where `test` had the truth value `outcome`: if that means `r.query()` returned True,
@@ -144,7 +157,12 @@ def stream_token(
     key = dotted_name(expr)
     if key is not None and key in bindings:
         return bindings[key]
-    return code_of(expr)
+    code = code_of(expr)
+    if isinstance(expr, cst.Subscript) and code not in bindings:
+        collection = dotted_name(expr.value)  # `streams[i % 2]` of `streams = [a, b]`: a or b
+        if collection is not None and item_key(collection) in bindings:
+            return bindings[item_key(collection)]
+    return bindings.get(code, code)
 
 
 def recorded_inline(expr: cst.BaseExpression) -> cst.BaseExpression | None:

@@ -31,6 +31,9 @@ class Effect:
     write: bool
     after: frozenset[str]
     """Tokens ordered after that access when the function returns, on every path."""
+    rebound: bool = False
+    """A write that binds `self.x` to a tensor of the function's own (on some path): the caller's
+    tensor is dropped, not overwritten, so its accesses race with nothing the function did."""
 
 
 @dataclass(frozen=True)

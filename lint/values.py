@@ -118,6 +118,8 @@ the receiver is a container."""
 ALLOCATORS = frozenset({"torch.empty", "torch.empty_like", "torch.empty_strided"})
 ALLOCATING_METHODS = frozenset({"new_empty", "new_empty_strided"})
 """Calls that allocate memory and launch no kernel: no data is written."""
+SHAPED_LIKE = frozenset(f"torch.{kind}_like" for kind in ("empty", "zeros", "ones", "full", "rand", "randn", "randint"))
+"""Calls that read only their first argument's metadata (shape, dtype, device), never its data."""
 HOST_TENSORS = frozenset({"torch.from_numpy", "torch.frombuffer"})
 """Tensors that share host memory with a Python object: no stream writes them."""
 
@@ -133,11 +135,12 @@ def code_of(node: cst.BaseExpression) -> str:
 
 @dataclass(frozen=True)
 class Value:
-    kind: Literal["tensor", "result", "allocation", "host", "alias", "stream", "context", "event", "other"]
+    kind: Literal["tensor", "result", "allocation", "host", "alias", "stream", "streams", "context", "event", "other"]
     """`host`: a tensor allocated in host memory, which no stream writes; `allocation`: device
     memory allocated and not yet written; `result`: what unknown code returned when given a
-    tensor, which may be one."""
+    tensor, which may be one; `streams`: a list or tuple of streams (`items`, as tokens)."""
     source: str | None = None
+    items: tuple[str, ...] = ()
 
 
 def loop_tensors(target: cst.BaseExpression, iterable: cst.BaseExpression) -> set[str]:
@@ -240,10 +243,18 @@ def called_or_named(expr: cst.BaseExpression) -> Iterator[str]:
             stack.extend(children(node))
 
 
-def is_identity_test(node: cst.CSTNode) -> TypeGuard[cst.Comparison]:
-    """`x is None`, `a is not b`: compares Python objects, launches nothing."""
-    return isinstance(node, cst.Comparison) and all(
-        isinstance(target.operator, (cst.Is, cst.IsNot)) for target in node.comparisons
+def is_host_test(node: cst.CSTNode) -> TypeGuard[cst.Comparison]:
+    """`x is None`, `a is not b`: compares Python objects; `"exp_avg" in state`: a key or a
+    substring looked up, which no tensor holds. A Python bool, no kernel."""
+    if not isinstance(node, cst.Comparison):
+        return False
+    if all(isinstance(target.operator, (cst.Is, cst.IsNot)) for target in node.comparisons):
+        return True
+    [*_, last] = node.comparisons
+    return (
+        len(node.comparisons) == 1
+        and isinstance(last.operator, (cst.In, cst.NotIn))
+        and isinstance(node.left, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString))
     )
 
 
@@ -365,6 +376,9 @@ class Values:
             if self._torch_operand(expr):
                 return Value("tensor")
             return Value("result") if self._tensor_operand(expr) else Value("other")  # `i * n + k`: numbers?
+        if isinstance(expr, (cst.Tuple, cst.List)) and self._streams_listed(expr):
+            items = tuple(self._stream(element.value) or "None" for element in expr.elements)
+            return Value("streams", items=items)
         if isinstance(expr, (cst.Tuple, cst.List, cst.Set, cst.Dict)):
             self._escape_names(expr)
             return Value("other")
@@ -384,6 +398,16 @@ class Values:
             return Value("stream", one_stream(map(self._stream, chosen)))
         context = self._context_stream(expr) if any(isinstance(side, cst.Call) for side in sides) else None
         return Value("context", context) if context is not None else Value("other")
+
+    def _streams_listed(self, expr: cst.Tuple | cst.List) -> bool:
+        """A literal list of streams: one known stream, and names or attributes besides it
+        (`[torch.cuda.current_stream(), cp_stream]`)."""
+        values = [element.value for element in expr.elements if not isinstance(element, cst.StarredElement)]
+        return (
+            len(values) == len(expr.elements)
+            and any(map(self._is_stream, values))
+            and all(self._is_stream(value) or dotted_name(value) is not None for value in values)
+        )
 
     def _is_stream(self, expr: cst.BaseExpression) -> bool:
         """Known for a stream: made by a stream call, bound to one here or anywhere in the module."""
@@ -488,8 +512,8 @@ class Values:
         if isinstance(expr, cst.UnaryOperation):
             return self._tensor_operand(expr.expression, made_here=made_here)
         if isinstance(expr, cst.Comparison):
-            if all(isinstance(target.operator, (cst.Is, cst.IsNot)) for target in expr.comparisons):
-                return False  # identity: a Python bool, no kernel
+            if is_host_test(expr):
+                return False  # a Python bool, no kernel
             return self._tensor_operand(expr.left, made_here=made_here) or any(
                 self._tensor_operand(target.comparator, made_here=made_here) for target in expr.comparisons
             )

@@ -23,6 +23,10 @@ class CaptureOnDefaultStream(Rule):
     PyTorch refuses with "CUDA graphs must be captured on a non-default stream", so the capture
     path fails the first time it runs on a GPU — often a path that CPU-only tests never reach.
 
+    ## Assumptions
+    The stream current where a function begins is the default stream (the caller's stream
+    blocks are not looked at), unless the capture is inside a stream block of the function.
+
     ## Known problems
     A function is taken to be entered on the default stream: one that begins a capture and is
     always called inside its caller's stream block is reported, and the runtime check dismisses

@@ -25,6 +25,12 @@ class CrossStreamOverwrite(Rule):
     are the usual victims: the copy for the next batch overwrites the buffer the compute stream
     is still reading.
 
+    ## Assumptions
+    An overwrite is an in-place op, `out=`, a collective writing its argument, an item or slice
+    assignment into a tensor, or a called function's write; the reads it must wait for are the
+    last ones on each other stream. `torch.*_like(x)`, `x.shape`, `len(x)`, `x is None` and
+    `"key" in x` read no data.
+
     ## Known problems
     Only reads this function makes, and those of the functions it calls that are defined in the
     same module (or imported from another file linted in the same run), are known. Rebinding a

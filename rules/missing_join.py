@@ -27,6 +27,12 @@ class MissingJoin(Rule):
     Leaving the `with` block does not wait for the work launched in it. The current stream
     goes on at once and can read the result before the side stream has written it.
 
+    ## Assumptions
+    Every use after the block may run before the side stream's work: a read, a write, passing
+    the tensor to unknown code. A call of a method that rebinds `self.x` gives `self.x` a new
+    tensor made on the method's stream; the caller's old one is not written. `work.wait()` on
+    an async collective's handle makes the current stream wait for the collective.
+
     ## Known problems
     Handing a tensor back (`return y`, storing it) is not a use: a caller that uses it before
     joining is not seen. Side-stream writes to a parameter still pending when a function no

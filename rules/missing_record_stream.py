@@ -28,6 +28,13 @@ class MissingRecordStream(Rule):
     other stream's kernel may still be reading or writing it: a use-after-free that corrupts the
     new tensor or the result, silently.
 
+    ## Assumptions
+    The caching allocator hands a block released on its allocating stream to that stream's
+    next allocation at once: every use on another stream must be ordered before the allocating
+    stream, or recorded, when the last reference dies (rebinding, `del`, return). A function
+    called `record_stream(t, s)` (or named with that suffix, FSDP's
+    `_no_dispatch_record_stream`) records like `t.record_stream(s)`.
+
     ## Known problems
     Only tensors allocated in the function by an assignment are followed, plus tensors freed
     explicitly with `x.untyped_storage().resize_(0)` (allocated, when not seen, by the current

@@ -30,24 +30,33 @@ class MissingWaitStream(Rule):
     reported as "allocated on" when its first use on another stream is not ordered after the
     allocating stream's last launch before the allocation.
 
+    ## Assumptions
+    A function is entered on its caller's current stream, unless every call of it in the module
+    is made inside `with torch.cuda.stream(S):` (`S` spelled alike): then on `S`. A stream
+    chosen at run time (`s1 if c else s0`, an item of `[current_stream(), cp]` picked by a
+    computed index) is each of its choices, and each is judged on its own path; a literal index
+    picks its item. `torch.cuda.default_stream()` is the stream current at entry, and a method
+    named `current_stream()` of any object (a project's `ctx.current_stream()`) returns the
+    current stream. An ordering made under the `if` that binds a stream context on that path
+    only (`ctx = torch.cuda.stream(s)`, else `nullcontext()`) holds wherever `ctx` is entered.
+
     ## Known problems
     A parameter annotated as a tensor is taken as written by the caller on the stream current
     at entry when no linted code calls the function (callers that are linted check their own
     arguments instead); unannotated parameters, attributes set elsewhere (`self.w`, `p.grad`)
     and globals may be anything and are assumed ready. A value returned by unknown code is a
-    tensor unless it is iterated or used as a container or an index. Two stream spellings are
-    assumed to be different streams, except items of one collection picked by computed keys
-    (`streams[i % 2]`), which may be the same stream and are never reported;
-    `torch.cuda.default_stream()` is assumed to be the stream current when the function is
-    entered, and a stream reached through a project helper (`ctx.current_stream()`) is taken
-    for a separate stream. A function every call of which in the module is made inside a
-    `with torch.cuda.stream(S):` block (`S` spelled alike) is analysed entered on `S`; one
-    called from other modules too is still taken as entered on the caller's current stream.
-    Ordering made by a called function is seen when it is defined in the same module
-    (inherited and `super()` methods included) or imported from another file
-    linted in the same run, and holds on every path that returns; ordering made by a method of
-    another object (`plan.wait_current_stream()`) is not seen, and the runtime check dismisses
-    such findings.
+    tensor unless it is iterated or used as a container or an index. Items of one collection
+    picked by computed keys (`streams[i % 2]`, `streams[(i - 1) % 2]`) may be one stream and
+    are never reported against each other. Conditions are not correlated otherwise: a wait
+    under `if self.use_streams:` does not order a block entered on
+    `self.s1 if self.use_streams else self.s0`. Ordering made by a called function is seen when
+    it is defined in the same module (inherited and `super()` methods included) or imported
+    from another file linted in the same run, and holds on every path that returns; ordering
+    made by a method of another object (`plan.wait_current_stream()`), in C++ or by another
+    thread is not seen; the runtime check dismisses such findings. A collective's handle
+    waited as an item of a list (`reqs[i - 1].wait()`) is taken as launched on the entry
+    stream after all its work so far; waits in a loop over handles may run zero times and
+    order nothing.
     """
 
     code = "CSL101"

@@ -26,6 +26,11 @@ class PinnedSourceOverwrite(Rule):
     the buffer before it is done makes the device receive part of the next batch (the reused
     staging buffer of hand-written data loaders): training silently sees mixed data.
 
+    ## Assumptions
+    A non-blocking host-to-device copy from pinned memory reads its source when the stream
+    reaches it, so any host write to the source before a sync that covers that stream races
+    with it; `buf.copy_(src)` without `non_blocking` is a host write of a pinned `buf`.
+
     ## Known problems
     Only buffers pinned in the same module are known to be pinned (a copy from pageable memory
     waits for the host and is safe). A blocking `buf.copy_(src)` is taken as a host write even

@@ -27,6 +27,11 @@ class UnjoinedCaptureFork(Rule):
     but not joined leaves the capture unjoined, and CUDA fails `capture_end` with
     `cudaErrorStreamCaptureUnjoined`. A fork made before `capture_begin` does not count.
 
+    ## Assumptions
+    Orderings are read in program order on every path through the capture: a fork or a join
+    made on one branch only does not count for the other, and one made by a called function
+    counts when the analysis follows that function (same module, or another linted file).
+
     ## Known problems
     A capture begun in one function and ended in another is not followed. The capture stream
     inside `torch.cuda.graph(g)` is `torch.cuda.current_stream()` (or its `stream=` argument);

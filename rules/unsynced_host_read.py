@@ -27,6 +27,13 @@ class UnsyncedHostRead(Rule):
     buffer holds whatever was there before: the program reads zeros, stale values or half a
     batch, with no error. `.cpu()` and `.to("cpu")` without `non_blocking` wait and are safe.
 
+    ## Assumptions
+    A pinned destination of a non-blocking copy is read on the host by any host use (printing,
+    indexing, `.numpy()`'s later read, control flow) until a sync that covers the copy's stream:
+    `synchronize()` of the stream or device, an event recorded after the copy and synchronized,
+    `.item()`/`.cpu()` on the copy's stream. With copies pending on several paths, the message
+    names the first in the source.
+
     ## Known problems
     A buffer handed to a function of unknown effect (`self.log(host)`) is assumed to be read
     later, after a sync; a same-module function that synchronizes anywhere in its body is taken

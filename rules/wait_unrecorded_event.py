@@ -24,6 +24,12 @@ class WaitUnrecordedEvent(Rule):
     complete. The wait orders nothing, so the work it was meant to protect races with the
     producer, silently, and only on the paths where the record was skipped.
 
+    ## Assumptions
+    Every path from the event's creation to the wait may run: conditions are not correlated,
+    so a wait under `if i > 1` after a record made in the previous iteration under `if i < n`
+    is reported although the record always ran there. An event made with `torch.cuda.Event()`
+    in the function is unrecorded until a `record()`/`record_event()` on some stream.
+
     ## Known problems
     Events made elsewhere (parameters, attributes set in `__init__`) are not followed, nor are
     events handed to other functions, which might record them. An event recorded only in the

@@ -155,7 +155,7 @@ def test_writes_to_parameters_and_self_attributes_and_their_streams() -> None:
     assert found is not None and found.params == ("buf", "fresh")
     assert set(found.effects) == {
         Effect("buf", "self.copy_stream", True, frozenset({"self.copy_stream"})),
-        Effect("self.staged", "self.copy_stream", True, frozenset({"self.copy_stream"})),
+        Effect("self.staged", "self.copy_stream", True, frozenset({"self.copy_stream"}), rebound=True),
     }  # `fresh` is rebound: its accesses are not the caller's
 
 
@@ -331,6 +331,30 @@ def test_a_self_method_leaves_self_attributes_written() -> None:
             return self.staged * 2
     """
     assert hazards(source) == {("READ_AFTER_WRITE", 11, "self.staged", "self.copy_stream")}
+
+
+REBINDING = """
+import torch
+
+class Optimizer:
+    def _norm(self, grads):
+        with torch.cuda.stream(self.norm_stream):
+            self.norm = grads.norm()
+
+    def step(self, grads):
+        self.norm = grads.sum()
+        self._norm(grads)
+        {join}
+        return self.norm * 2
+"""
+
+
+def test_a_self_method_that_rebinds_an_attribute_overwrites_nothing_of_the_callers() -> None:
+    """The call drops the caller's `self.norm` for a new tensor made on the side stream: no race
+    with the caller's earlier write, but the new tensor is still read before the join."""
+    join = "torch.cuda.current_stream().wait_stream(self.norm_stream)"
+    assert hazards(REBINDING.format(join=join)) == set()
+    assert hazards(REBINDING.format(join="pass")) == {("READ_AFTER_WRITE", 13, "self.norm", "self.norm_stream")}
 
 
 # ---- across methods

@@ -94,11 +94,22 @@ def test_an_exit_stack_enters_until_its_block_ends() -> None:
         "get_accelerator().synchronize()",
         "e = torch.Event()\ne.record()\ns.wait_event(e)",
         "e = get_accelerator().Event()\ne.record()\ns.wait_event(e)",
+        "s.wait_stream(self.context.current_stream())",
+        "current = ctx.current_stream()\ns.wait_stream(current)",
     ],
 )
 def test_device_generic_orderings_order(wait: str) -> None:
     body = f"{wait}\nwith get_accelerator().stream(s):\n    z = y + 1\n"
     assert _findings(body, "CSL101") == []
+
+
+def test_a_project_method_named_current_stream_is_no_other_stream() -> None:
+    """`ctx.current_stream()` (a project's helper, Megatron's) is the stream current where it is
+    called, so waiting on it after the block joins the side stream; a method of another name
+    is no stream at all."""
+    joined = "with torch.cuda.stream(s):\n    z = y + 1\nctx.current_stream().wait_stream(s)\nw = z * 2\n"
+    assert _findings(joined, "CSL102") == []
+    assert _findings(joined.replace("current_stream", "compute_stream"), "CSL102") == [4]
 
 
 @pytest.mark.parametrize(
@@ -148,6 +159,21 @@ def test_a_project_wrapper_named_in_the_configuration(tmp_path: Path, monkeypatc
 )
 def test_a_context_chosen_by_if_else(choose: str) -> None:
     assert _findings(f"{choose}with ctx():\n    z = y + 1\n", "CSL101") == [choose.count("\n") + 2]
+
+
+@pytest.mark.parametrize(
+    ("fork", "flagged"),
+    [
+        ("s.wait_stream(torch.cuda.current_stream())\n    ", []),  # ordered where `s` is entered
+        ("", [6]),
+    ],
+)
+def test_a_wait_under_the_condition_that_chooses_the_context(fork: str, flagged: list[int]) -> None:
+    """Megatron's async collectives: the side stream waits, and its context is chosen, under the
+    same `if`; the other path enters no stream (`nullcontext()`), so nothing there needs the wait."""
+    choose = f"if flag:\n    {fork}ctx = torch.cuda.stream(s)\nelse:\n    ctx = contextlib.nullcontext()\n"
+    body = f"{choose}with ctx:\n    z = y + 1\n"
+    assert _findings(body, "CSL101") == [line + fork.count("\n") for line in flagged]
 
 
 def test_a_stream_attribute_made_in_another_method() -> None:
@@ -244,5 +270,5 @@ class Offload:
             z = y + 1
         return z
 """
-    found = [(f.code, f.line, "'self.s0 or self.s1'" in f.message) for f in lint_source(source, "m.py")]
-    assert ("CSL101", 13, True) in found
+    found = [(f.code, f.line, "side stream 'self.s0'" in f.message) for f in lint_source(source, "m.py")]
+    assert ("CSL101", 13, True) in found  # named by a choice on which it races, the first in order

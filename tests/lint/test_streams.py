@@ -26,6 +26,8 @@ def codes(source: str) -> set[tuple[str, int]]:
         ("streams[i]", "streams[0]", False),
         ("streams[i]", "others[i]", True),
         (UNKNOWN, "s", False),
+        ("<current> or s", "<current>", True),  # on the path where `s` was chosen
+        ("a or b", "a or b", False),
     ],
 )
 def test_which_spellings_are_known_to_be_different_streams(a: str, b: str, known_distinct: bool) -> None:
@@ -44,6 +46,45 @@ def ring(xs, streams):
             z = y + 1
     torch.cuda.synchronize()
 """
+
+
+LISTED = """
+import torch
+
+def ring(q, kv, cp_stream, steps):
+    out = torch.empty_like(q)
+    {fork}
+    streams = [torch.cuda.current_stream(), cp_stream]
+    for i in range(steps):
+        with torch.cuda.stream(streams[i % 2]):
+            out.add_(q * kv)
+    {join}
+    return out.sum()
+"""
+
+
+@pytest.mark.parametrize(
+    ("fork", "join", "found"),
+    [
+        (
+            "cp_stream.wait_stream(torch.cuda.current_stream())",
+            "torch.cuda.current_stream().wait_stream(cp_stream)",
+            set(),
+        ),
+        ("pass", "torch.cuda.current_stream().wait_stream(streams[1])", {("CSL101", 10)}),
+        ("cp_stream.wait_stream(torch.cuda.current_stream())", "pass", {("CSL102", 12)}),
+    ],
+)
+def test_an_item_of_a_list_of_streams_is_one_of_them(fork: str, join: str, found: set[tuple[str, int]]) -> None:
+    """`streams[i % 2]` of `[current_stream(), cp_stream]` runs on the current stream or on
+    `cp_stream`: only the `cp_stream` path needs the fork and the join (TE's ring attention)."""
+    assert codes(LISTED.format(fork=fork, join=join)) == found
+
+
+def test_a_race_on_a_chosen_stream_names_the_choice_that_races() -> None:
+    [message] = [f.message for f in lint_source(textwrap.dedent(LISTED.format(fork="pass", join="pass")), "m.py")
+                 if f.code == "CSL101"]  # fmt: skip
+    assert "side stream 'cp_stream'" in message
 
 
 def test_two_items_picked_by_computed_keys_may_be_one_stream() -> None:

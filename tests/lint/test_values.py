@@ -42,6 +42,15 @@ def f(x, s, items):
         ("d = x * 2", "v = d.view(-1)"),  # a view: metadata only
         ("d = x * 2", "v = d[0]"),  # basic indexing: a view
         ("d = x * 2", "shape = d.shape; n = d.numel()"),
+        ("d = x * 2", "z = torch.zeros_like(d)"),  # shape, dtype and device: no data read
+        ("d = x * 2", "h = torch.empty_like(d, device='cpu')"),
+        ("d = x * 2", "record_stream(d, s)"),
+        ("d = x * 2", "_no_dispatch_record_stream(d, s)"),  # FSDP's: allocator bookkeeping too
+        ("d = x * 2", "torch.distributed.utils._no_dispatch_record_stream(d, s)"),
+        (
+            "d = g(x)",
+            "found = 'exp_avg' in d",
+        ),  # a key looked up: no tensor holds a string  # a project's helper of that name: allocator bookkeeping
     ],
 )
 def test_host_only_values_and_uses_are_not_gpu_accesses(before: str, use: str) -> None:
@@ -55,6 +64,9 @@ def test_host_only_values_and_uses_are_not_gpu_accesses(before: str, use: str) -
         ("d = x * 2", "v = d[idx]"),  # a tensor index gathers: a kernel
         ("d = x * 2", "items.add(d)"),  # `Tensor.add` when the receiver is a tensor
         ("d = x * 2; d = x + d", "v = d + 1"),
+        ("d = x * 2", "v = torch.clone(d)"),  # a copy reads the data
+        ("d = x * 2", "v = 2 in d"),  # membership in a tensor compares on the GPU
+        ("d = x * 2", "v = torch.add(torch.ones_like(x), d)"),
     ],
 )
 def test_uses_that_launch_a_kernel_are_still_reads(before: str, use: str) -> None:
@@ -269,6 +281,32 @@ def f(x, s):
 def test_waiting_on_an_async_collective_orders_the_current_stream_after_it() -> None:
     assert codes(WORK.format(wait="work.wait()")) == set()
     assert codes(WORK.format(wait="pass")) == {("CSL102", 10)}
+
+
+HANDLES = """
+import torch
+import torch.distributed as dist
+
+def exchange(inputs, side, group):
+    outputs, reqs = [None] * len(inputs), [None] * len(inputs)
+    for i in range(len(inputs) + 1):
+        if i < len(inputs):
+            outputs[i] = torch.empty_like(inputs[i])
+            reqs[i] = dist.all_to_all_single(outputs[i], inputs[i], group=group, async_op=True)
+        if i > 0:
+            with torch.cuda.stream(side):
+                {wait}
+                y = outputs[i - 1] * 2
+    torch.cuda.current_stream().wait_stream(side)
+"""
+
+
+def test_waiting_on_a_collective_handle_kept_in_a_list_orders_the_waiting_stream() -> None:
+    """TE's all-to-all: the side stream waits the handle of the previous step's collective,
+    launched on the current stream after its output was allocated. (Handles waited in a loop
+    over the list are not enough: the loop may run zero times.)"""
+    assert ("CSL101", 14) not in codes(HANDLES.format(wait="reqs[i - 1].wait()"))
+    assert ("CSL101", 14) in codes(HANDLES.format(wait="pass"))
 
 
 def test_the_inline_record_and_wait_idiom_orders_the_waiting_stream() -> None:
