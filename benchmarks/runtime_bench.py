@@ -8,7 +8,8 @@ both `_handle_kernel_launch` and `_handle_memory_allocation`. Each row names how
 walk crosses (a pytest test's body runs about 33 deep). The stubbed rows give both engines one
 constant stack, so the happens-before cores are compared alone. Launch arguments are built
 before the clock starts, in the form each engine takes (our `Access` tuples; CSAN's pointer
-sets and alias dicts), so the engines are timed, not the translation from torch. Traces are
+sets and alias dicts), and each engine's methods are bound before its loop, so the engines are
+timed, not the translation from torch nor the harness's dispatch. Traces are
 race-free: CSAN's cost on errors is not the point. Targets are printed next to the numbers,
 never asserted.
 
@@ -106,75 +107,82 @@ def churn_trace(launches: int, weights: int = 4, update_every: int = 0) -> list[
     return ops
 
 
-def _ours_ops(trace: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """The trace with launch arguments prebuilt as our Access tuples."""
+NO_STACK, OWN_STACK, OP_STACK = range(3)
+"""The stack a call of ours takes: none; a walk of its own (an allocation: the walk of the op
+making it); its op's (a launch: the walk of the allocation the op made, else a walk of its own)."""
+
+_CSAN_METHODS = {
+    "allocated": "_handle_memory_allocation",
+    "freed": "_handle_memory_deallocation",
+    "event_recorded": "_handle_event_record",
+    "event_waited": "_handle_event_wait",
+    "event_created": "_handle_event_creation",
+    "kernel_launched": "_handle_kernel_launch",
+}
+
+
+def _ours_ops(trace: list[tuple[Any, ...]]) -> list[tuple[str, tuple[Any, ...], int]]:
+    """The trace as calls of our engine (method, arguments, stack role), launch arguments
+    prebuilt as our Access tuples."""
     out = []
     for op in trace:
-        if op[0] == "kernel_launched":
+        name = op[0]
+        if name == "kernel_launched":
             _, stream, reads, writes = op
             accesses = [Access(p, SIZE, False, "self") for p in reads] + [
                 Access(p, SIZE, True, "out", True) for p in writes
             ]
-            out.append(("kernel_launched", stream, "aten::op", accesses))
+            out.append((name, (stream, "aten::op", accesses), OP_STACK))
         else:
-            out.append(op)
+            out.append((name, op[1:], OWN_STACK if name == "allocated" else NO_STACK))
     return out
 
 
-def _csan_ops(trace: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """The trace with launch arguments prebuilt as CSAN takes them (sets, alias dict)."""
+def _csan_ops(trace: list[tuple[Any, ...]]) -> list[tuple[str, tuple[Any, ...]]]:
+    """The trace as calls of CSAN's handler, launch arguments prebuilt as it takes them (sets,
+    alias dict); an allocation is its pointer only."""
     out = []
     for op in trace:
-        if op[0] == "kernel_launched":
+        name = op[0]
+        if name == "kernel_launched":
             _, stream, reads, writes = op
             read_only = set(reads) - set(writes)
             aliases = {p: ["self"] for p in reads}
             aliases.update({p: ["out"] for p in writes})
-            out.append(("kernel_launched", stream, read_only, set(writes), set(writes), aliases))
+            out.append((_CSAN_METHODS[name], (stream, read_only, set(writes), set(writes), "aten::op", aliases)))
         else:
-            out.append(op)
+            out.append((_CSAN_METHODS[name], op[1:2] if name == "allocated" else op[1:]))
     return out
 
 
-def feed_ours(ops: list[tuple[Any, ...]], tracker: Tracker, capture: Callable[[], Stack] = capture_stack) -> None:
+def bind(ops: list[tuple[Any, ...]], engine: Any) -> list[tuple[Any, ...]]:
+    """The calls with their engine's methods bound, made before a clock starts."""
+    return [(getattr(engine, name), *rest) for name, *rest in ops]
+
+
+def feed_ours(calls: list[tuple[Any, ...]], capture: Callable[[], Stack] = capture_stack) -> None:
     """As the torch integration feeds it: an allocation is made by the op launched next (the
     activation it writes), and both report the one stack walked for that op
     (SanitizerMode.stack_of_running_op)."""
     op_stack = None
-    for op in ops:
-        name = op[0]
-        if name == "kernel_launched":
-            tracker.kernel_launched(op[1], op[2], op[3], op_stack or capture())
-            op_stack = None
-        elif name == "allocated":
+    for method, args, role in calls:
+        if role == NO_STACK:
+            method(*args)
+        elif role == OWN_STACK:
             op_stack = capture()
-            tracker.allocated(op[1], op[2], op[3], op_stack)
-        elif name == "freed":
-            tracker.freed(op[1])
-        elif name == "event_recorded":
-            tracker.event_recorded(op[1], op[2])
-        elif name == "event_waited":
-            tracker.event_waited(op[1], op[2])
-        elif name == "event_created":
-            tracker.event_created(op[1])
+            method(*args, op_stack)
+        else:
+            method(*args, op_stack or capture())
+            op_stack = None
 
 
-def feed_csan(ops: list[tuple[Any, ...]], handler: Any) -> list[Any]:
+def feed_csan(calls: list[tuple[Any, ...]]) -> list[Any]:
+    """CSAN's handler on the same trace; its launches answer the errors they found."""
     errors: list[Any] = []
-    for op in ops:
-        name = op[0]
-        if name == "kernel_launched":
-            errors += handler._handle_kernel_launch(op[1], op[2], op[3], op[4], "aten::op", op[5])
-        elif name == "allocated":
-            handler._handle_memory_allocation(op[1])
-        elif name == "freed":
-            handler._handle_memory_deallocation(op[1])
-        elif name == "event_recorded":
-            handler._handle_event_record(op[1], op[2])
-        elif name == "event_waited":
-            handler._handle_event_wait(op[1], op[2])
-        elif name == "event_created":
-            handler._handle_event_creation(op[1])
+    for method, args in calls:
+        found = method(*args)
+        if found:
+            errors += found
     return errors
 
 
@@ -232,12 +240,13 @@ def bench_throughput(launches: int, depth: int, update_every: int, stubbed: bool
     for _ in range(3):
         tracker = Tracker()
         # Defaults bind this round's objects (B023); lambdas, not partials, keep the frame counts.
-        ours_s.append(_timed(lambda t=tracker: at_depth(depth, lambda: feed_ours(ours_ops, t, capture))))
+        ours_calls = bind(ours_ops, tracker)
+        ours_s.append(_timed(lambda c=ours_calls: at_depth(depth, lambda: feed_ours(c, capture))))
         assert tracker.errors == [], "the churn trace must be race-free for our engine"
-        handler = csan.EventHandler()
+        csan_calls = bind(csan_ops, csan.EventHandler())
         found: list[Any] = []
         with csan_stacks():
-            csan_s.append(_timed(lambda f=found, h=handler: f.extend(at_depth(depth, lambda: feed_csan(csan_ops, h)))))
+            csan_s.append(_timed(lambda f=found, c=csan_calls: f.extend(at_depth(depth, lambda: feed_csan(c)))))
         assert found == [], "the churn trace must be race-free for CSAN"
     ours_rate, csan_rate = n / min(ours_s), n / min(csan_s)
     stacks = "one constant stack in both" if stubbed else f"live stacks in both, {frames_walked(depth)} frames"
@@ -306,15 +315,16 @@ def bench_write_after_reads(depth: int) -> Iterator[Row]:
         yield (f"one write after {reads} reads (us)", f"{ours * 1e6:.1f}", f"{csan * 1e6:.1f}", f"{csan / ours:.1f}x")
 
 
-def _peak(fn: Callable[[], Any]) -> tuple[int, Any]:
+def _peak(fn: Callable[[], Any]) -> int:
+    """Peak bytes traced while fn runs (what it allocates and keeps, or frees)."""
     gc.collect()
     tracemalloc.start()
     try:
-        kept = fn()
+        fn()
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    return peak, kept
+    return peak
 
 
 def bench_memory(launches: int, depth: int, update_every: int) -> Iterator[Row]:
@@ -322,23 +332,18 @@ def bench_memory(launches: int, depth: int, update_every: int) -> Iterator[Row]:
     and ours over a quarter of it: bounded state stays flat as the trace grows."""
     csan = _csan()
 
-    def ours(ops: list[tuple[Any, ...]]) -> Tracker:
-        tracker = Tracker()
-        at_depth(depth, lambda: feed_ours(ops, tracker))
-        return tracker
+    def ours(ops: list[tuple[Any, ...]]) -> int:
+        calls = bind(ops, Tracker())  # before tracing: the calls are the trace's, not the engine's
+        return _peak(lambda: at_depth(depth, lambda: feed_ours(calls)))
 
-    def theirs(ops: list[tuple[Any, ...]]) -> Any:
-        handler = csan.EventHandler()
-        at_depth(depth, lambda: feed_csan(ops, handler))
-        return handler
+    def theirs(ops: list[tuple[Any, ...]]) -> int:
+        calls = bind(ops, csan.EventHandler())
+        return _peak(lambda: at_depth(depth, lambda: feed_csan(calls)))
 
-    quarter = _ours_ops(churn_trace(launches // 4, update_every=update_every))
-    quarter_peak, _ = _peak(lambda: ours(quarter))
-    quarter.clear()  # not held during the long runs
+    quarter_peak = ours(_ours_ops(churn_trace(launches // 4, update_every=update_every)))
     trace = churn_trace(launches, update_every=update_every)
-    ours_ops, csan_ops = _ours_ops(trace), _csan_ops(trace)
-    ours_peak, _ = _peak(lambda: ours(ours_ops))
-    csan_peak, _ = _peak(lambda: theirs(csan_ops))
+    ours_peak = ours(_ours_ops(trace))
+    csan_peak = theirs(_csan_ops(trace))
     yield (
         f"peak MiB over {_launch_count(trace)} launches, {_weights(update_every)}",
         f"{ours_peak / 2**20:.2f}",
