@@ -29,8 +29,8 @@ TARGET = 1.5
 
 README_MEASURES = "`pytest --csan` against the same suite on the emulated device without checking"
 README_FIGURES = (
-    "examples/ {examples_wall}x end to end ({examples_tests}x tests' own time); synthetic suite, {ops} ops per"
-    " test: {synthetic_wall}x ({synthetic_tests}x) (target 1.5x)"
+    "examples/ {examples_wall}x end to end, {examples_tests}x the tests' own time; synthetic suite ({ops} ops a"
+    " test) {synthetic_wall}x end to end, {synthetic_tests}x the tests' own time (target 1.5x)"
 )
 """The README row this script prints; tests/docs checks README's row has this shape."""
 
