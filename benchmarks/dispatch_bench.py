@@ -15,10 +15,12 @@ import contextlib
 import gc
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.cuda._gpu_trace as gpu_trace
+from bench_table import Row, print_table, readme_row
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from csan_lint.runtime import emulation, sanitize
@@ -28,7 +30,12 @@ from csan_lint.runtime.tracker import Tracker
 TARGET = 2.0
 """The sanitizer mode's cost per op over a do-nothing mode's."""
 
-Row = tuple[str, str, str, str]
+README_MEASURES = "the dispatch mode per op against a do-nothing mode; the whole sanitizer on the emulated device"
+README_FIGURES = (
+    "{shallow}x at the loop's depth, {deep}x {depth} frames deeper (target 2x); emulated device: {emulated}x"
+    " the emulation alone, {csan}x faster than CSAN's mode"
+)
+"""The README row this script prints; tests/docs checks README's row has this shape."""
 
 
 class NothingMode(TorchDispatchMode):
@@ -166,14 +173,10 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=30, help="extra stack frames under the op loop")
     options = parser.parse_args()
     rows = list(bench_dispatch(options.ops, options.depth))
-    header: Row = ("measure", "csan-lint", "other", "ratio")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
-    for row in [header, *rows]:
-        print(
-            "  ".join(
-                cell.ljust(w) if j == 0 else cell.rjust(w) for j, (cell, w) in enumerate(zip(row, widths, strict=True))
-            )
-        )
+    print_table(rows, peer="other")
+    shallow, _, deep, _, emulated, csan = (row[3].split("x")[0] for row in rows)
+    figures = README_FIGURES.format(shallow=shallow, deep=deep, depth=options.depth, emulated=emulated, csan=csan)
+    print(readme_row(Path(__file__).name, README_MEASURES, figures))
 
 
 if __name__ == "__main__":

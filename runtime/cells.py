@@ -45,11 +45,6 @@ class Cell:
     def copy(self) -> Cell:
         return Cell(self.write, dict(self.reads), list(self.partial) if self.partial else None)
 
-    def epochs(self) -> list[Epoch]:
-        """Every access this interval remembers."""
-        found = [self.write] if self.write is not None else []
-        return [*found, *self.reads.values(), *(self.partial or ())]
-
     def check(
         self, lo: int, hi: int, clock: Clock, epoch: Epoch, shape: Pattern | None, is_write: bool
     ) -> tuple[list[Race], int]:

@@ -94,12 +94,18 @@ class GpuTraceHooks:
         self._registered.clear()
 
     def _guarded(self, target: Callable[..., None]) -> Callable[..., None]:
+        lock = self.lock
+
         def callback(*args: Any) -> None:
             if not self.active:
                 return
             try:
-                with self.lock:
+                # acquire/release, not `with`: the context manager protocol costs twice as much.
+                lock.acquire()
+                try:
                     target(*args)
+                finally:
+                    lock.release()
                 self.after()
             except Exception as exc:  # the registry would log and carry on; we report it
                 self.active = False

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from sys import _getframe
 from threading import get_ident
+from types import FrameType
 from typing import Any
 
 import torch
@@ -143,7 +145,9 @@ class SanitizerMode(TorchDispatchMode):
         # not now (None: no capture running).
         self.capture: list[Access] | None = None
         self.capture_thread = 0  # the thread that began it
-        # While an op runs, once an allocator callback walked its stack: (thread id, that stack).
+        # While an op runs: (thread id, the frame that called it), where its stack walk starts,
+        # and once an allocator callback walked that stack, (thread id, the stack).
+        self._op_caller: tuple[int, FrameType] | None = None
         self._op_stack: tuple[int, Stack] | None = None
 
     @classmethod
@@ -167,12 +171,12 @@ class SanitizerMode(TorchDispatchMode):
                 return func(*args, **kwargs)
         if not self.checking or plan.kind == SKIP:
             return plan.call(*args, **kwargs)
-        # An allocation the op makes walks the stack; its launch reuses that walk.
-        self._op_stack = None
+        # An allocation the op makes walks the stack from the op's caller; its launch reuses that walk.
+        self._op_caller, self._op_stack = (get_ident(), _getframe(1)), None
         try:
             out = plan.call(*args, **kwargs)
         finally:
-            shared, self._op_stack = self._op_stack, None
+            shared, self._op_stack, self._op_caller = self._op_stack, None, None
         stack = shared[1] if shared is not None and shared[0] == get_ident() else None
         try:
             if types:  # a tensor subclass (wrapper, nested, fake): check what it is made of
@@ -210,12 +214,10 @@ class SanitizerMode(TorchDispatchMode):
         shared = self._op_stack
         if shared is not None and shared[0] == ident:
             return shared[1]
-        stack = capture_stack(skip=1, stop=self.stack_stop)
-        try:
-            inside = stack.index(_DISPATCH_CODE)
-        except ValueError:
-            return stack  # no op of ours is running in this thread
-        op_stack = stack[inside + 2 :]
+        caller = self._op_caller
+        if caller is None or caller[0] != ident:
+            return capture_stack(skip=1, stop=self.stack_stop)  # no op of ours is running in this thread
+        op_stack = capture_stack(start=caller[1], stop=self.stack_stop)
         self._op_stack = (ident, op_stack)
         return op_stack
 
@@ -314,12 +316,14 @@ class SanitizerMode(TorchDispatchMode):
 
     def _resolve_pending(self, tensors: list[torch.Tensor]) -> None:
         """Allocations first seen now: their size is their storage's."""
+        pending = self.pending
         for tensor in tensors:
-            base = storage_base(tensor)
-            allocation = self.pending.pop(base, None)
+            storage = tensor.untyped_storage()
+            base = storage.data_ptr()  # storage_base(tensor), from the one storage object
+            allocation = pending.pop(base, None)
             if allocation is not None:
                 stream, stack = allocation
-                self.tracker.allocated(base, tensor.untyped_storage().nbytes(), stream, stack=stack)
+                self.tracker.allocated(base, storage.nbytes(), stream, stack=stack)
                 # On the emulated device a dead pinned block's address can become a device
                 # block's: the allocation replaced the host state, which must not be freed later.
                 self.host_blocks.pop(base, None)
@@ -385,7 +389,3 @@ class SanitizerMode(TorchDispatchMode):
         except Exception as exc:
             self.checking = False
             self.on_internal_error(exc)
-
-
-_DISPATCH_CODE = SanitizerMode.__torch_dispatch__.__code__
-"""Where a walk from inside an op crosses into the mode: the op's caller is the frame after it."""

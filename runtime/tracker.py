@@ -27,7 +27,7 @@ launch), so that a stream not ordered after it races the block's earlier use.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from typing import Any
 
 from csan_lint.runtime import kinds
@@ -50,6 +50,8 @@ CAPTURE_BEGIN_OPERATOR = "capture_begin"
 CAPTURE_END_OPERATOR = "capture_end"
 WAIT_EVENT_OPERATOR = "wait_event"
 
+_new_access = tuple.__new__  # Access(...) without the Python-level NamedTuple constructor (hot paths)
+
 _DEVICE_KINDS = (kinds.READ_AFTER_WRITE, kinds.WRITE_AFTER_READ, kinds.WRITE_AFTER_WRITE)
 _HOST_KINDS = (kinds.HOST_READ_PENDING, kinds.HOST_WRITE_PENDING, kinds.HOST_WRITE_PENDING)
 
@@ -65,14 +67,16 @@ class _Stream:
 class _Allocation:
     __slots__ = ("backfilled", "bounds", "cells", "end", "ptr", "recorded", "stack", "stream")
 
-    def __init__(self, ptr: int, size: int, stream: int | None, stack: Stack | None, backfilled: bool) -> None:
+    def __init__(
+        self, ptr: int, end: int, stream: int | None, stack: Stack | None, backfilled: bool, write: Epoch | None
+    ) -> None:
         self.ptr = ptr
-        self.end = ptr + size
+        self.end = end
         self.stream = stream
         self.stack = stack
         # Interval k covers [bounds[k], bounds[k + 1]) (the last one up to `end`).
         self.bounds = [ptr]
-        self.cells = [Cell()]
+        self.cells = [Cell(write)]
         self.recorded: set[int] | None = None
         self.backfilled = backfilled
 
@@ -252,20 +256,23 @@ class Tracker:
         if size <= 0:
             return  # a zero-size block holds no bytes: nothing can race on it
         end = ptr + size
-        i = bisect_left(self._bases, end)
+        bases = self._bases
+        i = bisect_left(bases, end)
         while i > 0:
-            old = self._allocations[self._bases[i - 1]]
+            old = self._allocations[bases[i - 1]]
             if old.end <= ptr:
                 break
             self._remove(old)
             i -= 1
-        allocation = _Allocation(ptr, size, stream, stack, backfilled=False)
+        write = None
         if stream is not None and self._capture is None:  # a capture allocates from the graph's own pool
             last = self._clock(stream).get(stream, 0)
             if last:
-                access = Access(ptr, size, True, "")
-                allocation.cells[0].write = (last, stream, ALLOCATION_OPERATOR, access, stack)
-        self._insert(allocation)
+                access = _new_access(Access, (ptr, size, True, "", False, None))
+                write = (last, stream, ALLOCATION_OPERATOR, access, stack)
+        self._allocations[ptr] = _Allocation(ptr, end, stream, stack, False, write)
+        # The new block is past every base below `end` that survived: it goes at i.
+        bases.insert(i, ptr)
 
     def freed(self, ptr: int, stack: Stack | None = None) -> None:
         """The caching allocator may hand the block out again at once, for work on its stream:
@@ -282,17 +289,34 @@ class Tracker:
                 clock = dict(clock)
                 self._legacy_sync(owner, clock)
             recorded = allocation.recorded or ()
-            free_epoch: Epoch | None = None
             for cell in allocation.cells:
-                for epoch in cell.epochs():
-                    stream = epoch[1]
-                    if stream == owner or stream == HOST or stream in recorded or clock.get(stream, 0) >= epoch[0]:
-                        continue
-                    if free_epoch is None:
-                        access = Access(ptr, allocation.end - ptr, True, "")
-                        free_epoch = (self._seq, owner, FREE_OPERATOR, access, stack)
-                    self._race(kinds.FREE_IN_USE, free_epoch, epoch, allocation)
+                write = cell.write
+                # The owner's own accesses are ordered: most blocks are only ever used on their stream.
+                if write is not None and write[1] != owner:
+                    self._check_free(write, owner, clock, recorded, allocation, stack)
+                for epoch in cell.reads.values():
+                    if epoch[1] != owner:
+                        self._check_free(epoch, owner, clock, recorded, allocation, stack)
+                for epoch in cell.partial or ():
+                    self._check_free(epoch, owner, clock, recorded, allocation, stack)
         self._remove(allocation)
+
+    def _check_free(
+        self,
+        epoch: Epoch,
+        owner: int,
+        clock: Clock,
+        recorded: Container[int],
+        allocation: _Allocation,
+        stack: Stack | None,
+    ) -> None:
+        """A free races an access of another stream not ordered before the owner's next work
+        (nor covered by record_stream); the host's accesses are the host allocator's to wait for."""
+        stream = epoch[1]
+        if stream == owner or stream == HOST or stream in recorded or clock.get(stream, 0) >= epoch[0]:
+            return
+        access = _new_access(Access, (allocation.ptr, allocation.end - allocation.ptr, True, "", False, None))
+        self._race(kinds.FREE_IN_USE, (self._seq, owner, FREE_OPERATOR, access, stack), epoch, allocation)
 
     def stream_recorded(self, ptr: int, stream: int) -> None:
         """`record_stream(stream)` on the block holding ptr: the allocator will wait for that
@@ -302,14 +326,6 @@ class Tracker:
             if allocation.recorded is None:
                 allocation.recorded = set()
             allocation.recorded.add(stream)
-
-    def _insert(self, allocation: _Allocation) -> None:
-        self._allocations[allocation.ptr] = allocation
-        bases = self._bases
-        if not bases or bases[-1] < allocation.ptr:
-            bases.append(allocation.ptr)
-        else:
-            bases.insert(bisect_left(bases, allocation.ptr), allocation.ptr)
 
     def _remove(self, allocation: _Allocation) -> None:
         del self._allocations[allocation.ptr]
@@ -337,8 +353,8 @@ class Tracker:
             end = ptr + size
             if i < len(self._bases):
                 end = min(end, self._bases[i])
-            allocation = _Allocation(ptr, end - ptr, None, None, backfilled=True)
-            self._insert(allocation)
+            allocation = self._allocations[ptr] = _Allocation(ptr, end, None, None, True, None)
+            self._bases.insert(i, ptr)
         elif allocation.backfilled and ptr + size > allocation.end:
             i = bisect_right(self._bases, ptr)
             limit = self._bases[i] if i < len(self._bases) else ptr + size

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import weakref
 
 import pytest
 import torch
@@ -398,3 +399,24 @@ def test_prefetch_on_a_side_stream_without_wait_races(emulated):
     model(batch).sum().item()
     report = only(races(emulated.errors), kinds.READ_AFTER_WRITE)
     assert report.previous.stream == side.cuda_stream
+
+
+class _Local:
+    """An object only a function's local holds (weakly referenceable, unlike a tensor's data)."""
+
+
+def test_captured_stacks_keep_no_frame_alive(emulated):
+    """Stacks are walked as code objects and offsets: once the function that ran the ops returns,
+    its locals are freed, though the engine still holds its blocks and their stacks."""
+
+    def run_ops() -> tuple[weakref.ref[_Local], torch.Tensor, torch.Tensor]:
+        local = _Local()
+        x = torch.ones(4, device="cuda")  # an allocation: the allocator's callback walks the stack
+        x.add_(1)  # a launch that allocates nothing: the mode walks it
+        y = torch.add(x, x)  # an allocation and its launch share one walk
+        return weakref.ref(local), x, y
+
+    freed, x, y = run_ops()
+    held = emulated.tracker._allocations[y.untyped_storage().data_ptr()]
+    assert innermost_user_frame(held.stack).function == "run_ops"
+    assert freed() is None
