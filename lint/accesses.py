@@ -122,6 +122,8 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         self.captures: list[tuple[set[str], set[str]]] = []
         self.statement = None
         self.loops = []
+        self.entry_stream = CURRENT
+        """The caller's stream, which it continues on after a `return`."""
 
     # ---- driver
 
@@ -141,6 +143,9 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
                 self.live.tensors[name] = TrackedTensor(writes=frozenset({mark}), unsure=True)
 
     def run_function(self, body: cst.BaseSuite) -> None:
+        self.entry_stream = self.live.current
+        entry = frozenset({Mark(PROBE_ACCESS, frozenset({self.entry_stream}))})
+        self.live.tensors.setdefault(probe_key(self.entry_stream), TrackedTensor(writes=entry))
         self.run(body_of(body))
         if self.state is not None:
             self._return(None)
@@ -181,7 +186,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
             self._eval(node.value)
         elif isinstance(node, cst.Return):
             if node.value is not None:
-                self._pass(node.value)
+                self._pass(node.value, self.entry_stream)
             if self.state is not None:
                 self._return(node)
             self.state = None
@@ -290,7 +295,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         elif isinstance(node, cst.Yield):
             self.yields = True
             if isinstance(node.value, cst.BaseExpression):
-                self._pass(node.value)
+                self._pass(node.value, self.live.current)  # the consumer runs on the stream current here
         elif isinstance(node, (cst.Lambda, cst.FunctionDef)):
             return
         elif isinstance(node, COMPREHENSIONS):

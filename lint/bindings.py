@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import libcst as cst
 
+from csan_lint.lint.effects import probe_key
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.ordering import (
     Access,
@@ -45,7 +46,9 @@ class Bindings:
     _write_target: Callable[..., None]
     _make_access: Callable[..., Access]
     _launched_before: Callable[[str], frozenset[str]]
-    _hazard: Callable[[HazardKind, str, Access, str, cst.CSTNode | None], None]
+    _hazard: Callable[..., None]
+    silent: int
+    entry_stream: str
 
     def _assign(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
         if self._record_event_assignment(targets, value):
@@ -100,8 +103,8 @@ class Bindings:
             self._write_target(target, assigned=True)
             return
         key = dotted_name(target)
-        if key is None:
-            return
+        if key is None or value.kind == "alias" and value.source == key:
+            return  # `x = x.add_(1)`: still the same tensor
         owned = isinstance(target, cst.Name)
         self.bound.add(key)
         if owned:
@@ -113,17 +116,22 @@ class Bindings:
         if value.kind in ("tensor", "result"):
             mark = Mark(self._make_access(target, write=True), frozenset({state.current}))
             state.tensors[key] = TrackedTensor(
-                writes=frozenset({mark}), alloc=state.current if owned else None, unsure=value.kind == "result"
+                writes=frozenset({mark}),
+                alloc=state.current if owned else None,
+                pool=self._pool() if value.kind == "tensor" else None,
+                unsure=value.kind == "result",
             )
         elif value.kind == "allocation":
             access = replace(self._make_access(target, write=True), produced="allocated")
             mark = Mark(access, self._launched_before(state.current))
-            state.tensors[key] = TrackedTensor(writes=frozenset({mark}), alloc=state.current if owned else None)
+            state.tensors[key] = TrackedTensor(
+                writes=frozenset({mark}), alloc=state.current if owned else None, pool=self._pool()
+            )
         elif value.kind == "host":
             state.tensors[key] = TrackedTensor()
         elif value.kind == "alias" and value.source in state.tensors:
             source = state.tensors[value.source]
-            state.tensors[key] = replace(source, uses=frozenset(), alloc=None, recorded=frozenset())
+            state.tensors[key] = replace(source, uses=frozenset(), alloc=None, escaped=False)
         elif value.kind == "alias" and owned and value.source in self.maybe_tensors:
             self.maybe_tensors.add(key)
         elif value.kind == "stream":
@@ -132,6 +140,16 @@ class Bindings:
             state.contexts[key] = value.source
         elif value.kind == "event":
             state.update_marks(MarkUpdate(None, None, drop=f"event:{key}"))
+
+    def _pool(self) -> str | None:
+        """The stream that allocates here, for a tensor handed to the caller (`_handed_back`):
+        None where it waited for the caller's stream in this function, since then each call
+        orders it after what the caller did with the last call's tensors."""
+        stream = self.live.current
+        entry = self.live.tensors.get(probe_key(self.entry_stream))
+        if stream == self.entry_stream or entry is not None and all(mark.orders(stream) for mark in entry.writes):
+            return None
+        return stream
 
     def _record_event_assignment(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> bool:
         """`e = s.record_event()`: a new event, recorded on `s` at once."""
@@ -202,11 +220,29 @@ class Bindings:
         for key in list(self.live.tensors):
             self._release(key, where)
 
-    def _pass(self, expr: cst.BaseExpression) -> None:
-        """A value handed to the caller: it escapes, and is read only if computing it launches work."""
+    def _pass(self, expr: cst.BaseExpression, caller: str) -> None:
+        """A value handed to the caller, who goes on on stream `caller`: it escapes, and is read
+        only if computing it launches work."""
         if not is_reference(expr):
             self._eval(expr)
+        self._handed_back(expr, caller)
         self._escape_names(expr)
+
+    def _handed_back(self, expr: cst.BaseExpression, caller: str) -> None:
+        """A tensor returned or yielded is used, then dropped, by the caller on `caller`: if its
+        memory came from another stream's pool, that stream may reuse the block as soon as the
+        caller drops it, while the caller's kernels still use it, unless `record_stream` told
+        the allocator of the caller's stream. Not a tensor also stored elsewhere (escaped): the
+        code that drops that reference decides when the block is free."""
+        elements = [element.value for element in expr.elements] if isinstance(expr, (cst.Tuple, cst.List)) else [expr]
+        for element in elements:
+            key = dotted_name(element)
+            tensor = self.live.tensors.get(key) if key is not None else None
+            if self.silent or tensor is None or tensor.pool is None or tensor.escaped:
+                continue
+            if distinct(tensor.pool, caller) and caller not in tensor.recorded:
+                access = replace(self._make_access(element, write=False), stream=caller)
+                self._hazard(HazardKind.FREE_IN_USE, key, access, tensor.pool, None, returned=True)
 
     def _iterate(self, iterable: cst.BaseExpression) -> None:
         if not self._iterated_container(iterable):

@@ -114,6 +114,10 @@ class TrackedTensor:
     alloc: str | None = None
     """Allocating stream of a tensor created here; None when its lifetime is not ours to track."""
     recorded: frozenset[str] = frozenset()
+    pool: str | None = None
+    """The stream whose allocator pool the memory came from, also for aliases and attributes
+    (`alloc` is only on the owning name): handed to a caller on another stream, the tensor
+    needs `record_stream`, or the caller's release frees a block that stream reuses at once."""
     escaped: bool = False
     unsure: bool = False
     """The result of a call of unknown code: a tensor only where it is used like one (a
@@ -194,9 +198,17 @@ def join_tensor(a: TrackedTensor, b: TrackedTensor) -> TrackedTensor:
         uses=_join_marks(a.uses, b.uses),
         alloc=a.alloc if a.alloc == b.alloc else None,
         recorded=a.recorded & b.recorded,
+        pool=_join_pool(a.pool, b.pool),
         escaped=a.escaped or b.escaped,
         unsure=a.unsure and b.unsure,
     )
+
+
+def _join_pool(a: str | None, b: str | None) -> str | None:
+    """The pool on every path that knows one (a result of unknown code knows none)."""
+    if a is None or b is None or a == b:
+        return a or b
+    return None
 
 
 def join_states(states: Iterable[FlowState | None]) -> FlowState | None:

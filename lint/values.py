@@ -428,6 +428,8 @@ class Values:
                 return Value("host")
             if method in VIEW_METHODS:
                 return self._alias_of(func.value)
+            if is_inplace(method) and (receiver := self._inplace_receiver(func.value)) is not None:
+                return receiver  # `x.sub_(m).div_(s)` is `x`
             if method in ALLOCATING_METHODS:
                 return Value("allocation")
             if method in TENSOR_METHODS or self._is_tensor(func.value, made_here=made_here):
@@ -437,6 +439,17 @@ class Values:
         if any(self._is_tensor(arg.value, made_here=made_here) for arg in expr.args):
             return Value("result")
         return Value("other")
+
+    def _inplace_receiver(self, expr: cst.BaseExpression) -> Value | None:
+        """What a chain of in-place methods returns: the tensor it starts from (`x` of
+        `x.sub_(m)`, the result of `x.float()` in `x.float().sub_(m)`), if known."""
+        while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and is_inplace(expr.func.attr.value):
+            expr = expr.func.value
+        if isinstance(expr, cst.Call):
+            value = self._call_value(expr)
+            return value if value.kind in ("tensor", "allocation") else None
+        key = dotted_name(expr)
+        return Value("alias", key) if key is not None and key in self.live.tensors else None
 
     def _host_allocation(self, call: cst.Call) -> bool:
         """`torch.empty(n, pin_memory=True)`, `torch.zeros(n, device="cpu")`: host memory, no kernel
