@@ -23,7 +23,7 @@ from csan_lint.lint.ordering import (
     TrackedTensor,
     distinct,
 )
-from csan_lint.lint.values import Value, is_async_collective, is_reference, paired, viewed
+from csan_lint.lint.values import Value, inplace_root, is_async_collective, is_reference, paired, viewed
 
 
 class Bindings:
@@ -64,6 +64,12 @@ class Bindings:
         self._eval_value(value)
         if self._work_assignment(targets, value):
             return
+        if (
+            len(targets) == 1
+            and (root := inplace_root(value)) is not None
+            and dotted_name(root) == dotted_name(targets[0])
+        ):
+            return  # `x = x.sub_(m).div_(s)`: still the same tensor, written in place
         bound = self._value(value)
         for target in targets:
             self._bind(target, bound)
@@ -103,8 +109,8 @@ class Bindings:
             self._write_target(target, assigned=True)
             return
         key = dotted_name(target)
-        if key is None or value.kind == "alias" and value.source == key:
-            return  # `x = x.add_(1)`: still the same tensor
+        if key is None:
+            return
         owned = isinstance(target, cst.Name)
         self.bound.add(key)
         if owned:

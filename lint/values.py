@@ -303,6 +303,15 @@ def is_reference(expr: cst.CSTNode) -> bool:
     return isinstance(expr, (cst.Name, cst.Attribute)) and dotted_name(expr) is not None
 
 
+def inplace_root(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`x` of `x.sub_(m).div_(s)`: what a chain of in-place methods returns; None if `expr`
+    is no in-place call."""
+    root = None
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and is_inplace(expr.func.attr.value):
+        root = expr = expr.func.value
+    return root
+
+
 def is_inplace(method: str) -> bool:
     return method.endswith("_") and not method.startswith("_") and method not in HOST_METHODS
 
@@ -443,8 +452,7 @@ class Values:
     def _inplace_receiver(self, expr: cst.BaseExpression) -> Value | None:
         """What a chain of in-place methods returns: the tensor it starts from (`x` of
         `x.sub_(m)`, the result of `x.float()` in `x.float().sub_(m)`), if known."""
-        while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and is_inplace(expr.func.attr.value):
-            expr = expr.func.value
+        expr = inplace_root(expr) or expr
         if isinstance(expr, cst.Call):
             value = self._call_value(expr)
             return value if value.kind in ("tensor", "allocation") else None
