@@ -35,6 +35,10 @@ CURRENT = "<current>"
 """The stream that is current where the function is entered (the caller's)."""
 HOST = "*"
 """Ordering token of a host sync: every later launch on any stream comes after the access."""
+DEFAULT = "<default>"
+"""The device's default stream inside a function: the caller's stream may be another one
+(a side stream it entered), so a wait on it does not order the current stream's work; which
+of the two it is stays unknown, so accesses on them never conflict by themselves."""
 UNKNOWN = "?"
 """A name bound to different streams on different paths: blocks on it are not judged."""
 
@@ -240,7 +244,7 @@ def distinct(a: str, b: str) -> bool:
     """Whether stream tokens `a` and `b` are known to be different streams. One spelling is one
     stream; a stream of unknown identity, or two items of one collection picked by computed keys
     (`streams[i % 2]`, `streams[(i - 1) % 2]`), may be the same: never a finding by itself."""
-    if a == b or UNKNOWN in (a, b):
+    if a == b or UNKNOWN in (a, b) or {a, b} == {DEFAULT, CURRENT}:
         return False
     left, right = _item(a), _item(b)
     return not (left and right and left[0] == right[0] and not (left[1] and right[1]))

@@ -16,6 +16,7 @@ import libcst as cst
 from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.ordering import (
     CURRENT,
+    DEFAULT,
     HOST,
     LAUNCH_ACCESS,
     FlowState,
@@ -41,6 +42,7 @@ class Streams:
     tokens: set[str]
     """Streams and events the ordering calls named: a summary probes each of them."""
     helpers: Helpers | None
+    function: str | None
 
     def _stream_method(self, node: cst.Call, func: cst.Attribute) -> bool:
         """Ordering calls on streams and events; False if `func` is none of them."""
@@ -124,21 +126,27 @@ class Streams:
         return None if name is None else f"event:{name}"
 
     def _stream(self, expr: cst.BaseExpression) -> str | None:
-        return stream_token(expr, self.imports, self.live.current, self.live.streams)
+        default = CURRENT if self.function is None else DEFAULT  # a script's body runs on the default stream
+        return stream_token(expr, self.imports, self.live.current, self.live.streams, default)
 
 
 def stream_token(
-    expr: cst.BaseExpression, imports: ImportTable, current: str, bindings: Mapping[str, str]
+    expr: cst.BaseExpression,
+    imports: ImportTable,
+    current: str,
+    bindings: Mapping[str, str],
+    default: str = CURRENT,
 ) -> str | None:
     """The stream an expression denotes, for both interpreters: `current_stream()` is `current`,
-    `default_stream()` the stream current at entry, a name bound to a stream its binding,
-    anything else its own source text; None for `None`."""
+    `default_stream()` is `default` (the stream current at entry, or DEFAULT where that may be
+    a side stream), a name bound to a stream its binding, anything else its own source text;
+    None for `None`."""
     if isinstance(expr, cst.Call):
         qualified = imports.qualified(expr.func)
         if qualified == CURRENT_STREAM:
             return current
         if qualified == DEFAULT_STREAM:
-            return CURRENT
+            return default
     if isinstance(expr, cst.Name) and expr.value == "None":
         return None
     key = dotted_name(expr)

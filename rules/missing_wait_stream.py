@@ -38,8 +38,10 @@ class MissingWaitStream(Rule):
     tensor unless it is iterated or used as a container or an index. Two stream spellings are
     assumed to be different streams, except items of one collection picked by computed keys
     (`streams[i % 2]`), which may be the same stream and are never reported;
-    `torch.cuda.default_stream()` is assumed to be the stream current when the function is
-    entered, and a stream reached through a project helper (`ctx.current_stream()`) is taken
+    inside a function `torch.cuda.default_stream()` may or may not be the stream current at
+    entry (a caller may have made a side stream current): waiting on it orders nothing of the
+    caller's stream, and work on the two never conflicts by itself; in a module body it is the
+    current stream. A stream reached through a project helper (`ctx.current_stream()`) is taken
     for a separate stream. A function every call of which in the module is made inside a
     `with torch.cuda.stream(S):` block (`S` spelled alike) is analysed entered on `S`; one
     called from other modules too is still taken as entered on the caller's current stream.
