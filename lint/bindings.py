@@ -23,7 +23,7 @@ from csan_lint.lint.ordering import (
     TrackedTensor,
     distinct,
 )
-from csan_lint.lint.values import Value, inplace_root, is_async_collective, is_reference, paired, viewed
+from csan_lint.lint.values import Value, copied_to_host, inplace_root, is_async_collective, is_reference, paired, viewed
 
 
 class Bindings:
@@ -73,6 +73,8 @@ class Bindings:
         bound = self._value(value)
         for target in targets:
             self._bind(target, bound)
+            if copied_to_host(value) and (key := dotted_name(target)) in self.live.tensors:
+                self.live.tensors[key] = replace(self.live.tensors[key], pool=None)
             key = dotted_name(target)
             if bound.kind in ("alias", "other") and key is not None and dotted_name(value) is not None:
                 stream = self._stream(value)  # `s = self.copy_stream`: `s` names that stream if used as one

@@ -303,6 +303,22 @@ def is_reference(expr: cst.CSTNode) -> bool:
     return isinstance(expr, (cst.Name, cst.Attribute)) and dotted_name(expr) is not None
 
 
+def copied_to_host(expr: cst.BaseExpression) -> bool:
+    """`x.cpu()`, `x.to("cpu", ...)`, `x.to(device="cpu")`: host memory, from no stream's pool."""
+    if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)):
+        return False
+    method = expr.func.attr.value
+    if method == "cpu":
+        return True
+    devices = [arg.value for arg in expr.args if arg.keyword is None or arg.keyword.value == "device"][:1]
+    return (
+        method == "to"
+        and bool(devices)
+        and isinstance(devices[0], cst.SimpleString)
+        and str(devices[0].evaluated_value).partition(":")[0] == "cpu"
+    )
+
+
 def inplace_root(expr: cst.BaseExpression) -> cst.BaseExpression | None:
     """`x` of `x.sub_(m).div_(s)`: what a chain of in-place methods returns; None if `expr`
     is no in-place call."""
