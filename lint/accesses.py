@@ -40,7 +40,7 @@ from csan_lint.lint.ordering import (
     launch_key,
 )
 from csan_lint.lint.recognize import is_exit_stack
-from csan_lint.lint.scan import body_of
+from csan_lint.lint.scan import body_of, tensor_annotation
 from csan_lint.lint.streams import Streams
 from csan_lint.lint.values import (
     COLLECTIVES,
@@ -60,7 +60,6 @@ from csan_lint.lint.values import (
     Value,
     Values,
     called_or_named,
-    code_of,
     comprehension_targets,
     freed_storage,
     index_names,
@@ -137,7 +136,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         for param in params:
             name = param.name.value
             annotation = param.annotation
-            if name in self.maybe_tensors and annotation is not None and "Tensor" in code_of(annotation.annotation):
+            if name in self.maybe_tensors and annotation is not None and tensor_annotation(annotation.annotation):
                 access = Access(param.name, CURRENT, True, function, self.function, "by the caller")
                 mark = Mark(access, frozenset({CURRENT}))
                 self.live.tensors[name] = TrackedTensor(writes=frozenset({mark}), unsure=True)
@@ -389,10 +388,10 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
                 return
             key = dotted_name(receiver)
             tracked = key is not None and key in self.live.tensors
-            if method == "record_stream" and tracked and node.args:
-                assert key is not None
-                stream = self._stream(node.args[0].value)
-                if stream is not None:
+            if method == "record_stream":  # allocator bookkeeping on the host: no kernel reads the tensor
+                stream = self._stream(node.args[0].value) if node.args else None
+                if tracked and stream is not None:
+                    assert key is not None
                     tensor = self.live.tensors[key]
                     self.live.tensors[key] = replace(tensor, recorded=tensor.recorded | {stream})
                 return

@@ -31,8 +31,9 @@ class MissingWaitStream(Rule):
     allocating stream's last launch before the allocation.
 
     ## Known problems
-    A parameter annotated as a tensor is taken as written by the caller on the stream current
-    at entry when no linted code calls the function (callers that are linted check their own
+    A parameter annotated as a tensor (or an `nn.Parameter`, whose `.grad` it stands for) is
+    taken as written by the caller on the stream current at entry when no linted code calls
+    the function (callers that are linted check their own
     arguments instead); unannotated parameters, attributes set elsewhere (`self.w`, `p.grad`)
     and globals may be anything and are assumed ready. A value returned by unknown code is a
     tensor unless it is iterated or used as a container or an index. Two stream spellings are
