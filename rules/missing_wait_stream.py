@@ -43,7 +43,9 @@ class MissingWaitStream(Rule):
     entry (a caller may have made a side stream current): waiting on it orders nothing of the
     caller's stream, and work on the two never conflicts by itself; in a module body it is the
     current stream. A stream reached through a project helper (`ctx.current_stream()`) is taken
-    for a separate stream. A function every call of which in the module is made inside a
+    for a separate stream. DeepSpeed's `resolves_data_dependency()` and
+    `is_synchronized_device()` are False, as on a CUDA device: only their CUDA branch is
+    followed. A function every call of which in the module is made inside a
     `with torch.cuda.stream(S):` block (`S` spelled alike) is analysed entered on `S`; one
     called from other modules too is still taken as entered on the caller's current stream.
     Ordering made by a called function is seen when it is defined in the same module
