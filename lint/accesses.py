@@ -387,11 +387,14 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
                 self.live.current = entered  # until the ExitStack's `with` ends
                 return
             key = dotted_name(receiver)
-            tracked = key is not None and key in self.live.tensors
             if method == "record_stream":  # allocator bookkeeping on the host: no kernel reads the tensor
                 stream = self._stream(node.args[0].value) if node.args else None
-                if tracked and stream is not None:
-                    assert key is not None
+                while key not in self.live.tensors and isinstance(receiver, cst.Attribute):
+                    if receiver.attr.value not in VIEW_ATTRIBUTES:
+                        break
+                    receiver = receiver.value  # `x.data.record_stream(s)` records x's block
+                    key = dotted_name(receiver)
+                if key is not None and key in self.live.tensors and stream is not None:
                     tensor = self.live.tensors[key]
                     self.live.tensors[key] = replace(tensor, recorded=tensor.recorded | {stream})
                 return

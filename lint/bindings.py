@@ -23,7 +23,7 @@ from csan_lint.lint.ordering import (
     TrackedTensor,
     distinct,
 )
-from csan_lint.lint.values import Value, copied_to_host, inplace_root, is_async_collective, is_reference, paired, viewed
+from csan_lint.lint.values import Value, inplace_root, is_async_collective, is_reference, paired, viewed
 
 
 class Bindings:
@@ -38,6 +38,7 @@ class Bindings:
     live: FlowState
     # The host's methods from the other parts; those taking keyword-only flags are `...`.
     _value: Callable[[cst.BaseExpression], Value]
+    _fresh: Callable[[cst.BaseExpression], bool]
     _stream: Callable[[cst.BaseExpression], str | None]
     _eval: Callable[[cst.CSTNode], None]
     _header: Callable[[cst.BaseExpression], None]
@@ -57,9 +58,10 @@ class Bindings:
         if pairs is not None:  # `x, z = a, b`: each name gets its own value
             for _, element in pairs:
                 self._eval_value(element)
-            values = [(target, self._value(element)) for target, element in pairs]
-            for target, element_value in values:
+            values = [(target, element, self._value(element)) for target, element in pairs]
+            for target, element, element_value in values:
                 self._bind(target, element_value)
+                self._allocated(target, element)
             return
         self._eval_value(value)
         if self._work_assignment(targets, value):
@@ -73,8 +75,7 @@ class Bindings:
         bound = self._value(value)
         for target in targets:
             self._bind(target, bound)
-            if copied_to_host(value) and (key := dotted_name(target)) in self.live.tensors:
-                self.live.tensors[key] = replace(self.live.tensors[key], pool=None)
+            self._allocated(target, value)
             key = dotted_name(target)
             if bound.kind in ("alias", "other") and key is not None and dotted_name(value) is not None:
                 stream = self._stream(value)  # `s = self.copy_stream`: `s` names that stream if used as one
@@ -126,15 +127,12 @@ class Bindings:
             state.tensors[key] = TrackedTensor(
                 writes=frozenset({mark}),
                 alloc=state.current if owned else None,
-                pool=self._pool() if value.kind == "tensor" else None,
                 unsure=value.kind == "result",
             )
         elif value.kind == "allocation":
             access = replace(self._make_access(target, write=True), produced="allocated")
             mark = Mark(access, self._launched_before(state.current))
-            state.tensors[key] = TrackedTensor(
-                writes=frozenset({mark}), alloc=state.current if owned else None, pool=self._pool()
-            )
+            state.tensors[key] = TrackedTensor(writes=frozenset({mark}), alloc=state.current if owned else None)
         elif value.kind == "host":
             state.tensors[key] = TrackedTensor()
         elif value.kind == "alias" and value.source in state.tensors:
@@ -149,10 +147,18 @@ class Bindings:
         elif value.kind == "event":
             state.update_marks(MarkUpdate(None, None, drop=f"event:{key}"))
 
+    def _allocated(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        """`target` holds memory `value` certainly allocated on the current stream (a torch op,
+        a tensor method): its pool, for a tensor handed to the caller (`_handed_back`)."""
+        key = dotted_name(target)
+        tensor = self.live.tensors.get(key) if key is not None else None
+        if key is not None and tensor is not None and self._fresh(value):
+            self.live.tensors[key] = replace(tensor, pool=self._pool())
+
     def _pool(self) -> str | None:
-        """The stream that allocates here, for a tensor handed to the caller (`_handed_back`):
-        None where it waited for the caller's stream in this function, since then each call
-        orders it after what the caller did with the last call's tensors."""
+        """The stream that allocates here: None where it waited for the caller's stream in this
+        function, since then each call orders it after what the caller did with the last
+        call's tensors."""
         stream = self.live.current
         entry = self.live.tensors.get(probe_key(self.entry_stream))
         if stream == self.entry_stream or entry is not None and all(mark.orders(stream) for mark in entry.writes):
@@ -244,7 +250,7 @@ class Bindings:
         code that drops that reference decides when the block is free."""
         elements = [element.value for element in expr.elements] if isinstance(expr, (cst.Tuple, cst.List)) else [expr]
         for element in elements:
-            key = dotted_name(element)
+            key = element.value if isinstance(element, cst.Name) else None  # `self.x` stays referenced
             tensor = self.live.tensors.get(key) if key is not None else None
             if self.silent or tensor is None or tensor.pool is None or tensor.escaped:
                 continue

@@ -475,6 +475,23 @@ class Values:
         key = dotted_name(expr)
         return Value("alias", key) if key is not None and key in self.live.tensors else None
 
+    def _fresh(self, expr: cst.BaseExpression) -> bool:
+        """Whether `expr` certainly makes a new device tensor: a torch op or a method every tensor
+        has (not a method of a value that only may be a tensor, nor a copy to the host)."""
+        if isinstance(expr, (cst.BinaryOperation, cst.UnaryOperation)):
+            return self._torch_operand(expr)
+        if not isinstance(expr, cst.Call) or copied_to_host(expr):
+            return False
+        root = inplace_root(expr)
+        if root is not None:
+            return self._fresh(root)
+        qualified = self.imports.qualified(expr.func)
+        if qualified is not None:
+            kind = self._call_value(expr).kind
+            return qualified.rpartition(".")[0] in TENSOR_MODULES and kind in ("tensor", "allocation")
+        method = expr.func.attr.value if isinstance(expr.func, cst.Attribute) else None
+        return method in TENSOR_METHODS or method in ALLOCATING_METHODS
+
     def _host_allocation(self, call: cst.Call) -> bool:
         """`torch.empty(n, pin_memory=True)`, `torch.zeros(n, device="cpu")`: host memory, no kernel
         on any stream (an unspecified device is taken as CUDA: the default device of stream code)."""

@@ -103,3 +103,25 @@ def test_a_tensor_made_on_the_callers_stream_is_not_flagged() -> None:
         return y, z.item()
     """
     assert findings(source) == []
+
+
+def test_only_tensors_certainly_made_here_have_a_pool() -> None:
+    """A method of a value that only may be a tensor (`transformer.transform(...)`), a copy to
+    the host, or an attribute still held by the object: not handed over from a pool."""
+    source = """
+    import torch
+
+    class Cache:
+        def load(self, transformer, ids):
+            with torch.cuda.stream(self.s):
+                found = transformer.transform(ids)
+                host = ids.to("cpu", non_blocking=True)
+                self.kept = ids.float()
+            return found, host, self.kept
+    """
+    assert findings(source) == []
+
+
+def test_recording_a_view_attribute_records_the_tensor() -> None:
+    source = GENERATOR.format(before="out.data.record_stream(torch.cuda.current_stream())")
+    assert findings(source) == []
