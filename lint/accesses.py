@@ -99,6 +99,9 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         """Names of unknown values that may be tensors: parameters and loop targets."""
         self.caller_owned: frozenset[str] = frozenset()
         """Parameters whose pending side-stream writes at return are reported (`produced_by_caller`)."""
+        self.borrowed: set[str] = set()
+        """Names bound to an item of the caller's data (`buf = self.buffers[k]`): what is
+        written there outlives the call, like a parameter (`_return`)."""
         self.caller_streams: frozenset[str] = frozenset()
         """Every parameter's name: a stream the caller passed in is one it can join."""
         self.state = FlowState(tensors=dict(entry or {}))
@@ -159,7 +162,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
             and node.value is not None
             and any(key not in self.live.tensors for key in called_or_named(node.value))
         )
-        for key in sorted(self.caller_owned - self.bound) if not handed_back else ():
+        for key in sorted((self.caller_owned - self.bound) | self.borrowed) if not handed_back else ():
             tensor = self.live.tensors.get(key)
             for mark in tensor.writes if tensor is not None else ():
                 stream = mark.access.stream

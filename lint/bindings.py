@@ -34,6 +34,8 @@ class Bindings:
     maybe_tensors: set[str]
     """Names of unknown values that may be tensors: parameters and loop targets."""
     bound: set[str]
+    borrowed: set[str]
+    caller_streams: frozenset[str]
     state: FlowState | None
     live: FlowState
     # The host's methods from the other parts; those taking keyword-only flags are `...`.
@@ -76,6 +78,8 @@ class Bindings:
         for target in targets:
             self._bind(target, bound)
             self._allocated(target, value)
+            if isinstance(target, cst.Name) and self._item_of_callers(value):
+                self.borrowed.add(target.value)
             key = dotted_name(target)
             if bound.kind in ("alias", "other") and key is not None and dotted_name(value) is not None:
                 stream = self._stream(value)  # `s = self.copy_stream`: `s` names that stream if used as one
@@ -116,6 +120,7 @@ class Bindings:
             return
         owned = isinstance(target, cst.Name)
         self.bound.add(key)
+        self.borrowed.discard(key)
         if owned:
             self._release(key, target)
             if value.kind != "alias":
@@ -146,6 +151,14 @@ class Bindings:
             state.contexts[key] = value.source
         elif value.kind == "event":
             state.update_marks(MarkUpdate(None, None, drop=f"event:{key}"))
+
+    def _item_of_callers(self, value: cst.BaseExpression) -> bool:
+        """`self.buffers[k]`, `params[i]`: an item of a container the caller owns (for a function
+        whose parameters are the caller's, `produced_by_caller`)."""
+        if not isinstance(value, cst.Subscript):
+            return False
+        root = (dotted_name(value.value) or "").split(".", 1)[0]
+        return root in self.caller_streams or root in ("self", "cls")
 
     def _allocated(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         """`target` holds memory `value` certainly allocated on the current stream (a torch op,

@@ -68,6 +68,10 @@ class Streams:
             stream, event = (self._stream(args[0]) if args else self.live.current), self._event(receiver)
             if stream is not None and event is not None:
                 self._record(event, stream)
+        elif method == "wait" and (recorder := recorded_inline(receiver)) is not None:
+            waiter, producer = (self._stream(args[0]) if args else self.live.current), self._stream(recorder)
+            if waiter is not None and producer is not None and waiter != producer:
+                self._order(MarkUpdate(producer, waiter))  # `r.record_event().wait(s)`: s waits on r
         elif method == "wait" and dotted_name(receiver) not in self.live.tensors:
             waiter, event = (self._stream(args[0]) if args else self.live.current), self._event(receiver)
             if waiter is not None and event is not None:
