@@ -236,16 +236,13 @@ class MissingRecordStream(Rule):
             """
             import torch
 
-            def prefetch(batches, s):
-                for b in batches:
-                    with torch.cuda.stream(s):
-                        x = b.to("cuda", non_blocking=True)
-                        x = x.float().sub_(0.5)
-                    torch.cuda.current_stream().wait_stream(s)
-                    ready = x
-                    yield ready
+            def load(batch, s):
+                with torch.cuda.stream(s):
+                    x = batch.to("cuda", non_blocking=True)
+                torch.cuda.current_stream().wait_stream(s)
+                return x
             """,
-            lines=(10,),
+            lines=(7,),
         ),
     ]
 

@@ -61,32 +61,31 @@ def test_a_side_stream_that_waits_for_the_callers_stream_before_allocating_is_no
 PREFETCHER = """
 import torch
 
-class Prefetcher:
-    def __init__(self, loader):
-        self.loader = iter(loader)
-        self.stream = torch.cuda.Stream()
-        self.preload()
+class Loader:
+    def __init__(self, batches):
+        self.batches = iter(batches)
+        self.copy = torch.cuda.Stream()
+        self._fill()
 
-    def preload(self):
-        batch = next(self.loader)
-        with torch.cuda.stream(self.stream):
-            self.batch = batch.cuda(non_blocking=True)
+    def _fill(self):
+        with torch.cuda.stream(self.copy):
+            self.pending = next(self.batches).cuda(non_blocking=True).half()
 
-    def next(self):
-        torch.cuda.current_stream().wait_stream(self.stream)
-        batch = self.batch
+    def take(self):
+        torch.cuda.current_stream().wait_stream(self.copy)
+        ready = self.pending
         {record}
-        self.preload()
-        return batch
+        self._fill()
+        return ready
 """
 
 
 def test_a_tensor_stored_on_self_by_another_method_and_returned_is_flagged() -> None:
-    assert findings(PREFETCHER.format(record="pass")) == [("CSL201", 20)]
+    assert findings(PREFETCHER.format(record="pass")) == [("CSL201", 19)]
 
 
 def test_recording_the_returned_tensor_on_the_callers_stream_fixes_it() -> None:
-    assert findings(PREFETCHER.format(record="batch.record_stream(torch.cuda.current_stream())")) == []
+    assert findings(PREFETCHER.format(record="ready.record_stream(torch.cuda.current_stream())")) == []
 
 
 def test_a_tensor_made_on_the_callers_stream_is_not_flagged() -> None:
