@@ -111,6 +111,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
             )
         self.exits: list[FlowState] = []
         """The states at each `return` and at the end of the body: what a caller continues from."""
+        self.records: set[tuple[str, str]] = set()
         self.tokens: set[str] = set()
         """Streams and events the ordering calls named: a summary probes each of them."""
         self.bound: set[str] = set()
@@ -156,7 +157,8 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         """The caller continues from here: tensors die, and work still pending on a side stream
         on the caller's tensors (`caller_owned`) is left to a caller that knows of no stream or
         event to join it with: unless anything but tensors is returned (an event, a stream, a
-        future or an object that may hold one)."""
+        future or an object that may hold one), or the stream is recorded, on some path, in an
+        event the caller can reach (`self.done`, a parameter)."""
         handed_back = (
             node is not None
             and node.value is not None
@@ -166,10 +168,20 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
             tensor = self.live.tensors.get(key)
             for mark in tensor.writes if tensor is not None else ():
                 stream = mark.access.stream
-                if distinct(stream, CURRENT) and not mark.orders(CURRENT) and stream not in self.caller_streams:
+                if (
+                    distinct(stream, CURRENT)
+                    and not mark.orders(CURRENT)
+                    and stream not in self.caller_streams
+                    and not any(on == stream and self._reachable_event(event) for event, on in self.records)
+                ):
                     self._hazard(HazardKind.READ_AFTER_WRITE, key, mark.access, stream, node, returned=True)
         self.exits.append(self.live.copy())
         self._release_all(None)
+
+    def _reachable_event(self, token: str) -> bool:
+        """An event the caller holds too: stored on `self`, or passed in."""
+        root = token.removeprefix("event:").split(".", 1)[0]
+        return token.startswith("event:") and (root in ("self", "cls") or root in self.caller_streams)
 
     def _small(self, node: cst.BaseSmallStatement) -> None:
         if isinstance(node, cst.Assign):

@@ -43,6 +43,8 @@ class Streams:
     """Streams and events the ordering calls named: a summary probes each of them."""
     helpers: Helpers | None
     function: str | None
+    records: set[tuple[str, str]]
+    """(event, stream) for every record made on any path."""
 
     def _stream_method(self, node: cst.Call, func: cst.Attribute) -> bool:
         """Ordering calls on streams and events; False if `func` is none of them."""
@@ -110,6 +112,7 @@ class Streams:
 
     def _record(self, token: str, stream: str) -> None:
         """Re-recording an event replaces what it captured."""
+        self.records.add((token, stream))
         self._order(MarkUpdate(stream, token, drop=token))
 
     # ---- streams

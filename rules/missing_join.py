@@ -32,7 +32,8 @@ class MissingJoin(Rule):
     joining is not seen. Side-stream writes to a parameter, or to an item of the caller's data
     bound to a name (`buf = self.buffers[k]`, also in a nested function), still pending when a
     function no linted code calls returns are reported, unless the stream is one the caller
-    passed in or anything but tensors is returned (an event, a stream, a future); pending reads
+    passed in, is recorded (on any path) in an event stored on `self` or passed in, or anything
+    but tensors is returned (an event, a stream, a future); pending reads
     (the caller's next overwrite) are not. `work.wait()` on the handle of an async collective
     orders the current stream after it, as `s.record_event().wait()` orders it after `s`; a
     handle kept in a list and waited on through a loop is not followed. A join done by a called

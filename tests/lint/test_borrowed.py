@@ -43,6 +43,8 @@ def test_an_item_of_the_objects_data_left_written_on_a_side_stream_is_flagged() 
         "self.copy.record_event().wait(torch.cuda.current_stream())",
         "self.copy.record_event().wait()",
         "torch.cuda.current_stream().wait_stream(self.copy)",
+        # an event the object keeps, recorded on some path: whoever holds the object can wait
+        "self.done = torch.cuda.Event()\n            if optimizer.params:\n                self.done.record(self.copy)",
     ],
 )
 def test_a_join_before_returning_orders_it(join: str) -> None:
