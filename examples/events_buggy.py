@@ -22,4 +22,4 @@ def standardize_async(x: torch.Tensor, side: torch.cuda.Stream, scale: float | N
     with torch.cuda.stream(side):
         out = (x - x.mean()) / x.std()  # expect: CSL101
     torch.cuda.current_stream().wait_stream(side)
-    return out
+    return out  # expect: CSL201

@@ -41,7 +41,7 @@ from csan_lint.lint.ordering import (
     launch_key,
 )
 from csan_lint.lint.recognize import is_exit_stack
-from csan_lint.lint.scan import body_of
+from csan_lint.lint.scan import body_of, tensor_annotation
 from csan_lint.lint.streams import Streams
 from csan_lint.lint.values import (
     COLLECTIVES,
@@ -62,7 +62,6 @@ from csan_lint.lint.values import (
     Value,
     Values,
     called_or_named,
-    code_of,
     comprehension_targets,
     freed_storage,
     index_names,
@@ -103,6 +102,9 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         """Names of unknown values that may be tensors: parameters and loop targets."""
         self.caller_owned: frozenset[str] = frozenset()
         """Parameters whose pending side-stream writes at return are reported (`produced_by_caller`)."""
+        self.borrowed: set[str] = set()
+        """Names bound to an item of the caller's data (`buf = self.buffers[k]`): what is
+        written there outlives the call, like a parameter (`_return`)."""
         self.caller_streams: frozenset[str] = frozenset()
         """Every parameter's name: a stream the caller passed in is one it can join."""
         self.state = FlowState(tensors=dict(entry or {}))
@@ -112,6 +114,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
             )
         self.exits: list[FlowState] = []
         """The states at each `return` and at the end of the body: what a caller continues from."""
+        self.records: set[tuple[str, str]] = set()
         self.tokens: set[str] = set()
         """Streams and events the ordering calls named: a summary probes each of them."""
         self.bound: set[str] = set()
@@ -126,6 +129,8 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         self.captures: list[tuple[set[str], set[str]]] = []
         self.statement = None
         self.loops = []
+        self.entry_stream = CURRENT
+        """The caller's stream, which it continues on after a `return`."""
 
     # ---- driver
 
@@ -139,12 +144,15 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         for param in params:
             name = param.name.value
             annotation = param.annotation
-            if name in self.maybe_tensors and annotation is not None and "Tensor" in code_of(annotation.annotation):
+            if name in self.maybe_tensors and annotation is not None and tensor_annotation(annotation.annotation):
                 access = Access(param.name, CURRENT, True, function, self.function, "by the caller")
                 mark = Mark(access, frozenset({CURRENT}))
                 self.live.tensors[name] = TrackedTensor(writes=frozenset({mark}), unsure=True)
 
     def run_function(self, body: cst.BaseSuite) -> None:
+        self.entry_stream = self.live.current
+        entry = frozenset({Mark(PROBE_ACCESS, frozenset({self.entry_stream}))})
+        self.live.tensors.setdefault(probe_key(self.entry_stream), TrackedTensor(writes=entry))
         self.run(body_of(body))
         if self.state is not None:
             self._return(None)
@@ -153,20 +161,31 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         """The caller continues from here: tensors die, and work still pending on a side stream
         on the caller's tensors (`caller_owned`) is left to a caller that knows of no stream or
         event to join it with: unless anything but tensors is returned (an event, a stream, a
-        future or an object that may hold one)."""
+        future or an object that may hold one), or the stream is recorded, on some path, in an
+        event the caller can reach (`self.done`, a parameter)."""
         handed_back = (
             node is not None
             and node.value is not None
             and any(key not in self.live.tensors for key in called_or_named(node.value))
         )
-        for key in sorted(self.caller_owned - self.bound) if not handed_back else ():
+        for key in sorted((self.caller_owned - self.bound) | self.borrowed) if not handed_back else ():
             tensor = self.live.tensors.get(key)
             for mark in tensor.writes if tensor is not None else ():
                 stream = mark.access.stream
-                if distinct(stream, CURRENT) and not mark.orders(CURRENT) and stream not in self.caller_streams:
+                if (
+                    distinct(stream, CURRENT)
+                    and not mark.orders(CURRENT)
+                    and stream not in self.caller_streams
+                    and not any(on == stream and self._reachable_event(event) for event, on in self.records)
+                ):
                     self._hazard(HazardKind.READ_AFTER_WRITE, key, mark.access, stream, node, returned=True)
         self.exits.append(self.live.copy())
         self._release_all(None)
+
+    def _reachable_event(self, token: str) -> bool:
+        """An event the caller holds too: stored on `self`, or passed in."""
+        root = token.removeprefix("event:").split(".", 1)[0]
+        return token.startswith("event:") and (root in ("self", "cls") or root in self.caller_streams)
 
     def _small(self, node: cst.BaseSmallStatement) -> None:
         if isinstance(node, cst.Assign):
@@ -185,7 +204,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
             self._eval(node.value)
         elif isinstance(node, cst.Return):
             if node.value is not None:
-                self._pass(node.value)
+                self._pass(node.value, self.entry_stream)
             if self.state is not None:
                 self._return(node)
             self.state = None
@@ -295,7 +314,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         elif isinstance(node, cst.Yield):
             self.yields = True
             if isinstance(node.value, cst.BaseExpression):
-                self._pass(node.value)
+                self._pass(node.value, self.live.current)  # the consumer runs on the stream current here
         elif isinstance(node, (cst.Lambda, cst.FunctionDef)):
             return
         elif isinstance(node, COMPREHENSIONS):
@@ -392,9 +411,9 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
                 self.live.current = entered  # until the ExitStack's `with` ends
                 return
             key = dotted_name(receiver)
-            tracked = key is not None and key in self.live.tensors
-            if method == "record_stream" and tracked and node.args:
-                self._record_stream(receiver, node.args[0].value)
+            if method == "record_stream":  # allocator bookkeeping on the host: no kernel reads the tensor
+                if node.args:
+                    self._record_stream(receiver, node.args[0].value)
                 return
             if method in HOST_METHODS:
                 self._eval_args(node)
@@ -446,6 +465,11 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
     def _record_stream(self, tensor: cst.BaseExpression, stream_expr: cst.BaseExpression) -> None:
         """`t.record_stream(s)`: bookkeeping of the allocator on the host, no kernel reads `t`."""
         key, stream = dotted_name(tensor), self._stream(stream_expr)
+        while key not in self.live.tensors and isinstance(tensor, cst.Attribute):
+            if tensor.attr.value not in VIEW_ATTRIBUTES:
+                break
+            tensor = tensor.value  # `x.data.record_stream(s)` records x's block
+            key = dotted_name(tensor)
         if key is not None and key in self.live.tensors and stream is not None:
             recorded = self.live.tensors[key]
             self.live.tensors[key] = replace(recorded, recorded=recorded.recorded | {stream})

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import libcst as cst
 
+from csan_lint.lint.effects import probe_key
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.ordering import (
     UNKNOWN,
@@ -26,7 +27,7 @@ from csan_lint.lint.ordering import (
     item_key,
 )
 from csan_lint.lint.recognize import one_stream
-from csan_lint.lint.values import Value, is_async_collective, is_reference, paired, viewed
+from csan_lint.lint.values import Value, inplace_root, is_async_collective, is_reference, paired, viewed
 
 
 class Bindings:
@@ -37,10 +38,13 @@ class Bindings:
     maybe_tensors: set[str]
     """Names of unknown values that may be tensors: parameters and loop targets."""
     bound: set[str]
+    borrowed: set[str]
+    caller_streams: frozenset[str]
     state: FlowState | None
     live: FlowState
     # The host's methods from the other parts; those taking keyword-only flags are `...`.
     _value: Callable[[cst.BaseExpression], Value]
+    _fresh: Callable[[cst.BaseExpression], bool]
     _stream: Callable[[cst.BaseExpression], str | None]
     _eval: Callable[[cst.CSTNode], None]
     _header: Callable[[cst.BaseExpression], None]
@@ -49,7 +53,9 @@ class Bindings:
     _write_target: Callable[..., None]
     _make_access: Callable[..., Access]
     _launched_before: Callable[[str], frozenset[str]]
-    _hazard: Callable[[HazardKind, str, Access, str, cst.CSTNode | None], None]
+    _hazard: Callable[..., None]
+    silent: int
+    entry_stream: str
 
     def _assign(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
         if self._record_event_assignment(targets, value):
@@ -58,16 +64,26 @@ class Bindings:
         if pairs is not None:  # `x, z = a, b`: each name gets its own value
             for _, element in pairs:
                 self._eval_value(element)
-            values = [(target, self._value(element)) for target, element in pairs]
-            for target, element_value in values:
+            values = [(target, element, self._value(element)) for target, element in pairs]
+            for target, element, element_value in values:
                 self._bind(target, element_value)
+                self._allocated(target, element)
             return
         self._eval_value(value)
         if self._work_assignment(targets, value):
             return
+        if (
+            len(targets) == 1
+            and (root := inplace_root(value)) is not None
+            and dotted_name(root) == dotted_name(targets[0])
+        ):
+            return  # `x = x.sub_(m).div_(s)`: still the same tensor, written in place
         bound = self._value(value)
         for target in targets:
             self._bind(target, bound)
+            self._allocated(target, value)
+            if isinstance(target, cst.Name) and self._item_of_callers(value):
+                self.borrowed.add(target.value)
             key = dotted_name(target)
             if bound.kind in ("alias", "other") and key is not None and dotted_name(value) is not None:
                 stream = self._stream(value)  # `s = self.copy_stream`: `s` names that stream if used as one
@@ -108,6 +124,7 @@ class Bindings:
             return
         owned = isinstance(target, cst.Name)
         self.bound.add(key)
+        self.borrowed.discard(key)
         if owned:
             self._release(key, target)
             if value.kind != "alias":
@@ -117,7 +134,9 @@ class Bindings:
         if value.kind in ("tensor", "result"):
             mark = Mark(self._make_access(target, write=True), issued_on(state.current))
             state.tensors[key] = TrackedTensor(
-                writes=frozenset({mark}), alloc=state.current if owned else None, unsure=value.kind == "result"
+                writes=frozenset({mark}),
+                alloc=state.current if owned else None,
+                unsure=value.kind == "result",
             )
         elif value.kind == "allocation":
             access = replace(self._make_access(target, write=True), produced="allocated")
@@ -127,7 +146,7 @@ class Bindings:
             state.tensors[key] = TrackedTensor()
         elif value.kind == "alias" and value.source in state.tensors:
             source = state.tensors[value.source]
-            state.tensors[key] = replace(source, uses=frozenset(), alloc=None, recorded=frozenset())
+            state.tensors[key] = replace(source, uses=frozenset(), alloc=None, escaped=False)
         elif value.kind == "alias" and owned and value.source in self.maybe_tensors:
             self.maybe_tensors.add(key)
         elif value.kind == "stream":
@@ -140,6 +159,32 @@ class Bindings:
             state.contexts[key] = value.source
         elif value.kind == "event":
             state.update_marks(MarkUpdate(None, None, drop=f"event:{key}"))
+
+    def _item_of_callers(self, value: cst.BaseExpression) -> bool:
+        """`self.buffers[k]`, `params[i]`: an item of a container the caller owns (for a function
+        whose parameters are the caller's, `produced_by_caller`)."""
+        if not isinstance(value, cst.Subscript):
+            return False
+        root = (dotted_name(value.value) or "").split(".", 1)[0]
+        return root in self.caller_streams or root in ("self", "cls")
+
+    def _allocated(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        """`target` holds memory `value` certainly allocated on the current stream (a torch op,
+        a tensor method): its pool, for a tensor handed to the caller (`_handed_back`)."""
+        key = dotted_name(target)
+        tensor = self.live.tensors.get(key) if key is not None else None
+        if key is not None and tensor is not None and self._fresh(value):
+            self.live.tensors[key] = replace(tensor, pool=self._pool())
+
+    def _pool(self) -> str | None:
+        """The stream that allocates here: None where it waited for the caller's stream in this
+        function, since then each call orders it after what the caller did with the last
+        call's tensors."""
+        stream = self.live.current
+        entry = self.live.tensors.get(probe_key(self.entry_stream))
+        if stream == self.entry_stream or entry is not None and all(mark.orders(stream) for mark in entry.writes):
+            return None
+        return stream
 
     def _record_event_assignment(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> bool:
         """`e = s.record_event()`: a new event, recorded on `s` at once."""
@@ -211,11 +256,29 @@ class Bindings:
         for key in list(self.live.tensors):
             self._release(key, where)
 
-    def _pass(self, expr: cst.BaseExpression) -> None:
-        """A value handed to the caller: it escapes, and is read only if computing it launches work."""
+    def _pass(self, expr: cst.BaseExpression, caller: str) -> None:
+        """A value handed to the caller, who goes on on stream `caller`: it escapes, and is read
+        only if computing it launches work."""
         if not is_reference(expr):
             self._eval(expr)
+        self._handed_back(expr, caller)
         self._escape_names(expr)
+
+    def _handed_back(self, expr: cst.BaseExpression, caller: str) -> None:
+        """A tensor returned or yielded is used, then dropped, by the caller on `caller`: if its
+        memory came from another stream's pool, that stream may reuse the block as soon as the
+        caller drops it, while the caller's kernels still use it, unless `record_stream` told
+        the allocator of the caller's stream. Not a tensor also stored elsewhere (escaped): the
+        code that drops that reference decides when the block is free."""
+        elements = [element.value for element in expr.elements] if isinstance(expr, (cst.Tuple, cst.List)) else [expr]
+        for element in elements:
+            key = element.value if isinstance(element, cst.Name) else None  # `self.x` stays referenced
+            tensor = self.live.tensors.get(key) if key is not None else None
+            if self.silent or tensor is None or tensor.pool is None or tensor.escaped:
+                continue
+            if distinct(tensor.pool, caller) and caller not in tensor.recorded:
+                access = replace(self._make_access(element, write=False), stream=caller)
+                self._hazard(HazardKind.FREE_IN_USE, key, access, tensor.pool, None, returned=True)
 
     def _iterate(self, iterable: cst.BaseExpression) -> None:
         if not self._iterated_container(iterable):

@@ -122,7 +122,7 @@ def record_after_use(flow: ModuleFlow, hazard: Hazard) -> Fix | None:
         return None
     where = flow.range(anchor)
     line = where.end.line + 1
-    if _leaves(anchor):
+    if _leaves(anchor) or hazard.returned:  # before the tensor is handed over
         if isinstance(anchor, cst.With):
             return None
         line = where.start.line

@@ -16,6 +16,8 @@ from typing import Any, Generic, Protocol, Self, TypeVar
 
 import libcst as cst
 
+from csan_lint.lint.names import ImportTable
+
 
 class _Copyable(Protocol):
     def copy(self) -> Self: ...
@@ -45,6 +47,7 @@ class Interpreter(ABC, Generic[State, Frame]):
     statement: cst.CSTNode | None
     """The node a finding made now is located at."""
     loops: list[Frame]
+    imports: ImportTable
 
     @property
     def live(self) -> State:
@@ -138,6 +141,15 @@ class Interpreter(ABC, Generic[State, Frame]):
 
     def _if(self, node: cst.If) -> None:
         self._condition(node.test)
+        known = self.imports.device_fact(node.test)
+        if known is not None:  # the device decides: one branch only
+            if known:
+                self.run(node.body.body)
+            elif isinstance(node.orelse, cst.If):
+                self._if(node.orelse)
+            elif isinstance(node.orelse, cst.Else):
+                self.run(node.orelse.body.body)
+            return
         entry = self.state
         self.state = entry.copy() if entry is not None else None
         self._polled(node.test, outcome=True)

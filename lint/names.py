@@ -69,6 +69,8 @@ _CURRENT_STREAM_LEAF = CURRENT_STREAM.rpartition(".")[2]
 """A method of this name on an object the module did not import returns the current stream: the
 projects' wrappers (Megatron's `context.current_stream()`) do, and naming one that way for any
 other stream would mislead every reader."""
+DEVICE_FACTS = {"resolves_data_dependency": False, "is_synchronized_device": False}
+"""DeepSpeed accelerator queries a CUDA device answers: its streams do not order each other."""
 _ACCELERATOR_METHODS = {"capture_to_graph": "graph", "create_graph": "CUDAGraph"}
 _ACCELERATOR_API = _REFERABLE | {DEVICE_SYNC, SET_STREAM, GRAPH_CAPTURE, "torch.cuda.CUDAGraph"}
 """DeepSpeed accelerator methods named unlike their torch.cuda counterparts."""
@@ -171,6 +173,20 @@ class ImportTable:
             meaning = self.qualified(expr)
             return meaning if meaning in _REFERABLE else None
         return None
+
+    def device_fact(self, test: cst.BaseExpression) -> bool | None:
+        """The value of a test a CUDA device decides (`not get_accelerator().resolves_data_dependency()`);
+        None for any other test."""
+        negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+        call = test.expression if isinstance(test, cst.UnaryOperation) and negated else test
+        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)):
+            return None
+        fact, receiver = DEVICE_FACTS.get(call.func.attr.value), call.func.value
+        if isinstance(receiver, cst.Call):
+            handle = self.qualified(receiver.func) in ACCELERATOR_FACTORIES
+        else:
+            handle = dotted_name(receiver) in self._handles
+        return None if fact is None or not handle else fact != negated
 
     def binds_stream(self, key: str) -> bool:
         """Whether the module assigns a stream to this dotted name somewhere."""

@@ -35,6 +35,10 @@ CURRENT = "<current>"
 """The stream that is current where the function is entered (the caller's)."""
 HOST = "*"
 """Ordering token of a host sync: every later launch on any stream comes after the access."""
+DEFAULT = "<default>"
+"""The device's default stream inside a function: the caller's stream may be another one
+(a side stream it entered), so a wait on it does not order the current stream's work; which
+of the two it is stays unknown, so accesses on them never conflict by themselves."""
 UNKNOWN = "?"
 """A name bound to different streams on different paths: blocks on it are not judged."""
 
@@ -130,6 +134,10 @@ class TrackedTensor:
     alloc: str | None = None
     """Allocating stream of a tensor created here; None when its lifetime is not ours to track."""
     recorded: frozenset[str] = frozenset()
+    pool: str | None = None
+    """The stream whose allocator pool the memory came from, also for aliases and attributes
+    (`alloc` is only on the owning name): handed to a caller on another stream, the tensor
+    needs `record_stream`, or the caller's release frees a block that stream reuses at once."""
     escaped: bool = False
     unsure: bool = False
     """The result of a call of unknown code: a tensor only where it is used like one (a
@@ -237,9 +245,17 @@ def join_tensor(a: TrackedTensor, b: TrackedTensor, kept: frozenset[str] = froze
         uses=_join_marks(a.uses, b.uses, kept),
         alloc=a.alloc if a.alloc == b.alloc else None,
         recorded=a.recorded & b.recorded,
+        pool=_join_pool(a.pool, b.pool),
         escaped=a.escaped or b.escaped,
         unsure=a.unsure and b.unsure,
     )
+
+
+def _join_pool(a: str | None, b: str | None) -> str | None:
+    """The pool on every path that knows one (a result of unknown code knows none)."""
+    if a is None or b is None or a == b:
+        return a or b
+    return None
 
 
 def join_states(states: Iterable[FlowState | None]) -> FlowState | None:
@@ -289,7 +305,7 @@ def distinct(a: str, b: str) -> bool:
     stream chosen at run time (`a or b`: its choice other than `a` is not `a`). One spelling is
     one stream; a stream of unknown identity, or two items of one collection picked by computed
     keys (`streams[i % 2]`, `streams[(i - 1) % 2]`), may be the same: never a finding by itself."""
-    if a == b or UNKNOWN in (a, b):
+    if a == b or UNKNOWN in (a, b) or {a, b} == {DEFAULT, CURRENT}:
         return False
     if OR in a or OR in b:
         return any(distinct(left, right) for left in a.split(OR) for right in b.split(OR))

@@ -275,7 +275,13 @@ def tensor_params(function: cst.FunctionDef) -> frozenset[str]:
         if name in ("self", "cls", "ctx"):
             continue
         annotation = param.annotation
-        if annotation is not None and "Tensor" not in code_of(annotation.annotation):
+        if annotation is not None and not tensor_annotation(annotation.annotation):
             continue
         names.add(name)
     return frozenset(names)
+
+
+def tensor_annotation(annotation: cst.BaseExpression) -> bool:
+    """`torch.Tensor`, `Optional[Tensor]`, `list[Tensor]`, `nn.Parameter`: names a tensor."""
+    code = code_of(annotation)
+    return "Tensor" in code or "Parameter" in code

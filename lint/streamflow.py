@@ -258,7 +258,7 @@ def _side_accesses(end: FlowState, globals_: frozenset[str]) -> dict[str, Tracke
         if key.startswith("self.") and key.count(".") == 1:
             writes, reads = pending(tensor.writes), pending(tensor.reads)
             if writes or reads:
-                found[key] = TrackedTensor(writes=writes, reads=reads)
+                found[key] = TrackedTensor(writes=writes, reads=reads, pool=tensor.pool)
     return found
 
 

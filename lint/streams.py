@@ -16,6 +16,7 @@ import libcst as cst
 from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.ordering import (
     CURRENT,
+    DEFAULT,
     HOST,
     LAUNCH_ACCESS,
     FlowState,
@@ -44,6 +45,9 @@ class Streams:
     helpers: Helpers | None
     loop_items: set[str]
     """Names a `for` binds to the items of what it iterates."""
+    function: str | None
+    records: set[tuple[str, str]]
+    """(event, stream) for every record made on any path."""
 
     def _stream_method(self, node: cst.Call, func: cst.Attribute) -> bool:
         """Ordering calls on streams and events; False if `func` is none of them."""
@@ -69,6 +73,10 @@ class Streams:
             stream, event = (self._stream(args[0]) if args else self.live.current), self._event(receiver)
             if stream is not None and event is not None:
                 self._record(event, stream)
+        elif method == "wait" and (recorder := recorded_inline(receiver)) is not None:
+            waiter, producer = (self._stream(args[0]) if args else self.live.current), self._stream(recorder)
+            if waiter is not None and producer is not None and waiter != producer:
+                self._order(MarkUpdate(producer, waiter))  # `r.record_event().wait(s)`: s waits on r
         elif method == "wait" and not args and self._collection_item(receiver):
             self._order(MarkUpdate(CURRENT, self.live.current))  # a collective's handle kept in a list
         elif method == "wait" and dotted_name(receiver) not in self.live.tensors:
@@ -117,6 +125,7 @@ class Streams:
 
     def _record(self, token: str, stream: str) -> None:
         """Re-recording an event replaces what it captured."""
+        self.records.add((token, stream))
         self._order(MarkUpdate(stream, token, drop=token))
 
     # ---- streams
@@ -137,21 +146,27 @@ class Streams:
         return None if name is None else f"event:{name}"
 
     def _stream(self, expr: cst.BaseExpression) -> str | None:
-        return stream_token(expr, self.imports, self.live.current, self.live.streams)
+        default = CURRENT if self.function is None else DEFAULT  # a script's body runs on the default stream
+        return stream_token(expr, self.imports, self.live.current, self.live.streams, default)
 
 
 def stream_token(
-    expr: cst.BaseExpression, imports: ImportTable, current: str, bindings: Mapping[str, str]
+    expr: cst.BaseExpression,
+    imports: ImportTable,
+    current: str,
+    bindings: Mapping[str, str],
+    default: str = CURRENT,
 ) -> str | None:
     """The stream an expression denotes, for both interpreters: `current_stream()` is `current`,
-    `default_stream()` the stream current at entry, a name bound to a stream its binding,
-    anything else its own source text; None for `None`."""
+    `default_stream()` is `default` (the stream current at entry, or DEFAULT where that may be
+    a side stream), a name bound to a stream its binding, anything else its own source text;
+    None for `None`."""
     if isinstance(expr, cst.Call):
         qualified = imports.qualified(expr.func)
         if qualified == CURRENT_STREAM:
             return current
         if qualified == DEFAULT_STREAM:
-            return CURRENT
+            return default
     if isinstance(expr, cst.Name) and expr.value == "None":
         return None
     key = dotted_name(expr)

@@ -314,6 +314,31 @@ def is_reference(expr: cst.CSTNode) -> bool:
     return isinstance(expr, (cst.Name, cst.Attribute)) and dotted_name(expr) is not None
 
 
+def copied_to_host(expr: cst.BaseExpression) -> bool:
+    """`x.cpu()`, `x.to("cpu", ...)`, `x.to(device="cpu")`: host memory, from no stream's pool."""
+    if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)):
+        return False
+    method = expr.func.attr.value
+    if method == "cpu":
+        return True
+    devices = [arg.value for arg in expr.args if arg.keyword is None or arg.keyword.value == "device"][:1]
+    return (
+        method == "to"
+        and bool(devices)
+        and isinstance(devices[0], cst.SimpleString)
+        and str(devices[0].evaluated_value).partition(":")[0] == "cpu"
+    )
+
+
+def inplace_root(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`x` of `x.sub_(m).div_(s)`: what a chain of in-place methods returns; None if `expr`
+    is no in-place call."""
+    root = None
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and is_inplace(expr.func.attr.value):
+        root = expr = expr.func.value
+    return root
+
+
 def is_inplace(method: str) -> bool:
     return method.endswith("_") and not method.startswith("_") and method not in HOST_METHODS
 
@@ -452,6 +477,8 @@ class Values:
                 return Value("host")
             if method in VIEW_METHODS:
                 return self._alias_of(func.value)
+            if is_inplace(method) and (receiver := self._inplace_receiver(func.value)) is not None:
+                return receiver  # `x.sub_(m).div_(s)` is `x`
             if method in ALLOCATING_METHODS:
                 return Value("allocation")
             if method in TENSOR_METHODS or self._is_tensor(func.value, made_here=made_here):
@@ -461,6 +488,33 @@ class Values:
         if any(self._is_tensor(arg.value, made_here=made_here) for arg in expr.args):
             return Value("result")
         return Value("other")
+
+    def _inplace_receiver(self, expr: cst.BaseExpression) -> Value | None:
+        """What a chain of in-place methods returns: the tensor it starts from (`x` of
+        `x.sub_(m)`, the result of `x.float()` in `x.float().sub_(m)`), if known."""
+        expr = inplace_root(expr) or expr
+        if isinstance(expr, cst.Call):
+            value = self._call_value(expr)
+            return value if value.kind in ("tensor", "allocation") else None
+        key = dotted_name(expr)
+        return Value("alias", key) if key is not None and key in self.live.tensors else None
+
+    def _fresh(self, expr: cst.BaseExpression) -> bool:
+        """Whether `expr` certainly makes a new device tensor: a torch op or a method every tensor
+        has (not a method of a value that only may be a tensor, nor a copy to the host)."""
+        if isinstance(expr, (cst.BinaryOperation, cst.UnaryOperation)):
+            return self._torch_operand(expr)
+        if not isinstance(expr, cst.Call) or copied_to_host(expr):
+            return False
+        root = inplace_root(expr)
+        if root is not None:
+            return self._fresh(root)
+        qualified = self.imports.qualified(expr.func)
+        if qualified is not None:
+            kind = self._call_value(expr).kind
+            return qualified.rpartition(".")[0] in TENSOR_MODULES and kind in ("tensor", "allocation")
+        method = expr.func.attr.value if isinstance(expr.func, cst.Attribute) else None
+        return method in TENSOR_METHODS or method in ALLOCATING_METHODS
 
     def _host_allocation(self, call: cst.Call) -> bool:
         """`torch.empty(n, pin_memory=True)`, `torch.zeros(n, device="cpu")`: host memory, no kernel

@@ -35,17 +35,19 @@ class MissingJoin(Rule):
 
     ## Known problems
     Handing a tensor back (`return y`, storing it) is not a use: a caller that uses it before
-    joining is not seen. Side-stream writes to a parameter still pending when a function no
-    linted code calls returns are reported, unless the stream is one the caller passed in or
-    anything but tensors is returned (an event, a stream, a future); pending reads (the
-    caller's next overwrite) are not. `work.wait()` on the handle of an async collective orders
-    the current stream after it; a handle kept in a list and waited on through a loop is not
-    followed. A join done by a called function is seen when that function is defined
-    in the same module (or imported from another file linted in the same run) and joins on
-    every path that returns. `self` attributes a method leaves written on a side stream are
-    followed into the public methods of the same class (not its subclasses). A wait made
-    on only one branch of an `if` does not order the other branch, so code that joins under a
-    condition that always holds is reported.
+    joining is not seen. Side-stream writes to a parameter, or to an item of the caller's data
+    bound to a name (`buf = self.buffers[k]`, also in a nested function), still pending when a
+    function no linted code calls returns are reported, unless the stream is one the caller
+    passed in, is recorded (on any path) in an event stored on `self` or passed in, or anything
+    but tensors is returned (an event, a stream, a future); pending reads
+    (the caller's next overwrite) are not. `work.wait()` on the handle of an async collective
+    orders the current stream after it, as `s.record_event().wait()` orders it after `s`; a
+    handle kept in a list and waited on through a loop is not followed. A join done by a called
+    function is seen when that function is defined in the same module (or imported from another
+    file linted in the same run) and joins on every path that returns. `self` attributes a
+    method leaves written on a side stream are followed into the public methods of the same
+    class (not its subclasses). A wait made on only one branch of an `if` does not order the
+    other branch, so code that joins under a condition that always holds is reported.
     """
 
     code = "CSL102"

@@ -38,9 +38,13 @@ class MissingRecordStream(Rule):
     ## Known problems
     Only tensors allocated in the function by an assignment are followed, plus tensors freed
     explicitly with `x.untyped_storage().resize_(0)` (allocated, when not seen, by the current
-    stream). A tensor passed to unknown code, returned, stored in an attribute or a container,
-    or aliased by a view is assumed to escape and is not reported, although the release may
-    still come too early. `t.record_stream(s)` with `s` the allocating stream protects nothing,
+    stream). A tensor passed to unknown code, stored in an attribute or a container, or aliased
+    by a view is assumed to escape and is not reported, although the release may still come
+    too early. A tensor returned or yielded is taken as used and then released by the caller on
+    its own stream: allocated on another stream (also in another method, through `self`) and
+    handed over with no `record_stream` for the caller's stream, it is reported at the
+    `return`/`yield`, even where the caller would keep it alive until the allocating stream
+    waits for it. `t.record_stream(s)` with `s` the allocating stream protects nothing,
     and the release is reported as if no record had been made.
     """
 
@@ -235,6 +239,18 @@ class MissingRecordStream(Rule):
             """,
             lines=(7,),
         ),
+        Invalid(
+            """
+            import torch
+
+            def load(batch, s):
+                with torch.cuda.stream(s):
+                    x = batch.to("cuda", non_blocking=True)
+                torch.cuda.current_stream().wait_stream(s)
+                return x
+            """,
+            lines=(7,),
+        ),
     ]
 
     def check(self, flow: ModuleFlow) -> Iterator[Finding]:
@@ -250,6 +266,8 @@ class MissingRecordStream(Rule):
 
 
 def _release(flow: ModuleFlow, hazard: Hazard) -> str:
+    if hazard.returned:
+        return f"released by the caller (handed over at line {flow.line(hazard.access.node)} with no record_stream)"
     if hazard.release is None:
         return f"released when '{hazard.function}' returns"
     if isinstance(hazard.release, cst.Call):

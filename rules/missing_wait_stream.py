@@ -35,14 +35,19 @@ class MissingWaitStream(Rule):
     is made inside `with torch.cuda.stream(S):` (`S` spelled alike): then on `S`. A stream
     chosen at run time (`s1 if c else s0`, an item of `[current_stream(), cp]` picked by a
     computed index) is each of its choices, and each is judged on its own path; a literal index
-    picks its item. `torch.cuda.default_stream()` is the stream current at entry, and a method
-    named `current_stream()` of any object (a project's `ctx.current_stream()`) returns the
-    current stream. An ordering made under the `if` that binds a stream context on that path
+    picks its item. Inside a function `torch.cuda.default_stream()` may or may not be the stream
+    current at entry (a caller may have made a side stream current): waiting on it orders
+    nothing of the caller's stream, and work on the two never conflicts by itself; in a module
+    body it is the current stream. A method named `current_stream()` of any object (a
+    project's `ctx.current_stream()`) returns the current stream. DeepSpeed's
+    `resolves_data_dependency()` and `is_synchronized_device()` are False, as on a CUDA device:
+    only their CUDA branch is followed. An ordering made under the `if` that binds a stream context on that path
     only (`ctx = torch.cuda.stream(s)`, else `nullcontext()`) holds wherever `ctx` is entered.
 
     ## Known problems
-    A parameter annotated as a tensor is taken as written by the caller on the stream current
-    at entry when no linted code calls the function (callers that are linted check their own
+    A parameter annotated as a tensor (or an `nn.Parameter`, whose `.grad` it stands for) is
+    taken as written by the caller on the stream current at entry when no linted code calls
+    the function (callers that are linted check their own
     arguments instead); unannotated parameters, attributes set elsewhere (`self.w`, `p.grad`)
     and globals may be anything and are assumed ready. A value returned by unknown code is a
     tensor unless it is iterated or used as a container or an index. Items of one collection

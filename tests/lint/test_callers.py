@@ -179,4 +179,5 @@ def test_a_helper_always_called_inside_a_stream_block_is_entered_on_that_stream(
 
 def test_a_helper_also_called_outside_the_block_is_entered_on_the_callers_stream() -> None:
     found = [(code, line) for code, line, _ in findings(ENTERED.format(elsewhere="self.reduce(grad)"))]
-    assert found == [("CSL101", 14)]
+    # entered on the current stream, `total` comes from a pool that never waited for it
+    assert found == [("CSL101", 14), ("CSL201", 16)]

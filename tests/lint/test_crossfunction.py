@@ -314,6 +314,7 @@ def test_a_helper_reading_its_argument_on_a_side_stream_is_checked_at_the_call()
     assert hazards(source) == {
         ("READ_AFTER_WRITE", 18, "x", CURRENT),  # the side stream reads x before it is written
         ("WRITE_AFTER_READ", 19, "x", "s"),  # and the overwrite may come before that read
+        ("FREE_IN_USE", 7, "total", "side"),  # made on a side stream that never waits for the caller's
     }
 
 
@@ -602,6 +603,7 @@ def test_writes_replayed_in_a_block_on_an_unknown_stream_are_not_judged() -> Non
             stream = b
         with torch.cuda.stream(stream):
             fill(buf)
+        a.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(a):
             y = buf * 2
         torch.cuda.current_stream().wait_stream(a)

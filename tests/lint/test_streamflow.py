@@ -54,7 +54,6 @@ def f(x, s):
     "before",
     [
         "s.wait_stream(torch.cuda.current_stream())",
-        "s.wait_stream(torch.cuda.default_stream())",
         "torch.cuda.synchronize()",
         "torch.cuda.current_stream().synchronize()",
         "e = torch.cuda.current_stream().record_event(); s.wait_event(e)",
@@ -68,6 +67,39 @@ def f(x, s):
 )
 def test_orderings_before_the_block(before: str) -> None:
     assert hazards(FORK.format(before=before), RAW) == set()
+
+
+def test_a_wait_on_the_default_stream_does_not_order_the_callers_stream() -> None:
+    """A function may be called with a side stream current: `default_stream()` is then another
+    stream, and waiting on it leaves the caller's writes unordered (DeepSpeed #7898)."""
+    source = FORK.format(before="s.wait_stream(torch.cuda.default_stream())")
+    assert hazards(source, RAW) == {raw("y", 8, "s", CURRENT)}
+
+
+def test_in_a_script_the_default_stream_is_the_current_one() -> None:
+    source = """
+    import torch
+
+    x = torch.ones(4, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.default_stream())
+    with torch.cuda.stream(s):
+        y = x * 2
+    """
+    assert hazards(source, RAW) == set()
+
+
+def test_work_on_the_default_stream_and_on_the_callers_never_conflicts_by_itself() -> None:
+    source = """
+    import torch
+
+    def f(x):
+        y = x * 2
+        with torch.cuda.stream(torch.cuda.default_stream()):
+            z = y + 1
+        return z
+    """
+    assert hazards(source) == set()
 
 
 @pytest.mark.parametrize(
@@ -244,8 +276,8 @@ def test_attributes_name_streams_and_tensors() -> None:
             return self.next.float()
     """
     flow = _flow(source)
-    assert hazards(source) == {raw("self.next", 14, CURRENT, "self.copy_stream")}
-    assert {hazard.function for hazard in flow.hazards} == {"Prefetcher.bad"}
+    assert hazards(source, RAW) == {raw("self.next", 14, CURRENT, "self.copy_stream")}
+    assert {hazard.function for hazard in flow.hazards if hazard.kind is RAW} == {"Prefetcher.bad"}
 
 
 def test_branches_join_precisely() -> None:
@@ -389,7 +421,7 @@ def test_host_values_are_not_tensors() -> None:
         torch.cuda.current_stream().wait_stream(s)
         return y
     """
-    assert hazards(source) == set()
+    assert hazards(source, RAW, WAW, WAR) == set()
 
 
 @pytest.mark.parametrize(
@@ -560,7 +592,7 @@ def test_stream_bound_to_a_second_name() -> None:
             torch.cuda.current_stream().wait_stream(self.copy_stream)
             return out
     """
-    assert hazards(source) == set()
+    assert hazards(source, RAW, WAW, WAR) == set()
 
 
 def test_called_names_are_not_tensor_reads() -> None:

@@ -237,6 +237,7 @@ def test_an_allocation_writes_no_data_read_by_a_later_overwrite_check() -> None:
     import torch
 
     def f(x, s):
+        s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s):
             y = torch.empty_like(x)
             y.copy_(x)

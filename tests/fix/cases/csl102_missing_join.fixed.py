@@ -17,6 +17,7 @@ def accumulate(xs, s):
         with torch.cuda.stream(s):
             out = torch.relu(x)
     torch.cuda.current_stream().wait_stream(s)
+    out.record_stream(torch.cuda.current_stream())
     return out
 
 
@@ -27,4 +28,5 @@ def two_side_streams(a, b):
         b.wait_stream(a)
         z = y * 2
     torch.cuda.synchronize()
+    z.record_stream(torch.cuda.current_stream())
     return z

@@ -20,6 +20,7 @@ def nested(x, a, b):
 
 
 def elif_test(s, flag):
+    s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
         y = torch.ones(4, device="cuda")
     if flag:

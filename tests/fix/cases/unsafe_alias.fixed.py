@@ -7,4 +7,5 @@ def step(model, batch, side):
     with tc.stream(side):
         loss = out.sum()
     tc.current_stream().wait_stream(side)
+    loss.record_stream(tc.current_stream())
     return loss

@@ -1,0 +1,53 @@
+"""The stream a function is entered on: the caller's tensors were written there, and waiting
+on `default_stream()` does not order it, since the caller may have made a side stream current."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from csan_lint.lint.engine import lint_source
+
+
+def findings(source: str) -> list[tuple[str, int]]:
+    return sorted((f.code, f.line) for f in lint_source(textwrap.dedent(source), "m.py"))
+
+
+BUCKET = """
+import torch
+from deepspeed.accelerator import get_accelerator
+
+class Reducer:
+    def add(self, param: torch.nn.Parameter) -> None:
+        if not get_accelerator().resolves_data_dependency():
+            self.side.wait_stream({waited})
+        with get_accelerator().stream(self.side):
+            flat = self.buffer.narrow(0, 0, param.grad.numel())
+            flat.copy_(param.grad, non_blocking=True)
+            param.grad.record_stream(get_accelerator().current_stream())
+"""
+
+
+def test_a_parameter_gradient_read_after_a_wait_on_the_default_stream_is_flagged() -> None:
+    found = lint_source(textwrap.dedent(BUCKET.format(waited="get_accelerator().default_stream()")), "m.py")
+    assert [(f.code, f.line) for f in found] == [("CSL101", 11)]
+    assert "written by the caller on the current stream" in found[0].message
+
+
+def test_a_wait_on_the_current_stream_orders_it_where_the_device_needs_one() -> None:
+    """On a CUDA device `resolves_data_dependency()` is False: the guarded wait always runs."""
+    assert findings(BUCKET.format(waited="get_accelerator().current_stream()")) == []
+
+
+@pytest.mark.parametrize(
+    ("test", "flagged"),
+    [
+        ("get_accelerator().is_synchronized_device()", True),  # False on CUDA: the wait never runs
+        ("not get_accelerator().is_synchronized_device()", False),
+        ("self.overlap", True),  # either way: the path without the wait stays
+    ],
+)
+def test_device_queries_decide_their_branch(test: str, flagged: bool) -> None:
+    source = BUCKET.replace("if not get_accelerator().resolves_data_dependency():", f"if {test}:")
+    assert bool(findings(source.format(waited="get_accelerator().current_stream()"))) == flagged
