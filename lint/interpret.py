@@ -166,28 +166,39 @@ class Interpreter(ABC, Generic[State, Frame]):
     def _loop(self, node: cst.For | cst.While) -> None:
         if isinstance(node, cst.For):
             self._iterate(node.iter)
-        head = self.live
-        for _ in range(self.max_passes):
-            self.state = head.copy()
-            self.loops.append(self._loop_frame(head))
-            if isinstance(node, cst.While):
-                self._condition(node.test)
-            else:
-                self._loop_target(node.target, node.iter)
-            self.run(node.body.body)
-            loop = self.loops.pop()
-            new_head = self._join([head, self.state, *loop.continues])
+        head: State | None = self.live
+        breaks: list[State] = []
+        if isinstance(node, cst.For) and runs_at_least_once(node.iter):
+            head, breaks = self._loop_pass(node, self.live)  # the exit is never reached before it
+        last_breaks: list[State] = []
+        for _ in range(self.max_passes if head is not None else 0):
+            assert head is not None
+            end, last_breaks = self._loop_pass(node, head)
+            new_head = self._join([head, end])
             assert new_head is not None  # `head` is live
             if new_head == head:
                 break
             head = new_head
-        self.state = head.copy()
+        self.state = head.copy() if head is not None else None
         if isinstance(node, cst.While):  # the loop ends after its test ran once more
             self._condition(node.test)
             self._polled(node.test, outcome=False)  # `while not e.query()` ends when e's work is done
         if node.orelse is not None:
             self.run(node.orelse.body.body)
-        self.state = self._join([self.state, *loop.breaks])
+        self.state = self._join([self.state, *breaks, *last_breaks])
+
+    def _loop_pass(self, node: cst.For | cst.While, head: State) -> tuple[State | None, list[State]]:
+        """One pass of the body from `head`: the state it hands the next pass (its end joined
+        with its `continue`s) and the states its `break`s leave with."""
+        self.state = head.copy()
+        self.loops.append(self._loop_frame(head))
+        if isinstance(node, cst.While):
+            self._condition(node.test)
+        else:
+            self._loop_target(node.target, node.iter)
+        self.run(node.body.body)
+        loop = self.loops.pop()
+        return self._join([self.state, *loop.continues]), loop.breaks
 
     def _try(self, node: cst.Try | cst.TryStar) -> None:
         raised_from: list[State | None] = []
@@ -209,3 +220,27 @@ class Interpreter(ABC, Generic[State, Frame]):
         self.state = self._join([self.state, *ends])
         if node.finalbody is not None:
             self.run(node.finalbody.body.body)
+
+
+def runs_at_least_once(iterable: cst.BaseExpression) -> bool:
+    """A `for` over a literal with an unstarred item, or a `range` of integer literals that is
+    not empty (also through `enumerate`/`reversed`): its body runs before the loop can end."""
+    if isinstance(iterable, (cst.List, cst.Tuple, cst.Set)):
+        return any(not isinstance(element, cst.StarredElement) for element in iterable.elements)
+    if not (isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.args):
+        return False
+    name, args = iterable.func.value, [arg.value for arg in iterable.args]
+    if name in ("enumerate", "reversed"):
+        return runs_at_least_once(args[0])
+    bounds = [_integer(arg) for arg in args]
+    if name != "range" or len(bounds) > 3 or any(bound is None for bound in bounds) or bounds[-1:] == [0]:
+        return False
+    return len(range(*bounds)) > 0
+
+
+def _integer(expr: cst.BaseExpression) -> int | None:
+    """The value of an integer literal, negative ones included; None for anything else."""
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        value = _integer(expr.expression)
+        return -value if value is not None else None
+    return expr.evaluated_value if isinstance(expr, cst.Integer) else None
