@@ -258,6 +258,13 @@ def is_host_test(node: cst.CSTNode) -> TypeGuard[cst.Comparison]:
     )
 
 
+def builds_string(expr: cst.BinaryOperation) -> bool:
+    """`fmt + "_" + fmt`, `"%s" % x`: an operator with a string literal operand makes a str
+    (with a tensor operand it raises, or formats the tensor on the host): no tensor."""
+    strings = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+    return any(isinstance(operand, strings) for operand in operands(expr))
+
+
 def is_async_collective(imports: ImportTable, call: cst.Call) -> bool:
     """`dist.all_reduce(t, async_op=True)`: returns a `Work` handle, no tensor."""
     qualified = imports.qualified(call.func)
@@ -397,6 +404,8 @@ class Values:
             return self._alias_of(expr.value)
         if isinstance(expr, cst.Subscript):
             return self._alias_of(expr.value)
+        if isinstance(expr, cst.BinaryOperation) and builds_string(expr):
+            return Value("other")
         if isinstance(expr, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison)):
             if self._torch_operand(expr):
                 return Value("tensor")

@@ -38,6 +38,9 @@ def f(x, s, items):
         ("d = x * 2", "keep = Holder(d)"),  # handed to a constructor
         ("d = x * 2", "keep = _Result(out=d)"),
         ("d = x * 2", "items.append(d)"),  # stored in a container
+        ("d = x + '_' + x", "g(d)"),  # an operator with a string operand builds a string
+        ("d = f'{x}_' + x", "g(d)"),
+        ("d = '%s' % x", "g(d)"),
         ("d = x * 2", "a = d.numpy()"),  # an alias of the same memory, not a read
         ("d = x * 2", "v = d.view(-1)"),  # a view: metadata only
         ("d = x * 2", "v = d[0]"),  # basic indexing: a view
