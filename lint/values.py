@@ -265,6 +265,15 @@ def builds_string(expr: cst.BinaryOperation) -> bool:
     return any(isinstance(operand, strings) for operand in operands(expr))
 
 
+def stores_in_container(target: cst.Subscript, value: Value) -> bool:
+    """`state["buf"] = v`, `state[key] = torch.empty_like(x)`: a key no tensor is indexed by
+    (a string), or a new uninitialized buffer, which no code copies into a tensor's elements:
+    a reference stored in a dict or list, no GPU write."""
+    keys = [index.slice.value for index in target.slice if isinstance(index.slice, cst.Index)]
+    strings = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+    return value.kind in ("allocation", "host") or any(isinstance(key, strings) for key in keys)
+
+
 def is_async_collective(imports: ImportTable, call: cst.Call) -> bool:
     """`dist.all_reduce(t, async_op=True)`: returns a `Work` handle, no tensor."""
     qualified = imports.qualified(call.func)

@@ -97,6 +97,40 @@ def test_a_call_result_used_as_a_container_is_no_tensor(use: str) -> None:
     assert codes(source) == set()
 
 
+@pytest.mark.parametrize(
+    "store",
+    [
+        "state['buf'] = x * 2",  # a string key: no tensor is indexed by one
+        "state[key] = torch.empty_like(x)",  # a new uninitialized buffer: a reference stored
+        "state[key] = torch.empty(4, device='cpu', pin_memory=True)",
+    ],
+)
+def test_storing_into_a_dict_is_no_gpu_write(store: str) -> None:
+    source = f"""
+    import torch
+
+    def f(state, key, x, s):
+        {store}
+        with torch.cuda.stream(s):
+            g(state)
+    """
+    assert codes(source) == set()
+
+
+@pytest.mark.parametrize("store", ["state[key] = x * 2", "state[0] = torch.empty(1, device='cuda')"])
+def test_storing_into_what_may_be_a_tensor_writes_it(store: str) -> None:
+    source = f"""
+    import torch
+
+    def f(key, x, s):
+        state = torch.zeros(4, device="cuda")
+        {store}
+        with torch.cuda.stream(s):
+            g(state)
+    """
+    assert ("CSL101", 8) in codes(source)
+
+
 def test_the_values_of_a_sparse_tensor_made_by_torch_are_read() -> None:
     source = """
     import torch
