@@ -563,6 +563,20 @@ class Values:
             return tensor is not None and any(mark.access.produced != "by the caller" for mark in tensor.writes)
         return key in self.live.tensors or key in self.maybe_tensors
 
+    def _key_lookup(self, node: cst.CSTNode) -> TypeGuard[cst.Comparison]:
+        """`key in state`, `key not in state`: a value this function did not make, tested for
+        membership, is taken as a dict or list (a tensor's `in` compares elements, and is rare):
+        a host lookup, no kernel."""
+        if not (isinstance(node, cst.Comparison) and len(node.comparisons) == 1):
+            return False
+        [test] = node.comparisons
+        container = test.comparator
+        return (
+            isinstance(test.operator, (cst.In, cst.NotIn))
+            and isinstance(container, (cst.Name, cst.Attribute))
+            and not self._is_tensor(container, made_here=True)
+        )
+
     def _torch_operand(self, expr: cst.BaseExpression) -> bool:
         """Whether an operator's operands include a tensor a torch op made (not only values of
         unknown kind, such as parameters, which may be numbers)."""

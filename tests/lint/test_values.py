@@ -117,6 +117,19 @@ def test_storing_into_a_dict_is_no_gpu_write(store: str) -> None:
     assert codes(source) == set()
 
 
+def test_a_key_test_on_the_callers_dict_is_no_read_of_it() -> None:
+    source = """
+    import torch
+
+    def move(state, key, s):
+        if key not in state:
+            return
+        with torch.cuda.stream(s):
+            state["buf"].copy_(state[key], non_blocking=True)
+    """
+    assert codes(source) == set()
+
+
 @pytest.mark.parametrize("store", ["state[key] = x * 2", "state[0] = torch.empty(1, device='cuda')"])
 def test_storing_into_what_may_be_a_tensor_writes_it(store: str) -> None:
     source = f"""
