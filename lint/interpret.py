@@ -168,7 +168,7 @@ class Interpreter(ABC, Generic[State, Frame]):
             self._iterate(node.iter)
         head: State | None = self.live
         breaks: list[State] = []
-        if isinstance(node, cst.For) and runs_at_least_once(node.iter):
+        if isinstance(node, cst.For) and (runs_at_least_once(node.iter) or only_waits(node)):
             head, breaks = self._loop_pass(node, self.live)  # the exit is never reached before it
         last_breaks: list[State] = []
         for _ in range(self.max_passes if head is not None else 0):
@@ -236,6 +236,31 @@ def runs_at_least_once(iterable: cst.BaseExpression) -> bool:
     if name != "range" or len(bounds) > 3 or any(bound is None for bound in bounds) or bounds[-1:] == [0]:
         return False
     return len(range(*bounds)) > 0
+
+
+def only_waits(loop: cst.For) -> bool:
+    """`for req in reqs: req.wait()`, nested loops of such waits too: a wait on every handle of
+    a collection, taken as one wait on all of them. The handles stand for collectives launched
+    before (as one handle's wait does), so an empty collection is taken to hold none that
+    needed waiting, and the path that skips the body is not followed."""
+    for statement in loop.body.body:
+        if isinstance(statement, cst.For):
+            if statement.orelse is not None or not only_waits(statement):
+                return False
+        elif not isinstance(statement, cst.SimpleStatementLine) or not all(map(_handle_wait, statement.body)):
+            return False
+    return True
+
+
+def _handle_wait(statement: cst.BaseSmallStatement) -> bool:
+    """`h.wait()`: an async handle waited on (an event's `wait` names its stream, or none)."""
+    call = statement.value if isinstance(statement, cst.Expr) else None
+    return (
+        isinstance(call, cst.Call)
+        and isinstance(call.func, cst.Attribute)
+        and call.func.attr.value == "wait"
+        and not call.args
+    )
 
 
 def _integer(expr: cst.BaseExpression) -> int | None:

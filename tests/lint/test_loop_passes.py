@@ -63,3 +63,41 @@ def test_a_break_in_the_first_pass_still_reaches_the_exit() -> None:
 )
 def test_runs_at_least_once_reads_literal_ranges(iterable: str, expected: bool) -> None:
     assert runs_at_least_once(cst.parse_expression(iterable)) is expected
+
+
+HANDLES = """
+import torch
+import torch.distributed as dist
+
+def f(s, group):
+    y = torch.ones(4, device="cuda")
+    reqs = start_exchange(y, group)
+    with torch.cuda.stream(s):
+        {waits}
+        z = y + 1
+"""
+
+
+@pytest.mark.parametrize(
+    "waits",
+    [
+        "for req in reqs:\n            req.wait()",
+        "for i in range(n):\n            for j in range(m):\n                reqs[i][j].wait()",
+    ],
+)
+def test_a_loop_that_only_waits_handles_waits_them_all(waits: str) -> None:
+    assert _raw_lines(HANDLES.format(waits=waits)) == set()
+
+
+@pytest.mark.parametrize(
+    "waits",
+    [
+        "for req in reqs:\n            req.wait()\n            g(req)",  # does more than wait
+        "for req in reqs:\n            if req.ready:\n                req.wait()",
+        "pass",
+    ],
+)
+def test_a_loop_that_does_more_than_wait_may_still_run_zero_times(waits: str) -> None:
+    source = textwrap.dedent(HANDLES.format(waits=waits))
+    [use] = [number for number, line in enumerate(source.splitlines(), 1) if "z = y + 1" in line]
+    assert _raw_lines(source) == {use}
