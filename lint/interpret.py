@@ -16,6 +16,7 @@ from typing import Any, Generic, Protocol, Self, TypeVar
 
 import libcst as cst
 
+from csan_lint.lint.loopindex import CountedLoop, IndexFacts, counted_loop, index_fact, integer
 from csan_lint.lint.names import ImportTable
 
 
@@ -48,6 +49,8 @@ class Interpreter(ABC, Generic[State, Frame]):
     """The node a finding made now is located at."""
     loops: list[Frame]
     imports: ImportTable
+    index_facts: tuple[IndexFacts, ...] = ()
+    """What the passes being run know of their counted loops' indices (lint/loopindex.py)."""
 
     @property
     def live(self) -> State:
@@ -142,6 +145,8 @@ class Interpreter(ABC, Generic[State, Frame]):
     def _if(self, node: cst.If) -> None:
         self._condition(node.test)
         known = self.imports.device_fact(node.test)
+        for facts in self.index_facts if known is None else ():
+            known = index_fact(node.test, facts) if known is None else known
         if known is not None:  # the device decides: one branch only
             if known:
                 self.run(node.body.body)
@@ -166,6 +171,10 @@ class Interpreter(ABC, Generic[State, Frame]):
     def _loop(self, node: cst.For | cst.While) -> None:
         if isinstance(node, cst.For):
             self._iterate(node.iter)
+            counted = counted_loop(node)
+            if counted is not None:
+                self._counted_loop(node, counted)
+                return
         head: State | None = self.live
         breaks: list[State] = []
         if isinstance(node, cst.For) and (runs_at_least_once(node.iter) or only_waits(node)):
@@ -187,16 +196,48 @@ class Interpreter(ABC, Generic[State, Frame]):
             self.run(node.orelse.body.body)
         self.state = self._join([self.state, *breaks, *last_breaks])
 
-    def _loop_pass(self, node: cst.For | cst.While, head: State) -> tuple[State | None, list[State]]:
+    def _counted_loop(self, node: cst.For, counted: CountedLoop) -> None:
+        """`for i in range(a, b)` whose body tests `i`: its first passes run apart, `i` known,
+        the later ones with `i` past them; each pass runs twice, as one followed by another
+        (`i < b - 1` holds) and as the last, which alone leads to the exit."""
+        exits: list[State | None] = [] if runs_at_least_once(node.iter) else [self.live]
+        head: State | None = self.live
+        for p in range(counted.peeled + self.max_passes):
+            if head is None:
+                break
+            value = counted.start + p if p < counted.peeled else None
+            at_least = counted.start + min(p, counted.peeled)
+            facts = [IndexFacts(counted.index, value, at_least, counted.last, last) for last in (False, True)]
+            (end, breaks), (last_end, last_breaks) = (self._loop_pass(node, head, fact) for fact in facts)
+            exits += [last_end, *breaks, *last_breaks]
+            if p < counted.peeled:
+                head = end
+                continue
+            new_head = self._join([head, end])
+            if new_head == head:
+                break
+            head = new_head
+        self.state = self._join(exits)
+        if node.orelse is not None:
+            self.run(node.orelse.body.body)
+
+    def _loop_pass(
+        self, node: cst.For | cst.While, head: State, facts: IndexFacts | None = None
+    ) -> tuple[State | None, list[State]]:
         """One pass of the body from `head`: the state it hands the next pass (its end joined
-        with its `continue`s) and the states its `break`s leave with."""
+        with its `continue`s) and the states its `break`s leave with. `facts`: what the pass
+        knows of a counted loop's index."""
         self.state = head.copy()
         self.loops.append(self._loop_frame(head))
+        if facts is not None:
+            self.index_facts = (*self.index_facts, facts)
         if isinstance(node, cst.While):
             self._condition(node.test)
         else:
             self._loop_target(node.target, node.iter)
         self.run(node.body.body)
+        if facts is not None:
+            self.index_facts = self.index_facts[:-1]
         loop = self.loops.pop()
         return self._join([self.state, *loop.continues]), loop.breaks
 
@@ -232,7 +273,7 @@ def runs_at_least_once(iterable: cst.BaseExpression) -> bool:
     name, args = iterable.func.value, [arg.value for arg in iterable.args]
     if name in ("enumerate", "reversed"):
         return runs_at_least_once(args[0])
-    bounds = [_integer(arg) for arg in args]
+    bounds = [integer(arg) for arg in args]
     if name != "range" or len(bounds) > 3 or any(bound is None for bound in bounds) or bounds[-1:] == [0]:
         return False
     return len(range(*bounds)) > 0
@@ -261,11 +302,3 @@ def _handle_wait(statement: cst.BaseSmallStatement) -> bool:
         and call.func.attr.value == "wait"
         and not call.args
     )
-
-
-def _integer(expr: cst.BaseExpression) -> int | None:
-    """The value of an integer literal, negative ones included; None for anything else."""
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
-        value = _integer(expr.expression)
-        return -value if value is not None else None
-    return expr.evaluated_value if isinstance(expr, cst.Integer) else None
