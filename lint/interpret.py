@@ -273,9 +273,9 @@ def runs_at_least_once(iterable: cst.BaseExpression) -> bool:
     name, args = iterable.func.value, [arg.value for arg in iterable.args]
     if name in ("enumerate", "reversed"):
         return runs_at_least_once(args[0])
-    bounds = [integer(arg) for arg in args]
-    if name != "range" or len(bounds) > 3 or any(bound is None for bound in bounds) or bounds[-1:] == [0]:
-        return False
+    bounds = [bound for bound in map(integer, args) if bound is not None]
+    if name != "range" or len(bounds) != len(args) or len(bounds) > 3 or bounds[2:] == [0]:
+        return False  # a step of 0 raises
     return len(range(*bounds)) > 0
 
 

@@ -80,22 +80,28 @@ def index_fact(test: cst.BaseExpression, facts: IndexFacts | None) -> bool | Non
         return _against_literal(operator, literal, facts)
     if _source(right) != facts.final:
         return None
-    return {cst.LessThan: not facts.last, cst.Equal: facts.last, cst.GreaterThanEqual: facts.last}.get(operator)
+    on_last: dict[type[cst.BaseCompOp], bool] = {
+        cst.LessThan: not facts.last,
+        cst.Equal: facts.last,
+        cst.GreaterThanEqual: facts.last,
+    }
+    return on_last.get(operator)
 
 
-def _against_literal(operator: type, literal: int, facts: IndexFacts) -> bool | None:
+def _against_literal(operator: type[cst.BaseCompOp], literal: int, facts: IndexFacts) -> bool | None:
     if facts.value is not None:
         value = facts.value
-        return {
+        exact: dict[type[cst.BaseCompOp], bool] = {
             cst.LessThan: value < literal,
             cst.LessThanEqual: value <= literal,
             cst.GreaterThan: value > literal,
             cst.GreaterThanEqual: value >= literal,
             cst.Equal: value == literal,
             cst.NotEqual: value != literal,
-        }.get(operator)
+        }
+        return exact.get(operator)
     low = facts.at_least
-    known = {
+    known: dict[type[cst.BaseCompOp], bool | None] = {
         cst.GreaterThan: True if low > literal else None,
         cst.GreaterThanEqual: True if low >= literal else None,
         cst.LessThan: False if low >= literal else None,

@@ -28,8 +28,9 @@ class WaitUnrecordedEvent(Rule):
     Every path from the event's creation to the wait may run: conditions are not correlated,
     but for those on a counted loop's index (`for i in range(n + 1)`): a wait under `if i > 1`
     after a record made in the previous pass under `if i < n` is ordered, since every pass but
-    the last takes `i < n`. Tests against literals up to 4 passes in are decided. An event made with `torch.cuda.Event()`
-    in the function is unrecorded until a `record()`/`record_event()` on some stream.
+    the last takes `i < n`. Tests against literals up to 4 passes in are decided. An event made
+    with `torch.cuda.Event()` in the function is unrecorded until a `record()`/`record_event()`
+    on some stream.
 
     ## Known problems
     Events made elsewhere (parameters, attributes set in `__init__`) are not followed, nor are
