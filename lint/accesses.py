@@ -328,7 +328,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
                     self._demote(key)
             for child in children(node):
                 self._eval(child)
-        elif is_host_test(node):  # `x is None`, `"key" in d`: a Python bool, no kernel
+        elif is_host_test(node) or self._key_lookup(node):  # `x is None`, `"key" in d`: a Python bool, no kernel
             for operand in (node.left, *(target.comparator for target in node.comparisons)):
                 if not is_reference(operand):
                     self._eval(operand)

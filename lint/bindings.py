@@ -27,7 +27,15 @@ from csan_lint.lint.ordering import (
     item_key,
 )
 from csan_lint.lint.recognize import one_stream
-from csan_lint.lint.values import Value, inplace_root, is_async_collective, is_reference, paired, viewed
+from csan_lint.lint.values import (
+    Value,
+    inplace_root,
+    is_async_collective,
+    is_reference,
+    paired,
+    stores_in_container,
+    viewed,
+)
 
 
 class Bindings:
@@ -45,6 +53,7 @@ class Bindings:
     # The host's methods from the other parts; those taking keyword-only flags are `...`.
     _value: Callable[[cst.BaseExpression], Value]
     _fresh: Callable[[cst.BaseExpression], bool]
+    _torch_operand: Callable[[cst.BaseExpression], bool]
     _stream: Callable[[cst.BaseExpression], str | None]
     _eval: Callable[[cst.CSTNode], None]
     _header: Callable[[cst.BaseExpression], None]
@@ -115,6 +124,14 @@ class Bindings:
             return
         if isinstance(target, cst.StarredElement):
             self._bind(target.value, value)
+            return
+        if (
+            isinstance(target, cst.Subscript)
+            and stores_in_container(target, value)
+            and not self._torch_operand(target.value)  # a tensor a torch op made stays one
+        ):
+            if (container := dotted_name(target.value)) is not None:
+                self._demote(container, proven=True)
             return
         if isinstance(target, cst.Subscript):
             self._write_target(target, assigned=True)

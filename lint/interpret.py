@@ -16,6 +16,7 @@ from typing import Any, Generic, Protocol, Self, TypeVar
 
 import libcst as cst
 
+from csan_lint.lint.loopindex import CountedLoop, IndexFacts, counted_loop, index_fact, integer
 from csan_lint.lint.names import ImportTable
 
 
@@ -48,6 +49,8 @@ class Interpreter(ABC, Generic[State, Frame]):
     """The node a finding made now is located at."""
     loops: list[Frame]
     imports: ImportTable
+    index_facts: tuple[IndexFacts, ...] = ()
+    """What the passes being run know of their counted loops' indices (lint/loopindex.py)."""
 
     @property
     def live(self) -> State:
@@ -142,6 +145,8 @@ class Interpreter(ABC, Generic[State, Frame]):
     def _if(self, node: cst.If) -> None:
         self._condition(node.test)
         known = self.imports.device_fact(node.test)
+        for facts in self.index_facts if known is None else ():
+            known = index_fact(node.test, facts) if known is None else known
         if known is not None:  # the device decides: one branch only
             if known:
                 self.run(node.body.body)
@@ -166,28 +171,75 @@ class Interpreter(ABC, Generic[State, Frame]):
     def _loop(self, node: cst.For | cst.While) -> None:
         if isinstance(node, cst.For):
             self._iterate(node.iter)
-        head = self.live
-        for _ in range(self.max_passes):
-            self.state = head.copy()
-            self.loops.append(self._loop_frame(head))
-            if isinstance(node, cst.While):
-                self._condition(node.test)
-            else:
-                self._loop_target(node.target, node.iter)
-            self.run(node.body.body)
-            loop = self.loops.pop()
-            new_head = self._join([head, self.state, *loop.continues])
+            counted = counted_loop(node)
+            if counted is not None:
+                self._counted_loop(node, counted)
+                return
+        head: State | None = self.live
+        breaks: list[State] = []
+        if isinstance(node, cst.For) and (runs_at_least_once(node.iter) or only_waits(node)):
+            head, breaks = self._loop_pass(node, self.live)  # the exit is never reached before it
+        last_breaks: list[State] = []
+        for _ in range(self.max_passes if head is not None else 0):
+            assert head is not None
+            end, last_breaks = self._loop_pass(node, head)
+            new_head = self._join([head, end])
             assert new_head is not None  # `head` is live
             if new_head == head:
                 break
             head = new_head
-        self.state = head.copy()
+        self.state = head.copy() if head is not None else None
         if isinstance(node, cst.While):  # the loop ends after its test ran once more
             self._condition(node.test)
             self._polled(node.test, outcome=False)  # `while not e.query()` ends when e's work is done
         if node.orelse is not None:
             self.run(node.orelse.body.body)
-        self.state = self._join([self.state, *loop.breaks])
+        self.state = self._join([self.state, *breaks, *last_breaks])
+
+    def _counted_loop(self, node: cst.For, counted: CountedLoop) -> None:
+        """`for i in range(a, b)` whose body tests `i`: its first passes run apart, `i` known,
+        the later ones with `i` past them; each pass runs twice, as one followed by another
+        (`i < b - 1` holds) and as the last, which alone leads to the exit."""
+        exits: list[State | None] = [] if runs_at_least_once(node.iter) else [self.live]
+        head: State | None = self.live
+        for p in range(counted.peeled + self.max_passes):
+            if head is None:
+                break
+            value = counted.start + p if p < counted.peeled else None
+            at_least = counted.start + min(p, counted.peeled)
+            facts = [IndexFacts(counted.index, value, at_least, counted.last, last) for last in (False, True)]
+            (end, breaks), (last_end, last_breaks) = (self._loop_pass(node, head, fact) for fact in facts)
+            exits += [last_end, *breaks, *last_breaks]
+            if p < counted.peeled:
+                head = end
+                continue
+            new_head = self._join([head, end])
+            if new_head == head:
+                break
+            head = new_head
+        self.state = self._join(exits)
+        if node.orelse is not None:
+            self.run(node.orelse.body.body)
+
+    def _loop_pass(
+        self, node: cst.For | cst.While, head: State, facts: IndexFacts | None = None
+    ) -> tuple[State | None, list[State]]:
+        """One pass of the body from `head`: the state it hands the next pass (its end joined
+        with its `continue`s) and the states its `break`s leave with. `facts`: what the pass
+        knows of a counted loop's index."""
+        self.state = head.copy()
+        self.loops.append(self._loop_frame(head))
+        if facts is not None:
+            self.index_facts = (*self.index_facts, facts)
+        if isinstance(node, cst.While):
+            self._condition(node.test)
+        else:
+            self._loop_target(node.target, node.iter)
+        self.run(node.body.body)
+        if facts is not None:
+            self.index_facts = self.index_facts[:-1]
+        loop = self.loops.pop()
+        return self._join([self.state, *loop.continues]), loop.breaks
 
     def _try(self, node: cst.Try | cst.TryStar) -> None:
         raised_from: list[State | None] = []
@@ -209,3 +261,44 @@ class Interpreter(ABC, Generic[State, Frame]):
         self.state = self._join([self.state, *ends])
         if node.finalbody is not None:
             self.run(node.finalbody.body.body)
+
+
+def runs_at_least_once(iterable: cst.BaseExpression) -> bool:
+    """A `for` over a literal with an unstarred item, or a `range` of integer literals that is
+    not empty (also through `enumerate`/`reversed`): its body runs before the loop can end."""
+    if isinstance(iterable, (cst.List, cst.Tuple, cst.Set)):
+        return any(not isinstance(element, cst.StarredElement) for element in iterable.elements)
+    if not (isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.args):
+        return False
+    name, args = iterable.func.value, [arg.value for arg in iterable.args]
+    if name in ("enumerate", "reversed"):
+        return runs_at_least_once(args[0])
+    bounds = [bound for bound in map(integer, args) if bound is not None]
+    if name != "range" or len(bounds) != len(args) or len(bounds) > 3 or bounds[2:] == [0]:
+        return False  # a step of 0 raises
+    return len(range(*bounds)) > 0
+
+
+def only_waits(loop: cst.For) -> bool:
+    """`for req in reqs: req.wait()`, nested loops of such waits too: a wait on every handle of
+    a collection, taken as one wait on all of them. The handles stand for collectives launched
+    before (as one handle's wait does), so an empty collection is taken to hold none that
+    needed waiting, and the path that skips the body is not followed."""
+    for statement in loop.body.body:
+        if isinstance(statement, cst.For):
+            if statement.orelse is not None or not only_waits(statement):
+                return False
+        elif not isinstance(statement, cst.SimpleStatementLine) or not all(map(_handle_wait, statement.body)):
+            return False
+    return True
+
+
+def _handle_wait(statement: cst.BaseSmallStatement) -> bool:
+    """`h.wait()`: an async handle waited on (an event's `wait` names its stream, or none)."""
+    call = statement.value if isinstance(statement, cst.Expr) else None
+    return (
+        isinstance(call, cst.Call)
+        and isinstance(call.func, cst.Attribute)
+        and call.func.attr.value == "wait"
+        and not call.args
+    )

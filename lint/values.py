@@ -258,6 +258,22 @@ def is_host_test(node: cst.CSTNode) -> TypeGuard[cst.Comparison]:
     )
 
 
+def builds_string(expr: cst.BinaryOperation) -> bool:
+    """`fmt + "_" + fmt`, `"%s" % x`: an operator with a string literal operand makes a str
+    (with a tensor operand it raises, or formats the tensor on the host): no tensor."""
+    strings = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+    return any(isinstance(operand, strings) for operand in operands(expr))
+
+
+def stores_in_container(target: cst.Subscript, value: Value) -> bool:
+    """`state["buf"] = v`, `state[key] = torch.empty_like(x)`: a key no tensor is indexed by
+    (a string), or a new uninitialized buffer, which no code copies into a tensor's elements:
+    a reference stored in a dict or list, no GPU write."""
+    keys = [index.slice.value for index in target.slice if isinstance(index.slice, cst.Index)]
+    strings = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+    return value.kind in ("allocation", "host") or any(isinstance(key, strings) for key in keys)
+
+
 def is_async_collective(imports: ImportTable, call: cst.Call) -> bool:
     """`dist.all_reduce(t, async_op=True)`: returns a `Work` handle, no tensor."""
     qualified = imports.qualified(call.func)
@@ -397,6 +413,8 @@ class Values:
             return self._alias_of(expr.value)
         if isinstance(expr, cst.Subscript):
             return self._alias_of(expr.value)
+        if isinstance(expr, cst.BinaryOperation) and builds_string(expr):
+            return Value("other")
         if isinstance(expr, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison)):
             if self._torch_operand(expr):
                 return Value("tensor")
@@ -544,6 +562,20 @@ class Values:
             tensor = self.live.tensors.get(key)
             return tensor is not None and any(mark.access.produced != "by the caller" for mark in tensor.writes)
         return key in self.live.tensors or key in self.maybe_tensors
+
+    def _key_lookup(self, node: cst.CSTNode) -> TypeGuard[cst.Comparison]:
+        """`key in state`, `key not in state`: a value this function did not make, tested for
+        membership, is taken as a dict or list (a tensor's `in` compares elements, and is rare):
+        a host lookup, no kernel."""
+        if not (isinstance(node, cst.Comparison) and len(node.comparisons) == 1):
+            return False
+        [test] = node.comparisons
+        container = test.comparator
+        return (
+            isinstance(test.operator, (cst.In, cst.NotIn))
+            and isinstance(container, (cst.Name, cst.Attribute))
+            and not self._is_tensor(container, made_here=True)
+        )
 
     def _torch_operand(self, expr: cst.BaseExpression) -> bool:
         """Whether an operator's operands include a tensor a torch op made (not only values of

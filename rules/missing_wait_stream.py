@@ -60,8 +60,10 @@ class MissingWaitStream(Rule):
     made by a method of another object (`plan.wait_current_stream()`), in C++ or by another
     thread is not seen; the runtime check dismisses such findings. A collective's handle
     waited as an item of a list (`reqs[i - 1].wait()`) is taken as launched on the entry
-    stream after all its work so far; waits in a loop over handles may run zero times and
-    order nothing.
+    stream after all its work so far. A loop that only waits handles (`for req in reqs:
+    req.wait()`) waits them all, and an empty collection is taken to hold no work that needed
+    waiting; a loop over a non-empty literal or `range` of literals runs at least once; any
+    other loop may run zero times, and what its body orders is then not ordered.
     """
 
     code = "CSL101"

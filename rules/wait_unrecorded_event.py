@@ -26,9 +26,11 @@ class WaitUnrecordedEvent(Rule):
 
     ## Assumptions
     Every path from the event's creation to the wait may run: conditions are not correlated,
-    so a wait under `if i > 1` after a record made in the previous iteration under `if i < n`
-    is reported although the record always ran there. An event made with `torch.cuda.Event()`
-    in the function is unrecorded until a `record()`/`record_event()` on some stream.
+    but for those on a counted loop's index (`for i in range(n + 1)`): a wait under `if i > 1`
+    after a record made in the previous pass under `if i < n` is ordered, since every pass but
+    the last takes `i < n`. Tests against literals up to 4 passes in are decided. An event made
+    with `torch.cuda.Event()` in the function is unrecorded until a `record()`/`record_event()`
+    on some stream.
 
     ## Known problems
     Events made elsewhere (parameters, attributes set in `__init__`) are not followed, nor are

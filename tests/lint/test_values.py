@@ -38,6 +38,9 @@ def f(x, s, items):
         ("d = x * 2", "keep = Holder(d)"),  # handed to a constructor
         ("d = x * 2", "keep = _Result(out=d)"),
         ("d = x * 2", "items.append(d)"),  # stored in a container
+        ("d = x + '_' + x", "g(d)"),  # an operator with a string operand builds a string
+        ("d = f'{x}_' + x", "g(d)"),
+        ("d = '%s' % x", "g(d)"),
         ("d = x * 2", "a = d.numpy()"),  # an alias of the same memory, not a read
         ("d = x * 2", "v = d.view(-1)"),  # a view: metadata only
         ("d = x * 2", "v = d[0]"),  # basic indexing: a view
@@ -92,6 +95,53 @@ def test_a_call_result_used_as_a_container_is_no_tensor(use: str) -> None:
             {use}
     """
     assert codes(source) == set()
+
+
+@pytest.mark.parametrize(
+    "store",
+    [
+        "state['buf'] = x * 2",  # a string key: no tensor is indexed by one
+        "state[key] = torch.empty_like(x)",  # a new uninitialized buffer: a reference stored
+        "state[key] = torch.empty(4, device='cpu', pin_memory=True)",
+    ],
+)
+def test_storing_into_a_dict_is_no_gpu_write(store: str) -> None:
+    source = f"""
+    import torch
+
+    def f(state, key, x, s):
+        {store}
+        with torch.cuda.stream(s):
+            g(state)
+    """
+    assert codes(source) == set()
+
+
+def test_a_key_test_on_the_callers_dict_is_no_read_of_it() -> None:
+    source = """
+    import torch
+
+    def move(state, key, s):
+        if key not in state:
+            return
+        with torch.cuda.stream(s):
+            state["buf"].copy_(state[key], non_blocking=True)
+    """
+    assert codes(source) == set()
+
+
+@pytest.mark.parametrize("store", ["state[key] = x * 2", "state[0] = torch.empty(1, device='cuda')"])
+def test_storing_into_what_may_be_a_tensor_writes_it(store: str) -> None:
+    source = f"""
+    import torch
+
+    def f(key, x, s):
+        state = torch.zeros(4, device="cuda")
+        {store}
+        with torch.cuda.stream(s):
+            g(state)
+    """
+    assert ("CSL101", 8) in codes(source)
 
 
 def test_the_values_of_a_sparse_tensor_made_by_torch_are_read() -> None:
