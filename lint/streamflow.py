@@ -23,7 +23,7 @@ from libcst.metadata import CodeRange
 from csan_lint.lint.accesses import FunctionAnalysis
 from csan_lint.lint.effects import Helpers
 from csan_lint.lint.model import NO_SPELLINGS, Span, Spellings
-from csan_lint.lint.names import CURRENT_STREAM, ImportTable
+from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.ordering import CURRENT, FlowState, Hazard, Mark, TrackedTensor, join_states, join_tensor
 from csan_lint.lint.positions import Positions, positions
 from csan_lint.lint.scan import (
@@ -163,11 +163,14 @@ def analyse(
             and (summary := helpers.imported(name, imports.qualified(cst.Name(name)))) is not None
             and any(effect.stream != CURRENT for effect in summary.effects)
         }
+        ambient = {owner: ambient_streams(owner, functions, imports) for owner in classes}
         for name, function in functions:
             if everywhere or name in with_blocks or calls_any(name, function, writers):
                 analysis = FunctionAnalysis(
                     imports, hazards, function=name, params=tensor_params(function), helpers=helpers
                 )
+                for attribute in ambient.get(name.rpartition(".")[0], ()):
+                    analysis.live.streams[attribute] = CURRENT
                 if calls[name.rpartition(".")[2]] <= 1:  # no caller here checks its arguments
                     analysis.produced_by_caller(function)
                 stream = entered_on.get(name)
@@ -180,6 +183,40 @@ def analyse(
         for owner in classes:
             _cross_method(owner, functions, exits, helpers, hazards, source)
     return ModuleFlow(path, module, list(hazards.values()), source=source, spellings=spellings)
+
+
+def ambient_streams(owner: str, functions: Sequence[tuple[str, cst.FunctionDef]], imports: ImportTable) -> set[str]:
+    """`self.s` bound in `__init__` to the current (or default) stream and never rebound: the
+    stream the object's user runs on, taken as the current stream in its other methods (an
+    offloader keeps `self.compute = current_stream()` to order its side stream after)."""
+    methods = {name.rpartition(".")[2]: function for name, function in functions if name.rpartition(".")[0] == owner}
+    init = methods.get("__init__")
+    if init is None:
+        return set()
+    ambient = {
+        target
+        for target, value in _self_assignments(init)
+        if isinstance(value, cst.Call) and imports.qualified(value.func) in (CURRENT_STREAM, DEFAULT_STREAM)
+    }
+    for method, function in methods.items():
+        if method != "__init__":
+            ambient -= {target for target, _ in _self_assignments(function)}
+    return ambient
+
+
+def _self_assignments(function: cst.FunctionDef) -> list[tuple[str, cst.BaseExpression]]:
+    """(`self.x`, value) for every plain assignment to an attribute of `self` in `function`."""
+    found: list[tuple[str, cst.BaseExpression]] = []
+
+    class Assignments(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                key = dotted_name(target.target)
+                if key is not None and key.startswith("self.") and key.count(".") == 1:
+                    found.append((key, node.value))
+
+    function.body.visit(Assignments())
+    return found
 
 
 def _spelled_alike(stream: str, function: cst.FunctionDef, globals_: frozenset[str]) -> bool:

@@ -33,6 +33,9 @@ class MissingJoin(Rule):
     tensor made on the method's stream; the caller's old one is not written. `work.wait()` on
     an async collective's handle makes the current stream wait for the collective.
 
+    A stream kept in `__init__` from `current_stream()` or `default_stream()` (`self.compute`)
+    and rebound by no other method is the current stream of whoever calls the object's methods.
+
     ## Known problems
     Handing a tensor back (`return y`, storing it) is not a use: a caller that uses it before
     joining is not seen. Side-stream writes to a parameter, or to an item of the caller's data

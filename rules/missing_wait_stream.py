@@ -44,6 +44,9 @@ class MissingWaitStream(Rule):
     only their CUDA branch is followed. An ordering made under the `if` that binds a stream context on that path
     only (`ctx = torch.cuda.stream(s)`, else `nullcontext()`) holds wherever `ctx` is entered.
 
+    A stream kept in `__init__` from `current_stream()` or `default_stream()` (`self.compute`)
+    and rebound by no other method is the current stream of whoever calls the object's methods.
+
     ## Known problems
     A parameter annotated as a tensor (or an `nn.Parameter`, whose `.grad` it stands for) is
     taken as written by the caller on the stream current at entry when no linted code calls

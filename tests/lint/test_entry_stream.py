@@ -51,3 +51,33 @@ def test_a_wait_on_the_current_stream_orders_it_where_the_device_needs_one() -> 
 def test_device_queries_decide_their_branch(test: str, flagged: bool) -> None:
     source = BUCKET.replace("if not get_accelerator().resolves_data_dependency():", f"if {test}:")
     assert bool(findings(source.format(waited="get_accelerator().current_stream()"))) == flagged
+
+
+OFFLOADER = """
+import torch
+
+class Offloader:
+    def __init__(self):
+        self.compute = {made}
+{rebind}
+    def pack(self, activation):
+        with self.compute:
+            activation.add_(1)
+        return activation
+"""
+
+
+@pytest.mark.parametrize(
+    "made", ["torch.cuda.current_stream()", "torch.accelerator.current_stream()", "torch.cuda.default_stream()"]
+)
+def test_a_stream_kept_from_construction_is_the_users_current_stream(made: str) -> None:
+    """`self.compute = current_stream()` in `__init__` names the stream the object's user runs on:
+    work entered on it in another method is on the caller's stream, not a side stream."""
+    assert findings(OFFLOADER.format(made=made, rebind="")) == []
+
+
+def test_a_kept_stream_rebound_by_another_method_may_be_any_stream() -> None:
+    rebind = "    def use(self, stream):\n        self.compute = stream\n"
+    source = textwrap.dedent(OFFLOADER.format(made="torch.cuda.current_stream()", rebind=rebind))
+    write = source.splitlines().index("            activation.add_(1)") + 1
+    assert findings(source) == [("CSL102", write)]
