@@ -23,9 +23,10 @@ from libcst.metadata import CodeRange
 from csan_lint.lint.accesses import FunctionAnalysis
 from csan_lint.lint.effects import Helpers
 from csan_lint.lint.model import NO_SPELLINGS, Span, Spellings
-from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, ImportTable, dotted_name
+from csan_lint.lint.names import CURRENT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.ordering import CURRENT, FlowState, Hazard, Mark, TrackedTensor, join_states, join_tensor
 from csan_lint.lint.positions import Positions, positions
+from csan_lint.lint.recognize import OR
 from csan_lint.lint.scan import (
     body_of,
     call_text_counts,
@@ -99,7 +100,7 @@ def message_fields(hazard: Hazard, current: str = f"{CURRENT_STREAM}()") -> dict
             "stream": f"the caller's stream after '{hazard.function}' returns",
             "other": _describe(hazard.other),
             "stream_code": current,
-            "other_code": hazard.other,
+            "other_code": _code(hazard.other, current),
             "verb": "used",
             "produced": "written",
         }
@@ -107,15 +108,22 @@ def message_fields(hazard: Hazard, current: str = f"{CURRENT_STREAM}()") -> dict
         "tensor": hazard.tensor,
         "stream": _describe(hazard.access.stream),
         "other": _describe(hazard.other) + (f" in {hazard.origin}()" if hazard.origin else ""),
-        "stream_code": current if hazard.access.stream == CURRENT else hazard.access.stream,
-        "other_code": current if hazard.other == CURRENT else hazard.other,
+        "stream_code": _code(hazard.access.stream, current),
+        "other_code": _code(hazard.other, current),
         "verb": f"first {verb}" if hazard.produced == "allocated" else verb,
         "produced": f"written {hazard.produced}" if hazard.produced == "by the caller" else hazard.produced,
     }
 
 
 def _describe(stream: str) -> str:
-    return "the current stream" if stream == CURRENT else f"side stream '{stream}'"
+    """Prose for a stream token; of a stream chosen at run time, only the side streams it may be."""
+    sides = OR.join(choice for choice in stream.split(OR) if choice != CURRENT)
+    return f"side stream '{sides}'" if sides else "the current stream"
+
+
+def _code(stream: str, current: str) -> str:
+    """Source for a stream token, the current stream spelled `current`."""
+    return OR.join(current if choice == CURRENT else choice for choice in stream.split(OR))
 
 
 def analyse(
@@ -186,9 +194,10 @@ def analyse(
 
 
 def ambient_streams(owner: str, functions: Sequence[tuple[str, cst.FunctionDef]], imports: ImportTable) -> set[str]:
-    """`self.s` bound in `__init__` to the current (or default) stream and never rebound: the
-    stream the object's user runs on, taken as the current stream in its other methods (an
-    offloader keeps `self.compute = current_stream()` to order its side stream after)."""
+    """`self.s` bound in `__init__` to the current stream and never rebound: the stream the
+    object's user runs on, taken as the current stream in its other methods (an offloader keeps
+    `self.compute = current_stream()` to order its side stream after). A kept `default_stream()`
+    stays its own stream: a caller running on a side stream is the bug it hides."""
     methods = {name.rpartition(".")[2]: function for name, function in functions if name.rpartition(".")[0] == owner}
     init = methods.get("__init__")
     if init is None:
@@ -196,7 +205,7 @@ def ambient_streams(owner: str, functions: Sequence[tuple[str, cst.FunctionDef]]
     ambient = {
         target
         for target, value in _self_assignments(init)
-        if isinstance(value, cst.Call) and imports.qualified(value.func) in (CURRENT_STREAM, DEFAULT_STREAM)
+        if isinstance(value, cst.Call) and imports.qualified(value.func) == CURRENT_STREAM
     }
     for method, function in methods.items():
         if method != "__init__":

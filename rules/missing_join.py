@@ -33,8 +33,9 @@ class MissingJoin(Rule):
     tensor made on the method's stream; the caller's old one is not written. `work.wait()` on
     an async collective's handle makes the current stream wait for the collective.
 
-    A stream kept in `__init__` from `current_stream()` or `default_stream()` (`self.compute`)
-    and rebound by no other method is the current stream of whoever calls the object's methods.
+    A stream kept in `__init__` from `current_stream()` (`self.compute`) and rebound by no other
+    method is the current stream of whoever calls the object's methods (a kept `default_stream()`
+    is not: a caller on a side stream is the bug it hides).
 
     ## Known problems
     Handing a tensor back (`return y`, storing it) is not a use: a caller that uses it before

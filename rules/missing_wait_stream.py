@@ -44,8 +44,9 @@ class MissingWaitStream(Rule):
     only their CUDA branch is followed. An ordering made under the `if` that binds a stream context on that path
     only (`ctx = torch.cuda.stream(s)`, else `nullcontext()`) holds wherever `ctx` is entered.
 
-    A stream kept in `__init__` from `current_stream()` or `default_stream()` (`self.compute`)
-    and rebound by no other method is the current stream of whoever calls the object's methods.
+    A stream kept in `__init__` from `current_stream()` (`self.compute`) and rebound by no other
+    method is the current stream of whoever calls the object's methods (a kept `default_stream()`
+    is not: a caller on a side stream is the bug it hides).
 
     ## Known problems
     A parameter annotated as a tensor (or an `nn.Parameter`, whose `.grad` it stands for) is
