@@ -121,6 +121,9 @@ class Hazard:
     returned: bool = False
     """`access` writes a tensor of the caller's on side stream `other` and is still pending when
     the function returns: the caller's next use races with it."""
+    self_wait: bool = False
+    """`access` is a wait of its own stream on itself (`s.wait_stream(current_stream())` inside
+    `with stream(s):`): it orders nothing, and `access.stream` is not ordered after `other`."""
 
 
 @dataclass(frozen=True)

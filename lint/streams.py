@@ -8,7 +8,7 @@ or the expression's own source text (`s`, `self.copy_stream`); an event recorded
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -19,7 +19,11 @@ from csan_lint.lint.ordering import (
     DEFAULT,
     HOST,
     LAUNCH_ACCESS,
+    UNKNOWN,
+    Access,
     FlowState,
+    Hazard,
+    HazardKind,
     Mark,
     MarkUpdate,
     TrackedTensor,
@@ -27,7 +31,7 @@ from csan_lint.lint.ordering import (
     launch_key,
     query_poll,
 )
-from csan_lint.lint.recognize import NO_FUNCTIONS, entered_streams, one_stream
+from csan_lint.lint.recognize import NO_FUNCTIONS, OR, entered_streams, one_stream
 from csan_lint.lint.values import code_of
 
 if TYPE_CHECKING:
@@ -48,6 +52,10 @@ class Streams:
     function: str | None
     records: set[tuple[str, str]]
     """(event, stream) for every record made on any path."""
+    hazards: dict[tuple[object, ...], Hazard]
+    silent: int
+    """Depth of blocks on an UNKNOWN stream: nothing in them is judged."""
+    _make_access: Callable[..., Access]
 
     def _stream_method(self, node: cst.Call, func: cst.Attribute) -> bool:
         """Ordering calls on streams and events; False if `func` is none of them."""
@@ -57,10 +65,14 @@ class Streams:
             waiter, producer = self._stream(receiver), self._stream(args[0])
             if waiter is not None and producer is not None and waiter != producer:
                 self._order(MarkUpdate(producer, waiter))
+            elif waiter is not None and waiter == producer:
+                self._self_wait(node, waiter)
         elif method == "wait_event" and args and (recorder := recorded_inline(args[0])) is not None:
             waiter, producer = self._stream(receiver), self._stream(recorder)
             if waiter is not None and producer is not None and waiter != producer:
                 self._order(MarkUpdate(producer, waiter))  # `s.wait_event(r.record_event())`: a wait on r
+            elif waiter is not None and waiter == producer:
+                self._self_wait(node, waiter)
         elif method == "wait_event" and args:
             waiter, event = self._stream(receiver), self._event(args[0])
             if waiter is not None and event is not None:
@@ -90,6 +102,17 @@ class Streams:
         else:
             return False
         return True
+
+    def _self_wait(self, node: cst.Call, stream: str) -> None:
+        """A side stream waits on itself: `s.wait_stream(current_stream())` inside
+        `with stream(s):` (or in a function always entered on `s`), where the current stream is
+        `s`. The wait orders nothing, and the stream current before the block, which it was
+        meant to name, is not waited on. Not on a stream chosen at run time or unknown."""
+        if self.silent or stream != self.live.current or stream in (CURRENT, UNKNOWN) or OR in stream:
+            return
+        access = self._make_access(node, write=False)
+        hazard = Hazard(HazardKind.READ_AFTER_WRITE, "", access, CURRENT, function=self.function, self_wait=True)
+        self.hazards.setdefault(("self-wait", node), hazard)
 
     def _collection_item(self, receiver: cst.BaseExpression) -> bool:
         """An item of a list or dict (`reqs[i - 1]`, a loop's `req`): waiting on it is waiting on

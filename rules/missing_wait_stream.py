@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 from csan_lint.lint.edits import attach, current_stream_code, wait_before_block
 from csan_lint.lint.model import Finding
@@ -29,6 +30,10 @@ class MissingWaitStream(Rule):
     hand it a block that work launched earlier on the allocating stream still uses: it is
     reported as "allocated on" when its first use on another stream is not ordered after the
     allocating stream's last launch before the allocation.
+
+    A wait written inside the block, `s.wait_stream(torch.cuda.current_stream())` within
+    `with torch.cuda.stream(s):`, is `s` waiting on itself (there the current stream is `s`):
+    it orders nothing and is reported at the wait. The fix waits before the block.
 
     ## Assumptions
     A function is entered on its caller's current stream, unless every call of it in the module
@@ -340,6 +345,11 @@ class MissingWaitStream(Rule):
         ),
     ]
 
+    self_wait_message = (
+        "{stream} waits on the current stream, which inside its block is itself: the wait orders"
+        " nothing, and {stream} is not ordered after the stream current before the block"
+    )
+
     def check(self, flow: ModuleFlow) -> Iterator[Finding]:
         for hazard in flow.hazards:
             if hazard.other == CURRENT and hazard.kind in (
@@ -348,4 +358,6 @@ class MissingWaitStream(Rule):
             ):
                 fields = message_fields(hazard, current_stream_code(flow))
                 finding = self.finding(flow.path, **flow.location(hazard), **fields)
+                if hazard.self_wait:
+                    finding = replace(finding, message=self.self_wait_message.format(**fields))
                 yield attach(finding, wait_before_block(flow, hazard))
