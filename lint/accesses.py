@@ -107,6 +107,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         written there outlives the call, like a parameter (`_return`)."""
         self.caller_streams: frozenset[str] = frozenset()
         """Every parameter's name: a stream the caller passed in is one it can join."""
+        self.made_on: dict[str, str] = {}
         self.state = FlowState(tensors=dict(entry or {}))
         for token in probes:
             self.live.tensors[probe_key(token)] = TrackedTensor(
@@ -373,7 +374,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         func = node.func
         called = dotted_name(func) or ""
         if called.endswith("record_stream") and len(node.args) == 2:  # `_no_dispatch_record_stream(t, s)`
-            self._record_stream(node.args[0].value, node.args[1].value)
+            self._record_stream(node, node.args[0].value, node.args[1].value)
             return
         qualified = self.imports.qualified(func)
         if qualified is not None and qualified.startswith("torch."):
@@ -413,7 +414,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
             key = dotted_name(receiver)
             if method == "record_stream":  # allocator bookkeeping on the host: no kernel reads the tensor
                 if node.args:
-                    self._record_stream(receiver, node.args[0].value)
+                    self._record_stream(node, receiver, node.args[0].value)
                 return
             if method in HOST_METHODS:
                 self._eval_args(node)
@@ -462,9 +463,12 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
                 self._escape_args(node)
         self._write_out(node)
 
-    def _record_stream(self, tensor: cst.BaseExpression, stream_expr: cst.BaseExpression) -> None:
-        """`t.record_stream(s)`: bookkeeping of the allocator on the host, no kernel reads `t`."""
+    def _record_stream(self, node: cst.Call, tensor: cst.BaseExpression, stream_expr: cst.BaseExpression) -> None:
+        """`t.record_stream(s)`: bookkeeping of the allocator on the host, no kernel reads `t`.
+        On the stream whose pool `t` came from it protects nothing: the allocator waits for that
+        stream anyway, and the use it was written for, on another stream, is left unprotected."""
         key, stream = dotted_name(tensor), self._stream(stream_expr)
+        made_on = self.made_on.get(key or "")
         while key not in self.live.tensors and isinstance(tensor, cst.Attribute):
             if tensor.attr.value not in VIEW_ATTRIBUTES:
                 break
@@ -473,6 +477,11 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         if key is not None and key in self.live.tensors and stream is not None:
             recorded = self.live.tensors[key]
             self.live.tensors[key] = replace(recorded, recorded=recorded.recorded | {stream})
+        made_on = made_on or self.made_on.get(key or "")
+        if key is not None and stream is not None and made_on == stream and self._definite(stream):
+            access = self._make_access(node, write=False)
+            hazard = Hazard(HazardKind.FREE_IN_USE, key, access, stream, function=self.function, no_op=True)
+            self.hazards.setdefault(("self-record", node), hazard)
 
     def _hand_over(self, node: cst.Call) -> None:
         """Arguments stored by the call (a container, an object being built): their computation

@@ -39,6 +39,8 @@ class Bindings:
     """Names of unknown values that may be tensors: parameters and loop targets."""
     bound: set[str]
     borrowed: set[str]
+    made_on: dict[str, str]
+    """Name -> the stream current where a fresh allocation was last bound to it, on any path."""
     caller_streams: frozenset[str]
     state: FlowState | None
     live: FlowState
@@ -170,10 +172,18 @@ class Bindings:
 
     def _allocated(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         """`target` holds memory `value` certainly allocated on the current stream (a torch op,
-        a tensor method): its pool, for a tensor handed to the caller (`_handed_back`)."""
+        a tensor method): its pool, for a tensor handed to the caller (`_handed_back`), and the
+        stream that allocated it (`made_on`), for a record_stream on that very stream."""
         key = dotted_name(target)
-        tensor = self.live.tensors.get(key) if key is not None else None
-        if key is not None and tensor is not None and self._fresh(value):
+        if key is None:
+            return
+        fresh = self._fresh(value)
+        if fresh:
+            self.made_on[key] = self.live.current
+        else:
+            self.made_on.pop(key, None)
+        tensor = self.live.tensors.get(key)
+        if tensor is not None and fresh:
             self.live.tensors[key] = replace(tensor, pool=self._pool())
 
     def _pool(self) -> str | None:

@@ -108,11 +108,15 @@ class Streams:
         `with stream(s):` (or in a function always entered on `s`), where the current stream is
         `s`. The wait orders nothing, and the stream current before the block, which it was
         meant to name, is not waited on. Not on a stream chosen at run time or unknown."""
-        if self.silent or stream != self.live.current or stream in (CURRENT, UNKNOWN) or OR in stream:
+        if stream != self.live.current or stream == CURRENT or not self._definite(stream):
             return
         access = self._make_access(node, write=False)
-        hazard = Hazard(HazardKind.READ_AFTER_WRITE, "", access, CURRENT, function=self.function, self_wait=True)
+        hazard = Hazard(HazardKind.READ_AFTER_WRITE, "", access, CURRENT, function=self.function, no_op=True)
         self.hazards.setdefault(("self-wait", node), hazard)
+
+    def _definite(self, stream: str) -> bool:
+        """One known stream, outside blocks on an unknown one: not UNKNOWN, not chosen at run time."""
+        return not self.silent and stream != UNKNOWN and OR not in stream
 
     def _collection_item(self, receiver: cst.BaseExpression) -> bool:
         """An item of a list or dict (`reqs[i - 1]`, a loop's `req`): waiting on it is waiting on

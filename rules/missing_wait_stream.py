@@ -358,6 +358,6 @@ class MissingWaitStream(Rule):
             ):
                 fields = message_fields(hazard, current_stream_code(flow))
                 finding = self.finding(flow.path, **flow.location(hazard), **fields)
-                if hazard.self_wait:
+                if hazard.no_op:
                     finding = replace(finding, message=self.self_wait_message.format(**fields))
                 yield attach(finding, wait_before_block(flow, hazard))
