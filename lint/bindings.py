@@ -178,10 +178,10 @@ class Bindings:
         if key is None:
             return
         fresh = self._fresh(value)
+        for bound in [name for name in self.made_on if name == key or name.startswith(f"{key}.")]:
+            del self.made_on[bound]  # rebinding `x` rebinds `x.data` too
         if fresh:
             self.made_on[key] = self.live.current
-        else:
-            self.made_on.pop(key, None)
         tensor = self.live.tensors.get(key)
         if tensor is not None and fresh:
             self.live.tensors[key] = replace(tensor, pool=self._pool())

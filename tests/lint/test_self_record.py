@@ -76,3 +76,17 @@ def test_memory_not_allocated_here_is_not_judged(rebinding: str) -> None:
         param.data.record_stream(torch.cuda.current_stream())
     """
     assert findings(source) == []
+
+
+def test_rebinding_the_name_forgets_the_allocation_of_its_data() -> None:
+    source = """
+    import torch
+
+    def post_reduce(self, param, grad):
+        grad.data = grad.data.to(dtype=param.dtype)
+        if param.sharded:
+            grad = param.shard.data
+        self.host.copy_(grad.data, non_blocking=True)
+        grad.data.record_stream(torch.cuda.current_stream())
+    """
+    assert findings(source) == []
