@@ -466,7 +466,9 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
     def _record_stream(self, node: cst.Call, tensor: cst.BaseExpression, stream_expr: cst.BaseExpression) -> None:
         """`t.record_stream(s)`: bookkeeping of the allocator on the host, no kernel reads `t`.
         On the stream whose pool `t` came from it protects nothing: the allocator waits for that
-        stream anyway, and the use it was written for, on another stream, is left unprotected."""
+        stream anyway, and the use it was written for, on another stream, is left unprotected.
+        Not judged for a local name allocated on the entry stream: its uses here and the
+        caller's are on that stream too."""
         key, stream = dotted_name(tensor), self._stream(stream_expr)
         made_on = self.made_on.get(key or "")
         while key not in self.live.tensors and isinstance(tensor, cst.Attribute):
@@ -478,7 +480,8 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
             recorded = self.live.tensors[key]
             self.live.tensors[key] = replace(recorded, recorded=recorded.recorded | {stream})
         made_on = made_on or self.made_on.get(key or "")
-        if key is not None and stream is not None and made_on == stream and self._definite(stream):
+        outlives = key is not None and ("." in key or made_on != CURRENT)  # kept, or made for a side stream
+        if key is not None and stream is not None and made_on == stream and outlives and self._definite(stream):
             access = self._make_access(node, write=False)
             hazard = Hazard(HazardKind.FREE_IN_USE, key, access, stream, function=self.function, no_op=True)
             self.hazards.setdefault(("self-record", node), hazard)

@@ -51,7 +51,9 @@ class MissingRecordStream(Rule):
     and the release is reported as if no record had been made; such a record is reported
     where it stands only for memory the function certainly allocated (a torch op or a tensor
     method bound to the name, `p.data` included), on the stream current at that binding on
-    the last path interpreted.
+    the last path interpreted, and only where the memory may be used on another stream: kept
+    in an attribute, or allocated inside a stream block (a local made on the entry stream is
+    used on that stream alone).
     """
 
     code = "CSL201"

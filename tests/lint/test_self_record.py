@@ -90,3 +90,15 @@ def test_rebinding_the_name_forgets_the_allocation_of_its_data() -> None:
         grad.data.record_stream(torch.cuda.current_stream())
     """
     assert findings(source) == []
+
+
+def test_a_local_tensor_made_and_recorded_on_the_entry_stream_is_not_judged() -> None:
+    """Its uses, here and in the caller, are all on that stream: nothing to protect."""
+    source = """
+    import torch
+
+    def test_record(values):
+        j = values.to("cuda")
+        j.record_stream(torch.cuda.current_stream())
+    """
+    assert findings(source) == []
