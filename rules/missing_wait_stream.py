@@ -47,8 +47,9 @@ class MissingWaitStream(Rule):
     project's `ctx.current_stream()`) returns the current stream. DeepSpeed's
     `resolves_data_dependency()` and `is_synchronized_device()` are False, as on a CUDA device:
     only their CUDA branch is followed, and so is a device type compared with another
-    accelerator's name (`self.device_type == "xpu"` is False). An ordering made under the `if` that binds a stream context on that path
-    only (`ctx = torch.cuda.stream(s)`, else `nullcontext()`) holds wherever `ctx` is entered.
+    accelerator's name (`self.device_type == "xpu"` is False). An ordering made under the `if`
+    that binds a stream context on that path only (`ctx = torch.cuda.stream(s)`, else
+    `nullcontext()`) holds wherever `ctx` is entered.
 
     ## Known problems
     A parameter annotated as a tensor (or an `nn.Parameter`, whose `.grad` it stands for) is
