@@ -108,6 +108,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         self.caller_streams: frozenset[str] = frozenset()
         """Every parameter's name: a stream the caller passed in is one it can join."""
         self.made_on: dict[str, str] = {}
+        """Name -> the stream current where a fresh allocation was last bound to it, on any path."""
         self.state = FlowState(tensors=dict(entry or {}))
         for token in probes:
             self.live.tensors[probe_key(token)] = TrackedTensor(
@@ -462,29 +463,6 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
             if builtin not in PURE_BUILTINS:
                 self._escape_args(node)
         self._write_out(node)
-
-    def _record_stream(self, node: cst.Call, tensor: cst.BaseExpression, stream_expr: cst.BaseExpression) -> None:
-        """`t.record_stream(s)`: bookkeeping of the allocator on the host, no kernel reads `t`.
-        On the stream whose pool `t` came from it protects nothing: the allocator waits for that
-        stream anyway, and the use it was written for, on another stream, is left unprotected.
-        Not judged for a local name allocated on the entry stream: its uses here and the
-        caller's are on that stream too."""
-        key, stream = dotted_name(tensor), self._stream(stream_expr)
-        made_on = self.made_on.get(key or "")
-        while key not in self.live.tensors and isinstance(tensor, cst.Attribute):
-            if tensor.attr.value not in VIEW_ATTRIBUTES:
-                break
-            tensor = tensor.value  # `x.data.record_stream(s)` records x's block
-            key = dotted_name(tensor)
-        if key is not None and key in self.live.tensors and stream is not None:
-            recorded = self.live.tensors[key]
-            self.live.tensors[key] = replace(recorded, recorded=recorded.recorded | {stream})
-        made_on = made_on or self.made_on.get(key or "")
-        outlives = key is not None and ("." in key or made_on != CURRENT)  # kept, or made for a side stream
-        if key is not None and stream is not None and made_on == stream and outlives and self._definite(stream):
-            access = self._make_access(node, write=False)
-            hazard = Hazard(HazardKind.FREE_IN_USE, key, access, stream, function=self.function, no_op=True)
-            self.hazards.setdefault(("self-record", node), hazard)
 
     def _hand_over(self, node: cst.Call) -> None:
         """Arguments stored by the call (a container, an object being built): their computation

@@ -40,7 +40,6 @@ class Bindings:
     bound: set[str]
     borrowed: set[str]
     made_on: dict[str, str]
-    """Name -> the stream current where a fresh allocation was last bound to it, on any path."""
     caller_streams: frozenset[str]
     state: FlowState | None
     live: FlowState

@@ -9,6 +9,7 @@ or the expression's own source text (`s`, `self.copy_stream`); an event recorded
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -32,14 +33,15 @@ from csan_lint.lint.ordering import (
     query_poll,
 )
 from csan_lint.lint.recognize import NO_FUNCTIONS, OR, entered_streams, one_stream
-from csan_lint.lint.values import code_of
+from csan_lint.lint.values import VIEW_ATTRIBUTES, code_of
 
 if TYPE_CHECKING:
     from csan_lint.lint.effects import Helpers
 
 
 class Streams:
-    """The stream half of `FunctionAnalysis`: stream identity and the orderings calls make."""
+    """The stream half of `FunctionAnalysis`: stream identity, the orderings calls make, and
+    the allocator's record of streams (`record_stream`)."""
 
     imports: ImportTable
     state: FlowState | None
@@ -53,6 +55,8 @@ class Streams:
     records: set[tuple[str, str]]
     """(event, stream) for every record made on any path."""
     hazards: dict[tuple[object, ...], Hazard]
+    made_on: dict[str, str]
+    """Name -> the stream current where a fresh allocation was last bound to it, on any path."""
     silent: int
     """Depth of blocks on an UNKNOWN stream: nothing in them is judged."""
     _make_access: Callable[..., Access]
@@ -117,6 +121,29 @@ class Streams:
     def _definite(self, stream: str) -> bool:
         """One known stream, outside blocks on an unknown one: not UNKNOWN, not chosen at run time."""
         return not self.silent and stream != UNKNOWN and OR not in stream
+
+    def _record_stream(self, node: cst.Call, tensor: cst.BaseExpression, stream_expr: cst.BaseExpression) -> None:
+        """`t.record_stream(s)`: bookkeeping of the allocator on the host, no kernel reads `t`.
+        On the stream whose pool `t` came from it protects nothing: the allocator waits for that
+        stream anyway, and the use it was written for, on another stream, is left unprotected.
+        Not judged for a local name allocated on the entry stream: its uses here and the
+        caller's are on that stream too."""
+        key, stream = dotted_name(tensor), self._stream(stream_expr)
+        made_on = self.made_on.get(key or "")
+        while key not in self.live.tensors and isinstance(tensor, cst.Attribute):
+            if tensor.attr.value not in VIEW_ATTRIBUTES:
+                break
+            tensor = tensor.value  # `x.data.record_stream(s)` records x's block
+            key = dotted_name(tensor)
+        if key is not None and key in self.live.tensors and stream is not None:
+            recorded = self.live.tensors[key]
+            self.live.tensors[key] = replace(recorded, recorded=recorded.recorded | {stream})
+        made_on = made_on or self.made_on.get(key or "")
+        outlives = key is not None and ("." in key or made_on != CURRENT)  # kept, or made for a side stream
+        if key is not None and stream is not None and made_on == stream and outlives and self._definite(stream):
+            access = self._make_access(node, write=False)
+            hazard = Hazard(HazardKind.FREE_IN_USE, key, access, stream, function=self.function, no_op=True)
+            self.hazards.setdefault(("self-record", node), hazard)
 
     def _collection_item(self, receiver: cst.BaseExpression) -> bool:
         """An item of a list or dict (`reqs[i - 1]`, a loop's `req`): waiting on it is waiting on
