@@ -107,6 +107,8 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         written there outlives the call, like a parameter (`_return`)."""
         self.caller_streams: frozenset[str] = frozenset()
         """Every parameter's name: a stream the caller passed in is one it can join."""
+        self.made_on: dict[str, str] = {}
+        """Name -> the stream current where a fresh allocation was last bound to it, on any path."""
         self.state = FlowState(tensors=dict(entry or {}))
         for token in probes:
             self.live.tensors[probe_key(token)] = TrackedTensor(
@@ -373,7 +375,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         func = node.func
         called = dotted_name(func) or ""
         if called.endswith("record_stream") and len(node.args) == 2:  # `_no_dispatch_record_stream(t, s)`
-            self._record_stream(node.args[0].value, node.args[1].value)
+            self._record_stream(node, node.args[0].value, node.args[1].value)
             return
         qualified = self.imports.qualified(func)
         if qualified is not None and qualified.startswith("torch."):
@@ -413,7 +415,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
             key = dotted_name(receiver)
             if method == "record_stream":  # allocator bookkeeping on the host: no kernel reads the tensor
                 if node.args:
-                    self._record_stream(receiver, node.args[0].value)
+                    self._record_stream(node, receiver, node.args[0].value)
                 return
             if method in HOST_METHODS:
                 self._eval_args(node)
@@ -461,18 +463,6 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
             if builtin not in PURE_BUILTINS:
                 self._escape_args(node)
         self._write_out(node)
-
-    def _record_stream(self, tensor: cst.BaseExpression, stream_expr: cst.BaseExpression) -> None:
-        """`t.record_stream(s)`: bookkeeping of the allocator on the host, no kernel reads `t`."""
-        key, stream = dotted_name(tensor), self._stream(stream_expr)
-        while key not in self.live.tensors and isinstance(tensor, cst.Attribute):
-            if tensor.attr.value not in VIEW_ATTRIBUTES:
-                break
-            tensor = tensor.value  # `x.data.record_stream(s)` records x's block
-            key = dotted_name(tensor)
-        if key is not None and key in self.live.tensors and stream is not None:
-            recorded = self.live.tensors[key]
-            self.live.tensors[key] = replace(recorded, recorded=recorded.recorded | {stream})
 
     def _hand_over(self, node: cst.Call) -> None:
         """Arguments stored by the call (a container, an object being built): their computation

@@ -47,6 +47,7 @@ class Bindings:
     """Names of unknown values that may be tensors: parameters and loop targets."""
     bound: set[str]
     borrowed: set[str]
+    made_on: dict[str, str]
     caller_streams: frozenset[str]
     state: FlowState | None
     live: FlowState
@@ -187,10 +188,18 @@ class Bindings:
 
     def _allocated(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         """`target` holds memory `value` certainly allocated on the current stream (a torch op,
-        a tensor method): its pool, for a tensor handed to the caller (`_handed_back`)."""
+        a tensor method): its pool, for a tensor handed to the caller (`_handed_back`), and the
+        stream that allocated it (`made_on`), for a record_stream on that very stream."""
         key = dotted_name(target)
-        tensor = self.live.tensors.get(key) if key is not None else None
-        if key is not None and tensor is not None and self._fresh(value):
+        if key is None:
+            return
+        fresh = self._fresh(value)
+        for bound in [name for name in self.made_on if name == key or name.startswith(f"{key}.")]:
+            del self.made_on[bound]  # rebinding `x` rebinds `x.data` too
+        if fresh:
+            self.made_on[key] = self.live.current
+        tensor = self.live.tensors.get(key)
+        if tensor is not None and fresh:
             self.live.tensors[key] = replace(tensor, pool=self._pool())
 
     def _pool(self) -> str | None:

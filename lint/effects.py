@@ -128,6 +128,19 @@ class Helpers:
         summary = self.imported(dotted_name(func), qualified)
         return Callee(summary, False, False) if summary is not None else None
 
+    def defined(self, caller: str | None, func: cst.BaseExpression) -> cst.FunctionDef | None:
+        """The module's function `name(...)` calls from inside `caller`: nested in it or in a
+        function around it, or at module level."""
+        if not isinstance(func, cst.Name):
+            return None
+        scope = caller or ""
+        while scope:
+            found = self.functions.get(f"{scope}.{func.value}")
+            if found is not None:
+                return found
+            scope = scope.rpartition(".")[0]
+        return self.functions.get(func.value)
+
     def _method(self, owner: str, name: str, *, inherited: bool) -> str | None:
         """`Owner.name`, or (`inherited`: only) the first base class of the module, depth first,
         that defines it."""

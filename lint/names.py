@@ -71,6 +71,8 @@ projects' wrappers (Megatron's `context.current_stream()`) do, and naming one th
 other stream would mislead every reader."""
 DEVICE_FACTS = {"resolves_data_dependency": False, "is_synchronized_device": False}
 """DeepSpeed accelerator queries a CUDA device answers: its streams do not order each other."""
+_OTHER_DEVICE_TYPES = frozenset({"xpu", "npu", "hpu", "mps", "mtia", "mlu", "musa", "xla"})
+"""Device types other than CUDA: a CUDA device's type is never one of them."""
 _ACCELERATOR_METHODS = {"capture_to_graph": "graph", "create_graph": "CUDAGraph"}
 _ACCELERATOR_API = _REFERABLE | {DEVICE_SYNC, SET_STREAM, GRAPH_CAPTURE, "torch.cuda.CUDAGraph"}
 """DeepSpeed accelerator methods named unlike their torch.cuda counterparts."""
@@ -175,8 +177,13 @@ class ImportTable:
         return None
 
     def device_fact(self, test: cst.BaseExpression) -> bool | None:
-        """The value of a test a CUDA device decides (`not get_accelerator().resolves_data_dependency()`);
-        None for any other test."""
+        """The value of a test a CUDA device decides (`not get_accelerator().resolves_data_dependency()`,
+        `self.device_type == "xpu"`, `is_npu() and device.type == "npu"`); None for any other test."""
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+            parts = (self.device_fact(test.left), self.device_fact(test.right))
+            return False if False in parts else None
+        if isinstance(test, cst.Comparison):
+            return _other_device_type(test)
         negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
         call = test.expression if isinstance(test, cst.UnaryOperation) and negated else test
         if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)):
@@ -273,3 +280,20 @@ def dotted_name(expr: cst.BaseExpression) -> str | None:
         return None
     parts.append(expr.value)
     return ".".join(reversed(parts))
+
+
+def _other_device_type(test: cst.Comparison) -> bool | None:
+    """`device.type == "xpu"` (False on CUDA), `!=` (True): a device type, spelled with
+    "device", "accelerator" or `.type`, compared with another accelerator's name."""
+    if len(test.comparisons) != 1:
+        return None
+    target = test.comparisons[0]
+    operator, literal = target.operator, target.comparator
+    if not (isinstance(literal, cst.SimpleString) and literal.evaluated_value in _OTHER_DEVICE_TYPES):
+        return None
+    name = dotted_name(test.left) or ""
+    if not (_DEVICE_WORD.search(name) or name.endswith(".type")):
+        return None
+    if isinstance(operator, cst.Equal):
+        return False
+    return True if isinstance(operator, cst.NotEqual) else None

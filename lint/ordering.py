@@ -121,6 +121,11 @@ class Hazard:
     returned: bool = False
     """`access` writes a tensor of the caller's on side stream `other` and is still pending when
     the function returns: the caller's next use races with it."""
+    no_op: bool = False
+    """`access` is a call that does nothing where it stands: a stream waiting on itself
+    (`s.wait_stream(current_stream())` inside `with stream(s):`, READ_AFTER_WRITE: `access.stream`
+    is not ordered after `other`), or `t.record_stream(s)` on the stream that allocated `t`
+    (FREE_IN_USE: it protects no use on another stream)."""
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,23 @@ def _callees(node: cst.CSTNode) -> Iterator[str]:
         stack.extend(children(current))
 
 
+def records_streams(function: cst.FunctionDef) -> bool:
+    """Whether `function` calls `record_stream` (`t.record_stream(s)`, `_no_dispatch_record_stream(t, s)`):
+    with no stream block of its own it may still record a tensor on the stream that allocated it."""
+    stack: list[cst.CSTNode] = [function.body]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Call):
+            func = current.func
+            name = (
+                func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+            )
+            if name.endswith("record_stream"):
+                return True
+        stack.extend(children(current))
+    return False
+
+
 def calls_any(name: str, function: cst.FunctionDef, targets: set[str]) -> bool:
     """Whether `function` calls one of `targets` (module-level functions, or methods of its
     own class): a helper with a stream block may leave its arguments written on that stream."""

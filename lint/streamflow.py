@@ -35,6 +35,7 @@ from csan_lint.lint.scan import (
     has_with,
     is_public,
     module_globals,
+    records_streams,
     resolve_relative,
     scan,
     self_calls,
@@ -154,6 +155,9 @@ def analyse(
         exits: dict[str, FlowState] = {}
         entered_on = entry_streams(module.body, imports, source)
         with_blocks = {name for name, function in functions if has_with(body_of(function.body))}
+        recorders = (
+            {name for name, function in functions if records_streams(function)} if "record_stream" in source else set()
+        )
         calls = call_text_counts(source, (name.rpartition(".")[2] for name, _ in functions))
         writers = {  # called functions that access a tensor on another stream
             name
@@ -173,7 +177,7 @@ def analyse(
         }
         ambient = {owner: ambient_streams(owner, functions, imports) for owner in classes}
         for name, function in functions:
-            if everywhere or name in with_blocks or calls_any(name, function, writers):
+            if everywhere or name in with_blocks or name in recorders or calls_any(name, function, writers):
                 analysis = FunctionAnalysis(
                     imports, hazards, function=name, params=tensor_params(function), helpers=helpers
                 )

@@ -8,7 +8,8 @@ or the expression's own source text (`s`, `self.copy_stream`); an event recorded
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -19,7 +20,11 @@ from csan_lint.lint.ordering import (
     DEFAULT,
     HOST,
     LAUNCH_ACCESS,
+    UNKNOWN,
+    Access,
     FlowState,
+    Hazard,
+    HazardKind,
     Mark,
     MarkUpdate,
     TrackedTensor,
@@ -27,15 +32,16 @@ from csan_lint.lint.ordering import (
     launch_key,
     query_poll,
 )
-from csan_lint.lint.recognize import NO_FUNCTIONS, entered_streams, one_stream
-from csan_lint.lint.values import code_of
+from csan_lint.lint.recognize import NO_FUNCTIONS, OR, entered_streams, one_stream
+from csan_lint.lint.values import VIEW_ATTRIBUTES, code_of
 
 if TYPE_CHECKING:
     from csan_lint.lint.effects import Helpers
 
 
 class Streams:
-    """The stream half of `FunctionAnalysis`: stream identity and the orderings calls make."""
+    """The stream half of `FunctionAnalysis`: stream identity, the orderings calls make, and
+    the allocator's record of streams (`record_stream`)."""
 
     imports: ImportTable
     state: FlowState | None
@@ -48,6 +54,12 @@ class Streams:
     function: str | None
     records: set[tuple[str, str]]
     """(event, stream) for every record made on any path."""
+    hazards: dict[tuple[object, ...], Hazard]
+    made_on: dict[str, str]
+    """Name -> the stream current where a fresh allocation was last bound to it, on any path."""
+    silent: int
+    """Depth of blocks on an UNKNOWN stream: nothing in them is judged."""
+    _make_access: Callable[..., Access]
 
     def _stream_method(self, node: cst.Call, func: cst.Attribute) -> bool:
         """Ordering calls on streams and events; False if `func` is none of them."""
@@ -57,10 +69,14 @@ class Streams:
             waiter, producer = self._stream(receiver), self._stream(args[0])
             if waiter is not None and producer is not None and waiter != producer:
                 self._order(MarkUpdate(producer, waiter))
+            elif waiter is not None and waiter == producer:
+                self._self_wait(node, waiter)
         elif method == "wait_event" and args and (recorder := recorded_inline(args[0])) is not None:
             waiter, producer = self._stream(receiver), self._stream(recorder)
             if waiter is not None and producer is not None and waiter != producer:
                 self._order(MarkUpdate(producer, waiter))  # `s.wait_event(r.record_event())`: a wait on r
+            elif waiter is not None and waiter == producer:
+                self._self_wait(node, waiter)
         elif method == "wait_event" and args:
             waiter, event = self._stream(receiver), self._event(args[0])
             if waiter is not None and event is not None:
@@ -90,6 +106,44 @@ class Streams:
         else:
             return False
         return True
+
+    def _self_wait(self, node: cst.Call, stream: str) -> None:
+        """A side stream waits on itself: `s.wait_stream(current_stream())` inside
+        `with stream(s):` (or in a function always entered on `s`), where the current stream is
+        `s`. The wait orders nothing, and the stream current before the block, which it was
+        meant to name, is not waited on. Not on a stream chosen at run time or unknown."""
+        if stream != self.live.current or stream == CURRENT or not self._definite(stream):
+            return
+        access = self._make_access(node, write=False)
+        hazard = Hazard(HazardKind.READ_AFTER_WRITE, "", access, CURRENT, function=self.function, no_op=True)
+        self.hazards.setdefault(("self-wait", node), hazard)
+
+    def _definite(self, stream: str) -> bool:
+        """One known stream, outside blocks on an unknown one: not UNKNOWN, not chosen at run time."""
+        return not self.silent and stream != UNKNOWN and OR not in stream
+
+    def _record_stream(self, node: cst.Call, tensor: cst.BaseExpression, stream_expr: cst.BaseExpression) -> None:
+        """`t.record_stream(s)`: bookkeeping of the allocator on the host, no kernel reads `t`.
+        On the stream whose pool `t` came from it protects nothing: the allocator waits for that
+        stream anyway, and the use it was written for, on another stream, is left unprotected.
+        Not judged for a local name allocated on the entry stream: its uses here and the
+        caller's are on that stream too."""
+        key, stream = dotted_name(tensor), self._stream(stream_expr)
+        made_on = self.made_on.get(key or "")
+        while key not in self.live.tensors and isinstance(tensor, cst.Attribute):
+            if tensor.attr.value not in VIEW_ATTRIBUTES:
+                break
+            tensor = tensor.value  # `x.data.record_stream(s)` records x's block
+            key = dotted_name(tensor)
+        if key is not None and key in self.live.tensors and stream is not None:
+            recorded = self.live.tensors[key]
+            self.live.tensors[key] = replace(recorded, recorded=recorded.recorded | {stream})
+        made_on = made_on or self.made_on.get(key or "")
+        outlives = key is not None and ("." in key or made_on != CURRENT)  # kept, or made for a side stream
+        if key is not None and stream is not None and made_on == stream and outlives and self._definite(stream):
+            access = self._make_access(node, write=False)
+            hazard = Hazard(HazardKind.FREE_IN_USE, key, access, stream, function=self.function, no_op=True)
+            self.hazards.setdefault(("self-record", node), hazard)
 
     def _collection_item(self, receiver: cst.BaseExpression) -> bool:
         """An item of a list or dict (`reqs[i - 1]`, a loop's `req`): waiting on it is waiting on

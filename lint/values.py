@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal, TypeGuard
+from typing import TYPE_CHECKING, Literal, TypeGuard
 
 import libcst as cst
 
@@ -31,6 +31,9 @@ from csan_lint.lint.names import (
 from csan_lint.lint.nodes import children
 from csan_lint.lint.ordering import FlowState
 from csan_lint.lint.recognize import one_stream
+
+if TYPE_CHECKING:
+    from csan_lint.lint.effects import Helpers
 
 HOST_METHODS = frozenset(
     {
@@ -355,6 +358,15 @@ def inplace_root(expr: cst.BaseExpression) -> cst.BaseExpression | None:
     return root
 
 
+_HOST_RETURNS = frozenset({"int", "float", "bool", "str", "bytes", "None"})
+
+
+def _returns_host_value(function: cst.FunctionDef | None) -> bool:
+    """A function annotated to return a Python number, bool or string: no tensor."""
+    returns = function.returns if function is not None else None
+    return returns is not None and code_of(returns.annotation) in _HOST_RETURNS
+
+
 def is_inplace(method: str) -> bool:
     return method.endswith("_") and not method.startswith("_") and method not in HOST_METHODS
 
@@ -367,6 +379,8 @@ class Values:
     """Names of unknown values that may be tensors: parameters and loop targets."""
     state: FlowState | None
     live: FlowState
+    function: str | None
+    helpers: Helpers | None
     _stream: Callable[[cst.BaseExpression], str | None]
     _context_stream: Callable[[cst.BaseExpression], str | None]
 
@@ -503,6 +517,8 @@ class Values:
                 return Value("tensor")
         elif isinstance(func, cst.Name) and func.value in PURE_BUILTINS:
             return Value("other")
+        if self.helpers is not None and _returns_host_value(self.helpers.defined(self.function, func)):
+            return Value("other")  # `def nbytes(x: Tensor) -> int`
         if any(self._is_tensor(arg.value, made_here=made_here) for arg in expr.args):
             return Value("result")
         return Value("other")
@@ -600,6 +616,9 @@ class Values:
         if isinstance(expr, cst.Comparison):
             if is_host_test(expr):
                 return False  # a Python bool, no kernel
+            if all(isinstance(target.operator, (cst.In, cst.NotIn)) for target in expr.comparisons):
+                # `k in seen` is `seen.__contains__(k)`: a kernel only where the container is a tensor
+                return any(self._tensor_operand(t.comparator, made_here=made_here) for t in expr.comparisons)
             return self._tensor_operand(expr.left, made_here=made_here) or any(
                 self._tensor_operand(target.comparator, made_here=made_here) for target in expr.comparisons
             )

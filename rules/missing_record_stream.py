@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import libcst as cst
 
@@ -20,7 +21,9 @@ class MissingRecordStream(Rule):
     Flags the use, on a stream other than the one that allocated it, of a tensor created in
     the function whose last reference then dies (`del x`, rebinding the name, the next loop
     iteration, the function returning without the tensor escaping) before the allocating
-    stream is ordered after that use and without `x.record_stream(stream)`.
+    stream is ordered after that use and without `x.record_stream(stream)`. Also flags
+    `x.record_stream(s)` where `s` is the stream that allocated `x` in the function (inside
+    `with torch.cuda.stream(s):`, `s` is `current_stream()`): the call protects nothing.
 
     ## Why is this bad?
     PyTorch's caching allocator ties a block to the stream that allocated it. When the last
@@ -45,7 +48,12 @@ class MissingRecordStream(Rule):
     handed over with no `record_stream` for the caller's stream, it is reported at the
     `return`/`yield`, even where the caller would keep it alive until the allocating stream
     waits for it. `t.record_stream(s)` with `s` the allocating stream protects nothing,
-    and the release is reported as if no record had been made.
+    and the release is reported as if no record had been made; such a record is reported
+    where it stands only for memory the function certainly allocated (a torch op or a tensor
+    method bound to the name, `p.data` included), on the stream current at that binding on
+    the last path interpreted, and only where the memory may be used on another stream: kept
+    in an attribute, or allocated inside a stream block (a local made on the entry stream is
+    used on that stream alone).
     """
 
     code = "CSL201"
@@ -253,9 +261,23 @@ class MissingRecordStream(Rule):
         ),
     ]
 
+    self_record_message = (
+        "'{tensor}' is recorded on {other}, the stream that allocated it: record_stream there protects"
+        " nothing, and the tensor's uses on other streams are left unprotected"
+    )
+    self_record_fix = "record the stream that uses '{tensor}' instead of {other}"
+
     def check(self, flow: ModuleFlow) -> Iterator[Finding]:
         for hazard in flow.hazards:
-            if hazard.kind is HazardKind.FREE_IN_USE:
+            if hazard.kind is HazardKind.FREE_IN_USE and hazard.no_op:
+                fields = message_fields(hazard, current_stream_code(flow))
+                finding = self.finding(flow.path, **flow.location(hazard), **fields, release="")
+                yield replace(
+                    finding,
+                    message=self.self_record_message.format(**fields),
+                    fix=self.self_record_fix.format(**fields),
+                )
+            elif hazard.kind is HazardKind.FREE_IN_USE:
                 finding = self.finding(
                     flow.path,
                     **flow.location(hazard),

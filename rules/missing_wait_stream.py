@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 from csan_lint.lint.edits import attach, current_stream_code, wait_before_block
 from csan_lint.lint.model import Finding
@@ -30,6 +31,10 @@ class MissingWaitStream(Rule):
     reported as "allocated on" when its first use on another stream is not ordered after the
     allocating stream's last launch before the allocation.
 
+    A wait written inside the block, `s.wait_stream(torch.cuda.current_stream())` within
+    `with torch.cuda.stream(s):`, is `s` waiting on itself (there the current stream is `s`):
+    it orders nothing and is reported at the wait. The fix waits before the block.
+
     ## Assumptions
     A function is entered on its caller's current stream, unless every call of it in the module
     is made inside `with torch.cuda.stream(S):` (`S` spelled alike): then on `S`. A stream
@@ -41,8 +46,10 @@ class MissingWaitStream(Rule):
     body it is the current stream. A method named `current_stream()` of any object (a
     project's `ctx.current_stream()`) returns the current stream. DeepSpeed's
     `resolves_data_dependency()` and `is_synchronized_device()` are False, as on a CUDA device:
-    only their CUDA branch is followed. An ordering made under the `if` that binds a stream context on that path
-    only (`ctx = torch.cuda.stream(s)`, else `nullcontext()`) holds wherever `ctx` is entered.
+    only their CUDA branch is followed, and so is a device type compared with another
+    accelerator's name (`self.device_type == "xpu"` is False). An ordering made under the `if`
+    that binds a stream context on that path only (`ctx = torch.cuda.stream(s)`, else
+    `nullcontext()`) holds wherever `ctx` is entered.
 
     A stream kept in `__init__` from `current_stream()` (`self.compute`) and rebound by no other
     method is the current stream of whoever calls the object's methods (a kept `default_stream()`
@@ -346,6 +353,11 @@ class MissingWaitStream(Rule):
         ),
     ]
 
+    self_wait_message = (
+        "{stream} waits on the current stream, which inside its block is itself: the wait orders"
+        " nothing, and {stream} is not ordered after the stream current before the block"
+    )
+
     def check(self, flow: ModuleFlow) -> Iterator[Finding]:
         for hazard in flow.hazards:
             if hazard.other == CURRENT and hazard.kind in (
@@ -354,4 +366,6 @@ class MissingWaitStream(Rule):
             ):
                 fields = message_fields(hazard, current_stream_code(flow))
                 finding = self.finding(flow.path, **flow.location(hazard), **fields)
+                if hazard.no_op:
+                    finding = replace(finding, message=self.self_wait_message.format(**fields))
                 yield attach(finding, wait_before_block(flow, hazard))
