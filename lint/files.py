@@ -57,10 +57,31 @@ _NON_BLOCKING = re.compile(r"non_blocking\s*=\s*(?!False\b)")
 arrive as an argument)."""
 
 
+_STRING_OR_COMMENT = re.compile(
+    r'"""[^"\\]*(?:(?:\\.|"(?!""))[^"\\]*)*"""'
+    r"|'''[^'\\]*(?:(?:\\.|'(?!''))[^'\\]*)*'''"
+    r'|"[^"\\\n]*(?:\\.[^"\\\n]*)*"'
+    r"|'[^'\\\n]*(?:\\.[^'\\\n]*)*'"
+    r"|#[^\n]*",
+    re.DOTALL,
+)
+"""A string literal or a comment, leftmost first, as Python's tokenizer reads them (a `#` or a
+quote inside a string is the string's). An unterminated one matches nothing and stays code."""
+
+
 def might_have_findings(text: str, wrappers: frozenset[str] = frozenset()) -> bool:
-    """False only for text that cannot hold a stream bug: no torch.cuda or device-generic
-    stream, event or graph API however imported or reached, no call of a project wrapper (by its
-    last name, `wrappers`), and no non-blocking copy. Substring checks first keep it cheap."""
+    """False only for text whose code (strings and comments aside) cannot hold a stream bug: no
+    torch.cuda or device-generic stream, event or graph API however imported or reached, no call
+    of a project wrapper (by its last name, `wrappers`), and no non-blocking copy.
+
+    The whole text is tried first; only a file that passes has its strings and comments blanked
+    and is tried again: docs, code generators that write `torch.Event()` into the code they emit,
+    and comments about streams hold no stream code."""
+    return _mentions_stream_api(text, wrappers) and _mentions_stream_api(_STRING_OR_COMMENT.sub('""', text), wrappers)
+
+
+def _mentions_stream_api(text: str, wrappers: frozenset[str]) -> bool:
+    """Substring checks first keep it cheap."""
     if "non_blocking" in text and _NON_BLOCKING.search(text):
         return True
     if wrappers and any(word in text for word in wrappers):

@@ -181,3 +181,30 @@ def test_prefilter_keeps_every_rules_invalid_examples() -> None:
     assert examples, "no rules discovered"
     dropped = [code for code, source in examples if not might_have_findings(source)]
     assert dropped == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        '"""Run it under `with torch.cuda.stream(s):` and copy with non_blocking=True."""\nx = 1\n',
+        "x = 1  # torch.cuda.current_stream() would be the stream here\n",
+        "emit(f'{name} = torch.Event()')\nemit(\"torch.cuda.set_stream(s)\")\n",
+        "DOC = r'''\ny = x.to('cpu', non_blocking=True)\n'''\n",
+        "s = 'a \\' torch.cuda.Stream() \\' b'\n",
+    ],
+)
+def test_prefilter_ignores_the_stream_api_in_strings_and_comments(source: str) -> None:
+    assert not might_have_findings(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "label = '#'\nwith torch.cuda.stream(s):\n    pass\n",  # a `#` in a string starts no comment
+        'note = "it\'s"\ny = x.to("cpu", non_blocking=True)\n',
+        "doc = '''a ' quote'''\ncur = torch.cuda.current_stream()\n",
+        "text = 'unterminated\ns = torch.cuda.Stream()\n",  # broken: the rest stays code
+    ],
+)
+def test_prefilter_keeps_stream_code_next_to_strings(source: str) -> None:
+    assert might_have_findings(source)
