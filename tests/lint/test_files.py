@@ -145,6 +145,8 @@ def test_display_path_is_relative_under_cwd_else_absolute(tmp_path: Path) -> Non
         "from deepspeed.accelerator import get_accelerator\nwith get_accelerator().stream(s):\n    pass\n",
         "from deepspeed.accelerator import get_accelerator\naccel = get_accelerator()\ne = accel.Event()\n",
         "import torch\nmod = torch.get_device_module('cuda')\ns = mod.Stream()\n",
+        "def f():\n    from torch.cuda import Stream\n    return Stream()\n",  # an import in a function
+        "import torch\nx = 1\nfrom torch import accelerator\nacc = accelerator\ns = acc.current_stream()\n",
     ],
 )
 def test_prefilter_keeps_every_spelling_of_the_stream_api(source: str) -> None:
@@ -162,6 +164,8 @@ def test_prefilter_keeps_every_spelling_of_the_stream_api(source: str) -> None:
         "import torch\ntorch.accelerator.is_available()\n",  # device-generic, but no stream API
         "from deepspeed.accelerator import get_accelerator\nget_accelerator().device_name()\n",
         "import torch\nx = torch.Tensor()\n",
+        "import torch\ns = mytorch.Stream()\nt = my_accelerator.current_stream()\n",  # other objects' names
+        "import torch\nx = 1  # from torch.cuda import Stream: not an import\n",
     ],
 )
 def test_prefilter_drops_text_without_stream_usage(source: str) -> None:
