@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from csan_lint.lint.model import NO_SPELLINGS, Finding, Spellings
+from csan_lint.lint.nodes import parse_module
 from csan_lint.lint.registry import all_rules
 from csan_lint.lint.rule import Rule
 from csan_lint.lint.streamflow import analyse
@@ -32,7 +33,7 @@ def lint_source(
     Finding with code "CSL001", message "syntax error: <the parser's message>", at the error's
     1-based line/column, span = that line. Findings sorted by (line, column, code)."""
     try:
-        module = cst.parse_module(source)
+        module = parse_module(source)
     except cst.ParserSyntaxError as error:
         return [_syntax_error(error, source, path)]
     flow = analyse(module, path, source, package, spellings)

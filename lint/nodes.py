@@ -7,11 +7,14 @@ node's children come from, in the order its visit takes them (lexical order), ar
 per node type by recording that visit's `on_visit_attribute` calls; after that, children are a
 few attribute reads. tests/lint/test_libcst_shortcuts.py holds the result to libcst's own for
 every node of a corpus; where a libcst's visit cannot be read, its own `children` answers.
+
+`parse_module` is libcst's, without each node checking itself as the parser builds it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Sequence
 
 import libcst as cst
@@ -73,3 +76,25 @@ def _is_node(kind: type) -> bool:
     if known is None:
         known = _IS_NODE[kind] = issubclass(kind, cst.CSTNode)
     return known
+
+
+_PARSING = threading.Lock()
+"""Held while node checks are off: a second thread's parse cannot restore them too early."""
+
+
+def parse_module(source: str) -> cst.Module:
+    """`cst.parse_module(source)` with the check every node runs as it is made (`_validate`,
+    from `CSTNode.__post_init__`) off, as libcst's own comment there suggests: the native parser
+    only builds trees its grammar allows, and the checks are about a sixth of the parse. Nodes
+    made after it (a fix's replacement nodes) are checked as usual."""
+    with _PARSING:
+        checked = cst.CSTNode.__post_init__
+        cst.CSTNode.__post_init__ = _unchecked  # type: ignore[method-assign]
+        try:
+            return cst.parse_module(source)
+        finally:
+            cst.CSTNode.__post_init__ = checked  # type: ignore[method-assign]
+
+
+def _unchecked(self: cst.CSTNode) -> None:
+    return None

@@ -34,7 +34,7 @@ from csan_lint.lint.names import (
     ImportTable,
     dotted_name,
 )
-from csan_lint.lint.nodes import children
+from csan_lint.lint.nodes import children, parse_module
 from csan_lint.lint.positions import positions
 
 _STREAM_API = (
@@ -266,7 +266,7 @@ def stream_code_lines(source: str, *, spellings: Spellings = NO_SPELLINGS) -> fr
     class-level statement that is stream code; empty for a file that does not parse.
     `spellings`: the project's own wrappers of the stream API (`[tool.csan-lint]`)."""
     try:
-        module = cst.parse_module(source)
+        module = parse_module(source)
     except cst.ParserSyntaxError:
         return frozenset()
     imports = ImportTable(spellings)

@@ -24,6 +24,7 @@ from csan_lint.lint.accesses import FunctionAnalysis
 from csan_lint.lint.effects import Helpers
 from csan_lint.lint.model import NO_SPELLINGS, Span, Spellings
 from csan_lint.lint.names import CURRENT_STREAM, ImportTable, dotted_name
+from csan_lint.lint.nodes import parse_module
 from csan_lint.lint.ordering import CURRENT, FlowState, Hazard, Mark, TrackedTensor, join_states, join_tensor
 from csan_lint.lint.positions import Positions, positions
 from csan_lint.lint.recognize import OR
@@ -315,7 +316,7 @@ def _side_accesses(end: FlowState, globals_: frozenset[str]) -> dict[str, Tracke
 def module_helpers(source: str) -> Helpers | None:
     """Summaries of another linted module's functions, for its importers; None if it cannot have any."""
     try:
-        module = cst.parse_module(source)
+        module = parse_module(source)
     except cst.ParserSyntaxError:
         return None
     imports = ImportTable()

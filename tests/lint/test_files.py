@@ -145,6 +145,8 @@ def test_display_path_is_relative_under_cwd_else_absolute(tmp_path: Path) -> Non
         "from deepspeed.accelerator import get_accelerator\nwith get_accelerator().stream(s):\n    pass\n",
         "from deepspeed.accelerator import get_accelerator\naccel = get_accelerator()\ne = accel.Event()\n",
         "import torch\nmod = torch.get_device_module('cuda')\ns = mod.Stream()\n",
+        "def f():\n    from torch.cuda import Stream\n    return Stream()\n",  # an import in a function
+        "import torch\nx = 1\nfrom torch import accelerator\nacc = accelerator\ns = acc.current_stream()\n",
     ],
 )
 def test_prefilter_keeps_every_spelling_of_the_stream_api(source: str) -> None:
@@ -162,6 +164,8 @@ def test_prefilter_keeps_every_spelling_of_the_stream_api(source: str) -> None:
         "import torch\ntorch.accelerator.is_available()\n",  # device-generic, but no stream API
         "from deepspeed.accelerator import get_accelerator\nget_accelerator().device_name()\n",
         "import torch\nx = torch.Tensor()\n",
+        "import torch\ns = mytorch.Stream()\nt = my_accelerator.current_stream()\n",  # other objects' names
+        "import torch\nx = 1  # from torch.cuda import Stream: not an import\n",
     ],
 )
 def test_prefilter_drops_text_without_stream_usage(source: str) -> None:
@@ -181,3 +185,30 @@ def test_prefilter_keeps_every_rules_invalid_examples() -> None:
     assert examples, "no rules discovered"
     dropped = [code for code, source in examples if not might_have_findings(source)]
     assert dropped == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        '"""Run it under `with torch.cuda.stream(s):` and copy with non_blocking=True."""\nx = 1\n',
+        "x = 1  # torch.cuda.current_stream() would be the stream here\n",
+        "emit(f'{name} = torch.Event()')\nemit(\"torch.cuda.set_stream(s)\")\n",
+        "DOC = r'''\ny = x.to('cpu', non_blocking=True)\n'''\n",
+        "s = 'a \\' torch.cuda.Stream() \\' b'\n",
+    ],
+)
+def test_prefilter_ignores_the_stream_api_in_strings_and_comments(source: str) -> None:
+    assert not might_have_findings(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "label = '#'\nwith torch.cuda.stream(s):\n    pass\n",  # a `#` in a string starts no comment
+        'note = "it\'s"\ny = x.to("cpu", non_blocking=True)\n',
+        "doc = '''a ' quote'''\ncur = torch.cuda.current_stream()\n",
+        "text = 'unterminated\ns = torch.cuda.Stream()\n",  # broken: the rest stays code
+    ],
+)
+def test_prefilter_keeps_stream_code_next_to_strings(source: str) -> None:
+    assert might_have_findings(source)

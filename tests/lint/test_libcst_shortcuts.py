@@ -10,7 +10,7 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from csan_lint.lint.nodes import children
+from csan_lint.lint.nodes import children, parse_module
 from csan_lint.lint.positions import Positions
 from csan_lint.lint.registry import all_rules
 
@@ -107,3 +107,16 @@ def test_a_libcst_whose_visit_cannot_be_read_falls_back_to_its_children(monkeypa
     call = cst.parse_expression("f(a, *b, k=c)")
     assert list(children(call)) == list(call.children)
     assert nodes._ORDER == {cst.Call: None}
+
+
+@pytest.mark.parametrize(("name", "source"), corpus(), ids=[name for name, _ in corpus()])
+def test_parse_module_without_node_checks_builds_libcsts_tree(name: str, source: str) -> None:
+    assert parse_module(source).deep_equals(cst.parse_module(source))
+
+
+def test_nodes_are_checked_again_after_a_parse() -> None:
+    with pytest.raises(cst.ParserSyntaxError):
+        parse_module("def f(:\n")
+    parse_module("x = 1\n")
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("not a name")
