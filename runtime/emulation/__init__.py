@@ -38,6 +38,7 @@ import torch.cuda.graphs
 import torch.cuda.memory
 import torch.cuda.nvtx
 import torch.cuda.streams
+from torch.jit import _builtins
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from csan_lint.runtime.emulation import autograd_streams, cuda_state, device, generic, graphs, streams, tensors
@@ -185,6 +186,7 @@ def activate() -> None:
     graphs.graph.default_capture_stream = None
     for owner, name, value in _patches():
         _state.patches.set(owner, name, value)
+    _state.patches.set_items(_builtins._get_builtin_table(), tensors.script_builtins())
     device.active = True
     _state.mode = device.DeviceMode()
     _state.mode.__enter__()

@@ -360,3 +360,10 @@ TORCH_FUNCTIONS: dict[str, Any] = {
     "Generator": Generator,
     **{name: _host_when_named(getattr(torch, name)) for name in _LIKE_FACTORIES},
 }
+
+
+def script_builtins() -> dict[int, str]:
+    """TorchScript's builtin table entries (by function id) of the replaced factories: it
+    compiles a call of one as its aten op, as it does torch's own (it cannot compile Python
+    with `*args`). Scripted code runs those ops on the host, not on the emulated device."""
+    return {id(value): f"aten::{name}" for name, value in TORCH_FUNCTIONS.items() if name != "Generator"}
