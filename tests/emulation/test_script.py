@@ -27,3 +27,13 @@ def test_script_builtins_are_given_back_on_deactivate():
     emulation.deactivate()
     assert _find_builtin(replacement) is None
     assert _find_builtin(original) == "aten::tensor"
+
+
+def test_scripted_code_annotated_with_torch_device_compiles(device):
+    """`torch.device` is replaced (for bare indices): TorchScript must still know the type."""
+
+    @torch.jit.script
+    def to(x: torch.Tensor, target: torch.device) -> torch.Tensor:
+        return x.to(target)
+
+    assert to(torch.ones(1), torch.device("cpu")).tolist() == [1.0]
