@@ -18,7 +18,8 @@ allocator's reuse of pinned blocks (device.py).
 
 Modules: device.py (device memory and the dispatch mode), tensors.py (Tensor and Storage
 attributes), streams.py (streams, events, syncs, queries), graphs.py (CUDA graphs),
-generic.py, autograd_streams.py, cuda_state.py (memory statistics, RNG state).
+generic.py, autograd_streams.py, cuda_state.py (memory statistics, RNG state), children.py
+(processes started by `torch.multiprocessing.spawn` get the device, not the sanitizer).
 
 Known gaps: threads started before `activate()` have no device (dispatch modes are per
 thread); sparse/nested device tensors and `DataParallel`'s scatter are not emulated; torch's
@@ -28,6 +29,7 @@ gets its gradient on the device.
 
 from __future__ import annotations
 
+import importlib
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,7 +43,16 @@ import torch.cuda.streams
 from torch.jit import _builtins
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from csan_lint.runtime.emulation import autograd_streams, cuda_state, device, generic, graphs, streams, tensors
+from csan_lint.runtime.emulation import (
+    autograd_streams,
+    children,
+    cuda_state,
+    device,
+    generic,
+    graphs,
+    streams,
+    tensors,
+)
 from csan_lint.runtime.patches import Patches
 
 __all__ = [
@@ -161,6 +172,13 @@ def _patches() -> list[tuple[Any, str, Any]]:
         (torch.autograd, "grad", autograd_streams.joined(torch.autograd.grad)),
         (torch, "Event", streams.GenericEvent),
         (threading.Thread, "_bootstrap_inner", _bootstrap_inner),
+    ]
+    # mp.spawn calls its own module's start_processes: patch that one and the public one.
+    spawn_module = importlib.import_module("torch.multiprocessing.spawn")  # the attribute is the function
+    start = children.starting_emulated(spawn_module.start_processes)
+    table += [
+        (torch.multiprocessing, "start_processes", start),
+        (spawn_module, "start_processes", start),
     ]
     table += [(torch._C, name, value) for name, value in generic.ACCELERATOR_FUNCTIONS.items()]
     table += [(torch._C, name, value) for name, value in generic.RAW_CUDA_FUNCTIONS.items()]
