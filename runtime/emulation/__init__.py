@@ -29,7 +29,6 @@ gets its gradient on the device.
 
 from __future__ import annotations
 
-import importlib
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -173,13 +172,7 @@ def _patches() -> list[tuple[Any, str, Any]]:
         (torch, "Event", streams.GenericEvent),
         (threading.Thread, "_bootstrap_inner", _bootstrap_inner),
     ]
-    # mp.spawn calls its own module's start_processes: patch that one and the public one.
-    spawn_module = importlib.import_module("torch.multiprocessing.spawn")  # the attribute is the function
-    start = children.starting_emulated(spawn_module.start_processes)
-    table += [
-        (torch.multiprocessing, "start_processes", start),
-        (spawn_module, "start_processes", start),
-    ]
+    table += children.patches()
     table += [(torch._C, name, value) for name, value in generic.ACCELERATOR_FUNCTIONS.items()]
     table += [(torch._C, name, value) for name, value in generic.RAW_CUDA_FUNCTIONS.items()]
     table += [(torch.Tensor, name, value) for name, value in tensors.TENSOR_ATTRIBUTES.items()]

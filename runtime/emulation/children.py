@@ -7,8 +7,11 @@ a child are not checked (the sanitizer runs in the parent). A forked child inher
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
+
+import torch.multiprocessing
 
 
 class EmulatedChild:
@@ -34,3 +37,10 @@ def starting_emulated(start_processes: Callable[..., Any]) -> Callable[..., Any]
         return start_processes(fn, *args, **kwargs)
 
     return start
+
+
+def patches() -> list[tuple[Any, str, Any]]:
+    """mp.spawn calls its own module's `start_processes`: that one and the public one."""
+    spawn_module = importlib.import_module("torch.multiprocessing.spawn")  # the attribute is the function
+    start = starting_emulated(spawn_module.start_processes)
+    return [(torch.multiprocessing, "start_processes", start), (spawn_module, "start_processes", start)]
