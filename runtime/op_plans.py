@@ -58,6 +58,7 @@ _FACTORY = re.compile(r"(new_.*|.*_like)$")
 _NOT_KERNELS = frozenset(
     {
         "aten::record_stream",  # handled where torch exposes it (Tensor.record_stream)
+        "aten::set_",  # re-points the tensor at a storage: later accesses through it are the storage's
         "aten::is_pinned",
         "aten::_has_compatible_shallow_copy_type",
         "aten::size",

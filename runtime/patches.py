@@ -20,6 +20,10 @@ class Patches:
         """`owner.name = value` until restored; an attribute `owner` lacks is removed again."""
         self._stack.enter_context(mock.patch.object(owner, name, value, create=True))
 
+    def set_items(self, table: dict[Any, Any], items: dict[Any, Any]) -> None:
+        """`table.update(items)` until restored (keys it lacked are removed again)."""
+        self._stack.enter_context(mock.patch.dict(table, items))
+
     def wrap(self, owner: Any, name: str, make: Callable[[Any], Callable[..., Any]]) -> None:
         """Replace `owner.name` by `make(original)`; nothing happens when torch lacks it."""
         original = getattr(owner, name, None)

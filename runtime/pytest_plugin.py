@@ -75,6 +75,40 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+_EMULATION_OWNED = pytest.StashKey[bool]()
+"""Set on a config whose plugin turned the emulated device on (and turns it off at the end)."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """Turns the emulated device on before the first conftest is imported: code that caches
+    `torch.cuda.is_available()` or a device name at import time (a conftest's `pytest_addoption`
+    importing the suite's utilities) must see it, or every GPU test is skipped silently."""
+    options = early_config.known_args_namespace
+    if not (_setting(early_config, "csan", options) or options.csan_emulate):
+        return
+    if _device(early_config, options) == "emulated":
+        _own_emulation(early_config)
+
+
+def _own_emulation(config: pytest.Config) -> None:
+    from csan_lint.runtime import emulation
+
+    if not emulation.is_active():
+        emulation.activate()
+        config.stash[_EMULATION_OWNED] = True
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """After the session's own unconfigure (registered later, so called earlier)."""
+    if config.stash.get(_EMULATION_OWNED, False):
+        from csan_lint.runtime import emulation
+
+        emulation.deactivate()
+        config.stash[_EMULATION_OWNED] = False
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "csan(enabled=True): enabled=False runs the test without the CUDA stream sanitizer"
@@ -90,10 +124,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(CsanSession(config), "csan-session")
 
 
-def _setting(config: pytest.Config, name: str) -> Any:
-    """The command line's value when given, else the ini file's (paths there are relative to
-    the rootdir; a device there is checked as the flag's choices are)."""
-    given = config.getoption(name)
+def _setting(config: pytest.Config, name: str, options: Any = None) -> Any:
+    """The command line's value when given (in `options`, before pytest has parsed the whole
+    command line), else the ini file's (paths there are relative to the rootdir; a device there
+    is checked as the flag's choices are)."""
+    given = getattr(options, name) if options is not None else config.getoption(name)
     if given:
         return given
     value = config.getini(name)
@@ -103,6 +138,21 @@ def _setting(config: pytest.Config, name: str) -> Any:
     elif name == "csan_report" and value:
         value = str(config.rootpath / value)
     return value
+
+
+def _device(config: pytest.Config, options: Any) -> str:
+    """The device the session runs on ("cuda" or "emulated"), from the flags in `options`."""
+    from csan_lint.runtime.sanitizer import resolve_device
+
+    requested = _setting(config, "csan_device", options) or "auto"
+    if options.csan_emulate:
+        if requested == "cuda":
+            raise pytest.UsageError("--csan-emulate runs on the emulated device, not --csan-device cuda")
+        requested = "emulated"  # even where a GPU is present: the CPU baseline
+    try:
+        return resolve_device(requested)
+    except RuntimeError as error:
+        raise pytest.UsageError(f"--csan-device: {error}") from None
 
 
 class CsanIsolationWarning(UserWarning):
@@ -235,19 +285,8 @@ class CsanSession:
     """The plugin's state for one pytest session (registered only when asked for)."""
 
     def __init__(self, config: pytest.Config) -> None:
-        from csan_lint.runtime import emulation
-        from csan_lint.runtime.sanitizer import resolve_device
-
         self.report_only: bool = _setting(config, "csan_report_only")
-        requested = _setting(config, "csan_device") or "auto"
-        if config.getoption("csan_emulate"):
-            if requested == "cuda":
-                raise pytest.UsageError("--csan-emulate runs on the emulated device, not --csan-device cuda")
-            requested = "emulated"  # even where a GPU is present: the CPU baseline
-        try:
-            self.device = resolve_device(requested)
-        except RuntimeError as error:
-            raise pytest.UsageError(f"--csan-device: {error}") from None
+        self.device = _device(config, config.option)
         path = _setting(config, "csan_report")
         if path and worker_id(config) is not None:
             path = f"{path}.{worker_id(config)}"
@@ -255,10 +294,8 @@ class CsanSession:
             self.report = _ReportFile(path) if path else None
         except OSError as error:
             raise pytest.UsageError(f"--csan-report: cannot write {path}: {error.strerror}") from None
-        self.activated_emulation = False
-        if self.device == "emulated" and not emulation.is_active():
-            emulation.activate()
-            self.activated_emulation = True
+        if self.device == "emulated":
+            _own_emulation(config)  # already on, unless the plugin was registered late
         self.sanitizer: Sanitizer | None = None
         self.nodeid: str | None = None
         self.outcome = "passed"
@@ -407,9 +444,5 @@ class CsanSession:
         self.owners.unregister()
         if self.sanitizer is not None:
             self.sanitizer.disable()
-        if self.activated_emulation:
-            from csan_lint.runtime import emulation
-
-            emulation.deactivate()
         if self.report is not None:
             self.report.close()

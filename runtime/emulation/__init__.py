@@ -18,7 +18,8 @@ allocator's reuse of pinned blocks (device.py).
 
 Modules: device.py (device memory and the dispatch mode), tensors.py (Tensor and Storage
 attributes), streams.py (streams, events, syncs, queries), graphs.py (CUDA graphs),
-generic.py, autograd_streams.py, cuda_state.py (memory statistics, RNG state).
+generic.py, autograd_streams.py, cuda_state.py (memory statistics, RNG state), children.py
+(processes started by `torch.multiprocessing.spawn` get the device, not the sanitizer).
 
 Known gaps: threads started before `activate()` have no device (dispatch modes are per
 thread); sparse/nested device tensors and `DataParallel`'s scatter are not emulated; torch's
@@ -38,9 +39,19 @@ import torch.cuda.graphs
 import torch.cuda.memory
 import torch.cuda.nvtx
 import torch.cuda.streams
+from torch.jit import _builtins
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from csan_lint.runtime.emulation import autograd_streams, cuda_state, device, generic, graphs, streams, tensors
+from csan_lint.runtime.emulation import (
+    autograd_streams,
+    children,
+    cuda_state,
+    device,
+    generic,
+    graphs,
+    streams,
+    tensors,
+)
 from csan_lint.runtime.patches import Patches
 
 __all__ = [
@@ -161,6 +172,7 @@ def _patches() -> list[tuple[Any, str, Any]]:
         (torch, "Event", streams.GenericEvent),
         (threading.Thread, "_bootstrap_inner", _bootstrap_inner),
     ]
+    table += children.patches()
     table += [(torch._C, name, value) for name, value in generic.ACCELERATOR_FUNCTIONS.items()]
     table += [(torch._C, name, value) for name, value in generic.RAW_CUDA_FUNCTIONS.items()]
     table += [(torch.Tensor, name, value) for name, value in tensors.TENSOR_ATTRIBUTES.items()]
@@ -185,6 +197,7 @@ def activate() -> None:
     graphs.graph.default_capture_stream = None
     for owner, name, value in _patches():
         _state.patches.set(owner, name, value)
+    _state.patches.set_items(_builtins._get_builtin_table(), tensors.script_builtins())
     device.active = True
     _state.mode = device.DeviceMode()
     _state.mode.__enter__()

@@ -65,6 +65,11 @@ def _move(
         return _to_copy(tensor, **kwargs)
 
 
+def _is_index(value: Any) -> bool:
+    """A bare device index (`torch.device(0)`, `x.to(0)`), which names the accelerator."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _tensor_to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
     if args and isinstance(args[0], torch.Tensor):
         other, rest = args[0], args[1:]
@@ -75,6 +80,10 @@ def _tensor_to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
     else:
         # `_parse_to` knows every form of `to` but refuses `copy=True`.
         parse_kwargs = {name: value for name, value in kwargs.items() if name != "copy"}
+        if _is_index(parse_kwargs.get("device")):  # `to(0)`: the accelerator, as on a CUDA build
+            parse_kwargs["device"] = torch.device("cuda", parse_kwargs["device"])
+        if args and _is_index(args[0]):
+            args = (torch.device("cuda", args[0]), *args[1:])
         copy = kwargs.get("copy", False)
         try:
             device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*args, **parse_kwargs)
@@ -243,6 +252,31 @@ class Generator(torch._C.Generator, metaclass=_GeneratorType):
         return CUDA
 
 
+_base_device = torch.device
+
+
+class _DeviceType(type):
+    def __instancecheck__(cls, instance: object) -> bool:
+        return isinstance(instance, _base_device)
+
+    def __subclasscheck__(cls, subclass: type) -> bool:
+        return issubclass(subclass, _base_device)
+
+
+class Device(metaclass=_DeviceType):
+    """`torch.device(0)`: a bare index names the accelerator, which a CPU build lacks (torch
+    raises); here it is the emulated CUDA device. Makes torch's own device objects, so they
+    pickle, compare and script as usual, and each passes `isinstance(d, torch.device)`."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if args and _is_index(args[0]):
+            args = ("cuda", *args)
+        return _base_device(*args, **kwargs)
+
+
+Device.__module__, Device.__qualname__, Device.__name__ = "torch", "device", "device"
+
+
 _storage_device_get = torch._C.StorageBase.__dict__["device"].__get__
 _base_storage_to = torch.UntypedStorage.to
 _base_storage_new = torch._C.StorageBase.__new__
@@ -358,5 +392,15 @@ TORCH_FUNCTIONS: dict[str, Any] = {
     "tensor": _device_tensor,
     "as_tensor": _factory(_base_as_tensor),
     "Generator": Generator,
+    "device": Device,
     **{name: _host_when_named(getattr(torch, name)) for name in _LIKE_FACTORIES},
 }
+
+
+def script_builtins() -> dict[int, str]:
+    """TorchScript's builtin table entries (by function id) of the replaced factories: it
+    compiles a call of one as its aten op, as it does torch's own (it cannot compile Python
+    with `*args`). Scripted code runs those ops on the host, not on the emulated device."""
+    return {
+        id(value): f"aten::{name}" for name, value in TORCH_FUNCTIONS.items() if name not in ("Generator", "device")
+    }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import pickle
 
 import pytest
 import torch
@@ -315,3 +316,12 @@ def test_deepcopy_and_pickle_keep_device_tensors_on_the_device():
     assert copy.deepcopy(x).data_ptr() != x.data_ptr()
     assert copy.deepcopy(x).tolist() == [0.0, 1.0, 2.0]
     assert copy.deepcopy(torch.ones(1)).device == torch.device("cpu")
+
+
+def test_a_bare_device_index_names_the_emulated_device():
+    assert torch.device(0) == torch.device("cuda", 0) == torch.device(type="cuda", index=0)
+    assert isinstance(torch.device(0), torch.device) and type(torch.device(0)) is type(torch.device("cpu"))
+    assert pickle.loads(pickle.dumps(torch.device(0))) == torch.device("cuda:0")
+    for moved in (torch.ones(2).to(0), torch.ones(2).to(device=0), torch.ones(2).to(0, torch.float64)):
+        assert moved.is_cuda and moved.tolist() == [1.0, 1.0]
+    assert torch.ones(2).to(0, torch.float64).dtype == torch.float64

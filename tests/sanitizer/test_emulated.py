@@ -135,6 +135,29 @@ def test_disjoint_slices_on_two_streams_are_clean(emulated):
     assert emulated.errors == []
 
 
+# -- metadata-only ops ------------------------------------------------------------------------------
+
+
+def test_set_onto_another_storage_touches_no_bytes(emulated):
+    """`set_` only re-points a tensor's metadata: on a side stream that never waited it is
+    not a write of the storage it points at (fairscale's record_stream helper does this)."""
+    x = torch.ones(4, device="cuda")
+    with torch.cuda.stream(torch.cuda.Stream()):
+        alias = x.new_empty([0]).set_(x.untyped_storage())
+    torch.cuda.synchronize()
+    assert emulated.errors == []
+    assert alias.data_ptr() == x.data_ptr()
+
+
+def test_writes_through_a_set_tensor_are_writes_of_its_new_storage(emulated):
+    x = torch.ones(4, device="cuda")
+    alias = x.new_empty([0]).set_(x.untyped_storage())
+    with torch.cuda.stream(torch.cuda.Stream()):
+        alias.add_(1)
+    assert "aten::add_" in only(emulated.errors, kinds.WRITE_AFTER_WRITE).current.operator
+    torch.cuda.synchronize()
+
+
 # -- the caching allocator -------------------------------------------------------------------------
 
 

@@ -186,3 +186,24 @@ def test_next_one_is_checked_again():
     assert len(internal) == 1
     assert internal[0]["nodeid"] == "test_ok.py::test_uses_the_device"
     assert "ZeroDivisionError: engine bug" in internal[0]["message"]
+
+
+IMPORT_TIME_PROBE = """
+import pytest
+import torch
+
+DEVICE_AT_IMPORT = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@pytest.fixture
+def device_at_import():
+    return DEVICE_AT_IMPORT
+"""
+
+
+@no_real_gpu
+@pytest.mark.parametrize("flags", [("--csan", *EMULATED), ("--csan-emulate",)])
+def test_a_conftest_probing_the_device_at_import_sees_the_emulated_one(pytester: pytest.Pytester, flags):
+    pytester.makeconftest(IMPORT_TIME_PROBE)
+    pytester.makepyfile(test_probe="def test_probe(device_at_import):\n    assert device_at_import == 'cuda'\n")
+    pytester.runpytest_subprocess(*flags).assert_outcomes(passed=1)
