@@ -182,7 +182,7 @@ def analyse(
                 analysis = FunctionAnalysis(
                     imports, hazards, function=name, params=tensor_params(function), helpers=helpers
                 )
-                for attribute in ambient.get(name.rpartition(".")[0], ()):
+                for attribute in _owner_ambient(name, ambient):
                     analysis.live.streams[attribute] = CURRENT
                 if calls[name.rpartition(".")[2]] <= 1:  # no caller here checks its arguments
                     analysis.produced_by_caller(function)
@@ -216,6 +216,17 @@ def ambient_streams(owner: str, functions: Sequence[tuple[str, cst.FunctionDef]]
         if method != "__init__":
             ambient -= {target for target, _ in _self_assignments(function)}
     return ambient
+
+
+def _owner_ambient(name: str, ambient: Mapping[str, set[str]]) -> set[str]:
+    """The ambient streams of the class whose method `name` is, or is nested in (a hook defined
+    in `__init__` sees the same `self`)."""
+    parts = name.split(".")
+    for end in range(len(parts) - 1, 0, -1):
+        owner = ".".join(parts[:end])
+        if owner in ambient:
+            return ambient[owner]
+    return set()
 
 
 def _self_assignments(function: cst.FunctionDef) -> list[tuple[str, cst.BaseExpression]]:

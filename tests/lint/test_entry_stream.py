@@ -85,3 +85,21 @@ def test_a_kept_stream_rebound_or_the_default_stream_is_its_own_stream(made: str
     source = textwrap.dedent(OFFLOADER.format(made=made, rebind=rebind))
     write = source.splitlines().index("            activation.add_(1)") + 1
     assert findings(source) == [("CSL102", write)]
+
+
+def test_a_hook_defined_in_init_sees_the_kept_stream_as_the_current_one() -> None:
+    source = """
+import torch
+
+class Offloader:
+    def __init__(self):
+        self.compute = torch.cuda.current_stream()
+
+        def pack(activation):
+            with self.compute:
+                activation.add_(1)
+            return activation
+
+        self.pack = pack
+"""
+    assert findings(source) == []
