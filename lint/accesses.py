@@ -2,7 +2,8 @@
 records every read and write of a tracked tensor, reporting the unordered cross-stream ones.
 
 `FunctionAnalysis` is assembled from its parts: statements, expressions, calls and accesses
-here; bindings and lifetimes (lint/bindings.py), values (lint/values.py), streams and
+here; bindings and lifetimes (lint/bindings.py), values (lint/values.py, on the names of
+lint/vocabulary.py), streams and
 orderings (lint/streams.py), calls through summaries (lint/effects.py), on the shared
 control-flow driver (lint/interpret.py) and the ordering model (lint/ordering.py). Blocks on a stream that
 differs between paths are not
@@ -44,20 +45,7 @@ from csan_lint.lint.recognize import is_exit_stack
 from csan_lint.lint.scan import body_of, tensor_annotation
 from csan_lint.lint.streams import Streams
 from csan_lint.lint.values import (
-    COLLECTIVES,
     COMPREHENSIONS,
-    CONTAINER_METHODS,
-    HOST_ATTRIBUTES,
-    HOST_METHODS,
-    METADATA_BUILTINS,
-    PURE_BUILTINS,
-    SHAPED_LIKE,
-    STORING_METHODS,
-    SYNC_BUILTINS,
-    SYNC_METHODS,
-    TENSOR_METHODS,
-    VIEW_ATTRIBUTES,
-    VIEW_METHODS,
     Comprehension,
     Value,
     Values,
@@ -72,6 +60,21 @@ from csan_lint.lint.values import (
     loop_tensors,
     operands,
     target_names,
+)
+from csan_lint.lint.vocabulary import (
+    COLLECTIVES,
+    CONTAINER_METHODS,
+    HOST_ATTRIBUTES,
+    HOST_METHODS,
+    METADATA_BUILTINS,
+    PURE_BUILTINS,
+    SHAPED_LIKE,
+    STORING_METHODS,
+    SYNC_BUILTINS,
+    SYNC_METHODS,
+    TENSOR_METHODS,
+    VIEW_ATTRIBUTES,
+    VIEW_METHODS,
 )
 
 _MAX_LOOP_PASSES = 8

@@ -33,7 +33,8 @@ from csan_lint.lint.ordering import (
     query_poll,
 )
 from csan_lint.lint.recognize import NO_FUNCTIONS, OR, entered_streams, one_stream
-from csan_lint.lint.values import VIEW_ATTRIBUTES, code_of
+from csan_lint.lint.values import code_of
+from csan_lint.lint.vocabulary import VIEW_ATTRIBUTES
 
 if TYPE_CHECKING:
     from csan_lint.lint.effects import Helpers

@@ -1,0 +1,96 @@
+"""The vocabulary of tensor code: which torch calls, tensor methods and builtins launch work,
+only look at metadata, allocate, hand a tensor on, or store it. values.py decides from these
+what an expression is; the other analysis modules ask the same questions of them."""
+
+from __future__ import annotations
+
+HOST_METHODS = frozenset(
+    {
+        "size", "dim", "ndimension", "numel", "nelement", "element_size", "stride",
+        "storage_offset", "data_ptr", "is_contiguous", "get_device", "is_pinned",
+        "register_hook", "requires_grad_", "retain_grad", "untyped_storage", "is_floating_point",
+        "is_complex", "__len__",
+    }
+)  # fmt: skip
+"""Tensor methods that read metadata only: no kernel touches the data."""
+HOST_ATTRIBUTES = frozenset(
+    {
+        "shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "grad_fn", "layout",
+        "is_leaf", "names", "is_sparse", "is_quantized", "itemsize", "nbytes",
+    }
+)  # fmt: skip
+SYNC_METHODS = frozenset({"item", "cpu", "tolist"})
+"""Reading a device tensor on the host waits for the current stream."""
+VIEW_METHODS = frozenset(
+    {
+        "view", "view_as", "reshape", "reshape_as", "expand", "expand_as", "transpose", "t",
+        "permute", "narrow", "select", "squeeze", "unsqueeze", "flatten", "unflatten", "unfold",
+        "chunk", "split", "tensor_split", "unbind", "as_strided", "detach", "diagonal", "movedim",
+        "swapaxes", "contiguous", "numpy",
+    }
+)  # fmt: skip
+"""Methods whose result may share storage with the receiver: an alias, not a new tensor
+(`.numpy()` too: the host read is where the array is read)."""
+VIEW_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "data", "real", "imag"})
+TENSOR_METHODS = frozenset(
+    {
+        "to", "cuda", "clone", "float", "half", "bfloat16", "double", "long", "int", "bool",
+        "sum", "mean", "matmul", "mm", "bmm", "add", "sub", "mul", "div", "pow", "exp", "abs",
+        "max", "min", "softmax", "relu", "new_empty", "new_zeros", "new_ones", "new_full",
+        "new_tensor", "pin_memory",
+    }
+)  # fmt: skip
+"""Methods that return a fresh tensor whatever their receiver is."""
+PURE_BUILTINS = frozenset(
+    {
+        "len", "int", "float", "bool", "str", "bytes", "isinstance", "issubclass", "hasattr",
+        "id", "type", "print", "repr", "format", "hash", "abs", "round", "callable", "any", "all",
+        "range", "divmod", "ord", "chr",
+    }
+)  # fmt: skip
+"""Builtins that neither return a tensor nor keep their arguments alive."""
+METADATA_BUILTINS = frozenset({"len", "isinstance", "issubclass", "hasattr", "id", "type", "callable"})
+"""Builtins that look at a tensor without launching work on it."""
+SYNC_BUILTINS = frozenset({"int", "float", "bool", "str", "repr", "format", "print"})
+"""Builtins that copy a tensor argument's value to the host, waiting for the current stream."""
+TENSOR_MODULES = ("torch", "torch.nn.functional", "torch.fft", "torch.linalg", "torch.special")
+HOST_TORCH = frozenset(
+    {
+        "torch.is_tensor", "torch.numel", "torch.Size", "torch.device", "torch.dtype",
+        "torch.get_default_dtype", "torch.is_grad_enabled", "torch.no_grad", "torch.enable_grad",
+        "torch.is_floating_point", "torch.is_complex", "torch.finfo", "torch.iinfo",
+        "torch.manual_seed", "torch.set_grad_enabled", "torch.inference_mode",
+    }
+)  # fmt: skip
+STORING_METHODS = frozenset(
+    {
+        "append", "extend", "insert", "appendleft", "extendleft", "put", "put_nowait", "setdefault",
+        "update", "push", "add", "enqueue", "set_result",
+    }
+)  # fmt: skip
+"""Container methods: what is passed to them outlives the call (`Tensor.add` loses no precision
+worth having)."""
+COLLECTIVES = frozenset(
+    f"torch.distributed.{name}"
+    for name in (
+        "all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor", "all_gather_single",
+        "_all_gather_base", "reduce_scatter", "reduce_scatter_tensor", "reduce_scatter_single",
+        "_reduce_scatter_base", "all_to_all", "all_to_all_single", "recv", "irecv", "scatter",
+    )
+)  # fmt: skip
+"""Collectives that write their first argument in place, in order with the current stream."""
+CONTAINER_METHODS = frozenset(
+    {
+        "items", "keys", "values", "get", "setdefault", "pop", "popitem", "append", "extend",
+        "insert", "remove", "clear", "count", "index", "update", "appendleft", "popleft",
+    }
+)  # fmt: skip
+"""Methods of dicts, lists and deques that tensors do not have (but sparse ones' `.values()`):
+the receiver is a container."""
+ALLOCATORS = frozenset({"torch.empty", "torch.empty_like", "torch.empty_strided"})
+ALLOCATING_METHODS = frozenset({"new_empty", "new_empty_strided"})
+"""Calls that allocate memory and launch no kernel: no data is written."""
+SHAPED_LIKE = frozenset(f"torch.{kind}_like" for kind in ("empty", "zeros", "ones", "full", "rand", "randn", "randint"))
+"""Calls that read only their first argument's metadata (shape, dtype, device), never its data."""
+HOST_TENSORS = frozenset({"torch.from_numpy", "torch.frombuffer"})
+"""Tensors that share host memory with a Python object: no stream writes them."""
