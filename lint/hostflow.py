@@ -63,7 +63,7 @@ from csan_lint.lint.names import (
     ImportTable,
     dotted_name,
 )
-from csan_lint.lint.ordering import CURRENT
+from csan_lint.lint.ordering import CURRENT, DEFAULT
 from csan_lint.lint.recognize import entered_streams, one_stream
 from csan_lint.lint.streamflow import Location, ModuleFlow
 from csan_lint.lint.values import code_of, viewed
@@ -121,7 +121,12 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
     max_passes = _MAX_LOOP_PASSES
     _join = staticmethod(join_host_states)
 
-    def __init__(self, module: ModuleFacts, hazards: dict[tuple[str, cst.CSTNode], HostHazard]) -> None:
+    def __init__(
+        self, module: ModuleFacts, hazards: dict[tuple[str, cst.CSTNode], HostHazard], *, in_function: bool
+    ) -> None:
+        self.default = DEFAULT if in_function else CURRENT
+        """What `default_stream()` denotes, as in streamflow: in a function, a stream of its own
+        (a caller may have made a side stream current); in a module body, the current stream."""
         self.facts = module
         self.imports = module.imports
         self.hazards = hazards
@@ -482,10 +487,10 @@ def _host_hazards(module: cst.Module, source: str, spellings: Spellings) -> tupl
     if not facts.imports.imports_torch:
         return ()
     hazards: dict[tuple[str, cst.CSTNode], HostHazard] = {}
-    _Analysis(facts, hazards).run(module.body)
+    _Analysis(facts, hazards, in_function=False).run(module.body)
     for functions in facts.functions.values():
         for function in functions:
-            _Analysis(facts, hazards).run(function.body.body)
+            _Analysis(facts, hazards, in_function=True).run(function.body.body)
     return tuple(hazards.values())
 
 
@@ -518,12 +523,16 @@ def describe(stream: str) -> str:
         return "the current stream"
     if stream == CAPTURE:
         return "the capture stream"
+    if stream == DEFAULT:
+        return "the default stream"
     return f"stream '{stream}'"
 
 
 def expression(stream: str) -> str:
     if stream in (CURRENT, CAPTURE):
         return "torch.cuda.current_stream()"
+    if stream == DEFAULT:
+        return f"{DEFAULT_STREAM}()"
     return stream
 
 

@@ -12,7 +12,7 @@ import libcst as cst
 from csan_lint.lint.hostfacts import is_self
 from csan_lint.lint.hoststate import Capture, HostState, drop_pending, forget_token, update_pending
 from csan_lint.lint.names import ImportTable, dotted_name
-from csan_lint.lint.ordering import CURRENT, UNKNOWN, query_poll
+from csan_lint.lint.ordering import CURRENT, DEFAULT, UNKNOWN, query_poll
 from csan_lint.lint.streams import stream_token
 from csan_lint.lint.values import code_of
 from csan_lint.runtime import kinds
@@ -22,6 +22,7 @@ class HostOrdering:
     """The ordering half of hostflow's `_Analysis`."""
 
     imports: ImportTable
+    default: str
     state: HostState | None
     live: HostState
     _hazard: Callable[..., None]
@@ -82,7 +83,7 @@ class HostOrdering:
             state.current = UNKNOWN  # a context entered by hand: it may make any stream current
         elif method == "capture_begin":
             self._eval_args(node, reads=False)
-            if state.current == CURRENT and not is_self(receiver):
+            if state.current in (CURRENT, DEFAULT) and not is_self(receiver):
                 self._hazard(kinds.CAPTURE_ON_DEFAULT_STREAM, node, graph=key or code_of(receiver))
             else:
                 state.capture = Capture(state.current)
@@ -147,4 +148,6 @@ class HostOrdering:
             )
 
     def _stream(self, expr: cst.BaseExpression | None) -> str | None:
-        return None if expr is None else stream_token(expr, self.imports, self.live.current, self.live.streams)
+        if expr is None:
+            return None
+        return stream_token(expr, self.imports, self.live.current, self.live.streams, self.default)

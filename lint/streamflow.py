@@ -23,9 +23,9 @@ from libcst.metadata import CodeRange
 from csan_lint.lint.accesses import FunctionAnalysis
 from csan_lint.lint.effects import Helpers
 from csan_lint.lint.model import NO_SPELLINGS, Span, Spellings
-from csan_lint.lint.names import CURRENT_STREAM, ImportTable, dotted_name
+from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import parse_module
-from csan_lint.lint.ordering import CURRENT, FlowState, Hazard, Mark, TrackedTensor, join_states, join_tensor
+from csan_lint.lint.ordering import CURRENT, DEFAULT, FlowState, Hazard, Mark, TrackedTensor, join_states, join_tensor
 from csan_lint.lint.positions import Positions, positions
 from csan_lint.lint.recognize import OR
 from csan_lint.lint.scan import (
@@ -119,13 +119,16 @@ def message_fields(hazard: Hazard, current: str = f"{CURRENT_STREAM}()") -> dict
 
 def _describe(stream: str) -> str:
     """Prose for a stream token; of a stream chosen at run time, only the side streams it may be."""
+    if stream == DEFAULT:
+        return "the default stream"
     sides = OR.join(choice for choice in stream.split(OR) if choice != CURRENT)
     return f"side stream '{sides}'" if sides else "the current stream"
 
 
 def _code(stream: str, current: str) -> str:
     """Source for a stream token, the current stream spelled `current`."""
-    return OR.join(current if choice == CURRENT else choice for choice in stream.split(OR))
+    spelled = {CURRENT: current, DEFAULT: f"{DEFAULT_STREAM}()"}
+    return OR.join(spelled.get(choice, choice) for choice in stream.split(OR))
 
 
 def analyse(

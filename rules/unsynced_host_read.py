@@ -32,7 +32,9 @@ class UnsyncedHostRead(Rule):
     indexing, `.numpy()`'s later read, control flow) until a sync that covers the copy's stream:
     `synchronize()` of the stream or device, an event recorded after the copy and synchronized,
     `.item()`/`.cpu()` on the copy's stream. With copies pending on several paths, the message
-    names the first in the source.
+    names the first in the source. As for every rule, `default_stream()` inside a function is a
+    stream of its own (a caller may have made a side stream current): synchronizing it does not
+    cover a copy on the current stream; in a module body it is the current stream.
 
     ## Known problems
     A buffer handed to a function of unknown effect (`self.log(host)`) is assumed to be read

@@ -103,3 +103,44 @@ class Offloader:
         self.pack = pack
 """
     assert findings(source) == []
+
+
+def test_both_interpreters_take_default_stream_alike_in_a_function_and_in_a_module() -> None:
+    """A host sync of `default_stream()` in a function may leave the caller's side stream running
+    (the copy ran there); in a module body the default stream is the current one."""
+    source = """
+import torch
+
+def fetch(y):
+    x = y.to("cpu", non_blocking=True)
+    torch.cuda.default_stream().synchronize()
+    return x.tolist()
+
+def fetch_current(y):
+    x = y.to("cpu", non_blocking=True)
+    torch.cuda.current_stream().synchronize()
+    return x.tolist()
+
+x = torch.ones(2, device="cuda").to("cpu", non_blocking=True)
+torch.cuda.default_stream().synchronize()
+print(x.tolist())
+"""
+    assert findings(source) == [("CSL301", 7)]
+
+
+def test_the_default_stream_is_named_in_words_and_in_code() -> None:
+    source = """
+import torch
+
+def fetch(y, s):
+    with torch.cuda.stream(torch.cuda.default_stream()):
+        x = y.to("cpu", non_blocking=True)
+        z = y * 2
+    with torch.cuda.stream(s):
+        w = z + 1
+    return x.tolist(), w
+"""
+    found = lint_source(textwrap.dedent(source), "m.py")
+    assert all("<default>" not in f.message + (f.fix or "") for f in found)
+    about_default = [(f.code, f.line) for f in found if "the default stream" in f.message]
+    assert ("CSL301", 10) in about_default and ("CSL102", 9) in about_default
