@@ -130,7 +130,6 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         """Depth of blocks on an UNKNOWN stream: their accesses are taken as ordered, never judged."""
         self.block: cst.With | None = None
         self.graphs: dict[str, tuple[set[str], set[str]]] = {}
-        """CUDA graphs captured here -> the keys their capture read and wrote (static inputs, outputs)."""
         self.captures: list[tuple[set[str], set[str]]] = []
         self.statement = None
         self.loops = []
@@ -271,20 +270,6 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         self.block = outer_block
         if self.state is not None:
             self.state.current = outer_stream
-
-    def _capture(self, graph: str, node: cst.With) -> None:
-        """`with torch.cuda.graph(g):`: the tensors the body reads and writes are g's static
-        inputs and outputs, which each `g.replay()` reads and writes on the current stream."""
-        self.captures.append((set(), set()))
-        self.run(body_of(node.body))
-        self.graphs[graph] = self.captures.pop()
-
-    def _replay(self, graph: str, node: cst.Call) -> None:
-        inputs, outputs = self.graphs[graph]
-        for key in sorted(inputs):
-            self._access(key, node, write=False)
-        for key in sorted(outputs):
-            self._access(key, node, write=True)
 
     def _loop_frame(self, head: FlowState) -> FlowLoop:
         return FlowLoop(current=head.current)

@@ -8,7 +8,7 @@ or the expression's own source text (`s`, `self.copy_stream`); an event recorded
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -33,6 +33,7 @@ from csan_lint.lint.ordering import (
     query_poll,
 )
 from csan_lint.lint.recognize import NO_FUNCTIONS, OR, entered_streams, one_stream
+from csan_lint.lint.scan import body_of
 from csan_lint.lint.values import code_of
 from csan_lint.lint.vocabulary import VIEW_ATTRIBUTES
 
@@ -41,8 +42,8 @@ if TYPE_CHECKING:
 
 
 class Streams:
-    """The stream half of `FunctionAnalysis`: stream identity, the orderings calls make, and
-    the allocator's record of streams (`record_stream`)."""
+    """The stream half of `FunctionAnalysis`: stream identity, the orderings calls make, the
+    allocator's record of streams (`record_stream`), and CUDA graphs captured and replayed."""
 
     imports: ImportTable
     state: FlowState | None
@@ -61,6 +62,25 @@ class Streams:
     silent: int
     """Depth of blocks on an UNKNOWN stream: nothing in them is judged."""
     _make_access: Callable[..., Access]
+    _access: Callable[..., None]
+    run: Callable[[Sequence[cst.BaseStatement | cst.BaseSmallStatement]], None]
+    graphs: dict[str, tuple[set[str], set[str]]]
+    """CUDA graphs captured here -> the keys their capture read and wrote (static inputs, outputs)."""
+    captures: list[tuple[set[str], set[str]]]
+
+    def _capture(self, graph: str, node: cst.With) -> None:
+        """`with torch.cuda.graph(g):`: the tensors the body reads and writes are g's static
+        inputs and outputs, which each `g.replay()` reads and writes on the current stream."""
+        self.captures.append((set(), set()))
+        self.run(body_of(node.body))
+        self.graphs[graph] = self.captures.pop()
+
+    def _replay(self, graph: str, node: cst.Call) -> None:
+        inputs, outputs = self.graphs[graph]
+        for key in sorted(inputs):
+            self._access(key, node, write=False)
+        for key in sorted(outputs):
+            self._access(key, node, write=True)
 
     def _stream_method(self, node: cst.Call, func: cst.Attribute) -> bool:
         """Ordering calls on streams and events; False if `func` is none of them."""
