@@ -41,8 +41,8 @@ from csan_lint.lint.ordering import (
     join_states,
     launch_key,
 )
-from csan_lint.lint.recognize import is_exit_stack
-from csan_lint.lint.scan import body_of, tensor_annotation
+from csan_lint.lint.recognize import OR, is_exit_stack
+from csan_lint.lint.scan import body_of, kept_tensor_params, tensor_annotation
 from csan_lint.lint.streams import Streams
 from csan_lint.lint.values import (
     COMPREHENSIONS,
@@ -105,11 +105,16 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         """Names of unknown values that may be tensors: parameters and loop targets."""
         self.caller_owned: frozenset[str] = frozenset()
         """Parameters whose pending side-stream writes at return are reported (`produced_by_caller`)."""
+        self.caller_kept: frozenset[str] = frozenset()
+        """Those the caller is seen to keep as tensors: their pending reads at return are reported."""
         self.borrowed: set[str] = set()
         """Names bound to an item of the caller's data (`buf = self.buffers[k]`): what is
         written there outlives the call, like a parameter (`_return`)."""
         self.caller_streams: frozenset[str] = frozenset()
         """Every parameter's name: a stream the caller passed in is one it can join."""
+        self.joined_at_entry: set[str] = set()
+        """Side streams the caller's stream waits for here before any work of this call on
+        them: the previous call's pending work there is joined by the next call (`_return`)."""
         self.made_on: dict[str, str] = {}
         """Name -> the stream current where a fresh allocation was last bound to it, on any path."""
         self.state = FlowState(tensors=dict(entry or {}))
@@ -144,6 +149,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         summary and checks its own arguments). An unannotated parameter may be anything: ready."""
         params = (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params)
         self.caller_owned = frozenset(self.maybe_tensors)
+        self.caller_kept = kept_tensor_params(function) & self.caller_owned
         self.caller_streams = frozenset(param.name.value for param in params)
         for param in params:
             name = param.name.value
@@ -174,17 +180,30 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         )
         for key in sorted((self.caller_owned - self.bound) | self.borrowed) if not handed_back else ():
             tensor = self.live.tensors.get(key)
-            for mark in tensor.writes if tensor is not None else ():
-                stream = mark.access.stream
-                if (
-                    distinct(stream, CURRENT)
-                    and not mark.orders(CURRENT)
-                    and stream not in self.caller_streams
-                    and not any(on == stream and self._reachable_event(event) for event, on in self.records)
-                ):
-                    self._hazard(HazardKind.READ_AFTER_WRITE, key, mark.access, stream, node, returned=True)
+            if tensor is None:
+                continue
+            pending_writes = [mark for mark in tensor.writes if self._pending_at_return(mark)]
+            for mark in pending_writes:
+                self._hazard(HazardKind.READ_AFTER_WRITE, key, mark.access, mark.access.stream, node, returned=True)
+            for mark in (
+                tensor.reads if not pending_writes and key in self.caller_kept else ()
+            ):  # the caller's next write
+                if self._pending_at_return(mark):
+                    self._hazard(HazardKind.WRITE_AFTER_READ, key, mark.access, mark.access.stream, node, returned=True)
         self.exits.append(self.live.copy())
         self._release_all(None)
+
+    def _pending_at_return(self, mark: Mark) -> bool:
+        """An access on a side stream the caller does not know of, not joined into the current
+        stream, and not recorded in an event the caller can reach."""
+        stream = mark.access.stream
+        return (
+            distinct(stream, CURRENT)
+            and not mark.orders(CURRENT)
+            and stream not in self.caller_streams
+            and not set(stream.split(OR)) - {CURRENT} <= self.joined_at_entry
+            and not any(on == stream and self._reachable_event(event) for event, on in self.records)
+        )
 
     def _reachable_event(self, token: str) -> bool:
         """An event the caller holds too: stored on `self`, or passed in."""

@@ -27,7 +27,7 @@ from typing import Literal
 import libcst as cst
 
 from csan_lint.lint.interpret import Loop
-from csan_lint.lint.recognize import OR, join_contexts
+from csan_lint.lint.recognize import OR, join_contexts, one_stream
 from csan_lint.lint.summaries import ANY_OTHER
 from csan_lint.runtime import kinds
 
@@ -280,22 +280,31 @@ def join_states(states: Iterable[FlowState | None]) -> FlowState | None:
 
 
 def _entered_on_one_path(a: FlowState, b: FlowState) -> frozenset[str]:
-    """Streams a context binds to on one path only (`ctx = torch.cuda.stream(s)` where the other
-    path binds `nullcontext()`): `with ctx:` enters them on that path alone, so an ordering of
-    the stream made on that path (`s.wait_stream(...)` under the same `if`) holds wherever the
-    context is entered. Assumed: the stream is not used directly on the other path."""
-    one_sided = {stream for stream in a.contexts.values() if stream not in b.contexts.values()}
-    one_sided |= {stream for stream in b.contexts.values() if stream not in a.contexts.values()}
-    return frozenset(part for stream in one_sided for part in stream.split(OR))
+    """Side streams a context or a name binds to on one path only (`ctx = torch.cuda.stream(s)`
+    where the other path binds `nullcontext()`; `stream = self.s` where the other binds
+    `current_stream()`): the stream is used through the binding on that path alone, so an
+    ordering of it made on that path (`s.wait_stream(...)` under the same `if`) holds wherever
+    it is used. Assumed: the stream is not used directly on the other path."""
+    one_sided: set[str] = set()
+    for bindings in ("contexts", "streams"):
+        left, right = set(getattr(a, bindings).values()), set(getattr(b, bindings).values())
+        one_sided |= left ^ right
+    parts = {part for stream in one_sided for part in stream.split(OR)}
+    return frozenset(parts - {CURRENT, DEFAULT, UNKNOWN})
 
 
 def _join_bindings(a: dict[str, str], b: dict[str, str]) -> dict[str, str]:
-    """A name bound to one stream on both paths keeps it, to different ones it is UNKNOWN.
-    A name not bound on a path denotes the stream spelled like it."""
+    """A name bound to one stream on both paths keeps it, to different known ones it is a stream
+    chosen at run time (`a or b`), to an unknown one UNKNOWN. A local name bound on one path
+    only keeps that binding (used on the other path, it would raise NameError); an attribute not
+    bound on a path denotes the stream spelled like it."""
     joined = {}
     for key in a.keys() | b.keys():
-        left, right = a.get(key, key), b.get(key, key)
-        joined[key] = left if left == right else UNKNOWN
+        local = key.isidentifier()
+        left = a[key] if key in a else b[key] if local else key
+        right = b[key] if key in b else a[key] if local else key
+        choice = one_stream((left, right)) if UNKNOWN not in (left, right) else None
+        joined[key] = left if left == right else choice or UNKNOWN
     return joined
 
 

@@ -15,6 +15,7 @@ from csan_lint.lint.nodes import children
 from csan_lint.lint.recognize import NO_FUNCTIONS, ContextFunctions, entered_streams
 from csan_lint.lint.summaries import module_name
 from csan_lint.lint.values import code_of, target_names
+from csan_lint.lint.vocabulary import CONTAINER_METHODS
 
 
 def body_of(node: cst.BaseSuite) -> Sequence[cst.BaseStatement | cst.BaseSmallStatement]:
@@ -59,6 +60,39 @@ def records_streams(function: cst.FunctionDef) -> bool:
                 return True
         stack.extend(children(current))
     return False
+
+
+def kept_tensor_params(function: cst.FunctionDef) -> frozenset[str]:
+    """Parameters the caller keeps using as the same tensors after the call: annotated as tensors
+    or receivers of a method call here (`t.div_(...)`, `t.narrow(...)`), and neither
+    `record_stream`ed nor given a new attribute (`p.grad.data = ...`) here: a tensor whose
+    lifetime the function hands to the allocator, or whose storage it swaps, is not overwritten
+    by the caller in place. (`log=None` passed on, a list zipped: no evidence of a tensor.)"""
+    params = (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params)
+    names = {param.name.value for param in params} - {"self", "cls", "ctx"}
+    used = {
+        param.name.value
+        for param in params
+        if param.annotation is not None and tensor_annotation(param.annotation.annotation)
+    }
+    handed_off: set[str] = set()
+    stack: list[cst.CSTNode] = [function.body]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Call) and isinstance(current.func, cst.Attribute):
+            receiver = dotted_name(current.func.value) or ""
+            root = receiver.split(".", 1)[0]
+            if current.func.attr.value == "record_stream":
+                handed_off.add(root)
+            elif receiver in names and current.func.attr.value not in CONTAINER_METHODS:
+                used.add(receiver)
+        elif isinstance(current, cst.Assign):
+            for target in current.targets:
+                key = dotted_name(target.target) or ""
+                if "." in key:
+                    handed_off.add(key.split(".", 1)[0])
+        stack.extend(children(current))
+    return frozenset((used & names) - handed_off)
 
 
 def calls_any(name: str, function: cst.FunctionDef, targets: set[str]) -> bool:

@@ -91,15 +91,16 @@ class ModuleFlow:
 
 def message_fields(hazard: Hazard, current: str = f"{CURRENT_STREAM}()") -> dict[str, str]:
     """What rule templates may name: `{tensor}`; `{stream}` (the offending access's) and `{other}`
-    as prose ("side stream 's'"), `{stream_code}` and `{other_code}` as code for fixes, with the
-    current stream spelled `current` (as the module's fixes spell it); `{verb}`; `{produced}`,
-    what the conflicting access did ("written", or "allocated": its memory may still be in use
-    by work launched there before)."""
+    as prose ("side stream 's'"), `{waiter}` the offending stream in short, `{stream_code}` and
+    `{other_code}` as code for fixes, with the current stream spelled `current` (as the module's
+    fixes spell it); `{verb}`; `{produced}`, what the conflicting access did ("written", or
+    "allocated": its memory may still be in use by work launched there before)."""
     verb = "written" if hazard.access.write else "read"
     if hazard.returned:  # the caller's next use, after the function returns
         return {
             "tensor": hazard.tensor,
             "stream": f"the caller's stream after '{hazard.function}' returns",
+            "waiter": "the caller's stream",
             "other": _describe(hazard.other),
             "stream_code": current,
             "other_code": _code(hazard.other, current),
@@ -109,6 +110,7 @@ def message_fields(hazard: Hazard, current: str = f"{CURRENT_STREAM}()") -> dict
     return {
         "tensor": hazard.tensor,
         "stream": _describe(hazard.access.stream),
+        "waiter": _describe(hazard.access.stream),
         "other": _describe(hazard.other) + (f" in {hazard.origin}()" if hazard.origin else ""),
         "stream_code": _code(hazard.access.stream, current),
         "other_code": _code(hazard.other, current),
@@ -126,9 +128,12 @@ def _describe(stream: str) -> str:
 
 
 def _code(stream: str, current: str) -> str:
-    """Source for a stream token, the current stream spelled `current`."""
+    """Source for a stream token, the current stream spelled `current`; of a stream chosen at run
+    time, its first side stream (waiting on it orders each path: on the others it is a stream
+    the current one need not wait for, or the current stream itself)."""
     spelled = {CURRENT: current, DEFAULT: f"{DEFAULT_STREAM}()"}
-    return OR.join(spelled.get(choice, choice) for choice in stream.split(OR))
+    sides = [choice for choice in stream.split(OR) if choice != CURRENT]
+    return spelled.get(sides[0], sides[0]) if sides else current
 
 
 def analyse(

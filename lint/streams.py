@@ -50,6 +50,8 @@ class Streams:
     live: FlowState
     tokens: set[str]
     """Streams and events the ordering calls named: a summary probes each of them."""
+    entry_stream: str
+    joined_at_entry: set[str]
     helpers: Helpers | None
     loop_items: set[str]
     """Names a `for` binds to the items of what it iterates."""
@@ -89,6 +91,8 @@ class Streams:
         if method == "wait_stream" and args:
             waiter, producer = self._stream(receiver), self._stream(args[0])
             if waiter is not None and producer is not None and waiter != producer:
+                if waiter == self.entry_stream and launch_key(producer) not in self.live.tensors:
+                    self.joined_at_entry.add(producer)
                 self._order(MarkUpdate(producer, waiter))
             elif waiter is not None and waiter == producer:
                 self._self_wait(node, waiter)

@@ -33,7 +33,11 @@ class CrossStreamOverwrite(Rule):
 
     ## Known problems
     Only reads this function makes, and those of the functions it calls that are defined in the
-    same module (or imported from another file linted in the same run), are known. Rebinding a
+    same module (or imported from another file linted in the same run), are known. A read of a
+    parameter on a side stream still pending when the function returns is reported as the
+    caller's next overwrite, with the exceptions CSL102 makes for pending writes, and only for a
+    parameter annotated as a tensor or used as one here (`t.narrow(...)`) and neither
+    `record_stream`ed nor given a new attribute (`p.grad.data = ...`) here. Rebinding a
     name (`x = ...`) makes a new tensor and is not an overwrite. A `g.replay()` reads and
     writes the tensors its `torch.cuda.graph(g)` block used in the same function; a graph
     captured in another method is not followed.
@@ -42,7 +46,7 @@ class CrossStreamOverwrite(Rule):
     code = "CSL103"
     name = "cross-stream-overwrite"
     summary = "a tensor read on one stream is overwritten on another before they are ordered (WAR)"
-    message = "'{tensor}' is read on {other} and then overwritten on {stream} before {stream} waits for that read"
+    message = "'{tensor}' is read on {other} and then overwritten on {stream} before {waiter} waits for that read"
     fix_title = "call `{stream_code}.wait_stream({other_code})` before overwriting '{tensor}'"
     confirmed_by = (WRITE_AFTER_READ,)
 

@@ -43,8 +43,11 @@ class MissingJoin(Rule):
     bound to a name (`buf = self.buffers[k]`, also in a nested function), still pending when a
     function no linted code calls returns are reported, unless the stream is one the caller
     passed in, is recorded (on any path) in an event stored on `self` or passed in, or anything
-    but tensors is returned (an event, a stream, a future); pending reads
-    (the caller's next overwrite) are not. `work.wait()` on the handle of an async collective
+    but tensors is returned (an event, a stream, a future), or the function made the current
+    stream wait for that stream at its entry, before its own work there (the previous call's
+    work is joined by the next call: DeepSpeed's reducers); pending reads (the caller's next
+    overwrite) are CSL103's. A stream chosen by if/else (`stream = self.s` on one branch,
+    `current_stream()` on the other) is judged on each choice. `work.wait()` on the handle of an async collective
     orders the current stream after it, as `s.record_event().wait()` orders it after `s`; a
     handle kept in a list and waited on through a loop is not followed. A join done by a called
     function is seen when that function is defined in the same module (or imported from another

@@ -352,10 +352,14 @@ class Optimizer:
 
 def test_a_self_method_that_rebinds_an_attribute_overwrites_nothing_of_the_callers() -> None:
     """The call drops the caller's `self.norm` for a new tensor made on the side stream: no race
-    with the caller's earlier write, but the new tensor is still read before the join."""
+    with the caller's earlier write, but the new tensor is still read before the join (and the
+    side stream's read of `grads` is still pending when `step` returns to its caller)."""
     join = "torch.cuda.current_stream().wait_stream(self.norm_stream)"
     assert hazards(REBINDING.format(join=join)) == set()
-    assert hazards(REBINDING.format(join="pass")) == {("READ_AFTER_WRITE", 13, "self.norm", "self.norm_stream")}
+    assert hazards(REBINDING.format(join="pass")) == {
+        ("READ_AFTER_WRITE", 13, "self.norm", "self.norm_stream"),
+        ("WRITE_AFTER_READ", 11, "grads", "self.norm_stream"),
+    }
 
 
 # ---- across methods
@@ -588,7 +592,9 @@ def test_the_runner_follows_imports_between_the_files_it_lints(
     assert [(f.path, f.line) for f in alone.findings if f.code == "CSL102"] == [("pkg/train.py", 10)]
 
 
-def test_writes_replayed_in_a_block_on_an_unknown_stream_are_not_judged() -> None:
+def test_writes_replayed_in_a_block_on_a_stream_chosen_by_if_else_are_judged_on_each_choice() -> None:
+    """`fill(buf)` writes `buf` on `a` or `b`: on the `b` path nothing orders `a` after it, and
+    neither choice waited for the stream that allocated `buf`."""
     source = """
     import torch
 
@@ -609,7 +615,7 @@ def test_writes_replayed_in_a_block_on_an_unknown_stream_are_not_judged() -> Non
         torch.cuda.current_stream().wait_stream(a)
         return y
     """
-    assert hazards(source) == set()
+    assert hazards(source) == {("READ_AFTER_WRITE", 14, "buf", "<current>"), ("READ_AFTER_WRITE", 17, "buf", "b")}
 
 
 def test_a_long_chain_of_calls_is_cut_short_not_a_crash() -> None:

@@ -116,6 +116,7 @@ def test_only_tensors_certainly_made_here_have_a_pool() -> None:
                 found = transformer.transform(ids)
                 host = ids.to("cpu", non_blocking=True)
                 self.kept = ids.float()
+            torch.cuda.current_stream().wait_stream(self.s)
             return found, host, self.kept
     """
     assert findings(source) == []

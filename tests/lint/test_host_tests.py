@@ -32,6 +32,7 @@ def test_another_accelerators_device_type_is_decided_on_cuda(test: str, flagged:
             self.side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(self.side):
             y = x * 2
+        torch.cuda.current_stream().wait_stream(self.side)
     """
     assert bool(findings(source)) == flagged
 
@@ -48,6 +49,7 @@ def pack(self, x: torch.Tensor):
         return None
     with torch.cuda.stream(self.side):
         y = x * 2
+    torch.cuda.current_stream().wait_stream(self.side)
 """
 
 

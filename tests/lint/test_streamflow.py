@@ -778,7 +778,9 @@ def test_long_operator_chains_do_not_exhaust_the_stack() -> None:
     assert analyse(cst.parse_module(source), "m.py", source).hazards == []
 
 
-def test_a_stream_chosen_on_a_branch_is_not_judged() -> None:
+def test_a_stream_chosen_on_a_branch_is_judged_on_each_choice() -> None:
+    """`chosen` is `a` or `b` after the `if`, as `b if flag else a` would be: `y`, written on `a`,
+    is read on `b` on the path where the flag held."""
     source = """
     import torch
 
@@ -796,7 +798,7 @@ def test_a_stream_chosen_on_a_branch_is_not_judged() -> None:
         torch.cuda.synchronize()
         return z, w
     """
-    assert hazards(source) == set()
+    assert hazards(source) == {("READ_AFTER_WRITE", "y", 12, "b", "a")}
 
 
 def test_a_stream_chosen_the_same_on_every_branch_is_that_stream() -> None:
