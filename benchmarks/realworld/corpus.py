@@ -28,8 +28,10 @@ KEYS = {"id", "repo", "license", "label", "commit", "path", "function", "lines"}
     "why",
     "tracker",
     "fixed",
+    "other_bugs",
 }
 FIXED_KEYS = {"commit", "path", "function", "lines"}
+OTHER_BUG_KEYS = {"rules", "lines", "why", "tracker"}
 
 
 class CorpusError(Exception):
@@ -47,6 +49,18 @@ class Version:
 
 
 @dataclass(frozen=True)
+class OtherBug:
+    """A second real race in the same code, untouched by the excerpt's known fix (so present in
+    both versions, at the same lines): a finding of it is true, neither the excerpt's bug nor a
+    false positive."""
+
+    rules: tuple[str, ...]
+    lines: tuple[int, ...]
+    why: str
+    tracker: str
+
+
+@dataclass(frozen=True)
 class Excerpt:
     id: str
     repo: str
@@ -59,6 +73,7 @@ class Excerpt:
     tracker: str | None
     fixed: Version | None
     """The same code after its known fix; it is expected to be safe."""
+    other_bugs: tuple[OtherBug, ...] = ()
 
 
 def load_manifest(path: Path = MANIFEST) -> list[Excerpt]:
@@ -98,6 +113,7 @@ def _parse_entry(entry: dict, index: int, path: Path) -> Excerpt:
         if label == "bug" and not all(version.lines[0] <= line <= version.lines[1] for line in bug_lines):
             raise CorpusError(f"{where}: bug_lines {bug_lines} lie outside lines {version.lines}")
         fixed = _parse_version({**entry, **fixed_entry}, f"{where} [fixed]") if fixed_entry else None
+        other_bugs = tuple(_parse_other_bug(other, f"{where} [other_bugs]") for other in entry.get("other_bugs", ()))
         return Excerpt(
             id=entry["id"],
             repo=entry["repo"],
@@ -109,9 +125,19 @@ def _parse_entry(entry: dict, index: int, path: Path) -> Excerpt:
             why=entry["why"],
             tracker=entry.get("tracker"),
             fixed=fixed,
+            other_bugs=other_bugs,
         )
     except KeyError as missing:
         raise CorpusError(f"{where}: missing field {missing}") from None
+
+
+def _parse_other_bug(entry: object, where: str) -> OtherBug:
+    if not isinstance(entry, dict) or set(entry) != OTHER_BUG_KEYS:
+        raise CorpusError(f"{where}: each needs exactly the fields {sorted(OTHER_BUG_KEYS)}")
+    lines = entry["lines"]
+    if not (isinstance(lines, list) and lines and all(isinstance(line, int) for line in lines)):
+        raise CorpusError(f"{where}: lines must be line numbers, not {lines!r}")
+    return OtherBug(tuple(entry["rules"]), tuple(lines), entry["why"], entry["tracker"])
 
 
 def _parse_version(entry: dict, where: str) -> Version:

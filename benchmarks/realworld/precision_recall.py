@@ -6,6 +6,8 @@ scores each excerpt file:
   `bug_lines`; flagged only elsewhere it counts as a false positive (wrong place) and a miss;
   not flagged at all, a miss (FN);
 - a safe excerpt (and the fixed version of a known bug) with any finding is a false positive.
+A finding of one of an excerpt's `other_bugs` (another real race there, left by its fix) is set
+aside before judging and counted on its own.
 precision = TP / (TP + FP), recall = TP / (TP + FN), over excerpt files. For each known bug it
 also says whether the buggy version is found and the fixed one carries no finding of its rules.
 
@@ -34,6 +36,8 @@ class Score:
     label: str
     findings: list[dict] = field(default_factory=list)
     matched: int = 0
+    other_bugs: list[dict] = field(default_factory=list)
+    """Findings of another real race in the excerpt (`other_bugs`), set aside."""
 
     @property
     def verdict(self) -> str:
@@ -60,6 +64,10 @@ def matches(finding: dict, excerpt: Excerpt) -> bool:
     return finding["code"] in excerpt.rules and finding["line"] in excerpt.bug_lines
 
 
+def of_other_bug(finding: dict, excerpt: Excerpt) -> bool:
+    return any(finding["code"] in other.rules and finding["line"] in other.lines for other in excerpt.other_bugs)
+
+
 def score(excerpts: list[Excerpt], findings: list[dict], written: set[str]) -> list[Score]:
     by_file: dict[str, list[dict]] = {}
     for finding in findings:
@@ -71,9 +79,11 @@ def score(excerpts: list[Excerpt], findings: list[dict], written: set[str]) -> l
             if name not in written:
                 continue
             label = "safe" if fixed else excerpt.label
-            file_findings = by_file.get(name, [])
+            other = [f for f in by_file.get(name, []) if of_other_bug(f, excerpt)]
+            file_findings = [f for f in by_file.get(name, []) if not of_other_bug(f, excerpt)]
             matched = sum(matches(f, excerpt) for f in file_findings) if label == "bug" else 0
-            scores.append(Score(excerpt.id, "fixed" if fixed else "as-is", label, file_findings, matched))
+            version = "fixed" if fixed else "as-is"
+            scores.append(Score(excerpt.id, version, label, file_findings, matched, other))
     return scores
 
 
@@ -112,6 +122,8 @@ def summarize(excerpts: list[Excerpt], scores: list[Score]) -> dict:
         "known_bugs_buggy_found": sum(found for _, found, _ in pairs),
         "known_bugs_fixed_clean": sum(clean for _, _, clean in pairs),
         "known_bugs_both": sum(found and clean for _, found, clean in pairs),
+        "other_bug_files": sum(bool(e.other_bugs) for e in excerpts for _ in ((0, 1) if e.fixed else (0,))),
+        "other_bugs_found": sum(bool(s.other_bugs) for s in scores),
     }
 
 
@@ -123,6 +135,7 @@ def print_report(scores: list[Score], totals: dict) -> None:
     print(f"{'excerpt':52} {'version':7} {'label':5} {'findings':>8}  verdict  rules found")
     for s in scores:
         codes = ",".join(sorted({f["code"] for f in s.findings})) or "-"
+        codes += f" (+{len(s.other_bugs)} of another bug)" if s.other_bugs else ""
         print(f"{s.excerpt:52} {s.version:7} {s.label:5} {len(s.findings):8}  {s.verdict:7}  {codes}")
     t = totals
     known = t["known_bugs"]
@@ -130,6 +143,10 @@ def print_report(scores: list[Score], totals: dict) -> None:
     print(
         f"excerpt files: {t['excerpt_files']} from {t['repositories']} repositories"
         f" ({t['bug_files']} bug, {t['safe_files']} safe)"
+    )
+    print(
+        f"other bugs (another real race in an excerpt, set aside): found in {t['other_bugs_found']}"
+        f" of {t['other_bug_files']} files"
     )
     print(
         f"excerpts: TP {t['tp']}  FP {t['fp']}  FN {t['fn']}"
