@@ -57,6 +57,7 @@ from csan_lint.lint.values import (
     is_host_test,
     is_inplace,
     is_reference,
+    iterated_items,
     loop_tensors,
     operands,
     target_names,
@@ -110,6 +111,11 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         self.borrowed: set[str] = set()
         """Names bound to an item of the caller's data (`buf = self.buffers[k]`): what is
         written there outlives the call, like a parameter (`_return`)."""
+        self.callers_items: set[str] = set()
+        """Loop names bound to the items of a list the caller passed in (a bucket): the caller
+        may drop them with the list as soon as the function returns (`_return`)."""
+        self.recorded_somewhere: set[str] = set()
+        """Names `record_stream`ed on some path: their lifetime is handed to the allocator."""
         self.caller_streams: frozenset[str] = frozenset()
         """Every parameter's name: a stream the caller passed in is one it can join."""
         self.joined_at_entry: set[str] = set()
@@ -190,6 +196,11 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
             ):  # the caller's next write
                 if self._pending_at_return(mark):
                     self._hazard(HazardKind.WRITE_AFTER_READ, key, mark.access, mark.access.stream, node, returned=True)
+        for key in sorted(self.callers_items - self.recorded_somewhere) if not handed_back else ():
+            tensor = self.live.tensors.get(key)
+            for mark in tensor.writes if tensor is not None else ():  # read only: may be kept (`caller_kept`)
+                if self._pending_at_return(mark):
+                    self._hazard(HazardKind.FREE_IN_USE, key, mark.access, self.entry_stream, node, dropped=True)
         self.exits.append(self.live.copy())
         self._release_all(None)
 
@@ -297,6 +308,8 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         self.statement = target
         self._bind(target, Value("other"))
         self.maybe_tensors.update(loop_tensors(target, iterable))
+        owned = self.caller_owned - self.bound
+        self.callers_items.update(name for name, container in iterated_items(target, iterable) if container in owned)
         self.loop_items.update(target_names(target))
 
     # ---- expressions
@@ -597,11 +610,14 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         origin: str | None = None,
         produced: Produced = "written",
         returned: bool = False,
+        dropped: bool = False,
     ) -> None:
         """Once per access and other stream: the first release found is the one reported.
         `origin`: the function of the conflicting access, named only when it is another one."""
         origin = origin if origin != self.function else None
-        hazard = Hazard(kind, tensor, access, other, release, self.function, origin, produced, returned)
+        hazard = Hazard(
+            kind, tensor, access, other, release, self.function, origin, produced, returned, dropped=dropped
+        )
         key = (kind, tensor, access.node, other)
         found = self.hazards.setdefault(key, hazard)
         if origin is not None and (found.origin is None or origin < found.origin) and found.release is release:

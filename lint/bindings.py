@@ -47,6 +47,7 @@ class Bindings:
     """Names of unknown values that may be tensors: parameters and loop targets."""
     bound: set[str]
     borrowed: set[str]
+    callers_items: set[str]
     made_on: dict[str, str]
     caller_streams: frozenset[str]
     state: FlowState | None
@@ -143,6 +144,7 @@ class Bindings:
         owned = isinstance(target, cst.Name)
         self.bound.add(key)
         self.borrowed.discard(key)
+        self.callers_items.discard(key)
         if owned:
             self._release(key, target)
             if value.kind != "alias":
