@@ -41,7 +41,7 @@ from csan_lint.lint.ordering import (
     join_states,
     launch_key,
 )
-from csan_lint.lint.recognize import OR, is_exit_stack
+from csan_lint.lint.recognize import is_exit_stack
 from csan_lint.lint.scan import body_of, kept_tensor_params, tensor_annotation
 from csan_lint.lint.streams import Streams
 from csan_lint.lint.values import (
@@ -49,7 +49,6 @@ from csan_lint.lint.values import (
     Comprehension,
     Value,
     Values,
-    called_or_named,
     comprehension_targets,
     freed_storage,
     index_names,
@@ -172,54 +171,6 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         self.run(body_of(body))
         if self.state is not None:
             self._return(None)
-
-    def _return(self, node: cst.Return | None) -> None:
-        """The caller continues from here: tensors die, and work still pending on a side stream
-        on the caller's tensors (`caller_owned`) is left to a caller that knows of no stream or
-        event to join it with: unless anything but tensors is returned (an event, a stream, a
-        future or an object that may hold one), or the stream is recorded, on some path, in an
-        event the caller can reach (`self.done`, a parameter)."""
-        handed_back = (
-            node is not None
-            and node.value is not None
-            and any(key not in self.live.tensors for key in called_or_named(node.value))
-        )
-        for key in sorted((self.caller_owned - self.bound) | self.borrowed) if not handed_back else ():
-            tensor = self.live.tensors.get(key)
-            if tensor is None:
-                continue
-            pending_writes = [mark for mark in tensor.writes if self._pending_at_return(mark)]
-            for mark in pending_writes:
-                self._hazard(HazardKind.READ_AFTER_WRITE, key, mark.access, mark.access.stream, node, returned=True)
-            for mark in (
-                tensor.reads if not pending_writes and key in self.caller_kept else ()
-            ):  # the caller's next write
-                if self._pending_at_return(mark):
-                    self._hazard(HazardKind.WRITE_AFTER_READ, key, mark.access, mark.access.stream, node, returned=True)
-        for key in sorted(self.callers_items - self.recorded_somewhere) if not handed_back else ():
-            tensor = self.live.tensors.get(key)
-            for mark in tensor.writes if tensor is not None else ():  # read only: may be kept (`caller_kept`)
-                if self._pending_at_return(mark):
-                    self._hazard(HazardKind.FREE_IN_USE, key, mark.access, self.entry_stream, node, dropped=True)
-        self.exits.append(self.live.copy())
-        self._release_all(None)
-
-    def _pending_at_return(self, mark: Mark) -> bool:
-        """An access on a side stream the caller does not know of, not joined into the current
-        stream, and not recorded in an event the caller can reach."""
-        stream = mark.access.stream
-        return (
-            distinct(stream, CURRENT)
-            and not mark.orders(CURRENT)
-            and stream not in self.caller_streams
-            and not set(stream.split(OR)) - {CURRENT} <= self.joined_at_entry
-            and not any(on == stream and self._reachable_event(event) for event, on in self.records)
-        )
-
-    def _reachable_event(self, token: str) -> bool:
-        """An event the caller holds too: stored on `self`, or passed in."""
-        root = token.removeprefix("event:").split(".", 1)[0]
-        return token.startswith("event:") and (root in ("self", "cls") or root in self.caller_streams)
 
     def _small(self, node: cst.BaseSmallStatement) -> None:
         if isinstance(node, cst.Assign):

@@ -1,5 +1,6 @@
 """Bindings and lifetimes: what assigning, deleting and iterating does to the names the
-stream-flow analysis tracks, and the checks made when a tensor's memory is released.
+stream-flow analysis tracks, the checks made when a tensor's memory is released, and what a
+`return` leaves pending on the caller's tensors.
 
 Part of `FunctionAnalysis` (lint/accesses.py); the methods it calls that are not here live in
 the other parts (values, streams, effects, accesses).
@@ -15,6 +16,7 @@ import libcst as cst
 from csan_lint.lint.effects import probe_key
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.ordering import (
+    CURRENT,
     UNKNOWN,
     Access,
     FlowState,
@@ -26,9 +28,10 @@ from csan_lint.lint.ordering import (
     issued_on,
     item_key,
 )
-from csan_lint.lint.recognize import one_stream
+from csan_lint.lint.recognize import OR, one_stream
 from csan_lint.lint.values import (
     Value,
+    called_or_named,
     inplace_root,
     is_async_collective,
     is_reference,
@@ -46,10 +49,16 @@ class Bindings:
     maybe_tensors: set[str]
     """Names of unknown values that may be tensors: parameters and loop targets."""
     bound: set[str]
+    caller_owned: frozenset[str]
+    caller_kept: frozenset[str]
     borrowed: set[str]
     callers_items: set[str]
+    recorded_somewhere: set[str]
     made_on: dict[str, str]
     caller_streams: frozenset[str]
+    joined_at_entry: set[str]
+    records: set[tuple[str, str]]
+    exits: list[FlowState]
     state: FlowState | None
     live: FlowState
     # The host's methods from the other parts; those taking keyword-only flags are `...`.
@@ -254,6 +263,54 @@ class Bindings:
             self._forget(key)
 
     # ---- lifetimes
+
+    def _return(self, node: cst.Return | None) -> None:
+        """The caller continues from here: tensors die, and work still pending on a side stream
+        on the caller's tensors (`caller_owned`) is left to a caller that knows of no stream or
+        event to join it with: unless anything but tensors is returned (an event, a stream, a
+        future or an object that may hold one), or the stream is recorded, on some path, in an
+        event the caller can reach (`self.done`, a parameter)."""
+        handed_back = (
+            node is not None
+            and node.value is not None
+            and any(key not in self.live.tensors for key in called_or_named(node.value))
+        )
+        for key in sorted((self.caller_owned - self.bound) | self.borrowed) if not handed_back else ():
+            tensor = self.live.tensors.get(key)
+            if tensor is None:
+                continue
+            pending_writes = [mark for mark in tensor.writes if self._pending_at_return(mark)]
+            for mark in pending_writes:
+                self._hazard(HazardKind.READ_AFTER_WRITE, key, mark.access, mark.access.stream, node, returned=True)
+            for mark in (
+                tensor.reads if not pending_writes and key in self.caller_kept else ()
+            ):  # the caller's next write
+                if self._pending_at_return(mark):
+                    self._hazard(HazardKind.WRITE_AFTER_READ, key, mark.access, mark.access.stream, node, returned=True)
+        for key in sorted(self.callers_items - self.recorded_somewhere) if not handed_back else ():
+            tensor = self.live.tensors.get(key)
+            for mark in tensor.writes if tensor is not None else ():  # read only: may be kept (`caller_kept`)
+                if self._pending_at_return(mark):
+                    self._hazard(HazardKind.FREE_IN_USE, key, mark.access, self.entry_stream, node, dropped=True)
+        self.exits.append(self.live.copy())
+        self._release_all(None)
+
+    def _pending_at_return(self, mark: Mark) -> bool:
+        """An access on a side stream the caller does not know of, not joined into the current
+        stream, and not recorded in an event the caller can reach."""
+        stream = mark.access.stream
+        return (
+            distinct(stream, CURRENT)
+            and not mark.orders(CURRENT)
+            and stream not in self.caller_streams
+            and not set(stream.split(OR)) - {CURRENT} <= self.joined_at_entry
+            and not any(on == stream and self._reachable_event(event) for event, on in self.records)
+        )
+
+    def _reachable_event(self, token: str) -> bool:
+        """An event the caller holds too: stored on `self`, or passed in."""
+        root = token.removeprefix("event:").split(".", 1)[0]
+        return token.startswith("event:") and (root in ("self", "cls") or root in self.caller_streams)
 
     def _release(self, key: str, where: cst.CSTNode | None) -> None:
         """The name's last reference dies at `where`: uses on other streams must be ordered."""
