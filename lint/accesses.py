@@ -120,6 +120,11 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         self.joined_at_entry: set[str] = set()
         """Side streams the caller's stream waits for here before any work of this call on
         them: the previous call's pending work there is joined by the next call (`_return`)."""
+        self.returned: set[tuple[int | None, Mark]] = set()
+        """The last writes of what the `return`s hand back, by position in a returned tuple
+        (None: the whole value), for the function's summary (`returned_key`)."""
+        self.returned_by: dict[int, dict[int | None, Mark]] = {}
+        """Calls, by id, whose callee returns values written on another stream: their writes there."""
         self.made_on: dict[str, str] = {}
         """Name -> the stream current where a fresh allocation was last bound to it, on any path."""
         self.state = FlowState(tensors=dict(entry or {}))

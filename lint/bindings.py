@@ -59,6 +59,8 @@ class Bindings:
     joined_at_entry: set[str]
     records: set[tuple[str, str]]
     exits: list[FlowState]
+    returned: set[tuple[int | None, Mark]]
+    returned_by: dict[int, dict[int | None, Mark]]
     state: FlowState | None
     live: FlowState
     # The host's methods from the other parts; those taking keyword-only flags are `...`.
@@ -109,6 +111,10 @@ class Bindings:
                 stream = self._stream(value)  # `s = self.copy_stream`: `s` names that stream if used as one
                 if stream is not None:
                     self.live.streams[key] = stream
+        returned = self.returned_by.pop(id(value), {})
+        if returned and bound.kind in ("result", "other"):  # written where the callee made it
+            for target in targets:
+                self._bind_returned(target, returned)
 
     def _eval_value(self, value: cst.BaseExpression) -> None:
         """A value bound to a name: naming a tensor, or a view of one, launches no kernel."""
@@ -189,6 +195,16 @@ class Bindings:
         elif value.kind == "event":
             state.update_marks(MarkUpdate(None, None, drop=f"event:{key}"))
 
+    def _bind_returned(self, target: cst.BaseExpression, returned: dict[int | None, Mark]) -> None:
+        """`x = f()`, `a, b = f()`: each name starts from the write, on the callee's stream, of
+        the value it gets (by position in a returned tuple, else the whole value's)."""
+        elements = [element.value for element in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else []
+        named = list(enumerate(elements)) if elements else [(None, target)]
+        for index, element in named:
+            mark = returned.get(index) or returned.get(None)
+            if isinstance(element, cst.Name) and mark is not None:
+                self.live.tensors[element.value] = TrackedTensor(writes=frozenset({mark}), unsure=True)
+
     def _item_of_callers(self, value: cst.BaseExpression) -> bool:
         """`self.buffers[k]`, `params[i]`: an item of a container the caller owns (for a function
         whose parameters are the caller's, `produced_by_caller`)."""
@@ -264,12 +280,36 @@ class Bindings:
 
     # ---- lifetimes
 
+    def _note_returned(self, value: cst.BaseExpression) -> None:
+        """What a `return` hands back, for the function's summary: a returned tensor's last
+        writes, or a value computed at the return (`cast(T, self.model(x))`), written there; a
+        result of unknown code is a tensor where the caller uses it as one (`unsure`)."""
+        listed = isinstance(value, (cst.Tuple, cst.List))
+        elements = [e.value for e in value.elements] if isinstance(value, (cst.Tuple, cst.List)) else [value]
+        for index, element in enumerate(elements) if not self.silent else ():
+            position = index if listed else None
+            if isinstance(element, cst.Call) and self.imports.qualified(element.func) == "typing.cast":
+                element = element.args[-1].value  # `cast(T, x)` is `x`
+            tensor = self.live.tensors.get(dotted_name(element) or "")
+            if tensor is not None:
+                self.returned.update((position, mark) for mark in tensor.writes)
+            elif isinstance(element, cst.Call) and self._value(element).kind not in (
+                "stream",
+                "context",
+                "event",
+                "host",
+            ):
+                mark = Mark(self._make_access(element, write=True), issued_on(self.live.current))
+                self.returned.add((position, mark))
+
     def _return(self, node: cst.Return | None) -> None:
         """The caller continues from here: tensors die, and work still pending on a side stream
         on the caller's tensors (`caller_owned`) is left to a caller that knows of no stream or
         event to join it with: unless anything but tensors is returned (an event, a stream, a
         future or an object that may hold one), or the stream is recorded, on some path, in an
         event the caller can reach (`self.done`, a parameter)."""
+        if node is not None and node.value is not None:
+            self._note_returned(node.value)
         handed_back = (
             node is not None
             and node.value is not None

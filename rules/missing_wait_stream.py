@@ -63,7 +63,10 @@ class MissingWaitStream(Rule):
     and globals may be anything and are assumed ready. A value returned by unknown code is a
     tensor unless it is iterated or used as a container or an index. Items of one collection
     picked by computed keys (`streams[i % 2]`, `streams[(i - 1) % 2]`) may be one stream and
-    are never reported against each other. Conditions are not correlated otherwise: a wait
+    are never reported against each other. A value a called function of the module (or of
+    another file linted in the same run) computed and returned inside its own stream block,
+    without a join, is written on that stream (torchrec's forward on one side stream, read by
+    the backward on another). Conditions are not correlated otherwise: a wait
     under `if self.use_streams:` does not order a block entered on
     `self.s1 if self.use_streams else self.s0`. Ordering made by a called function is seen when
     it is defined in the same module (inherited and `super()` methods included) or imported
