@@ -2,12 +2,11 @@
 records every read and write of a tracked tensor, reporting the unordered cross-stream ones.
 
 `FunctionAnalysis` is assembled from its parts: statements, expressions, calls and accesses
-here; bindings and lifetimes (lint/bindings.py), values (lint/values.py, on the names of
-lint/vocabulary.py), streams and
-orderings (lint/streams.py), calls through summaries (lint/effects.py), on the shared
-control-flow driver (lint/interpret.py) and the ordering model (lint/ordering.py). Blocks on a stream that
-differs between paths are not
-judged.
+here; bindings and lifetimes (lint/bindings.py), what a return hands back (lint/returns.py),
+values (lint/values.py, on the names of lint/vocabulary.py), streams and orderings
+(lint/streams.py), calls through summaries (lint/effects.py), on the shared control-flow driver
+(lint/interpret.py) and the ordering model (lint/ordering.py). Blocks on a stream that differs
+between paths are not judged.
 """
 
 from __future__ import annotations
@@ -42,6 +41,7 @@ from csan_lint.lint.ordering import (
     launch_key,
 )
 from csan_lint.lint.recognize import is_exit_stack
+from csan_lint.lint.returns import Returns
 from csan_lint.lint.scan import body_of, kept_tensor_params, tensor_annotation
 from csan_lint.lint.streams import Streams
 from csan_lint.lint.values import (
@@ -80,7 +80,7 @@ from csan_lint.lint.vocabulary import (
 _MAX_LOOP_PASSES = 8
 
 
-class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState, FlowLoop]):
+class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[FlowState, FlowLoop]):
     """Interprets one function body (or a module body) and collects its hazards."""
 
     max_passes = _MAX_LOOP_PASSES

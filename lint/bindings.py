@@ -1,6 +1,5 @@
 """Bindings and lifetimes: what assigning, deleting and iterating does to the names the
-stream-flow analysis tracks, the checks made when a tensor's memory is released, and what a
-`return` leaves pending on the caller's tensors.
+stream-flow analysis tracks, and the checks made when a tensor's memory is released.
 
 Part of `FunctionAnalysis` (lint/accesses.py); the methods it calls that are not here live in
 the other parts (values, streams, effects, accesses).
@@ -16,7 +15,6 @@ import libcst as cst
 from csan_lint.lint.effects import probe_key
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.ordering import (
-    CURRENT,
     UNKNOWN,
     Access,
     FlowState,
@@ -28,10 +26,9 @@ from csan_lint.lint.ordering import (
     issued_on,
     item_key,
 )
-from csan_lint.lint.recognize import OR, one_stream
+from csan_lint.lint.recognize import one_stream
 from csan_lint.lint.values import (
     Value,
-    called_or_named,
     inplace_root,
     is_async_collective,
     is_reference,
@@ -49,17 +46,10 @@ class Bindings:
     maybe_tensors: set[str]
     """Names of unknown values that may be tensors: parameters and loop targets."""
     bound: set[str]
-    caller_owned: frozenset[str]
-    caller_kept: frozenset[str]
     borrowed: set[str]
     callers_items: set[str]
-    recorded_somewhere: set[str]
     made_on: dict[str, str]
     caller_streams: frozenset[str]
-    joined_at_entry: set[str]
-    records: set[tuple[str, str]]
-    exits: list[FlowState]
-    returned: set[tuple[int | None, Mark]]
     returned_by: dict[int, dict[int | None, Mark]]
     state: FlowState | None
     live: FlowState
@@ -76,6 +66,7 @@ class Bindings:
     _make_access: Callable[..., Access]
     _launched_before: Callable[[str], frozenset[str]]
     _hazard: Callable[..., None]
+    _bind_returned: Callable[[cst.BaseExpression, dict[int | None, Mark]], None]
     silent: int
     entry_stream: str
 
@@ -195,16 +186,6 @@ class Bindings:
         elif value.kind == "event":
             state.update_marks(MarkUpdate(None, None, drop=f"event:{key}"))
 
-    def _bind_returned(self, target: cst.BaseExpression, returned: dict[int | None, Mark]) -> None:
-        """`x = f()`, `a, b = f()`: each name starts from the write, on the callee's stream, of
-        the value it gets (by position in a returned tuple, else the whole value's)."""
-        elements = [element.value for element in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else []
-        named = list(enumerate(elements)) if elements else [(None, target)]
-        for index, element in named:
-            mark = returned.get(index) or returned.get(None)
-            if isinstance(element, cst.Name) and mark is not None:
-                self.live.tensors[element.value] = TrackedTensor(writes=frozenset({mark}), unsure=True)
-
     def _item_of_callers(self, value: cst.BaseExpression) -> bool:
         """`self.buffers[k]`, `params[i]`: an item of a container the caller owns (for a function
         whose parameters are the caller's, `produced_by_caller`)."""
@@ -279,78 +260,6 @@ class Bindings:
             self._forget(key)
 
     # ---- lifetimes
-
-    def _note_returned(self, value: cst.BaseExpression) -> None:
-        """What a `return` hands back, for the function's summary: a returned tensor's last
-        writes, or a value computed at the return (`cast(T, self.model(x))`), written there; a
-        result of unknown code is a tensor where the caller uses it as one (`unsure`)."""
-        listed = isinstance(value, (cst.Tuple, cst.List))
-        elements = [e.value for e in value.elements] if isinstance(value, (cst.Tuple, cst.List)) else [value]
-        for index, element in enumerate(elements) if not self.silent else ():
-            position = index if listed else None
-            if isinstance(element, cst.Call) and self.imports.qualified(element.func) == "typing.cast":
-                element = element.args[-1].value  # `cast(T, x)` is `x`
-            tensor = self.live.tensors.get(dotted_name(element) or "")
-            if tensor is not None:
-                self.returned.update((position, mark) for mark in tensor.writes)
-            elif isinstance(element, cst.Call) and self._value(element).kind not in (
-                "stream",
-                "context",
-                "event",
-                "host",
-            ):
-                mark = Mark(self._make_access(element, write=True), issued_on(self.live.current))
-                self.returned.add((position, mark))
-
-    def _return(self, node: cst.Return | None) -> None:
-        """The caller continues from here: tensors die, and work still pending on a side stream
-        on the caller's tensors (`caller_owned`) is left to a caller that knows of no stream or
-        event to join it with: unless anything but tensors is returned (an event, a stream, a
-        future or an object that may hold one), or the stream is recorded, on some path, in an
-        event the caller can reach (`self.done`, a parameter)."""
-        if node is not None and node.value is not None:
-            self._note_returned(node.value)
-        handed_back = (
-            node is not None
-            and node.value is not None
-            and any(key not in self.live.tensors for key in called_or_named(node.value))
-        )
-        for key in sorted((self.caller_owned - self.bound) | self.borrowed) if not handed_back else ():
-            tensor = self.live.tensors.get(key)
-            if tensor is None:
-                continue
-            pending_writes = [mark for mark in tensor.writes if self._pending_at_return(mark)]
-            for mark in pending_writes:
-                self._hazard(HazardKind.READ_AFTER_WRITE, key, mark.access, mark.access.stream, node, returned=True)
-            for mark in (
-                tensor.reads if not pending_writes and key in self.caller_kept else ()
-            ):  # the caller's next write
-                if self._pending_at_return(mark):
-                    self._hazard(HazardKind.WRITE_AFTER_READ, key, mark.access, mark.access.stream, node, returned=True)
-        for key in sorted(self.callers_items - self.recorded_somewhere) if not handed_back else ():
-            tensor = self.live.tensors.get(key)
-            for mark in tensor.writes if tensor is not None else ():  # read only: may be kept (`caller_kept`)
-                if self._pending_at_return(mark):
-                    self._hazard(HazardKind.FREE_IN_USE, key, mark.access, self.entry_stream, node, dropped=True)
-        self.exits.append(self.live.copy())
-        self._release_all(None)
-
-    def _pending_at_return(self, mark: Mark) -> bool:
-        """An access on a side stream the caller does not know of, not joined into the current
-        stream, and not recorded in an event the caller can reach."""
-        stream = mark.access.stream
-        return (
-            distinct(stream, CURRENT)
-            and not mark.orders(CURRENT)
-            and stream not in self.caller_streams
-            and not set(stream.split(OR)) - {CURRENT} <= self.joined_at_entry
-            and not any(on == stream and self._reachable_event(event) for event, on in self.records)
-        )
-
-    def _reachable_event(self, token: str) -> bool:
-        """An event the caller holds too: stored on `self`, or passed in."""
-        root = token.removeprefix("event:").split(".", 1)[0]
-        return token.startswith("event:") and (root in ("self", "cls") or root in self.caller_streams)
 
     def _release(self, key: str, where: cst.CSTNode | None) -> None:
         """The name's last reference dies at `where`: uses on other streams must be ordered."""
