@@ -63,17 +63,16 @@ class MissingWaitStream(Rule):
     and globals may be anything and are assumed ready. A value returned by unknown code is a
     tensor unless it is iterated or used as a container or an index. Items of one collection
     picked by computed keys (`streams[i % 2]`, `streams[(i - 1) % 2]`) may be one stream and
-    are never reported against each other. A value a called function of the module (or of
-    another file linted in the same run) computed and returned inside its own stream block,
-    without a join, is written on that stream (torchrec's forward on one side stream, read by
-    the backward on another). Conditions are not correlated otherwise: a wait
+    are never reported against each other. Conditions are not correlated otherwise: a wait
     under `if self.use_streams:` does not order a block entered on
     `self.s1 if self.use_streams else self.s0`. Ordering made by a called function is seen when
     it is defined in the same module (inherited and `super()` methods included) or imported
     from another file linted in the same run, and holds on every path that returns; ordering
     made by a method of another object (`plan.wait_current_stream()`), in C++ or by another
-    thread is not seen; the runtime check dismisses such findings. A collective's handle
-    waited as an item of a list (`reqs[i - 1].wait()`) is taken as launched on the entry
+    thread is not seen; the runtime check dismisses such findings. What a called function that
+    is seen computes and returns inside its own stream block, without a join, is written on
+    that stream (torchrec's forward on one side stream, read by the backward on another). A
+    collective's handle waited as an item of a list (`reqs[i - 1].wait()`) is taken as launched on the entry
     stream after all its work so far. A loop that only waits handles (`for req in reqs:
     req.wait()`) waits them all, and an empty collection is taken to hold no work that needed
     waiting; a loop over a non-empty literal or `range` of literals runs at least once; any
