@@ -2,12 +2,11 @@
 records every read and write of a tracked tensor, reporting the unordered cross-stream ones.
 
 `FunctionAnalysis` is assembled from its parts: statements, expressions, calls and accesses
-here; bindings and lifetimes (lint/bindings.py), values (lint/values.py, on the names of
-lint/vocabulary.py), streams and
-orderings (lint/streams.py), calls through summaries (lint/effects.py), on the shared
-control-flow driver (lint/interpret.py) and the ordering model (lint/ordering.py). Blocks on a stream that
-differs between paths are not
-judged.
+here; bindings and lifetimes (lint/bindings.py), what a return hands back (lint/returns.py),
+values (lint/values.py, on the names of lint/vocabulary.py), streams and orderings
+(lint/streams.py), calls through summaries (lint/effects.py), on the shared control-flow driver
+(lint/interpret.py) and the ordering model (lint/ordering.py). Blocks on a stream that differs
+between paths are not judged.
 """
 
 from __future__ import annotations
@@ -41,7 +40,8 @@ from csan_lint.lint.ordering import (
     join_states,
     launch_key,
 )
-from csan_lint.lint.recognize import OR, is_exit_stack
+from csan_lint.lint.recognize import is_exit_stack
+from csan_lint.lint.returns import Returns
 from csan_lint.lint.scan import body_of, kept_tensor_params, tensor_annotation
 from csan_lint.lint.streams import Streams
 from csan_lint.lint.values import (
@@ -49,7 +49,6 @@ from csan_lint.lint.values import (
     Comprehension,
     Value,
     Values,
-    called_or_named,
     comprehension_targets,
     freed_storage,
     index_names,
@@ -57,6 +56,7 @@ from csan_lint.lint.values import (
     is_host_test,
     is_inplace,
     is_reference,
+    iterated_items,
     loop_tensors,
     operands,
     target_names,
@@ -80,7 +80,7 @@ from csan_lint.lint.vocabulary import (
 _MAX_LOOP_PASSES = 8
 
 
-class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState, FlowLoop]):
+class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[FlowState, FlowLoop]):
     """Interprets one function body (or a module body) and collects its hazards."""
 
     max_passes = _MAX_LOOP_PASSES
@@ -110,11 +110,21 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         self.borrowed: set[str] = set()
         """Names bound to an item of the caller's data (`buf = self.buffers[k]`): what is
         written there outlives the call, like a parameter (`_return`)."""
+        self.callers_items: set[str] = set()
+        """Loop names bound to the items of a list the caller passed in (a bucket): the caller
+        may drop them with the list as soon as the function returns (`_return`)."""
+        self.recorded_somewhere: set[str] = set()
+        """Names `record_stream`ed on some path: their lifetime is handed to the allocator."""
         self.caller_streams: frozenset[str] = frozenset()
         """Every parameter's name: a stream the caller passed in is one it can join."""
         self.joined_at_entry: set[str] = set()
         """Side streams the caller's stream waits for here before any work of this call on
         them: the previous call's pending work there is joined by the next call (`_return`)."""
+        self.returned: set[tuple[int | None, Mark]] = set()
+        """The last writes of what the `return`s hand back, by position in a returned tuple
+        (None: the whole value), for the function's summary (`returned_key`)."""
+        self.returned_by: dict[int, dict[int | None, Mark]] = {}
+        """Calls, by id, whose callee returns values written on another stream: their writes there."""
         self.made_on: dict[str, str] = {}
         """Name -> the stream current where a fresh allocation was last bound to it, on any path."""
         self.state = FlowState(tensors=dict(entry or {}))
@@ -166,49 +176,6 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         self.run(body_of(body))
         if self.state is not None:
             self._return(None)
-
-    def _return(self, node: cst.Return | None) -> None:
-        """The caller continues from here: tensors die, and work still pending on a side stream
-        on the caller's tensors (`caller_owned`) is left to a caller that knows of no stream or
-        event to join it with: unless anything but tensors is returned (an event, a stream, a
-        future or an object that may hold one), or the stream is recorded, on some path, in an
-        event the caller can reach (`self.done`, a parameter)."""
-        handed_back = (
-            node is not None
-            and node.value is not None
-            and any(key not in self.live.tensors for key in called_or_named(node.value))
-        )
-        for key in sorted((self.caller_owned - self.bound) | self.borrowed) if not handed_back else ():
-            tensor = self.live.tensors.get(key)
-            if tensor is None:
-                continue
-            pending_writes = [mark for mark in tensor.writes if self._pending_at_return(mark)]
-            for mark in pending_writes:
-                self._hazard(HazardKind.READ_AFTER_WRITE, key, mark.access, mark.access.stream, node, returned=True)
-            for mark in (
-                tensor.reads if not pending_writes and key in self.caller_kept else ()
-            ):  # the caller's next write
-                if self._pending_at_return(mark):
-                    self._hazard(HazardKind.WRITE_AFTER_READ, key, mark.access, mark.access.stream, node, returned=True)
-        self.exits.append(self.live.copy())
-        self._release_all(None)
-
-    def _pending_at_return(self, mark: Mark) -> bool:
-        """An access on a side stream the caller does not know of, not joined into the current
-        stream, and not recorded in an event the caller can reach."""
-        stream = mark.access.stream
-        return (
-            distinct(stream, CURRENT)
-            and not mark.orders(CURRENT)
-            and stream not in self.caller_streams
-            and not set(stream.split(OR)) - {CURRENT} <= self.joined_at_entry
-            and not any(on == stream and self._reachable_event(event) for event, on in self.records)
-        )
-
-    def _reachable_event(self, token: str) -> bool:
-        """An event the caller holds too: stored on `self`, or passed in."""
-        root = token.removeprefix("event:").split(".", 1)[0]
-        return token.startswith("event:") and (root in ("self", "cls") or root in self.caller_streams)
 
     def _small(self, node: cst.BaseSmallStatement) -> None:
         if isinstance(node, cst.Assign):
@@ -297,6 +264,8 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         self.statement = target
         self._bind(target, Value("other"))
         self.maybe_tensors.update(loop_tensors(target, iterable))
+        owned = self.caller_owned - self.bound
+        self.callers_items.update(name for name, container in iterated_items(target, iterable) if container in owned)
         self.loop_items.update(target_names(target))
 
     # ---- expressions
@@ -597,11 +566,14 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         origin: str | None = None,
         produced: Produced = "written",
         returned: bool = False,
+        dropped: bool = False,
     ) -> None:
         """Once per access and other stream: the first release found is the one reported.
         `origin`: the function of the conflicting access, named only when it is another one."""
         origin = origin if origin != self.function else None
-        hazard = Hazard(kind, tensor, access, other, release, self.function, origin, produced, returned)
+        hazard = Hazard(
+            kind, tensor, access, other, release, self.function, origin, produced, returned, dropped=dropped
+        )
         key = (kind, tensor, access.node, other)
         found = self.hazards.setdefault(key, hazard)
         if origin is not None and (found.origin is None or origin < found.origin) and found.release is release:

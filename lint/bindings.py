@@ -47,8 +47,10 @@ class Bindings:
     """Names of unknown values that may be tensors: parameters and loop targets."""
     bound: set[str]
     borrowed: set[str]
+    callers_items: set[str]
     made_on: dict[str, str]
     caller_streams: frozenset[str]
+    returned_by: dict[int, dict[int | None, Mark]]
     state: FlowState | None
     live: FlowState
     # The host's methods from the other parts; those taking keyword-only flags are `...`.
@@ -64,6 +66,7 @@ class Bindings:
     _make_access: Callable[..., Access]
     _launched_before: Callable[[str], frozenset[str]]
     _hazard: Callable[..., None]
+    _bind_returned: Callable[[cst.BaseExpression, dict[int | None, Mark]], None]
     silent: int
     entry_stream: str
 
@@ -99,6 +102,10 @@ class Bindings:
                 stream = self._stream(value)  # `s = self.copy_stream`: `s` names that stream if used as one
                 if stream is not None:
                     self.live.streams[key] = stream
+        returned = self.returned_by.pop(id(value), {})
+        if returned and bound.kind in ("result", "other"):  # written where the callee made it
+            for target in targets:
+                self._bind_returned(target, returned)
 
     def _eval_value(self, value: cst.BaseExpression) -> None:
         """A value bound to a name: naming a tensor, or a view of one, launches no kernel."""
@@ -143,6 +150,7 @@ class Bindings:
         owned = isinstance(target, cst.Name)
         self.bound.add(key)
         self.borrowed.discard(key)
+        self.callers_items.discard(key)
         if owned:
             self._release(key, target)
             if value.kind != "alias":

@@ -30,7 +30,7 @@ from csan_lint.lint.ordering import (
 )
 from csan_lint.lint.recognize import ContextFunctions
 from csan_lint.lint.scan import tensor_params
-from csan_lint.lint.summaries import ANY_OTHER, Effect, PackageIndex, Summary
+from csan_lint.lint.summaries import ANY_OTHER, Effect, PackageIndex, Summary, returned_key, returned_position
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -238,9 +238,20 @@ class Helpers:
             for mark in tensor.writes | tensor.reads
             if meaningful(mark.access.stream) and (mark.access.write or mark.access.stream != CURRENT)
         }  # a read on the caller's stream is the read of the argument the call makes anyway
-        if not orders and not effects:
+        returned = {
+            Effect(returned_key(position), mark.access.stream, True, outside(mark.after))
+            for position, mark in analysis.returned
+            if mark.access.stream != CURRENT and meaningful(mark.access.stream) and not mark.orders(CURRENT)
+        }
+        if not orders and not effects and not returned:
             return None
-        return Summary(tuple(positional), names, tuple(orders), tuple(sorted(effects, key=_replay_order)))
+        return Summary(
+            tuple(positional),
+            names,
+            tuple(orders),
+            tuple(sorted(effects, key=_replay_order)),
+            tuple(sorted(returned, key=_replay_order)),
+        )
 
 
 def _replay_order(effect: Effect) -> tuple[str, bool, str, tuple[str, ...]]:
@@ -259,6 +270,7 @@ class Effects:
     block: cst.With | None
     silent: int
     tokens: set[str]
+    returned_by: dict[int, dict[int | None, Mark]]
     _stream: Callable[[cst.BaseExpression], str | None]
     _access: Callable[..., None]
 
@@ -317,6 +329,15 @@ class Effects:
             if tensor.alloc is not None and stream != tensor.alloc:
                 tensor = replace(tensor, uses=tensor.uses | {mark})
             self.live.tensors[key] = tensor
+
+        for effect in found.summary.returned:
+            stream = self._translate(found, call, effect.stream)
+            if stream is not None and stream != self.live.current:
+                after = frozenset(m for m in (self._translate(found, call, u) for u in effect.after) if m is not None)
+                assert self.statement is not None
+                access = Access(call, stream, True, self.block or self.statement, self.function)
+                position = returned_position(effect.key)  # one write per position: the first in order
+                self.returned_by.setdefault(id(call), {}).setdefault(position, Mark(access, after | issued_on(stream)))
 
     def _argument_key(self, found: Callee, call: cst.Call, key: str) -> str | None:
         """The caller's name for a parameter or `self.x` of the called function."""

@@ -121,6 +121,10 @@ class Hazard:
     returned: bool = False
     """`access` writes a tensor of the caller's on side stream `other` and is still pending when
     the function returns: the caller's next use races with it."""
+    dropped: bool = False
+    """FREE_IN_USE of a tensor the caller allocated (on `other`) and passed in a list: `access`
+    uses it on a side stream and is still pending when the function returns, so the caller's
+    release of the list frees the block under it."""
     no_op: bool = False
     """`access` is a call that does nothing where it stands: a stream waiting on itself
     (`s.wait_stream(current_stream())` inside `with stream(s):`, READ_AFTER_WRITE: `access.stream`

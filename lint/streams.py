@@ -52,6 +52,7 @@ class Streams:
     """Streams and events the ordering calls named: a summary probes each of them."""
     entry_stream: str
     joined_at_entry: set[str]
+    recorded_somewhere: set[str]
     helpers: Helpers | None
     loop_items: set[str]
     """Names a `for` binds to the items of what it iterates."""
@@ -160,6 +161,8 @@ class Streams:
                 break
             tensor = tensor.value  # `x.data.record_stream(s)` records x's block
             key = dotted_name(tensor)
+        if key is not None:
+            self.recorded_somewhere.add(key)
         if key is not None and key in self.live.tensors and stream is not None:
             recorded = self.live.tensors[key]
             self.live.tensors[key] = replace(recorded, recorded=recorded.recorded | {stream})

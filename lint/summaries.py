@@ -17,8 +17,21 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from csan_lint.lint.effects import Helpers
 
+RETURNED = "<return>"
+"""The key of a summary's `returned` effect for the whole value; `<return>[i]`: item i of a
+returned tuple."""
 ANY_OTHER = "<other>"
 """Ordering token standing for every stream the function does not name: a device sync orders it."""
+
+
+def returned_key(position: int | None) -> str:
+    """The key of a returned effect: the whole value (None), or item `position` of a tuple."""
+    return RETURNED if position is None else f"{RETURNED}[{position}]"
+
+
+def returned_position(key: str) -> int | None:
+    """The inverse of `returned_key`."""
+    return None if key == RETURNED else int(key.removeprefix(f"{RETURNED}[").removesuffix("]"))
 
 
 @dataclass(frozen=True)
@@ -52,6 +65,9 @@ class Summary:
     """(token, tokens): an access ordered before `token` at the call is, on return, ordered
     before all of `tokens`; a token missing from its own set was re-recorded (an event)."""
     effects: tuple[Effect, ...]
+    returned: tuple[Effect, ...] = ()
+    """The value returned, where it is written on a stream other than the caller's and not yet
+    ordered before it (keys: `returned_key`): the caller's names for it start from that write."""
 
 
 _MAY_ORDER = re.compile(

@@ -77,6 +77,23 @@ def loop_tensors(target: cst.BaseExpression, iterable: cst.BaseExpression) -> se
     return set(target_names(target))
 
 
+def iterated_items(target: cst.BaseExpression, iterable: cst.BaseExpression) -> Iterator[tuple[str, str]]:
+    """(name, container) for each name a `for` binds to an item of a named container: `for x in
+    xs`, the items of `enumerate(xs)`, each of `zip(xs, ys)` with its own container."""
+    func = iterable.func if isinstance(iterable, cst.Call) else None
+    pairs: list[tuple[cst.BaseExpression, cst.BaseExpression]] = [(target, iterable)]
+    if isinstance(func, cst.Name) and isinstance(iterable, cst.Call) and isinstance(target, (cst.Tuple, cst.List)):
+        names, args = [element.value for element in target.elements], [arg.value for arg in iterable.args]
+        if func.value == "enumerate" and len(names) == 2 and args:
+            pairs = [(names[1], args[0])]
+        elif func.value == "zip" and len(names) == len(args):
+            pairs = list(zip(names, args, strict=True))
+    for name, container in pairs:
+        key = dotted_name(container)
+        if isinstance(name, cst.Name) and key is not None:
+            yield name.value, key
+
+
 def paired(
     targets: Sequence[cst.BaseExpression], value: cst.BaseExpression
 ) -> list[tuple[cst.BaseExpression, cst.BaseExpression]] | None:

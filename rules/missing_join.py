@@ -38,8 +38,12 @@ class MissingJoin(Rule):
     is not: a caller on a side stream is the bug it hides).
 
     ## Known problems
-    Handing a tensor back (`return y`, storing it) is not a use: a caller that uses it before
-    joining is not seen. Side-stream writes to a parameter, or to an item of the caller's data
+    Handing a tensor back (`return y`, storing it) is not a use in the function that returns
+    it. A caller in the same module (or in another file linted in the same run) starts from
+    what the call returns as written on the callee's stream when the callee computed it inside
+    its own stream block and did not join (each item of a returned tuple on its own, a result
+    of unknown code taken as a tensor): its use on another stream with no wait is reported at
+    the use; other callers are not seen. Side-stream writes to a parameter, or to an item of the caller's data
     bound to a name (`buf = self.buffers[k]`, also in a nested function), still pending when a
     function no linted code calls returns are reported, unless the stream is one the caller
     passed in, is recorded (on any path) in an event stored on `self` or passed in, or anything

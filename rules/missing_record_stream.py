@@ -47,7 +47,12 @@ class MissingRecordStream(Rule):
     its own stream: allocated on another stream (also in another method, through `self`) and
     handed over with no `record_stream` for the caller's stream, it is reported at the
     `return`/`yield`, even where the caller would keep it alive until the allocating stream
-    waits for it. `t.record_stream(s)` with `s` the allocating stream protects nothing,
+    waits for it. The items of a list passed in by a caller the linted code does not show
+    (`for buf in bucket:`, also through `zip`/`enumerate`) are the caller's, allocated on its
+    stream: one written on a side stream and still pending when the function returns, never
+    `record_stream`ed here (on any path) and not joined, is reported, since the caller may drop
+    the list at once (DeepSpeed's gradient buckets); an item only read there is not (the caller
+    may keep it). `t.record_stream(s)` with `s` the allocating stream protects nothing,
     and the release is reported as if no record had been made; such a record is reported
     where it stands only for memory the function certainly allocated (a torch op or a tensor
     method bound to the name, `p.data` included), on the stream current at that binding on
@@ -284,10 +289,13 @@ class MissingRecordStream(Rule):
                     **message_fields(hazard, current_stream_code(flow)),
                     release=_release(flow, hazard),
                 )
-                yield attach(finding, record_after_use(flow, hazard))
+                # a loop item of the caller's: recorded after the block, the name is the last item only
+                yield finding if hazard.dropped else attach(finding, record_after_use(flow, hazard))
 
 
 def _release(flow: ModuleFlow, hazard: Hazard) -> str:
+    if hazard.dropped:
+        return f"left to the caller, who may drop it at once, when '{hazard.function}' returns (no record_stream)"
     if hazard.returned:
         return f"released by the caller (handed over at line {flow.line(hazard.access.node)} with no record_stream)"
     if hazard.release is None:

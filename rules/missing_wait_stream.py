@@ -69,8 +69,10 @@ class MissingWaitStream(Rule):
     it is defined in the same module (inherited and `super()` methods included) or imported
     from another file linted in the same run, and holds on every path that returns; ordering
     made by a method of another object (`plan.wait_current_stream()`), in C++ or by another
-    thread is not seen; the runtime check dismisses such findings. A collective's handle
-    waited as an item of a list (`reqs[i - 1].wait()`) is taken as launched on the entry
+    thread is not seen; the runtime check dismisses such findings. What a called function that
+    is seen computes and returns inside its own stream block, without a join, is written on
+    that stream (torchrec's forward on one side stream, read by the backward on another). A
+    collective's handle waited as an item of a list (`reqs[i - 1].wait()`) is taken as launched on the entry
     stream after all its work so far. A loop that only waits handles (`for req in reqs:
     req.wait()`) waits them all, and an empty collection is taken to hold no work that needed
     waiting; a loop over a non-empty literal or `range` of literals runs at least once; any

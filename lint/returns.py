@@ -1,0 +1,123 @@
+"""Returns: what a function hands back to its caller. The value returned (for the function's
+summary, lint/effects.py, and the caller's names for it), and the side-stream work still
+pending on the caller's tensors when it returns.
+
+Part of `FunctionAnalysis` (lint/accesses.py); the methods it calls that are not here live in
+the other parts (bindings, values, accesses).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import libcst as cst
+
+from csan_lint.lint.names import ImportTable, dotted_name
+from csan_lint.lint.ordering import CURRENT, Access, FlowState, HazardKind, Mark, TrackedTensor, distinct, issued_on
+from csan_lint.lint.recognize import OR
+from csan_lint.lint.values import Value, called_or_named
+
+_NOT_TENSORS = ("stream", "context", "event", "host")
+"""Kinds of values a call may return that are never tensors."""
+
+
+class Returns:
+    """The return half of `FunctionAnalysis`."""
+
+    imports: ImportTable
+    live: FlowState
+    silent: int
+    entry_stream: str
+    bound: set[str]
+    caller_owned: frozenset[str]
+    caller_kept: frozenset[str]
+    borrowed: set[str]
+    callers_items: set[str]
+    recorded_somewhere: set[str]
+    caller_streams: frozenset[str]
+    joined_at_entry: set[str]
+    records: set[tuple[str, str]]
+    exits: list[FlowState]
+    returned: set[tuple[int | None, Mark]]
+    # The host's methods from the other parts; those taking keyword-only flags are `...`.
+    _value: Callable[[cst.BaseExpression], Value]
+    _make_access: Callable[..., Access]
+    _hazard: Callable[..., None]
+    _release_all: Callable[[cst.CSTNode | None], None]
+
+    def _note_returned(self, value: cst.BaseExpression) -> None:
+        """What a `return` hands back, for the function's summary: a returned tensor's last
+        writes, or a value computed at the return (`cast(T, self.model(x))`), written there; a
+        result of unknown code is a tensor where the caller uses it as one (`unsure`)."""
+        listed = isinstance(value, (cst.Tuple, cst.List))
+        elements = [e.value for e in value.elements] if isinstance(value, (cst.Tuple, cst.List)) else [value]
+        for index, element in enumerate(elements) if not self.silent else ():
+            position = index if listed else None
+            if isinstance(element, cst.Call) and self.imports.qualified(element.func) == "typing.cast":
+                element = element.args[-1].value  # `cast(T, x)` is `x`
+            tensor = self.live.tensors.get(dotted_name(element) or "")
+            if tensor is not None:
+                self.returned.update((position, mark) for mark in tensor.writes)
+            elif isinstance(element, cst.Call) and self._value(element).kind not in _NOT_TENSORS:
+                mark = Mark(self._make_access(element, write=True), issued_on(self.live.current))
+                self.returned.add((position, mark))
+
+    def _return(self, node: cst.Return | None) -> None:
+        """The caller continues from here: tensors die, and work still pending on a side stream
+        on the caller's tensors (`caller_owned`) is left to a caller that knows of no stream or
+        event to join it with: unless anything but tensors is returned (an event, a stream, a
+        future or an object that may hold one), or the stream is recorded, on some path, in an
+        event the caller can reach (`self.done`, a parameter)."""
+        if node is not None and node.value is not None:
+            self._note_returned(node.value)
+        handed_back = (
+            node is not None
+            and node.value is not None
+            and any(key not in self.live.tensors for key in called_or_named(node.value))
+        )
+        for key in sorted((self.caller_owned - self.bound) | self.borrowed) if not handed_back else ():
+            tensor = self.live.tensors.get(key)
+            if tensor is None:
+                continue
+            pending_writes = [mark for mark in tensor.writes if self._pending_at_return(mark)]
+            for mark in pending_writes:
+                self._hazard(HazardKind.READ_AFTER_WRITE, key, mark.access, mark.access.stream, node, returned=True)
+            for mark in (
+                tensor.reads if not pending_writes and key in self.caller_kept else ()
+            ):  # the caller's next write
+                if self._pending_at_return(mark):
+                    self._hazard(HazardKind.WRITE_AFTER_READ, key, mark.access, mark.access.stream, node, returned=True)
+        for key in sorted(self.callers_items - self.recorded_somewhere) if not handed_back else ():
+            tensor = self.live.tensors.get(key)
+            for mark in tensor.writes if tensor is not None else ():  # read only: may be kept (`caller_kept`)
+                if self._pending_at_return(mark):
+                    self._hazard(HazardKind.FREE_IN_USE, key, mark.access, self.entry_stream, node, dropped=True)
+        self.exits.append(self.live.copy())
+        self._release_all(None)
+
+    def _pending_at_return(self, mark: Mark) -> bool:
+        """An access on a side stream the caller does not know of, not joined into the current
+        stream, and not recorded in an event the caller can reach."""
+        stream = mark.access.stream
+        return (
+            distinct(stream, CURRENT)
+            and not mark.orders(CURRENT)
+            and stream not in self.caller_streams
+            and not set(stream.split(OR)) - {CURRENT} <= self.joined_at_entry
+            and not any(on == stream and self._reachable_event(event) for event, on in self.records)
+        )
+
+    def _reachable_event(self, token: str) -> bool:
+        """An event the caller holds too: stored on `self`, or passed in."""
+        root = token.removeprefix("event:").split(".", 1)[0]
+        return token.startswith("event:") and (root in ("self", "cls") or root in self.caller_streams)
+
+    def _bind_returned(self, target: cst.BaseExpression, returned: dict[int | None, Mark]) -> None:
+        """`x = f()`, `a, b = f()`: each name starts from the write, on the callee's stream, of
+        the value it gets (by position in a returned tuple, else the whole value's)."""
+        elements = [element.value for element in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else []
+        named = list(enumerate(elements)) if elements else [(None, target)]
+        for index, element in named:
+            mark = returned.get(index) or returned.get(None)
+            if isinstance(element, cst.Name) and mark is not None:
+                self.live.tensors[element.value] = TrackedTensor(writes=frozenset({mark}), unsure=True)
