@@ -268,6 +268,7 @@ def scan(
             name = f"{prefix}{node.name.value}"
             if isinstance(node, cst.FunctionDef):
                 functions.append((name, node))
+                imports.add(node)  # a property may return the current stream
             else:
                 classes[name] = [base for arg in node.bases if (base := dotted_name(arg.value)) is not None]
             scan(body_of(node.body), imports, functions, f"{name}.", classes, relative)

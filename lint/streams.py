@@ -238,8 +238,8 @@ def stream_token(
 ) -> str | None:
     """The stream an expression denotes, for both interpreters: `current_stream()` is `current`,
     `default_stream()` is `default` (the stream current at entry, or DEFAULT where that may be
-    a side stream), a name bound to a stream its binding, anything else its own source text;
-    None for `None`."""
+    a side stream), and so is a property that returns one, read; a name bound to a stream its
+    binding, anything else its own source text; None for `None`."""
     if isinstance(expr, cst.Call):
         qualified = imports.qualified(expr.func)
         if qualified == CURRENT_STREAM:
@@ -249,6 +249,9 @@ def stream_token(
     if isinstance(expr, cst.Name) and expr.value == "None":
         return None
     key = dotted_name(expr)
+    read = imports.stream_property(key) if key is not None else None
+    if read is not None:  # `self.compute` of `@property def compute(self): return current_stream()`
+        return current if read == CURRENT_STREAM else default
     if key is not None and key in bindings:
         return bindings[key]
     code = code_of(expr)
