@@ -101,8 +101,17 @@ class Bindings:
                     self.live.streams[key] = stream
 
     def _eval_value(self, value: cst.BaseExpression) -> None:
-        """A value bound to a name: naming a tensor, or a view of one, launches no kernel."""
-        if not is_reference(value) and viewed(value) is None:
+        """A value bound to a name: naming a tensor, or a view of one, launches no kernel, nor
+        does gathering them in a tuple, list, set or dict to keep (what computes an item does)."""
+        if isinstance(value, (cst.Tuple, cst.List, cst.Set)):
+            for element in value.elements:
+                self._eval_value(element.value)
+        elif isinstance(value, cst.Dict):
+            for item in value.elements:
+                if isinstance(item, cst.DictElement):
+                    self._eval_value(item.key)
+                self._eval_value(item.value)
+        elif not is_reference(value) and viewed(value) is None:
             self._eval(value)
 
     def _work_assignment(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> bool:
@@ -285,8 +294,7 @@ class Bindings:
     def _pass(self, expr: cst.BaseExpression, caller: str) -> None:
         """A value handed to the caller, who goes on on stream `caller`: it escapes, and is read
         only if computing it launches work."""
-        if not is_reference(expr):
-            self._eval(expr)
+        self._eval_value(expr)
         self._handed_back(expr, caller)
         self._escape_names(expr)
 

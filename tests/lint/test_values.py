@@ -38,6 +38,8 @@ def f(x, s, items):
         ("d = x * 2", "keep = Holder(d)"),  # handed to a constructor
         ("d = x * 2", "keep = _Result(out=d)"),
         ("d = x * 2", "items.append(d)"),  # stored in a container
+        ("d = x * 2", "items[0] = (d, d.size(), x.stride())"),  # a tuple built to be stored
+        ("d = x * 2", "pair = [d, {'shape': d.shape, 'kept': d}]"),
         ("d = x + '_' + x", "g(d)"),  # an operator with a string operand builds a string
         ("d = f'{x}_' + x", "g(d)"),
         ("d = '%s' % x", "g(d)"),
@@ -70,6 +72,7 @@ def test_host_only_values_and_uses_are_not_gpu_accesses(before: str, use: str) -
         ("d = x * 2", "v = torch.clone(d)"),  # a copy reads the data
         ("d = x * 2", "v = 2 in d"),  # membership in a tensor compares on the GPU
         ("d = x * 2", "v = torch.add(torch.ones_like(x), d)"),
+        ("d = x * 2", "pair = (d.sum(), x.size())"),  # an item computed on the GPU
     ],
 )
 def test_uses_that_launch_a_kernel_are_still_reads(before: str, use: str) -> None:
