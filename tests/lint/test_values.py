@@ -400,3 +400,40 @@ def test_resizing_a_storage_to_zero_frees_it_while_another_stream_may_use_it() -
 @pytest.mark.parametrize("between", ["torch.cuda.current_stream().wait_stream(s)", "full.record_stream(s)"])
 def test_a_storage_freed_after_a_join_or_a_record_is_fine(between: str) -> None:
     assert codes(FREE.format(between=between)) == set()
+
+
+HELPER = """
+import torch
+
+def nbytes(t, dim=0):
+    {helper}
+
+class Engine:
+    @staticmethod
+    def _nbytes(t):
+        {helper}
+
+    def offload(self, x, s):
+        with torch.cuda.stream(s):
+            y = x * 2
+        self.total = {call}
+"""
+
+
+@pytest.mark.parametrize("call", ["self._nbytes(y)", "nbytes(y)", "nbytes(dim=1, t=y)"])
+@pytest.mark.parametrize(
+    "helper",
+    [
+        "return t.element_size() * t.nelement()",
+        "return 0 if t is None else len(t) * t.shape[0] * t.size(dim)",
+        "return isinstance(t, torch.Tensor) and t.dtype == torch.float16",
+    ],
+)
+def test_a_helper_that_only_asks_for_metadata_reads_no_data(call: str, helper: str) -> None:
+    assert codes(HELPER.format(helper=helper, call=call)) == set()
+
+
+@pytest.mark.parametrize("call", ["self._nbytes(y)", "nbytes(y)"])
+@pytest.mark.parametrize("helper", ["return t.sum()", "return t.nelement() * 2 + t", "return g(t)"])
+def test_a_helper_that_uses_the_data_reads_it(call: str, helper: str) -> None:
+    assert ("CSL102", 15) in codes(HELPER.format(helper=helper, call=call))
