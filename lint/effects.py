@@ -154,7 +154,10 @@ class Helpers:
         for index, arg in enumerate(call.args):
             if arg.star:
                 break  # the later positions are unknown
-            param = arg.keyword.value if arg.keyword is not None else (positional[index:] or [None])[0]
+            if arg.keyword is not None:
+                param: str | None = arg.keyword.value
+            else:
+                param = positional[index] if index < len(positional) else None
             if param in asked:
                 found.add(id(arg.value))
         return frozenset(found)
