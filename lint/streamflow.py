@@ -227,6 +227,8 @@ def ambient_streams(owner: str, functions: Sequence[tuple[str, cst.FunctionDef]]
         for target, value in assignments
         if not (isinstance(value, cst.Call) and imports.qualified(value.func) == CURRENT_STREAM)
     }
+    if not ambient:
+        return ambient  # the other methods need no visit
     for method, function in methods.items():
         if method != "__init__":
             ambient -= {target for target, _ in _self_assignments(function)}
