@@ -138,6 +138,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         self.captures: list[tuple[set[str], set[str]]] = []
         self.statement = None
         self.loops = []
+        self.tested = set()
         self.entry_stream = CURRENT
         """The caller's stream, which it continues on after a `return`."""
 
@@ -219,6 +220,8 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
         elif isinstance(node, cst.AugAssign):
             self._eval(node.value)
             key = dotted_name(node.target)
+            if key is not None:
+                self._rebound(key)
             if key is not None and (key in self.live.tensors or key in self.maybe_tensors):
                 self._access(key, node.target, write=True)
             else:
@@ -554,6 +557,8 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
     ) -> None:
         """A kernel on the current stream (or `stream`, for a called function's) reads or writes
         `key`: check it, then record it, ordered before `after` too."""
+        if write and self.tested:
+            self._rebound(key)  # in place: what its tests said no longer holds
         tensor = self.live.tensors.get(key) or TrackedTensor()
         access = self._make_access(node, write=write)
         if stream is not None:
@@ -579,7 +584,7 @@ class FunctionAnalysis(Bindings, Values, Streams, Effects, Interpreter[FlowState
                     self._hazard(
                         HazardKind.WRITE_AFTER_READ, key, replace(access, stream=on), other, origin=read.access.function
                     )
-        mark = Mark(access, issued_on(stream) | after)
+        mark = Mark(access, issued_on(stream) | after, self.live.facts)
         for reads, writes in self.captures:
             (writes if write else reads).add(key)
         self.live.tensors[launch_key(stream)] = TrackedTensor(writes=frozenset({replace(mark, access=LAUNCH_ACCESS)}))

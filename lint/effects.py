@@ -332,7 +332,8 @@ class Effects:
             if effect.rebound:
                 assert self.statement is not None
                 access = Access(call, stream, True, self.block or self.statement, self.function)
-                self.live.tensors[key] = TrackedTensor(writes=frozenset({Mark(access, after | issued_on(stream))}))
+                mark = Mark(access, after | issued_on(stream), self.live.facts)
+                self.live.tensors[key] = TrackedTensor(writes=frozenset({mark}))
                 continue
             if stream != self.live.current:
                 self._access(key, call, write=effect.write, stream=stream, after=after)
@@ -342,7 +343,7 @@ class Effects:
             assert self.statement is not None
             access = Access(call, stream, True, self.block or self.statement, self.function)
             quiet = self.silent and effect.stream == CURRENT  # the unknown stream of the block around the call
-            mark = Mark(access, frozenset({HOST}) if quiet else after | issued_on(stream))
+            mark = Mark(access, frozenset({HOST}) if quiet else after | issued_on(stream), self.live.facts)
             tensor = self.live.tensors.get(key) or TrackedTensor()
             writes = (
                 tensor.writes if tensor.writes and all(m.access.node is call for m in tensor.writes) else frozenset()

@@ -65,6 +65,7 @@ class Streams:
     """Depth of blocks on an UNKNOWN stream: nothing in them is judged."""
     _make_access: Callable[..., Access]
     _access: Callable[..., None]
+    _assume: Callable[[cst.BaseExpression, bool], None]
     run: Callable[[Sequence[cst.BaseStatement | cst.BaseSmallStatement]], None]
     graphs: dict[str, tuple[set[str], set[str]]]
     """CUDA graphs captured here -> the keys their capture read and wrote (static inputs, outputs)."""
@@ -136,8 +137,11 @@ class Streams:
         """A side stream waits on itself: `s.wait_stream(current_stream())` inside
         `with stream(s):` (or in a function always entered on `s`), where the current stream is
         `s`. The wait orders nothing, and the stream current before the block, which it was
-        meant to name, is not waited on. Not on a stream chosen at run time or unknown."""
-        if stream != self.live.current or stream == CURRENT or not self._definite(stream):
+        meant to name, is not waited on. A stream chosen at run time between a side stream and
+        the current one (`s if c else current_stream()`) is judged on the path of the side
+        stream; not one chosen between side streams, nor an unknown one."""
+        sides = set(stream.split(OR)) - {CURRENT}
+        if stream != self.live.current or len(sides) != 1 or not self._definite(next(iter(sides))):
             return
         access = self._make_access(node, write=False)
         hazard = Hazard(HazardKind.READ_AFTER_WRITE, "", access, CURRENT, function=self.function, no_op=True)
@@ -179,8 +183,9 @@ class Streams:
         )
 
     def _polled(self, test: cst.BaseExpression, *, outcome: bool) -> None:
-        """Where `test` had the truth value `outcome`: if that means `r.query()` returned True,
-        the host is past r's work (DESIGN.md)."""
+        """Where `test` had the truth value `outcome`: what it says of names holds on the path
+        (`_assume`); if it means `r.query()` returned True, the host is past r's work (DESIGN.md)."""
+        self._assume(test, outcome)
         poll = query_poll(test)
         if poll is not None and poll[1] == outcome and self.state is not None:
             if dotted_name(poll[0]) not in self.live.tensors:
