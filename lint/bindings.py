@@ -14,6 +14,7 @@ import libcst as cst
 
 from csan_lint.lint.effects import probe_key
 from csan_lint.lint.names import ImportTable, dotted_name
+from csan_lint.lint.nodes import literal_items
 from csan_lint.lint.ordering import (
     UNKNOWN,
     Access,
@@ -148,14 +149,10 @@ class Bindings:
     def _eval_value(self, value: cst.BaseExpression) -> None:
         """A value bound to a name: naming a tensor, or a view of one, launches no kernel, nor
         does gathering them in a tuple, list, set or dict to keep (what computes an item does)."""
-        if isinstance(value, (cst.Tuple, cst.List, cst.Set)):
-            for element in value.elements:
-                self._eval_value(element.value)
-        elif isinstance(value, cst.Dict):
-            for item in value.elements:
-                if isinstance(item, cst.DictElement):
-                    self._eval_value(item.key)
-                self._eval_value(item.value)
+        items = literal_items(value)
+        if items is not None:
+            for item in items:
+                self._eval_value(item)
         elif not is_reference(value) and viewed(value) is None:
             self._eval(value)
 
