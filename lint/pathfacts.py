@@ -45,8 +45,8 @@ def facts_of(test: cst.BaseExpression, outcome: bool) -> Facts:
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         return facts_of(test.expression, not outcome)
     if isinstance(test, cst.BooleanOperation):
-        both = isinstance(test.operator, cst.And) == outcome  # `a and b` True, `a or b` False: each part says so
-        return facts_of(test.left, outcome) | facts_of(test.right, outcome) if both else NO_FACTS
+        each = isinstance(test.operator, cst.And) == outcome  # `a and b` True, `a or b` False: each part says so
+        return frozenset().union(*(facts_of(part, outcome) for part in _parts(test))) if each else NO_FACTS
     if isinstance(test, cst.Comparison):
         fact = _compared(test)
         if fact is None:
@@ -56,6 +56,19 @@ def facts_of(test: cst.BaseExpression, outcome: bool) -> Facts:
     if name is None:
         return NO_FACTS
     return frozenset({Fact(name, "truthy" if outcome else "falsy")})
+
+
+def _parts(test: cst.BooleanOperation) -> list[cst.BaseExpression]:
+    """`a`, `b`, `c` of `a and b and c`, without recursing down the chain (generated code makes
+    chains longer than the interpreter's recursion limit)."""
+    kind, parts, stack = type(test.operator), [], [test]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, kind):
+            stack += [node.right, node.left]
+        else:
+            parts.append(node)
+    return parts
 
 
 def _compared(test: cst.Comparison) -> Fact | None:

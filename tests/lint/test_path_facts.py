@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import textwrap
 
+import libcst as cst
 import pytest
 
 from csan_lint.lint.engine import lint_source
+from csan_lint.lint.pathfacts import Fact, facts_of
 
 
 def findings(source: str) -> list[tuple[str, int]]:
@@ -106,3 +108,10 @@ def test_an_ordering_held_on_a_condition_survives_a_join_whose_other_path_implie
     nothing: after their join, the wait still holds wherever `method != 2`."""
     between = "if method != 2 and method != 3:\n        pass"
     assert findings(METHODS.format(between=between, second="method == 3")) == []
+
+
+def test_a_long_chain_of_and_is_read_without_recursion() -> None:
+    """Generated code writes chains longer than the interpreter's recursion limit."""
+    test = cst.parse_expression(" and ".join(f"m != {i}" for i in range(3000)))
+    assert facts_of(test, True) == {Fact("m", "not in", frozenset({i})) for i in range(3000)}
+    assert facts_of(test, False) == frozenset()  # one of them failed: which is not known
