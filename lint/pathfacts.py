@@ -61,7 +61,9 @@ def facts_of(test: cst.BaseExpression, outcome: bool) -> Facts:
 def _parts(test: cst.BooleanOperation) -> list[cst.BaseExpression]:
     """`a`, `b`, `c` of `a and b and c`, without recursing down the chain (generated code makes
     chains longer than the interpreter's recursion limit)."""
-    kind, parts, stack = type(test.operator), [], [test]
+    kind = type(test.operator)
+    parts: list[cst.BaseExpression] = []
+    stack: list[cst.BaseExpression] = [test]
     while stack:
         node = stack.pop()
         if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, kind):
