@@ -12,6 +12,9 @@ literal constants: `x == c`, `x != c`, `x in (a, b)`, `x is None`, a bare `flag`
 and `and`/`or` of them where the outcome says each part. Nothing else is modelled: a test of
 anything else gives no fact. A fact holds until its name is rebound here; a call that changes
 an attribute behind the function's back (`self.toggle()`) is not seen (assumed not to happen).
+
+The stream-flow interpreter keeps them (`FlowState.facts`, `Mark.held_if` in lint/ordering.py);
+hostflow does not: its pending copies and events would need held orderings of their own.
 """
 
 from __future__ import annotations
