@@ -148,6 +148,7 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
         self.captures: list[tuple[set[str], set[str]]] = []
         self.statement = None
         self.loops = []
+        self.tested = set()
         self.entry_stream = CURRENT
         """The caller's stream, which it continues on after a `return`."""
 
@@ -186,6 +187,8 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
         elif isinstance(node, cst.AugAssign):
             self._eval(node.value)
             key = dotted_name(node.target)
+            if key is not None:
+                self._rebound(key)
             if key is not None and (key in self.live.tensors or key in self.maybe_tensors):
                 self._access(key, node.target, write=True)
             else:
@@ -374,12 +377,14 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
         found = self.helpers.lookup(self.function, func, qualified) if self.helpers is not None else None
         if found is not None:
             self._replay_orders(found, node)
-        self._call_other(node)
+        asked = self.helpers.metadata_args(self.function, node) if self.helpers is not None else frozenset()
+        self._call_other(node, asked)
         if found is not None and self.state is not None:
             self._replay_effects(found, node)
 
-    def _call_other(self, node: cst.Call) -> None:
-        """A call into code other than torch's: stream and tensor methods, builtins, the rest."""
+    def _call_other(self, node: cst.Call, asked: frozenset[int] = frozenset()) -> None:
+        """A call into code other than torch's: stream and tensor methods, builtins, the rest.
+        `asked`: the ids of arguments the callee only asks for metadata (not read)."""
         func = node.func
         if isinstance(func, cst.Attribute):
             if self._stream_method(node, func):
@@ -422,7 +427,7 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
                 self._write_out(node)
                 return
             self._eval(receiver)
-            self._eval_args(node)
+            self._eval_args(node, asked=asked)
             if method in STORING_METHODS or not self._is_tensor(receiver):
                 self._escape_args(node)
         else:
@@ -433,7 +438,7 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
                 self._eval(func)  # a called name is a function or a module, never a tensor
             builtin = func.value if isinstance(func, cst.Name) else None
             if builtin not in METADATA_BUILTINS:
-                self._eval_args(node)
+                self._eval_args(node, asked=asked)
             if builtin in SYNC_BUILTINS and any(self._tensor_operand(arg.value) for arg in node.args):
                 self._order(MarkUpdate(self.live.current, HOST))
             if builtin not in PURE_BUILTINS:
@@ -447,11 +452,14 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
             self._eval_value(arg.value)
         self._escape_args(node)
 
-    def _eval_args(self, node: cst.Call, *, skip_first: bool = False) -> None:
+    def _eval_args(self, node: cst.Call, *, skip_first: bool = False, asked: frozenset[int] = frozenset()) -> None:
         """Reads of the arguments, except the first where the call writes it in place (checked as
-        a write) or only looks at its shape (`torch.zeros_like(x)`)."""
+        a write) or only looks at its shape (`torch.zeros_like(x)`), and the tensors named where
+        the callee only asks for metadata (`asked`: ids of those arguments)."""
         for index, arg in enumerate(node.args):
-            if (arg.keyword is None or arg.keyword.value != "out") and not (skip_first and index == 0):
+            if id(arg.value) in asked:
+                self._eval_value(arg.value)
+            elif (arg.keyword is None or arg.keyword.value != "out") and not (skip_first and index == 0):
                 self._eval(arg.value)
 
     def _escape_args(self, node: cst.Call) -> None:
@@ -518,6 +526,8 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
     ) -> None:
         """A kernel on the current stream (or `stream`, for a called function's) reads or writes
         `key`: check it, then record it, ordered before `after` too."""
+        if write and self.tested:
+            self._rebound(key)  # in place: what its tests said no longer holds
         tensor = self.live.tensors.get(key) or TrackedTensor()
         access = self._make_access(node, write=write)
         if stream is not None:
@@ -543,7 +553,7 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
                     self._hazard(
                         HazardKind.WRITE_AFTER_READ, key, replace(access, stream=on), other, origin=read.access.function
                     )
-        mark = Mark(access, issued_on(stream) | after)
+        mark = Mark(access, issued_on(stream) | after, self.live.facts)
         for reads, writes in self.captures:
             (writes if write else reads).add(key)
         self.live.tensors[launch_key(stream)] = TrackedTensor(writes=frozenset({replace(mark, access=LAUNCH_ACCESS)}))

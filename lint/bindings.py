@@ -14,18 +14,23 @@ import libcst as cst
 
 from csan_lint.lint.effects import probe_key
 from csan_lint.lint.names import ImportTable, dotted_name
+from csan_lint.lint.nodes import literal_items
 from csan_lint.lint.ordering import (
     UNKNOWN,
     Access,
+    Assumed,
     FlowState,
     HazardKind,
     Mark,
     MarkUpdate,
+    Rebound,
     TrackedTensor,
     distinct,
     issued_on,
     item_key,
+    join_states,
 )
+from csan_lint.lint.pathfacts import facts_of, without
 from csan_lint.lint.recognize import one_stream
 from csan_lint.lint.values import (
     Value,
@@ -69,9 +74,11 @@ class Bindings:
     _bind_returned: Callable[[cst.BaseExpression, dict[int | None, Mark]], None]
     silent: int
     entry_stream: str
+    tested: set[str]
+    """Names the path facts have tested: rebinding one of them drops what was known of it."""
 
     def _assign(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
-        if self._record_event_assignment(targets, value):
+        if self._record_event_assignment(targets, value) or self._choose(targets, value):
             return
         pairs = paired(targets, value)
         if pairs is not None:  # `x, z = a, b`: each name gets its own value
@@ -107,9 +114,53 @@ class Bindings:
             for target in targets:
                 self._bind_returned(target, returned)
 
+    def _choose(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> bool:
+        """`s = a if c else b` picking a stream or a stream context by a test of a name: bound as
+        `if c: s = a` / `else: s = b` would be, so an ordering of `a` made under `c` holds for `s`."""
+        if not (isinstance(value, cst.IfExp) and facts_of(value.test, True) and self.state is not None):
+            return False
+        if self._value(value).kind not in ("stream", "context"):
+            return False
+        self._eval(value.test)
+        entry, paths = self.state, []
+        for side, outcome in ((value.body, True), (value.orelse, False)):
+            self.state = entry.copy() if entry is not None else None
+            self._assume(value.test, outcome)
+            self._assign(targets, side)
+            paths.append(self.state)
+        self.state = join_states(paths)
+        return True
+
+    def _assume(self, test: cst.BaseExpression, outcome: bool) -> None:
+        """The path goes on where `test` had the truth value `outcome`: orderings held on what
+        that implies now hold (lint/pathfacts.py). Not of a tensor written here (a value that
+        may be one, only read, is taken for a number or a flag)."""
+        if self.state is None:
+            return
+        tensors = self.live.tensors
+        facts = frozenset(
+            fact for fact in facts_of(test, outcome) if fact.name not in tensors or not tensors[fact.name].writes
+        )
+        if facts <= self.live.facts:
+            return
+        self.tested.update(fact.name for fact in facts)
+        self.live.facts |= facts
+        self.live.update_marks(Assumed(self.live.facts))
+
+    def _rebound(self, key: str) -> None:
+        """`key` gets a new value: nothing known of its old one holds."""
+        if any(name == key or name.startswith(f"{key}.") for name in self.tested):
+            self.live.facts = without(self.live.facts, key)
+            self.live.update_marks(Rebound(key))
+
     def _eval_value(self, value: cst.BaseExpression) -> None:
-        """A value bound to a name: naming a tensor, or a view of one, launches no kernel."""
-        if not is_reference(value) and viewed(value) is None:
+        """A value bound to a name: naming a tensor, or a view of one, launches no kernel, nor
+        does gathering them in a tuple, list, set or dict to keep (what computes an item does)."""
+        items = literal_items(value)
+        if items is not None:
+            for item in items:
+                self._eval_value(item)
+        elif not is_reference(value) and viewed(value) is None:
             self._eval(value)
 
     def _work_assignment(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> bool:
@@ -158,7 +209,7 @@ class Bindings:
         self._forget(key)
         state = self.live
         if value.kind in ("tensor", "result"):
-            mark = Mark(self._make_access(target, write=True), issued_on(state.current))
+            mark = Mark(self._make_access(target, write=True), issued_on(state.current), state.facts)
             state.tensors[key] = TrackedTensor(
                 writes=frozenset({mark}),
                 alloc=state.current if owned else None,
@@ -166,7 +217,7 @@ class Bindings:
             )
         elif value.kind == "allocation":
             access = replace(self._make_access(target, write=True), produced="allocated")
-            mark = Mark(access, self._launched_before(state.current))
+            mark = Mark(access, self._launched_before(state.current), state.facts)
             state.tensors[key] = TrackedTensor(writes=frozenset({mark}), alloc=state.current if owned else None)
         elif value.kind == "host":
             state.tensors[key] = TrackedTensor()
@@ -240,6 +291,7 @@ class Bindings:
         return True
 
     def _forget(self, key: str) -> None:
+        self._rebound(key)
         self.live.tensors.pop(key, None)
         for name in [name for name in self.live.streams if name == key or name.startswith(f"{key}[")]:
             del self.live.streams[name]
@@ -293,8 +345,7 @@ class Bindings:
     def _pass(self, expr: cst.BaseExpression, caller: str) -> None:
         """A value handed to the caller, who goes on on stream `caller`: it escapes, and is read
         only if computing it launches work."""
-        if not is_reference(expr):
-            self._eval(expr)
+        self._eval_value(expr)
         self._handed_back(expr, caller)
         self._escape_names(expr)
 

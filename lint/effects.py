@@ -29,7 +29,7 @@ from csan_lint.lint.ordering import (
     join_states,
 )
 from csan_lint.lint.recognize import ContextFunctions
-from csan_lint.lint.scan import tensor_params
+from csan_lint.lint.scan import metadata_params, tensor_params
 from csan_lint.lint.summaries import ANY_OTHER, Effect, PackageIndex, Summary, returned_key, returned_position
 
 if TYPE_CHECKING:
@@ -45,6 +45,14 @@ PROBE_ACCESS = Access(_PROBE_NODE, ANY_OTHER, True, _PROBE_NODE)
 
 def _is_super(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "super"
+
+
+def _on_self(func: cst.BaseExpression) -> bool:
+    """`self.m`, `cls.m`, `super().m`: a method of the caller's class or of its bases."""
+    if not isinstance(func, cst.Attribute):
+        return False
+    receiver = func.value
+    return _is_super(receiver) or (isinstance(receiver, cst.Name) and receiver.value in ("self", "cls"))
 
 
 def probe_key(token: str) -> str:
@@ -99,34 +107,60 @@ class Helpers:
         self.classes = classes or {}
         """Classes of the module -> their base classes as spelled (`Base`, `mod.Base`)."""
         self.summaries: dict[str, Summary | None] = {}
+        self.metadata: dict[str, frozenset[str]] = {}
+        """Function -> the parameters it only asks for metadata (`metadata_params`)."""
         self.contexts = ContextFunctions(functions.values(), imports)
         """The module's functions that enter a stream for their caller (`with self._on(s):`)."""
         self.depth = 0
         """Summaries being built, each inside the last: deep call chains stop at _MAX_SUMMARY_DEPTH."""
 
     def lookup(self, caller: str | None, func: cst.BaseExpression, qualified: str | None) -> Callee | None:
-        """`helper(...)`: a function nested in the caller, or a module-level one; `self.helper(...)`: a method
-        of the caller's
-        class or one it inherits from a class of the module, `super().helper(...)` one of its
-        bases'; `mod.helper(...)` or an imported name: a function of another linted module."""
-        if isinstance(func, cst.Name) and caller is not None and f"{caller}.{func.value}" in self.functions:
-            summary = self.summary(f"{caller}.{func.value}")  # a function nested in the caller
-            return Callee(summary, True, False) if summary is not None else None
-        if isinstance(func, cst.Name) and func.value in self.functions:
-            summary = self.summary(func.value)
-            return Callee(summary, True, False) if summary is not None else None
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls"):
-            if caller is None or "." not in caller:
-                return None
-            method = self._method(caller.rsplit(".", 1)[0], func.attr.value, inherited=False)
-            summary = self.summary(method) if method is not None else None
-            return Callee(summary, True, True) if summary is not None else None
-        if isinstance(func, cst.Attribute) and _is_super(func.value) and caller is not None and "." in caller:
-            method = self._method(caller.rsplit(".", 1)[0], func.attr.value, inherited=True)
-            summary = self.summary(method) if method is not None else None
-            return Callee(summary, True, True) if summary is not None else None
+        """A function of the module (`callee`), or for `mod.helper(...)` or an imported name a
+        function of another linted module."""
+        name = self.callee(caller, func)
+        if name is not None or _on_self(func):
+            summary = self.summary(name) if name is not None else None
+            return Callee(summary, True, isinstance(func, cst.Attribute)) if summary is not None else None
         summary = self.imported(dotted_name(func), qualified)
         return Callee(summary, False, False) if summary is not None else None
+
+    def callee(self, caller: str | None, func: cst.BaseExpression) -> str | None:
+        """The module's function a call reaches: `helper(...)`, a function nested in the caller or
+        a module-level one; `self.helper(...)`, a method of the caller's class or one it inherits
+        from a class of the module; `super().helper(...)`, one of its bases'."""
+        if isinstance(func, cst.Name) and caller is not None and f"{caller}.{func.value}" in self.functions:
+            return f"{caller}.{func.value}"
+        if isinstance(func, cst.Name):
+            return func.value if func.value in self.functions else None
+        if not (_on_self(func) and caller is not None and "." in caller):
+            return None
+        assert isinstance(func, cst.Attribute)
+        return self._method(caller.rsplit(".", 1)[0], func.attr.value, inherited=_is_super(func.value))
+
+    def metadata_args(self, caller: str | None, call: cst.Call) -> frozenset[int]:
+        """The ids of the arguments a call of the module's function passes for parameters it
+        only asks for metadata (`self._num_bytes(t)`): naming a tensor there reads no data."""
+        name = self.callee(caller, call.func)
+        if name is None:
+            return frozenset()
+        if name not in self.metadata:
+            self.metadata[name] = metadata_params(self.functions[name])
+        asked = self.metadata[name]
+        params = self.functions[name].params
+        positional = [param.name.value for param in (*params.posonly_params, *params.params)]
+        if isinstance(call.func, cst.Attribute) and positional[:1] in (["self"], ["cls"]):
+            positional = positional[1:]  # bound by the call
+        found = set()
+        for index, arg in enumerate(call.args):
+            if arg.star:
+                break  # the later positions are unknown
+            if arg.keyword is not None:
+                param: str | None = arg.keyword.value
+            else:
+                param = positional[index] if index < len(positional) else None
+            if param in asked:
+                found.add(id(arg.value))
+        return frozenset(found)
 
     def defined(self, caller: str | None, func: cst.BaseExpression) -> cst.FunctionDef | None:
         """The module's function `name(...)` calls from inside `caller`: nested in it or in a
@@ -310,7 +344,8 @@ class Effects:
             if effect.rebound:
                 assert self.statement is not None
                 access = Access(call, stream, True, self.block or self.statement, self.function)
-                self.live.tensors[key] = TrackedTensor(writes=frozenset({Mark(access, after | issued_on(stream))}))
+                mark = Mark(access, after | issued_on(stream), self.live.facts)
+                self.live.tensors[key] = TrackedTensor(writes=frozenset({mark}))
                 continue
             if stream != self.live.current:
                 self._access(key, call, write=effect.write, stream=stream, after=after)
@@ -320,7 +355,7 @@ class Effects:
             assert self.statement is not None
             access = Access(call, stream, True, self.block or self.statement, self.function)
             quiet = self.silent and effect.stream == CURRENT  # the unknown stream of the block around the call
-            mark = Mark(access, frozenset({HOST}) if quiet else after | issued_on(stream))
+            mark = Mark(access, frozenset({HOST}) if quiet else after | issued_on(stream), self.live.facts)
             tensor = self.live.tensors.get(key) or TrackedTensor()
             writes = (
                 tensor.writes if tensor.writes and all(m.access.node is call for m in tensor.writes) else frozenset()

@@ -137,6 +137,7 @@ def scan_facts(body: Sequence[cst.CSTNode], facts: ModuleFacts) -> None:
                     )
         elif isinstance(node, cst.FunctionDef):
             facts.functions.setdefault(node.name.value, []).append(node)
+            facts.imports.add(node)  # a property may return the current stream
             scan_facts(node.body.body, facts)
         elif isinstance(node, cst.BaseCompoundStatement):
             for suite in _suites(node):

@@ -63,6 +63,7 @@ from csan_lint.lint.names import (
     ImportTable,
     dotted_name,
 )
+from csan_lint.lint.nodes import literal_items
 from csan_lint.lint.ordering import CURRENT, DEFAULT
 from csan_lint.lint.recognize import entered_streams, one_stream
 from csan_lint.lint.streamflow import Location, ModuleFlow
@@ -297,14 +298,9 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
             self.live.into.pop(key, None)
             self.live.out_of.pop(key, None)
             self.live.unrecorded -= {key}
-        elif isinstance(expr, (cst.Tuple, cst.List, cst.Set)):
-            for element in expr.elements:
-                self._hand_off(element.value)
-        elif isinstance(expr, cst.Dict):
-            for item in expr.elements:
-                if isinstance(item, cst.DictElement):
-                    self._hand_off(item.key)
-                self._hand_off(item.value)
+        elif (items := literal_items(expr)) is not None:
+            for item in items:
+                self._hand_off(item)
         else:
             self._eval(expr)
 

@@ -105,10 +105,18 @@ class ImportTable:
         """Dotted names bound to a stream somewhere in the module (`self.s1 = torch.Stream()`)."""
         self._references: dict[str, str | None] = {}
         """Dotted names bound to the API itself (`self._ctx = torch.cuda.stream`); None: to two parts of it."""
+        self._properties: dict[str, str] = {}
+        """`self.x` -> the stream call its property makes on each read (`current_stream`, `default_stream`)."""
         self._project_suffixes = _suffixes(self._project)
 
-    def add(self, node: cst.Import | cst.ImportFrom | cst.Assign) -> None:
-        """Learns the names an import binds, or that an assignment binds a device module or a stream."""
+    def add(self, node: cst.Import | cst.ImportFrom | cst.Assign | cst.FunctionDef) -> None:
+        """Learns the names an import binds, that an assignment binds a device module or a stream,
+        or that a property returns the current or the default stream."""
+        if isinstance(node, cst.FunctionDef):
+            meaning = self._stream_property(node)
+            if meaning is not None:
+                self._properties[f"self.{node.name.value}"] = meaning
+            return
         if isinstance(node, cst.Assign):
             keys = [key for target in node.targets if (key := dotted_name(target.target)) is not None]
             if self._is_device_module(node.value):
@@ -165,6 +173,29 @@ class ImportTable:
             and _DEVICE_WORD.search(cst.Module([]).code_for_node(expr.args[1].value)) is not None
         )
 
+    def _stream_property(self, function: cst.FunctionDef) -> str | None:
+        """`@property def compute(self): return torch.cuda.current_stream()`: the call made anew on
+        each read, so `self.compute` is the stream current where it is read (a `cached_property`
+        keeps its first answer: not one)."""
+        if not any(_is_name(decorator.decorator, "property") for decorator in function.decorators):
+            return None
+        body = [
+            statement
+            for statement in function.body.body
+            if not (isinstance(statement, cst.SimpleStatementLine) and _is_docstring(statement))
+        ]
+        if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine) or len(body[0].body) != 1:
+            return None
+        returned = body[0].body[0]
+        value = returned.value if isinstance(returned, cst.Return) else None
+        meaning = self.qualified(value.func) if isinstance(value, cst.Call) else None
+        return meaning if meaning in (CURRENT_STREAM, DEFAULT_STREAM) else None
+
+    def stream_property(self, key: str) -> str | None:
+        """The stream call reading `key` makes (`torch.cuda.current_stream`), if it is a property
+        of the module's classes that returns one; None for any other name."""
+        return self._properties.get(key)
+
     def _reference(self, expr: cst.BaseExpression) -> str | None:
         """The stream API an expression names without calling it (`torch.cuda.stream`, or a
         choice of spellings of it: `get_device_module(d).stream if c else torch.cuda.stream`)."""
@@ -196,8 +227,8 @@ class ImportTable:
         return None if fact is None or not handle else fact != negated
 
     def binds_stream(self, key: str) -> bool:
-        """Whether the module assigns a stream to this dotted name somewhere."""
-        return key in self._streams
+        """Whether the module assigns a stream to this dotted name somewhere, or it is a stream property."""
+        return key in self._streams or key in self._properties
 
     @property
     def names(self) -> frozenset[str]:
@@ -268,6 +299,15 @@ def _asname(alias: cst.ImportAlias) -> str:
     assert alias.asname is not None
     name = alias.asname.name
     return name.value if isinstance(name, cst.Name) else ""
+
+
+def _is_name(expr: cst.BaseExpression, name: str) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == name
+
+
+def _is_docstring(statement: cst.SimpleStatementLine) -> bool:
+    first = statement.body[0]
+    return isinstance(first, cst.Expr) and isinstance(first.value, (cst.SimpleString, cst.ConcatenatedString))
 
 
 def dotted_name(expr: cst.BaseExpression) -> str | None:

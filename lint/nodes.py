@@ -58,6 +58,21 @@ def children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
     return found
 
 
+def literal_items(expr: cst.BaseExpression) -> list[cst.BaseExpression] | None:
+    """The items of a literal tuple, list or set, or the keys and values of a literal dict (a
+    starred item as what it unpacks); None for any other expression."""
+    if isinstance(expr, (cst.Tuple, cst.List, cst.Set)):
+        return [element.value for element in expr.elements]
+    if isinstance(expr, cst.Dict):
+        items: list[cst.BaseExpression] = []
+        for item in expr.elements:
+            if isinstance(item, cst.DictElement):
+                items.append(item.key)
+            items.append(item.value)
+        return items
+    return None
+
+
 def _field_order(node: cst.CSTNode) -> tuple[str, ...] | None:
     """The fields in the order libcst visits them, then any field the visit did not announce
     (none in libcst 1.x; kept so that no child can be missed). None if the visit cannot be read."""

@@ -9,11 +9,13 @@ State at each program point (`FlowState`):
 - ordering facts, kept on each access as the set of tokens ordered after it: stream names
   (`a.wait_stream(b)` adds `a` to every access that has `b`), `event:e` (added by a record
   on a stream the access has) and `*` (a host sync: every later launch is ordered after it;
-  also where `e.query()` returned True: the branch it guards, the exit of `while not e.query()`).
+  also where `e.query()` returned True: the branch it guards, the exit of `while not e.query()`);
+- the path facts (lint/pathfacts.py): what the tests on the way say of names (`method != 2`).
 
 Every set is built from the function's own nodes and names, so the lattice is finite: loops
 are iterated to a fixpoint and branches join by union of accesses and intersection of facts,
-so an ordering made on one branch only does not order the other.
+so an ordering made on one branch only does not order the other; it is held on that branch's
+path facts instead (`Mark.held_if`), and holds again on a later path whose facts imply them.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Literal
 import libcst as cst
 
 from csan_lint.lint.interpret import Loop
+from csan_lint.lint.pathfacts import NO_FACTS, Facts, contradicts, implies, without
 from csan_lint.lint.recognize import OR, join_contexts, one_stream
 from csan_lint.lint.summaries import ANY_OTHER
 from csan_lint.runtime import kinds
@@ -79,6 +82,12 @@ class Mark:
     access: Access
     after: frozenset[str]
     """Tokens ordered after the access: streams, `event:e`, or HOST."""
+    facts: Facts = NO_FACTS
+    """The path facts where the access was made (lint/pathfacts.py): a path they contradict
+    does not have it."""
+    held_if: frozenset[tuple[str, Facts]] = frozenset()
+    """Tokens ordered after the access on the paths where a condition holds (an ordering made
+    under `if c:`), added to `after` on a later path whose facts imply it (`Assumed`)."""
 
     def orders(self, stream: str) -> bool:
         """Ordered before `stream` on every path (a stream chosen at run time: before each
@@ -192,9 +201,57 @@ class MarkUpdate:
                 paths = {path for token in after if (path := _path_of(token, self.when))}
                 added = {f"{self.token}{_ON}{path}" for path in paths} - after
                 after = after | added if added else after
-            if after is not mark.after:
+            held = self._held(mark.held_if)
+            if after is not mark.after or held is not mark.held_if:
                 changed = True
-                mark = Mark(mark.access, after)
+                mark = replace(mark, after=after, held_if=held)
+            result.append(mark)
+        return frozenset(result) if changed else marks
+
+    def _held(self, held: frozenset[tuple[str, Facts]]) -> frozenset[tuple[str, Facts]]:
+        """Conditional tokens alike: a dropped one goes, one `when` brings `token` under its condition."""
+        if not held:
+            return held
+        if self.drop is not None:
+            held = frozenset(entry for entry in held if entry[0].partition(_ON)[0] != self.drop)
+        if self.token is not None and self.when is not None:
+            held |= {(self.token, condition) for token, condition in held if token == self.when}
+        return held
+
+
+class Assumed:
+    """A path gains facts: each mark's conditional tokens whose condition they imply (with the
+    facts of the access) join its `after`."""
+
+    def __init__(self, facts: Facts) -> None:
+        self.facts = facts
+
+    def __call__(self, marks: frozenset[Mark]) -> frozenset[Mark]:
+        result, changed = [], False
+        for mark in marks:
+            known = self.facts | mark.facts
+            held = {(token, condition) for token, condition in mark.held_if if implies(known, condition)}
+            if held:
+                changed = True
+                mark = replace(mark, after=mark.after | {token for token, _ in held}, held_if=mark.held_if - held)
+            result.append(mark)
+        return frozenset(result) if changed else marks
+
+
+class Rebound:
+    """`name` is rebound: facts about it, and tokens held on conditions about it, no longer hold."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, marks: frozenset[Mark]) -> frozenset[Mark]:
+        result, changed = [], False
+        for mark in marks:
+            facts = without(mark.facts, self.name)
+            held = frozenset(entry for entry in mark.held_if if without(entry[1], self.name) == entry[1])
+            if facts != mark.facts or held != mark.held_if:
+                changed = True
+                mark = replace(mark, facts=facts, held_if=held)
             result.append(mark)
         return frozenset(result) if changed else marks
 
@@ -207,9 +264,11 @@ class FlowState:
     """Names bound to stream objects -> the stream they denote."""
     contexts: dict[str, str] = field(default_factory=dict)
     """Names bound to StreamContext objects -> the stream they make current."""
+    facts: Facts = NO_FACTS
+    """What the tests on the way here say (lint/pathfacts.py)."""
 
     def copy(self) -> FlowState:
-        return FlowState(self.current, dict(self.tensors), dict(self.streams), dict(self.contexts))
+        return FlowState(self.current, dict(self.tensors), dict(self.streams), dict(self.contexts), self.facts)
 
     def update_marks(self, update: Callable[[frozenset[Mark]], frozenset[Mark]]) -> None:
         for key, tensor in self.tensors.items():
@@ -222,17 +281,54 @@ def _path_of(token: str, stream: str) -> str | None:
     return path if on and before == stream else None
 
 
-def _join_marks(a: frozenset[Mark], b: frozenset[Mark], kept: frozenset[str] = frozenset()) -> frozenset[Mark]:
+Sides = tuple[Facts, Facts]
+"""The facts each of two joined paths has and the other lacks (an `if`'s test, and its negation)."""
+_NO_SIDES: Sides = (NO_FACTS, NO_FACTS)
+
+
+Kept = tuple[frozenset[str], frozenset[str]]
+"""The side streams each of two joined paths alone binds (`_entered_on_one_path`)."""
+_NOT_KEPT: Kept = (frozenset(), frozenset())
+
+
+def _join_marks(a: frozenset[Mark], b: frozenset[Mark], kept: Kept, sides: Sides) -> frozenset[Mark]:
     if a == b:
         return a
     by_access = {mark.access: mark for mark in a}
     for mark in b:
         other = by_access.get(mark.access)
-        if other is not None:
-            after = _meet(mark.after, other.after) | ((mark.after | other.after) & kept)
-            mark = Mark(mark.access, after)
-        by_access[mark.access] = mark
+        by_access[mark.access] = mark if other is None else _join_mark(other, mark, kept, sides)
     return frozenset(by_access.values())
+
+
+def _join_mark(a: Mark, b: Mark, kept: Kept, sides: Sides) -> Mark:
+    """One access as two paths left it. A path whose facts contradict the access's does not have
+    it: the other's orderings hold. A token ordered on one path only is held on that path's facts."""
+    if a == b:
+        return a
+    facts = a.facts & b.facts
+    if contradicts(a.facts | sides[0]):  # the first path cannot have made it
+        return replace(b, facts=facts)
+    if contradicts(b.facts | sides[1]):
+        return replace(a, facts=facts)
+    after = _meet(a.after, b.after) | (a.after & kept[0]) | (b.after & kept[1])
+    held = _held_from(a, b, after, sides[0]) | _held_from(b, a, after, sides[1])
+    return Mark(a.access, after, facts, frozenset(entry for entry in held if entry[0] not in after))
+
+
+def _held_from(mine: Mark, theirs: Mark, after: frozenset[str], side: Facts) -> set[tuple[str, Facts]]:
+    """What one path's tokens say after the join: a conditional token the other path holds too
+    (or orders at once) still holds on its condition; one only this path holds, or orders,
+    holds where this path's own facts (`side`) hold too."""
+    held = set()
+    for token, condition in mine.held_if:
+        if (token, condition) in theirs.held_if or token in theirs.after or HOST in theirs.after:
+            held.add((token, condition))
+        elif side:
+            held.add((token, condition | side))
+    if side:
+        held.update((token, side) for token in mine.after - after)
+    return held
 
 
 def _meet(a: frozenset[str], b: frozenset[str]) -> frozenset[str]:
@@ -244,14 +340,15 @@ def _meet(a: frozenset[str], b: frozenset[str]) -> frozenset[str]:
     return a & b
 
 
-def join_tensor(a: TrackedTensor, b: TrackedTensor, kept: frozenset[str] = frozenset()) -> TrackedTensor:
-    """`kept`: tokens whose orderings hold where the stream may be used (`_entered_on_one_path`)."""
+def join_tensor(a: TrackedTensor, b: TrackedTensor, kept: Kept = _NOT_KEPT, sides: Sides = _NO_SIDES) -> TrackedTensor:
+    """`kept`: per path, the tokens whose orderings made there hold wherever the stream may be
+    used (`_entered_on_one_path`); `sides`: the facts only each path has."""
     if a == b:
         return a
     return TrackedTensor(
-        writes=_join_marks(a.writes, b.writes, kept),
-        reads=_join_marks(a.reads, b.reads, kept),
-        uses=_join_marks(a.uses, b.uses, kept),
+        writes=_join_marks(a.writes, b.writes, kept, sides),
+        reads=_join_marks(a.reads, b.reads, kept, sides),
+        uses=_join_marks(a.uses, b.uses, kept, sides),
         alloc=a.alloc if a.alloc == b.alloc else None,
         recorded=a.recorded & b.recorded,
         pool=_join_pool(a.pool, b.pool),
@@ -275,26 +372,31 @@ def join_states(states: Iterable[FlowState | None]) -> FlowState | None:
     result = live[0].copy()
     for state in live[1:]:
         kept = _entered_on_one_path(result, state)
+        sides = (result.facts - state.facts, state.facts - result.facts)
         for key, tensor in state.tensors.items():
             mine = result.tensors.get(key)
-            result.tensors[key] = tensor if mine is None else join_tensor(mine, tensor, kept)
+            result.tensors[key] = tensor if mine is None else join_tensor(mine, tensor, kept, sides)
         result.streams = _join_bindings(result.streams, state.streams)
         result.contexts = join_contexts(result.contexts, state.contexts)
+        result.facts &= state.facts
     return result
 
 
-def _entered_on_one_path(a: FlowState, b: FlowState) -> frozenset[str]:
-    """Side streams a context or a name binds to on one path only (`ctx = torch.cuda.stream(s)`
-    where the other path binds `nullcontext()`; `stream = self.s` where the other binds
-    `current_stream()`): the stream is used through the binding on that path alone, so an
-    ordering of it made on that path (`s.wait_stream(...)` under the same `if`) holds wherever
-    it is used. Assumed: the stream is not used directly on the other path."""
-    one_sided: set[str] = set()
+def _entered_on_one_path(a: FlowState, b: FlowState) -> Kept:
+    """Per path, the side streams a context or a name binds to there only (`ctx =
+    torch.cuda.stream(s)` where the other path binds `nullcontext()`; `stream = self.s` where
+    the other binds `current_stream()`): the stream is used through the binding on that path
+    alone, so an ordering of it made on that path (`s.wait_stream(...)` under the same `if`)
+    holds wherever it is used. Assumed: the stream is not used directly on the other path."""
+    left, right = set(), set()
     for bindings in ("contexts", "streams"):
-        left, right = set(getattr(a, bindings).values()), set(getattr(b, bindings).values())
-        one_sided |= left ^ right
-    parts = {part for stream in one_sided for part in stream.split(OR)}
-    return frozenset(parts - {CURRENT, DEFAULT, UNKNOWN})
+        left |= set(getattr(a, bindings).values())
+        right |= set(getattr(b, bindings).values())
+
+    def parts(streams: set[str]) -> frozenset[str]:
+        return frozenset({part for stream in streams for part in stream.split(OR)} - {CURRENT, DEFAULT, UNKNOWN})
+
+    return parts(left - right), parts(right - left)
 
 
 def _join_bindings(a: dict[str, str], b: dict[str, str]) -> dict[str, str]:
@@ -377,9 +479,10 @@ class FactUpdate:
                     if not any(keeps for keeps, _ in entries):
                         dropped.add(token)
                 after = (mark.after - dropped) | added
-                if after != mark.after:
+                held = frozenset(entry for entry in mark.held_if if entry[0] not in dropped)
+                if after != mark.after or held != mark.held_if:
                     changed = True
-                    mark = Mark(mark.access, frozenset(after))
+                    mark = replace(mark, after=frozenset(after), held_if=held)
             result.append(mark)
         return frozenset(result) if changed else marks
 

@@ -15,7 +15,7 @@ from csan_lint.lint.nodes import children
 from csan_lint.lint.recognize import NO_FUNCTIONS, ContextFunctions, entered_streams
 from csan_lint.lint.summaries import module_name
 from csan_lint.lint.values import code_of, target_names
-from csan_lint.lint.vocabulary import CONTAINER_METHODS
+from csan_lint.lint.vocabulary import CONTAINER_METHODS, HOST_ATTRIBUTES, HOST_METHODS, METADATA_BUILTINS
 
 
 def body_of(node: cst.BaseSuite) -> Sequence[cst.BaseStatement | cst.BaseSmallStatement]:
@@ -93,6 +93,47 @@ def kept_tensor_params(function: cst.FunctionDef) -> frozenset[str]:
                     handed_off.add(key.split(".", 1)[0])
         stack.extend(children(current))
     return frozenset((used & names) - handed_off)
+
+
+def metadata_params(function: cst.FunctionDef) -> frozenset[str]:
+    """Parameters the function only asks for metadata (`t.element_size() * t.nelement()`,
+    `t.shape`, `t is None`, `len(t)`): a tensor passed there is read by no kernel. Any other
+    mention (an operator, a call, a rebinding, a nested function) is taken as a use of the data."""
+    params = function.params
+    names = {param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    used: set[str] = set()
+    stack: list[cst.CSTNode] = [function.body]
+    while stack:
+        node = stack.pop()
+        inner = _metadata_of_name(node)
+        if inner is not None:
+            stack.extend(inner)
+            continue
+        if isinstance(node, cst.Name) and node.value in names:
+            used.add(node.value)
+        stack.extend(children(node))
+    return frozenset(names - used - {"self", "cls"})
+
+
+_ASKED = HOST_METHODS - {"untyped_storage"}
+"""Methods that answer metadata (the storage may be freed through `untyped_storage()`)."""
+
+
+def _metadata_of_name(node: cst.CSTNode) -> Sequence[cst.CSTNode] | None:
+    """The parts left to look at when `node` asks a name for metadata only (`t.shape`,
+    `t.size(d)`: `d`; `t is None`; `len(t)`); None if it is no such question."""
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.attr.value in HOST_ATTRIBUTES:
+        return ()
+    if isinstance(node, cst.Call):
+        func = node.func
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.attr.value in _ASKED:
+            return [arg.value for arg in node.args]
+        if isinstance(func, cst.Name) and func.value in METADATA_BUILTINS:
+            return [arg.value for arg in node.args if not isinstance(arg.value, cst.Name)]
+    if isinstance(node, cst.Comparison) and all(isinstance(t.operator, (cst.Is, cst.IsNot)) for t in node.comparisons):
+        parts = (node.left, *(target.comparator for target in node.comparisons))
+        return [part for part in parts if not isinstance(part, cst.Name)]
+    return None
 
 
 def calls_any(name: str, function: cst.FunctionDef, targets: set[str]) -> bool:
@@ -268,6 +309,7 @@ def scan(
             name = f"{prefix}{node.name.value}"
             if isinstance(node, cst.FunctionDef):
                 functions.append((name, node))
+                imports.add(node)  # a property may return the current stream
             else:
                 classes[name] = [base for arg in node.bases if (base := dotted_name(arg.value)) is not None]
             scan(body_of(node.body), imports, functions, f"{name}.", classes, relative)

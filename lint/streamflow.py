@@ -210,16 +210,25 @@ def ambient_streams(owner: str, functions: Sequence[tuple[str, cst.FunctionDef]]
     """`self.s` bound in `__init__` to the current stream and never rebound: the stream the
     object's user runs on, taken as the current stream in its other methods (an offloader keeps
     `self.compute = current_stream()` to order its side stream after). A kept `default_stream()`
-    stays its own stream: a caller running on a side stream is the bug it hides."""
+    stays its own stream, also where another branch of `__init__` keeps the current one (on
+    another device): a caller running on a side stream is the bug it hides."""
     methods = {name.rpartition(".")[2]: function for name, function in functions if name.rpartition(".")[0] == owner}
     init = methods.get("__init__")
     if init is None:
         return set()
+    assignments = _self_assignments(init)
     ambient = {
         target
-        for target, value in _self_assignments(init)
+        for target, value in assignments
         if isinstance(value, cst.Call) and imports.qualified(value.func) == CURRENT_STREAM
     }
+    ambient -= {
+        target
+        for target, value in assignments
+        if not (isinstance(value, cst.Call) and imports.qualified(value.func) == CURRENT_STREAM)
+    }
+    if not ambient:
+        return ambient  # the other methods need no visit
     for method, function in methods.items():
         if method != "__init__":
             ambient -= {target for target, _ in _self_assignments(function)}

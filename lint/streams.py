@@ -66,6 +66,7 @@ class Streams:
     """Depth of blocks on an UNKNOWN stream: nothing in them is judged."""
     _make_access: Callable[..., Access]
     _access: Callable[..., None]
+    _assume: Callable[[cst.BaseExpression, bool], None]
     run: Callable[[Sequence[cst.BaseStatement | cst.BaseSmallStatement]], None]
     graphs: dict[str, tuple[set[str], set[str]]]
     """CUDA graphs captured here -> the keys their capture read and wrote (static inputs, outputs)."""
@@ -137,8 +138,11 @@ class Streams:
         """A side stream waits on itself: `s.wait_stream(current_stream())` inside
         `with stream(s):` (or in a function always entered on `s`), where the current stream is
         `s`. The wait orders nothing, and the stream current before the block, which it was
-        meant to name, is not waited on. Not on a stream chosen at run time or unknown."""
-        if stream != self.live.current or stream == CURRENT or not self._definite(stream):
+        meant to name, is not waited on. A stream chosen at run time between a side stream and
+        the current one (`s if c else current_stream()`) is judged on the path of the side
+        stream; not one chosen between side streams, nor an unknown one."""
+        sides = set(stream.split(OR)) - {CURRENT}
+        if stream != self.live.current or len(sides) != 1 or not self._definite(next(iter(sides))):
             return
         access = self._make_access(node, write=False)
         hazard = Hazard(HazardKind.READ_AFTER_WRITE, "", access, CURRENT, function=self.function, no_op=True)
@@ -182,8 +186,9 @@ class Streams:
         )
 
     def _polled(self, test: cst.BaseExpression, *, outcome: bool) -> None:
-        """Where `test` had the truth value `outcome`: if that means `r.query()` returned True,
-        the host is past r's work (DESIGN.md)."""
+        """Where `test` had the truth value `outcome`: what it says of names holds on the path
+        (`_assume`); if it means `r.query()` returned True, the host is past r's work (DESIGN.md)."""
+        self._assume(test, outcome)
         poll = query_poll(test)
         if poll is not None and poll[1] == outcome and self.state is not None:
             if dotted_name(poll[0]) not in self.live.tensors:
@@ -241,8 +246,8 @@ def stream_token(
 ) -> str | None:
     """The stream an expression denotes, for both interpreters: `current_stream()` is `current`,
     `default_stream()` is `default` (the stream current at entry, or DEFAULT where that may be
-    a side stream), a name bound to a stream its binding, anything else its own source text;
-    None for `None`."""
+    a side stream), and so is a property that returns one, read; a name bound to a stream its
+    binding, anything else its own source text; None for `None`."""
     if isinstance(expr, cst.Call):
         qualified = imports.qualified(expr.func)
         if qualified == CURRENT_STREAM:
@@ -252,6 +257,9 @@ def stream_token(
     if isinstance(expr, cst.Name) and expr.value == "None":
         return None
     key = dotted_name(expr)
+    read = imports.stream_property(key) if key is not None else None
+    if read is not None:  # `self.compute` of `@property def compute(self): return current_stream()`
+        return current if read == CURRENT_STREAM else default
     if key is not None and key in bindings:
         return bindings[key]
     code = code_of(expr)

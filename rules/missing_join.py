@@ -58,7 +58,11 @@ class MissingJoin(Rule):
     file linted in the same run) and joins on every path that returns. `self` attributes a
     method leaves written on a side stream are followed into the public methods of the same
     class (not its subclasses). A wait made on only one branch of an `if` does not order the
-    other branch, so code that joins under a condition that always holds is reported.
+    other branch, except where a later test of the same name against constants implies it
+    (`if method != 2:` before `elif method == 1:`, see CSL101): code that joins under any other
+    condition that always holds is reported. Naming a tensor to keep it (`d[k] = (t, t.shape)`)
+    or passing it to a function of the module that only asks for its metadata
+    (`t.element_size() * t.nelement()`) reads no data.
     """
 
     code = "CSL102"

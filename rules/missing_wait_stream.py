@@ -51,9 +51,17 @@ class MissingWaitStream(Rule):
     that binds a stream context on that path only (`ctx = torch.cuda.stream(s)`, else
     `nullcontext()`) holds wherever `ctx` is entered.
 
-    A stream kept in `__init__` from `current_stream()` (`self.compute`) and rebound by no other
-    method is the current stream of whoever calls the object's methods (a kept `default_stream()`
-    is not: a caller on a side stream is the bug it hides).
+    A stream kept in `__init__` from `current_stream()` (`self.compute`) and bound to nothing
+    else there nor rebound by another method is the current stream of whoever calls the
+    object's methods (a kept `default_stream()` is not: a caller on a side stream is the bug it
+    hides); a `@property` that returns `current_stream()` is the stream current where it is read.
+
+    Tests of one name against constants are path facts: an ordering made under
+    `if method != 2:` holds in a later branch `elif method == 1:`, and a wait under
+    `if self.use_streams:` orders a block entered on `self.s1 if self.use_streams else self.s0`
+    (`x == c`, `x != c`, `x in (a, b)`, `x is None`, a bare `flag` or `not flag`, and `and`/`or`
+    of them). A fact holds until the name is rebound in the function; a method that changes an
+    attribute behind its back (`self.toggle()`) is assumed not to exist.
 
     ## Known problems
     A parameter annotated as a tensor (or an `nn.Parameter`, whose `.grad` it stands for) is
@@ -63,9 +71,9 @@ class MissingWaitStream(Rule):
     and globals may be anything and are assumed ready. A value returned by unknown code is a
     tensor unless it is iterated or used as a container or an index. Items of one collection
     picked by computed keys (`streams[i % 2]`, `streams[(i - 1) % 2]`) may be one stream and
-    are never reported against each other. Conditions are not correlated otherwise: a wait
-    under `if self.use_streams:` does not order a block entered on
-    `self.s1 if self.use_streams else self.s0`. Ordering made by a called function is seen when
+    are never reported against each other. Other conditions (`i > 1`, `len(x) < n`, a call)
+    are not correlated: a wait under `if i > 0:` does not order a use under `if i >= 1:`.
+    Ordering made by a called function is seen when
     it is defined in the same module (inherited and `super()` methods included) or imported
     from another file linted in the same run, and holds on every path that returns; ordering
     made by a method of another object (`plan.wait_current_stream()`), in C++ or by another

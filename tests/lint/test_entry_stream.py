@@ -79,6 +79,12 @@ def test_a_stream_kept_from_construction_is_the_users_current_stream(made: str) 
     [
         ("torch.cuda.current_stream()", "    def use(self, stream):\n        self.compute = stream\n"),
         ("torch.cuda.default_stream()", ""),  # a caller on a side stream: trl's cached default stream
+        (  # the current stream kept on another device only
+            "torch.cuda.default_stream()\n"
+            "        if self.on_npu:\n"
+            "            self.compute = torch.npu.current_stream()",
+            "",
+        ),
     ],
 )
 def test_a_kept_stream_rebound_or_the_default_stream_is_its_own_stream(made: str, rebind: str) -> None:

@@ -38,6 +38,8 @@ def f(x, s, items):
         ("d = x * 2", "keep = Holder(d)"),  # handed to a constructor
         ("d = x * 2", "keep = _Result(out=d)"),
         ("d = x * 2", "items.append(d)"),  # stored in a container
+        ("d = x * 2", "items[0] = (d, d.size(), x.stride())"),  # a tuple built to be stored
+        ("d = x * 2", "pair = [d, {'shape': d.shape, 'kept': d}]"),
         ("d = x + '_' + x", "g(d)"),  # an operator with a string operand builds a string
         ("d = f'{x}_' + x", "g(d)"),
         ("d = '%s' % x", "g(d)"),
@@ -70,6 +72,7 @@ def test_host_only_values_and_uses_are_not_gpu_accesses(before: str, use: str) -
         ("d = x * 2", "v = torch.clone(d)"),  # a copy reads the data
         ("d = x * 2", "v = 2 in d"),  # membership in a tensor compares on the GPU
         ("d = x * 2", "v = torch.add(torch.ones_like(x), d)"),
+        ("d = x * 2", "pair = (d.sum(), x.size())"),  # an item computed on the GPU
     ],
 )
 def test_uses_that_launch_a_kernel_are_still_reads(before: str, use: str) -> None:
@@ -397,3 +400,40 @@ def test_resizing_a_storage_to_zero_frees_it_while_another_stream_may_use_it() -
 @pytest.mark.parametrize("between", ["torch.cuda.current_stream().wait_stream(s)", "full.record_stream(s)"])
 def test_a_storage_freed_after_a_join_or_a_record_is_fine(between: str) -> None:
     assert codes(FREE.format(between=between)) == set()
+
+
+HELPER = """
+import torch
+
+def nbytes(t, dim=0):
+    {helper}
+
+class Engine:
+    @staticmethod
+    def _nbytes(t):
+        {helper}
+
+    def offload(self, x, s):
+        with torch.cuda.stream(s):
+            y = x * 2
+        self.total = {call}
+"""
+
+
+@pytest.mark.parametrize("call", ["self._nbytes(y)", "nbytes(y)", "nbytes(dim=1, t=y)"])
+@pytest.mark.parametrize(
+    "helper",
+    [
+        "return t.element_size() * t.nelement()",
+        "return 0 if t is None else len(t) * t.shape[0] * t.size(dim)",
+        "return isinstance(t, torch.Tensor) and t.dtype == torch.float16",
+    ],
+)
+def test_a_helper_that_only_asks_for_metadata_reads_no_data(call: str, helper: str) -> None:
+    assert codes(HELPER.format(helper=helper, call=call)) == set()
+
+
+@pytest.mark.parametrize("call", ["self._nbytes(y)", "nbytes(y)"])
+@pytest.mark.parametrize("helper", ["return t.sum()", "return t.nelement() * 2 + t", "return g(t)"])
+def test_a_helper_that_uses_the_data_reads_it(call: str, helper: str) -> None:
+    assert ("CSL102", 15) in codes(HELPER.format(helper=helper, call=call))
