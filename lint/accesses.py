@@ -11,7 +11,7 @@ between paths are not judged.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
 import libcst as cst
@@ -117,6 +117,8 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
         """Names `record_stream`ed on some path: their lifetime is handed to the allocator."""
         self.caller_streams: frozenset[str] = frozenset()
         """Every parameter's name: a stream the caller passed in is one it can join."""
+        self.callers_join: Callable[[str], bool] = lambda stream: False
+        """Whether every caller in the linted module joins `stream` (`returns_to_caller`)."""
         self.joined_at_entry: set[str] = set()
         """Side streams the caller's stream waits for here before any work of this call on
         them: the previous call's pending work there is joined by the next call (`_return`)."""
@@ -154,14 +156,22 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
 
     # ---- driver
 
-    def produced_by_caller(self, function: cst.FunctionDef) -> None:
-        """The parameters annotated as tensors were written by the caller before the call, on
-        the stream current then: for a function no linted code calls (a caller replays its
-        summary and checks its own arguments). An unannotated parameter may be anything: ready."""
+    def returns_to_caller(self, function: cst.FunctionDef, callers_join: Callable[[str], bool] | None = None) -> None:
+        """The parameters are the caller's: side-stream work on them still pending at return is
+        reported here, unless every caller in the module joins that stream (`callers_join`)."""
+        if callers_join is not None:
+            self.callers_join = callers_join
         params = (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params)
         self.caller_owned = frozenset(self.maybe_tensors)
         self.caller_kept = kept_tensor_params(function) & self.caller_owned
         self.caller_streams = frozenset(param.name.value for param in params)
+
+    def produced_by_caller(self, function: cst.FunctionDef) -> None:
+        """The parameters annotated as tensors were written by the caller before the call, on
+        the stream current then: for a function no linted code calls (a caller replays its
+        summary and checks its own arguments). An unannotated parameter may be anything: ready."""
+        self.returns_to_caller(function)
+        params = (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params)
         for param in params:
             name = param.name.value
             annotation = param.annotation

@@ -36,6 +36,7 @@ class Returns:
     recorded_somewhere: set[str]
     caller_streams: frozenset[str]
     joined_at_entry: set[str]
+    callers_join: Callable[[str], bool]
     records: set[tuple[str, str]]
     exits: list[FlowState]
     returned: set[tuple[int | None, Mark]]
@@ -104,6 +105,7 @@ class Returns:
             and not mark.orders(CURRENT)
             and stream not in self.caller_streams
             and not set(stream.split(OR)) - {CURRENT} <= self.joined_at_entry
+            and not all(map(self.callers_join, set(stream.split(OR)) - {CURRENT}))
             and not any(on == stream and self._reachable_event(event) for event, on in self.records)
         )
 

@@ -15,7 +15,14 @@ from csan_lint.lint.nodes import children
 from csan_lint.lint.recognize import NO_FUNCTIONS, ContextFunctions, entered_streams
 from csan_lint.lint.summaries import module_name
 from csan_lint.lint.values import code_of, target_names
-from csan_lint.lint.vocabulary import CONTAINER_METHODS, HOST_ATTRIBUTES, HOST_METHODS, METADATA_BUILTINS
+from csan_lint.lint.vocabulary import (
+    HOST_ATTRIBUTES,
+    HOST_METHODS,
+    METADATA_BUILTINS,
+    SYNC_METHODS,
+    TENSOR_METHODS,
+    VIEW_METHODS,
+)
 
 
 def body_of(node: cst.BaseSuite) -> Sequence[cst.BaseStatement | cst.BaseSmallStatement]:
@@ -62,9 +69,20 @@ def records_streams(function: cst.FunctionDef) -> bool:
     return False
 
 
+TENSOR_EVIDENCE = (
+    TENSOR_METHODS | VIEW_METHODS | SYNC_METHODS | {"numel", "element_size", "data_ptr", "untyped_storage"}
+)
+
+
+def _tensor_method(method: str) -> bool:
+    """A method only tensors have: in-place (`div_`), a view, a copy to a dtype or the host.
+    Objects of the project (`plan.run()`, `transformer.transform()`) have methods too."""
+    return (method.endswith("_") and not method.startswith("_")) or method in TENSOR_EVIDENCE
+
+
 def kept_tensor_params(function: cst.FunctionDef) -> frozenset[str]:
     """Parameters the caller keeps using as the same tensors after the call: annotated as tensors
-    or receivers of a method call here (`t.div_(...)`, `t.narrow(...)`), and neither
+    or receivers of a tensor method here (`t.div_(...)`, `t.narrow(...)`), and neither
     `record_stream`ed nor given a new attribute (`p.grad.data = ...`) here: a tensor whose
     lifetime the function hands to the allocator, or whose storage it swaps, is not overwritten
     by the caller in place. (`log=None` passed on, a list zipped: no evidence of a tensor.)"""
@@ -84,7 +102,7 @@ def kept_tensor_params(function: cst.FunctionDef) -> frozenset[str]:
             root = receiver.split(".", 1)[0]
             if current.func.attr.value == "record_stream":
                 handed_off.add(root)
-            elif receiver in names and current.func.attr.value not in CONTAINER_METHODS:
+            elif receiver in names and _tensor_method(current.func.attr.value):
                 used.add(receiver)
         elif isinstance(current, cst.Assign):
             for target in current.targets:

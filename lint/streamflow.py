@@ -194,6 +194,8 @@ def analyse(
                     analysis.live.streams[attribute] = CURRENT
                 if calls[name.rpartition(".")[2]] <= 1:  # no caller here checks its arguments
                     analysis.produced_by_caller(function)
+                else:
+                    analysis.returns_to_caller(function, _CallersJoin(name, functions, module))
                 stream = entered_on.get(name)
                 if stream is not None and _spelled_alike(stream, function, helpers.globals):
                     analysis.live.current = stream  # every call of it is made inside a block on `stream`
@@ -204,6 +206,25 @@ def analyse(
         for owner in classes:
             _cross_method(owner, functions, exits, helpers, hazards, source)
     return ModuleFlow(path, module, list(hazards.values()), source=source, spellings=spellings)
+
+
+class _CallersJoin:
+    """Whether every function of the module that calls `name` joins a stream: waits on it
+    (`wait_stream(s)`, spelled as the callee spells it) or synchronizes, anywhere in its body
+    (the order of the join and the caller's next use is not checked). Callers' text is made
+    only when a pending access asks."""
+
+    def __init__(self, name: str, functions: Sequence[tuple[str, cst.FunctionDef]], module: cst.Module) -> None:
+        self.name, self.functions, self.module = name, functions, module
+        self.texts: list[str] | None = None
+
+    def __call__(self, stream: str) -> bool:
+        if self.texts is None:
+            call = f"{self.name.rpartition('.')[2]}("
+            texts = ((name, self.module.code_for_node(function)) for name, function in self.functions)
+            self.texts = [text for name, text in texts if name != self.name and call in text]
+        joins = (f"wait_stream({stream})", ".synchronize()")
+        return bool(self.texts) and all(any(join in text for join in joins) for text in self.texts)
 
 
 def ambient_streams(owner: str, functions: Sequence[tuple[str, cst.FunctionDef]], imports: ImportTable) -> set[str]:

@@ -38,31 +38,32 @@ class MissingJoin(Rule):
     is not: a caller on a side stream is the bug it hides).
 
     ## Known problems
-    Handing a tensor back (`return y`, storing it) is not a use in the function that returns
-    it. A caller in the same module (or in another file linted in the same run) starts from
-    what the call returns as written on the callee's stream when the callee computed it inside
-    its own stream block and did not join (each item of a returned tuple on its own, a result
-    of unknown code taken as a tensor): its use on another stream with no wait is reported at
-    the use; other callers are not seen. Side-stream writes to a parameter, or to an item of the caller's data
-    bound to a name (`buf = self.buffers[k]`, also in a nested function), still pending when a
-    function no linted code calls returns are reported, unless the stream is one the caller
-    passed in, is recorded (on any path) in an event stored on `self` or passed in, or anything
-    but tensors is returned (an event, a stream, a future), or the function made the current
-    stream wait for that stream at its entry, before its own work there (the previous call's
-    work is joined by the next call: DeepSpeed's reducers); pending reads (the caller's next
-    overwrite) are CSL103's. A stream chosen by if/else (`stream = self.s` on one branch,
-    `current_stream()` on the other) is judged on each choice. `work.wait()` on the handle of an async collective
-    orders the current stream after it, as `s.record_event().wait()` orders it after `s`; a
-    handle kept in a list and waited on through a loop is not followed. A join done by a called
-    function is seen when that function is defined in the same module (or imported from another
-    file linted in the same run) and joins on every path that returns. `self` attributes a
-    method leaves written on a side stream are followed into the public methods of the same
-    class (not its subclasses). A wait made on only one branch of an `if` does not order the
-    other branch, except where a later test of the same name against constants implies it
-    (`if method != 2:` before `elif method == 1:`, see CSL101): code that joins under any other
-    condition that always holds is reported. Naming a tensor to keep it (`d[k] = (t, t.shape)`)
-    or passing it to a function of the module that only asks for its metadata
-    (`t.element_size() * t.nelement()`) reads no data.
+    Handing a tensor back (`return y`, storing it) is not a use in the function that returns it. A
+    caller in the same module (or in another file linted in the same run) starts from what the call
+    returns as written on the callee's stream when the callee computed it inside its own stream
+    block and did not join (each item of a returned tuple on its own, a result of unknown code taken
+    as a tensor): its use on another stream with no wait is reported at the use; other callers are
+    not seen. Side-stream writes to a parameter, or to an item of the caller's data bound to a name
+    (`buf = self.buffers[k]`, also in a nested function), still pending when a function returns are
+    reported, unless every function of the module that calls it joins that stream (`wait_stream(s)`
+    spelled alike, or a `synchronize()`, anywhere in its body: where in the body is not checked),
+    the stream is one the caller passed in, is recorded (on any path) in an event stored on `self`
+    or passed in, or anything but tensors is returned (an event, a stream, a future), or the
+    function made the current stream wait for that stream at its entry, before its own work there
+    (the previous call's work is joined by the next call: DeepSpeed's reducers); pending reads (the
+    caller's next overwrite) are CSL103's. A stream chosen by if/else (`stream = self.s` on one
+    branch, `current_stream()` on the other) is judged on each choice. `work.wait()` on the handle
+    of an async collective orders the current stream after it, as `s.record_event().wait()` orders
+    it after `s`; a handle kept in a list and waited on through a loop is not followed. A join done
+    by a called function is seen when that function is defined in the same module (or imported from
+    another file linted in the same run) and joins on every path that returns. `self` attributes a
+    method leaves written on a side stream are followed into the public methods of the same class
+    (not its subclasses). A wait made on only one branch of an `if` does not order the other branch,
+    except where a later test of the same name against constants implies it (`if method != 2:`
+    before `elif method == 1:`, see CSL101): code that joins under any other condition that always
+    holds is reported. Naming a tensor to keep it (`d[k] = (t, t.shape)`) or passing it to a
+    function of the module that only asks for its metadata (`t.element_size() * t.nelement()`) reads
+    no data.
     """
 
     code = "CSL102"

@@ -47,10 +47,11 @@ class MissingRecordStream(Rule):
     its own stream: allocated on another stream (also in another method, through `self`) and
     handed over with no `record_stream` for the caller's stream, it is reported at the
     `return`/`yield`, even where the caller would keep it alive until the allocating stream
-    waits for it. The items of a list passed in by a caller the linted code does not show
+    waits for it. The items of a list passed in by the caller
     (`for buf in bucket:`, also through `zip`/`enumerate`) are the caller's, allocated on its
     stream: one written on a side stream and still pending when the function returns, never
-    `record_stream`ed here (on any path) and not joined, is reported, since the caller may drop
+    `record_stream`ed here (on any path) and not joined (here, or by every caller in the module:
+    see CSL102), is reported, since the caller may drop
     the list at once (DeepSpeed's gradient buckets); an item only read there is not (the caller
     may keep it). `t.record_stream(s)` with `s` the allocating stream protects nothing,
     and the release is reported as if no record had been made; such a record is reported

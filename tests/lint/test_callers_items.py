@@ -83,6 +83,18 @@ def test_items_of_the_objects_own_buffers_outlive_the_call() -> None:
     assert findings(loop="buf, synced in zip(self.buffers, self.unflatten(reduced, bucket))") == []
 
 
-def test_a_function_whose_callers_are_linted_leaves_the_judgement_to_them() -> None:
-    callers = "\n    def step(self, grads):\n        self.copy_back(grads)\n        self.copy_back(grads)\n"
-    assert lint_source(source() + callers, "m.py") == []
+@pytest.mark.parametrize(
+    ("join", "flagged"),
+    [
+        ("pass", True),
+        ("torch.cuda.current_stream().wait_stream(self.side)", False),
+        ("torch.cuda.synchronize()", False),
+    ],
+)
+def test_a_function_with_callers_in_the_module_is_flagged_unless_every_caller_joins(join: str, flagged: bool) -> None:
+    callers = (
+        "\n    def step(self, grads):\n        self.copy_back(grads)\n"
+        "        torch.cuda.current_stream().wait_stream(self.side)\n"
+        f"\n    def step_again(self, grads):\n        self.copy_back(grads)\n        {join}\n"
+    )
+    assert bool(lint_source(source() + callers, "m.py")) == flagged
