@@ -13,6 +13,7 @@ Positions are computed only when a module has hazards (lint/positions.py), since
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypedDict
@@ -208,6 +209,9 @@ def analyse(
     return ModuleFlow(path, module, list(hazards.values()), source=source, spellings=spellings)
 
 
+_COMMENT = re.compile(r"#[^\n]*")
+
+
 class _CallersJoin:
     """Whether every function of the module that calls `name` joins a stream: waits on it
     (`wait_stream(s)`, spelled as the callee spells it) or synchronizes, anywhere in its body
@@ -222,7 +226,8 @@ class _CallersJoin:
         if self.texts is None:
             call = f"{self.name.rpartition('.')[2]}("
             texts = ((name, self.module.code_for_node(function)) for name, function in self.functions)
-            self.texts = [text for name, text in texts if name != self.name and call in text]
+            code = ((name, _COMMENT.sub("", text)) for name, text in texts)  # a sync commented out joins nothing
+            self.texts = [text for name, text in code if name != self.name and call in text]
         joins = (f"wait_stream({stream})", ".synchronize()")
         return bool(self.texts) and all(any(join in text for join in joins) for text in self.texts)
 

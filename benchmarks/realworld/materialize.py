@@ -34,9 +34,12 @@ DEFAULT_OUT = CACHE / "excerpts"
 OUT_MARKER = ".materialized"
 
 
-def materialize(excerpts: list[Excerpt], out: Path, mirrors: Path, source: Path | None) -> tuple[list[Path], list[str]]:
+def materialize(
+    excerpts: list[Excerpt], out: Path, mirrors: Path, source: Path | None, *, whole: bool = False
+) -> tuple[list[Path], list[str]]:
     """Write every excerpt it can; return the files written and one line per excerpt it could not.
-    `out` is emptied first, but only when this script made it (its marker file is there)."""
+    `out` is emptied first, but only when this script made it (its marker file is there).
+    `whole`: write each known bug's whole file, buggy and fixed, instead (the excerpt's real form)."""
     if out.exists() and any(out.iterdir()):
         if not (out / OUT_MARKER).is_file():
             raise CorpusError(f"{out} is not empty and was not made by materialize.py: not clearing it")
@@ -44,14 +47,14 @@ def materialize(excerpts: list[Excerpt], out: Path, mirrors: Path, source: Path 
     out.mkdir(parents=True, exist_ok=True)
     (out / OUT_MARKER).write_text("excerpts cut by benchmarks/realworld/materialize.py\n", encoding="utf-8")
     written, problems = [], []
-    for excerpt in excerpts:
+    for excerpt in excerpts if not whole else [e for e in excerpts if e.tracker and e.label == "bug"]:
         versions = [(excerpt.version, False)] + ([(excerpt.fixed, True)] if excerpt.fixed else [])
         for version, fixed in versions:
             where = f"{excerpt.id}{' [fixed]' if fixed else ''}"
             try:
                 text = read_source(excerpt.repo, version, mirrors, source)
                 target = out / excerpt_file_name(excerpt, fixed)
-                target.write_text(cut_excerpt(text, version), encoding="utf-8")
+                target.write_text(text if whole else cut_excerpt(text, version), encoding="utf-8")
                 written.append(target)
             except CorpusError as error:
                 problems.append(f"{where}: {error}")
@@ -65,7 +68,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--mirrors", type=Path, default=DEFAULT_MIRRORS, help="fetched snapshots: DIR/<owner>+<name>/repo"
     )
     parser.add_argument("--source", type=Path, default=None, help="checkouts at the manifest's commits instead")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the excerpts are cut to")
+    parser.add_argument("--out", type=Path, default=None, help="where the excerpts are cut to")
+    parser.add_argument(
+        "--whole-files", action="store_true", help="each known bug's whole file (buggy and fixed), not the excerpt"
+    )
 
 
 def materialize_from(args: argparse.Namespace) -> tuple[list[Excerpt], list[Path], list[str]]:
@@ -73,7 +79,8 @@ def materialize_from(args: argparse.Namespace) -> tuple[list[Excerpt], list[Path
     when the manifest or the output folder is wrong, or no excerpt at all could be cut."""
     try:
         excerpts = load_manifest(args.manifest)
-        written, problems = materialize(excerpts, args.out, args.mirrors, args.source)
+        args.out = args.out or (CACHE / "whole-files" if args.whole_files else DEFAULT_OUT)
+        written, problems = materialize(excerpts, args.out, args.mirrors, args.source, whole=args.whole_files)
     except CorpusError as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -12,7 +12,12 @@ precision = TP / (TP + FP), recall = TP / (TP + FN), over excerpt files. For eac
 also says whether the buggy version is found and the fixed one carries no finding of its rules.
 
     python benchmarks/realworld/precision_recall.py [--csan-lint PATH] [--mirrors DIR | --source DIR]
-                                                    [--json OUT]
+                                                    [--json OUT] [--whole-files]
+
+With --whole-files each known bug's whole file is linted instead of its excerpt (callers,
+other methods and classes of the module in view, as the bug ships): it prints, per known bug,
+whether the buggy file has a finding of its rules on its lines and whether the fixed file has
+none of them inside the fixed function.
 """
 
 from __future__ import annotations
@@ -164,6 +169,24 @@ def print_report(scores: list[Score], totals: dict) -> None:
     )
 
 
+def whole_file_report(excerpts: list[Excerpt], findings: list[dict], written: set[str]) -> None:
+    by_file: dict[str, list[dict]] = {}
+    for finding in findings:
+        by_file.setdefault(Path(finding["path"]).name, []).append(finding)
+    both = total = 0
+    print(f"{'known bug (whole file)':52} {'buggy found':>11} {'fixed clean':>11}")
+    for excerpt in excerpts:
+        if excerpt.fixed is None or excerpt_file_name(excerpt, True) not in written:
+            continue
+        found = any(matches(f, excerpt) for f in by_file.get(excerpt_file_name(excerpt, False), []))
+        first, last = excerpt.fixed.lines
+        in_fix = [f for f in by_file.get(excerpt_file_name(excerpt, True), []) if first <= f["line"] <= last]
+        clean = not any(f["code"] in excerpt.rules for f in in_fix)
+        total, both = total + 1, both + (found and clean)
+        print(f"{excerpt.id:52} {'yes' if found else 'no':>11} {'yes' if clean else 'no':>11}")
+    print(f"\nknown bugs in their whole files: buggy found and fixed clean: {both}/{total}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--csan-lint", dest="linter", default="csan-lint", help="the csan-lint executable to measure")
@@ -171,6 +194,9 @@ def main() -> int:
     add_arguments(parser)
     args = parser.parse_args()
     excerpts, written, _ = materialize_from(args)
+    if args.whole_files:
+        whole_file_report(excerpts, run_linter(args.linter, written), {path.name for path in written})
+        return 0
     scores = score(excerpts, run_linter(args.linter, written), {path.name for path in written})
     totals = summarize(excerpts, scores)
     print_report(scores, totals)

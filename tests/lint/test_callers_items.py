@@ -98,3 +98,9 @@ def test_a_function_with_callers_in_the_module_is_flagged_unless_every_caller_jo
         f"\n    def step_again(self, grads):\n        self.copy_back(grads)\n        {join}\n"
     )
     assert bool(lint_source(source() + callers, "m.py")) == flagged
+
+
+def test_a_sync_commented_out_in_a_caller_joins_nothing() -> None:
+    callers = "\n    def step(self, grads):\n        self.copy_back(grads)\n        # torch.cuda.synchronize()\n"
+    callers += "\n    def again(self, grads):\n        self.copy_back(grads)\n        torch.cuda.synchronize()\n"
+    assert lint_source(source() + callers, "m.py") != []
