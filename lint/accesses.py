@@ -11,12 +11,13 @@ between paths are not judged.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 import libcst as cst
 
 from csan_lint.lint.bindings import Bindings
+from csan_lint.lint.callers import NO_CALLERS, CallersJoin
 from csan_lint.lint.effects import PROBE_ACCESS, Effects, Helpers, probe_key
 from csan_lint.lint.interpret import Interpreter
 from csan_lint.lint.names import DEVICE_SYNC, GRAPH_CAPTURE, SET_STREAM, ImportTable, dotted_name
@@ -117,8 +118,9 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
         """Names `record_stream`ed on some path: their lifetime is handed to the allocator."""
         self.caller_streams: frozenset[str] = frozenset()
         """Every parameter's name: a stream the caller passed in is one it can join."""
-        self.callers_join: Callable[[str], bool] = lambda stream: False
-        """Whether every caller in the linted module joins `stream` (`returns_to_caller`)."""
+        self.callers_join: CallersJoin = NO_CALLERS
+        """Whether every caller in the linted module joins, or forks, a stream (`returns_to_caller`)."""
+        self.waits_callers_event: set[str] = set()
         self.joined_at_entry: set[str] = set()
         """Side streams the caller's stream waits for here before any work of this call on
         them: the previous call's pending work there is joined by the next call (`_return`)."""
@@ -156,7 +158,7 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
 
     # ---- driver
 
-    def returns_to_caller(self, function: cst.FunctionDef, callers_join: Callable[[str], bool] | None = None) -> None:
+    def returns_to_caller(self, function: cst.FunctionDef, callers_join: CallersJoin | None = None) -> None:
         """The parameters are the caller's: side-stream work on them still pending at return is
         reported here, unless every caller in the module joins that stream (`callers_join`)."""
         if callers_join is not None:
@@ -166,11 +168,11 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
         self.caller_kept = kept_tensor_params(function) & self.caller_owned
         self.caller_streams = frozenset(param.name.value for param in params)
 
-    def produced_by_caller(self, function: cst.FunctionDef) -> None:
+    def produced_by_caller(self, function: cst.FunctionDef, callers_join: CallersJoin | None = None) -> None:
         """The parameters annotated as tensors were written by the caller before the call, on
         the stream current then: for a function no linted code calls (a caller replays its
         summary and checks its own arguments). An unannotated parameter may be anything: ready."""
-        self.returns_to_caller(function)
+        self.returns_to_caller(function, callers_join)
         params = (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params)
         for param in params:
             name = param.name.value
@@ -589,7 +591,13 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
         dropped: bool = False,
     ) -> None:
         """Once per access and other stream: the first release found is the one reported.
-        `origin`: the function of the conflicting access, named only when it is another one."""
+        `origin`: the function of the conflicting access, named only when it is another one.
+        The caller's writes are ordered where every caller forks the stream (`callers_fork`) or
+        the stream waited on an event the caller recorded (`waits_callers_event`)."""
+        if produced == "by the caller" and (
+            access.stream in self.waits_callers_event or self.callers_join.forks(access.stream)
+        ):
+            return
         origin = origin if origin != self.function else None
         hazard = Hazard(
             kind, tensor, access, other, release, self.function, origin, produced, returned, dropped=dropped

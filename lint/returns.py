@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import libcst as cst
 
+from csan_lint.lint.callers import CallersJoin
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.ordering import CURRENT, Access, FlowState, HazardKind, Mark, TrackedTensor, distinct, issued_on
 from csan_lint.lint.recognize import OR
@@ -36,7 +37,7 @@ class Returns:
     recorded_somewhere: set[str]
     caller_streams: frozenset[str]
     joined_at_entry: set[str]
-    callers_join: Callable[[str], bool]
+    callers_join: CallersJoin
     records: set[tuple[str, str]]
     exits: list[FlowState]
     returned: set[tuple[int | None, Mark]]

@@ -13,7 +13,6 @@ Positions are computed only when a module has hazards (lint/positions.py), since
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypedDict
@@ -22,6 +21,7 @@ import libcst as cst
 from libcst.metadata import CodeRange
 
 from csan_lint.lint.accesses import FunctionAnalysis
+from csan_lint.lint.callers import CallersJoin
 from csan_lint.lint.effects import Helpers
 from csan_lint.lint.model import NO_SPELLINGS, Span, Spellings
 from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, ImportTable, dotted_name
@@ -196,7 +196,7 @@ def analyse(
                 if calls[name.rpartition(".")[2]] <= 1:  # no caller here checks its arguments
                     analysis.produced_by_caller(function)
                 else:
-                    analysis.returns_to_caller(function, _CallersJoin(name, functions, module))
+                    analysis.produced_by_caller(function, CallersJoin(name, functions, module))
                 stream = entered_on.get(name)
                 if stream is not None and _spelled_alike(stream, function, helpers.globals):
                     analysis.live.current = stream  # every call of it is made inside a block on `stream`
@@ -207,29 +207,6 @@ def analyse(
         for owner in classes:
             _cross_method(owner, functions, exits, helpers, hazards, source)
     return ModuleFlow(path, module, list(hazards.values()), source=source, spellings=spellings)
-
-
-_COMMENT = re.compile(r"#[^\n]*")
-
-
-class _CallersJoin:
-    """Whether every function of the module that calls `name` joins a stream: waits on it
-    (`wait_stream(s)`, spelled as the callee spells it) or synchronizes, anywhere in its body
-    (the order of the join and the caller's next use is not checked). Callers' text is made
-    only when a pending access asks."""
-
-    def __init__(self, name: str, functions: Sequence[tuple[str, cst.FunctionDef]], module: cst.Module) -> None:
-        self.name, self.functions, self.module = name, functions, module
-        self.texts: list[str] | None = None
-
-    def __call__(self, stream: str) -> bool:
-        if self.texts is None:
-            call = f"{self.name.rpartition('.')[2]}("
-            texts = ((name, self.module.code_for_node(function)) for name, function in self.functions)
-            code = ((name, _COMMENT.sub("", text)) for name, text in texts)  # a sync commented out joins nothing
-            self.texts = [text for name, text in code if name != self.name and call in text]
-        joins = (f"wait_stream({stream})", ".synchronize()")
-        return bool(self.texts) and all(any(join in text for join in joins) for text in self.texts)
 
 
 def ambient_streams(owner: str, functions: Sequence[tuple[str, cst.FunctionDef]], imports: ImportTable) -> set[str]:

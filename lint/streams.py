@@ -52,6 +52,9 @@ class Streams:
     """Streams and events the ordering calls named: a summary probes each of them."""
     entry_stream: str
     joined_at_entry: set[str]
+    waits_callers_event: set[str]
+    """Streams that waited on an event of `self` recorded nowhere here: recorded by the method
+    that produced the caller's tensors, after its writes."""
     recorded_somewhere: set[str]
     helpers: Helpers | None
     loop_items: set[str]
@@ -107,6 +110,8 @@ class Streams:
         elif method == "wait_event" and args:
             waiter, event = self._stream(receiver), self._event(args[0])
             if waiter is not None and event is not None:
+                if event.startswith("event:self.") and not any(recorded == event for recorded, _ in self.records):
+                    self.waits_callers_event.add(waiter)  # an event of the object's, recorded by another method
                 self._order(MarkUpdate(event, waiter))
         elif method == "record_event" and args:
             stream, event = self._stream(receiver), self._event(args[0])

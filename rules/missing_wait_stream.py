@@ -65,9 +65,12 @@ class MissingWaitStream(Rule):
 
     ## Known problems
     A parameter annotated as a tensor (or an `nn.Parameter`, whose `.grad` it stands for) is
-    taken as written by the caller on the stream current at entry when no linted code calls
-    the function (callers that are linted check their own
-    arguments instead); unannotated parameters, attributes set elsewhere (`self.w`, `p.grad`)
+    taken as written by the caller on the stream current at entry, unless every function of the
+    module that calls it forks that stream first (`s.wait_stream(...)` spelled as the callee
+    spells `s`, or a `synchronize()`, anywhere in its body: a textual test), or the side stream
+    waited on an event of the object (`s.wait_event(self.ready)`) recorded by another method,
+    taken as recorded after the caller's writes; linted callers also check their own
+    arguments; unannotated parameters, attributes set elsewhere (`self.w`, `p.grad`)
     and globals may be anything and are assumed ready. A value returned by unknown code is a
     tensor unless it is iterated or used as a container or an index. Items of one collection
     picked by computed keys (`streams[i % 2]`, `streams[(i - 1) % 2]`) may be one stream and

@@ -49,7 +49,9 @@ def test_an_unannotated_parameter_may_be_anything_and_is_taken_as_ready() -> Non
     assert findings(PARAMETER.format(before="pass").replace("x: torch.Tensor", "x")) == []
 
 
-def test_a_function_called_in_the_linted_code_leaves_the_check_to_its_callers() -> None:
+def test_a_function_whose_every_caller_forks_the_stream_leaves_the_check_to_them() -> None:
+    """A caller that does not fork is reported where it passes its tensor, and the callee where
+    it reads the caller's tensor: its other callers, outside the module, may not fork either."""
     source = PARAMETER.format(before="pass") + textwrap.dedent(
         """
         def caller(s):
@@ -59,7 +61,17 @@ def test_a_function_called_in_the_linted_code_leaves_the_check_to_its_callers() 
         """
     )
     assert findings(source.format(wait="s.wait_stream(torch.cuda.current_stream())")) == []
-    assert [(code, line) for code, line, _ in findings(source.format(wait="pass"))] == [("CSL101", 14)]
+    assert [(code, line) for code, line, _ in findings(source.format(wait="pass"))] == [("CSL101", 7), ("CSL101", 14)]
+
+
+def test_a_side_stream_waiting_on_an_event_of_the_object_is_ordered_after_the_callers_writes() -> None:
+    """`self.ready` is recorded by another method, after the tensors the caller hands in."""
+    source = PARAMETER.format(before="pass").replace(
+        "with torch.cuda.stream(s):", "s.wait_event(self.ready)\n    with torch.cuda.stream(s):"
+    )
+    source = source.replace("def f(x", "def f(self, x")
+    assert findings(source) == []
+    assert [code for code, _, _ in findings(source.replace("self.ready", "ready"))] == ["CSL101"]
 
 
 INHERITED = """

@@ -1,0 +1,49 @@
+"""What the callers of a function in the same module do around the call: join or fork a stream.
+
+A function's pending side-stream work at return, and its side-stream use of the caller's
+tensors at entry, are left to its callers when every one of them orders that stream itself
+(DESIGN.md: "flagged unless every caller in the linted code orders it"). The test is textual,
+on each caller's body without comments; where in the body is not checked.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import libcst as cst
+
+_COMMENT = re.compile(r"#[^\n]*")
+
+
+class CallersJoin:
+    """Whether every function of the module that calls `name` joins a stream (waits on it:
+    `wait_stream(s)`, spelled as the callee spells it), forks it (`s.wait_stream(`), or
+    synchronizes. Callers' text is made only when a finding asks."""
+
+    def __init__(self, name: str, functions: Sequence[tuple[str, cst.FunctionDef]], module: cst.Module | None) -> None:
+        self.name, self.functions, self.module = name, functions, module
+        self.texts: list[str] | None = None
+
+    def __call__(self, stream: str) -> bool:
+        """Every caller joins `stream` into its own: the callee's pending work there is ordered."""
+        return self._every_caller((f"wait_stream({stream})", ".synchronize()"))
+
+    def forks(self, stream: str) -> bool:
+        """Every caller orders `stream` after its own writes before the callee uses them there."""
+        return self._every_caller((f"{stream}.wait_stream(", ".synchronize()"))
+
+    def _every_caller(self, orderings: tuple[str, ...]) -> bool:
+        if self.texts is None:
+            call = f"{self.name.rpartition('.')[2]}("
+            texts = (
+                (name, _COMMENT.sub("", self.module.code_for_node(function)))  # a sync commented out joins nothing
+                for name, function in self.functions
+                if self.module is not None
+            )
+            self.texts = [text for name, text in texts if name != self.name and call in text]
+        return bool(self.texts) and all(any(ordering in text for ordering in orderings) for text in self.texts)
+
+
+NO_CALLERS = CallersJoin("", (), None)
+"""For a function no linted code calls: no caller orders anything."""
