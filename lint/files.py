@@ -201,7 +201,8 @@ def discover(paths: Sequence[str], excluder: Excluder, force_exclude: bool = Fal
 
     A file named on the command line is always linted (even if ignored or not `*.py`), unless it
     is not a regular file (reading a FIFO or a device would block or never end); directories are
-    walked for `*.py`, pruning skipped, virtualenv and ignored directories. Symlinked directories
+    walked for `*.py`, pruning skipped, virtualenv and ignored directories (a directory named
+    inside an ignored one is walked without the ignore files above it). Symlinked directories
     are not followed (as git does not), so a link loop cannot recurse; a `*.py` link that leads
     nowhere (dangling, or a loop) is reported, since the user expects it checked. With
     `force_exclude`, a named path that `exclude` or a .gitignore leaves out is skipped too.
@@ -217,7 +218,10 @@ def discover(paths: Sequence[str], excluder: Excluder, force_exclude: bool = Fal
             yield PathError(path, _unreachable(path, error))
             continue
         if stat.S_ISDIR(mode):
-            files: Iterable[Path | PathError] = _walk(path, excluder, excluder.inherited(path))
+            # a directory named inside an ignored one (`.venv/lib/.../torch`) is the user's
+            # choice, as in ruff: the ignore files above it do not apply inside it
+            inherited = [] if is_excluded(path, excluder) else excluder.inherited(path)
+            files: Iterable[Path | PathError] = _walk(path, excluder, inherited)
         elif stat.S_ISREG(mode):
             files = [path]
         else:

@@ -73,6 +73,16 @@ def test_root_and_nested_gitignore_files_are_honoured(tmp_path: Path) -> None:
     ]
 
 
+def test_a_directory_named_inside_an_ignored_one_is_walked_as_ruff_does(tmp_path: Path) -> None:
+    """`csan-lint .venv/lib/python3.11/site-packages/torch` from a repository that ignores `.venv/`."""
+    (tmp_path / ".git").mkdir()
+    make_tree(
+        tmp_path, {".gitignore": "deps/\n*_gen.py\n", "deps/torch/a.py": "", "deps/torch/sub/b.py": "", "x.py": ""}
+    )
+    assert found(tmp_path, ["."]) == ["x.py"]
+    assert found(tmp_path, ["deps/torch"]) == ["deps/torch/a.py", "deps/torch/sub/b.py"]
+
+
 def test_explicit_files_are_always_linted(tmp_path: Path) -> None:
     (tmp_path / ".git").mkdir()
     make_tree(tmp_path, {".gitignore": "build/\n", "build/out.py": "", "script": ""})
