@@ -43,7 +43,7 @@ from csan_lint.lint.ordering import (
 )
 from csan_lint.lint.recognize import is_exit_stack
 from csan_lint.lint.returns import Returns
-from csan_lint.lint.scan import body_of, kept_tensor_params, tensor_annotation
+from csan_lint.lint.scan import body_of
 from csan_lint.lint.streams import Streams
 from csan_lint.lint.values import (
     COMPREHENSIONS,
@@ -157,30 +157,6 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
         """The caller's stream, which it continues on after a `return`."""
 
     # ---- driver
-
-    def returns_to_caller(self, function: cst.FunctionDef, callers_join: CallersJoin | None = None) -> None:
-        """The parameters are the caller's: side-stream work on them still pending at return is
-        reported here, unless every caller in the module joins that stream (`callers_join`)."""
-        if callers_join is not None:
-            self.callers_join = callers_join
-        params = (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params)
-        self.caller_owned = frozenset(self.maybe_tensors)
-        self.caller_kept = kept_tensor_params(function) & self.caller_owned
-        self.caller_streams = frozenset(param.name.value for param in params)
-
-    def produced_by_caller(self, function: cst.FunctionDef, callers_join: CallersJoin | None = None) -> None:
-        """The parameters annotated as tensors were written by the caller before the call, on
-        the stream current then: for a function no linted code calls (a caller replays its
-        summary and checks its own arguments). An unannotated parameter may be anything: ready."""
-        self.returns_to_caller(function, callers_join)
-        params = (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params)
-        for param in params:
-            name = param.name.value
-            annotation = param.annotation
-            if name in self.maybe_tensors and annotation is not None and tensor_annotation(annotation.annotation):
-                access = Access(param.name, CURRENT, True, function, self.function, "by the caller")
-                mark = Mark(access, frozenset({CURRENT}))
-                self.live.tensors[name] = TrackedTensor(writes=frozenset({mark}), unsure=True)
 
     def run_function(self, body: cst.BaseSuite) -> None:
         self.entry_stream = self.live.current

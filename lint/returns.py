@@ -16,6 +16,7 @@ from csan_lint.lint.callers import CallersJoin
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.ordering import CURRENT, Access, FlowState, HazardKind, Mark, TrackedTensor, distinct, issued_on
 from csan_lint.lint.recognize import OR
+from csan_lint.lint.scan import kept_tensor_params, tensor_annotation
 from csan_lint.lint.values import Value, called_or_named
 
 _NOT_TENSORS = ("stream", "context", "event", "host")
@@ -26,6 +27,8 @@ class Returns:
     """The return half of `FunctionAnalysis`."""
 
     imports: ImportTable
+    function: str | None
+    maybe_tensors: set[str]
     live: FlowState
     silent: int
     entry_stream: str
@@ -46,6 +49,25 @@ class Returns:
     _make_access: Callable[..., Access]
     _hazard: Callable[..., None]
     _release_all: Callable[[cst.CSTNode | None], None]
+
+    def produced_by_caller(self, function: cst.FunctionDef, callers: CallersJoin) -> None:
+        """The parameters are the caller's. Those annotated as tensors were written by it before
+        the call, on the stream current then (an unannotated one may be anything: ready), and
+        side-stream work on them still pending at return is left to it; unless every caller in
+        the module forks, or joins, that stream itself (`callers`)."""
+        self.callers_join = callers
+        params = (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params)
+        self.caller_owned = frozenset(self.maybe_tensors)
+        self.caller_kept = kept_tensor_params(function) & self.caller_owned
+        self.caller_streams = frozenset(param.name.value for param in params)
+        for param in params:
+            name = param.name.value
+            annotation = param.annotation
+            if name in self.maybe_tensors and annotation is not None and tensor_annotation(annotation.annotation):
+                access = Access(param.name, CURRENT, True, function, self.function, "by the caller")
+                self.live.tensors[name] = TrackedTensor(
+                    writes=frozenset({Mark(access, frozenset({CURRENT}))}), unsure=True
+                )
 
     def _note_returned(self, value: cst.BaseExpression) -> None:
         """What a `return` hands back, for the function's summary: a returned tensor's last

@@ -193,10 +193,7 @@ def analyse(
                 )
                 for attribute in _owner_ambient(name, ambient):
                     analysis.live.streams[attribute] = CURRENT
-                if calls[name.rpartition(".")[2]] <= 1:  # no caller here checks its arguments
-                    analysis.produced_by_caller(function)
-                else:
-                    analysis.produced_by_caller(function, CallersJoin(name, functions, module))
+                analysis.produced_by_caller(function, CallersJoin(name, functions, module))
                 stream = entered_on.get(name)
                 if stream is not None and _spelled_alike(stream, function, helpers.globals):
                     analysis.live.current = stream  # every call of it is made inside a block on `stream`

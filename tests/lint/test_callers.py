@@ -193,3 +193,23 @@ def test_a_helper_also_called_outside_the_block_is_entered_on_the_callers_stream
     found = [(code, line) for code, line, _ in findings(ENTERED.format(elsewhere="self.reduce(grad)"))]
     # entered on the current stream, `total` comes from a pool that never waited for it
     assert found == [("CSL101", 14), ("CSL201", 16)]
+
+
+def test_the_function_a_hook_is_defined_in_is_not_its_caller() -> None:
+    """`def pack(...)` inside `__init__`, registered as a hook: `__init__` forks the stream, but
+    it does not call `pack`, so the hook's read of the caller's tensor is still judged."""
+    source = """
+    import torch
+
+    class Offload:
+        def __init__(self):
+            self.s = torch.cuda.Stream()
+            self.s.wait_stream(torch.cuda.current_stream())
+
+            def pack(x: torch.Tensor):
+                with torch.cuda.stream(self.s):
+                    return x.to("cpu", non_blocking=True)
+
+            self.hooks = torch.autograd.graph.saved_tensors_hooks(pack, None)
+    """
+    assert [code for code, _, _ in findings(source)] == ["CSL101"]
