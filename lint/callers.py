@@ -36,12 +36,13 @@ class CallersJoin:
     def _every_caller(self, orderings: tuple[str, ...]) -> bool:
         if self.texts is None:
             call = re.compile(rf"(?<!def )\b{re.escape(self.name.rpartition('.')[2])}\(")  # not a nested def
-            texts = (
-                (name, _COMMENT.sub("", self.module.code_for_node(function)))  # a sync commented out joins nothing
-                for name, function in self.functions
-                if self.module is not None
-            )
-            self.texts = [text for name, text in texts if name != self.name and call.search(text)]
+            self.texts = []
+            module = self.module
+            if module is not None:
+                for name, function in self.functions:
+                    text = _COMMENT.sub("", module.code_for_node(function))  # a sync commented out joins nothing
+                    if name != self.name and call.search(text):
+                        self.texts.append(text)
         return bool(self.texts) and all(any(ordering in text for ordering in orderings) for text in self.texts)
 
 

@@ -58,6 +58,12 @@ def children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
     return found
 
 
+def parameters(function: cst.FunctionDef) -> tuple[cst.Param, ...]:
+    """Every named parameter, positional-only, ordinary and keyword-only (not `*args`, `**kw`)."""
+    params = function.params
+    return (*params.posonly_params, *params.params, *params.kwonly_params)
+
+
 def literal_items(expr: cst.BaseExpression) -> list[cst.BaseExpression] | None:
     """The items of a literal tuple, list or set, or the keys and values of a literal dict (a
     starred item as what it unpacks); None for any other expression."""

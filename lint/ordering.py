@@ -388,10 +388,8 @@ def _entered_on_one_path(a: FlowState, b: FlowState) -> Kept:
     the other binds `current_stream()`): the stream is used through the binding on that path
     alone, so an ordering of it made on that path (`s.wait_stream(...)` under the same `if`)
     holds wherever it is used. Assumed: the stream is not used directly on the other path."""
-    left, right = set(), set()
-    for bindings in ("contexts", "streams"):
-        left |= set(getattr(a, bindings).values())
-        right |= set(getattr(b, bindings).values())
+    left = {*a.contexts.values(), *a.streams.values()}
+    right = {*b.contexts.values(), *b.streams.values()}
 
     def parts(streams: set[str]) -> frozenset[str]:
         return frozenset({part for stream in streams for part in stream.split(OR)} - {CURRENT, DEFAULT, UNKNOWN})

@@ -34,7 +34,7 @@ from csan_lint.lint.names import (
     ImportTable,
     dotted_name,
 )
-from csan_lint.lint.nodes import children, parse_module
+from csan_lint.lint.nodes import children, parameters, parse_module
 from csan_lint.lint.positions import positions
 
 _STREAM_API = (
@@ -230,8 +230,7 @@ def _decorator_name(decorator: cst.Decorator) -> cst.BaseExpression:
 
 
 def _param_names(function: cst.FunctionDef) -> tuple[str, ...]:
-    params = function.params
-    return tuple(param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params))
+    return tuple(param.name.value for param in parameters(function))
 
 
 def _parameter(stream: cst.BaseExpression, params: tuple[str, ...]) -> str | None:

@@ -14,6 +14,7 @@ import libcst as cst
 
 from csan_lint.lint.callers import CallersJoin
 from csan_lint.lint.names import ImportTable, dotted_name
+from csan_lint.lint.nodes import parameters
 from csan_lint.lint.ordering import CURRENT, Access, FlowState, HazardKind, Mark, TrackedTensor, distinct, issued_on
 from csan_lint.lint.recognize import OR
 from csan_lint.lint.scan import kept_tensor_params, tensor_annotation
@@ -56,7 +57,7 @@ class Returns:
         side-stream work on them still pending at return is left to it; unless every caller in
         the module forks, or joins, that stream itself (`callers`)."""
         self.callers_join = callers
-        params = (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params)
+        params = parameters(function)
         self.caller_owned = frozenset(self.maybe_tensors)
         self.caller_kept = kept_tensor_params(function) & self.caller_owned
         self.caller_streams = frozenset(param.name.value for param in params)

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import libcst as cst
 
 from csan_lint.lint.names import ImportTable, dotted_name
-from csan_lint.lint.nodes import children
+from csan_lint.lint.nodes import children, parameters
 from csan_lint.lint.recognize import NO_FUNCTIONS, ContextFunctions, entered_streams
 from csan_lint.lint.summaries import module_name
 from csan_lint.lint.values import code_of, target_names
@@ -86,7 +86,7 @@ def kept_tensor_params(function: cst.FunctionDef) -> frozenset[str]:
     `record_stream`ed nor given a new attribute (`p.grad.data = ...`) here: a tensor whose
     lifetime the function hands to the allocator, or whose storage it swaps, is not overwritten
     by the caller in place. (`log=None` passed on, a list zipped: no evidence of a tensor.)"""
-    params = (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params)
+    params = parameters(function)
     names = {param.name.value for param in params} - {"self", "cls", "ctx"}
     used = {
         param.name.value
@@ -117,8 +117,7 @@ def metadata_params(function: cst.FunctionDef) -> frozenset[str]:
     """Parameters the function only asks for metadata (`t.element_size() * t.nelement()`,
     `t.shape`, `t is None`, `len(t)`): a tensor passed there is read by no kernel. Any other
     mention (an operator, a call, a rebinding, a nested function) is taken as a use of the data."""
-    params = function.params
-    names = {param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    names = {param.name.value for param in parameters(function)}
     used: set[str] = set()
     stack: list[cst.CSTNode] = [function.body]
     while stack:
@@ -380,8 +379,7 @@ def tensor_params(function: cst.FunctionDef) -> frozenset[str]:
     """Parameters that may be tensors: unannotated ones (but `self`, `cls` and autograd's `ctx`),
     and those whose annotation names a tensor (`Tensor`, `Optional[torch.Tensor]`, `list[Tensor]`...)."""
     names = set()
-    params = function.params
-    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+    for param in parameters(function):
         name = param.name.value
         if name in ("self", "cls", "ctx"):
             continue

@@ -25,7 +25,7 @@ from csan_lint.lint.callers import CallersJoin
 from csan_lint.lint.effects import Helpers
 from csan_lint.lint.model import NO_SPELLINGS, Span, Spellings
 from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, ImportTable, dotted_name
-from csan_lint.lint.nodes import parse_module
+from csan_lint.lint.nodes import parameters, parse_module
 from csan_lint.lint.ordering import CURRENT, DEFAULT, FlowState, Hazard, Mark, TrackedTensor, join_states, join_tensor
 from csan_lint.lint.positions import Positions, positions
 from csan_lint.lint.recognize import OR
@@ -216,17 +216,12 @@ def ambient_streams(owner: str, functions: Sequence[tuple[str, cst.FunctionDef]]
     init = methods.get("__init__")
     if init is None:
         return set()
-    assignments = _self_assignments(init)
-    ambient = {
-        target
-        for target, value in assignments
-        if isinstance(value, cst.Call) and imports.qualified(value.func) == CURRENT_STREAM
-    }
-    ambient -= {
-        target
-        for target, value in assignments
-        if not (isinstance(value, cst.Call) and imports.qualified(value.func) == CURRENT_STREAM)
-    }
+    kept: dict[str, set[bool]] = {}  # self.x -> whether each assignment is `current_stream()`
+    for target, value in _self_assignments(init):
+        kept.setdefault(target, set()).add(
+            isinstance(value, cst.Call) and imports.qualified(value.func) == CURRENT_STREAM
+        )
+    ambient = {target for target, current in kept.items() if current == {True}}
     if not ambient:
         return ambient  # the other methods need no visit
     for method, function in methods.items():
@@ -265,8 +260,7 @@ def _spelled_alike(stream: str, function: cst.FunctionDef, globals_: frozenset[s
     """Whether the callers' spelling of a stream names the same stream inside `function`:
     rooted at `self`/`cls`, a module global, or a parameter of the same name (`state.s`)."""
     root = stream.split(".", 1)[0].split("[", 1)[0]
-    params = function.params
-    names = {param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    names = {param.name.value for param in parameters(function)}
     return root in ("self", "cls") or root in globals_ or root in names
 
 
