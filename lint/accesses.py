@@ -43,7 +43,7 @@ from csan_lint.lint.ordering import (
 )
 from csan_lint.lint.recognize import is_exit_stack
 from csan_lint.lint.returns import Returns
-from csan_lint.lint.scan import body_of
+from csan_lint.lint.scan import body_of, used_as_tensors
 from csan_lint.lint.streams import Streams
 from csan_lint.lint.values import (
     COMPREHENSIONS,
@@ -104,6 +104,7 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
         self.helpers = helpers
         self.maybe_tensors = set(params)
         """Names of unknown values that may be tensors: parameters and loop targets."""
+        self.used_as_tensors: frozenset[str] = frozenset()
         self.caller_owned: frozenset[str] = frozenset()
         """Parameters whose pending side-stream writes at return are reported (`produced_by_caller`)."""
         self.caller_kept: frozenset[str] = frozenset()
@@ -160,6 +161,7 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
 
     def run_function(self, body: cst.BaseSuite) -> None:
         self.entry_stream = self.live.current
+        self.used_as_tensors = used_as_tensors(body, self.imports)
         entry = frozenset({Mark(PROBE_ACCESS, frozenset({self.entry_stream}))})
         self.live.tensors.setdefault(probe_key(self.entry_stream), TrackedTensor(writes=entry))
         self.run(body_of(body))

@@ -50,6 +50,7 @@ class Bindings:
     function: str | None
     maybe_tensors: set[str]
     """Names of unknown values that may be tensors: parameters and loop targets."""
+    used_as_tensors: frozenset[str]
     bound: set[str]
     borrowed: set[str]
     callers_items: set[str]
@@ -105,12 +106,12 @@ class Bindings:
             if isinstance(target, cst.Name) and self._item_of_callers(value):
                 self.borrowed.add(target.value)
             key = dotted_name(target)
-            if bound.kind in ("alias", "other") and key is not None and dotted_name(value) is not None:
+            if bound.kind in ("alias", "other", "unknown") and key is not None and dotted_name(value) is not None:
                 stream = self._stream(value)  # `s = self.copy_stream`: `s` names that stream if used as one
                 if stream is not None:
                     self.live.streams[key] = stream
         returned = self.returned_by.pop(id(value), {})
-        if returned and bound.kind in ("result", "other"):  # written where the callee made it
+        if returned and bound.kind in ("result", "other", "unknown"):  # written where the callee made it
             for target in targets:
                 self._bind_returned(target, returned)
 
@@ -208,6 +209,8 @@ class Bindings:
                 self.maybe_tensors.discard(key)  # a number, a container, a stream...: no tensor
         self._forget(key)
         state = self.live
+        if value.kind == "unknown" and owned and key in self.used_as_tensors:
+            value = Value("result")
         if value.kind in ("tensor", "result"):
             mark = Mark(self._make_access(target, write=True), issued_on(state.current), state.facts)
             state.tensors[key] = TrackedTensor(

@@ -18,9 +18,12 @@ from csan_lint.lint.values import code_of, target_names
 from csan_lint.lint.vocabulary import (
     HOST_ATTRIBUTES,
     HOST_METHODS,
+    HOST_TENSORS,
+    HOST_TORCH,
     METADATA_BUILTINS,
     SYNC_METHODS,
     TENSOR_METHODS,
+    TENSOR_MODULES,
     VIEW_METHODS,
 )
 
@@ -78,6 +81,34 @@ def _tensor_method(method: str) -> bool:
     """A method only tensors have: in-place (`div_`), a view, a copy to a dtype or the host.
     Objects of the project (`plan.run()`, `transformer.transform()`) have methods too."""
     return (method.endswith("_") and not method.startswith("_")) or method in TENSOR_EVIDENCE
+
+
+_MOVES = frozenset({"to", "cuda", "cpu", "pin_memory", "numpy", "tolist", "item"})
+"""Methods that move data between host and device: a value only moved may live on the host."""
+_FROM_HOST_DATA = HOST_TENSORS | {"torch.tensor", "torch.as_tensor"}
+"""Torch functions that take Python data (a buffer, a list, an array), not a tensor."""
+
+
+def used_as_tensors(body: cst.BaseSuite, imports: ImportTable) -> frozenset[str]:
+    """Names the function uses as device tensors: receivers of a method only tensors have
+    (`x.div_(...)`, `loss.backward()`) and operands of a torch op (`torch.sum(x)`), not of a move
+    (`batch.to(device)`: a batch from a loader lives on the host). What unknown code returned to
+    such a name is taken as a tensor (`losses = self.forward_step(batch)`)."""
+    used: set[str] = set()
+    stack: list[cst.CSTNode] = [body]
+    while stack:
+        current = stack.pop()
+        func = current.func if isinstance(current, cst.Call) else None
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            method = func.attr.value
+            if (_tensor_method(method) or method == "backward") and method not in _MOVES:
+                used.add(func.value.value)
+        if isinstance(current, cst.Call) and (qualified := imports.qualified(current.func)) is not None:
+            torch_op = qualified.rpartition(".")[0] in TENSOR_MODULES and qualified not in HOST_TORCH
+            if torch_op and qualified not in _FROM_HOST_DATA:
+                used.update(arg.value.value for arg in current.args if isinstance(arg.value, cst.Name))
+        stack.extend(children(current))
+    return frozenset(used)
 
 
 def kept_tensor_params(function: cst.FunctionDef) -> frozenset[str]:

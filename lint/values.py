@@ -58,10 +58,14 @@ def code_of(node: cst.BaseExpression) -> str:
 
 @dataclass(frozen=True)
 class Value:
-    kind: Literal["tensor", "result", "allocation", "host", "alias", "stream", "streams", "context", "event", "other"]
+    kind: Literal[
+        "tensor", "result", "unknown", "allocation", "host", "alias", "stream", "streams", "context", "event", "other"
+    ]
     """`host`: a tensor allocated in host memory, which no stream writes; `allocation`: device
     memory allocated and not yet written; `result`: what unknown code returned when given a
-    tensor, which may be one; `streams`: a list or tuple of streams (`items`, as tokens)."""
+    tensor, which may be one; `unknown`: what it returned given none, a tensor only where the
+    function uses it as one (`used_as_tensors`); `streams`: a list or tuple of streams (`items`,
+    as tokens)."""
     source: str | None = None
     items: tuple[str, ...] = ()
 
@@ -314,6 +318,8 @@ class Values:
     imports: ImportTable
     maybe_tensors: set[str]
     """Names of unknown values that may be tensors: parameters and loop targets."""
+    used_as_tensors: frozenset[str]
+    """Names the function uses as tensors (`scan.used_as_tensors`)."""
     state: FlowState | None
     live: FlowState
     function: str | None
@@ -458,7 +464,7 @@ class Values:
             return Value("other")  # `def nbytes(x: Tensor) -> int`
         if any(self._is_tensor(arg.value, made_here=made_here) for arg in expr.args):
             return Value("result")
-        return Value("other")
+        return Value("unknown")
 
     def _inplace_receiver(self, expr: cst.BaseExpression) -> Value | None:
         """What a chain of in-place methods returns: the tensor it starts from (`x` of

@@ -71,8 +71,10 @@ class MissingWaitStream(Rule):
     waited on an event of the object (`s.wait_event(self.ready)`) recorded by another method,
     taken as recorded after the caller's writes; linted callers also check their own
     arguments; unannotated parameters, attributes set elsewhere (`self.w`, `p.grad`)
-    and globals may be anything and are assumed ready. A value returned by unknown code is a
-    tensor unless it is iterated or used as a container or an index. Items of one collection
+    and globals may be anything and are assumed ready. A value returned by unknown code given
+    a tensor is a tensor unless it is iterated or used as a container or an index; given none,
+    only where the function uses it as one (`loss.backward()`, `torch.sum(out)`, an in-place
+    method), not where it is only moved (`batch.to(device)`: a loader's batch is on the host). Items of one collection
     picked by computed keys (`streams[i % 2]`, `streams[(i - 1) % 2]`) may be one stream and
     are never reported against each other. Other conditions (`i > 1`, `len(x) < n`, a call)
     are not correlated: a wait under `if i > 0:` does not order a use under `if i >= 1:`.

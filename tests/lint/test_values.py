@@ -173,6 +173,51 @@ def test_a_call_result_used_like_a_tensor_is_one() -> None:
     assert codes(source) == {("CSL101", 7)}
 
 
+@pytest.mark.parametrize(
+    "use",
+    [
+        "losses.backward()",  # a method only tensors have
+        "torch.sum(losses, dim=0).backward()",  # an operand of a torch op
+        "out = losses.div_(2)",
+    ],
+)
+def test_what_unknown_code_returns_is_a_tensor_where_used_as_one(use: str) -> None:
+    source = f"""
+    import torch
+
+    class Pipeline:
+        def progress(self):
+            losses = self.forward_step(self.batches[0])
+            with torch.cuda.stream(self.side):
+                {use}
+            torch.cuda.current_stream().wait_stream(self.side)
+    """
+    assert ("CSL101", 8) in codes(source)
+
+
+@pytest.mark.parametrize(
+    "use",
+    [
+        "gpu = batch.to('cuda', non_blocking=True)",  # moved to the device: a loader's batch is on the host
+        "gpu = torch.frombuffer(batch, dtype=torch.uint8).cuda()",  # Python data, not a tensor
+        "g(batch)",  # unknown code given an unknown value: nothing says it is a tensor
+        "n = batch.shape[0] * 2",
+    ],
+)
+def test_what_unknown_code_returns_is_no_tensor_where_only_moved_or_passed_on(use: str) -> None:
+    source = f"""
+    import torch
+
+    class Loader:
+        def load(self):
+            batch = next(self.loader)
+            with torch.cuda.stream(self.side):
+                {use}
+            torch.cuda.current_stream().wait_stream(self.side)
+    """
+    assert codes(source) == set()
+
+
 def test_autograd_ctx_is_no_tensor() -> None:
     source = """
     import torch
