@@ -39,7 +39,8 @@ def materialize(
 ) -> tuple[list[Path], list[str]]:
     """Write every excerpt it can; return the files written and one line per excerpt it could not.
     `out` is emptied first, but only when this script made it (its marker file is there).
-    `whole`: write each known bug's whole file, buggy and fixed, instead (the excerpt's real form)."""
+    `whole`: write each excerpt's whole file (and each known bug's fixed file) instead: the code
+    as it ships, callers and other classes of the module in view."""
     if out.exists() and any(out.iterdir()):
         if not (out / OUT_MARKER).is_file():
             raise CorpusError(f"{out} is not empty and was not made by materialize.py: not clearing it")
@@ -47,7 +48,7 @@ def materialize(
     out.mkdir(parents=True, exist_ok=True)
     (out / OUT_MARKER).write_text("excerpts cut by benchmarks/realworld/materialize.py\n", encoding="utf-8")
     written, problems = [], []
-    for excerpt in excerpts if not whole else [e for e in excerpts if e.tracker and e.label == "bug"]:
+    for excerpt in excerpts:
         versions = [(excerpt.version, False)] + ([(excerpt.fixed, True)] if excerpt.fixed else [])
         for version, fixed in versions:
             where = f"{excerpt.id}{' [fixed]' if fixed else ''}"
@@ -70,7 +71,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--source", type=Path, default=None, help="checkouts at the manifest's commits instead")
     parser.add_argument("--out", type=Path, default=None, help="where the excerpts are cut to")
     parser.add_argument(
-        "--whole-files", action="store_true", help="each known bug's whole file (buggy and fixed), not the excerpt"
+        "--whole-files",
+        action="store_true",
+        help="each excerpt's whole file (and each fix's), scored inside the excerpt's lines",
     )
 
 

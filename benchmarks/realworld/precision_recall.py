@@ -14,10 +14,10 @@ also says whether the buggy version is found and the fixed one carries no findin
     python benchmarks/realworld/precision_recall.py [--csan-lint PATH] [--mirrors DIR | --source DIR]
                                                     [--json OUT] [--whole-files]
 
-With --whole-files each known bug's whole file is linted instead of its excerpt (callers,
-other methods and classes of the module in view, as the bug ships): it prints, per known bug,
-whether the buggy file has a finding of its rules on its lines and whether the fixed file has
-none of them inside the fixed function.
+With --whole-files each excerpt's whole file is linted instead of the excerpt (callers, other
+methods and classes of the module in view, as the code ships) and scored the same way on the
+findings inside the excerpt's lines (the fixed version's lines for a fix); findings elsewhere in
+the file are not labelled and are only counted.
 """
 
 from __future__ import annotations
@@ -73,7 +73,9 @@ def of_other_bug(finding: dict, excerpt: Excerpt) -> bool:
     return any(finding["code"] in other.rules and finding["line"] in other.lines for other in excerpt.other_bugs)
 
 
-def score(excerpts: list[Excerpt], findings: list[dict], written: set[str]) -> list[Score]:
+def score(excerpts: list[Excerpt], findings: list[dict], written: set[str], *, whole: bool = False) -> list[Score]:
+    """Each excerpt file's verdict. `whole`: the files are whole modules, and only the findings
+    inside the excerpt's lines are judged."""
     by_file: dict[str, list[dict]] = {}
     for finding in findings:
         by_file.setdefault(Path(finding["path"]).name, []).append(finding)
@@ -84,8 +86,10 @@ def score(excerpts: list[Excerpt], findings: list[dict], written: set[str]) -> l
             if name not in written:
                 continue
             label = "safe" if fixed else excerpt.label
-            other = [f for f in by_file.get(name, []) if of_other_bug(f, excerpt)]
-            file_findings = [f for f in by_file.get(name, []) if not of_other_bug(f, excerpt)]
+            first, last = (excerpt.fixed if fixed and excerpt.fixed else excerpt.version).lines
+            judged = [f for f in by_file.get(name, []) if not whole or first <= f["line"] <= last]
+            other = [f for f in judged if of_other_bug(f, excerpt)]
+            file_findings = [f for f in judged if not of_other_bug(f, excerpt)]
             matched = sum(matches(f, excerpt) for f in file_findings) if label == "bug" else 0
             version = "fixed" if fixed else "as-is"
             scores.append(Score(excerpt.id, version, label, file_findings, matched, other))
@@ -136,7 +140,7 @@ def ratio(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
 
-def print_report(scores: list[Score], totals: dict) -> None:
+def print_report(scores: list[Score], totals: dict, form: str) -> None:
     print(f"{'excerpt':52} {'version':7} {'label':5} {'findings':>8}  verdict  rules found")
     for s in scores:
         codes = ",".join(sorted({f["code"] for f in s.findings})) or "-"
@@ -153,8 +157,10 @@ def print_report(scores: list[Score], totals: dict) -> None:
         f"other bugs (another real race in an excerpt, set aside): found in {t['other_bugs_found']}"
         f" of {t['other_bug_files']} files"
     )
+    if t["unjudged_findings"]:
+        print(f"findings outside the excerpts' lines (not labelled, not judged): {t['unjudged_findings']}")
     print(
-        f"excerpts: TP {t['tp']}  FP {t['fp']}  FN {t['fn']}"
+        f"{form}: TP {t['tp']}  FP {t['fp']}  FN {t['fn']}"
         f"  precision {ratio(t['precision'])}  recall {ratio(t['recall'])}"
     )
     finding_precision = t["matched_findings"] / t["findings"] if t["findings"] else None
@@ -169,24 +175,6 @@ def print_report(scores: list[Score], totals: dict) -> None:
     )
 
 
-def whole_file_report(excerpts: list[Excerpt], findings: list[dict], written: set[str]) -> None:
-    by_file: dict[str, list[dict]] = {}
-    for finding in findings:
-        by_file.setdefault(Path(finding["path"]).name, []).append(finding)
-    both = total = 0
-    print(f"{'known bug (whole file)':52} {'buggy found':>11} {'fixed clean':>11}")
-    for excerpt in excerpts:
-        if excerpt.fixed is None or excerpt_file_name(excerpt, True) not in written:
-            continue
-        found = any(matches(f, excerpt) for f in by_file.get(excerpt_file_name(excerpt, False), []))
-        first, last = excerpt.fixed.lines
-        in_fix = [f for f in by_file.get(excerpt_file_name(excerpt, True), []) if first <= f["line"] <= last]
-        clean = not any(f["code"] in excerpt.rules for f in in_fix)
-        total, both = total + 1, both + (found and clean)
-        print(f"{excerpt.id:52} {'yes' if found else 'no':>11} {'yes' if clean else 'no':>11}")
-    print(f"\nknown bugs in their whole files: buggy found and fixed clean: {both}/{total}")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--csan-lint", dest="linter", default="csan-lint", help="the csan-lint executable to measure")
@@ -194,12 +182,11 @@ def main() -> int:
     add_arguments(parser)
     args = parser.parse_args()
     excerpts, written, _ = materialize_from(args)
-    if args.whole_files:
-        whole_file_report(excerpts, run_linter(args.linter, written), {path.name for path in written})
-        return 0
-    scores = score(excerpts, run_linter(args.linter, written), {path.name for path in written})
+    findings = run_linter(args.linter, written)
+    scores = score(excerpts, findings, {path.name for path in written}, whole=args.whole_files)
     totals = summarize(excerpts, scores)
-    print_report(scores, totals)
+    totals["unjudged_findings"] = len(findings) - totals["findings"] - sum(len(s.other_bugs) for s in scores)
+    print_report(scores, totals, "whole files" if args.whole_files else "excerpts")
     if args.json:
         results = {"totals": totals, "scores": [asdict(s) | {"verdict": s.verdict} for s in scores]}
         args.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")

@@ -1,0 +1,70 @@
+"""The real-world corpus's scoring (benchmarks/realworld/precision_recall.py): which findings
+judge an excerpt, in excerpt form and in whole-file form."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks" / "realworld"))
+
+from corpus import Excerpt, Version, excerpt_file_name
+from precision_recall import score, summarize
+
+
+def _excerpt(label: str, *, fixed: bool = False) -> Excerpt:
+    version = Version("a" * 40, "pkg/m.py", "C.f", (10, 20))
+    return Excerpt(
+        id=f"{label}-example",
+        repo="owner/name",
+        license="MIT",
+        label=label,
+        version=version,
+        rules=("CSL101",) if label == "bug" else (),
+        bug_lines=(15,) if label == "bug" else (),
+        why="",
+        tracker="https://example.invalid/1" if fixed else None,
+        fixed=Version("b" * 40, "pkg/m.py", "C.f", (30, 45)) if fixed else None,
+    )
+
+
+def _finding(excerpt: Excerpt, line: int, *, fixed: bool = False, code: str = "CSL101") -> dict:
+    return {"path": f"/cache/{excerpt_file_name(excerpt, fixed)}", "line": line, "code": code}
+
+
+def _verdicts(excerpts: list[Excerpt], findings: list[dict], *, whole: bool) -> dict[tuple[str, str], str]:
+    written = {excerpt_file_name(e, fixed) for e in excerpts for fixed in ((False, True) if e.fixed else (False,))}
+    return {(s.excerpt, s.version): s.verdict for s in score(excerpts, findings, written, whole=whole)}
+
+
+@pytest.mark.parametrize("whole", [False, True])
+def test_a_bug_is_found_by_a_finding_of_its_rule_on_its_line(whole: bool) -> None:
+    bug = _excerpt("bug")
+    assert _verdicts([bug], [_finding(bug, 15)], whole=whole) == {(bug.id, "as-is"): "TP"}
+    assert _verdicts([bug], [_finding(bug, 16)], whole=whole) == {(bug.id, "as-is"): "FN+FP"}
+    assert _verdicts([bug], [_finding(bug, 15, code="CSL201")], whole=whole) == {(bug.id, "as-is"): "FN+FP"}
+
+
+def test_whole_files_judge_only_the_findings_inside_the_excerpts_lines() -> None:
+    bug, safe = _excerpt("bug", fixed=True), _excerpt("safe")
+    findings = [_finding(bug, 15), _finding(bug, 5, fixed=True), _finding(safe, 21), _finding(safe, 9)]
+    assert _verdicts([bug, safe], findings, whole=True) == {
+        (bug.id, "as-is"): "TP",
+        (bug.id, "fixed"): "TN",  # line 5 is outside the fix's lines 30-45
+        (safe.id, "as-is"): "TN",
+    }
+    assert _verdicts([bug, safe], findings, whole=False) == {
+        (bug.id, "as-is"): "TP",
+        (bug.id, "fixed"): "FP",  # an excerpt is all the code there is: every finding counts
+        (safe.id, "as-is"): "FP",
+    }
+
+
+def test_a_fix_is_judged_inside_its_own_lines() -> None:
+    bug = _excerpt("bug", fixed=True)
+    findings = [_finding(bug, 15), _finding(bug, 31, fixed=True)]
+    scores = score([bug], findings, {excerpt_file_name(bug, False), excerpt_file_name(bug, True)}, whole=True)
+    totals = summarize([bug], scores)
+    assert (totals["tp"], totals["fp"], totals["known_bugs_both"]) == (1, 1, 0)
