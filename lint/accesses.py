@@ -21,7 +21,7 @@ from csan_lint.lint.callers import NO_CALLERS, CallersJoin
 from csan_lint.lint.effects import PROBE_ACCESS, Effects, Helpers, probe_key
 from csan_lint.lint.interpret import Interpreter
 from csan_lint.lint.names import DEVICE_SYNC, GRAPH_CAPTURE, SET_STREAM, ImportTable, dotted_name
-from csan_lint.lint.nodes import children
+from csan_lint.lint.nodes import children, target_names
 from csan_lint.lint.ordering import (
     CURRENT,
     HOST,
@@ -60,7 +60,6 @@ from csan_lint.lint.values import (
     iterated_items,
     loop_tensors,
     operands,
-    target_names,
 )
 from csan_lint.lint.vocabulary import (
     COLLECTIVES,

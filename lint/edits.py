@@ -24,11 +24,10 @@ from libcst.metadata import CodeRange
 from csan_lint.lint.hostflow import HostHazard, first_copy
 from csan_lint.lint.model import Edit, Finding, FixSafety
 from csan_lint.lint.names import CURRENT_STREAM, ImportTable
-from csan_lint.lint.nodes import children
+from csan_lint.lint.nodes import children, target_names
 from csan_lint.lint.ordering import CURRENT, Hazard
 from csan_lint.lint.recognize import entered_streams
 from csan_lint.lint.streamflow import ModuleFlow
-from csan_lint.lint.values import target_names
 
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 

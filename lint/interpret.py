@@ -18,6 +18,7 @@ import libcst as cst
 
 from csan_lint.lint.loopindex import CountedLoop, IndexFacts, counted_loop, index_fact, integer
 from csan_lint.lint.names import ImportTable
+from csan_lint.lint.nodes import target_names
 
 
 class _Copyable(Protocol):
@@ -280,25 +281,31 @@ def runs_at_least_once(iterable: cst.BaseExpression) -> bool:
 
 
 def only_waits(loop: cst.For) -> bool:
-    """`for req in reqs: req.wait()`, nested loops of such waits too: a wait on every handle of
-    a collection, taken as one wait on all of them. The handles stand for collectives launched
-    before (as one handle's wait does), so an empty collection is taken to hold none that
-    needed waiting, and the path that skips the body is not followed."""
+    """`for req in reqs: req.wait()`, `for s in producer_streams: side.wait_stream(s)`, nested
+    loops of such waits too: a wait on every handle (or producer stream, or event) of a
+    collection, taken as one wait on all of them. They stand for work launched before (as one
+    handle's wait does), so an empty collection is taken to hold none that needed waiting, and
+    the path that skips the body is not followed."""
+    items = set(target_names(loop.target))
     for statement in loop.body.body:
         if isinstance(statement, cst.For):
             if statement.orelse is not None or not only_waits(statement):
                 return False
-        elif not isinstance(statement, cst.SimpleStatementLine) or not all(map(_handle_wait, statement.body)):
+        elif not isinstance(statement, cst.SimpleStatementLine) or not all(
+            _waits_item(small, items) for small in statement.body
+        ):
             return False
     return True
 
 
-def _handle_wait(statement: cst.BaseSmallStatement) -> bool:
-    """`h.wait()`: an async handle waited on (an event's `wait` names its stream, or none)."""
+def _waits_item(statement: cst.BaseSmallStatement, items: set[str]) -> bool:
+    """`h.wait()`: an async handle waited on (an event's `wait` names its stream, or none); or
+    `s.wait_stream(item)`, `s.wait_event(item)` on an item of the loop."""
     call = statement.value if isinstance(statement, cst.Expr) else None
-    return (
-        isinstance(call, cst.Call)
-        and isinstance(call.func, cst.Attribute)
-        and call.func.attr.value == "wait"
-        and not call.args
-    )
+    if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)):
+        return False
+    method = call.func.attr.value
+    if method == "wait":
+        return not call.args
+    waited = call.args[0].value if len(call.args) == 1 else None
+    return method in ("wait_stream", "wait_event") and isinstance(waited, cst.Name) and waited.value in items

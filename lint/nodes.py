@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
@@ -62,6 +62,17 @@ def parameters(function: cst.FunctionDef) -> tuple[cst.Param, ...]:
     """Every named parameter, positional-only, ordinary and keyword-only (not `*args`, `**kw`)."""
     params = function.params
     return (*params.posonly_params, *params.params, *params.kwonly_params)
+
+
+def target_names(target: cst.CSTNode) -> Iterator[str]:
+    """The names an assignment or `for` target binds (`a, (b, *c)` -> a, b, c)."""
+    if isinstance(target, cst.Name):
+        yield target.value
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from target_names(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from target_names(target.value)
 
 
 def literal_items(expr: cst.BaseExpression) -> list[cst.BaseExpression] | None:

@@ -11,10 +11,10 @@ from collections.abc import Iterable, Iterator, Sequence
 import libcst as cst
 
 from csan_lint.lint.names import ImportTable, dotted_name
-from csan_lint.lint.nodes import children, parameters
+from csan_lint.lint.nodes import children, parameters, target_names
 from csan_lint.lint.recognize import NO_FUNCTIONS, ContextFunctions, entered_streams
 from csan_lint.lint.summaries import module_name
-from csan_lint.lint.values import code_of, target_names
+from csan_lint.lint.values import code_of
 from csan_lint.lint.vocabulary import (
     HOST_ATTRIBUTES,
     HOST_METHODS,

@@ -59,6 +59,8 @@ class Streams:
     helpers: Helpers | None
     loop_items: set[str]
     """Names a `for` binds to the items of what it iterates."""
+    caller_streams: frozenset[str]
+    bound: set[str]
     function: str | None
     records: set[tuple[str, str]]
     """(event, stream) for every record made on any path."""
@@ -99,6 +101,8 @@ class Streams:
                 if waiter == self.entry_stream and launch_key(producer) not in self.live.tensors:
                     self.joined_at_entry.add(producer)
                 self._order(MarkUpdate(producer, waiter))
+                if waiter != CURRENT and self._may_be_callers(args[0]):
+                    self._order(MarkUpdate(CURRENT, waiter))
             elif waiter is not None and waiter == producer:
                 self._self_wait(node, waiter)
         elif method == "wait_event" and args and (recorder := recorded_inline(args[0])) is not None:
@@ -181,6 +185,16 @@ class Streams:
             access = self._make_access(node, write=False)
             hazard = Hazard(HazardKind.FREE_IN_USE, key, access, stream, function=self.function, no_op=True)
             self.hazards.setdefault(("self-record", node), hazard)
+
+    def _may_be_callers(self, stream: cst.BaseExpression) -> bool:
+        """A stream of unknown identity that may be the one current at entry: a parameter not
+        rebound (the caller may pass its own), or a loop's item (`for s in producer_streams:`).
+        Waiting on it may be waiting on the caller's stream, and a finding must not rest on
+        it not being so (DESIGN.md: an unknown pair is never a finding by itself)."""
+        if not isinstance(stream, cst.Name) or stream.value in self.live.streams:
+            return False
+        name = stream.value
+        return name in self.loop_items or (name in self.caller_streams and name not in self.bound)
 
     def _collection_item(self, receiver: cst.BaseExpression) -> bool:
         """An item of a list or dict (`reqs[i - 1]`, a loop's `req`): waiting on it is waiting on

@@ -28,7 +28,7 @@ from csan_lint.lint.names import (
     ImportTable,
     dotted_name,
 )
-from csan_lint.lint.nodes import children
+from csan_lint.lint.nodes import children, target_names
 from csan_lint.lint.ordering import FlowState
 from csan_lint.lint.recognize import one_stream
 from csan_lint.lint.vocabulary import (
@@ -253,16 +253,6 @@ def comprehension_targets(node: Comprehension) -> set[str]:
         targets.update(target_names(comp.target))
         comp = comp.inner_for_in
     return targets
-
-
-def target_names(target: cst.CSTNode) -> Iterator[str]:
-    if isinstance(target, cst.Name):
-        yield target.value
-    elif isinstance(target, (cst.Tuple, cst.List)):
-        for element in target.elements:
-            yield from target_names(element.value)
-    elif isinstance(target, cst.StarredElement):
-        yield from target_names(target.value)
 
 
 def is_reference(expr: cst.CSTNode) -> bool:

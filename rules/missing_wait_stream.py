@@ -87,9 +87,11 @@ class MissingWaitStream(Rule):
     that stream (torchrec's forward on one side stream, read by the backward on another). A
     collective's handle waited as an item of a list (`reqs[i - 1].wait()`) is taken as launched on the entry
     stream after all its work so far. A loop that only waits handles (`for req in reqs:
-    req.wait()`) waits them all, and an empty collection is taken to hold no work that needed
-    waiting; a loop over a non-empty literal or `range` of literals runs at least once; any
-    other loop may run zero times, and what its body orders is then not ordered.
+    req.wait()`) or streams (`for p in producers: s.wait_stream(p)`) waits them all, and an empty
+    collection is taken to hold no work that needed waiting; a wait on a stream passed in, or on
+    an item of a collection, may be a wait on the caller's stream, and orders its work; a loop
+    over a non-empty literal or `range` of literals runs at least once; any other loop may run
+    zero times, and what its body orders is then not ordered.
     """
 
     code = "CSL101"

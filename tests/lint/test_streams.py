@@ -150,3 +150,36 @@ def test_recording_a_tensor_on_its_allocating_stream_protects_nothing() -> None:
         return z
     """
     assert codes(source) == {("CSL201", 8)}
+
+
+WAIT_THEN_READ = """
+import torch
+
+class Reducer:
+    def reduce(self, grad: torch.Tensor, side, producers, producer=None):
+        {wait}
+        with torch.cuda.stream(side):
+            out = grad * 2
+        torch.cuda.current_stream().wait_stream(side)
+        return out
+"""
+
+
+@pytest.mark.parametrize(
+    ("wait", "found"),
+    [
+        ("side.wait_stream(producer)", set()),  # a parameter: the caller may pass its own stream
+        ("for stream in producers:\n            side.wait_stream(stream)", set()),  # each producer
+        ("for s in producers or {torch.cuda.current_stream()}:\n            side.wait_stream(s)", set()),
+        ("side.wait_stream(self.copy_stream)", {"CSL101"}),  # another stream of the object
+        ("producer = torch.cuda.Stream()\n        side.wait_stream(producer)", {"CSL101"}),  # rebound
+        ("for stream in producers:\n            side.wait_stream(stream)\n            log(stream)", {"CSL101"}),
+    ],
+)
+def test_a_wait_on_a_stream_that_may_be_the_callers_orders_its_work(wait: str, found: set[str]) -> None:
+    """`side.wait_stream(producer)` with `producer` passed in, or every stream of a collection
+    waited in a loop: the caller's stream may be among them, and a finding must not rest on it
+    not being so. (A loop that does more than wait may run zero times.)"""
+    source = textwrap.dedent(WAIT_THEN_READ.format(wait=wait))
+    read = source.splitlines().index("            out = grad * 2") + 1
+    assert codes(source) == {(code, read) for code in found}
