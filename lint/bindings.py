@@ -30,7 +30,7 @@ from csan_lint.lint.ordering import (
     item_key,
     join_states,
 )
-from csan_lint.lint.pathfacts import facts_of, without
+from csan_lint.lint.pathfacts import facts_of, none_names, without
 from csan_lint.lint.recognize import one_stream
 from csan_lint.lint.values import (
     Value,
@@ -134,13 +134,15 @@ class Bindings:
     def _assume(self, test: cst.BaseExpression, outcome: bool) -> None:
         """The path goes on where `test` had the truth value `outcome`: orderings held on what
         that implies now hold (lint/pathfacts.py). Not of a tensor written here (a value that
-        may be one, only read, is taken for a number or a flag)."""
+        may be one, only read, is taken for a number or a flag). A name that is None on the
+        path holds no tensor there (`if x is not None: x.record_stream(s)` skips no use)."""
         if self.state is None:
             return
         tensors = self.live.tensors
-        facts = frozenset(
-            fact for fact in facts_of(test, outcome) if fact.name not in tensors or not tensors[fact.name].writes
-        )
+        said = facts_of(test, outcome)
+        for name in none_names(said):
+            tensors.pop(name, None)
+        facts = frozenset(fact for fact in said if fact.name not in tensors or not tensors[fact.name].writes)
         if facts <= self.live.facts:
             return
         self.tested.update(fact.name for fact in facts)

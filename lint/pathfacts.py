@@ -196,6 +196,11 @@ def _implies(facts: Facts, fact: Fact) -> bool:
     return known.truth is not None and known.truth == (fact.kind == "truthy")
 
 
+def none_names(facts: Facts) -> set[str]:
+    """The names `facts` say are None (`x is None`, or `x is not None` False)."""
+    return {fact.name for fact in facts if fact.kind == "in" and fact.values == frozenset({None})}
+
+
 def about(facts: Facts, name: str) -> bool:
     """Whether a fact of `facts` tests `name`, or an attribute of it."""
     return any(fact.name == name or fact.name.startswith(f"{name}.") for fact in facts)

@@ -115,3 +115,42 @@ def test_a_long_chain_of_and_is_read_without_recursion() -> None:
     test = cst.parse_expression(" and ".join(f"m != {i}" for i in range(3000)))
     assert facts_of(test, True) == {Fact("m", "not in", frozenset({i})) for i in range(3000)}
     assert facts_of(test, False) == frozenset()  # one of them failed: which is not known
+
+
+PREFETCHER = """
+import torch
+
+class Prefetcher:
+    def __init__(self, loader):
+        self.loader = iter(loader)
+        self.stream = torch.cuda.Stream()
+        self.load()
+
+    def load(self):
+        try:
+            self.batch = next(self.loader)
+        except StopIteration:
+            self.batch = None
+            return
+        with torch.cuda.stream(self.stream):
+            self.batch = self.batch.cuda(non_blocking=True)
+
+    def next(self):
+        torch.cuda.current_stream().wait_stream(self.stream)
+        batch = self.batch
+        if {guard}:
+            batch.record_stream(torch.cuda.current_stream())
+        self.load()
+        return batch
+"""
+
+
+@pytest.mark.parametrize("guard", ["batch is not None", "not (batch is None)", "batch != None"])
+def test_a_record_stream_skipped_only_where_the_name_is_none_protects_every_tensor(guard: str) -> None:
+    """The path that skips the record holds None, not a tensor the caller could release."""
+    assert findings(PREFETCHER.format(guard=guard)) == []
+
+
+@pytest.mark.parametrize("guard", ["batch.numel() > 0", "self.recording", "batch is None"])
+def test_a_record_stream_skipped_where_a_tensor_may_be_held_is_flagged(guard: str) -> None:
+    assert findings(PREFETCHER.format(guard=guard)) == [("CSL201", 25)]
