@@ -364,6 +364,7 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
             return
         found = self.helpers.lookup(self.function, func, qualified) if self.helpers is not None else None
         if found is not None:
+            found = self._for_streams_passed(found, node, qualified)
             self._replay_orders(found, node)
         asked = self.helpers.metadata_args(self.function, node) if self.helpers is not None else frozenset()
         self._call_other(node, asked)
