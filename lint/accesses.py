@@ -129,6 +129,7 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
         (None: the whole value), for the function's summary (`returned_key`)."""
         self.returned_by: dict[int, dict[int | None, Mark]] = {}
         """Calls, by id, whose callee returns values written on another stream: their writes there."""
+        self.stream_tests: dict[str, tuple[str, str, bool]] = {}
         self.made_on: dict[str, str] = {}
         """Name -> the stream current where a fresh allocation was last bound to it, on any path."""
         self.state = FlowState(tensors=dict(entry or {}))
@@ -365,6 +366,7 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
             return
         found = self.helpers.lookup(self.function, func, qualified) if self.helpers is not None else None
         if found is not None:
+            found = self._for_streams_passed(found, node, qualified)
             self._replay_orders(found, node)
         asked = self.helpers.metadata_args(self.function, node) if self.helpers is not None else frozenset()
         self._call_other(node, asked)

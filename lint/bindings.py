@@ -30,7 +30,7 @@ from csan_lint.lint.ordering import (
     item_key,
     join_states,
 )
-from csan_lint.lint.pathfacts import facts_of, without
+from csan_lint.lint.pathfacts import conjuncts, equated, facts_of, none_names, without
 from csan_lint.lint.recognize import one_stream
 from csan_lint.lint.values import (
     Value,
@@ -77,9 +77,15 @@ class Bindings:
     entry_stream: str
     tested: set[str]
     """Names the path facts have tested: rebinding one of them drops what was known of it."""
+    stream_tests: dict[str, tuple[str, str, bool]]
+    """Names bound to a test of two streams' identity (`on_side = current_stream() != s`)."""
+    _is_stream: Callable[[cst.BaseExpression], bool]
+    _order: Callable[[MarkUpdate], None]
 
     def _assign(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
         if self._record_event_assignment(targets, value) or self._choose(targets, value):
+            return
+        if self._stream_test_assignment(targets, value):
             return
         pairs = paired(targets, value)
         if pairs is not None:  # `x, z = a, b`: each name gets its own value
@@ -132,16 +138,53 @@ class Bindings:
         self.state = join_states(paths)
         return True
 
+    def _stream_test_assignment(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> bool:
+        """`on_side = torch.cuda.current_stream() != s`: a bool, kept to tell `if on_side:`
+        what it tests (`stream_tests`)."""
+        if not (len(targets) == 1 and isinstance(targets[0], cst.Name)):
+            return False
+        compared = self._streams_equated(value)
+        if compared is None:
+            return False
+        self._eval(value)
+        self._bind(targets[0], Value("other"))
+        self.stream_tests[targets[0].value] = compared
+        return True
+
+    def _streams_equated(self, test: cst.BaseExpression) -> tuple[str, str, bool] | None:
+        """For a test of two streams' identity (`a == b`, `a is not b`, one of them known for a
+        stream), their tokens and whether it holds where they are one stream."""
+        compared = equated(test)
+        if compared is None or not any(map(self._is_stream, compared[:2])):
+            return None  # one known stream: the other side is one too where they are equal
+        left, right = self._stream(compared[0]), self._stream(compared[1])
+        return (left, right, compared[2]) if left is not None and right is not None else None
+
+    def _same_streams(self, test: cst.BaseExpression, outcome: bool) -> None:
+        """Where a test said two streams are one, work on either is ordered before later work on
+        the other (`if current_stream() != s: s.wait_stream(current_stream())` waits exactly
+        where it is needed). Made at the test: work launched afterwards is not ordered so."""
+        name = dotted_name(test)
+        compared = self.stream_tests.get(name) if name is not None else self._streams_equated(test)
+        if compared is None or compared[2] != outcome or compared[0] == compared[1]:
+            return
+        self._order(MarkUpdate(compared[0], compared[1]))
+        self._order(MarkUpdate(compared[1], compared[0]))
+
     def _assume(self, test: cst.BaseExpression, outcome: bool) -> None:
         """The path goes on where `test` had the truth value `outcome`: orderings held on what
         that implies now hold (lint/pathfacts.py). Not of a tensor written here (a value that
-        may be one, only read, is taken for a number or a flag)."""
+        may be one, only read, is taken for a number or a flag). A name that is None on the
+        path holds no tensor there (`if x is not None: x.record_stream(s)` skips no use)."""
         if self.state is None:
             return
+        for part, holds in conjuncts(test, outcome):
+            self._same_streams(part, holds)
         tensors = self.live.tensors
-        facts = frozenset(
-            fact for fact in facts_of(test, outcome) if fact.name not in tensors or not tensors[fact.name].writes
-        )
+        said = facts_of(test, outcome)
+        for name in none_names(said):
+            tensors.pop(name, None)
+        facts = frozenset(fact for fact in said if fact.name not in tensors or not tensors[fact.name].writes)
         if facts <= self.live.facts:
             return
         self.tested.update(fact.name for fact in facts)
@@ -295,6 +338,7 @@ class Bindings:
 
     def _forget(self, key: str) -> None:
         self._rebound(key)
+        self.stream_tests.pop(key, None)
         self.live.tensors.pop(key, None)
         for name in [name for name in self.live.streams if name == key or name.startswith(f"{key}[")]:
             del self.live.streams[name]

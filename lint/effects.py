@@ -106,7 +106,8 @@ class Helpers:
         self.relative = relative or {}
         self.classes = classes or {}
         """Classes of the module -> their base classes as spelled (`Base`, `mod.Base`)."""
-        self.summaries: dict[str, Summary | None] = {}
+        self.summaries: dict[tuple[str, frozenset[str]], Summary | None] = {}
+        """By function and the stream parameters given the caller's current stream (`summary`)."""
         self.metadata: dict[str, frozenset[str]] = {}
         """Function -> the parameters it only asks for metadata (`metadata_params`)."""
         self.contexts = ContextFunctions(functions.values(), imports)
@@ -114,14 +115,20 @@ class Helpers:
         self.depth = 0
         """Summaries being built, each inside the last: deep call chains stop at _MAX_SUMMARY_DEPTH."""
 
-    def lookup(self, caller: str | None, func: cst.BaseExpression, qualified: str | None) -> Callee | None:
+    def lookup(
+        self,
+        caller: str | None,
+        func: cst.BaseExpression,
+        qualified: str | None,
+        on_current: frozenset[str] = frozenset(),
+    ) -> Callee | None:
         """A function of the module (`callee`), or for `mod.helper(...)` or an imported name a
-        function of another linted module."""
+        function of another linted module; `on_current`: as in `summary`."""
         name = self.callee(caller, func)
         if name is not None or _on_self(func):
-            summary = self.summary(name) if name is not None else None
+            summary = self.summary(name, on_current) if name is not None else None
             return Callee(summary, True, isinstance(func, cst.Attribute)) if summary is not None else None
-        summary = self.imported(dotted_name(func), qualified)
+        summary = self.imported(dotted_name(func), qualified, on_current)
         return Callee(summary, False, False) if summary is not None else None
 
     def callee(self, caller: str | None, func: cst.BaseExpression) -> str | None:
@@ -190,7 +197,9 @@ class Helpers:
             stack.extend(reversed(self.classes.get(cls, ())))
         return None
 
-    def imported(self, dotted: str | None, qualified: str | None) -> Summary | None:
+    def imported(
+        self, dotted: str | None, qualified: str | None, on_current: frozenset[str] = frozenset()
+    ) -> Summary | None:
         """The summary of a function of another linted module, called as `dotted` here."""
         if self.package is None:
             return None
@@ -200,27 +209,30 @@ class Helpers:
             qualified = f"{target}.{rest}" if rest else target
         if qualified is None or qualified.startswith("torch."):
             return None
-        return self.package.summary(qualified)
+        return self.package.summary(qualified, on_current)
 
-    def exported(self, name: str) -> Summary | None:
+    def exported(self, name: str, on_current: frozenset[str] = frozenset()) -> Summary | None:
         """The summary of a module-level function, for other modules that import it."""
-        return self.summary(name) if "." not in name else None
+        return self.summary(name, on_current) if "." not in name else None
 
-    def summary(self, name: str) -> Summary | None:
-        if name in self.summaries:
-            return self.summaries[name]
+    def summary(self, name: str, on_current: frozenset[str] = frozenset()) -> Summary | None:
+        """`on_current`: parameters the call passes the caller's current stream, known to be it
+        in the function, so that a wait on one orders what the function made on it before."""
+        key = (name, on_current)
+        if key in self.summaries:
+            return self.summaries[key]
         function = self.functions.get(name)
         if function is None or self.depth >= _MAX_SUMMARY_DEPTH:
             return None  # too deep: taken as doing nothing, and built again when reached from nearer
-        self.summaries[name] = None  # a recursive call, while it is being summarised, does nothing
+        self.summaries[key] = None  # a recursive call, while it is being summarised, does nothing
         self.depth += 1
         try:
-            self.summaries[name] = self._summarise(name, function)
+            self.summaries[key] = self._summarise(name, function, on_current)
         finally:
             self.depth -= 1
-        return self.summaries[name]
+        return self.summaries[key]
 
-    def _summarise(self, name: str, function: cst.FunctionDef) -> Summary | None:
+    def _summarise(self, name: str, function: cst.FunctionDef, on_current: frozenset[str]) -> Summary | None:
         """Runs the function on symbolic arguments: a probe access per stream or event it orders
         on (an access made before the call) shows, at the returns, what it is ordered before."""
         if function.asynchronous is not None:
@@ -237,6 +249,7 @@ class Helpers:
             analysis = FunctionAnalysis(
                 self.imports, {}, function=name, params=tensor_params(function), helpers=self, probes=tokens
             )
+            analysis.live.streams.update(dict.fromkeys(on_current, CURRENT))
             analysis.run_function(function.body)
             if analysis.yields:
                 return None  # calling a generator runs none of its body
@@ -277,6 +290,7 @@ class Helpers:
             for position, mark in analysis.returned
             if mark.access.stream != CURRENT and meaningful(mark.access.stream) and not mark.orders(CURRENT)
         }
+        returned |= _ordered_on_caller(analysis.returned, outside)
         if not orders and not effects and not returned:
             return None
         return Summary(
@@ -286,6 +300,24 @@ class Helpers:
             tuple(sorted(effects, key=_replay_order)),
             tuple(sorted(returned, key=_replay_order)),
         )
+
+
+def _ordered_on_caller(
+    returned: set[tuple[int | None, Mark]], outside: Callable[[frozenset[str]], frozenset[str]]
+) -> set[Effect]:
+    """A value made on the caller's stream on every path, then ordered before other streams by
+    the function (`buf = empty_like(x); copy.wait_stream(current)`): the caller's names for it
+    start ordered before those too. The orderings every path made."""
+    paths: dict[int | None, list[Mark]] = {}
+    for position, mark in returned:
+        paths.setdefault(position, []).append(mark)
+    found = set()
+    for position, marks in paths.items():
+        if all(mark.access.stream == CURRENT for mark in marks):
+            after = frozenset.intersection(*(outside(mark.after) for mark in marks))
+            if after - {CURRENT}:
+                found.add(Effect(returned_key(position), CURRENT, True, after))
+    return found
 
 
 def _replay_order(effect: Effect) -> tuple[str, bool, str, tuple[str, ...]]:
@@ -298,6 +330,7 @@ def _replay_order(effect: Effect) -> tuple[str, bool, str, tuple[str, ...]]:
 class Effects:
     """The call half of `FunctionAnalysis`: replays a callee's summary at the call site."""
 
+    helpers: Helpers | None
     live: FlowState
     function: str | None
     statement: cst.CSTNode | None
@@ -307,6 +340,19 @@ class Effects:
     returned_by: dict[int, dict[int | None, Mark]]
     _stream: Callable[[cst.BaseExpression], str | None]
     _access: Callable[..., None]
+
+    def _for_streams_passed(self, found: Callee, call: cst.Call, qualified: str | None) -> Callee:
+        """The callee as this call runs it: a parameter given the current stream is that stream
+        there (`Helpers.summary`), so that `copy.wait_stream(compute)` orders what it made before."""
+        summary = found.summary
+        on_current = frozenset(
+            param
+            for param in summary.names
+            if (value := _argument(summary, call, param)) is not None and self._stream(value) == self.live.current
+        )
+        if not on_current or self.helpers is None:
+            return found
+        return self.helpers.lookup(self.function, call.func, qualified, on_current) or found
 
     def _replay_orders(self, found: Callee, call: cst.Call) -> None:
         """The ordering a called function makes on every path that returns, in the caller's streams.
@@ -367,8 +413,8 @@ class Effects:
 
         for effect in found.summary.returned:
             stream = self._translate(found, call, effect.stream)
-            if stream is not None and stream != self.live.current:
-                after = frozenset(m for m in (self._translate(found, call, u) for u in effect.after) if m is not None)
+            after = frozenset(m for m in (self._translate(found, call, u) for u in effect.after) if m is not None)
+            if stream is not None and (stream != self.live.current or after - {stream}):
                 assert self.statement is not None
                 access = Access(call, stream, True, self.block or self.statement, self.function)
                 position = returned_position(effect.key)  # one write per position: the first in order

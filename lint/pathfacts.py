@@ -45,11 +45,21 @@ NO_FACTS: Facts = frozenset()
 
 def facts_of(test: cst.BaseExpression, outcome: bool) -> Facts:
     """What holds where `test` had the truth value `outcome`."""
+    return frozenset().union(*(_facts_of_part(part, holds) for part, holds in conjuncts(test, outcome)))
+
+
+def conjuncts(test: cst.BaseExpression, outcome: bool) -> list[tuple[cst.BaseExpression, bool]]:
+    """The parts of `test` whose truth value is known where it had `outcome`, with that value:
+    through `not`, each part of `a and b` True or of `a or b` False."""
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        return facts_of(test.expression, not outcome)
+        return conjuncts(test.expression, not outcome)
     if isinstance(test, cst.BooleanOperation):
-        each = isinstance(test.operator, cst.And) == outcome  # `a and b` True, `a or b` False: each part says so
-        return frozenset().union(*(facts_of(part, outcome) for part in _parts(test))) if each else NO_FACTS
+        each = isinstance(test.operator, cst.And) == outcome
+        return [known for part in _parts(test) for known in conjuncts(part, outcome)] if each else []
+    return [(test, outcome)]
+
+
+def _facts_of_part(test: cst.BaseExpression, outcome: bool) -> Facts:
     if isinstance(test, cst.Comparison):
         fact = _compared(test)
         if fact is None:
@@ -59,6 +69,19 @@ def facts_of(test: cst.BaseExpression, outcome: bool) -> Facts:
     if name is None:
         return NO_FACTS
     return frozenset({Fact(name, "truthy" if outcome else "falsy")})
+
+
+def equated(test: cst.BaseExpression) -> tuple[cst.BaseExpression, cst.BaseExpression, bool] | None:
+    """The two sides of `a == b` or `a is b` (True: it holds where they are one object), of
+    `a != b` or `a is not b` (False); None for any other test."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+        return None
+    [target] = test.comparisons
+    if isinstance(target.operator, (cst.Equal, cst.Is)):
+        return test.left, target.comparator, True
+    if isinstance(target.operator, (cst.NotEqual, cst.IsNot)):
+        return test.left, target.comparator, False
+    return None
 
 
 def _parts(test: cst.BooleanOperation) -> list[cst.BaseExpression]:
@@ -194,6 +217,11 @@ def _implies(facts: Facts, fact: Fact) -> bool:
     if fact.kind == "not in":
         return fact.values <= known.excluded or (known.allowed is not None and not known.allowed & fact.values)
     return known.truth is not None and known.truth == (fact.kind == "truthy")
+
+
+def none_names(facts: Facts) -> set[str]:
+    """The names `facts` say are None (`x is None`, or `x is not None` False)."""
+    return {fact.name for fact in facts if fact.kind == "in" and fact.values == frozenset({None})}
 
 
 def about(facts: Facts, name: str) -> bool:

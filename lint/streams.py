@@ -72,6 +72,7 @@ class Streams:
     _make_access: Callable[..., Access]
     _access: Callable[..., None]
     _assume: Callable[[cst.BaseExpression, bool], None]
+    _demote: Callable[..., None]
     run: Callable[[Sequence[cst.BaseStatement | cst.BaseSmallStatement]], None]
     graphs: dict[str, tuple[set[str], set[str]]]
     """CUDA graphs captured here -> the keys their capture read and wrote (static inputs, outputs)."""
@@ -95,6 +96,8 @@ class Streams:
         """Ordering calls on streams and events; False if `func` is none of them."""
         method, receiver = func.attr.value, func.value
         args = [arg.value for arg in node.args]
+        if method == "wait" and not args and (key := dotted_name(receiver)) in self.live.tensors:
+            self._demote(key, proven=True)  # no tensor has `.wait()`: a collective's handle, waited below
         if method == "wait_stream" and args:
             waiter, producer = self._stream(receiver), self._stream(args[0])
             if waiter is not None and producer is not None and waiter != producer:

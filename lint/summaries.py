@@ -124,8 +124,9 @@ class PackageIndex:
         _unpickled.clear()  # a process serves one run at a time: keep the latest index only
         _unpickled[state["key"]] = self
 
-    def summary(self, qualified: str) -> Summary | None:
-        """The summary of `pkg.module.function`, None when unknown or not worth replaying."""
+    def summary(self, qualified: str, on_current: frozenset[str] = frozenset()) -> Summary | None:
+        """The summary of `pkg.module.function`, None when unknown or not worth replaying
+        (`on_current`: as in `Helpers.summary`)."""
         module, _, name = qualified.rpartition(".")
         key = self._module(module) if module else None
         if key is None:
@@ -137,7 +138,7 @@ class PackageIndex:
 
             self._modules[key] = module_helpers(self.sources[key])
         helpers = self._modules[key]
-        return None if helpers is None else helpers.exported(name)
+        return None if helpers is None else helpers.exported(name, on_current)
 
     def _module(self, dotted: str) -> str | None:
         if dotted not in self._resolved:

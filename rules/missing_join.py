@@ -31,7 +31,8 @@ class MissingJoin(Rule):
     Every use after the block may run before the side stream's work: a read, a write, passing
     the tensor to unknown code. A call of a method that rebinds `self.x` gives `self.x` a new
     tensor made on the method's stream; the caller's old one is not written. `work.wait()` on
-    an async collective's handle makes the current stream wait for the collective.
+    an async collective's handle makes the current stream wait for the collective. No tensor has
+    `.wait()`: a value waited so (a result of unknown code) is a handle, which no kernel reads.
 
     A stream kept in `__init__` from `current_stream()` (`self.compute`) and rebound by no other
     method is the current stream of whoever calls the object's methods (a kept `default_stream()`

@@ -36,7 +36,8 @@ class MissingRecordStream(Rule):
     next allocation at once: every use on another stream must be ordered before the allocating
     stream, or recorded, when the last reference dies (rebinding, `del`, return). A function
     called `record_stream(t, s)` (or named with that suffix, FSDP's
-    `_no_dispatch_record_stream`) records like `t.record_stream(s)`.
+    `_no_dispatch_record_stream`) records like `t.record_stream(s)`. A name that is None on a
+    path holds no tensor there: `if x is not None: x.record_stream(s)` records every tensor.
 
     ## Known problems
     Only tensors allocated in the function by an assignment are followed, plus tensors freed

@@ -61,7 +61,10 @@ class MissingWaitStream(Rule):
     `if self.use_streams:` orders a block entered on `self.s1 if self.use_streams else self.s0`
     (`x == c`, `x != c`, `x in (a, b)`, `x is None`, a bare `flag` or `not flag`, and `and`/`or`
     of them). A fact holds until the name is rebound in the function; a method that changes an
-    attribute behind its back (`self.toggle()`) is assumed not to exist.
+    attribute behind its back (`self.toggle()`) is assumed not to exist. A test of two streams'
+    identity (`torch.cuda.current_stream() != s`, also through a name bound to it) is one too:
+    where it says they are one stream, work launched on either before the test is ordered before
+    later work on the other, so a wait skipped exactly there is not missing.
 
     ## Known problems
     A parameter annotated as a tensor (or an `nn.Parameter`, whose `.grad` it stands for) is
@@ -80,7 +83,9 @@ class MissingWaitStream(Rule):
     are not correlated: a wait under `if i > 0:` does not order a use under `if i >= 1:`.
     Ordering made by a called function is seen when
     it is defined in the same module (inherited and `super()` methods included) or imported
-    from another file linted in the same run, and holds on every path that returns; ordering
+    from another file linted in the same run, and holds on every path that returns (a
+    parameter given the caller's current stream is that stream there: a value it allocated and
+    returned before `copy.wait_stream(compute)` is ordered before `copy` at the caller); ordering
     made by a method of another object (`plan.wait_current_stream()`), in C++ or by another
     thread is not seen; the runtime check dismisses such findings. What a called function that
     is seen computes and returns inside its own stream block, without a join, is written on

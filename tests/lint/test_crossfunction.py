@@ -260,6 +260,65 @@ def test_waits_made_in_order_chain_through_the_helper() -> None:
     assert _reads_after_write(source) == set()
 
 
+RELOAD = """
+import torch
+
+copy_stream = torch.cuda.Stream()
+
+def alloc(like, compute):
+    {alloc}
+
+def reload(src, dest):
+    buf = alloc(src, {passed})
+    with torch.cuda.stream(copy_stream):
+        buf.copy_(src, non_blocking=True)
+    buf.record_stream(copy_stream)
+    dest.data = buf
+"""
+
+ALLOC_THEN_WAIT = "buf = torch.empty_like(like)\n    copy_stream.wait_stream(compute)\n    return buf"
+
+
+def _reload_findings(alloc: str, passed: str) -> list[tuple[str, int]]:
+    source = textwrap.dedent(RELOAD.format(alloc=alloc, passed=passed))
+    return sorted((finding.code, finding.line) for finding in lint_source(source, "m.py"))
+
+
+@pytest.mark.parametrize(
+    ("alloc", "passed"),
+    [
+        (ALLOC_THEN_WAIT, "torch.cuda.current_stream()"),
+        (ALLOC_THEN_WAIT, "compute=torch.cuda.current_stream()"),
+        (ALLOC_THEN_WAIT.replace("wait_stream(compute)", "wait_stream(torch.cuda.current_stream())"), "None"),
+    ],
+)
+def test_a_value_a_helper_made_before_ordering_another_stream_after_the_callers_is_ordered(
+    alloc: str, passed: str
+) -> None:
+    """The helper allocates on the caller's stream, then makes the copy stream wait for it."""
+    assert _reload_findings(alloc, passed) == []
+
+
+@pytest.mark.parametrize(
+    ("alloc", "passed"),
+    [
+        (
+            "copy_stream.wait_stream(compute)\n    buf = torch.zeros_like(like)\n    return buf",
+            "torch.cuda.current_stream()",
+        ),
+        (ALLOC_THEN_WAIT, "torch.cuda.Stream()"),
+        (ALLOC_THEN_WAIT.replace("\n    copy", "\n    if like.dim():\n        copy"), "torch.cuda.current_stream()"),
+    ],
+)
+def test_a_value_written_after_the_wait_or_not_ordered_on_every_path_is_flagged(alloc: str, passed: str) -> None:
+    line = (
+        textwrap.dedent(RELOAD.format(alloc=alloc, passed=passed))
+        .splitlines()
+        .index("        buf.copy_(src, non_blocking=True)")
+    )
+    assert _reload_findings(alloc, passed) == [("CSL101", line + 1)]
+
+
 def test_a_helper_that_writes_its_argument_on_a_side_stream_makes_a_producer() -> None:
     source = """
     import torch

@@ -115,3 +115,107 @@ def test_a_long_chain_of_and_is_read_without_recursion() -> None:
     test = cst.parse_expression(" and ".join(f"m != {i}" for i in range(3000)))
     assert facts_of(test, True) == {Fact("m", "not in", frozenset({i})) for i in range(3000)}
     assert facts_of(test, False) == frozenset()  # one of them failed: which is not known
+
+
+PREFETCHER = """
+import torch
+
+class Prefetcher:
+    def __init__(self, loader):
+        self.loader = iter(loader)
+        self.stream = torch.cuda.Stream()
+        self.load()
+
+    def load(self):
+        try:
+            self.batch = next(self.loader)
+        except StopIteration:
+            self.batch = None
+            return
+        with torch.cuda.stream(self.stream):
+            self.batch = self.batch.cuda(non_blocking=True)
+
+    def next(self):
+        torch.cuda.current_stream().wait_stream(self.stream)
+        batch = self.batch
+        if {guard}:
+            batch.record_stream(torch.cuda.current_stream())
+        self.load()
+        return batch
+"""
+
+
+@pytest.mark.parametrize("guard", ["batch is not None", "not (batch is None)", "batch != None"])
+def test_a_record_stream_skipped_only_where_the_name_is_none_protects_every_tensor(guard: str) -> None:
+    """The path that skips the record holds None, not a tensor the caller could release."""
+    assert findings(PREFETCHER.format(guard=guard)) == []
+
+
+@pytest.mark.parametrize("guard", ["batch.numel() > 0", "self.recording", "batch is None"])
+def test_a_record_stream_skipped_where_a_tensor_may_be_held_is_flagged(guard: str) -> None:
+    assert findings(PREFETCHER.format(guard=guard)) == [("CSL201", 25)]
+
+
+TO_HOST = """
+import torch
+
+class Dispatcher:
+    def __init__(self):
+        self.dtoh_stream = torch.cuda.Stream()
+        self.other_stream = torch.cuda.Stream()
+
+    def to_host(self, counts: torch.Tensor):
+        {bind}
+        if {guard}:
+            self.dtoh_stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.dtoh_stream):
+            counts = counts.to("cpu", non_blocking=True)
+        self.event = self.dtoh_stream.record_event()
+        return counts
+"""
+
+
+@pytest.mark.parametrize(
+    ("bind", "guard"),
+    [
+        ("on_side = torch.cuda.current_stream() != self.dtoh_stream", "on_side"),
+        ("on_side = self.dtoh_stream is not torch.cuda.current_stream()", "on_side or counts.numel()"),
+        ("pass", "counts.numel() or torch.cuda.current_stream() != self.dtoh_stream"),
+        ("same = torch.cuda.current_stream() == self.dtoh_stream", "not same"),
+        ("pass", "torch.cuda.current_stream() != self.dtoh_stream"),
+        ("current = torch.cuda.current_stream()", "not (current == self.dtoh_stream)"),
+    ],
+)
+def test_a_wait_skipped_only_where_the_current_stream_is_the_waiting_one_orders_it(bind: str, guard: str) -> None:
+    """Where the test says the two streams are one, the block runs in order with the caller's work."""
+    assert findings(TO_HOST.format(bind=bind, guard=guard)) == []
+
+
+@pytest.mark.parametrize(
+    ("bind", "guard"),
+    [
+        ("same = torch.cuda.current_stream() == self.dtoh_stream", "same"),
+        ("pass", "torch.cuda.current_stream() != self.other_stream"),
+        ("on_side = torch.cuda.current_stream() != self.dtoh_stream\n        on_side = counts.numel()", "on_side"),
+        ("on_side = self.dtoh_stream is not torch.cuda.current_stream()", "on_side and counts.numel()"),
+    ],
+)
+def test_a_wait_skipped_where_the_streams_may_differ_is_flagged(bind: str, guard: str) -> None:
+    source = TO_HOST.format(bind=bind, guard=guard)
+    line = textwrap.dedent(source).splitlines().index('            counts = counts.to("cpu", non_blocking=True)') + 1
+    assert ("CSL101", line) in findings(source)
+
+
+def test_a_stream_parameter_tested_against_the_current_stream_is_it_where_they_are_equal() -> None:
+    source = """
+    import torch
+
+    def to_host(counts: torch.Tensor, side, other):
+        if {guard}:
+            side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            counts = counts.to("cpu", non_blocking=True)
+        return counts
+    """
+    assert findings(source.format(guard="side is not torch.cuda.current_stream()")) == []
+    assert findings(source.format(guard="side is not other")) == [("CSL101", 8)]

@@ -382,6 +382,26 @@ def test_waiting_on_an_async_collective_orders_the_current_stream_after_it() -> 
     assert codes(WORK.format(wait="pass")) == {("CSL102", 10)}
 
 
+HANDLE_KEPT = """
+import torch
+
+class GradSync:
+    def launch(self):
+        with torch.cuda.stream(self.side):
+            for chunk in self.chunks:
+                work = self.scatter(chunk.grads)
+                torch.distributed.all_reduce(chunk.grads, async_op=True)
+            self.work = work
+        {use}
+"""
+
+
+def test_what_unknown_code_returned_and_is_waited_is_a_handle_read_by_no_kernel() -> None:
+    """No tensor has `.wait()`: the result of `self.scatter` is a collective's handle."""
+    assert codes(HANDLE_KEPT.format(use="self.work.wait()")) == set()
+    assert codes(HANDLE_KEPT.format(use="self.work.sum()")) == {("CSL102", 11)}
+
+
 HANDLES = """
 import torch
 import torch.distributed as dist
