@@ -104,29 +104,30 @@ class Returns:
             tensor = self.live.tensors.get(key)
             if tensor is None:
                 continue
-            pending_writes = [mark for mark in tensor.writes if self._pending_at_return(mark)]
+            pending_writes = [mark for mark in tensor.writes if self._pending_at_return(mark, self.entry_stream)]
             for mark in pending_writes:
                 self._hazard(HazardKind.READ_AFTER_WRITE, key, mark.access, mark.access.stream, node, returned=True)
             for mark in (
                 tensor.reads if not pending_writes and key in self.caller_kept else ()
             ):  # the caller's next write
-                if self._pending_at_return(mark):
+                if self._pending_at_return(mark, self.entry_stream):
                     self._hazard(HazardKind.WRITE_AFTER_READ, key, mark.access, mark.access.stream, node, returned=True)
         for key in sorted(self.callers_items - self.recorded_somewhere) if not handed_back else ():
             tensor = self.live.tensors.get(key)
             for mark in tensor.writes if tensor is not None else ():  # read only: may be kept (`caller_kept`)
-                if self._pending_at_return(mark):
-                    self._hazard(HazardKind.FREE_IN_USE, key, mark.access, self.entry_stream, node, dropped=True)
+                if self._pending_at_return(mark, CURRENT):  # allocated outside any block, also when entered on one
+                    self._hazard(HazardKind.FREE_IN_USE, key, mark.access, CURRENT, node, dropped=True)
         self.exits.append(self.live.copy())
         self._release_all(None)
 
-    def _pending_at_return(self, mark: Mark) -> bool:
-        """An access on a side stream the caller does not know of, not joined into the current
-        stream, and not recorded in an event the caller can reach."""
+    def _pending_at_return(self, mark: Mark, caller: str) -> bool:
+        """An access on a side stream the caller does not know of, not joined into `caller`'s
+        stream (the one it continues on, or the one that allocated its items), and not recorded
+        in an event the caller can reach."""
         stream = mark.access.stream
         return (
-            distinct(stream, CURRENT)
-            and not mark.orders(CURRENT)
+            distinct(stream, caller)
+            and not mark.orders(caller)
             and stream not in self.caller_streams
             and not set(stream.split(OR)) - {CURRENT} <= self.joined_at_entry
             and not all(map(self.callers_join, set(stream.split(OR)) - {CURRENT}))
