@@ -51,9 +51,9 @@ class Returns:
     _hazard: Callable[..., None]
     _release_all: Callable[[cst.CSTNode | None], None]
 
-    def produced_by_caller(self, function: cst.FunctionDef, callers: CallersJoin) -> None:
+    def produced_by_caller(self, function: cst.FunctionDef, callers: CallersJoin, written_on: str = CURRENT) -> None:
         """The parameters are the caller's. Those annotated as tensors were written by it before
-        the call, on the stream current then (an unannotated one may be anything: ready), and
+        the call, on `written_on` (an unannotated one may be anything: ready), and
         side-stream work on them still pending at return is left to it; unless every caller in
         the module forks, or joins, that stream itself (`callers`)."""
         self.callers_join = callers
@@ -65,9 +65,9 @@ class Returns:
             name = param.name.value
             annotation = param.annotation
             if name in self.maybe_tensors and annotation is not None and tensor_annotation(annotation.annotation):
-                access = Access(param.name, CURRENT, True, function, self.function, "by the caller")
+                access = Access(param.name, written_on, True, function, self.function, "by the caller")
                 self.live.tensors[name] = TrackedTensor(
-                    writes=frozenset({Mark(access, frozenset({CURRENT}))}), unsure=True
+                    writes=frozenset({Mark(access, issued_on(written_on))}), unsure=True
                 )
 
     def _note_returned(self, value: cst.BaseExpression) -> None:

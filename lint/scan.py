@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import NamedTuple
 
 import libcst as cst
 
@@ -167,13 +168,22 @@ def calls_any(name: str, function: cst.FunctionDef, targets: set[str]) -> bool:
     return False
 
 
+class Entry(NamedTuple):
+    """The side stream every call of a function is made on, and the stream its callers wrote
+    its arguments on: the current stream before their blocks when every call is in one, else
+    that side stream (a caller entered on it made them there)."""
+
+    stream: str
+    written_on: str
+
+
 def entry_streams(
     body: Sequence[cst.CSTNode],
     imports: ImportTable,
     source: str,
     functions: Mapping[str, cst.FunctionDef],
     globals_: frozenset[str],
-) -> dict[str, str]:
+) -> dict[str, Entry]:
     """Function (`f`, `Cls.m` for `self.m(...)`) -> the side stream every call of it in the module
     is made on: inside `with torch.cuda.stream(S):` (S spelled the same each time, or a local
     bound only to streams the function can name alike: "a or b" for a choice), or from the body of
@@ -219,7 +229,7 @@ def _entered(
     written: Counter[tuple[str, str]],
     functions: Mapping[str, cst.FunctionDef],
     globals_: frozenset[str],
-) -> dict[str, str]:
+) -> dict[str, Entry]:
     """A greatest fixpoint: every function called is first taken as entered on the stream its
     calls are made on (None: only from functions not yet decided), and dropped once a call of it
     is made on another stream, from a function not entered, or not seen at all (the text has
@@ -243,7 +253,11 @@ def _entered(
             elif streams and entered[callee] is None:
                 entered[callee] = streams.pop()
                 changed = True
-    return {callee: stream for callee, stream in entered.items() if stream not in (None, CURRENT)}
+    return {
+        callee: Entry(stream, CURRENT if all(block for block, _ in calls[callee]) else stream)
+        for callee, stream in entered.items()
+        if stream is not None and stream != CURRENT
+    }
 
 
 def _named_alike(stream: str, function: cst.FunctionDef, globals_: frozenset[str]) -> bool:

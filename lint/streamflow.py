@@ -199,9 +199,11 @@ def analyse(
                 )
                 for attribute in _owner_ambient(name, ambient):
                     analysis.live.streams[attribute] = CURRENT
-                analysis.produced_by_caller(function, CallersJoin(name, functions, module))
-                if name in entered_on:
-                    analysis.live.current = entered_on[name]  # every call of it is made on that stream
+                entry = entered_on.get(name)
+                callers = CallersJoin(name, functions, module)
+                analysis.produced_by_caller(function, callers, entry.written_on if entry else CURRENT)
+                if entry is not None:
+                    analysis.live.current = entry.stream  # every call of it is made on that stream
                 analysis.run_function(function.body)
                 end = join_states(analysis.exits)
                 if end is not None:

@@ -192,3 +192,26 @@ def test_the_function_a_block_returns_to_continues_on_its_entry_stream() -> None
             flat.div_(4)
     """
     assert findings(source) == []
+
+
+PASSED_ON = """
+import torch
+
+class Reducer:
+    def reduce(self, grads):
+        with torch.cuda.stream(self.side):
+            self.average(grads)
+
+    def average(self, grads):
+        flat = torch.cat(grads)
+        flat.div_(2)
+        self.scale(flat)
+
+    def scale(self, flat: torch.Tensor):
+        flat.mul_(3)
+"""
+
+
+def test_a_tensor_an_entered_caller_made_on_the_side_stream_is_ready_there() -> None:
+    """`scale`'s argument was written by `average` on the stream both run on, not before the block."""
+    assert findings(PASSED_ON) == []
