@@ -254,7 +254,7 @@ def _entered(
                 entered[callee] = streams.pop()
                 changed = True
     return {
-        callee: Entry(stream, CURRENT if all(block for block, _ in calls[callee]) else stream)
+        callee: Entry(stream, CURRENT if all(block is not None for block, _ in calls[callee]) else stream)
         for callee, stream in entered.items()
         if stream is not None and stream != CURRENT
     }
@@ -312,13 +312,11 @@ def _spelled(stream: cst.BaseExpression, function: cst.FunctionDef | None, impor
     the other: "<current> or self.s")."""
     if isinstance(stream, cst.Call) and imports.qualified(stream.func) == CURRENT_STREAM:
         return CURRENT
-    bound = _assigned(function, stream.value) if isinstance(stream, cst.Name) and function is not None else []
-    if not bound:
+    if not isinstance(stream, cst.Name) or function is None or not (bound := _assigned(function, stream.value)):
         return code_of(stream)
-    names = {param.name.value for param in parameters(function)} if function is not None else set()
     tokens = [_bound_stream(value, imports) if value is not None else None for value in bound]
-    if None in tokens or isinstance(stream, cst.Name) and stream.value in names:
-        return UNKNOWN
+    if None in tokens or stream.value in {param.name.value for param in parameters(function)}:
+        return UNKNOWN  # a parameter rebound may still be the caller's stream
     return one_stream(tokens) or UNKNOWN
 
 

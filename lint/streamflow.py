@@ -3,9 +3,10 @@ hand `self` attributes to each other, and what the rules read (`ModuleFlow`).
 
 The interpreter itself is lint/accesses.py, its ordering model lint/ordering.py.
 
-Only functions (and module bodies) that contain a `with` statement, or call a function of the
-module that leaves a tensor written on another stream, are interpreted: without either no second
-stream can appear (except through `torch.cuda.set_stream`, checked textually). Across methods,
+Only functions (and module bodies) that contain a `with` statement, are entered on a side stream
+by their callers (lint/scan.py, `entry_streams`), or call a function of the module that leaves a
+tensor written on another stream, are interpreted: without any of these no second stream can
+appear (except through `torch.cuda.set_stream`, checked textually). Across methods,
 `self.x` left written on a side stream by a method that may run first is where public methods
 start from (see `_cross_method`).
 Positions are computed only when a module has hazards (lint/positions.py), since even cheap ones cost a codegen.
@@ -200,8 +201,8 @@ def analyse(
                 for attribute in _owner_ambient(name, ambient):
                     analysis.live.streams[attribute] = CURRENT
                 entry = entered_on.get(name)
-                callers = CallersJoin(name, functions, module)
-                analysis.produced_by_caller(function, callers, entry.written_on if entry else CURRENT)
+                written_on = entry.written_on if entry is not None else CURRENT
+                analysis.produced_by_caller(function, CallersJoin(name, functions, module), written_on)
                 if entry is not None:
                     analysis.live.current = entry.stream  # every call of it is made on that stream
                 analysis.run_function(function.body)
