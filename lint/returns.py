@@ -51,9 +51,9 @@ class Returns:
     _hazard: Callable[..., None]
     _release_all: Callable[[cst.CSTNode | None], None]
 
-    def produced_by_caller(self, function: cst.FunctionDef, callers: CallersJoin) -> None:
+    def produced_by_caller(self, function: cst.FunctionDef, callers: CallersJoin, written_on: str = CURRENT) -> None:
         """The parameters are the caller's. Those annotated as tensors were written by it before
-        the call, on the stream current then (an unannotated one may be anything: ready), and
+        the call, on `written_on` (an unannotated one may be anything: ready), and
         side-stream work on them still pending at return is left to it; unless every caller in
         the module forks, or joins, that stream itself (`callers`)."""
         self.callers_join = callers
@@ -65,9 +65,9 @@ class Returns:
             name = param.name.value
             annotation = param.annotation
             if name in self.maybe_tensors and annotation is not None and tensor_annotation(annotation.annotation):
-                access = Access(param.name, CURRENT, True, function, self.function, "by the caller")
+                access = Access(param.name, written_on, True, function, self.function, "by the caller")
                 self.live.tensors[name] = TrackedTensor(
-                    writes=frozenset({Mark(access, frozenset({CURRENT}))}), unsure=True
+                    writes=frozenset({Mark(access, issued_on(written_on))}), unsure=True
                 )
 
     def _note_returned(self, value: cst.BaseExpression) -> None:
@@ -104,29 +104,30 @@ class Returns:
             tensor = self.live.tensors.get(key)
             if tensor is None:
                 continue
-            pending_writes = [mark for mark in tensor.writes if self._pending_at_return(mark)]
+            pending_writes = [mark for mark in tensor.writes if self._pending_at_return(mark, self.entry_stream)]
             for mark in pending_writes:
                 self._hazard(HazardKind.READ_AFTER_WRITE, key, mark.access, mark.access.stream, node, returned=True)
             for mark in (
                 tensor.reads if not pending_writes and key in self.caller_kept else ()
             ):  # the caller's next write
-                if self._pending_at_return(mark):
+                if self._pending_at_return(mark, self.entry_stream):
                     self._hazard(HazardKind.WRITE_AFTER_READ, key, mark.access, mark.access.stream, node, returned=True)
         for key in sorted(self.callers_items - self.recorded_somewhere) if not handed_back else ():
             tensor = self.live.tensors.get(key)
             for mark in tensor.writes if tensor is not None else ():  # read only: may be kept (`caller_kept`)
-                if self._pending_at_return(mark):
-                    self._hazard(HazardKind.FREE_IN_USE, key, mark.access, self.entry_stream, node, dropped=True)
+                if self._pending_at_return(mark, CURRENT):  # allocated outside any block, also when entered on one
+                    self._hazard(HazardKind.FREE_IN_USE, key, mark.access, CURRENT, node, dropped=True)
         self.exits.append(self.live.copy())
         self._release_all(None)
 
-    def _pending_at_return(self, mark: Mark) -> bool:
-        """An access on a side stream the caller does not know of, not joined into the current
-        stream, and not recorded in an event the caller can reach."""
+    def _pending_at_return(self, mark: Mark, caller: str) -> bool:
+        """An access on a side stream the caller does not know of, not joined into `caller`'s
+        stream (the one it continues on, or the one that allocated its items), and not recorded
+        in an event the caller can reach."""
         stream = mark.access.stream
         return (
-            distinct(stream, CURRENT)
-            and not mark.orders(CURRENT)
+            distinct(stream, caller)
+            and not mark.orders(caller)
             and stream not in self.caller_streams
             and not set(stream.split(OR)) - {CURRENT} <= self.joined_at_entry
             and not all(map(self.callers_join, set(stream.split(OR)) - {CURRENT}))

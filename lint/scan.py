@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import NamedTuple
 
 import libcst as cst
 
-from csan_lint.lint.names import ImportTable, dotted_name
+from csan_lint.lint.names import CURRENT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import children, parameters, target_names
-from csan_lint.lint.recognize import NO_FUNCTIONS, ContextFunctions, entered_streams
+from csan_lint.lint.ordering import CURRENT, UNKNOWN
+from csan_lint.lint.recognize import NO_FUNCTIONS, OR, ContextFunctions, entered_streams, one_stream
 from csan_lint.lint.summaries import module_name
-from csan_lint.lint.values import code_of
+from csan_lint.lint.values import COMPREHENSIONS, code_of
 from csan_lint.lint.vocabulary import (
     HOST_ATTRIBUTES,
     HOST_METHODS,
@@ -197,35 +199,108 @@ def calls_any(name: str, function: cst.FunctionDef, targets: set[str]) -> bool:
     return False
 
 
-def entry_streams(body: Sequence[cst.CSTNode], imports: ImportTable, source: str) -> dict[str, str]:
-    """Function (`f`, `Cls.m` for `self.m(...)`) -> the stream every call of it in the module is
-    made inside (`with torch.cuda.stream(S):`, spelled the same each time). Only the bodies of
-    stream blocks are walked down to their expressions; that no call is made elsewhere is read
-    from the text: each `f(` (or `self.m(`) of the source must be one of the calls found inside.
-    A call in a function nested in a block runs where that function is called: not counted."""
-    inside: dict[str, list[str]] = {}
-    statements: list[tuple[cst.CSTNode, str]] = [(node, "") for node in reversed(body)]
+class Entry(NamedTuple):
+    """The side stream every call of a function is made on, and the stream its callers wrote
+    its arguments on: the current stream before their blocks when every call is in one, else
+    that side stream (a caller entered on it made them there)."""
+
+    stream: str
+    written_on: str
+
+
+def entry_streams(
+    body: Sequence[cst.CSTNode],
+    imports: ImportTable,
+    source: str,
+    functions: Mapping[str, cst.FunctionDef],
+    globals_: frozenset[str],
+) -> dict[str, Entry]:
+    """Function (`f`, `Cls.m` for `self.m(...)`) -> the side stream every call of it in the module
+    is made on: inside `with torch.cuda.stream(S):` (S spelled the same each time, or a local
+    bound only to streams the function can name alike: "a or b" for a choice), or from the body of
+    a function itself entered on S, outside any block. Only the bodies of stream blocks, and of
+    the functions called there, are walked down to their expressions; that no call is made
+    elsewhere is read from the text: each `f(` (or `self.m(`) of the source must be one of the
+    calls found. A call in a function nested in a block runs where that function is called: not
+    counted."""
+    calls: dict[str, list[tuple[str | None, str]]] = {}
+    statements: list[tuple[cst.CSTNode, str, cst.FunctionDef | None]] = [(node, "", None) for node in reversed(body)]
     while statements:
-        node, owner = statements.pop()
+        node, owner, function = statements.pop()
         if isinstance(node, cst.ClassDef):
-            owner = f"{owner}{node.name.value}."
+            owner, function = f"{owner}{node.name.value}.", None
+        elif isinstance(node, cst.FunctionDef):
+            function = node
         elif isinstance(node, cst.With):
-            stream = _single_stream(node, imports)
+            stream = _block_stream(node, function, imports)
             if stream is not None:
-                _calls_inside(node.body, owner, stream, imports, inside)
+                _record_calls(node.body, owner, stream, function, imports, calls)
                 continue
         if isinstance(node, (cst.ClassDef, cst.FunctionDef)):
-            statements.extend((child, owner) for child in reversed(body_of(node.body)))
+            statements.extend((child, owner, function) for child in reversed(body_of(node.body)))
         elif isinstance(node, cst.BaseCompoundStatement):
-            statements.extend((child, owner) for suite in _suites(node) for child in reversed(suite))
-    written = _written_calls(source) if inside else Counter()
-    found: dict[str, str] = {}
-    for callee, streams in inside.items():
-        leaf = callee.rpartition(".")[2]
-        count = written["self", leaf] + written["cls", leaf] if "." in callee else written["", leaf]
-        if len(set(streams)) == 1 and count == len(streams):
-            found[callee] = streams[0]
-    return found
+            statements.extend((child, owner, function) for suite in _suites(node) for child in reversed(suite))
+    if not calls:
+        return {}
+    walked: set[str] = set()
+    unwalked = list(calls)
+    while unwalked:  # the functions called in blocks, and those they call: who may be entered
+        callee = unwalked.pop()
+        if callee in functions and callee not in walked:
+            walked.add(callee)
+            owner = callee.rpartition(".")[0]
+            known = set(calls)
+            _record_calls(functions[callee].body, f"{owner}." if owner else "", None, functions[callee], imports, calls)
+            unwalked.extend(calls.keys() - known)
+    return _entered(calls, _written_calls(source), functions, globals_)
+
+
+def _entered(
+    calls: Mapping[str, list[tuple[str | None, str]]],
+    written: Counter[tuple[str, str]],
+    functions: Mapping[str, cst.FunctionDef],
+    globals_: frozenset[str],
+) -> dict[str, Entry]:
+    """A greatest fixpoint: every function called is first taken as entered on the stream its
+    calls are made on (None: only from functions not yet decided), and dropped once a call of it
+    is made on another stream, from a function not entered, or not seen at all (the text has
+    more). Recursion needs no care: a cycle of calls that no block reaches enters nothing."""
+    entered: dict[str, str | None] = {callee: None for callee in calls if callee in functions}
+    changed = True
+    while changed:
+        changed = False
+        for callee in list(entered):
+            leaf = callee.rpartition(".")[2]
+            count = written["self", leaf] + written["cls", leaf] if "." in callee else written["", leaf]
+            sites = [stream or entered.get(caller, UNKNOWN) for stream, caller in calls[callee]]
+            streams = {stream for stream in sites if stream is not None}  # None: callers still open
+            if (
+                count != len(calls[callee])
+                or len(streams) > 1
+                or not all(_named_alike(stream, functions[callee], globals_) for stream in streams)
+            ):
+                del entered[callee]
+                changed = True
+            elif streams and entered[callee] is None:
+                entered[callee] = streams.pop()
+                changed = True
+    return {
+        callee: Entry(stream, CURRENT if all(block is not None for block, _ in calls[callee]) else stream)
+        for callee, stream in entered.items()
+        if stream is not None and stream != CURRENT
+    }
+
+
+def _named_alike(stream: str, function: cst.FunctionDef, globals_: frozenset[str]) -> bool:
+    """Whether the callers' spelling of a stream names the same stream inside `function`: each
+    choice the current stream, or rooted at `self`/`cls`, a module global, or a parameter of the
+    same name (`state.s`)."""
+    names = {param.name.value for param in parameters(function)}
+    for choice in stream.split(OR):
+        root = choice.split(".", 1)[0].split("[", 1)[0]
+        if choice != CURRENT and root not in ("self", "cls") and root not in globals_ and root not in names:
+            return False
+    return True
 
 
 _WRITTEN_CALL = re.compile(r"(?<![\w.])(?<!def )(?:(self|cls)\.)?(\w+)\(")
@@ -252,26 +327,89 @@ def _written_calls(source: str) -> Counter[tuple[str, str]]:
     return Counter(_WRITTEN_CALL.findall(source))
 
 
-def _single_stream(node: cst.With, imports: ImportTable) -> str | None:
+def _block_stream(node: cst.With, function: cst.FunctionDef | None, imports: ImportTable) -> str | None:
+    """The stream a `with` enters, as its callees would spell it: None if it enters none, UNKNOWN
+    if no one stream (a choice written in the item, a local bound otherwise than to streams)."""
     for item in node.items:
         streams = entered_streams(item.item, imports)
-        if streams is not None and len(streams) == 1:
-            return code_of(streams[0])
+        if streams is not None:
+            return _spelled(streams[0], function, imports) if len(streams) == 1 else UNKNOWN
     return None
 
 
-def _calls_inside(
-    block: cst.BaseSuite, owner: str, stream: str, imports: ImportTable, inside: dict[str, list[str]]
+def _spelled(stream: cst.BaseExpression, function: cst.FunctionDef | None, imports: ImportTable) -> str:
+    """A stream expression's token: CURRENT, a dotted name, or for a local name the choice of the
+    streams it is bound to in `function` (`stream = self.s` on one path, `current_stream()` on
+    the other: "<current> or self.s")."""
+    if isinstance(stream, cst.Call) and imports.qualified(stream.func) == CURRENT_STREAM:
+        return CURRENT
+    if not isinstance(stream, cst.Name) or function is None or not (bound := _assigned(function, stream.value)):
+        return code_of(stream)
+    tokens = [_bound_stream(value, imports) if value is not None else None for value in bound]
+    if None in tokens or stream.value in {param.name.value for param in parameters(function)}:
+        return UNKNOWN  # a parameter rebound may still be the caller's stream
+    return one_stream(tokens) or UNKNOWN
+
+
+def _bound_stream(value: cst.BaseExpression, imports: ImportTable) -> str | None:
+    """The token of a stream a name is bound to (`self.s`, `current_stream()`, `a if c else b`),
+    None for anything else."""
+    if isinstance(value, cst.IfExp):
+        sides = [_bound_stream(side, imports) for side in (value.body, value.orelse)]
+        return None if None in sides else one_stream(sides)
+    if isinstance(value, cst.Call) and imports.qualified(value.func) == CURRENT_STREAM:
+        return CURRENT
+    return dotted_name(value)
+
+
+def _assigned(function: cst.FunctionDef, name: str) -> list[cst.BaseExpression | None]:
+    """The values `name` is assigned in `function` (not in nested scopes), None for a binding
+    of no one value (a loop target, `with ... as`, `+=`, an item of a tuple target)."""
+    found: list[cst.BaseExpression | None] = []
+    stack: list[cst.CSTNode] = [function.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda, *COMPREHENSIONS)):
+            continue
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                if isinstance(target.target, cst.Name) and target.target.value == name:
+                    found.append(node.value)
+                elif name in target_names(target.target):
+                    found.append(None)
+        elif isinstance(node, cst.AnnAssign) and isinstance(node.target, cst.Name) and node.target.value == name:
+            found.append(node.value)
+        elif isinstance(node, (cst.AugAssign, cst.For, cst.NamedExpr)) and name in target_names(node.target):
+            found.append(None)
+        elif isinstance(node, cst.AsName) and name in target_names(node.name):
+            found.append(None)
+        stack.extend(children(node))
+    return found
+
+
+def _record_calls(
+    block: cst.BaseSuite,
+    owner: str,
+    stream: str | None,
+    function: cst.FunctionDef | None,
+    imports: ImportTable,
+    calls: dict[str, list[tuple[str | None, str]]],
 ) -> None:
-    """Records the calls made in a stream block's body, each on the innermost block's stream.
-    Walked with a stack: expressions may nest deeper than the interpreter's recursion limit."""
-    stack: list[tuple[cst.CSTNode, str]] = [(block, stream)]
+    """Records the calls made in a stream block's body, each on the innermost block's stream;
+    given no stream, the calls of `function`'s body outside its blocks (recorded with the
+    module's blocks), each with `function` as its caller. Walked with a stack: expressions may
+    nest deeper than the interpreter's recursion limit."""
+    caller = "" if function is None else f"{owner}{function.name.value}"
+    stack: list[tuple[cst.CSTNode, str | None]] = [(block, stream)]
     while stack:
         node, current = stack.pop()
         if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             continue  # runs where it is called
         if isinstance(node, cst.With):
-            current = _single_stream(node, imports) or current
+            entered = _block_stream(node, function, imports)
+            if entered is not None and stream is None:
+                continue
+            current = entered or current
         elif isinstance(node, cst.Call):
             func = node.func
             callee = func.value if isinstance(func, cst.Name) else None
@@ -282,7 +420,7 @@ def _calls_inside(
             ):
                 callee = f"{owner}{func.attr.value}" if owner else None
             if callee is not None:
-                inside.setdefault(callee, []).append(current)
+                calls.setdefault(callee, []).append((current, caller))
         stack.extend((child, current) for child in reversed(children(node)))
 
 

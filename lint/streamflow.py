@@ -3,9 +3,10 @@ hand `self` attributes to each other, and what the rules read (`ModuleFlow`).
 
 The interpreter itself is lint/accesses.py, its ordering model lint/ordering.py.
 
-Only functions (and module bodies) that contain a `with` statement, or call a function of the
-module that leaves a tensor written on another stream, are interpreted: without either no second
-stream can appear (except through `torch.cuda.set_stream`, checked textually). Across methods,
+Only functions (and module bodies) that contain a `with` statement, are entered on a side stream
+by their callers (lint/scan.py, `entry_streams`), or call a function of the module that leaves a
+tensor written on another stream, are interpreted: without any of these no second stream can
+appear (except through `torch.cuda.set_stream`, checked textually). Across methods,
 `self.x` left written on a side stream by a method that may run first is where public methods
 start from (see `_cross_method`).
 Positions are computed only when a module has hazards (lint/positions.py), since even cheap ones cost a codegen.
@@ -25,7 +26,7 @@ from csan_lint.lint.callers import CallersJoin
 from csan_lint.lint.effects import Helpers
 from csan_lint.lint.model import NO_SPELLINGS, Span, Spellings
 from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, ImportTable, dotted_name
-from csan_lint.lint.nodes import parameters, parse_module
+from csan_lint.lint.nodes import parse_module
 from csan_lint.lint.ordering import CURRENT, DEFAULT, FlowState, Hazard, Mark, TrackedTensor, join_states, join_tensor
 from csan_lint.lint.positions import Positions, positions
 from csan_lint.lint.recognize import OR
@@ -163,7 +164,7 @@ def analyse(
         if module_has_with or everywhere:
             FunctionAnalysis(imports, hazards, function=None, helpers=helpers).run(module.body)
         exits: dict[str, FlowState] = {}
-        entered_on = entry_streams(module.body, imports, source)
+        entered_on = entry_streams(module.body, imports, source, helpers.functions, helpers.globals)
         with_blocks = {name for name, function in functions if has_with(body_of(function.body))}
         recorders = (
             {name for name, function in functions if records_streams(function)} if "record_stream" in source else set()
@@ -187,16 +188,23 @@ def analyse(
         }
         ambient = {owner: ambient_streams(owner, functions, imports) for owner in classes}
         for name, function in functions:
-            if everywhere or name in with_blocks or name in recorders or calls_any(name, function, writers):
+            if (
+                everywhere
+                or name in with_blocks
+                or name in entered_on
+                or name in recorders
+                or calls_any(name, function, writers)
+            ):
                 analysis = FunctionAnalysis(
                     imports, hazards, function=name, params=tensor_params(function), helpers=helpers
                 )
                 for attribute in _owner_ambient(name, ambient):
                     analysis.live.streams[attribute] = CURRENT
-                analysis.produced_by_caller(function, CallersJoin(name, functions, module))
-                stream = entered_on.get(name)
-                if stream is not None and _spelled_alike(stream, function, helpers.globals):
-                    analysis.live.current = stream  # every call of it is made inside a block on `stream`
+                entry = entered_on.get(name)
+                written_on = entry.written_on if entry is not None else CURRENT
+                analysis.produced_by_caller(function, CallersJoin(name, functions, module), written_on)
+                if entry is not None:
+                    analysis.live.current = entry.stream  # every call of it is made on that stream
                 analysis.run_function(function.body)
                 end = join_states(analysis.exits)
                 if end is not None:
@@ -254,14 +262,6 @@ def _self_assignments(function: cst.FunctionDef) -> list[tuple[str, cst.BaseExpr
 
     function.body.visit(Assignments())
     return found
-
-
-def _spelled_alike(stream: str, function: cst.FunctionDef, globals_: frozenset[str]) -> bool:
-    """Whether the callers' spelling of a stream names the same stream inside `function`:
-    rooted at `self`/`cls`, a module global, or a parameter of the same name (`state.s`)."""
-    root = stream.split(".", 1)[0].split("[", 1)[0]
-    names = {param.name.value for param in parameters(function)}
-    return root in ("self", "cls") or root in globals_ or root in names
 
 
 def _cross_method(

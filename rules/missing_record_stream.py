@@ -50,7 +50,8 @@ class MissingRecordStream(Rule):
     `return`/`yield`, even where the caller would keep it alive until the allocating stream
     waits for it. The items of a list passed in by the caller
     (`for buf in bucket:`, also through `zip`/`enumerate`) are the caller's, allocated on its
-    stream: one written on a side stream and still pending when the function returns, never
+    stream outside any block (also where the function is entered on a side stream): one
+    written on a side stream and still pending when the function returns, never
     `record_stream`ed here (on any path) and not joined (here, or by every caller in the module:
     see CSL102), is reported, since the caller may drop
     the list at once (DeepSpeed's gradient buckets); an item only read there is not (the caller

@@ -37,7 +37,12 @@ class MissingWaitStream(Rule):
 
     ## Assumptions
     A function is entered on its caller's current stream, unless every call of it in the module
-    is made inside `with torch.cuda.stream(S):` (`S` spelled alike): then on `S`. A stream
+    is made inside `with torch.cuda.stream(S):` (`S` spelled alike, or a local bound only to
+    streams the function can name: `self.s` on one path and the current stream on the other is
+    `S` = "`self.s` or the current stream"), or outside any block in functions themselves
+    entered on `S`, however deep (recursion included): then on `S`. Its tensor parameters were
+    written by the caller before the block, on the current stream, when every call is in a
+    block; otherwise on `S`, where the entered caller made them. A stream
     chosen at run time (`s1 if c else s0`, an item of `[current_stream(), cp]` picked by a
     computed index) is each of its choices, and each is judged on its own path; a literal index
     picks its item. Inside a function `torch.cuda.default_stream()` may or may not be the stream
