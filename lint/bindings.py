@@ -293,6 +293,8 @@ class Bindings:
     def _forget(self, key: str) -> None:
         self._rebound(key)
         self.live.tensors.pop(key, None)
+        for name in [name for name in self.live.tensors if name.startswith(f"{key}[")]:
+            del self.live.tensors[name]  # the items of a returned tuple (`_bind_returned`)
         for name in [name for name in self.live.streams if name == key or name.startswith(f"{key}[")]:
             del self.live.streams[name]
         self.live.contexts.pop(key, None)
