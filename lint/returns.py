@@ -144,11 +144,27 @@ class Returns:
         stream, which may be the caller's (an unknown pair is no finding by itself)."""
         for position, element, mark in noted if self._called_by_code() else ():
             stream = mark.access.stream
-            if not self._pending_at_return(mark, self.entry_stream) or mark.orders(DEFAULT) or self._followed(position):
+            if (
+                not self._pending_at_return(mark, self.entry_stream)
+                or mark.orders(DEFAULT)
+                or not all(map(self._known_stream, stream.split(OR)))
+                or self._followed(position)
+            ):
                 continue
             access = Access(element, self.entry_stream, False, node, self.function)
             tensor = tracked_key(element) or cst.Module([]).code_for_node(element)
             self._hazard(HazardKind.READ_AFTER_WRITE, tensor, access, stream, node, returned=True)
+
+    def _known_stream(self, token: str) -> bool:
+        """A stream of known identity: a local name bound to a stream here, or an attribute
+        (`self.side`, `stage.stream`), a global or a token of the analysis; not a local bound to
+        a value it cannot tell (`s = self.side if c else self.compute`), which may be the
+        caller's own stream (an unknown pair is no finding by itself)."""
+        return (
+            not token.isidentifier()
+            or token in self.live.streams
+            or (self.helpers is not None and token in self.helpers.globals)
+        )
 
     def _called_by_code(self) -> bool:
         """A module-level function or a method, whose caller uses what it returns; not a

@@ -174,3 +174,21 @@ def test_a_prefetcher_that_joins_before_handing_the_batch_back_is_clean() -> Non
             return batch
     """
     assert findings(source) == []
+
+
+def test_a_local_bound_to_a_stream_it_cannot_tell_may_be_the_callers_own() -> None:
+    """`stream = self.side if c else self.compute` with `compute` a property of unknown stream:
+    the result may be on the caller's stream, and an unknown pair is no finding by itself."""
+    source = STAGE.replace(
+        "with torch.cuda.stream(self.side):",
+        "stream = self.side if self.overlap else self.compute\n        with self._on(stream):",
+    ).replace("import torch\n", "import torch\n\ndef _on(stream):\n    return torch.cuda.stream(stream)\n")
+    source = source.replace("self._on(", "_on(")
+    assert findings(source.format(inside="pass", after="pass", returned="out")) == []
+
+
+def test_a_local_bound_to_a_new_stream_is_a_side_stream() -> None:
+    source = STAGE.replace(
+        "with torch.cuda.stream(self.side):", "side = torch.cuda.Stream()\n        with torch.cuda.stream(side):"
+    )
+    assert findings(source.format(inside="pass", after="pass", returned="out")) == [("CSL102", 11)]
