@@ -192,3 +192,49 @@ def test_a_local_bound_to_a_new_stream_is_a_side_stream() -> None:
         "with torch.cuda.stream(self.side):", "side = torch.cuda.Stream()\n        with torch.cuda.stream(side):"
     )
     assert findings(source.format(inside="pass", after="pass", returned="out")) == [("CSL102", 11)]
+
+
+PIPELINE = """
+import torch
+
+class Pipeline:
+    def __init__(self, stages):
+        self.stages = stages
+        self.outputs = [None] * len(stages)
+
+    def _run(self, batch: "Batch", stream: torch.cuda.Stream):
+        with torch.cuda.stream(stream):
+            batch.record_stream(stream)
+            out = self.model(batch)
+            done = torch.cuda.Event()
+            done.record(stream)
+            return out, done
+
+    def _stage(self, index, batch):
+        stage = self.stages[index]
+        result = self._run(batch, stage.stream)
+        self.outputs[index] = result
+
+    def _advance(self):
+        finished = self.outputs[0]
+        self.outputs[0] = None
+        {hand_back}
+
+    def progress(self, batch):
+        {take}
+        for index in range(len(self.stages)):
+            self._stage(index, batch)
+        return output
+"""
+
+
+def test_a_result_kept_with_its_event_in_a_list_on_self_and_handed_back_without_it_is_flagged() -> None:
+    """A batch of unknown type on which `record_stream` is called holds tensors; its stage's
+    result goes through `self.outputs` to another method, which drops the event."""
+    source = PIPELINE.format(hand_back="return finished[0]", take="output = self._advance()")
+    assert findings(source) == [("CSL102", 25)]
+
+
+def test_the_pair_handed_on_whole_and_waited_on_by_the_caller_is_not_flagged() -> None:
+    take = "pair = self._advance()\n        output, done = pair\n        done.wait()\n        output.record_stream(torch.cuda.current_stream())"
+    assert findings(PIPELINE.format(hand_back="return finished", take=take)) == []
