@@ -8,7 +8,8 @@ the other parts (bindings, values, accesses).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 import libcst as cst
 
@@ -29,10 +30,12 @@ from csan_lint.lint.ordering import (
 )
 from csan_lint.lint.recognize import OR
 from csan_lint.lint.scan import kept_tensor_params, tensor_annotation
-from csan_lint.lint.summaries import returned_position
+from csan_lint.lint.summaries import RETURNED, returned_key, returned_position
 from csan_lint.lint.values import Value, called_or_named
 
 _NOT_TENSORS = ("stream", "context", "event", "host")
+_HANDED = f"event:{RETURNED}["
+"""The callee's token of an event it returns beside a tensor, in the marks of its summary."""
 """Kinds of values a call may return that are never tensors."""
 
 
@@ -87,7 +90,8 @@ class Returns:
         """What a `return` hands back, for the function's summary: a returned tensor's last
         writes (also an item of a returned pair, `out[0]`), or a value computed at the return
         (`cast(T, self.model(x))`), written there; a result of unknown code is a tensor where
-        the caller uses it as one (`unsure`). Each write with its position and expression."""
+        the caller uses it as one (`unsure`); an event returned beside it, by its position.
+        Each write with its position and expression."""
         listed = isinstance(value, (cst.Tuple, cst.List))
         elements = [e.value for e in value.elements] if isinstance(value, (cst.Tuple, cst.List)) else [value]
         noted: list[tuple[int | None, cst.BaseExpression, Mark]] = []
@@ -101,7 +105,9 @@ class Returns:
             elif isinstance(element, cst.Call) and self._value(element).kind not in _NOT_TENSORS:
                 mark = Mark(self._make_access(element, write=True), issued_on(self.live.current))
                 noted.append((position, element, mark))
-        self.returned.update((position, mark) for position, _, mark in noted)
+        names = enumerate(map(dotted_name, elements)) if listed else ()  # `return out, done`: done is <return>[1]
+        handed = {f"event:{name}": f"event:{returned_key(index)}" for index, name in names}
+        self.returned.update((position, _renamed(mark, handed)) for position, _, mark in noted)
         return noted
 
     def _return(self, node: cst.Return | None) -> None:
@@ -215,16 +221,36 @@ class Returns:
     def _bind_returned(self, target: cst.BaseExpression, returned: dict[int | None, Mark]) -> None:
         """`x = f()`, `a, b = f()`: each name starts from the write, on the callee's stream, of
         the value it gets (by position in a returned tuple, else the whole value's); `pair = f()`
-        of a tuple: `pair[i]` does, item by item."""
+        of a tuple: `pair[i]` does, item by item. An event returned beside them is no tensor,
+        and they are ordered before it under the caller's name for it (`b`, `pair[1]`)."""
         elements = [element.value for element in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else []
         named = list(enumerate(elements)) if elements else [(None, target)]
+        handed: dict[str, str] = {}  # the callee's token for an event it returned -> the caller's
+        for token in {token for mark in returned.values() for token in mark.after}:
+            position = returned_position(token.removeprefix("event:")) if token.startswith(_HANDED) else None
+            if position is not None and isinstance(target, cst.Name):
+                handed[token] = f"event:{target.value}[{position}]"
+            elif position is not None and position < len(elements) and (name := dotted_name(elements[position])):
+                handed[token] = f"event:{name}"
         for index, element in named:
             mark = returned.get(index) or returned.get(None)
-            if isinstance(element, cst.Name) and mark is not None:
-                self.live.tensors[element.value] = TrackedTensor(writes=frozenset({mark}), unsure=True)
+            if isinstance(element, cst.Name) and f"event:{returned_key(index)}" in handed:
+                self.live.tensors.pop(element.value, None)  # the event, no tensor
+            elif isinstance(element, cst.Name) and mark is not None:
+                self.live.tensors[element.value] = TrackedTensor(
+                    writes=frozenset({_renamed(mark, handed)}), unsure=True
+                )
         if isinstance(target, cst.Name) and None not in returned:
             for index, mark in returned.items():
-                self.live.tensors[f"{target.value}[{index}]"] = TrackedTensor(writes=frozenset({mark}), unsure=True)
+                item = TrackedTensor(writes=frozenset({_renamed(mark, handed)}), unsure=True)
+                self.live.tensors[f"{target.value}[{index}]"] = item
+
+
+def _renamed(mark: Mark, names: Mapping[str, str]) -> Mark:
+    """`mark` with the events it is ordered before renamed: an event handed back beside a tensor
+    (`return out, done`) is `event:<return>[1]` to the caller, and its own name for it there."""
+    after = frozenset(names.get(token, token) for token in mark.after)
+    return mark if after == mark.after else replace(mark, after=after)
 
 
 def tracked_key(expr: cst.BaseExpression) -> str | None:

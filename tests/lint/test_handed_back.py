@@ -109,12 +109,23 @@ def test_a_value_a_helper_returns_is_followed_to_the_return_that_hands_it_on(
     [
         ("out, done", "result = self._run(batch)", "pass", "result"),  # the pair, event included
         ("out", "result = self._run(batch)", "torch.cuda.current_stream().wait_stream(self.side)", "result"),
+        # the event handed back beside it, waited on by the caller
+        ("out, done", "result, event = self._run(batch)", "event.wait()", "result"),
+        ("out, done", "result, event = self._run(batch)", "torch.cuda.current_stream().wait_event(event)", "result"),
+        ("out, done", "pair = self._run(batch)", "torch.cuda.current_stream().wait_event(pair[1])", "pair[0]"),
     ],
 )
 def test_a_helpers_value_handed_on_with_its_event_or_joined_is_not_flagged(
     made: str, call: str, join: str, returned: str
 ) -> None:
     assert findings(HELPER.format(made=made, call=call, join=join, returned=returned)) == []
+
+
+def test_a_use_after_waiting_on_the_event_handed_back_beside_it_is_ordered() -> None:
+    source = HELPER.format(
+        made="out, done", call="out, event = self._run(batch)", join="event.wait()", returned="out.sum()"
+    )
+    assert findings(source) == []
 
 
 def test_a_function_every_caller_of_which_joins_is_left_to_them() -> None:
@@ -236,5 +247,8 @@ def test_a_result_kept_with_its_event_in_a_list_on_self_and_handed_back_without_
 
 
 def test_the_pair_handed_on_whole_and_waited_on_by_the_caller_is_not_flagged() -> None:
-    take = "pair = self._advance()\n        output, done = pair\n        done.wait()\n        output.record_stream(torch.cuda.current_stream())"
+    take = (
+        "pair = self._advance()\n        output, done = pair\n        done.wait()\n"
+        "        output.record_stream(torch.cuda.current_stream())"
+    )
     assert findings(PIPELINE.format(hand_back="return finished", take=take)) == []
