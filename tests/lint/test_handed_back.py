@@ -10,6 +10,7 @@ import textwrap
 import pytest
 
 from csan_lint.lint.engine import lint_source
+from csan_lint.rules.missing_join import MissingJoin
 
 
 def findings(source: str) -> list[tuple[str, int]]:
@@ -163,28 +164,13 @@ def test_a_hook_nested_in_a_function_hands_its_result_to_the_framework() -> None
 
 
 def test_a_prefetcher_that_joins_before_handing_the_batch_back_is_clean() -> None:
-    source = """
-    import torch
-
-    class Prefetcher:
-        def __init__(self, loader):
-            self.loader = iter(loader)
-            self.stream = torch.cuda.Stream()
-            self.preload()
-
-        def preload(self):
-            batch = next(self.loader)
-            with torch.cuda.stream(self.stream):
-                self.batch = batch.cuda(non_blocking=True)
-
-        def next(self):
-            torch.cuda.current_stream().wait_stream(self.stream)
-            batch = self.batch
-            batch.record_stream(torch.cuda.current_stream())
-            self.preload()
-            return batch
-    """
-    assert findings(source) == []
+    """The rule's own prefetcher example, handing the batch back instead of using it."""
+    (prefetcher,) = [example.code for example in MissingJoin.VALID if "class Prefetcher" in example.code]
+    assert "return batch.float()" in prefetcher
+    handing_back = prefetcher.replace("return batch.float()", "return batch")
+    assert findings(handing_back) == []
+    unjoined = handing_back.replace("        torch.cuda.current_stream().wait_stream(self.stream)\n", "")
+    assert findings(unjoined) == [("CSL102", 17)]
 
 
 def test_a_local_bound_to_a_stream_it_cannot_tell_may_be_the_callers_own() -> None:
