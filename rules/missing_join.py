@@ -50,11 +50,13 @@ class MissingJoin(Rule):
     own, `pair[0]` of `pair = f()` too, a result of unknown code taken as a tensor): its use on
     another stream with no wait is reported at the use, or at its own return, and not again at the
     callee's; other callers are not seen. An event returned beside it (`return out, done`) is
-    followed: the caller's wait on it (`done.wait()`, `wait_event(pair[1])`) orders the tensor. The items of a tuple a call returned, kept in a list or dict
-    on `self` (`result = self._run(x)`, `self.outputs[i] = result`), are followed into the public
-    methods of the class and the methods they call as `self.m()`, as one item standing for all,
-    to the return that hands them on; an event kept beside them there is not
-    followed. A parameter on which `record_stream` is called holds tensors whatever its type says. Side-stream writes to a parameter, or to an item of the caller's data bound to a name
+    followed: the caller's wait on it (`done.wait()`, `wait_event(pair[1])`) orders the tensor. The
+    items of a tuple a call returned, kept in a list or dict on `self` (`result = self._run(x)`,
+    `self.outputs[i] = result`), are followed into the public methods of the class and the methods
+    they call as `self.m()`, as one item standing for all, to the return that hands them on; an
+    event kept beside them there is not followed. A parameter on which `record_stream` is called
+    holds tensors whatever its type says.
+    Side-stream writes to a parameter, or to an item of the caller's data bound to a name
     (`buf = self.buffers[k]`, also in a nested function), still pending when a function returns are
     reported, unless every function of the module that calls it joins that stream (`wait_stream(s)`
     spelled alike, or a `synchronize()`, anywhere in its body: where in the body is not checked),
