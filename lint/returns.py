@@ -34,9 +34,9 @@ from csan_lint.lint.summaries import RETURNED, returned_key, returned_position
 from csan_lint.lint.values import Value, called_or_named
 
 _NOT_TENSORS = ("stream", "context", "event", "host")
+"""Kinds of values a call may return that are never tensors."""
 _HANDED = f"event:{RETURNED}["
 """The callee's token of an event it returns beside a tensor, in the marks of its summary."""
-"""Kinds of values a call may return that are never tensors."""
 
 
 class Returns:

@@ -59,6 +59,7 @@ def records_streams(function: cst.FunctionDef) -> bool:
 
 
 def _record_stream_calls(function: cst.FunctionDef) -> Iterator[cst.Call]:
+    """Each call of `record_stream` in `function`, as a method or a helper of that name."""
     stack: list[cst.CSTNode] = [function.body]
     while stack:
         current = stack.pop()
