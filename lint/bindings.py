@@ -29,6 +29,7 @@ from csan_lint.lint.ordering import (
     issued_on,
     item_key,
     join_states,
+    join_tensor,
 )
 from csan_lint.lint.pathfacts import conjuncts, equated, facts_of, none_names, without
 from csan_lint.lint.recognize import one_stream
@@ -109,6 +110,7 @@ class Bindings:
         for target in targets:
             self._bind(target, bound)
             self._allocated(target, value)
+            self._kept_items(target, value)
             if isinstance(target, cst.Name) and self._item_of_callers(value):
                 self.borrowed.add(target.value)
             key = dotted_name(target)
@@ -120,6 +122,28 @@ class Bindings:
         if returned and bound.kind in ("result", "other", "unknown"):  # written where the callee made it
             for target in targets:
                 self._bind_returned(target, returned)
+
+    def _kept_items(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        """`self.outputs[k] = pair` keeps the writes of the items of a returned tuple (`pair[0]`,
+        `_bind_returned`) as those of any item of the object's container (`self.outputs[][0]`),
+        for its other methods; and `pair = self.outputs[k]` starts from them. A list of results
+        in flight between calls, with their events; only a return hands them on."""
+        stored = isinstance(target, cst.Subscript)
+        if isinstance(target, cst.Subscript):
+            container, name = dotted_name(target.value), dotted_name(value)
+        elif isinstance(value, cst.Subscript):
+            container, name = dotted_name(value.value), dotted_name(target)
+        else:
+            return
+        if container is None or name is None or not (container.startswith("self.") and container.count(".") == 1):
+            return
+        source, destination = (name, item_key(container)) if stored else (item_key(container), name)
+        tensors = self.live.tensors
+        for key in [key for key in tensors if key.startswith(f"{source}[")]:
+            kept = f"{destination}{key.removeprefix(source)}"
+            old = tensors.get(kept) if stored else None  # another item may be this one
+            tensor = replace(tensors[key], uses=frozenset(), alloc=None, escaped=False)  # an alias: not its owner
+            tensors[kept] = tensor if old is None else join_tensor(old, tensor)
 
     def _choose(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> bool:
         """`s = a if c else b` picking a stream or a stream context by a test of a name: bound as
@@ -340,6 +364,8 @@ class Bindings:
         self._rebound(key)
         self.stream_tests.pop(key, None)
         self.live.tensors.pop(key, None)
+        for name in [name for name in self.live.tensors if name.startswith(f"{key}[")]:
+            del self.live.tensors[name]  # the items of a returned tuple (`_bind_returned`)
         for name in [name for name in self.live.streams if name == key or name.startswith(f"{key}[")]:
             del self.live.streams[name]
         self.live.contexts.pop(key, None)

@@ -33,7 +33,16 @@ class CallersJoin:
         """Every caller orders `stream` after its own writes before the callee uses them there."""
         return self._every_caller((f"{stream}.wait_stream(", ".synchronize()"))
 
+    def called(self) -> bool:
+        """Some function of the module calls it: a value it returns goes to code we see."""
+        return bool(self._callers())
+
     def _every_caller(self, orderings: tuple[str, ...]) -> bool:
+        texts = self._callers()
+        return bool(texts) and all(any(ordering in text for ordering in orderings) for text in texts)
+
+    def _callers(self) -> list[str]:
+        """The text of each function of the module that calls `name`, without comments."""
         if self.texts is None:
             call = re.compile(rf"(?<!def )\b{re.escape(self.name.rpartition('.')[2])}\(")  # not a nested def
             self.texts = []
@@ -43,7 +52,7 @@ class CallersJoin:
                     text = _COMMENT.sub("", module.code_for_node(function))  # a sync commented out joins nothing
                     if name != self.name and call.search(text):
                         self.texts.append(text)
-        return bool(self.texts) and all(any(ordering in text for ordering in orderings) for text in self.texts)
+        return self.texts
 
 
 NO_CALLERS = CallersJoin("", (), None)

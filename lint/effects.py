@@ -30,7 +30,7 @@ from csan_lint.lint.ordering import (
 )
 from csan_lint.lint.recognize import ContextFunctions
 from csan_lint.lint.scan import metadata_params, tensor_params
-from csan_lint.lint.summaries import ANY_OTHER, Effect, PackageIndex, Summary, returned_key, returned_position
+from csan_lint.lint.summaries import ANY_OTHER, RETURNED, Effect, PackageIndex, Summary, returned_key, returned_position
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -262,7 +262,10 @@ class Helpers:
 
         def meaningful(token: str) -> bool:
             root = token.removeprefix("event:").split(".", 1)[0]
-            return token in (CURRENT, HOST) or root in names or root in ("self", "cls") or root in self.globals
+            handed = root.startswith(RETURNED)  # an event returned beside a tensor (lint/returns.py)
+            return (
+                token in (CURRENT, HOST) or handed or root in names or root in ("self", "cls") or root in self.globals
+            )
 
         def outside(after: frozenset[str]) -> frozenset[str]:
             return frozenset(token for token in after if meaningful(token))

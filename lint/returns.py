@@ -8,20 +8,35 @@ the other parts (bindings, values, accesses).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 import libcst as cst
 
 from csan_lint.lint.callers import CallersJoin
+from csan_lint.lint.effects import Helpers
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.nodes import parameters
-from csan_lint.lint.ordering import CURRENT, Access, FlowState, HazardKind, Mark, TrackedTensor, distinct, issued_on
+from csan_lint.lint.ordering import (
+    CURRENT,
+    DEFAULT,
+    Access,
+    FlowState,
+    HazardKind,
+    Mark,
+    TrackedTensor,
+    distinct,
+    issued_on,
+)
 from csan_lint.lint.recognize import OR
 from csan_lint.lint.scan import kept_tensor_params, tensor_annotation
+from csan_lint.lint.summaries import RETURNED, returned_key, returned_position
 from csan_lint.lint.values import Value, called_or_named
 
 _NOT_TENSORS = ("stream", "context", "event", "host")
 """Kinds of values a call may return that are never tensors."""
+_HANDED = f"event:{RETURNED}["
+"""The callee's token of an event it returns beside a tensor, in the marks of its summary."""
 
 
 class Returns:
@@ -29,6 +44,7 @@ class Returns:
 
     imports: ImportTable
     function: str | None
+    helpers: Helpers | None
     maybe_tensors: set[str]
     live: FlowState
     silent: int
@@ -70,22 +86,29 @@ class Returns:
                     writes=frozenset({Mark(access, issued_on(written_on))}), unsure=True
                 )
 
-    def _note_returned(self, value: cst.BaseExpression) -> None:
+    def _note_returned(self, value: cst.BaseExpression) -> list[tuple[int | None, cst.BaseExpression, Mark]]:
         """What a `return` hands back, for the function's summary: a returned tensor's last
-        writes, or a value computed at the return (`cast(T, self.model(x))`), written there; a
-        result of unknown code is a tensor where the caller uses it as one (`unsure`)."""
+        writes (also an item of a returned pair, `out[0]`), or a value computed at the return
+        (`cast(T, self.model(x))`), written there; a result of unknown code is a tensor where
+        the caller uses it as one (`unsure`); an event returned beside it, by its position.
+        Each write with its position and expression."""
         listed = isinstance(value, (cst.Tuple, cst.List))
         elements = [e.value for e in value.elements] if isinstance(value, (cst.Tuple, cst.List)) else [value]
+        noted: list[tuple[int | None, cst.BaseExpression, Mark]] = []
         for index, element in enumerate(elements) if not self.silent else ():
             position = index if listed else None
             if isinstance(element, cst.Call) and self.imports.qualified(element.func) == "typing.cast":
                 element = element.args[-1].value  # `cast(T, x)` is `x`
-            tensor = self.live.tensors.get(dotted_name(element) or "")
+            tensor = self.live.tensors.get(tracked_key(element) or "")
             if tensor is not None:
-                self.returned.update((position, mark) for mark in tensor.writes)
+                noted.extend((position, element, mark) for mark in tensor.writes)
             elif isinstance(element, cst.Call) and self._value(element).kind not in _NOT_TENSORS:
                 mark = Mark(self._make_access(element, write=True), issued_on(self.live.current))
-                self.returned.add((position, mark))
+                noted.append((position, element, mark))
+        names = enumerate(map(dotted_name, elements)) if listed else ()  # `return out, done`: done is <return>[1]
+        handed = {f"event:{name}": f"event:{returned_key(index)}" for index, name in names}
+        self.returned.update((position, _renamed(mark, handed)) for position, _, mark in noted)
+        return noted
 
     def _return(self, node: cst.Return | None) -> None:
         """The caller continues from here: tensors die, and work still pending on a side stream
@@ -93,14 +116,13 @@ class Returns:
         event to join it with: unless anything but tensors is returned (an event, a stream, a
         future or an object that may hold one), or the stream is recorded, on some path, in an
         event the caller can reach (`self.done`, a parameter)."""
-        if node is not None and node.value is not None:
-            self._note_returned(node.value)
-        handed_back = (
-            node is not None
-            and node.value is not None
-            and any(key not in self.live.tensors for key in called_or_named(node.value))
-        )
-        for key in sorted((self.caller_owned - self.bound) | self.borrowed) if not handed_back else ():
+        value = node.value if node is not None else None
+        noted = self._note_returned(value) if value is not None else []
+        handed_back = value is not None and any(key not in self.live.tensors for key in called_or_named(value))
+        callers = (self.caller_owned - self.bound) | self.borrowed
+        if node is not None and value is not None and not self._waitable_handed_back(value):
+            self._unjoined_results([item for item in noted if tracked_key(item[1]) not in callers], node)
+        for key in sorted(callers) if not handed_back else ():
             tensor = self.live.tensors.get(key)
             if tensor is None:
                 continue
@@ -119,6 +141,64 @@ class Returns:
                     self._hazard(HazardKind.FREE_IN_USE, key, mark.access, CURRENT, node, dropped=True)
         self.exits.append(self.live.copy())
         self._release_all(None)
+
+    def _unjoined_results(self, noted: list[tuple[int | None, cst.BaseExpression, Mark]], node: cst.Return) -> None:
+        """A tensor handed back still being written on a side stream, with nothing to wait on
+        handed back with it: the caller's stream will use it before that work is done. Not
+        where the module's callers get it through the function's summary (they judge their
+        own use of it) or every one of them joins the stream; nor joined into the default
+        stream, which may be the caller's (an unknown pair is no finding by itself)."""
+        for position, element, mark in noted if self._called_by_code() else ():
+            stream = mark.access.stream
+            if (
+                not self._pending_at_return(mark, self.entry_stream)
+                or mark.orders(DEFAULT)
+                or not all(map(self._known_stream, stream.split(OR)))
+                or self._followed(position)
+            ):
+                continue
+            access = Access(element, self.entry_stream, False, node, self.function)
+            tensor = tracked_key(element) or cst.Module([]).code_for_node(element)
+            self._hazard(HazardKind.READ_AFTER_WRITE, tensor, access, stream, node, returned=True)
+
+    def _known_stream(self, token: str) -> bool:
+        """A stream of known identity: a local name bound to a stream here, or an attribute
+        (`self.side`, `stage.stream`), a global or a token of the analysis; not a local bound to
+        a value it cannot tell (`s = self.side if c else self.compute`), which may be the
+        caller's own stream (an unknown pair is no finding by itself)."""
+        return (
+            not token.isidentifier()
+            or token in self.live.streams
+            or (self.helpers is not None and token in self.helpers.globals)
+        )
+
+    def _called_by_code(self) -> bool:
+        """A module-level function or a method, whose caller uses what it returns; not a
+        function nested in another, handed as a callback (a hook) to code that keeps it."""
+        owner = (self.function or "").rpartition(".")[0]
+        return self.function is not None and (not owner or (self.helpers is not None and owner in self.helpers.classes))
+
+    def _followed(self, position: int | None) -> bool:
+        """The callers in the module start from this returned value through the summary."""
+        if self.helpers is None or self.function is None or not self.callers_join.called():
+            return False
+        summary = self.helpers.summary(self.function)
+        return summary is not None and any(
+            returned_position(effect.key) in (position, None) for effect in summary.returned
+        )
+
+    def _waitable_handed_back(self, value: cst.BaseExpression) -> bool:
+        """The return hands back more than tensors: an event, a stream, an object that may hold
+        one, which the caller can wait on (`return out, event`); `None` and literals are no such
+        thing."""
+        elements = [e.value for e in value.elements] if isinstance(value, (cst.Tuple, cst.List)) else [value]
+        for element in elements:
+            if tracked_key(element) in self.live.tensors or _nothing_to_wait_on(element):
+                continue
+            if isinstance(element, cst.Call) and self._value(element).kind not in _NOT_TENSORS:
+                continue
+            return True
+        return False
 
     def _pending_at_return(self, mark: Mark, caller: str) -> bool:
         """An access on a side stream the caller does not know of, not joined into `caller`'s
@@ -141,10 +221,53 @@ class Returns:
 
     def _bind_returned(self, target: cst.BaseExpression, returned: dict[int | None, Mark]) -> None:
         """`x = f()`, `a, b = f()`: each name starts from the write, on the callee's stream, of
-        the value it gets (by position in a returned tuple, else the whole value's)."""
+        the value it gets (by position in a returned tuple, else the whole value's); `pair = f()`
+        of a tuple: `pair[i]` does, item by item. An event returned beside them is no tensor,
+        and they are ordered before it under the caller's name for it (`b`, `pair[1]`)."""
         elements = [element.value for element in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else []
         named = list(enumerate(elements)) if elements else [(None, target)]
+        handed: dict[str, str] = {}  # the callee's token for an event it returned -> the caller's
+        for token in {token for mark in returned.values() for token in mark.after}:
+            position = returned_position(token.removeprefix("event:")) if token.startswith(_HANDED) else None
+            if position is not None and isinstance(target, cst.Name):
+                handed[token] = f"event:{target.value}[{position}]"
+            elif position is not None and position < len(elements) and (name := dotted_name(elements[position])):
+                handed[token] = f"event:{name}"
         for index, element in named:
             mark = returned.get(index) or returned.get(None)
-            if isinstance(element, cst.Name) and mark is not None:
-                self.live.tensors[element.value] = TrackedTensor(writes=frozenset({mark}), unsure=True)
+            if isinstance(element, cst.Name) and f"event:{returned_key(index)}" in handed:
+                self.live.tensors.pop(element.value, None)  # the event, no tensor
+            elif isinstance(element, cst.Name) and mark is not None:
+                self.live.tensors[element.value] = TrackedTensor(
+                    writes=frozenset({_renamed(mark, handed)}), unsure=True
+                )
+        if isinstance(target, cst.Name) and None not in returned:
+            for index, mark in returned.items():
+                item = TrackedTensor(writes=frozenset({_renamed(mark, handed)}), unsure=True)
+                self.live.tensors[f"{target.value}[{index}]"] = item
+
+
+def _renamed(mark: Mark, names: Mapping[str, str]) -> Mark:
+    """`mark` with the events it is ordered before renamed: an event handed back beside a tensor
+    (`return out, done`) is `event:<return>[1]` to the caller, and its own name for it there."""
+    after = frozenset(names.get(token, token) for token in mark.after)
+    return mark if after == mark.after else replace(mark, after=after)
+
+
+def tracked_key(expr: cst.BaseExpression) -> str | None:
+    """The state key of a returned expression: `a.b`, or `pair[0]` for an item of a returned
+    tuple picked by a literal index."""
+    if isinstance(expr, cst.Subscript) and len(expr.slice) == 1:
+        index = expr.slice[0].slice
+        if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):
+            root = dotted_name(expr.value)
+            return f"{root}[{index.value.value}]" if root is not None else None
+    return dotted_name(expr)
+
+
+_LITERALS = (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+
+
+def _nothing_to_wait_on(expr: cst.BaseExpression) -> bool:
+    """`None`, `True`, a number or a string: handed back beside a tensor, no event or stream."""
+    return isinstance(expr, _LITERALS) or (isinstance(expr, cst.Name) and expr.value in ("None", "True", "False"))

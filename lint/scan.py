@@ -60,6 +60,11 @@ def _callees(node: cst.CSTNode) -> Iterator[str]:
 def records_streams(function: cst.FunctionDef) -> bool:
     """Whether `function` calls `record_stream` (`t.record_stream(s)`, `_no_dispatch_record_stream(t, s)`):
     with no stream block of its own it may still record a tensor on the stream that allocated it."""
+    return any(True for _ in _record_stream_calls(function))
+
+
+def _record_stream_calls(function: cst.FunctionDef) -> Iterator[cst.Call]:
+    """Each call of `record_stream` in `function`, as a method or a helper of that name."""
     stack: list[cst.CSTNode] = [function.body]
     while stack:
         current = stack.pop()
@@ -69,9 +74,8 @@ def records_streams(function: cst.FunctionDef) -> bool:
                 func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
             )
             if name.endswith("record_stream"):
-                return True
+                yield current
         stack.extend(children(current))
-    return False
 
 
 TENSOR_EVIDENCE = (
@@ -546,15 +550,24 @@ def has_with(
 
 def tensor_params(function: cst.FunctionDef) -> frozenset[str]:
     """Parameters that may be tensors: unannotated ones (but `self`, `cls` and autograd's `ctx`),
-    and those whose annotation names a tensor (`Tensor`, `Optional[torch.Tensor]`, `list[Tensor]`...)."""
+    those whose annotation names a tensor (`Tensor`, `Optional[torch.Tensor]`, `list[Tensor]`...),
+    and those `x.record_stream(s)` is called on, whatever their type says (a batch of tensors)."""
     names = set()
+    recorded: set[str] | None = None
     for param in parameters(function):
         name = param.name.value
         if name in ("self", "cls", "ctx"):
             continue
         annotation = param.annotation
         if annotation is not None and not tensor_annotation(annotation.annotation):
-            continue
+            if recorded is None:
+                recorded = {
+                    call.func.value.value
+                    for call in _record_stream_calls(function)
+                    if isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name)
+                }
+            if name not in recorded:
+                continue
         names.add(name)
     return frozenset(names)
 

@@ -301,35 +301,43 @@ def _cross_method(
             seed[key] = join_tensor(seed[key], tensor) if key in seed else tensor
     if not seed:
         return
+    public = {method for method in methods if is_public(method) and method != "__init__"}
+    called = {callee for method in sorted(public) for callee in self_calls(methods[method].body)} - public
+    in_flight = {key: tensor for key, tensor in seed.items() if key.endswith("]")}  # only a return hands them on
     for method, function in methods.items():
-        if is_public(method) and method != "__init__":
+        entry = seed if method in public else in_flight if method in called else {}
+        if entry:
             FunctionAnalysis(
                 helpers.imports,
                 hazards,
                 function=f"{owner}.{method}",
                 params=tensor_params(function),
                 helpers=helpers,
-                entry=seed,
+                entry=entry,
             ).run_function(function.body)
 
 
 def _side_accesses(end: FlowState, globals_: frozenset[str]) -> dict[str, TrackedTensor]:
     """`self.x` -> its last writes and reads on a side stream of `self` or of the module that are
-    not yet ordered before the current stream."""
+    not yet ordered before the current stream; for the items of results in flight kept in a
+    container (`self.outputs[][0]`, lint/bindings.py `_kept_items`), on any side stream: no other
+    method waits on it by name, so only a sync or an event orders them. The public methods start
+    from all of them, the methods they call as `self.m()` from the results in flight."""
 
-    def pending(marks: frozenset[Mark]) -> frozenset[Mark]:
+    def pending(marks: frozenset[Mark], item: bool) -> frozenset[Mark]:
         return frozenset(
             mark
             for mark in marks
             if mark.access.stream != CURRENT
             and not mark.orders(CURRENT)
-            and (mark.access.stream.startswith("self.") or mark.access.stream.split(".")[0] in globals_)
+            and (item or mark.access.stream.startswith("self.") or mark.access.stream.split(".")[0] in globals_)
         )
 
     found = {}
     for key, tensor in end.tensors.items():
         if key.startswith("self.") and key.count(".") == 1:
-            writes, reads = pending(tensor.writes), pending(tensor.reads)
+            item = key.endswith("]")
+            writes, reads = pending(tensor.writes, item), pending(tensor.reads, item)
             if writes or reads:
                 found[key] = TrackedTensor(writes=writes, reads=reads, pool=tensor.pool)
     return found

@@ -39,12 +39,25 @@ class MissingJoin(Rule):
     is not: a caller on a side stream is the bug it hides).
 
     ## Known problems
-    Handing a tensor back (`return y`, storing it) is not a use in the function that returns it. A
-    caller in the same module (or in another file linted in the same run) starts from what the call
-    returns as written on the callee's stream when the callee computed it inside its own stream
-    block and did not join (each item of a returned tuple on its own, a result of unknown code taken
-    as a tensor): its use on another stream with no wait is reported at the use; other callers are
-    not seen. Side-stream writes to a parameter, or to an item of the caller's data bound to a name
+    Handing a tensor back (`return y`) is a use by the caller on its stream: a tensor still being
+    written on a side stream when a method or module-level function returns it is reported at the
+    return, unless it is joined first (a wait into the default stream counts: it may be the
+    caller's), recorded in an event the caller can reach, handed back beside an event, a stream or
+    any other object that may hold one, or on a stream the caller passed in or a local the analysis
+    cannot tell from the caller's stream; not for a function nested in another (a hook: the
+    framework keeps what it returns). A caller in the same module (or in another file linted in the
+    same run) starts from what the call returns as written on the callee's stream when the callee
+    computed it inside its own stream block and did not join (each item of a returned tuple on its
+    own, `pair[0]` of `pair = f()` too, a result of unknown code taken as a tensor): its use on
+    another stream with no wait is reported at the use, or at its own return, and not again at the
+    callee's; other callers are not seen. An event returned beside it (`return out, done`) is
+    followed: the caller's wait on it (`done.wait()`, `wait_event(pair[1])`) orders the tensor. The
+    items of a tuple a call returned, kept in a list or dict on `self` (`result = self._run(x)`,
+    `self.outputs[i] = result`), are followed into the public methods of the class and the methods
+    they call as `self.m()`, as one item standing for all, to the return that hands them on; an
+    event kept beside them there is not followed. A parameter on which `record_stream` is called
+    holds tensors whatever its type says.
+    Side-stream writes to a parameter, or to an item of the caller's data bound to a name
     (`buf = self.buffers[k]`, also in a nested function), still pending when a function returns are
     reported, unless every function of the module that calls it joins that stream (`wait_stream(s)`
     spelled alike, or a `synchronize()`, anywhere in its body: where in the body is not checked),

@@ -23,6 +23,7 @@ class Pipeline:
         {before}
         with torch.cuda.stream({consumer}):
             torch.sum(losses, dim=0).backward()
+        torch.cuda.current_stream().wait_stream(self.compute)  # the output goes back joined
         return output
 """
 
