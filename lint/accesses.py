@@ -131,6 +131,11 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
         """Calls, by id, whose callee returns values written on another stream: their writes there."""
         self.made_on: dict[str, str] = {}
         """Name -> the stream current where a fresh allocation was last bound to it, on any path."""
+        self.allocated_returns: set[frozenset[str]] = set()
+        """Per `return` of memory allocated here on the entry stream, the names its path found
+        `None`, for the function's summary (`Summary.allocates`)."""
+        self.maybe_none: set[str] = set()
+        """Names bound to `None` somewhere in the function: an argument that may be `None`."""
         self.state = FlowState(tensors=dict(entry or {}))
         for token in probes:
             self.live.tensors[probe_key(token)] = TrackedTensor(
@@ -401,6 +406,8 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
             if method in CONTAINER_METHODS and key is not None:
                 self._demote(key, proven=method != "values")  # a sparse tensor has `.values()` too
             stores = method in STORING_METHODS and not (method in TENSOR_METHODS and self._is_tensor(receiver))
+            if method == "append" and key is not None and len(node.args) == 1:
+                self._kept_for_caller(key, dotted_name(node.args[0].value))
             if is_constructor(method) or stores:
                 self._hand_over(node)  # stored, not computed on
                 return
@@ -565,6 +572,7 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
         produced: Produced = "written",
         returned: bool = False,
         dropped: bool = False,
+        handed_by: str | None = None,
     ) -> None:
         """Once per access and other stream: the first release found is the one reported.
         `origin`: the function of the conflicting access, named only when it is another one.
@@ -576,7 +584,7 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
             return
         origin = origin if origin != self.function else None
         hazard = Hazard(
-            kind, tensor, access, other, release, self.function, origin, produced, returned, dropped=dropped
+            kind, tensor, access, other, release, self.function, origin, produced, returned, dropped, handed_by
         )
         key = (kind, tensor, access.node, other)
         found = self.hazards.setdefault(key, hazard)

@@ -45,8 +45,11 @@ class Returns:
     records: set[tuple[str, str]]
     exits: list[FlowState]
     returned: set[tuple[int | None, Mark]]
+    allocated_returns: set[frozenset[str]]
+    made_on: dict[str, str]
     # The host's methods from the other parts; those taking keyword-only flags are `...`.
     _value: Callable[[cst.BaseExpression], Value]
+    _fresh: Callable[[cst.BaseExpression], bool]
     _make_access: Callable[..., Access]
     _hazard: Callable[..., None]
     _release_all: Callable[[cst.CSTNode | None], None]
@@ -73,7 +76,12 @@ class Returns:
     def _note_returned(self, value: cst.BaseExpression) -> None:
         """What a `return` hands back, for the function's summary: a returned tensor's last
         writes, or a value computed at the return (`cast(T, self.model(x))`), written there; a
-        result of unknown code is a tensor where the caller uses it as one (`unsure`)."""
+        result of unknown code is a tensor where the caller uses it as one (`unsure`); and whether
+        it is memory allocated here, on which tests of parameters against `None`."""
+        if self._allocates(value):
+            self.allocated_returns.add(
+                frozenset(fact.name for fact in self.live.facts if fact.kind == "in" and fact.values == {None})
+            )
         listed = isinstance(value, (cst.Tuple, cst.List))
         elements = [e.value for e in value.elements] if isinstance(value, (cst.Tuple, cst.List)) else [value]
         for index, element in enumerate(elements) if not self.silent else ():
@@ -86,6 +94,13 @@ class Returns:
             elif isinstance(element, cst.Call) and self._value(element).kind not in _NOT_TENSORS:
                 mark = Mark(self._make_access(element, write=True), issued_on(self.live.current))
                 self.returned.add((position, mark))
+
+    def _allocates(self, value: cst.BaseExpression) -> bool:
+        """`value` is memory certainly allocated here on the stream current at the call."""
+        if self.silent or self.live.current != CURRENT:
+            return False
+        key = dotted_name(value) if isinstance(value, cst.Name) else None
+        return self.made_on.get(key) == CURRENT if key is not None else self._fresh(value)
 
     def _return(self, node: cst.Return | None) -> None:
         """The caller continues from here: tensors die, and work still pending on a side stream
