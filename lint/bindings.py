@@ -30,6 +30,7 @@ from csan_lint.lint.ordering import (
     issued_on,
     item_key,
     join_states,
+    launch_key,
 )
 from csan_lint.lint.pathfacts import facts_of, without
 from csan_lint.lint.recognize import one_stream
@@ -57,6 +58,7 @@ class Bindings:
     callers_items: set[str]
     made_on: dict[str, str]
     maybe_none: set[str]
+    callers_blocks: dict[cst.CSTNode, bool]
     caller_streams: frozenset[str]
     returned_by: dict[int, dict[int | None, Mark]]
     state: FlowState | None
@@ -225,6 +227,8 @@ class Bindings:
         elif value.kind == "allocation":
             access = replace(self._make_access(target, write=True), produced="allocated")
             mark = Mark(access, self._launched_before(state.current), state.facts)
+            callers = state.current == self.entry_stream and launch_key(state.current) not in state.tensors
+            self.callers_blocks[target] = self.callers_blocks.get(target, True) and callers
             state.tensors[key] = TrackedTensor(writes=frozenset({mark}), alloc=state.current if owned else None)
         elif value.kind == "host":
             state.tensors[key] = TrackedTensor()

@@ -116,7 +116,7 @@ def message_fields(hazard: Hazard, current: str = f"{CURRENT_STREAM}()") -> dict
         "other": _describe(hazard.other) + (f" in {hazard.origin}()" if hazard.origin else ""),
         "stream_code": _code(hazard.access.stream, current),
         "other_code": _code(hazard.other, current),
-        "verb": f"first {verb}" if hazard.produced == "allocated" else verb,
+        "verb": "first used" if hazard.produced == "allocated" else verb,  # a read or a write races alike
         "produced": f"written {hazard.produced}" if hazard.produced == "by the caller" else hazard.produced,
     }
 
@@ -203,7 +203,7 @@ def analyse(
                 if end is not None:
                     exits[name] = end
         for owner in classes:
-            _cross_method(owner, functions, exits, helpers, hazards, source)
+            _cross_method(owner, functions, exits, helpers, hazards, source, module)
     return ModuleFlow(path, module, list(hazards.values()), source=source, spellings=spellings)
 
 
@@ -272,6 +272,7 @@ def _cross_method(
     helpers: Helpers,
     hazards: dict[tuple[object, ...], Hazard],
     source: str,
+    module: cst.Module,
 ) -> None:
     """A producer method leaves `self.x` written (or read) on a side stream; a public method of
     the same class may run after it and use (or overwrite) `self.x`, so it starts from those
@@ -304,14 +305,16 @@ def _cross_method(
         return
     for method, function in methods.items():
         if is_public(method) and method != "__init__":
-            FunctionAnalysis(
+            analysis = FunctionAnalysis(
                 helpers.imports,
                 hazards,
                 function=f"{owner}.{method}",
                 params=tensor_params(function),
                 helpers=helpers,
                 entry=seed,
-            ).run_function(function.body)
+            )
+            analysis.callers_join = CallersJoin(f"{owner}.{method}", functions, module)
+            analysis.run_function(function.body)
 
 
 def _side_accesses(end: FlowState, globals_: frozenset[str]) -> dict[str, TrackedTensor]:
