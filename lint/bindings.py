@@ -13,7 +13,7 @@ from dataclasses import replace
 import libcst as cst
 
 from csan_lint.lint.effects import Helpers, probe_key
-from csan_lint.lint.handover import handed_out
+from csan_lint.lint.handover import handed_out, records
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.nodes import literal_items
 from csan_lint.lint.ordering import (
@@ -261,6 +261,9 @@ class Bindings:
             return
         if not distinct(tensor.pool, self.entry_stream) or self.entry_stream in tensor.recorded:
             return
+        function = self.helpers.functions.get(self.function or "")
+        if function is not None and records(function, name):
+            return  # recorded after it is stored
         found = handed_out(owner, container, self.helpers.functions, self.helpers.classes)
         if found is None:
             return

@@ -45,6 +45,27 @@ def handed_out(
     return None
 
 
+def records(function: cst.FunctionDef, name: str) -> bool:
+    """Whether `function` calls `name.record_stream(...)` (or `*record_stream(name, ...)`)
+    anywhere: wherever it stands, it may record the caller's stream."""
+    finder = _Records(name)
+    function.body.visit(finder)
+    return finder.found
+
+
+class _Records(cst.CSTVisitor):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.found = False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "record_stream":
+            self.found |= dotted_name(func.value) == self.name
+        elif (dotted_name(func) or "").endswith("record_stream") and node.args:
+            self.found |= dotted_name(node.args[0].value) == self.name
+
+
 def _returned_item(function: cst.FunctionDef, container: str) -> cst.Return | None:
     """A `return` of `self.c[k]`, `self.c.pop(k)`, `self.c.get(k)`, or of a name bound to one;
     None if the method calls `record_stream` (it may record the caller's stream)."""

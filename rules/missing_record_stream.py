@@ -50,8 +50,9 @@ class MissingRecordStream(Rule):
     waits for it. So is one stored in a container on `self` (`self.state[k] = t`,
     `self.queue.append(t)`) that a public method of the class (or one it inherits from the
     module) returns an item of (`self.state.pop(k)`, `self.state[k]`, `.get(k)`, or a name bound
-    to one) with no `record_stream` call anywhere in that method: reported at the tensor's last
-    write before it is stored (where it is made). What a static or class method of the module
+    to one) with no `record_stream` call anywhere in that method, nor of the tensor in the
+    method that stores it: reported at the tensor's last write before it is stored (where it
+    is made). What a static or class method of the module
     called on its class (`Helper.reload(...)`) returns is memory made by the call where the
     helper allocates it on a path the arguments allow (a parameter it tests `is None` passed as
     `None`, as a name bound to `None` anywhere in the caller, or left to its default).

@@ -60,6 +60,14 @@ def test_a_recorded_hand_over_or_memory_not_made_here_is_not_flagged(make: str, 
     assert findings(offloader(make, before)) == []
 
 
+def test_a_tensor_recorded_for_the_callers_stream_after_it_is_stored_is_not_flagged() -> None:
+    source = offloader().replace(
+        "                self.state[label] = gpu",
+        "                self.state[label] = gpu\n                gpu.record_stream(self.compute)",
+    )
+    assert findings(source) == []
+
+
 def test_a_side_stream_that_waits_for_the_callers_stream_before_allocating_is_not_flagged() -> None:
     source = offloader().replace(
         "        with torch.cuda.stream(self.h2d):",
