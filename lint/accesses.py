@@ -132,6 +132,15 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
         self.stream_tests: dict[str, tuple[str, str, bool]] = {}
         self.made_on: dict[str, str] = {}
         """Name -> the stream current where a fresh allocation was last bound to it, on any path."""
+        self.allocated_returns: set[frozenset[str]] = set()
+        """Per `return` of memory allocated here on the entry stream, the names its path found
+        `None`, for the function's summary (`Summary.allocates`)."""
+        self.maybe_none: set[str] = set()
+        """Names bound to `None` somewhere in the function: an argument that may be `None`."""
+        self.callers_blocks: dict[cst.CSTNode, bool] = {}
+        """Allocations on the caller's stream before any launch on it here, on every pass: the
+        block may still be in use by the caller's work only, which a caller that forks the
+        using stream orders (`_hazard`)."""
         self.state = FlowState(tensors=dict(entry or {}))
         for token in probes:
             self.live.tensors[probe_key(token)] = TrackedTensor(
@@ -404,6 +413,8 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
             if method in CONTAINER_METHODS and key is not None:
                 self._demote(key, proven=method != "values")  # a sparse tensor has `.values()` too
             stores = method in STORING_METHODS and not (method in TENSOR_METHODS and self._is_tensor(receiver))
+            if method == "append" and key is not None and len(node.args) == 1:
+                self._kept_for_caller(key, dotted_name(node.args[0].value))
             if is_constructor(method) or stores:
                 self._hand_over(node)  # stored, not computed on
                 return
@@ -536,7 +547,10 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
                 kind = HazardKind.WRITE_AFTER_WRITE if write else HazardKind.READ_AFTER_WRITE
                 other, on = path  # a stream chosen at run time is named by its racing choice
                 origin, produced = last.access.function, last.access.produced
-                self._hazard(kind, key, replace(access, stream=on), other, origin=origin, produced=produced)
+                callers = self.callers_blocks.get(last.access.node, False)
+                self._hazard(
+                    kind, key, replace(access, stream=on), other, origin=origin, produced=produced, callers=callers
+                )
         if write:
             for read in tensor.reads:
                 if (path := read.unordered(stream, distinct)) is not None:
@@ -568,18 +582,21 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
         produced: Produced = "written",
         returned: bool = False,
         dropped: bool = False,
+        handed_by: str | None = None,
+        callers: bool = False,
     ) -> None:
         """Once per access and other stream: the first release found is the one reported.
         `origin`: the function of the conflicting access, named only when it is another one.
-        The caller's writes are ordered where every caller forks the stream (`callers_fork`) or
+        The caller's writes, and the caller's work an allocation's block may still be in use by
+        (`callers`), are ordered where every caller forks the stream (`callers_fork`) or
         the stream waited on an event the caller recorded (`waits_callers_event`)."""
-        if produced == "by the caller" and (
+        if (produced == "by the caller" or callers) and (
             access.stream in self.waits_callers_event or self.callers_join.forks(access.stream)
         ):
             return
         origin = origin if origin != self.function else None
         hazard = Hazard(
-            kind, tensor, access, other, release, self.function, origin, produced, returned, dropped=dropped
+            kind, tensor, access, other, release, self.function, origin, produced, returned, dropped, handed_by
         )
         key = (kind, tensor, access.node, other)
         found = self.hazards.setdefault(key, hazard)

@@ -12,7 +12,8 @@ from dataclasses import replace
 
 import libcst as cst
 
-from csan_lint.lint.effects import probe_key
+from csan_lint.lint.effects import Helpers, probe_key
+from csan_lint.lint.handover import handed_out, records
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.nodes import literal_items
 from csan_lint.lint.ordering import (
@@ -30,6 +31,7 @@ from csan_lint.lint.ordering import (
     item_key,
     join_states,
     join_tensor,
+    launch_key,
 )
 from csan_lint.lint.pathfacts import conjuncts, equated, facts_of, none_names, without
 from csan_lint.lint.recognize import one_stream
@@ -49,6 +51,7 @@ class Bindings:
 
     imports: ImportTable
     function: str | None
+    helpers: Helpers | None
     maybe_tensors: set[str]
     """Names of unknown values that may be tensors: parameters and loop targets."""
     used_as_tensors: frozenset[str]
@@ -56,6 +59,8 @@ class Bindings:
     borrowed: set[str]
     callers_items: set[str]
     made_on: dict[str, str]
+    maybe_none: set[str]
+    callers_blocks: dict[cst.CSTNode, bool]
     caller_streams: frozenset[str]
     returned_by: dict[int, dict[int | None, Mark]]
     state: FlowState | None
@@ -98,6 +103,8 @@ class Bindings:
                 self._allocated(target, element)
             return
         self._eval_value(value)
+        if isinstance(value, cst.Name) and value.value == "None":
+            self.maybe_none.update(key for target in targets if (key := dotted_name(target)) is not None)
         if self._work_assignment(targets, value):
             return
         if (
@@ -252,6 +259,8 @@ class Bindings:
         if isinstance(target, cst.StarredElement):
             self._bind(target.value, value)
             return
+        if isinstance(target, cst.Subscript) and value.kind == "alias":
+            self._kept_for_caller(dotted_name(target.value) or "", value.source)
         if (
             isinstance(target, cst.Subscript)
             and stores_in_container(target, value)
@@ -288,6 +297,8 @@ class Bindings:
         elif value.kind == "allocation":
             access = replace(self._make_access(target, write=True), produced="allocated")
             mark = Mark(access, self._launched_before(state.current), state.facts)
+            callers = state.current == self.entry_stream and launch_key(state.current) not in state.tensors
+            self.callers_blocks[target] = self.callers_blocks.get(target, True) and callers
             state.tensors[key] = TrackedTensor(writes=frozenset({mark}), alloc=state.current if owned else None)
         elif value.kind == "host":
             state.tensors[key] = TrackedTensor()
@@ -306,6 +317,30 @@ class Bindings:
             state.contexts[key] = value.source
         elif value.kind == "event":
             state.update_marks(MarkUpdate(None, None, drop=f"event:{key}"))
+
+    def _kept_for_caller(self, container: str, name: str | None) -> None:
+        """`self.c[k] = t`, `self.c.append(t)`, `t` allocated here from a side stream's pool,
+        and a method of the class hands the items of `self.c` to its caller with no
+        `record_stream`: the caller uses and drops `t` on its own stream, and the side stream
+        may reuse the block at once."""
+        tensor = self.live.tensors.get(name) if name is not None else None
+        owner = (self.function or "").rpartition(".")[0]
+        if name is None or tensor is None or tensor.pool is None or self.silent or self.helpers is None or not owner:
+            return
+        if not container.startswith("self.") or container.count(".") != 1:
+            return
+        if not distinct(tensor.pool, self.entry_stream) or self.entry_stream in tensor.recorded:
+            return
+        function = self.helpers.functions.get(self.function or "")
+        if function is not None and records(function, name):
+            return  # recorded after it is stored
+        found = handed_out(owner, container, self.helpers.functions, self.helpers.classes)
+        if found is None:
+            return
+        method, node = found
+        for mark in tensor.writes:
+            access = replace(mark.access, stream=self.entry_stream, write=False)
+            self._hazard(HazardKind.FREE_IN_USE, name, access, tensor.pool, node, returned=True, handed_by=method)
 
     def _item_of_callers(self, value: cst.BaseExpression) -> bool:
         """`self.buffers[k]`, `params[i]`: an item of a container the caller owns (for a function

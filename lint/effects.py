@@ -55,6 +55,12 @@ def _on_self(func: cst.BaseExpression) -> bool:
     return _is_super(receiver) or (isinstance(receiver, cst.Name) and receiver.value in ("self", "cls"))
 
 
+def _unbound(function: cst.FunctionDef) -> bool:
+    """A static or class method: called on its class, its parameters line up with the call's
+    arguments (a plain method's `self` would take the first one)."""
+    return any(dotted_name(d.decorator) in ("staticmethod", "classmethod") for d in function.decorators)
+
+
 def probe_key(token: str) -> str:
     """The state key of the probe for `token`: no name in source spells it."""
     return f"\0{token}"
@@ -127,7 +133,7 @@ class Helpers:
         name = self.callee(caller, func)
         if name is not None or _on_self(func):
             summary = self.summary(name, on_current) if name is not None else None
-            return Callee(summary, True, isinstance(func, cst.Attribute)) if summary is not None else None
+            return Callee(summary, True, _on_self(func)) if summary is not None else None
         summary = self.imported(dotted_name(func), qualified, on_current)
         return Callee(summary, False, False) if summary is not None else None
 
@@ -139,6 +145,9 @@ class Helpers:
             return f"{caller}.{func.value}"
         if isinstance(func, cst.Name):
             return func.value if func.value in self.functions else None
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in self.classes:
+            name = self._method(func.value.value, func.attr.value, inherited=False)  # `Other.helper(...)`
+            return name if name is not None and _unbound(self.functions[name]) else None
         if not (_on_self(func) and caller is not None and "." in caller):
             return None
         assert isinstance(func, cst.Attribute)
@@ -294,7 +303,8 @@ class Helpers:
             if mark.access.stream != CURRENT and meaningful(mark.access.stream) and not mark.orders(CURRENT)
         }
         returned |= _ordered_on_caller(analysis.returned, outside)
-        if not orders and not effects and not returned:
+        allocates = {params & names for params in analysis.allocated_returns}
+        if not orders and not effects and not returned and not allocates:
             return None
         return Summary(
             tuple(positional),
@@ -302,6 +312,7 @@ class Helpers:
             tuple(orders),
             tuple(sorted(effects, key=_replay_order)),
             tuple(sorted(returned, key=_replay_order)),
+            tuple(sorted(allocates, key=sorted)),
         )
 
 
@@ -333,8 +344,10 @@ def _replay_order(effect: Effect) -> tuple[str, bool, str, tuple[str, ...]]:
 class Effects:
     """The call half of `FunctionAnalysis`: replays a callee's summary at the call site."""
 
-    helpers: Helpers | None
     live: FlowState
+    imports: ImportTable
+    helpers: Helpers | None
+    maybe_none: set[str]
     function: str | None
     statement: cst.CSTNode | None
     block: cst.With | None
@@ -422,6 +435,22 @@ class Effects:
                 access = Access(call, stream, True, self.block or self.statement, self.function)
                 position = returned_position(effect.key)  # one write per position: the first in order
                 self.returned_by.setdefault(id(call), {}).setdefault(position, Mark(access, after | issued_on(stream)))
+
+    def _returns_fresh(self, call: cst.Call) -> bool:
+        """The called function returns memory it allocates on the stream current at the call,
+        on a path the arguments allow: each parameter that path found `None` is passed as
+        `None`, as a name bound to `None` here, or left to its default."""
+        found = (
+            self.helpers.lookup(self.function, call.func, self.imports.qualified(call.func)) if self.helpers else None
+        )
+        if found is None:
+            return False
+
+        def may_be_none(param: str) -> bool:
+            value = _argument(found.summary, call, param)
+            return value is None or (isinstance(value, cst.Name) and value.value in ("None", *self.maybe_none))
+
+        return any(all(map(may_be_none, params)) for params in found.summary.allocates)
 
     def _argument_key(self, found: Callee, call: cst.Call, key: str) -> str | None:
         """The caller's name for a parameter or `self.x` of the called function."""

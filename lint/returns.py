@@ -61,8 +61,11 @@ class Returns:
     records: set[tuple[str, str]]
     exits: list[FlowState]
     returned: set[tuple[int | None, Mark]]
+    allocated_returns: set[frozenset[str]]
+    made_on: dict[str, str]
     # The host's methods from the other parts; those taking keyword-only flags are `...`.
     _value: Callable[[cst.BaseExpression], Value]
+    _fresh: Callable[[cst.BaseExpression], bool]
     _make_access: Callable[..., Access]
     _hazard: Callable[..., None]
     _release_all: Callable[[cst.CSTNode | None], None]
@@ -90,8 +93,13 @@ class Returns:
         """What a `return` hands back, for the function's summary: a returned tensor's last
         writes (also an item of a returned pair, `out[0]`), or a value computed at the return
         (`cast(T, self.model(x))`), written there; a result of unknown code is a tensor where
-        the caller uses it as one (`unsure`); an event returned beside it, by its position.
+        the caller uses it as one (`unsure`); an event returned beside it, by its position;
+        and whether it is memory allocated here, on which tests of parameters against `None`.
         Each write with its position and expression."""
+        if self._allocates(value):
+            self.allocated_returns.add(
+                frozenset(fact.name for fact in self.live.facts if fact.kind == "in" and fact.values == {None})
+            )
         listed = isinstance(value, (cst.Tuple, cst.List))
         elements = [e.value for e in value.elements] if isinstance(value, (cst.Tuple, cst.List)) else [value]
         noted: list[tuple[int | None, cst.BaseExpression, Mark]] = []
@@ -109,6 +117,13 @@ class Returns:
         handed = {f"event:{name}": f"event:{returned_key(index)}" for index, name in names}
         self.returned.update((position, _renamed(mark, handed)) for position, _, mark in noted)
         return noted
+
+    def _allocates(self, value: cst.BaseExpression) -> bool:
+        """`value` is memory certainly allocated here on the stream current at the call."""
+        if self.silent or self.live.current != CURRENT:
+            return False
+        key = dotted_name(value) if isinstance(value, cst.Name) else None
+        return self.made_on.get(key) == CURRENT if key is not None else self._fresh(value)
 
     def _return(self, node: cst.Return | None) -> None:
         """The caller continues from here: tensors die, and work still pending on a side stream

@@ -101,7 +101,8 @@ def message_fields(hazard: Hazard, current: str = f"{CURRENT_STREAM}()") -> dict
     if hazard.returned:  # the caller's next use, after the function returns
         return {
             "tensor": hazard.tensor,
-            "stream": f"the caller's stream after '{hazard.function}' returns",
+            "stream": f"the caller's stream after '{hazard.handed_by or hazard.function}' "
+            + ("hands it over" if hazard.handed_by else "returns"),
             "waiter": "the caller's stream",
             "other": _describe(hazard.other),
             "stream_code": current,
@@ -116,7 +117,7 @@ def message_fields(hazard: Hazard, current: str = f"{CURRENT_STREAM}()") -> dict
         "other": _describe(hazard.other) + (f" in {hazard.origin}()" if hazard.origin else ""),
         "stream_code": _code(hazard.access.stream, current),
         "other_code": _code(hazard.other, current),
-        "verb": f"first {verb}" if hazard.produced == "allocated" else verb,
+        "verb": "first used" if hazard.produced == "allocated" else verb,  # a read or a write races alike
         "produced": f"written {hazard.produced}" if hazard.produced == "by the caller" else hazard.produced,
     }
 
@@ -210,7 +211,7 @@ def analyse(
                 if end is not None:
                     exits[name] = end
         for owner in classes:
-            _cross_method(owner, functions, exits, helpers, hazards, source)
+            _cross_method(owner, functions, exits, helpers, hazards, source, module)
     return ModuleFlow(path, module, list(hazards.values()), source=source, spellings=spellings)
 
 
@@ -271,6 +272,7 @@ def _cross_method(
     helpers: Helpers,
     hazards: dict[tuple[object, ...], Hazard],
     source: str,
+    module: cst.Module,
 ) -> None:
     """A producer method leaves `self.x` written (or read) on a side stream; a public method of
     the same class may run after it and use (or overwrite) `self.x`, so it starts from those
@@ -307,14 +309,16 @@ def _cross_method(
     for method, function in methods.items():
         entry = seed if method in public else in_flight if method in called else {}
         if entry:
-            FunctionAnalysis(
+            analysis = FunctionAnalysis(
                 helpers.imports,
                 hazards,
                 function=f"{owner}.{method}",
                 params=tensor_params(function),
                 helpers=helpers,
                 entry=entry,
-            ).run_function(function.body)
+            )
+            analysis.callers_join = CallersJoin(f"{owner}.{method}", functions, module)
+            analysis.run_function(function.body)
 
 
 def _side_accesses(end: FlowState, globals_: frozenset[str]) -> dict[str, TrackedTensor]:

@@ -68,6 +68,10 @@ class Summary:
     returned: tuple[Effect, ...] = ()
     """The value returned, where it is written on a stream other than the caller's and not yet
     ordered before it (keys: `returned_key`): the caller's names for it start from that write."""
+    allocates: tuple[frozenset[str], ...] = ()
+    """Per `return` of memory the function allocates on the stream current at the call, the
+    parameters found `None` on its path (`if out is None: return x.to(dev)`): a call that passes
+    a tensor for one of them gets that tensor back, not new memory of that stream's pool."""
 
 
 _MAY_ORDER = re.compile(

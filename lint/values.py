@@ -316,6 +316,7 @@ class Values:
     helpers: Helpers | None
     _stream: Callable[[cst.BaseExpression], str | None]
     _context_stream: Callable[[cst.BaseExpression], str | None]
+    _returns_fresh: Callable[[cst.Call], bool]
 
     def _escape_names(self, expr: cst.CSTNode) -> None:
         for key in self._tensor_names(expr):
@@ -467,8 +468,9 @@ class Values:
         return Value("alias", key) if key is not None and key in self.live.tensors else None
 
     def _fresh(self, expr: cst.BaseExpression) -> bool:
-        """Whether `expr` certainly makes a new device tensor: a torch op or a method every tensor
-        has (not a method of a value that only may be a tensor, nor a copy to the host)."""
+        """Whether `expr` certainly makes a new device tensor: a torch op, a method every tensor
+        has (not a method of a value that only may be a tensor, nor a copy to the host), or a
+        function whose summary allocates what it returns (`_returns_fresh`)."""
         if isinstance(expr, (cst.BinaryOperation, cst.UnaryOperation)):
             return self._torch_operand(expr)
         if not isinstance(expr, cst.Call) or copied_to_host(expr):
@@ -481,7 +483,7 @@ class Values:
             kind = self._call_value(expr).kind
             return qualified.rpartition(".")[0] in TENSOR_MODULES and kind in ("tensor", "allocation")
         method = expr.func.attr.value if isinstance(expr.func, cst.Attribute) else None
-        return method in TENSOR_METHODS or method in ALLOCATING_METHODS
+        return method in TENSOR_METHODS or method in ALLOCATING_METHODS or self._returns_fresh(expr)
 
     def _host_allocation(self, call: cst.Call) -> bool:
         """`torch.empty(n, pin_memory=True)`, `torch.zeros(n, device="cpu")`: host memory, no kernel

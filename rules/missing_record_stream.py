@@ -48,7 +48,16 @@ class MissingRecordStream(Rule):
     its own stream: allocated on another stream (also in another method, through `self`) and
     handed over with no `record_stream` for the caller's stream, it is reported at the
     `return`/`yield`, even where the caller would keep it alive until the allocating stream
-    waits for it. The items of a list passed in by the caller
+    waits for it. So is one stored in a container on `self` (`self.state[k] = t`,
+    `self.queue.append(t)`) that a public method of the class (or one it inherits from the
+    module) returns an item of (`self.state.pop(k)`, `self.state[k]`, `.get(k)`, or a name bound
+    to one) with no `record_stream` call anywhere in that method, nor of the tensor in the
+    method that stores it: reported at the tensor's last write before it is stored (where it
+    is made). What a static or class method of the module
+    called on its class (`Helper.reload(...)`) returns is memory made by the call where the
+    helper allocates it on a path the arguments allow (a parameter it tests `is None` passed as
+    `None`, as a name bound to `None` anywhere in the caller, or left to its default).
+    The items of a list passed in by the caller
     (`for buf in bucket:`, also through `zip`/`enumerate`) are the caller's, allocated on its
     stream outside any block (also where the function is entered on a side stream): one
     written on a side stream and still pending when the function returns, never
@@ -293,12 +302,19 @@ class MissingRecordStream(Rule):
                     release=_release(flow, hazard),
                 )
                 # a loop item of the caller's: recorded after the block, the name is the last item only
-                yield finding if hazard.dropped else attach(finding, record_after_use(flow, hazard))
+                # handed over by another method: the record belongs there, on the caller's stream
+                kept = hazard.dropped or hazard.handed_by is not None
+                yield finding if kept else attach(finding, record_after_use(flow, hazard))
 
 
 def _release(flow: ModuleFlow, hazard: Hazard) -> str:
     if hazard.dropped:
         return f"left to the caller, who may drop it at once, when '{hazard.function}' returns (no record_stream)"
+    if hazard.handed_by is not None and hazard.release is not None:
+        return (
+            "released by the caller (kept in a container on self, handed over"
+            f" at line {flow.line(hazard.release)} with no record_stream)"
+        )
     if hazard.returned:
         return f"released by the caller (handed over at line {flow.line(hazard.access.node)} with no record_stream)"
     if hazard.release is None:

@@ -307,7 +307,7 @@ def f(x, s):
 def test_an_allocation_used_on_another_stream_with_no_wait_is_flagged_as_an_allocation() -> None:
     source = ALLOCATION.format(before="pass", between="pass")
     assert messages(source) == [
-        "'y' was allocated on the current stream and is first written on side stream 's' "
+        "'y' was allocated on the current stream and is first used on side stream 's' "
         "with no wait_stream/wait_event between them"
     ]
 
