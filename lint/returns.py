@@ -96,14 +96,14 @@ class Returns:
         """An attribute first used here (`self.buf`, `bucket.grad_data`) is taken as ready, unless
         the function orders a side stream after `default_stream()`: that wait says the data it
         uses were written on the GPU before the call, by the caller, whose stream is the one
-        current at entry; a side stream may be current there. Its write is ordered before what
-        the entry stream's probe is ordered before by now."""
+        current at entry; a side stream may be current there. Its write is ordered, on each
+        path, before what the entry stream's probe is ordered before by now."""
         if not self.orders_after_default or "." not in key or key.startswith("\0"):
             return None
-        probe = self.live.tensors.get(probe_key(self.entry_stream))
-        after = next(iter(probe.writes)).after if probe is not None and probe.writes else issued_on(self.entry_stream)
         access = Access(node, self.entry_stream, True, node, self.function, "by the caller")
-        return TrackedTensor(writes=frozenset({Mark(access, after)}), unsure=True)
+        probe = self.live.tensors.get(probe_key(self.entry_stream))
+        paths = probe.writes if probe is not None and probe.writes else {Mark(access, issued_on(self.entry_stream))}
+        return TrackedTensor(writes=frozenset(replace(mark, access=access) for mark in paths), unsure=True)
 
     def _note_returned(self, value: cst.BaseExpression) -> list[tuple[int | None, cst.BaseExpression, Mark]]:
         """What a `return` hands back, for the function's summary: a returned tensor's last

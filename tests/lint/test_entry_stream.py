@@ -187,3 +187,18 @@ def test_attributes_are_ready_once_the_callers_stream_is_waited_on_or_nothing_sa
     before: str, waited: str
 ) -> None:
     assert findings(GROUP.format(before=before, waited=waited)) == []
+
+
+def test_a_wait_on_the_callers_stream_on_one_path_only_leaves_the_other_unordered() -> None:
+    source = """
+    import torch
+
+    class BucketGroup:
+        def start(self):
+            if self.ready:
+                self.comm.wait_stream(torch.cuda.current_stream())
+            self.comm.wait_stream(torch.cuda.default_stream())
+            with torch.cuda.stream(self.comm):
+                torch.distributed.all_reduce(self.flat)
+    """
+    assert findings(source) == [("CSL101", 10)]
