@@ -118,6 +118,8 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
         """Names `record_stream`ed on some path: their lifetime is handed to the allocator."""
         self.caller_streams: frozenset[str] = frozenset()
         """Every parameter's name: a stream the caller passed in is one it can join."""
+        self.orders_after_default = False
+        """Whether a stream waits on `default_stream()` here: the caller's data are then its (`_caller_written`)."""
         self.callers_join: CallersJoin = NO_CALLERS
         """Whether every caller in the linted module joins, or forks, a stream (`returns_to_caller`)."""
         self.waits_callers_event: set[str] = set()
@@ -530,7 +532,7 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
         `key`: check it, then record it, ordered before `after` too."""
         if write and self.tested:
             self._rebound(key)  # in place: what its tests said no longer holds
-        tensor = self.live.tensors.get(key) or TrackedTensor()
+        tensor = self.live.tensors.get(key) or self._caller_written(key, node) or TrackedTensor()
         access = self._make_access(node, write=write)
         if stream is not None:
             access = replace(access, stream=stream)

@@ -14,9 +14,9 @@ from dataclasses import replace
 import libcst as cst
 
 from csan_lint.lint.callers import CallersJoin
-from csan_lint.lint.effects import Helpers
+from csan_lint.lint.effects import Helpers, probe_key
 from csan_lint.lint.names import ImportTable, dotted_name
-from csan_lint.lint.nodes import parameters
+from csan_lint.lint.nodes import children, parameters
 from csan_lint.lint.ordering import (
     CURRENT,
     DEFAULT,
@@ -30,6 +30,7 @@ from csan_lint.lint.ordering import (
 )
 from csan_lint.lint.recognize import OR
 from csan_lint.lint.scan import kept_tensor_params, tensor_annotation
+from csan_lint.lint.streams import stream_token
 from csan_lint.lint.summaries import RETURNED, returned_key, returned_position
 from csan_lint.lint.values import Value, called_or_named
 
@@ -63,6 +64,7 @@ class Returns:
     returned: set[tuple[int | None, Mark]]
     allocated_returns: set[frozenset[str]]
     made_on: dict[str, str]
+    orders_after_default: bool
     # The host's methods from the other parts; those taking keyword-only flags are `...`.
     _value: Callable[[cst.BaseExpression], Value]
     _fresh: Callable[[cst.BaseExpression], bool]
@@ -80,6 +82,7 @@ class Returns:
         self.caller_owned = frozenset(self.maybe_tensors)
         self.caller_kept = kept_tensor_params(function) & self.caller_owned
         self.caller_streams = frozenset(param.name.value for param in params)
+        self.orders_after_default = _waits_on_default(function, self.imports)
         for param in params:
             name = param.name.value
             annotation = param.annotation
@@ -88,6 +91,19 @@ class Returns:
                 self.live.tensors[name] = TrackedTensor(
                     writes=frozenset({Mark(access, issued_on(written_on))}), unsure=True
                 )
+
+    def _caller_written(self, key: str, node: cst.CSTNode) -> TrackedTensor | None:
+        """An attribute first used here (`self.buf`, `bucket.grad_data`) is taken as ready, unless
+        the function orders a side stream after `default_stream()`: that wait says the data it
+        uses were written on the GPU before the call, by the caller, whose stream is the one
+        current at entry; a side stream may be current there. Its write is ordered, on each
+        path, before what the entry stream's probe is ordered before by now."""
+        if not self.orders_after_default or "." not in key or key.startswith("\0"):
+            return None
+        access = Access(node, self.entry_stream, True, node, self.function, "by the caller")
+        probe = self.live.tensors.get(probe_key(self.entry_stream))
+        paths = probe.writes if probe is not None and probe.writes else {Mark(access, issued_on(self.entry_stream))}
+        return TrackedTensor(writes=frozenset(replace(mark, access=access) for mark in paths), unsure=True)
 
     def _note_returned(self, value: cst.BaseExpression) -> list[tuple[int | None, cst.BaseExpression, Mark]]:
         """What a `return` hands back, for the function's summary: a returned tensor's last
@@ -286,3 +302,20 @@ _LITERALS = (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString, c
 def _nothing_to_wait_on(expr: cst.BaseExpression) -> bool:
     """`None`, `True`, a number or a string: handed back beside a tensor, no event or stream."""
     return isinstance(expr, _LITERALS) or (isinstance(expr, cst.Name) and expr.value in ("None", "True", "False"))
+
+
+def _waits_on_default(function: cst.FunctionDef, imports: ImportTable) -> bool:
+    """Whether `function` makes a stream wait on `default_stream()` (`s.wait_stream(default_stream())`)."""
+    stack: list[cst.CSTNode] = [function.body]  # no recursion: operator chains nest deep
+    while stack:
+        node = stack.pop()
+        if (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value == "wait_stream"
+            and len(node.args) == 1
+            and stream_token(node.args[0].value, imports, CURRENT, {}, DEFAULT) == DEFAULT
+        ):
+            return True
+        stack.extend(children(node))
+    return False

@@ -81,7 +81,10 @@ class MissingWaitStream(Rule):
     waited on an event of the object (`s.wait_event(self.ready)`) recorded by another method,
     taken as recorded after the caller's writes; linted callers also check their own
     arguments; unannotated parameters, attributes set elsewhere (`self.w`, `p.grad`)
-    and globals may be anything and are assumed ready. A value returned by unknown code given
+    and globals may be anything and are assumed ready, except attributes in a function that
+    makes a stream wait on `default_stream()`: that wait says they were written before the call,
+    taken as on the stream current at entry (`bucket.grad_data` reduced on a stream that waited
+    on the default stream only). A value returned by unknown code given
     a tensor is a tensor unless it is iterated or used as a container or an index; given none,
     only where the function uses it as one (`loss.backward()`, `torch.sum(out)`, an in-place
     method), not where it is only moved (`batch.to(device)`: a loader's batch is on the host). Items of one collection

@@ -150,3 +150,55 @@ def fetch(y, s):
     assert all("<default>" not in f.message + (f.fix or "") for f in found)
     about_default = [(f.code, f.line) for f in found if "the default stream" in f.message]
     assert ("CSL301", 10) in about_default and ("CSL102", 9) in about_default
+
+
+GROUP = """
+import torch
+
+class BucketGroup:
+    def start(self):
+        for bucket in self.buckets:
+            bucket.grad_data *= bucket.scale
+        {before}
+        self.comm.wait_stream({waited})
+        with torch.cuda.stream(self.comm):
+            for bucket in self.buckets:
+                torch.distributed.all_reduce(bucket.grad_data)
+"""
+
+
+def test_attributes_used_on_a_side_stream_ordered_after_the_default_stream_are_the_callers() -> None:
+    """The wait on `default_stream()` says the data were written before the call; the caller
+    wrote them on its current stream, which the wait does not order."""
+    found = lint_source(textwrap.dedent(GROUP.format(before="", waited="torch.cuda.default_stream()")), "m.py")
+    assert [(f.code, f.line) for f in found] == [("CSL101", 12)]
+    assert "'bucket.grad_data' was written by the caller on the current stream" in found[0].message
+
+
+@pytest.mark.parametrize(
+    ("before", "waited"),
+    [
+        ("", "torch.cuda.current_stream()"),  # the fix: the caller's stream is waited on
+        ("self.comm.wait_stream(torch.cuda.current_stream())", "torch.cuda.default_stream()"),
+        ("pass", "self.other"),  # no wait on the default stream: attributes are taken as ready
+    ],
+)
+def test_attributes_are_ready_once_the_callers_stream_is_waited_on_or_nothing_says_otherwise(
+    before: str, waited: str
+) -> None:
+    assert findings(GROUP.format(before=before, waited=waited)) == []
+
+
+def test_a_wait_on_the_callers_stream_on_one_path_only_leaves_the_other_unordered() -> None:
+    source = """
+    import torch
+
+    class BucketGroup:
+        def start(self):
+            if self.ready:
+                self.comm.wait_stream(torch.cuda.current_stream())
+            self.comm.wait_stream(torch.cuda.default_stream())
+            with torch.cuda.stream(self.comm):
+                torch.distributed.all_reduce(self.flat)
+    """
+    assert findings(source) == [("CSL101", 10)]
