@@ -78,7 +78,7 @@ class Returns:
         self.callers_join = callers
         params = parameters(function)
         self.caller_owned = frozenset(self.maybe_tensors)
-        self.caller_kept = kept_tensor_params(function) & self.caller_owned
+        self.caller_kept = kept_tensor_params(function) & self.caller_owned if self.caller_owned else frozenset()
         self.caller_streams = frozenset(param.name.value for param in params)
         for param in params:
             name = param.name.value
