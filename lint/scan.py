@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from functools import lru_cache
 from typing import NamedTuple
 
 import libcst as cst
@@ -550,10 +551,14 @@ def has_with(
     return False
 
 
+@lru_cache(maxsize=256)
 def tensor_params(function: cst.FunctionDef) -> frozenset[str]:
     """Parameters that may be tensors: unannotated ones (but `self`, `cls` and autograd's `ctx`),
     those whose annotation names a tensor (`Tensor`, `Optional[torch.Tensor]`, `list[Tensor]`...),
-    and those `x.record_stream(s)` is called on, whatever their type says (a batch of tensors)."""
+    and those `x.record_stream(s)` is called on, whatever their type says (a batch of tensors).
+
+    Kept for the last few hundred functions (nodes hash by identity): a function's summary and
+    its own analysis both ask, and the `record_stream` walk covers the whole body."""
     names = set()
     recorded: set[str] | None = None
     for param in parameters(function):
