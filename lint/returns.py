@@ -80,7 +80,7 @@ class Returns:
         self.callers_join = callers
         params = parameters(function)
         self.caller_owned = frozenset(self.maybe_tensors)
-        self.caller_kept = kept_tensor_params(function) & self.caller_owned
+        self.caller_kept = kept_tensor_params(function) & self.caller_owned if self.caller_owned else frozenset()
         self.caller_streams = frozenset(param.name.value for param in params)
         self.orders_after_default = _waits_on_default(function, self.imports)
         for param in params:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from functools import lru_cache
 from typing import NamedTuple
 
 import libcst as cst
@@ -48,7 +49,7 @@ def _callees(node: cst.CSTNode) -> Iterator[str]:
     stack = [node]
     while stack:
         current = stack.pop()
-        if isinstance(current, cst.Call):
+        if type(current) is cst.Call:  # `type() is`, as in `dotted_name`: most nodes are no call
             func = current.func
             if isinstance(func, cst.Name):
                 yield func.value
@@ -68,7 +69,7 @@ def _record_stream_calls(function: cst.FunctionDef) -> Iterator[cst.Call]:
     stack: list[cst.CSTNode] = [function.body]
     while stack:
         current = stack.pop()
-        if isinstance(current, cst.Call):
+        if type(current) is cst.Call:
             func = current.func
             name = (
                 func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
@@ -104,16 +105,18 @@ def used_as_tensors(body: cst.BaseSuite, imports: ImportTable) -> frozenset[str]
     stack: list[cst.CSTNode] = [body]
     while stack:
         current = stack.pop()
-        func = current.func if isinstance(current, cst.Call) else None
+        stack.extend(children(current))
+        if type(current) is not cst.Call:
+            continue
+        func = current.func
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
             method = func.attr.value
             if (_tensor_method(method) or method == "backward") and method not in _MOVES:
                 used.add(func.value.value)
-        if isinstance(current, cst.Call) and (qualified := imports.qualified(current.func)) is not None:
+        if (qualified := imports.qualified(func)) is not None:
             torch_op = qualified.rpartition(".")[0] in TENSOR_MODULES and qualified not in HOST_TORCH
             if torch_op and qualified not in _FROM_HOST_DATA:
                 used.update(arg.value.value for arg in current.args if isinstance(arg.value, cst.Name))
-        stack.extend(children(current))
     return frozenset(used)
 
 
@@ -134,14 +137,14 @@ def kept_tensor_params(function: cst.FunctionDef) -> frozenset[str]:
     stack: list[cst.CSTNode] = [function.body]
     while stack:
         current = stack.pop()
-        if isinstance(current, cst.Call) and isinstance(current.func, cst.Attribute):
+        if type(current) is cst.Call and isinstance(current.func, cst.Attribute):
             receiver = dotted_name(current.func.value) or ""
             root = receiver.split(".", 1)[0]
             if current.func.attr.value == "record_stream":
                 handed_off.add(root)
             elif receiver in names and _tensor_method(current.func.attr.value):
                 used.add(receiver)
-        elif isinstance(current, cst.Assign):
+        elif type(current) is cst.Assign:
             for target in current.targets:
                 key = dotted_name(target.target) or ""
                 if "." in key:
@@ -163,7 +166,7 @@ def metadata_params(function: cst.FunctionDef) -> frozenset[str]:
         if inner is not None:
             stack.extend(inner)
             continue
-        if isinstance(node, cst.Name) and node.value in names:
+        if type(node) is cst.Name and node.value in names:
             used.add(node.value)
         stack.extend(children(node))
     return frozenset(names - used - {"self", "cls"})
@@ -176,15 +179,15 @@ _ASKED = HOST_METHODS - {"untyped_storage"}
 def _metadata_of_name(node: cst.CSTNode) -> Sequence[cst.CSTNode] | None:
     """The parts left to look at when `node` asks a name for metadata only (`t.shape`,
     `t.size(d)`: `d`; `t is None`; `len(t)`); None if it is no such question."""
-    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.attr.value in HOST_ATTRIBUTES:
+    if type(node) is cst.Attribute and isinstance(node.value, cst.Name) and node.attr.value in HOST_ATTRIBUTES:
         return ()
-    if isinstance(node, cst.Call):
+    if type(node) is cst.Call:
         func = node.func
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.attr.value in _ASKED:
             return [arg.value for arg in node.args]
         if isinstance(func, cst.Name) and func.value in METADATA_BUILTINS:
             return [arg.value for arg in node.args if not isinstance(arg.value, cst.Name)]
-    if isinstance(node, cst.Comparison) and all(isinstance(t.operator, (cst.Is, cst.IsNot)) for t in node.comparisons):
+    if type(node) is cst.Comparison and all(isinstance(t.operator, (cst.Is, cst.IsNot)) for t in node.comparisons):
         parts = (node.left, *(target.comparator for target in node.comparisons))
         return [part for part in parts if not isinstance(part, cst.Name)]
     return None
@@ -548,10 +551,14 @@ def has_with(
     return False
 
 
+@lru_cache(maxsize=256)
 def tensor_params(function: cst.FunctionDef) -> frozenset[str]:
     """Parameters that may be tensors: unannotated ones (but `self`, `cls` and autograd's `ctx`),
     those whose annotation names a tensor (`Tensor`, `Optional[torch.Tensor]`, `list[Tensor]`...),
-    and those `x.record_stream(s)` is called on, whatever their type says (a batch of tensors)."""
+    and those `x.record_stream(s)` is called on, whatever their type says (a batch of tensors).
+
+    Kept for the last few hundred functions (nodes hash by identity): a function's summary and
+    its own analysis both ask, and the `record_stream` walk covers the whole body."""
     names = set()
     recorded: set[str] | None = None
     for param in parameters(function):

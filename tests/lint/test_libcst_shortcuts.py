@@ -1,6 +1,7 @@
 """Our shortcuts around libcst's slow paths answer what libcst answers, for every node of a
 corpus (the examples, the rule cases, our own sources, syntax corner cases):
-lint/positions.py the ranges of PositionProvider, lint/nodes.py the `children` of each node."""
+lint/positions.py the ranges of PositionProvider, lint/nodes.py the `children` of each node,
+and the hot walks' `type(node) is cst.Call` the answer of `isinstance`."""
 
 from __future__ import annotations
 
@@ -81,6 +82,20 @@ def test_every_nodes_children_as_libcst_gives_them(name: str, source: str) -> No
         expected = node.children
         assert list(children(node)) == list(expected), type(node).__name__
         todo.extend(expected)
+
+
+def test_no_node_class_of_a_parsed_tree_has_subclasses() -> None:
+    """The hot walks (lint/scan.py, `dotted_name`) test node types with `is`, not `isinstance`:
+    the same answer only while libcst's concrete node classes stay final."""
+    seen: set[type] = set()
+    for _, source in corpus():
+        todo: list[cst.CSTNode] = [parse_module(source)]
+        while todo:
+            node = todo.pop()
+            seen.add(type(node))
+            todo.extend(children(node))
+    assert {cst.Call, cst.Name, cst.Attribute, cst.Assign, cst.Comparison} <= seen
+    assert not {kind.__name__: kind.__subclasses__() for kind in seen if kind.__subclasses__()}
 
 
 def test_a_libcst_whose_codegen_calls_other_hooks_gets_position_provider(monkeypatch: pytest.MonkeyPatch) -> None:
