@@ -22,6 +22,7 @@ from csan_lint.lint.effects import PROBE_ACCESS, Effects, Helpers, probe_key
 from csan_lint.lint.interpret import Interpreter
 from csan_lint.lint.names import DEVICE_SYNC, GRAPH_CAPTURE, SET_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import children, target_names
+from csan_lint.lint.numbers import used_as_numbers
 from csan_lint.lint.ordering import (
     CURRENT,
     HOST,
@@ -104,6 +105,8 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
         self.maybe_tensors = set(params)
         """Names of unknown values that may be tensors: parameters and loop targets."""
         self.used_as_tensors: frozenset[str] = frozenset()
+        self.numbers: frozenset[str] = frozenset()
+        """Names used as numbers and never as tensors (lint/numbers.py): they may be no tensor."""
         self.caller_owned: frozenset[str] = frozenset()
         """Parameters whose pending side-stream writes at return are reported (`produced_by_caller`)."""
         self.caller_kept: frozenset[str] = frozenset()
@@ -171,6 +174,8 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
     def run_function(self, body: cst.BaseSuite) -> None:
         self.entry_stream = self.live.current
         self.used_as_tensors = used_as_tensors(body, self.imports)
+        self.numbers = used_as_numbers(body) - self.used_as_tensors
+        self.maybe_tensors -= self.numbers
         entry = frozenset({Mark(PROBE_ACCESS, frozenset({self.entry_stream}))})
         self.live.tensors.setdefault(probe_key(self.entry_stream), TrackedTensor(writes=entry))
         self.run(body_of(body))
@@ -265,7 +270,7 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
     def _loop_target(self, target: cst.BaseAssignTargetExpression, iterable: cst.BaseExpression) -> None:
         self.statement = target
         self._bind(target, Value("other"))
-        self.maybe_tensors.update(loop_tensors(target, iterable))
+        self.maybe_tensors.update(loop_tensors(target, iterable) - self.numbers)
         owned = self.caller_owned - self.bound
         self.callers_items.update(name for name, container in iterated_items(target, iterable) if container in owned)
         self.loop_items.update(target_names(target))

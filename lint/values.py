@@ -151,8 +151,13 @@ def is_constructor(name: str) -> bool:
 
 def index_names(index: cst.BaseSlice) -> Iterator[str]:
     """Names an index computes with (`i`, `i * n + k`): used as indices, they are numbers."""
-    value = index.value if isinstance(index, cst.Index) else None
-    stack = [value] if value is not None else []
+    if isinstance(index, cst.Index):
+        yield from number_names(index.value)
+
+
+def number_names(value: cst.BaseExpression) -> Iterator[str]:
+    """The names and attributes an arithmetic expression is computed from (`i * n + k`)."""
+    stack = [value]
     while stack:
         expr = stack.pop()
         if isinstance(expr, cst.BinaryOperation):

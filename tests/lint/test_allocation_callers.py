@@ -64,3 +64,54 @@ def test_the_callers_fork_holds_where_the_method_runs_after_another_methods_side
         '            self.x = torch.ones(4, device="cuda")\n'
     )
     assert lint_source(textwrap.dedent(RELOAD.format(launch="pass", fork=FORK)) + producer, "m.py") == []
+
+
+GROUP_RELOAD = """
+import torch
+
+class Offloader:
+    def reload(self, group):
+        {use}
+        main = torch.cuda.current_stream()
+        with torch.cuda.stream(self.h2d):
+            for cpu in self.saved:
+                with torch.cuda.stream(main):
+                    buffer = torch.empty_like(cpu, device="cuda")
+                buffer.copy_(cpu, non_blocking=True)
+                self.ready.append(buffer)
+        {after}
+
+    def step(self):
+        self.h2d.wait_stream(torch.cuda.current_stream())
+        self.reload(self.count - 1)
+"""
+
+
+@pytest.mark.parametrize(
+    ("use", "after"),
+    [
+        ("assert group < self.count", "pass"),  # compared with an attribute in a test
+        ("assert 0 <= group and not group == -1", "pass"),
+        ("slot = 1 if group > 0 else 0", "pass"),
+        ("slot = group % 2", "pass"),
+        ("steps = list(range(group))", "pass"),
+        ("n = group + 1", "first = self.firsts[group]"),  # an index later on
+    ],
+)
+def test_a_parameter_used_as_a_number_launches_nothing_before_the_allocation(use: str, after: str) -> None:
+    """TransformerEngine's `bulk_reload_group(group_to_reload)` checks and splits its group number
+    before allocating on the main stream: no launch there, and its only caller forks."""
+    assert lint_source(textwrap.dedent(GROUP_RELOAD.format(use=use, after=after)), "m.py") == []
+
+
+@pytest.mark.parametrize(
+    ("use", "after"),
+    [
+        ("mask = group < self.count", "pass"),  # outside a test: an elementwise comparison
+        ("slot = group % self.count", "pass"),  # modulo of what may be a tensor
+        ("assert group < self.count", "self.total = torch.sum(group)"),  # also used as a tensor
+    ],
+)
+def test_a_parameter_used_as_a_tensor_reads_it_on_the_current_stream(use: str, after: str) -> None:
+    (finding,) = lint_source(textwrap.dedent(GROUP_RELOAD.format(use=use, after=after)), "m.py")
+    assert (finding.code, finding.line) == ("CSL101", 12)
