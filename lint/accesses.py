@@ -105,8 +105,6 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
         self.maybe_tensors = set(params)
         """Names of unknown values that may be tensors: parameters and loop targets."""
         self.used_as_tensors: frozenset[str] = frozenset()
-        self.numbers: frozenset[str] = frozenset()
-        """Names used as numbers and never as tensors (lint/numbers.py): they may be no tensor."""
         self.caller_owned: frozenset[str] = frozenset()
         """Parameters whose pending side-stream writes at return are reported (`produced_by_caller`)."""
         self.caller_kept: frozenset[str] = frozenset()
@@ -174,8 +172,8 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
     def run_function(self, body: cst.BaseSuite) -> None:
         self.entry_stream = self.live.current
         self.used_as_tensors = used_as_tensors(body, self.imports)
-        self.numbers = used_as_numbers(body) - self.used_as_tensors
-        self.maybe_tensors -= self.numbers
+        if self.maybe_tensors - self.used_as_tensors:  # parameters of unknown kind, some used as numbers?
+            self.maybe_tensors -= used_as_numbers(body) - self.used_as_tensors
         entry = frozenset({Mark(PROBE_ACCESS, frozenset({self.entry_stream}))})
         self.live.tensors.setdefault(probe_key(self.entry_stream), TrackedTensor(writes=entry))
         self.run(body_of(body))
@@ -270,7 +268,7 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
     def _loop_target(self, target: cst.BaseAssignTargetExpression, iterable: cst.BaseExpression) -> None:
         self.statement = target
         self._bind(target, Value("other"))
-        self.maybe_tensors.update(loop_tensors(target, iterable) - self.numbers)
+        self.maybe_tensors.update(loop_tensors(target, iterable))
         owned = self.caller_owned - self.bound
         self.callers_items.update(name for name, container in iterated_items(target, iterable) if container in owned)
         self.loop_items.update(target_names(target))

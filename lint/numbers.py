@@ -6,11 +6,13 @@ before any of this call's work there (lint/callers.py). Some uses say a name is 
 test comparing it with a number literal or an attribute (`if step > 0:`, `assert group <
 self.count`), `group % 2`, an index or a name computing one (`bufs[i * n + k]`), an argument
 of `range`. A name the function also uses as a tensor (`scan.used_as_tensors`) stays one.
+Only parameters are asked about (`FunctionAnalysis.run_function`): other names have a known origin.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import cast
 
 import libcst as cst
 
@@ -19,25 +21,28 @@ from csan_lint.lint.nodes import children
 from csan_lint.lint.values import index_names, number_names
 
 _ORDERINGS = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual, cst.Equal, cst.NotEqual)
-_TESTED = (cst.If, cst.While, cst.Assert, cst.IfExp)
-_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_Tested = cst.If | cst.While | cst.Assert | cst.IfExp
+_TESTED = frozenset({cst.If, cst.While, cst.Assert, cst.IfExp})
+_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
 
 
 def used_as_numbers(body: cst.BaseSuite) -> frozenset[str]:
-    """The plain names `body` uses as numbers (not those of nested functions and classes)."""
+    """The plain names `body` uses as numbers (not those of nested functions and classes).
+    Dispatches on the exact node type: this walks every body with parameters, cold runs feel it."""
     numbers: set[str] = set()
     stack: list[cst.CSTNode] = [body]
     while stack:
         node = stack.pop()
-        if isinstance(node, _SCOPES):
+        kind = type(node)
+        if kind in _SCOPES:
             continue
-        if isinstance(node, _TESTED):
-            numbers.update(_compared_names(node.test))
-        elif isinstance(node, cst.BinaryOperation) and _modulo_of_literal(node) and isinstance(node.left, cst.Name):
-            numbers.add(node.left.value)
-        elif isinstance(node, cst.Subscript):
+        if kind in _TESTED:
+            numbers.update(_compared_names(cast(_Tested, node).test))
+        elif type(node) is cst.BinaryOperation:
+            numbers.update(_modulo_of_literal(node))
+        elif type(node) is cst.Subscript:
             numbers.update(name for element in node.slice for name in index_names(element.slice) if "." not in name)
-        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "range":
+        elif type(node) is cst.Call and isinstance(node.func, cst.Name) and node.func.value == "range":
             numbers.update(name for arg in node.args for name in number_names(arg.value) if "." not in name)
         stack.extend(children(node))
     return frozenset(numbers)
@@ -69,5 +74,11 @@ def _attribute(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Attribute) and dotted_name(expr) is not None
 
 
-def _modulo_of_literal(expr: cst.BinaryOperation) -> bool:
-    return isinstance(expr.operator, cst.Modulo) and isinstance(expr.right, cst.Integer)
+def _modulo_of_literal(expr: cst.BinaryOperation) -> Iterator[str]:
+    """`group` of `group % 2`."""
+    if (
+        isinstance(expr.operator, cst.Modulo)
+        and isinstance(expr.right, cst.Integer)
+        and isinstance(expr.left, cst.Name)
+    ):
+        yield expr.left.value
