@@ -54,6 +54,7 @@ from csan_lint.lint.values import (
     comprehension_targets,
     freed_storage,
     index_names,
+    is_barrier,
     is_constructor,
     is_host_test,
     is_inplace,
@@ -359,6 +360,10 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
             self._record_stream(node, node.args[0].value, node.args[1].value)
             return
         qualified = self.imports.qualified(func)
+        if is_barrier(self.imports, node):
+            self._eval_args(node)
+            self._order(MarkUpdate(self.live.current, HOST))
+            return
         if qualified is not None and qualified.startswith("torch."):
             in_place = (
                 (qualified.endswith("_") or qualified in COLLECTIVES)

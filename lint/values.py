@@ -34,6 +34,7 @@ from csan_lint.lint.recognize import one_stream
 from csan_lint.lint.vocabulary import (
     ALLOCATING_METHODS,
     ALLOCATORS,
+    BARRIERS,
     HOST_METHODS,
     HOST_TENSORS,
     HOST_TORCH,
@@ -233,6 +234,13 @@ def is_async_collective(imports: ImportTable, call: cst.Call) -> bool:
             arg.keyword is not None and arg.keyword.value == "async_op" and not _is_false(arg.value)
             for arg in call.args
         )
+    )
+
+
+def is_barrier(imports: ImportTable, call: cst.Call) -> bool:
+    """`dist.barrier()`: a host sync with the current stream (not with `async_op=True`)."""
+    return imports.qualified(call.func) in BARRIERS and not any(
+        arg.keyword is not None and arg.keyword.value == "async_op" and not _is_false(arg.value) for arg in call.args
     )
 
 
