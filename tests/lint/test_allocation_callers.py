@@ -16,7 +16,7 @@ RELOAD = """
 import torch
 
 class Offloader:
-    def reload(self):
+    def reload(self, group):
         main = torch.cuda.current_stream()
         {launch}
         with torch.cuda.stream(self.h2d):
@@ -28,7 +28,7 @@ class Offloader:
 
     def step(self):
         {fork}
-        self.reload()
+        self.reload(self.count - 1)
 """
 
 FORK = "self.h2d.wait_stream(torch.cuda.current_stream())"
@@ -66,52 +66,31 @@ def test_the_callers_fork_holds_where_the_method_runs_after_another_methods_side
     assert lint_source(textwrap.dedent(RELOAD.format(launch="pass", fork=FORK)) + producer, "m.py") == []
 
 
-GROUP_RELOAD = """
-import torch
-
-class Offloader:
-    def reload(self, group):
-        {use}
-        main = torch.cuda.current_stream()
-        with torch.cuda.stream(self.h2d):
-            for cpu in self.saved:
-                with torch.cuda.stream(main):
-                    buffer = torch.empty_like(cpu, device="cuda")
-                buffer.copy_(cpu, non_blocking=True)
-                self.ready.append(buffer)
-        {after}
-
-    def step(self):
-        self.h2d.wait_stream(torch.cuda.current_stream())
-        self.reload(self.count - 1)
-"""
-
-
 @pytest.mark.parametrize(
-    ("use", "after"),
+    "launch",
     [
-        ("assert group < self.count", "pass"),  # compared with an attribute in a test
-        ("assert 0 <= group and not group == -1", "pass"),
-        ("slot = 1 if group > 0 else 0", "pass"),
-        ("slot = group % 2", "pass"),
-        ("steps = list(range(group))", "pass"),
-        ("n = group + 1", "first = self.firsts[group]"),  # an index later on
+        "assert group < self.count",  # compared with an attribute in a test
+        "assert 0 <= group and not group == -1",
+        "slot = 1 if group > 0 else 0",
+        "slot = group % 2",
+        "steps = list(range(group))",
+        "n = group + 1; first = self.firsts[group]",  # an index, after another use
     ],
 )
-def test_a_parameter_used_as_a_number_launches_nothing_before_the_allocation(use: str, after: str) -> None:
+def test_a_parameter_used_as_a_number_launches_nothing_before_the_allocation(launch: str) -> None:
     """TransformerEngine's `bulk_reload_group(group_to_reload)` checks and splits its group number
     before allocating on the main stream: no launch there, and its only caller forks."""
-    assert lint_source(textwrap.dedent(GROUP_RELOAD.format(use=use, after=after)), "m.py") == []
+    assert findings(launch, FORK) == []
 
 
 @pytest.mark.parametrize(
-    ("use", "after"),
+    "launch",
     [
-        ("mask = group < self.count", "pass"),  # outside a test: an elementwise comparison
-        ("slot = group % self.count", "pass"),  # modulo of what may be a tensor
-        ("assert group < self.count", "self.total = torch.sum(group)"),  # also used as a tensor
+        "mask = group < self.count",  # outside a test: an elementwise comparison
+        "slot = group % self.count",  # modulo of what may be a tensor
+        "assert group < self.count; size = group.numel()",  # also used as a tensor
     ],
 )
-def test_a_parameter_used_as_a_tensor_reads_it_on_the_current_stream(use: str, after: str) -> None:
-    (finding,) = lint_source(textwrap.dedent(GROUP_RELOAD.format(use=use, after=after)), "m.py")
+def test_a_parameter_used_as_a_tensor_reads_it_on_the_current_stream(launch: str) -> None:
+    (finding,) = findings(launch, FORK)
     assert (finding.code, finding.line) == ("CSL101", 12)
