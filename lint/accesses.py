@@ -360,7 +360,7 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
             self._record_stream(node, node.args[0].value, node.args[1].value)
             return
         qualified = self.imports.qualified(func)
-        if is_barrier(self.imports, node):
+        if is_barrier(qualified, node):
             self._eval_args(node)
             self._order(MarkUpdate(self.live.current, HOST))
             return

@@ -334,7 +334,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         if qualified == DEVICE_SYNC:
             self._host_sync(None)
             return
-        if is_barrier(self.imports, node):
+        if is_barrier(qualified, node):
             self._eval_args(node, reads=True)
             self._host_sync(self.live.current)
             return

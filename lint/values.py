@@ -237,9 +237,10 @@ def is_async_collective(imports: ImportTable, call: cst.Call) -> bool:
     )
 
 
-def is_barrier(imports: ImportTable, call: cst.Call) -> bool:
-    """`dist.barrier()`: a host sync with the current stream (not with `async_op=True`)."""
-    return imports.qualified(call.func) in BARRIERS and not any(
+def is_barrier(qualified: str | None, call: cst.Call) -> bool:
+    """`dist.barrier()` (`qualified`: what its callee names): a host sync with the current
+    stream (not with `async_op=True`)."""
+    return qualified in BARRIERS and not any(
         arg.keyword is not None and arg.keyword.value == "async_op" and not _is_false(arg.value) for arg in call.args
     )
 
