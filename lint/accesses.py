@@ -22,6 +22,7 @@ from csan_lint.lint.effects import PROBE_ACCESS, Effects, Helpers, probe_key
 from csan_lint.lint.interpret import Interpreter
 from csan_lint.lint.names import DEVICE_SYNC, GRAPH_CAPTURE, SET_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import children, target_names
+from csan_lint.lint.numbers import used_as_numbers
 from csan_lint.lint.ordering import (
     CURRENT,
     HOST,
@@ -53,6 +54,7 @@ from csan_lint.lint.values import (
     comprehension_targets,
     freed_storage,
     index_names,
+    is_barrier,
     is_constructor,
     is_host_test,
     is_inplace,
@@ -173,6 +175,8 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
     def run_function(self, body: cst.BaseSuite) -> None:
         self.entry_stream = self.live.current
         self.used_as_tensors = used_as_tensors(body, self.imports)
+        if self.maybe_tensors - self.used_as_tensors:  # parameters of unknown kind, some used as numbers?
+            self.maybe_tensors -= used_as_numbers(body) - self.used_as_tensors
         entry = frozenset({Mark(PROBE_ACCESS, frozenset({self.entry_stream}))})
         self.live.tensors.setdefault(probe_key(self.entry_stream), TrackedTensor(writes=entry))
         self.run(body_of(body))
@@ -358,6 +362,10 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
             self._record_stream(node, node.args[0].value, node.args[1].value)
             return
         qualified = self.imports.qualified(func)
+        if is_barrier(qualified, node):
+            self._eval_args(node)
+            self._order(MarkUpdate(self.live.current, HOST))
+            return
         if qualified is not None and qualified.startswith("torch."):
             in_place = (
                 (qualified.endswith("_") or qualified in COLLECTIVES)

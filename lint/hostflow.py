@@ -67,7 +67,7 @@ from csan_lint.lint.nodes import literal_items
 from csan_lint.lint.ordering import CURRENT, DEFAULT
 from csan_lint.lint.recognize import entered_streams, one_stream
 from csan_lint.lint.streamflow import Location, ModuleFlow
-from csan_lint.lint.values import code_of, viewed
+from csan_lint.lint.values import code_of, is_barrier, viewed
 from csan_lint.runtime import kinds
 
 CAPTURE = "<capture>"
@@ -333,6 +333,10 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         qualified = self.imports.qualified(func)
         if qualified == DEVICE_SYNC:
             self._host_sync(None)
+            return
+        if is_barrier(qualified, node):
+            self._eval_args(node, reads=True)
+            self._host_sync(self.live.current)
             return
         if qualified == SET_STREAM and node.args:
             self.live.current = self._stream(node.args[0].value) or self.live.current

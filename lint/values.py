@@ -34,6 +34,7 @@ from csan_lint.lint.recognize import one_stream
 from csan_lint.lint.vocabulary import (
     ALLOCATING_METHODS,
     ALLOCATORS,
+    BARRIERS,
     HOST_METHODS,
     HOST_TENSORS,
     HOST_TORCH,
@@ -151,8 +152,13 @@ def is_constructor(name: str) -> bool:
 
 def index_names(index: cst.BaseSlice) -> Iterator[str]:
     """Names an index computes with (`i`, `i * n + k`): used as indices, they are numbers."""
-    value = index.value if isinstance(index, cst.Index) else None
-    stack = [value] if value is not None else []
+    if isinstance(index, cst.Index):
+        yield from number_names(index.value)
+
+
+def number_names(value: cst.BaseExpression) -> Iterator[str]:
+    """The names and attributes an arithmetic expression is computed from (`i * n + k`)."""
+    stack = [value]
     while stack:
         expr = stack.pop()
         if isinstance(expr, cst.BinaryOperation):
@@ -228,6 +234,14 @@ def is_async_collective(imports: ImportTable, call: cst.Call) -> bool:
             arg.keyword is not None and arg.keyword.value == "async_op" and not _is_false(arg.value)
             for arg in call.args
         )
+    )
+
+
+def is_barrier(qualified: str | None, call: cst.Call) -> bool:
+    """`dist.barrier()` (`qualified`: what its callee names): a host sync with the current
+    stream (not with `async_op=True`)."""
+    return qualified in BARRIERS and not any(
+        arg.keyword is not None and arg.keyword.value == "async_op" and not _is_false(arg.value) for arg in call.args
     )
 
 

@@ -79,6 +79,9 @@ COLLECTIVES = frozenset(
     )
 )  # fmt: skip
 """Collectives that write their first argument in place, in order with the current stream."""
+BARRIERS = frozenset({"torch.distributed.barrier", "deepspeed.comm.barrier"})
+"""Return once the current stream's work is done: NCCL's barrier synchronizes the current stream
+with the host, and DeepSpeed's calls torch's."""
 CONTAINER_METHODS = frozenset(
     {
         "items", "keys", "values", "get", "setdefault", "pop", "popitem", "append", "extend",

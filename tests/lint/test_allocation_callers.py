@@ -16,7 +16,7 @@ RELOAD = """
 import torch
 
 class Offloader:
-    def reload(self):
+    def reload(self, group):
         main = torch.cuda.current_stream()
         {launch}
         with torch.cuda.stream(self.h2d):
@@ -28,7 +28,7 @@ class Offloader:
 
     def step(self):
         {fork}
-        self.reload()
+        self.reload(self.count - 1)
 """
 
 FORK = "self.h2d.wait_stream(torch.cuda.current_stream())"
@@ -64,3 +64,33 @@ def test_the_callers_fork_holds_where_the_method_runs_after_another_methods_side
         '            self.x = torch.ones(4, device="cuda")\n'
     )
     assert lint_source(textwrap.dedent(RELOAD.format(launch="pass", fork=FORK)) + producer, "m.py") == []
+
+
+@pytest.mark.parametrize(
+    "launch",
+    [
+        "assert group < self.count",  # compared with an attribute in a test
+        "assert 0 <= group and not group == -1",
+        "slot = 1 if group > 0 else 0",
+        "slot = group % 2",
+        "steps = list(range(group))",
+        "n = group + 1; first = self.firsts[group]",  # an index, after another use
+    ],
+)
+def test_a_parameter_used_as_a_number_launches_nothing_before_the_allocation(launch: str) -> None:
+    """TransformerEngine's `bulk_reload_group(group_to_reload)` checks and splits its group number
+    before allocating on the main stream: no launch there, and its only caller forks."""
+    assert findings(launch, FORK) == []
+
+
+@pytest.mark.parametrize(
+    "launch",
+    [
+        "mask = group < self.count",  # outside a test: an elementwise comparison
+        "slot = group % self.count",  # modulo of what may be a tensor
+        "assert group < self.count; size = group.numel()",  # also used as a tensor
+    ],
+)
+def test_a_parameter_used_as_a_tensor_reads_it_on_the_current_stream(launch: str) -> None:
+    (finding,) = findings(launch, FORK)
+    assert (finding.code, finding.line) == ("CSL101", 12)

@@ -502,3 +502,34 @@ def test_a_helper_that_only_asks_for_metadata_reads_no_data(call: str, helper: s
 @pytest.mark.parametrize("helper", ["return t.sum()", "return t.nelement() * 2 + t", "return g(t)"])
 def test_a_helper_that_uses_the_data_reads_it(call: str, helper: str) -> None:
     assert ("CSL102", 15) in codes(HELPER.format(helper=helper, call=call))
+
+
+BARRIER = """
+import torch
+{imports}
+
+def f(s, n):
+    x = torch.ones(n, device="cuda")
+    {barrier}
+    with torch.cuda.stream(s):
+        y = x * 2
+    torch.cuda.current_stream().wait_stream(s)
+"""
+
+
+@pytest.mark.parametrize(
+    ("imports", "barrier"),
+    [
+        ("import torch.distributed as dist", "dist.barrier()"),
+        ("from deepspeed import comm as dist", "dist.barrier(group=None)"),
+    ],
+)
+def test_a_barrier_syncs_the_current_stream_with_the_host(imports: str, barrier: str) -> None:
+    """NCCL's barrier returns once the current stream's work is done: later launches follow it."""
+    assert codes(BARRIER.format(imports=imports, barrier=barrier)) == set()
+
+
+@pytest.mark.parametrize("barrier", ["dist.barrier(async_op=True)", "pass"])
+def test_a_barrier_handle_or_no_barrier_leaves_the_side_stream_unordered(barrier: str) -> None:
+    source = BARRIER.format(imports="import torch.distributed as dist", barrier=barrier)
+    assert codes(source) == {("CSL101", 9)}
