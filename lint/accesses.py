@@ -1,8 +1,8 @@
 """The stream-flow interpreter: follows the current CUDA stream through one function and
 records every read and write of a tracked tensor, reporting the unordered cross-stream ones.
 
-`FunctionAnalysis` is assembled from its parts: statements, expressions, calls and accesses
-here; bindings and lifetimes (lint/bindings.py), what a return hands back (lint/returns.py),
+`FunctionAnalysis` is assembled from its parts: statements, expressions and accesses here;
+calls (lint/calls.py); bindings and lifetimes (lint/bindings.py), what a return hands back (lint/returns.py),
 values (lint/values.py, on the names of lint/vocabulary.py), streams and orderings
 (lint/streams.py), calls through summaries (lint/effects.py), on the shared control-flow driver
 (lint/interpret.py) and the ordering model (lint/ordering.py). Blocks on a stream that differs
@@ -18,9 +18,10 @@ import libcst as cst
 
 from csan_lint.lint.bindings import Bindings
 from csan_lint.lint.callers import NO_CALLERS, CallersJoin
+from csan_lint.lint.calls import Calls
 from csan_lint.lint.effects import PROBE_ACCESS, Effects, Helpers, probe_key
 from csan_lint.lint.interpret import Interpreter
-from csan_lint.lint.names import DEVICE_SYNC, GRAPH_CAPTURE, SET_STREAM, ImportTable, dotted_name
+from csan_lint.lint.names import GRAPH_CAPTURE, ImportTable, dotted_name
 from csan_lint.lint.nodes import children, target_names
 from csan_lint.lint.numbers import used_as_numbers
 from csan_lint.lint.ordering import (
@@ -52,29 +53,15 @@ from csan_lint.lint.values import (
     Value,
     Values,
     comprehension_targets,
-    freed_storage,
     index_names,
-    is_barrier,
-    is_constructor,
     is_host_test,
-    is_inplace,
     is_reference,
     iterated_items,
     loop_tensors,
     operands,
 )
 from csan_lint.lint.vocabulary import (
-    COLLECTIVES,
-    CONTAINER_METHODS,
     HOST_ATTRIBUTES,
-    HOST_METHODS,
-    METADATA_BUILTINS,
-    PURE_BUILTINS,
-    SHAPED_LIKE,
-    STORING_METHODS,
-    SYNC_BUILTINS,
-    SYNC_METHODS,
-    TENSOR_METHODS,
     VIEW_ATTRIBUTES,
     VIEW_METHODS,
 )
@@ -82,7 +69,7 @@ from csan_lint.lint.vocabulary import (
 _MAX_LOOP_PASSES = 8
 
 
-class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[FlowState, FlowLoop]):
+class FunctionAnalysis(Calls, Bindings, Returns, Values, Streams, Effects, Interpreter[FlowState, FlowLoop]):
     """Interprets one function body (or a module body) and collects its hazards."""
 
     max_passes = _MAX_LOOP_PASSES
@@ -134,6 +121,7 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
         self.returned_by: dict[int, dict[int | None, Mark]] = {}
         """Calls, by id, whose callee returns values written on another stream: their writes there."""
         self.stream_tests: dict[str, tuple[str, str, bool]] = {}
+        """Names bound to a comparison of two streams (`on_side = current_stream() != s`)."""
         self.made_on: dict[str, str] = {}
         """Name -> the stream current where a fresh allocation was last bound to it, on any path."""
         self.allocated_returns: set[frozenset[str]] = set()
@@ -354,135 +342,6 @@ class FunctionAnalysis(Bindings, Returns, Values, Streams, Effects, Interpreter[
                 self.live.streams[name] = stream
             if context is not None:
                 self.live.contexts[name] = context
-
-    def _call(self, node: cst.Call) -> None:
-        func = node.func
-        called = dotted_name(func) or ""
-        if called.endswith("record_stream") and len(node.args) == 2:  # `_no_dispatch_record_stream(t, s)`
-            self._record_stream(node, node.args[0].value, node.args[1].value)
-            return
-        qualified = self.imports.qualified(func)
-        if is_barrier(qualified, node):
-            self._eval_args(node)
-            self._order(MarkUpdate(self.live.current, HOST))
-            return
-        if qualified is not None and qualified.startswith("torch."):
-            in_place = (
-                (qualified.endswith("_") or qualified in COLLECTIVES)
-                and bool(node.args)
-                and node.args[0].keyword is None
-            )
-            self._eval_args(node, skip_first=in_place or qualified in SHAPED_LIKE)
-            if qualified == DEVICE_SYNC:
-                self._order(MarkUpdate(None, HOST))
-            elif qualified == SET_STREAM and node.args:
-                stream = self._stream(node.args[0].value)
-                if stream is not None:
-                    self.live.current = stream
-            elif in_place:
-                self._write_target(node.args[0].value)
-            self._write_out(node)
-            return
-        found = self.helpers.lookup(self.function, func, qualified) if self.helpers is not None else None
-        if found is not None:
-            found = self._for_streams_passed(found, node, qualified)
-            self._replay_orders(found, node)
-        asked = self.helpers.metadata_args(self.function, node) if self.helpers is not None else frozenset()
-        self._call_other(node, asked)
-        if found is not None and self.state is not None:
-            self._replay_effects(found, node)
-
-    def _call_other(self, node: cst.Call, asked: frozenset[int] = frozenset()) -> None:
-        """A call into code other than torch's: stream and tensor methods, builtins, the rest.
-        `asked`: the ids of arguments the callee only asks for metadata (not read)."""
-        func = node.func
-        if isinstance(func, cst.Attribute):
-            if self._stream_method(node, func):
-                return
-            method, receiver = func.attr.value, func.value
-            if method == "enter_context" and node.args and (entered := self._context_stream(node.args[0].value)):
-                self.live.current = entered  # until the ExitStack's `with` ends
-                return
-            key = dotted_name(receiver)
-            if method == "record_stream":  # allocator bookkeeping on the host: no kernel reads the tensor
-                if node.args:
-                    self._record_stream(node, receiver, node.args[0].value)
-                return
-            if method in HOST_METHODS:
-                self._eval_args(node)
-                return
-            if method == "replay" and key in self.graphs and not node.args:
-                self._replay(key, node)
-                return
-            if (freed := freed_storage(node)) is not None:
-                self._free(freed, node)
-                return
-            if method == "set_" and key is not None:
-                self._bind(receiver, self._value(node.args[0].value) if node.args else Value("other"))
-                return  # the tensor now uses another storage: no data is written
-            if method in CONTAINER_METHODS and key is not None:
-                self._demote(key, proven=method != "values")  # a sparse tensor has `.values()` too
-            stores = method in STORING_METHODS and not (method in TENSOR_METHODS and self._is_tensor(receiver))
-            if method == "append" and key is not None and len(node.args) == 1:
-                self._kept_for_caller(key, dotted_name(node.args[0].value))
-            if is_constructor(method) or stores:
-                self._hand_over(node)  # stored, not computed on
-                return
-            if method in SYNC_METHODS:
-                self._eval(receiver)
-                self._eval_args(node)
-                self._order(MarkUpdate(self.live.current, HOST))
-                return
-            if is_inplace(method):
-                self._eval_args(node)
-                self._write_target(receiver)
-                self._write_out(node)
-                return
-            self._eval(receiver)
-            self._eval_args(node, asked=asked)
-            if method in STORING_METHODS or not self._is_tensor(receiver):
-                self._escape_args(node)
-        else:
-            if isinstance(func, cst.Name) and is_constructor(func.value):
-                self._hand_over(node)
-                return
-            if not isinstance(func, cst.Name):
-                self._eval(func)  # a called name is a function or a module, never a tensor
-            builtin = func.value if isinstance(func, cst.Name) else None
-            if builtin not in METADATA_BUILTINS:
-                self._eval_args(node, asked=asked)
-            if builtin in SYNC_BUILTINS and any(self._tensor_operand(arg.value) for arg in node.args):
-                self._order(MarkUpdate(self.live.current, HOST))
-            if builtin not in PURE_BUILTINS:
-                self._escape_args(node)
-        self._write_out(node)
-
-    def _hand_over(self, node: cst.Call) -> None:
-        """Arguments stored by the call (a container, an object being built): their computation
-        is evaluated, naming them reads nothing, and their lifetime is no longer ours."""
-        for arg in node.args:
-            self._eval_value(arg.value)
-        self._escape_args(node)
-
-    def _eval_args(self, node: cst.Call, *, skip_first: bool = False, asked: frozenset[int] = frozenset()) -> None:
-        """Reads of the arguments, except the first where the call writes it in place (checked as
-        a write) or only looks at its shape (`torch.zeros_like(x)`), and the tensors named where
-        the callee only asks for metadata (`asked`: ids of those arguments)."""
-        for index, arg in enumerate(node.args):
-            if id(arg.value) in asked:
-                self._eval_value(arg.value)
-            elif (arg.keyword is None or arg.keyword.value != "out") and not (skip_first and index == 0):
-                self._eval(arg.value)
-
-    def _escape_args(self, node: cst.Call) -> None:
-        """Unknown code may keep its arguments alive: their lifetime is no longer ours."""
-        for arg in node.args:
-            self._escape_names(arg.value)
-
-    def _write_out(self, node: cst.Call) -> None:
-        for arg in node.args:
-            if arg.keyword is not None and arg.keyword.value == "out":
-                self._write_target(arg.value)
 
     def _write_target(self, expr: cst.BaseExpression, *, assigned: bool = False) -> None:
         """An in-place write to `expr`, or to the tensor it is a view of (`x[i]`, `x.view(..)`).

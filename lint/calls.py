@@ -1,0 +1,191 @@
+"""Calls: what a call reads, writes, orders and hands over. Torch's functions, the methods of
+streams, events, tensors and containers, builtins, and calls of the module's own functions,
+followed through their summaries (lint/effects.py).
+
+Part of `FunctionAnalysis` (lint/accesses.py); the methods it calls that are not here live in
+the other parts (bindings, values, streams, effects).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import libcst as cst
+
+from csan_lint.lint.effects import Callee, Helpers
+from csan_lint.lint.names import DEVICE_SYNC, SET_STREAM, ImportTable, dotted_name
+from csan_lint.lint.ordering import HOST, FlowState, MarkUpdate
+from csan_lint.lint.values import Value, freed_storage, is_barrier, is_constructor, is_inplace
+from csan_lint.lint.vocabulary import (
+    COLLECTIVES,
+    CONTAINER_METHODS,
+    HOST_METHODS,
+    METADATA_BUILTINS,
+    PURE_BUILTINS,
+    SHAPED_LIKE,
+    STORING_METHODS,
+    SYNC_BUILTINS,
+    SYNC_METHODS,
+    TENSOR_METHODS,
+)
+
+
+class Calls:
+    """The call half of `FunctionAnalysis`."""
+
+    imports: ImportTable
+    function: str | None
+    helpers: Helpers | None
+    state: FlowState | None
+    live: FlowState
+    graphs: dict[str, tuple[set[str], set[str]]]
+    # The host's methods from the other parts; those taking keyword-only flags are `...`.
+    _eval: Callable[[cst.CSTNode], None]
+    _eval_value: Callable[[cst.BaseExpression], None]
+    _escape_names: Callable[[cst.CSTNode], None]
+    _value: Callable[[cst.BaseExpression], Value]
+    _is_tensor: Callable[..., bool]
+    _tensor_operand: Callable[..., bool]
+    _stream: Callable[[cst.BaseExpression], str | None]
+    _context_stream: Callable[[cst.BaseExpression], str | None]
+    _stream_method: Callable[[cst.Call, cst.Attribute], bool]
+    _order: Callable[[MarkUpdate], None]
+    _record_stream: Callable[[cst.Call, cst.BaseExpression, cst.BaseExpression], None]
+    _replay: Callable[[str, cst.Call], None]
+    _free: Callable[[str, cst.Call], None]
+    _bind: Callable[[cst.BaseExpression, Value], None]
+    _demote: Callable[..., None]
+    _kept_for_caller: Callable[[str, str | None], None]
+    _write_target: Callable[..., None]
+    _for_streams_passed: Callable[[Callee, cst.Call, str | None], Callee]
+    _replay_orders: Callable[[Callee, cst.Call], None]
+    _replay_effects: Callable[[Callee, cst.Call], None]
+
+    def _call(self, node: cst.Call) -> None:
+        func = node.func
+        called = dotted_name(func) or ""
+        if called.endswith("record_stream") and len(node.args) == 2:  # `_no_dispatch_record_stream(t, s)`
+            self._record_stream(node, node.args[0].value, node.args[1].value)
+            return
+        qualified = self.imports.qualified(func)
+        if is_barrier(qualified, node):
+            self._eval_args(node)
+            self._order(MarkUpdate(self.live.current, HOST))
+            return
+        if qualified is not None and qualified.startswith("torch."):
+            in_place = (
+                (qualified.endswith("_") or qualified in COLLECTIVES)
+                and bool(node.args)
+                and node.args[0].keyword is None
+            )
+            self._eval_args(node, skip_first=in_place or qualified in SHAPED_LIKE)
+            if qualified == DEVICE_SYNC:
+                self._order(MarkUpdate(None, HOST))
+            elif qualified == SET_STREAM and node.args:
+                stream = self._stream(node.args[0].value)
+                if stream is not None:
+                    self.live.current = stream
+            elif in_place:
+                self._write_target(node.args[0].value)
+            self._write_out(node)
+            return
+        found = self.helpers.lookup(self.function, func, qualified) if self.helpers is not None else None
+        if found is not None:
+            found = self._for_streams_passed(found, node, qualified)
+            self._replay_orders(found, node)
+        asked = self.helpers.metadata_args(self.function, node) if self.helpers is not None else frozenset()
+        self._call_other(node, asked)
+        if found is not None and self.state is not None:
+            self._replay_effects(found, node)
+
+    def _call_other(self, node: cst.Call, asked: frozenset[int] = frozenset()) -> None:
+        """A call into code other than torch's: stream and tensor methods, builtins, the rest.
+        `asked`: the ids of arguments the callee only asks for metadata (not read)."""
+        func = node.func
+        if isinstance(func, cst.Attribute):
+            if self._stream_method(node, func):
+                return
+            method, receiver = func.attr.value, func.value
+            if method == "enter_context" and node.args and (entered := self._context_stream(node.args[0].value)):
+                self.live.current = entered  # until the ExitStack's `with` ends
+                return
+            key = dotted_name(receiver)
+            if method == "record_stream":  # allocator bookkeeping on the host: no kernel reads the tensor
+                if node.args:
+                    self._record_stream(node, receiver, node.args[0].value)
+                return
+            if method in HOST_METHODS:
+                self._eval_args(node)
+                return
+            if method == "replay" and key in self.graphs and not node.args:
+                self._replay(key, node)
+                return
+            if (freed := freed_storage(node)) is not None:
+                self._free(freed, node)
+                return
+            if method == "set_" and key is not None:
+                self._bind(receiver, self._value(node.args[0].value) if node.args else Value("other"))
+                return  # the tensor now uses another storage: no data is written
+            if method in CONTAINER_METHODS and key is not None:
+                self._demote(key, proven=method != "values")  # a sparse tensor has `.values()` too
+            stores = method in STORING_METHODS and not (method in TENSOR_METHODS and self._is_tensor(receiver))
+            if method == "append" and key is not None and len(node.args) == 1:
+                self._kept_for_caller(key, dotted_name(node.args[0].value))
+            if is_constructor(method) or stores:
+                self._hand_over(node)  # stored, not computed on
+                return
+            if method in SYNC_METHODS:
+                self._eval(receiver)
+                self._eval_args(node)
+                self._order(MarkUpdate(self.live.current, HOST))
+                return
+            if is_inplace(method):
+                self._eval_args(node)
+                self._write_target(receiver)
+                self._write_out(node)
+                return
+            self._eval(receiver)
+            self._eval_args(node, asked=asked)
+            if method in STORING_METHODS or not self._is_tensor(receiver):
+                self._escape_args(node)
+        else:
+            if isinstance(func, cst.Name) and is_constructor(func.value):
+                self._hand_over(node)
+                return
+            if not isinstance(func, cst.Name):
+                self._eval(func)  # a called name is a function or a module, never a tensor
+            builtin = func.value if isinstance(func, cst.Name) else None
+            if builtin not in METADATA_BUILTINS:
+                self._eval_args(node, asked=asked)
+            if builtin in SYNC_BUILTINS and any(self._tensor_operand(arg.value) for arg in node.args):
+                self._order(MarkUpdate(self.live.current, HOST))
+            if builtin not in PURE_BUILTINS:
+                self._escape_args(node)
+        self._write_out(node)
+
+    def _hand_over(self, node: cst.Call) -> None:
+        """Arguments stored by the call (a container, an object being built): their computation
+        is evaluated, naming them reads nothing, and their lifetime is no longer ours."""
+        for arg in node.args:
+            self._eval_value(arg.value)
+        self._escape_args(node)
+
+    def _eval_args(self, node: cst.Call, *, skip_first: bool = False, asked: frozenset[int] = frozenset()) -> None:
+        """Reads of the arguments, except the first where the call writes it in place (checked as
+        a write) or only looks at its shape (`torch.zeros_like(x)`), and the tensors named where
+        the callee only asks for metadata (`asked`: ids of those arguments)."""
+        for index, arg in enumerate(node.args):
+            if id(arg.value) in asked:
+                self._eval_value(arg.value)
+            elif (arg.keyword is None or arg.keyword.value != "out") and not (skip_first and index == 0):
+                self._eval(arg.value)
+
+    def _escape_args(self, node: cst.Call) -> None:
+        """Unknown code may keep its arguments alive: their lifetime is no longer ours."""
+        for arg in node.args:
+            self._escape_names(arg.value)
+
+    def _write_out(self, node: cst.Call) -> None:
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value == "out":
+                self._write_target(arg.value)
