@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 import libcst as cst
 
 from csan_lint.lint.names import dotted_name
-from csan_lint.lint.scan import is_public
+from csan_lint.lint.scan import is_public, record_stream_calls, records_streams
 
 _TAKING = ("pop", "popleft", "get")
 """Container methods that give an item back (`self.c.pop(k)`, `self.c.get(k)`)."""
@@ -48,31 +48,21 @@ def handed_out(
 def records(function: cst.FunctionDef, name: str) -> bool:
     """Whether `function` calls `name.record_stream(...)` (or `*record_stream(name, ...)`)
     anywhere: wherever it stands, it may record the caller's stream."""
-    finder = _Records(name)
-    function.body.visit(finder)
-    return finder.found
-
-
-class _Records(cst.CSTVisitor):
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.found = False
-
-    def visit_Call(self, node: cst.Call) -> None:
-        func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "record_stream":
-            self.found |= dotted_name(func.value) == self.name
-        elif (dotted_name(func) or "").endswith("record_stream") and node.args:
-            self.found |= dotted_name(node.args[0].value) == self.name
+    for call in record_stream_calls(function):
+        func = call.func
+        recorded = func.value if isinstance(func, cst.Attribute) else call.args[0].value if call.args else None
+        if recorded is not None and dotted_name(recorded) == name:
+            return True
+    return False
 
 
 def _returned_item(function: cst.FunctionDef, container: str) -> cst.Return | None:
     """A `return` of `self.c[k]`, `self.c.pop(k)`, `self.c.get(k)`, or of a name bound to one;
     None if the method calls `record_stream` (it may record the caller's stream)."""
+    if records_streams(function):
+        return None
     finder = _Finder(container)
     function.body.visit(finder)
-    if finder.records:
-        return None
     for node in finder.returns:
         value = node.value
         if value is not None and (_is_item(value, container) or dotted_name(value) in finder.items):
@@ -94,7 +84,6 @@ class _Finder(cst.CSTVisitor):
         self.items: set[str] = set()
         """Names bound to an item of the container somewhere in the method."""
         self.returns: list[cst.Return] = []
-        self.records = False
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return False  # a nested function's returns are not the method's
@@ -108,7 +97,3 @@ class _Finder(cst.CSTVisitor):
 
     def visit_Return(self, node: cst.Return) -> None:
         self.returns.append(node)
-
-    def visit_Name(self, node: cst.Name) -> None:
-        if node.value.endswith("record_stream"):  # `t.record_stream(s)`, `_no_dispatch_record_stream(t, s)`
-            self.records = True

@@ -61,10 +61,10 @@ def _callees(node: cst.CSTNode) -> Iterator[str]:
 def records_streams(function: cst.FunctionDef) -> bool:
     """Whether `function` calls `record_stream` (`t.record_stream(s)`, `_no_dispatch_record_stream(t, s)`):
     with no stream block of its own it may still record a tensor on the stream that allocated it."""
-    return any(True for _ in _record_stream_calls(function))
+    return any(True for _ in record_stream_calls(function))
 
 
-def _record_stream_calls(function: cst.FunctionDef) -> Iterator[cst.Call]:
+def record_stream_calls(function: cst.FunctionDef) -> Iterator[cst.Call]:
     """Each call of `record_stream` in `function`, as a method or a helper of that name."""
     stack: list[cst.CSTNode] = [function.body]
     while stack:
@@ -570,7 +570,7 @@ def tensor_params(function: cst.FunctionDef) -> frozenset[str]:
             if recorded is None:
                 recorded = {
                     call.func.value.value
-                    for call in _record_stream_calls(function)
+                    for call in record_stream_calls(function)
                     if isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name)
                 }
             if name not in recorded:
