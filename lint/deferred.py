@@ -20,8 +20,11 @@ Quiet, because the capture cannot mislead its runner:
 
 from __future__ import annotations
 
+import bisect
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import libcst as cst
 
@@ -29,7 +32,6 @@ from csan_lint.lint.model import Spellings
 from csan_lint.lint.names import CURRENT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import children, literal_items, target_names
 from csan_lint.lint.recognize import entered_streams
-from csan_lint.lint.scan import scan
 from csan_lint.lint.values import code_of
 
 _PARTIAL = "functools.partial"
@@ -39,6 +41,8 @@ _ORDERING = frozenset(
     {"wait_stream", "wait_event", "record_event", "record", "wait", "synchronize", "query", "elapsed_time"}
 )
 """Methods that order streams or events: a captured stream they take launches nothing."""
+_REBINDING = (cst.AugAssign, cst.For, cst.NamedExpr, cst.AnnAssign, cst.AsName)
+"""Statements that bind names other than by `=`: a name they bind is not (only) a stream."""
 _CALLS_AT_ONCE = frozenset({"map", "filter", "sorted", "min", "max", "sum", "any", "all", "list", "tuple", "reduce"})
 """Builtins (and `functools.reduce`) that call the callable they are given before returning."""
 
@@ -61,17 +65,64 @@ class StaleCapture:
     """How it leaves: "stored in 'self.fn'", "passed to 'store.put'", "returned"."""
 
 
-def stale_captures(module: cst.Module, source: str, spellings: Spellings) -> tuple[StaleCapture, ...]:
-    """Every callable of the module that captures the current stream and escapes its function."""
+def stale_captures(
+    source: str, imports: ImportTable, functions: Sequence[tuple[str, cst.FunctionDef]], spellings: Spellings
+) -> tuple[StaleCapture, ...]:
+    """Every callable of the module that captures the current stream and leaves its function.
+    `imports` and `functions`: the module's, as lint/scan.py read them."""
     leaves = ("current_stream", *(name.rpartition(".")[2] for name in spellings.current_stream))
+    readers = _readers(source, leaves) if imports.imports_torch else set()
+    return tuple(
+        capture
+        for name, function in functions
+        if function.name.value in readers
+        for capture in _Builder(name, function, imports).stale()
+    )
+
+
+_DEF = re.compile(r"def(?<![^ \t\n]def)[ \t]+(\w+)")
+"""A `def` after blanks (a literal first: see lint/files.py on regex speed); its line tells the rest."""
+
+
+def _readers(source: str, leaves: Sequence[str]) -> set[str]:
+    """Names of the `def`s that may build a callable holding their current stream: their own
+    lines (down to the next `def` indented as little) call for the current stream, and build a
+    `partial`, a `lambda` or a nested `def`. Only these are walked (walking every function costs
+    about a fifth of the parse): text is enough to choose them, not to judge them."""
     if not any(leaf in source for leaf in leaves):
-        return ()
-    imports = ImportTable(spellings)
-    functions: list[tuple[str, cst.FunctionDef]] = []
-    scan(module.body, imports, functions, "", {}, [])
-    if not imports.imports_torch:
-        return ()
-    return tuple(capture for name, function in functions for capture in _Builder(name, function, imports).stale())
+        return set()
+    defs: list[tuple[int, int, str]] = []  # (line start, indentation, name)
+    for match in _DEF.finditer(source):
+        start, indent = _line_of(source, match.start())
+        if source[start : match.start()].strip() in ("", "async"):
+            defs.append((start, indent, match.group(1)))
+    ends = [len(source)] * len(defs)
+    open_defs: list[int] = []
+    for index, (start, indent, _) in enumerate(defs):
+        while open_defs and defs[open_defs[-1]][1] >= indent:
+            ends[open_defs.pop()] = start
+        open_defs.append(index)
+    starts = [start for start, _, _ in defs]
+    readers: set[str] = set()
+    for mention in re.finditer("(?:" + "|".join(map(re.escape, leaves)) + r")\s*\(", source):
+        start, indent = _line_of(source, mention.start())
+        above = bisect.bisect_right(starts, start) - 1
+        while above >= 0 and defs[above][1] >= indent:
+            above -= 1
+        if above < 0:
+            continue
+        text = source[defs[above][0] : ends[above]]
+        nested = above + 1 < len(defs) and starts[above + 1] < ends[above]
+        if nested or "partial" in text or "lambda" in text:
+            readers.add(defs[above][2])
+    return readers
+
+
+def _line_of(source: str, offset: int) -> tuple[int, int]:
+    """Where the line holding `offset` starts, and how deep it is indented."""
+    start = source.rfind("\n", 0, offset) + 1
+    line = source[start:offset]
+    return start, len(line) - len(line.lstrip())
 
 
 class _Builder:
@@ -86,7 +137,7 @@ class _Builder:
         """Local names every binding of which is the function's current stream (or its handle)."""
         self.partials: list[tuple[cst.Call, bool]] = []
         """`partial(...)` calls, each with whether it is made inside a stream block."""
-        self.functions: list[tuple[cst.Lambda | cst.FunctionDef, bool]] = []
+        self.functions: list[tuple[cst.FunctionDef | cst.Lambda, bool]] = []
         """Lambdas and nested definitions, the same way."""
         self.scoped: set[cst.CSTNode] = set()
         """`with` items: what they are handed is used for the block."""
@@ -106,37 +157,38 @@ class _Builder:
                 yield StaleCapture(self.function, f"'{holder}'" if holder else kind, capture, built, escape, how)
 
     def _read(self) -> None:
-        """One walk of the function's own code: what it binds, builds, scopes and removes."""
+        """One walk of the function's own code: what it binds, builds, scopes and removes.
+        (`type() is`, not `isinstance`: libcst's classes make the latter an ABC check per node.)"""
         bindings: list[tuple[str, cst.BaseExpression, bool]] = []
         rebound: set[str] = set()
         stack: list[tuple[cst.CSTNode, bool]] = [(child, False) for child in reversed(children(self.node.body))]
         while stack:
             node, in_block = stack.pop()
-            if isinstance(node, cst.FunctionDef):
-                self.functions.append((node, False))
+            kind = type(node)
+            if kind is cst.Call:
+                self._read_call(cast(cst.Call, node), in_block)
+            elif kind is cst.FunctionDef or kind is cst.Lambda:
+                self.functions.append((cast(cst.FunctionDef | cst.Lambda, node), in_block))
+                if kind is cst.FunctionDef:
+                    continue  # its own code is its own
+            elif kind is cst.ClassDef:
                 continue
-            if isinstance(node, cst.ClassDef):
+            elif kind is cst.With:
+                with_node = cast(cst.With, node)
+                self.scoped.update(item.item for item in with_node.items)
+                enters = any(entered_streams(item.item, self.imports) is not None for item in with_node.items)
+                stack.append((with_node.body, in_block or enters))
+                stack.extend((item, in_block) for item in reversed(with_node.items))
                 continue
-            if isinstance(node, cst.With):
-                self.scoped.update(item.item for item in node.items)
-                enters = any(entered_streams(item.item, self.imports) is not None for item in node.items)
-                stack.append((node.body, in_block or enters))
-                stack.extend((item, in_block) for item in reversed(node.items))
-                continue
-            if isinstance(node, cst.Call):
-                self._read_call(node, in_block)
-            elif isinstance(node, cst.Lambda):
-                self.functions.append((node, in_block))
-            elif isinstance(node, cst.Assign):
-                for target in node.targets:
-                    if isinstance(target.target, cst.Name):
-                        bindings.append((target.target.value, node.value, in_block))
+            elif kind is cst.Assign:
+                assign = cast(cst.Assign, node)
+                for target in assign.targets:
+                    if type(target.target) is cst.Name:
+                        bindings.append((target.target.value, assign.value, in_block))
                     else:
                         rebound.update(target_names(target.target))
-            elif isinstance(node, (cst.AugAssign, cst.For, cst.NamedExpr, cst.AnnAssign)):
-                rebound.update(target_names(node.target))
-            elif isinstance(node, cst.AsName):
-                rebound.update(target_names(node.name))
+            elif kind in _REBINDING:
+                rebound.update(target_names(getattr(node, "name" if kind is cst.AsName else "target")))
             stack.extend((child, in_block) for child in reversed(children(node)))
         for name, value, in_block in bindings:  # in source order: `h = s.cuda_stream` after `s = ...`
             if name not in rebound and self._is_current(value, in_block):

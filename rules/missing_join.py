@@ -408,7 +408,7 @@ class MissingJoin(Rule):
                 fields = message_fields(hazard, current_stream_code(flow))
                 finding = self.finding(flow.path, **flow.location(hazard), **fields)
                 yield finding if hazard.returned else attach(finding, join_before_use(flow, hazard))
-        for capture in stale_captures(flow.module, flow.source, flow.spellings):
+        for capture in stale_captures(flow.source, flow.imports, flow.functions, flow.spellings):
             yield self._stale(flow, capture)
 
     def _stale(self, flow: ModuleFlow, capture: StaleCapture) -> Finding:
