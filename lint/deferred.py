@@ -43,7 +43,7 @@ _ORDERING = frozenset(
 """Methods that order streams or events: a captured stream they take launches nothing."""
 _REBINDING = (cst.AugAssign, cst.For, cst.NamedExpr, cst.AnnAssign, cst.AsName)
 """Statements that bind names other than by `=`: a name they bind is not (only) a stream."""
-_CALLS_AT_ONCE = frozenset({"map", "filter", "sorted", "min", "max", "sum", "any", "all", "list", "tuple", "reduce"})
+_CALLS_AT_ONCE = frozenset({"map", "filter", "sorted", "min", "max", "reduce"})
 """Builtins (and `functools.reduce`) that call the callable they are given before returning."""
 
 

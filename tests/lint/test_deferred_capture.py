@@ -146,6 +146,27 @@ def test_captures_that_cannot_run_on_a_stale_stream_later_are_clean(keep: str) -
     assert findings(BUILD.format(body=keep)) == []
 
 
+def test_a_hook_registered_by_a_method_and_kept_is_flagged() -> None:
+    source = """
+    import torch
+
+    class Reducer:
+        async def attach(self, param):
+            stream = torch.cuda.current_stream()
+
+            def reduce(grad):
+                self.buckets.append(
+                    fused_reduce(grad, stream),
+                )
+
+            param.register_hook(reduce)
+    """
+    found = lint_source(textwrap.dedent(source), "m.py", rules=[MissingJoin])
+    assert [(f.code, f.line) for f in found] == [("CSL102", 10)]
+    assert "'reduce' is built with the current stream fixed in it ('stream')" in found[0].message
+    assert "passed to 'param.register_hook' at line 13" in found[0].message
+
+
 def test_a_project_current_stream_wrapper_is_a_current_stream() -> None:
     source = """
     import functools
