@@ -42,7 +42,7 @@ _ORDERING = frozenset(
 )
 """Methods that order streams or events: a captured stream they take launches nothing."""
 _REBINDING = (cst.AugAssign, cst.For, cst.NamedExpr, cst.AnnAssign, cst.AsName)
-"""Statements that bind names other than by `=`: a name they bind is not (only) a stream."""
+"""Nodes that bind names other than by `=` (`+=`, `for`, `:=`, `as`): such a name is not (only) a stream."""
 _CALLS_AT_ONCE = frozenset({"map", "filter", "sorted", "min", "max", "reduce"})
 """Builtins (and `functools.reduce`) that call the callable they are given before returning."""
 
@@ -51,8 +51,6 @@ _CALLS_AT_ONCE = frozenset({"map", "filter", "sorted", "min", "max", "reduce"})
 class StaleCapture:
     """A callable built with the current stream fixed in it, that leaves its function."""
 
-    function: str
-    """The function that builds it (dotted like `Class.method`)."""
     name: str
     """The callable as the message names it: `'name'` it is bound to, else `a lambda`, `'partial(f, ...)'`."""
     capture: cst.BaseExpression
@@ -74,9 +72,9 @@ def stale_captures(
     readers = _readers(source, leaves) if imports.imports_torch else set()
     return tuple(
         capture
-        for name, function in functions
+        for _, function in functions
         if function.name.value in readers
-        for capture in _Builder(name, function, imports).stale()
+        for capture in _Builder(function, imports).stale()
     )
 
 
@@ -129,8 +127,7 @@ class _Builder:
     """One function's own code (nested definitions aside): the names it binds to its current
     stream, the callables it builds with one, and where those go."""
 
-    def __init__(self, function: str, node: cst.FunctionDef, imports: ImportTable) -> None:
-        self.function = function
+    def __init__(self, node: cst.FunctionDef, imports: ImportTable) -> None:
         self.node = node
         self.imports = imports
         self.streams: set[str] = set()
@@ -154,7 +151,7 @@ class _Builder:
             found = self._escape(built)
             if found is not None:
                 holder, escape, how = found
-                yield StaleCapture(self.function, f"'{holder}'" if holder else kind, capture, built, escape, how)
+                yield StaleCapture(f"'{holder}'" if holder else kind, capture, built, escape, how)
 
     def _read(self) -> None:
         """One walk of the function's own code: what it binds, builds, scopes and removes.
