@@ -69,6 +69,9 @@ class ModuleFlow:
     """The module's text, for rules that prefilter on it (hostflow.py)."""
     spellings: Spellings = field(default=NO_SPELLINGS, repr=False)
     """The project's own wrappers of the stream API, for hostflow.py's names."""
+    imports: ImportTable = field(default_factory=ImportTable, repr=False)
+    functions: Sequence[tuple[str, cst.FunctionDef]] = field(default=(), repr=False)
+    """Every function of the module, nested ones too, as scan read them (for deferred.py)."""
 
     def range(self, node: cst.CSTNode) -> CodeRange:
         if self._positions is None:
@@ -212,7 +215,9 @@ def analyse(
                     exits[name] = end
         for owner in classes:
             _cross_method(owner, functions, exits, helpers, hazards, source, module)
-    return ModuleFlow(path, module, list(hazards.values()), source=source, spellings=spellings)
+    return ModuleFlow(
+        path, module, list(hazards.values()), source=source, spellings=spellings, imports=imports, functions=functions
+    )
 
 
 def ambient_streams(owner: str, functions: Sequence[tuple[str, cst.FunctionDef]], imports: ImportTable) -> set[str]:

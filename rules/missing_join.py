@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from csan_lint.lint.deferred import StaleCapture, stale_captures
 from csan_lint.lint.edits import attach, current_stream_code, join_before_use
-from csan_lint.lint.model import Finding
+from csan_lint.lint.model import Finding, Span
 from csan_lint.lint.ordering import CURRENT, HazardKind
 from csan_lint.lint.rule import Invalid, Rule, Valid
 from csan_lint.lint.streamflow import ModuleFlow, message_fields
+from csan_lint.lint.values import code_of
 from csan_lint.runtime.kinds import READ_AFTER_WRITE, WRITE_AFTER_WRITE
 
 
@@ -22,10 +24,17 @@ class MissingJoin(Rule):
     or an `e.query()` seen returning True: in the branch it guards, after `while not e.query():`).
     Loops are followed around: a result produced on `s` at the end of one iteration and used at the
     start of the next counts.
+    Also flags a callable built with the current stream fixed in it — `functools.partial(kernel,
+    stream=torch.cuda.current_stream().cuda_stream)`, a lambda or a nested `def` handing a stream
+    bound to `current_stream()` to a call — that leaves its function to run later (stored in an
+    attribute, a container or through a call, or returned), at the captured stream.
 
     ## Why is this bad?
     Leaving the `with` block does not wait for the work launched in it. The current stream
     goes on at once and can read the result before the side stream has written it.
+    A callable run later launches its work on the stream fixed when it was built, while whoever
+    runs it orders the consumers of its results after the stream current when it runs: those
+    waits do not cover that work. Resolving the stream inside the callable captures nothing.
 
     ## Assumptions
     Every use after the block may run before the side stream's work: a read, a write, passing
@@ -37,6 +46,15 @@ class MissingJoin(Rule):
     A stream kept in `__init__` from `current_stream()` (`self.compute`) and rebound by no other
     method is the current stream of whoever calls the object's methods (a kept `default_stream()`
     is not: a caller on a side stream is the bug it hides).
+
+    A callable holding the current stream is not reported when it is only called in the function
+    that builds it, handed to a `with` item or to a builtin that calls it at once (`map`,
+    `sorted`), or registered by a call whose handle that function `remove()`s; nor when it uses the
+    stream only to enter it (`with torch.cuda.stream(s):`: it says where its work runs) or to order
+    (`wait_stream`, `record_stream`, an event's `record`/`wait`), nor for a `current_stream()` read
+    inside a stream block (the block's stream, chosen explicitly). Any other call it is passed to
+    is taken to keep it, including one that calls it at once; a stream reached through an alias
+    made inside the callable, or through an attribute (`self.s = current_stream()`), is not followed.
 
     ## Known problems
     Handing a tensor back (`return y`) is a use by the caller on its stream: a tensor still being
@@ -88,6 +106,12 @@ class MissingJoin(Rule):
     )
     fix_title = "join before the use: `{stream_code}.wait_stream({other_code})`"
     confirmed_by = (READ_AFTER_WRITE, WRITE_AFTER_WRITE)
+    stale_capture_message = (
+        "{callable} is built with the current stream fixed in it ('{capture}') and is {how} at line"
+        " {escape_line} to run later: its work is launched on the stream current when it was built, so the"
+        " waits that order its results after the stream current when it runs do not cover it"
+    )
+    stale_capture_fix = "resolve the stream when {callable} runs (`{current}` inside it) instead of capturing it"
 
     VALID = [
         Valid(
@@ -240,6 +264,19 @@ class MissingJoin(Rule):
                 return total
             """
         ),
+        Valid(
+            """
+            import functools
+            import torch
+
+            def backward(op, x, dy, out):
+                gemm = functools.partial(wgrad_kernel, stream=None)  # the kernel asks current_stream() itself
+                if op.delay:
+                    op.store.put([x, dy, out], gemm)
+                else:
+                    gemm(x, dy, out)
+            """
+        ),
     ]
     INVALID = [
         Invalid(
@@ -346,6 +383,20 @@ class MissingJoin(Rule):
             """,
             lines=(11,),
         ),
+        Invalid(
+            """
+            import functools
+            import torch
+
+            def backward(op, x, dy, out):
+                gemm = functools.partial(wgrad_kernel, stream=torch.cuda.current_stream().cuda_stream)
+                if op.delay:
+                    op.store.put([x, dy, out], gemm)
+                else:
+                    gemm(x, dy, out)
+            """,
+            lines=(5,),
+        ),
     ]
 
     def check(self, flow: ModuleFlow) -> Iterator[Finding]:
@@ -357,3 +408,28 @@ class MissingJoin(Rule):
                 fields = message_fields(hazard, current_stream_code(flow))
                 finding = self.finding(flow.path, **flow.location(hazard), **fields)
                 yield finding if hazard.returned else attach(finding, join_before_use(flow, hazard))
+        for capture in stale_captures(flow.source, flow.imports, flow.functions, flow.spellings):
+            yield self._stale(flow, capture)
+
+    def _stale(self, flow: ModuleFlow, capture: StaleCapture) -> Finding:
+        """At the captured stream, spanning the callable's making to where it leaves."""
+        where = flow.range(capture.capture)
+        lines = [flow.line(node) for node in (capture.built, capture.capture, capture.escape)]
+        fields = {
+            "callable": capture.name,
+            "capture": code_of(capture.capture),
+            "how": capture.how,
+            "escape_line": str(flow.line(capture.escape)),
+            "current": current_stream_code(flow),
+        }
+        return Finding(
+            path=flow.path,
+            line=where.start.line,
+            column=where.start.column + 1,
+            code=self.code,
+            message=self.stale_capture_message.format(**fields),
+            end_line=where.end.line,
+            end_column=where.end.column + 1,
+            span=Span(min(lines), max(lines)),
+            fix=self.stale_capture_fix.format(**fields),
+        )
