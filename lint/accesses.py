@@ -39,6 +39,7 @@ from csan_lint.lint.ordering import (
     Produced,
     TrackedTensor,
     distinct,
+    in_report_order,
     issued_on,
     join_states,
     launch_key,
@@ -411,7 +412,7 @@ class FunctionAnalysis(Calls, Bindings, Returns, Values, Streams, Effects, Inter
             else:
                 self.live.tensors[key] = replace(tensor, reads=tensor.reads | quiet)
             return
-        for last in tensor.writes:
+        for last in in_report_order(tensor.writes):
             if (path := last.unordered(stream, distinct)) is not None:
                 kind = HazardKind.WRITE_AFTER_WRITE if write else HazardKind.READ_AFTER_WRITE
                 other, on = path  # a stream chosen at run time is named by its racing choice
@@ -421,7 +422,7 @@ class FunctionAnalysis(Calls, Bindings, Returns, Values, Streams, Effects, Inter
                     kind, key, replace(access, stream=on), other, origin=origin, produced=produced, callers=callers
                 )
         if write:
-            for read in tensor.reads:
+            for read in in_report_order(tensor.reads):
                 if (path := read.unordered(stream, distinct)) is not None:
                     other, on = path
                     self._hazard(

@@ -175,6 +175,24 @@ _ON = "@"
 """`s@a`: ordered before `s` on the path where a stream chosen at run time was `a`."""
 
 
+def in_report_order(marks: frozenset[Mark]) -> Iterable[Mark]:
+    """`marks` in an order that does not depend on memory addresses (a frozenset of marks
+    iterates by the hash of their syntax nodes), so that when several accesses race with one,
+    the same one is reported on every run: the function's own writes first."""
+    if len(marks) < 2:
+        return marks
+    return sorted(
+        marks,
+        key=lambda mark: (
+            mark.access.produced != "written",
+            mark.access.produced,
+            mark.access.stream,
+            mark.access.function or "",
+            sorted(mark.after),
+        ),
+    )
+
+
 def issued_on(stream: str) -> frozenset[str]:
     """What an access on `stream` starts ordered before: that stream; for a stream chosen at run
     time (`a or b`: an item of `[current_stream(), cp]` picked by `i % 2`), each choice on its own

@@ -8,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import libcst as cst
+
 from csan_lint.lint.engine import lint_source
+from csan_lint.lint.ordering import Access, Mark, in_report_order
 
 BUFFERS = 8
 
@@ -70,3 +73,23 @@ def test_two_processes_with_different_hash_seeds_agree(tmp_path: Path) -> None:
     first, second = _lint_in_process(tmp_path, "1"), _lint_in_process(tmp_path, "2")
     assert '"CSL103"' in first
     assert first == second
+
+
+def test_racing_writes_are_reported_in_an_order_of_their_own() -> None:
+    """Several possible last writes race with one read: which one the message names must not
+    follow the set's order, which follows the nodes' addresses (TE's userbuffers backward named
+    the caller's write in some runs and the function's own in others). The function's own
+    writes come first, then by stream."""
+    marks = [
+        Mark(Access(cst.Name(f"n{i}"), stream, True, cst.Name("s"), "f", produced), frozenset({stream}))
+        for i, (stream, produced) in enumerate(
+            [("<current>", "by the caller"), ("side", "written"), ("<current>", "written"), ("side", "allocated")]
+        )
+    ]
+    orders = {
+        tuple((m.access.stream, m.access.produced) for m in in_report_order(frozenset(marks[i:] + marks[:i])))
+        for i in range(len(marks))
+    }
+    assert orders == {
+        (("<current>", "written"), ("side", "written"), ("side", "allocated"), ("<current>", "by the caller"))
+    }
