@@ -44,6 +44,7 @@ from csan_lint.lint.scan import (
     self_calls,
     tensor_params,
 )
+from csan_lint.lint.siblings import Sibling, unrecorded_siblings
 from csan_lint.lint.summaries import PackageIndex
 
 
@@ -69,6 +70,8 @@ class ModuleFlow:
     """The module's text, for rules that prefilter on it (hostflow.py)."""
     spellings: Spellings = field(default=NO_SPELLINGS, repr=False)
     """The project's own wrappers of the stream API, for hostflow.py's names."""
+    siblings: list[Sibling] = field(default_factory=list)
+    """Tensors used unrecorded beside a recorded one from the same holder (lint/siblings.py)."""
 
     def range(self, node: cst.CSTNode) -> CodeRange:
         if self._positions is None:
@@ -152,6 +155,7 @@ def analyse(
     relative: list[cst.ImportFrom] = []
     module_has_with = scan(module.body, imports, functions, "", classes, relative)
     hazards: dict[tuple[object, ...], Hazard] = {}
+    siblings: list[Sibling] = []
     if imports.imports_torch:
         everywhere = "set_stream" in source
         helpers = Helpers(
@@ -170,6 +174,9 @@ def analyse(
         recorders = (
             {name for name, function in functions if records_streams(function)} if "record_stream" in source else set()
         )
+        for name, function in functions:
+            if name in recorders:
+                siblings.extend(unrecorded_siblings(function, imports, helpers.contexts))
         calls = call_text_counts(source, (name.rpartition(".")[2] for name, _ in functions))
         writers = {  # called functions that access a tensor on another stream
             name
@@ -212,7 +219,7 @@ def analyse(
                     exits[name] = end
         for owner in classes:
             _cross_method(owner, functions, exits, helpers, hazards, source, module)
-    return ModuleFlow(path, module, list(hazards.values()), source=source, spellings=spellings)
+    return ModuleFlow(path, module, list(hazards.values()), source=source, spellings=spellings, siblings=siblings)
 
 
 def ambient_streams(owner: str, functions: Sequence[tuple[str, cst.FunctionDef]], imports: ImportTable) -> set[str]:

@@ -8,9 +8,10 @@ from dataclasses import replace
 import libcst as cst
 
 from csan_lint.lint.edits import attach, current_stream_code, record_after_use
-from csan_lint.lint.model import Finding
+from csan_lint.lint.model import Finding, Span
 from csan_lint.lint.ordering import Hazard, HazardKind
 from csan_lint.lint.rule import Invalid, Rule, Valid
+from csan_lint.lint.siblings import Sibling
 from csan_lint.lint.streamflow import ModuleFlow, message_fields
 from csan_lint.runtime.kinds import FREE_IN_USE
 
@@ -305,6 +306,39 @@ class MissingRecordStream(Rule):
                 # handed over by another method: the record belongs there, on the caller's stream
                 kept = hazard.dropped or hazard.handed_by is not None
                 yield finding if kept else attach(finding, record_after_use(flow, hazard))
+        for sibling in flow.siblings:
+            yield self._sibling(flow, sibling)
+
+    sibling_message = (
+        "'{tensor}' is used on {stream} unrecorded, while its sibling '{recorded}' is recorded on it at line"
+        " {record_line} (made on another stream and handed over with it): when '{holder}' drops '{tensor}', the"
+        " stream that made it may reuse its block while this use is still pending"
+    )
+    sibling_fix = "call `{tensor}.record_stream({stream_code})` after the use, as line {record_line} does for '{recorded}'"
+
+    def _sibling(self, flow: ModuleFlow, sibling: Sibling) -> Finding:
+        where, statement = flow.range(sibling.use), flow.range(sibling.statement)
+        fields = {
+            "tensor": sibling.tensor,
+            "stream": "the current stream",
+            "recorded": sibling.recorded,
+            "holder": sibling.tensor.rpartition(".")[0],
+            "record_line": str(flow.line(sibling.record)),
+            "stream_code": sibling.stream,
+        }
+        finding = self.finding(
+            flow.path,
+            line=where.start.line,
+            column=where.start.column + 1,
+            end_line=where.end.line,
+            end_column=where.end.column + 1,
+            span=Span(statement.start.line, statement.end.line),
+            other="another stream",
+            other_code=sibling.stream,
+            release="",
+            **fields,
+        )
+        return replace(finding, message=self.sibling_message.format(**fields), fix=self.sibling_fix.format(**fields))
 
 
 def _release(flow: ModuleFlow, hazard: Hazard) -> str:
