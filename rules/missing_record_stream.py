@@ -39,6 +39,14 @@ class MissingRecordStream(Rule):
     called `record_stream(t, s)` (or named with that suffix, FSDP's
     `_no_dispatch_record_stream`) records like `t.record_stream(s)`. A name that is None on a
     path holds no tensor there: `if x is not None: x.record_stream(s)` records every tensor.
+    A function that records a tensor it reads from an object on the current stream
+    (`h.a.record_stream(torch.cuda.current_stream())`) says the tensors `h` holds were made on
+    another stream and handed over together: another one it reads from `h` (`h.b`,
+    `getattr(h, "b", None)`) and uses where that stream is current (passed to a call, a tensor
+    method, an operand) is reported at that use, unless the function records it (in any way the
+    text shows: a loop over several, `getattr(h, name)`), makes it, or hands it on (returns or
+    stores it). `self`, `cls` and tensors (`p.grad.record_stream(...)`) hold unrelated
+    attributes: a record of one of theirs says nothing of the others.
 
     ## Known problems
     Only tensors allocated in the function by an assignment are followed, plus tensors freed
@@ -264,6 +272,19 @@ class MissingRecordStream(Rule):
                 return x
             """,
             lines=(7,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            def combine(node, output):
+                out = postprocess(output, node.state.extra)
+                out = out + node.state.residual
+                # created on the compute stream: keep it for this one
+                node.state.residual.record_stream(torch.cuda.current_stream())
+                return out
+            """,
+            lines=(4,),
         ),
         Invalid(
             """
