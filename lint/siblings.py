@@ -16,6 +16,8 @@ For precision, only what the function's text settles is taken:
   made here is lint/bindings.py's self-record case); metadata (`h.dtype`) is no sibling;
 - the record's stream is the current stream (`current_stream()`, or a name bound only to it),
   and the sibling is used where the same stream is current (the same innermost stream block);
+  or it is a stream named by the text (`s`, `self.side`), and the sibling is used in a block
+  that enters it (`with torch.cuda.stream(s):`);
 - a sibling is used like a tensor: passed to a call (not a builtin, a constructor or a
   container's `append`), the receiver of a tensor method, an operand or a subscripted value;
   used as an object (`h.b.c`, `h.b.run()`) it is not a tensor;
@@ -26,7 +28,7 @@ For precision, only what the function's text settles is taken:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import libcst as cst
@@ -68,6 +70,8 @@ class Sibling:
     record: cst.Call
     stream: str
     """The record's stream argument, as code."""
+    current: bool
+    """Whether that is the current stream where the record is (else a stream the use enters)."""
 
 
 def unrecorded_siblings(
@@ -90,7 +94,7 @@ def unrecorded_siblings(
             and holder.split(".")[0] not in _OWN
             and attribute not in _OF_TENSORS
             and f"{holder}.{attribute}" not in text.assigned
-            and text.is_current(stream)
+            and (text.is_current(stream) or dotted_name(stream) is not None)
         ):
             evidence.setdefault(holder, (attribute, call, stream))
     found = []
@@ -100,12 +104,11 @@ def unrecorded_siblings(
         recorded, record, stream = evidence[holder]
         if attribute == recorded or attribute in HOST_ATTRIBUTES or f"{holder}.{attribute}" in text.assigned:
             continue
-        use = text.first_use(reads, text.block.get(record))
+        current = text.is_current(stream)
+        use = text.first_use(reads, text.on_stream(record, None if current else code_of(stream)))
         if use is not None:
-            sibling = Sibling(
-                f"{holder}.{attribute}", use, text.statement[use], f"{holder}.{recorded}", record, code_of(stream)
-            )
-            found.append(sibling)
+            tensor = f"{holder}.{attribute}"
+            found.append(Sibling(tensor, use, text.statement[use], f"{holder}.{recorded}", record, code_of(stream), current))
     return found
 
 
@@ -255,9 +258,25 @@ class _Text:
             return bool(values) and all(self.is_current(value) for value in values)
         return False
 
-    def first_use(self, reads: list[cst.BaseExpression], block: cst.With | None) -> cst.CSTNode | None:
-        """The first place a read (or the name it is bound to) is used like a tensor in `block`;
-        None if there is none, or if the value escapes or is used as an object anywhere."""
+    def on_stream(self, record: cst.Call, stream: str | None) -> Callable[[cst.CSTNode], bool]:
+        """Whether the recorded stream is current at a node: in the record's own stream block
+        for the current stream (`stream` None), else in a block that enters `stream`."""
+        if stream is None:
+            block = self.block.get(record)
+            return lambda node: self.block.get(node) is block
+
+        def entered(node: cst.CSTNode) -> bool:
+            block = self.block.get(node)
+            return block is not None and any(
+                stream in map(code_of, entered_streams(item.item, self.imports, self.contexts) or ())
+                for item in block.items
+            )
+
+        return entered
+
+    def first_use(self, reads: list[cst.BaseExpression], on_stream: Callable[[cst.CSTNode], bool]) -> cst.CSTNode | None:
+        """The first place a read (or the name it is bound to) is used like a tensor where
+        `on_stream`; None if there is none, or if the value escapes or is used as an object anywhere."""
         uses: list[cst.CSTNode] = []
         for read in reads:
             parent = self.parent.get(read)
@@ -273,7 +292,7 @@ class _Text:
             kind = self._use(use)
             if kind is None:
                 return None
-            if kind and self.block.get(use) is block:
+            if kind and on_stream(use):
                 first = use if first is None else min(first, use, key=self.position.__getitem__)
         return first
 

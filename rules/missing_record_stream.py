@@ -43,7 +43,8 @@ class MissingRecordStream(Rule):
     (`h.a.record_stream(torch.cuda.current_stream())`) says the tensors `h` holds were made on
     another stream and handed over together: another one it reads from `h` (`h.b`,
     `getattr(h, "b", None)`) and uses where that stream is current (passed to a call, a tensor
-    method, an operand) is reported at that use, unless the function records it (in any way the
+    method, an operand) is reported at that use (so is one used inside `with stream(s):` where
+    the function calls `h.a.record_stream(s)`), unless the function records it (in any way the
     text shows: a loop over several, `getattr(h, name)`), makes it, or hands it on (returns or
     stores it). `self`, `cls` and tensors (`p.grad.record_stream(...)`) hold unrelated
     attributes: a record of one of theirs says nothing of the others.
@@ -331,9 +332,9 @@ class MissingRecordStream(Rule):
             yield self._sibling(flow, sibling)
 
     sibling_message = (
-        "'{tensor}' is used on {stream} unrecorded, while its sibling '{recorded}' is recorded on it at line"
-        " {record_line} (made on another stream and handed over with it): when '{holder}' drops '{tensor}', the"
-        " stream that made it may reuse its block while this use is still pending"
+        "'{tensor}' is used on {stream} with no record_stream, though line {record_line} records its sibling"
+        " '{recorded}' there as made on another stream: once '{holder}' drops '{tensor}', that stream may reuse"
+        " its block while this use is still pending"
     )
     sibling_fix = "call `{tensor}.record_stream({stream_code})` after the use, as line {record_line} does for '{recorded}'"
 
@@ -341,7 +342,7 @@ class MissingRecordStream(Rule):
         where, statement = flow.range(sibling.use), flow.range(sibling.statement)
         fields = {
             "tensor": sibling.tensor,
-            "stream": "the current stream",
+            "stream": "the current stream" if sibling.current else f"stream '{sibling.stream}'",
             "recorded": sibling.recorded,
             "holder": sibling.tensor.rpartition(".")[0],
             "record_line": str(flow.line(sibling.record)),

@@ -44,8 +44,8 @@ def combine(
 def test_a_sibling_used_unrecorded_beside_a_recorded_tensor_is_flagged_at_its_use() -> None:
     found = lint_source(textwrap.dedent(combine()), "m.py")
     assert [(f.code, f.line) for f in found] == [("CSL201", 7)]
-    assert "'node.state.extra' is used on the current stream unrecorded" in found[0].message
-    assert "its sibling 'node.state.residual' is recorded on it at line 9" in found[0].message
+    assert "'node.state.extra' is used on the current stream with no record_stream" in found[0].message
+    assert "line 9 records its sibling 'node.state.residual' there as made on another stream" in found[0].message
 
 
 @pytest.mark.parametrize(
@@ -80,7 +80,7 @@ def test_a_sibling_recorded_in_any_way_the_text_shows_is_not_flagged(more: str) 
 @pytest.mark.parametrize(
     ("recorded", "stream"),
     [
-        ("node.state.residual", "side"),  # a stream of the caller's: nothing says which one made it
+        ("node.state.residual", "side"),  # kept for a side stream: says nothing of this stream's uses
         ("self.residual", "torch.cuda.current_stream()"),  # an object's own attributes need not share a stream
         ("node.residual.grad", "torch.cuda.current_stream()"),  # a tensor's grad: its siblings are metadata
     ],
@@ -126,3 +126,20 @@ def test_a_sibling_used_only_inside_another_stream_block_is_not_flagged() -> Non
         "    out = out + residual\n", "    out = out + residual\n    with torch.cuda.stream(side):\n        foo(extra)\n"
     )
     assert findings(source.replace("(node, output)", "(node, output, side)")) == []
+
+
+def test_a_record_for_a_side_stream_flags_a_sibling_used_in_that_streams_block() -> None:
+    source = """
+    import torch
+
+    def reduce(bucket, side, other):
+        with torch.cuda.stream(side):
+            total = bucket.grads * 2 + bucket.scale
+        with torch.cuda.stream(other):
+            rest = bucket.bias * 2
+        bucket.grads.record_stream(side)
+        return total, rest
+    """
+    found = lint_source(textwrap.dedent(source), "m.py")
+    assert [(f.code, f.line) for f in found if "sibling" in f.message] == [("CSL201", 6)]
+    assert "'bucket.scale' is used on stream 'side' with no record_stream" in found[0].message
