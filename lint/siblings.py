@@ -101,14 +101,16 @@ def unrecorded_siblings(
     for (holder, attribute), reads in text.reads.items():
         if holder not in evidence or (holder, attribute) in covered or (holder, _ANY) in covered:
             continue
-        recorded, record, stream = evidence[holder]
-        if attribute == recorded or attribute in HOST_ATTRIBUTES or f"{holder}.{attribute}" in text.assigned:
+        kept, record, stream = evidence[holder]
+        if attribute == kept or attribute in HOST_ATTRIBUTES or f"{holder}.{attribute}" in text.assigned:
             continue
         current = text.is_current(stream)
         use = text.first_use(reads, text.on_stream(record, None if current else code_of(stream)))
         if use is not None:
             tensor = f"{holder}.{attribute}"
-            found.append(Sibling(tensor, use, text.statement[use], f"{holder}.{recorded}", record, code_of(stream), current))
+            found.append(
+                Sibling(tensor, use, text.statement[use], f"{holder}.{kept}", record, code_of(stream), current)
+            )
     return found
 
 
@@ -161,27 +163,22 @@ class _Text:
         )
 
     def _note(self, node: cst.CSTNode) -> None:
-        kind = type(node)
-        if kind is cst.Assign:
-            assert isinstance(node, cst.Assign)
+        if isinstance(node, cst.Assign):
             for target in node.targets:
                 self._bind(target.target, node.value if len(node.targets) == 1 else None)
-        elif kind is cst.AnnAssign or kind is cst.AugAssign:
-            assert isinstance(node, (cst.AnnAssign, cst.AugAssign))
-            self._bind(node.target, node.value if kind is cst.AnnAssign else None)
-        elif kind is cst.For or kind is cst.CompFor or kind is cst.AsName:
-            assert isinstance(node, (cst.For, cst.CompFor, cst.AsName))
-            self._bind(node.target if not isinstance(node, cst.AsName) else node.name, None)
-        elif kind is cst.Name and node not in self.stores and not _member(node, self.parent.get(node)):
-            assert isinstance(node, cst.Name)
+        elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+            self._bind(node.target, node.value if isinstance(node, cst.AnnAssign) else None)
+        elif isinstance(node, (cst.For, cst.CompFor)):
+            self._bind(node.target, None)
+        elif isinstance(node, cst.AsName):
+            self._bind(node.name, None)
+        elif isinstance(node, cst.Name) and node not in self.stores and not _member(node, self.parent.get(node)):
             self.loads.setdefault(node.value, []).append(node)
-        elif kind is cst.Attribute and node not in self.stores:
-            assert isinstance(node, cst.Attribute)
+        elif isinstance(node, cst.Attribute) and node not in self.stores:
             holder = dotted_name(node.value)
             if holder is not None:
                 self.reads.setdefault((holder, node.attr.value), []).append(node)
-        elif kind is cst.Call:
-            assert isinstance(node, cst.Call)
+        elif isinstance(node, cst.Call):
             self._call(node)
 
     def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
@@ -246,7 +243,11 @@ class _Text:
 
     def _loop_iterables(self, name: str) -> Iterator[cst.CSTNode]:
         for node, parent in self.parent.items():
-            if isinstance(parent, (cst.For, cst.CompFor)) and node is parent.iter and name in target_names(parent.target):
+            if (
+                isinstance(parent, (cst.For, cst.CompFor))
+                and node is parent.iter
+                and name in target_names(parent.target)
+            ):
                 yield node
 
     def is_current(self, stream: cst.BaseExpression | None) -> bool:
@@ -274,7 +275,9 @@ class _Text:
 
         return entered
 
-    def first_use(self, reads: list[cst.BaseExpression], on_stream: Callable[[cst.CSTNode], bool]) -> cst.CSTNode | None:
+    def first_use(
+        self, reads: list[cst.BaseExpression], on_stream: Callable[[cst.CSTNode], bool]
+    ) -> cst.CSTNode | None:
         """The first place a read (or the name it is bound to) is used like a tensor where
         `on_stream`; None if there is none, or if the value escapes or is used as an object anywhere."""
         uses: list[cst.CSTNode] = []

@@ -336,7 +336,9 @@ class MissingRecordStream(Rule):
         " '{recorded}' there as made on another stream: once '{holder}' drops '{tensor}', that stream may reuse"
         " its block while this use is still pending"
     )
-    sibling_fix = "call `{tensor}.record_stream({stream_code})` after the use, as line {record_line} does for '{recorded}'"
+    sibling_fix = (
+        "call `{tensor}.record_stream({stream_code})` after the use, as line {record_line} does for '{recorded}'"
+    )
 
     def _sibling(self, flow: ModuleFlow, sibling: Sibling) -> Finding:
         where, statement = flow.range(sibling.use), flow.range(sibling.statement)

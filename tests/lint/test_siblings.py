@@ -69,7 +69,8 @@ def test_a_record_through_a_local_name_and_a_stream_name_is_evidence_too() -> No
     [
         "    node.state.extra.record_stream(torch.cuda.current_stream())",
         "    if extra is not None:\n        extra.record_stream(torch.cuda.current_stream())",
-        "    for name in ('residual', 'extra'):\n        getattr(node.state, name).record_stream(torch.cuda.current_stream())",
+        "    for name in ('residual', 'extra'):\n"
+        "        getattr(node.state, name).record_stream(torch.cuda.current_stream())",
         "    for t in (node.state.extra, node.state.other):\n        t.record_stream(torch.cuda.current_stream())",
     ],
 )
@@ -96,7 +97,8 @@ def test_no_evidence_without_a_current_stream_record_of_a_held_tensor(recorded: 
 
 def test_a_sibling_made_in_the_function_is_not_flagged() -> None:
     source = combine(read="node.state.extra", use="extra").replace(
-        "    residual = node.state.residual\n", "    residual = node.state.residual\n    node.state.extra = torch.ones(4)\n"
+        "    residual = node.state.residual\n",
+        "    residual = node.state.residual\n    node.state.extra = torch.ones(4)\n",
     )
     assert findings(source) == []
 
@@ -123,7 +125,8 @@ def test_a_returned_sibling_is_left_to_the_caller() -> None:
 
 def test_a_sibling_used_only_inside_another_stream_block_is_not_flagged() -> None:
     source = combine(use="output").replace(
-        "    out = out + residual\n", "    out = out + residual\n    with torch.cuda.stream(side):\n        foo(extra)\n"
+        "    out = out + residual\n",
+        "    out = out + residual\n    with torch.cuda.stream(side):\n        foo(extra)\n",
     )
     assert findings(source.replace("(node, output)", "(node, output, side)")) == []
 
