@@ -20,7 +20,8 @@ For precision, only what the function's text settles is taken:
   that enters it (`with torch.cuda.stream(s):`);
 - a sibling is used like a tensor: passed to a call (not a builtin, a constructor or a
   container's `append`), the receiver of a tensor method, an operand or a subscripted value;
-  used as an object (`h.b.c`, `h.b.run()`) it is not a tensor;
+  used as an object (`h.b.c`, `h.b.run()`), as a stream or an event (`wait_stream(h.b)`,
+  `h.copy_stream`), it is not a tensor;
 - a sibling that is recorded on any stream or in any way the text cannot tell apart (a loop
   over several, `getattr(h, name)`), assigned a value here (made here), or that escapes (returned,
   stored, put in a container or a literal) is left alone.
@@ -28,6 +29,7 @@ For precision, only what the function's text settles is taken:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -50,6 +52,11 @@ _ESCAPES = (
     cst.BooleanOperation,
 )  # fmt: skip
 """Parents through which a value goes on somewhere this module does not follow."""
+
+_STREAM_CALLS = frozenset({"stream", "wait_stream", "wait_event", "record_event", "record", "wait", "synchronize"})
+"""Calls of the stream API by their last name: what they take is a stream or an event."""
+_STREAM_OR_EVENT = re.compile(r"(?i)(?:stream|event)s?$")
+"""Attributes named so hold streams or events, as lint/recognize.py takes them."""
 
 Held = tuple[str, str]
 """(holder, attribute): `node.state` and `residual` for `node.state.residual`."""
@@ -102,7 +109,12 @@ def unrecorded_siblings(
         if holder not in evidence or (holder, attribute) in covered or (holder, _ANY) in covered:
             continue
         kept, record, stream = evidence[holder]
-        if attribute == kept or attribute in HOST_ATTRIBUTES or f"{holder}.{attribute}" in text.assigned:
+        if (
+            attribute == kept
+            or attribute in HOST_ATTRIBUTES
+            or _STREAM_OR_EVENT.search(attribute)
+            or f"{holder}.{attribute}" in text.assigned
+        ):
             continue
         current = text.is_current(stream)
         use = text.first_use(reads, text.on_stream(record, None if current else code_of(stream)))
@@ -337,8 +349,8 @@ def _passes_work(call: cst.Call) -> bool | None:
     name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
     if isinstance(func, cst.Name) and name in PURE_BUILTINS:
         return False
-    if name.endswith("record_stream"):
-        return False
+    if name in _STREAM_CALLS or name.endswith("record_stream"):
+        return False  # a stream or an event is no tensor
     if name in STORING_METHODS or name[:1].isupper():
         return None
     return True

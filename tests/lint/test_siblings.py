@@ -112,6 +112,8 @@ def test_a_sibling_made_in_the_function_is_not_flagged() -> None:
         "Result(extra)",  # a constructor keeps it: escapes
         "node.state.extra.item_count",  # used as an object
         "node.state.layers(output)",  # a callable of the holder
+        "torch.cuda.current_stream().wait_stream(node.state.side)",  # a stream
+        "sync(node.state.copy_stream)",
     ],
 )
 def test_host_only_uses_escapes_and_objects_are_not_flagged(use: str) -> None:
