@@ -24,7 +24,9 @@ For precision, only what the function's text settles is taken:
   `h.copy_stream`), it is not a tensor;
 - a sibling that is recorded on any stream or in any way the text cannot tell apart (a loop
   over several, `getattr(h, name)`), assigned a value here (made here), or that escapes (returned,
-  stored, put in a container or a literal) is left alone.
+  stored, put in a container or a literal) is left alone;
+- a function that may order the stream that made them after the uses (a host sync, or a wait
+  by another stream than the recorded one) reports nothing.
 """
 
 from __future__ import annotations
@@ -117,6 +119,8 @@ def unrecorded_siblings(
         ):
             continue
         current = text.is_current(stream)
+        if text.joins(None if current else code_of(stream)):
+            continue
         use = text.first_use(reads, text.on_stream(record, None if current else code_of(stream)))
         if use is not None:
             tensor = f"{holder}.{attribute}"
@@ -146,6 +150,8 @@ class _Text:
         self.reads: dict[Held, list[cst.BaseExpression]] = {}
         self.records: list[tuple[cst.Call, cst.BaseExpression, cst.BaseExpression | None]] = []
         """(call, recorded tensor, stream) of each `record_stream` call."""
+        self.waiters: list[cst.BaseExpression | None] = []
+        """The stream of each `wait_stream`/`wait_event` call; None for a host sync."""
 
     def walk(self, body: cst.CSTNode) -> None:
         stack: list[tuple[cst.CSTNode, cst.CSTNode | None, cst.CSTNode | None, cst.With | None]] = [
@@ -209,7 +215,11 @@ class _Text:
     def _call(self, node: cst.Call) -> None:
         func, args = node.func, node.args
         leaf = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-        if leaf.endswith("record_stream"):
+        if leaf == "synchronize":
+            self.waiters.append(None)
+        elif leaf in ("wait_stream", "wait_event") and isinstance(func, cst.Attribute):
+            self.waiters.append(func.value)
+        elif leaf.endswith("record_stream"):
             if isinstance(func, cst.Attribute):
                 self.records.append((node, func.value, args[0].value if args else None))
             elif args:
@@ -269,6 +279,16 @@ class _Text:
         if isinstance(stream, cst.Name):
             values = self.binds.get(stream.value, [])
             return bool(values) and all(self.is_current(value) for value in values)
+        return False
+
+    def joins(self, stream: str | None) -> bool:
+        """Whether the function may order the stream that made the tensors after their uses:
+        a host sync, or a stream other than the recorded one (`stream`; None: the current
+        stream) made to wait (the allocator reuses a block only for later work there)."""
+        for waiter in self.waiters:
+            recorded = waiter is not None and (self.is_current(waiter) if stream is None else code_of(waiter) == stream)
+            if not recorded:
+                return True
         return False
 
     def on_stream(self, record: cst.Call, stream: str | None) -> Callable[[cst.CSTNode], bool]:

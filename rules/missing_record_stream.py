@@ -45,9 +45,11 @@ class MissingRecordStream(Rule):
     `getattr(h, "b", None)`) and uses where that stream is current (passed to a call, a tensor
     method, an operand) is reported at that use (so is one used inside `with stream(s):` where
     the function calls `h.a.record_stream(s)`), unless the function records it (in any way the
-    text shows: a loop over several, `getattr(h, name)`), makes it, or hands it on (returns or
-    stores it). `self`, `cls` and tensors (`p.grad.record_stream(...)`) hold unrelated
-    attributes: a record of one of theirs says nothing of the others.
+    text shows: a loop over several, `getattr(h, name)`), makes it, hands it on (returns or
+    stores it), or may order the other stream after the use (a host sync, a wait by a stream
+    other than the recorded one). `self`, `cls` and tensors (`p.grad.record_stream(...)`) hold
+    unrelated attributes: a record of one of theirs says nothing of the others; nor are streams
+    and events (`h.copy_stream`, an argument of `wait_stream`) tensors.
 
     ## Known problems
     Only tensors allocated in the function by an assignment are followed, plus tensors freed
@@ -80,7 +82,11 @@ class MissingRecordStream(Rule):
     method bound to the name, `p.data` included), on the stream current at that binding on
     the last path interpreted, and only where the memory may be used on another stream: kept
     in an attribute, or allocated inside a stream block (a local made on the entry stream is
-    used on that stream alone).
+    used on that stream alone). A tensor kept beside a recorded one may have been made on the
+    stream that uses it after all (the record speaks for its own tensor only): that finding is
+    false. Siblings on `self`, items of containers kept side by side (`h.c1.pop(k)` recorded,
+    `h.c2.pop(k)` not), and objects that hold tensors (a `KeyedTensor` used through its methods)
+    are not followed.
     """
 
     code = "CSL201"

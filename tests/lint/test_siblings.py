@@ -79,6 +79,18 @@ def test_a_sibling_recorded_in_any_way_the_text_shows_is_not_flagged(more: str) 
 
 
 @pytest.mark.parametrize(
+    ("more", "flagged"),
+    [
+        ("    torch.cuda.synchronize()", False),
+        ("    node.maker.wait_stream(torch.cuda.current_stream())", False),
+        ("    torch.cuda.current_stream().wait_stream(node.maker)", True),  # orders the current stream only
+    ],
+)
+def test_a_wait_of_another_stream_may_order_the_maker_after_the_use(more: str, flagged: bool) -> None:
+    assert findings(combine(more=more)) == ([("CSL201", 7)] if flagged else [])
+
+
+@pytest.mark.parametrize(
     ("recorded", "stream"),
     [
         ("node.state.residual", "side"),  # kept for a side stream: says nothing of this stream's uses
