@@ -118,15 +118,13 @@ def unrecorded_siblings(
             or f"{holder}.{attribute}" in text.assigned
         ):
             continue
-        current = text.is_current(stream)
-        if text.joins(None if current else code_of(stream)):
+        named = None if text.is_current(stream) else code_of(stream)  # None: the current stream
+        if text.joins(named):
             continue
-        use = text.first_use(reads, text.on_stream(record, None if current else code_of(stream)))
+        use = text.first_use(reads, text.on_stream(record, named))
         if use is not None:
-            tensor = f"{holder}.{attribute}"
-            found.append(
-                Sibling(tensor, use, text.statement[use], f"{holder}.{kept}", record, code_of(stream), current)
-            )
+            tensor, statement = f"{holder}.{attribute}", text.statement[use]
+            found.append(Sibling(tensor, use, statement, f"{holder}.{kept}", record, code_of(stream), named is None))
     return found
 
 
