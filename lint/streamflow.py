@@ -44,6 +44,7 @@ from csan_lint.lint.scan import (
     self_calls,
     tensor_params,
 )
+from csan_lint.lint.siblings import Sibling, unrecorded_siblings
 from csan_lint.lint.summaries import PackageIndex
 
 
@@ -72,6 +73,8 @@ class ModuleFlow:
     imports: ImportTable = field(default_factory=ImportTable, repr=False)
     functions: Sequence[tuple[str, cst.FunctionDef]] = field(default=(), repr=False)
     """Every function of the module, nested ones too, as scan read them (for deferred.py)."""
+    siblings: list[Sibling] = field(default_factory=list)
+    """Tensors used unrecorded beside a recorded one from the same holder (lint/siblings.py)."""
 
     def range(self, node: cst.CSTNode) -> CodeRange:
         if self._positions is None:
@@ -155,6 +158,7 @@ def analyse(
     relative: list[cst.ImportFrom] = []
     module_has_with = scan(module.body, imports, functions, "", classes, relative)
     hazards: dict[tuple[object, ...], Hazard] = {}
+    siblings: list[Sibling] = []
     if imports.imports_torch:
         everywhere = "set_stream" in source
         helpers = Helpers(
@@ -173,6 +177,9 @@ def analyse(
         recorders = (
             {name for name, function in functions if records_streams(function)} if "record_stream" in source else set()
         )
+        for name, function in functions:
+            if name in recorders:
+                siblings.extend(unrecorded_siblings(function, imports, helpers.contexts))
         calls = call_text_counts(source, (name.rpartition(".")[2] for name, _ in functions))
         writers = {  # called functions that access a tensor on another stream
             name
@@ -216,7 +223,14 @@ def analyse(
         for owner in classes:
             _cross_method(owner, functions, exits, helpers, hazards, source, module)
     return ModuleFlow(
-        path, module, list(hazards.values()), source=source, spellings=spellings, imports=imports, functions=functions
+        path,
+        module,
+        list(hazards.values()),
+        source=source,
+        spellings=spellings,
+        imports=imports,
+        functions=functions,
+        siblings=siblings,
     )
 
 

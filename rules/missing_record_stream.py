@@ -8,9 +8,10 @@ from dataclasses import replace
 import libcst as cst
 
 from csan_lint.lint.edits import attach, current_stream_code, record_after_use
-from csan_lint.lint.model import Finding
+from csan_lint.lint.model import Finding, Span
 from csan_lint.lint.ordering import Hazard, HazardKind
 from csan_lint.lint.rule import Invalid, Rule, Valid
+from csan_lint.lint.siblings import Sibling
 from csan_lint.lint.streamflow import ModuleFlow, message_fields
 from csan_lint.runtime.kinds import FREE_IN_USE
 
@@ -38,6 +39,17 @@ class MissingRecordStream(Rule):
     called `record_stream(t, s)` (or named with that suffix, FSDP's
     `_no_dispatch_record_stream`) records like `t.record_stream(s)`. A name that is None on a
     path holds no tensor there: `if x is not None: x.record_stream(s)` records every tensor.
+    A function that records a tensor it reads from an object on the current stream
+    (`h.a.record_stream(torch.cuda.current_stream())`) says the tensors `h` holds were made on
+    another stream and handed over together: another one it reads from `h` (`h.b`,
+    `getattr(h, "b", None)`) and uses where that stream is current (passed to a call, a tensor
+    method, an operand) is reported at that use (so is one used inside `with stream(s):` where
+    the function calls `h.a.record_stream(s)`), unless the function records it (in any way the
+    text shows: a loop over several, `getattr(h, name)`), makes it, hands it on (returns or
+    stores it), or may order the other stream after the use (a host sync, a wait by a stream
+    other than the recorded one). `self`, `cls` and tensors (`p.grad.record_stream(...)`) hold
+    unrelated attributes: a record of one of theirs says nothing of the others; nor are streams
+    and events (`h.copy_stream`, an argument of `wait_stream`) tensors.
 
     ## Known problems
     Only tensors allocated in the function by an assignment are followed, plus tensors freed
@@ -70,7 +82,11 @@ class MissingRecordStream(Rule):
     method bound to the name, `p.data` included), on the stream current at that binding on
     the last path interpreted, and only where the memory may be used on another stream: kept
     in an attribute, or allocated inside a stream block (a local made on the entry stream is
-    used on that stream alone).
+    used on that stream alone). A tensor kept beside a recorded one may have been made on the
+    stream that uses it after all (the record speaks for its own tensor only): that finding is
+    false. Siblings on `self`, items of containers kept side by side (`h.c1.pop(k)` recorded,
+    `h.c2.pop(k)` not), and objects that hold tensors (a `KeyedTensor` used through its methods)
+    are not followed.
     """
 
     code = "CSL201"
@@ -268,6 +284,19 @@ class MissingRecordStream(Rule):
             """
             import torch
 
+            def combine(node, output):
+                out = postprocess(output, node.state.extra)
+                out = out + node.state.residual
+                # created on the compute stream: keep it for this one
+                node.state.residual.record_stream(torch.cuda.current_stream())
+                return out
+            """,
+            lines=(4,),
+        ),
+        Invalid(
+            """
+            import torch
+
             def load(batch, s):
                 with torch.cuda.stream(s):
                     x = batch.to("cuda", non_blocking=True)
@@ -305,6 +334,41 @@ class MissingRecordStream(Rule):
                 # handed over by another method: the record belongs there, on the caller's stream
                 kept = hazard.dropped or hazard.handed_by is not None
                 yield finding if kept else attach(finding, record_after_use(flow, hazard))
+        for sibling in flow.siblings:
+            yield self._sibling(flow, sibling)
+
+    sibling_message = (
+        "'{tensor}' is used on {stream} with no record_stream, though line {record_line} records its sibling"
+        " '{recorded}' there as made on another stream: once '{holder}' drops '{tensor}', that stream may reuse"
+        " its block while this use is still pending"
+    )
+    sibling_fix = (
+        "call `{tensor}.record_stream({stream_code})` after the use, as line {record_line} does for '{recorded}'"
+    )
+
+    def _sibling(self, flow: ModuleFlow, sibling: Sibling) -> Finding:
+        where, statement = flow.range(sibling.use), flow.range(sibling.statement)
+        fields = {
+            "tensor": sibling.tensor,
+            "stream": "the current stream" if sibling.current else f"stream '{sibling.stream}'",
+            "recorded": sibling.recorded,
+            "holder": sibling.tensor.rpartition(".")[0],
+            "record_line": str(flow.line(sibling.record)),
+            "stream_code": sibling.stream,
+        }
+        finding = self.finding(
+            flow.path,
+            line=where.start.line,
+            column=where.start.column + 1,
+            end_line=where.end.line,
+            end_column=where.end.column + 1,
+            span=Span(statement.start.line, statement.end.line),
+            other="another stream",
+            other_code=sibling.stream,
+            release="",
+            **fields,
+        )
+        return replace(finding, message=self.sibling_message.format(**fields), fix=self.sibling_fix.format(**fields))
 
 
 def _release(flow: ModuleFlow, hazard: Hazard) -> str:
