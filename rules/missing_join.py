@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 from csan_lint.lint.edits import attach, current_stream_code, join_before_use
 from csan_lint.lint.model import Finding
-from csan_lint.lint.ordering import CURRENT, HazardKind
+from csan_lint.lint.ordering import CURRENT, Hazard, HazardKind
 from csan_lint.lint.rule import Invalid, Rule, Valid
 from csan_lint.lint.streamflow import ModuleFlow, message_fields
 from csan_lint.runtime.kinds import READ_AFTER_WRITE, WRITE_AFTER_WRITE
@@ -158,9 +159,11 @@ class MissingJoin(Rule):
                 main = torch.cuda.default_stream()
                 with torch.cuda.stream(s):
                     y = x * 2
-                    z = y + 1
                 main.wait_stream(s)
-                return z, y
+                with torch.cuda.stream(main):
+                    z = y + 1
+                torch.cuda.current_stream().wait_stream(main)
+                return z
             """
         ),
         Valid(
@@ -346,14 +349,45 @@ class MissingJoin(Rule):
             """,
             lines=(11,),
         ),
+        Invalid(
+            """
+            import torch
+
+            class Reducer:
+                def finish(self):
+                    torch.cuda.default_stream().wait_stream(self.comm_stream)
+            """,
+            lines=(5,),
+        ),
     ]
+
+    default_join_message = (
+        "the default stream, not the caller's, waits on {other}: a caller of '{function}' on another"
+        " stream (a stream context, a CUDA-graph capture) uses its results with no wait"
+    )
+    default_join_fix = "wait on the caller's stream instead: `{stream_code}.{method}({other_code})`"
 
     def check(self, flow: ModuleFlow) -> Iterator[Finding]:
         for hazard in flow.hazards:
-            if hazard.other != CURRENT and hazard.kind in (
+            if hazard.default_join:
+                yield self._default_join(flow, hazard)
+            elif hazard.other != CURRENT and hazard.kind in (
                 HazardKind.READ_AFTER_WRITE,
                 HazardKind.WRITE_AFTER_WRITE,
             ):
                 fields = message_fields(hazard, current_stream_code(flow))
                 finding = self.finding(flow.path, **flow.location(hazard), **fields)
                 yield finding if hazard.returned else attach(finding, join_before_use(flow, hazard))
+
+    def _default_join(self, flow: ModuleFlow, hazard: Hazard) -> Finding:
+        current = current_stream_code(flow)
+        event = hazard.other.removeprefix("event:")
+        if event != hazard.other:
+            fields = {"other": f"event '{event}'", "method": "wait_event", "other_code": event}
+        else:
+            fields = {**message_fields(hazard, current), "method": "wait_stream"}
+        fields.update(stream_code=current, function=hazard.function or "")
+        finding = self.finding(flow.path, **flow.location(hazard), **fields)
+        return replace(
+            finding, message=self.default_join_message.format(**fields), fix=self.default_join_fix.format(**fields)
+        )
