@@ -381,12 +381,10 @@ class MissingJoin(Rule):
 
     def _default_join(self, flow: ModuleFlow, hazard: Hazard) -> Finding:
         current = current_stream_code(flow)
+        fields = {**message_fields(hazard, current), "method": "wait_stream", "function": hazard.function or ""}
         event = hazard.other.removeprefix("event:")
         if event != hazard.other:
-            fields = {"other": f"event '{event}'", "method": "wait_event", "other_code": event}
-        else:
-            fields = {**message_fields(hazard, current), "method": "wait_stream"}
-        fields.update(stream_code=current, function=hazard.function or "")
+            fields.update(other=f"event '{event}'", method="wait_event", other_code=event)
         finding = self.finding(flow.path, **flow.location(hazard), **fields)
         return replace(
             finding, message=self.default_join_message.format(**fields), fix=self.default_join_fix.format(**fields)
