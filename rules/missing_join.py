@@ -39,11 +39,29 @@ class MissingJoin(Rule):
     method is the current stream of whoever calls the object's methods (a kept `default_stream()`
     is not: a caller on a side stream is the bug it hides).
 
+    A join into the default stream is not a join of the caller's stream: what a function leaves
+    pending and hands back is used next on the stream current when it was entered, the default
+    stream only if its caller runs there, not under a stream context or a CUDA-graph capture. A
+    wait of the default stream (`default_stream().wait_stream(s)`, `.wait_event(e)`, also through
+    a name, or a `self.x` kept from `default_stream()` in `__init__` and rebound by no other
+    method) on a side stream or its event, made on the caller's stream, is reported at the wait,
+    also in a function with no stream block of its own; the fix waits on `current_stream()`.
+    Callers in the linted code that call the function outside any stream block prove nothing:
+    their own callers may be on a side stream. Not reported where the default stream is current
+    by construction (inside `with stream(default_stream()):`, after `set_stream(default_stream())`,
+    in a module's body, in a function every call of which is made in such a block), where the
+    function runs work of its own on the default stream anywhere in its body (the wait is taken to
+    serve it), where the caller's stream waits on the same stream or event, or the host syncs
+    with it, on every path to the return, nor for a wait on a stream that may be the caller's (the
+    current one, a loop's item, a stream chosen at run time) or on an event recorded here on the
+    caller's stream. A stream passed in as a parameter is taken as a side stream there, and an
+    event of unknown origin as recorded on one.
+
     ## Known problems
     Handing a tensor back (`return y`) is a use by the caller on its stream: a tensor still being
     written on a side stream when a method or module-level function returns it is reported at the
-    return, unless it is joined first (a wait into the default stream counts: it may be the
-    caller's), recorded in an event the caller can reach, handed back beside an event, a stream or
+    return, unless it is joined first (a join into the default stream is reported at the wait
+    instead, see above), recorded in an event the caller can reach, handed back beside an event, a stream or
     any other object that may hold one, or on a stream the caller passed in or a local the analysis
     cannot tell from the caller's stream; not for a function nested in another (a hook: the
     framework keeps what it returns). A caller in the same module (or in another file linted in the
