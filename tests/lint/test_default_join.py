@@ -42,11 +42,16 @@ def test_the_message_says_the_default_stream_is_not_the_callers_and_the_fix_wait
     (finding,) = lint_source(textwrap.dedent(source), "m.py")
     assert "the default stream, not the caller's, waits on side stream 'self.comm_stream'" in finding.message
     assert "'Reducer.finish'" in finding.message
-    assert finding.fix == "wait on the caller's stream instead: `torch.cuda.current_stream().wait_stream(self.comm_stream)`"
+    assert (
+        finding.fix
+        == "wait on the caller's stream instead: `torch.cuda.current_stream().wait_stream(self.comm_stream)`"
+    )
 
 
 def test_an_event_wait_is_fixed_by_an_event_wait_on_the_current_stream() -> None:
-    (finding,) = lint_source(textwrap.dedent(FINISH.format(body="torch.cuda.default_stream().wait_event(self.done)")), "m.py")
+    (finding,) = lint_source(
+        textwrap.dedent(FINISH.format(body="torch.cuda.default_stream().wait_event(self.done)")), "m.py"
+    )
     assert "waits on event 'self.done'" in finding.message
     assert finding.fix is not None and "`torch.cuda.current_stream().wait_event(self.done)`" in finding.fix
 
