@@ -391,7 +391,7 @@ class FunctionAnalysis(
 
     def _make_access(self, node: cst.CSTNode, *, write: bool) -> Access:
         assert self.statement is not None
-        self.runs_on_default |= self.function is not None and self._is_default(self.live.current)
+        self.runs_on_default |= self.function is not None and self._is_default(self.live.current)  # defaultjoin.py
         return Access(node, self.live.current, write, self.block or self.statement, self.function)
 
     def _access(

@@ -61,9 +61,9 @@ class MissingJoin(Rule):
     Handing a tensor back (`return y`) is a use by the caller on its stream: a tensor still being
     written on a side stream when a method or module-level function returns it is reported at the
     return, unless it is joined first (a join into the default stream is reported at the wait
-    instead, see above), recorded in an event the caller can reach, handed back beside an event, a stream or
-    any other object that may hold one, or on a stream the caller passed in or a local the analysis
-    cannot tell from the caller's stream; not for a function nested in another (a hook: the
+    instead, see above), recorded in an event the caller can reach, handed back beside an event,
+    a stream or any other object that may hold one, or on a stream the caller passed in or a local
+    the analysis cannot tell from the caller's stream; not for a function nested in another (a hook: the
     framework keeps what it returns). A caller in the same module (or in another file linted in the
     same run) starts from what the call returns as written on the callee's stream when the callee
     computed it inside its own stream block and did not join (each item of a returned tuple on its
