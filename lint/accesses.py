@@ -255,6 +255,7 @@ class FunctionAnalysis(
             return
         outer_stream, outer_block = self.state.current, self.block
         self.state.current, self.block = stream, node
+        self._made_current(stream)
         self.run(body_of(node.body))
         self.block = outer_block
         if self.state is not None:
@@ -391,7 +392,6 @@ class FunctionAnalysis(
 
     def _make_access(self, node: cst.CSTNode, *, write: bool) -> Access:
         assert self.statement is not None
-        self.runs_on_default |= self.function is not None and self._is_default(self.live.current)  # defaultjoin.py
         return Access(node, self.live.current, write, self.block or self.statement, self.function)
 
     def _access(

@@ -10,8 +10,8 @@ block proves nothing: its own caller may be on a side stream.
 
 Not judged where the default stream is current by construction (inside
 `with stream(default_stream()):`, after `set_stream(default_stream())`, in a module's body, in a
-function every call of which is made in such a block), where the function runs work of its own
-on the default stream (the wait serves it), where the caller's stream is ordered after the same
+function every call of which is made in such a block), where the function makes the default
+stream current anywhere (the wait is taken to serve the work there), where the caller's stream is ordered after the same
 stream or event on every path to the return anyway (its own `current_stream().wait_stream(s)`, a
 host sync), nor for a wait on a stream that may be the caller's (the current one, a loop's item,
 a choice made at run time) or on an event recorded here on the caller's stream.
@@ -57,7 +57,7 @@ class DefaultJoins:
     """`self.x` kept from `default_stream()` in `__init__` (streamflow.py `kept_default_streams`)."""
     default_joins: dict[cst.Call, Hazard]
     runs_on_default: bool
-    """Whether work of the function's own runs on the default stream made current."""
+    """Whether the function makes the default stream current (a block, `set_stream`)."""
     _definite: Callable[[str], bool]
     _make_access: Callable[..., Access]
 
@@ -65,6 +65,11 @@ class DefaultJoins:
         """`default_stream()`, a name or `self.x` bound to it, or a block entered on it by every
         caller (lint/scan.py `entry_streams` spells it as written)."""
         return stream == DEFAULT or stream in self.kept_defaults or stream.endswith(".default_stream()")
+
+    def _made_current(self, stream: str) -> None:
+        """A block or `set_stream` makes `stream` current: on the default stream, the function
+        runs work of its own there, which its waits of the default stream may serve."""
+        self.runs_on_default |= self._is_default(stream)
 
     def _default_join(self, node: cst.Call, waiter: str, token: str, argument: cst.BaseExpression) -> None:
         """`default_stream().wait_stream(s)` (`token` is `s`) or `.wait_event(e)` (`event:e`) on

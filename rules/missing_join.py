@@ -50,8 +50,8 @@ class MissingJoin(Rule):
     their own callers may be on a side stream. Not reported where the default stream is current
     by construction (inside `with stream(default_stream()):`, after `set_stream(default_stream())`,
     in a module's body, in a function every call of which is made in such a block), where the
-    function runs work of its own on the default stream anywhere in its body (the wait is taken to
-    serve it), where the caller's stream waits on the same stream or event, or the host syncs
+    function makes the default stream current anywhere in its body (a block on it, `set_stream`:
+    the wait is taken to serve the work there), where the caller's stream waits on the same stream or event, or the host syncs
     with it, on every path to the return, nor for a wait on a stream that may be the caller's (the
     current one, a loop's item, a stream chosen at run time) or on an event recorded here on the
     caller's stream. A stream passed in as a parameter is taken as a side stream there, and an
@@ -380,8 +380,8 @@ class MissingJoin(Rule):
     ]
 
     default_join_message = (
-        "the default stream, not the caller's, waits on {other}: a caller of '{function}' on another"
-        " stream (a stream context, a CUDA-graph capture) uses its results with no wait"
+        "the default stream, not the caller's, waits on {other}: where '{function}' is called on another"
+        " stream (a stream context, a CUDA-graph capture), the caller's next work is not ordered after it"
     )
     default_join_fix = "wait on the caller's stream instead: `{stream_code}.{method}({other_code})`"
 

@@ -132,6 +132,12 @@ def test_a_kept_stream_another_method_rebinds_is_not_known_to_be_the_default_str
             torch.cuda.default_stream().wait_stream(self.comm_stream)""",
         """torch.cuda.set_stream(torch.cuda.default_stream())
         torch.cuda.default_stream().wait_stream(self.comm_stream)""",
+        # work of its own on the default stream, which the wait serves
+        """torch.cuda.default_stream().wait_stream(self.comm_stream)
+        with torch.cuda.stream(torch.cuda.default_stream()):
+            self.optimizer.step()""",
+        """torch.cuda.default_stream().wait_stream(self.comm_stream)
+        torch.cuda.set_stream(torch.cuda.default_stream())""",
         # the caller's stream is joined too, before or after, or the host waited
         """torch.cuda.current_stream().wait_stream(self.comm_stream)
         torch.cuda.default_stream().wait_stream(self.comm_stream)""",
