@@ -51,10 +51,10 @@ class MissingJoin(Rule):
     by construction (inside `with stream(default_stream()):`, after `set_stream(default_stream())`,
     in a module's body, in a function every call of which is made in such a block), where the
     function makes the default stream current anywhere in its body (a block on it, `set_stream`:
-    the wait is taken to serve the work there), where the caller's stream waits on the same stream or event, or the host syncs
-    with it, on every path to the return, nor for a wait on a stream that may be the caller's (the
-    current one, a loop's item, a stream chosen at run time) or on an event recorded here on the
-    caller's stream. A stream passed in as a parameter is taken as a side stream there, and an
+    the wait is taken to serve the work there), where the caller's stream waits on the same stream
+    or event, or the host syncs with it, on every path to the return, nor for a wait on a stream
+    that may be the caller's (the current one, a loop's item, a stream chosen at run time) or on an
+    event recorded here on the caller's stream. A stream passed in as a parameter is taken as a side stream there, and an
     event of unknown origin as recorded on one.
 
     ## Known problems
