@@ -54,8 +54,8 @@ class MissingJoin(Rule):
     the wait is taken to serve the work there), where the caller's stream waits on the same stream
     or event, or the host syncs with it, on every path to the return, nor for a wait on a stream
     that may be the caller's (the current one, a loop's item, a stream chosen at run time) or on an
-    event recorded here on the caller's stream. A stream passed in as a parameter is taken as a side stream there, and an
-    event of unknown origin as recorded on one.
+    event recorded here on the caller's stream. A stream passed in as a parameter is taken as a
+    side stream there, and an event of unknown origin as recorded on one.
 
     ## Known problems
     Handing a tensor back (`return y`) is a use by the caller on its stream: a tensor still being
