@@ -19,6 +19,7 @@ import libcst as cst
 from csan_lint.lint.bindings import Bindings
 from csan_lint.lint.callers import NO_CALLERS, CallersJoin
 from csan_lint.lint.calls import Calls
+from csan_lint.lint.defaultjoin import DefaultJoins
 from csan_lint.lint.effects import PROBE_ACCESS, Effects, Helpers, probe_key
 from csan_lint.lint.interpret import Interpreter
 from csan_lint.lint.names import GRAPH_CAPTURE, ImportTable, dotted_name
@@ -70,7 +71,9 @@ from csan_lint.lint.vocabulary import (
 _MAX_LOOP_PASSES = 8
 
 
-class FunctionAnalysis(Calls, Bindings, Returns, Values, Streams, Effects, Interpreter[FlowState, FlowLoop]):
+class FunctionAnalysis(
+    Calls, Bindings, Returns, Values, Streams, DefaultJoins, Effects, Interpreter[FlowState, FlowLoop]
+):
     """Interprets one function body (or a module body) and collects its hazards."""
 
     max_passes = _MAX_LOOP_PASSES
@@ -158,6 +161,9 @@ class FunctionAnalysis(Calls, Bindings, Returns, Values, Streams, Effects, Inter
         self.tested = set()
         self.entry_stream = CURRENT
         """The caller's stream, which it continues on after a `return`."""
+        self.kept_defaults = frozenset()
+        self.default_joins = {}
+        self.runs_on_default = False
 
     # ---- driver
 
@@ -171,6 +177,7 @@ class FunctionAnalysis(Calls, Bindings, Returns, Values, Streams, Effects, Inter
         self.run(body_of(body))
         if self.state is not None:
             self._return(None)
+        self._judge_default_joins()
 
     def _small(self, node: cst.BaseSmallStatement) -> None:
         if isinstance(node, cst.Assign):
@@ -249,6 +256,7 @@ class FunctionAnalysis(Calls, Bindings, Returns, Values, Streams, Effects, Inter
             return
         outer_stream, outer_block = self.state.current, self.block
         self.state.current, self.block = stream, node
+        self._made_current(stream)
         self.run(body_of(node.body))
         self.block = outer_block
         if self.state is not None:

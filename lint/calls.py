@@ -49,6 +49,7 @@ class Calls:
     _stream: Callable[[cst.BaseExpression], str | None]
     _context_stream: Callable[[cst.BaseExpression], str | None]
     _stream_method: Callable[[cst.Call, cst.Attribute], bool]
+    _made_current: Callable[[str], None]
     _order: Callable[[MarkUpdate], None]
     _record_stream: Callable[[cst.Call, cst.BaseExpression, cst.BaseExpression], None]
     _replay: Callable[[str, cst.Call], None]
@@ -85,6 +86,7 @@ class Calls:
                 stream = self._stream(node.args[0].value)
                 if stream is not None:
                     self.live.current = stream
+                    self._made_current(stream)
             elif in_place:
                 self._write_target(node.args[0].value)
             self._write_out(node)

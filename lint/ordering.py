@@ -142,6 +142,9 @@ class Hazard:
     (`s.wait_stream(current_stream())` inside `with stream(s):`, READ_AFTER_WRITE: `access.stream`
     is not ordered after `other`), or `t.record_stream(s)` on the stream that allocated `t`
     (FREE_IN_USE: it protects no use on another stream)."""
+    default_join: bool = False
+    """`access` is a wait of the default stream on side stream (or event) `other`, written for a
+    join of the caller's stream, which may be another one (lint/defaultjoin.py)."""
 
 
 @dataclass(frozen=True)

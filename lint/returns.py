@@ -178,7 +178,7 @@ class Returns:
         handed back with it: the caller's stream will use it before that work is done. Not
         where the module's callers get it through the function's summary (they judge their
         own use of it) or every one of them joins the stream; nor joined into the default
-        stream, which may be the caller's (an unknown pair is no finding by itself)."""
+        stream: that join is reported at the wait (lint/defaultjoin.py)."""
         for position, element, mark in noted if self._called_by_code() else ():
             stream = mark.access.stream
             if (

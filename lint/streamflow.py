@@ -14,7 +14,7 @@ Positions are computed only when a module has hazards (lint/positions.py), since
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypedDict
 
@@ -23,6 +23,7 @@ from libcst.metadata import CodeRange
 
 from csan_lint.lint.accesses import FunctionAnalysis
 from csan_lint.lint.callers import CallersJoin
+from csan_lint.lint.defaultjoin import waits_into_default
 from csan_lint.lint.effects import Helpers
 from csan_lint.lint.model import NO_SPELLINGS, Span, Spellings
 from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, ImportTable, dotted_name
@@ -198,6 +199,13 @@ def analyse(
             and any(effect.stream != CURRENT for effect in summary.effects)
         }
         ambient = {owner: ambient_streams(owner, functions, imports) for owner in classes}
+        kept_defaults: dict[str, set[str]] = {}
+        default_waiters: set[str] = set()  # judged with no stream block of their own (lint/defaultjoin.py)
+        if "default_stream" in source:
+            kept_defaults = {owner: kept_default_streams(owner, functions, imports) for owner in classes}
+            default_waiters = {
+                name for name, f in functions if waits_into_default(f, imports, _owner_ambient(name, kept_defaults))
+            }
         for name, function in functions:
             if (
                 everywhere
@@ -205,12 +213,14 @@ def analyse(
                 or name in entered_on
                 or name in recorders
                 or calls_any(name, function, writers)
+                or name in default_waiters
             ):
                 analysis = FunctionAnalysis(
                     imports, hazards, function=name, params=tensor_params(function), helpers=helpers
                 )
                 for attribute in _owner_ambient(name, ambient):
                     analysis.live.streams[attribute] = CURRENT
+                analysis.kept_defaults = frozenset(_owner_ambient(name, kept_defaults))
                 entry = entered_on.get(name)
                 written_on = entry.written_on if entry is not None else CURRENT
                 analysis.produced_by_caller(function, CallersJoin(name, functions, module), written_on)
@@ -240,22 +250,42 @@ def ambient_streams(owner: str, functions: Sequence[tuple[str, cst.FunctionDef]]
     `self.compute = current_stream()` to order its side stream after). A kept `default_stream()`
     stays its own stream, also where another branch of `__init__` keeps the current one (on
     another device): a caller running on a side stream is the bug it hides."""
+    return _kept_streams(owner, functions, imports, lambda calls: calls == {CURRENT_STREAM})
+
+
+def kept_default_streams(
+    owner: str, functions: Sequence[tuple[str, cst.FunctionDef]], imports: ImportTable
+) -> set[str]:
+    """`self.s` bound in `__init__` to `default_stream()` (also where another device's branch
+    binds the current stream) and never rebound: its waits are the default stream's
+    (lint/defaultjoin.py)."""
+    return _kept_streams(
+        owner, functions, imports, lambda calls: DEFAULT_STREAM in calls and calls <= {CURRENT_STREAM, DEFAULT_STREAM}
+    )
+
+
+def _kept_streams(
+    owner: str,
+    functions: Sequence[tuple[str, cst.FunctionDef]],
+    imports: ImportTable,
+    accepted: Callable[[set[str | None]], bool],
+) -> set[str]:
+    """`self.x` whose bindings in `__init__` are calls `accepted` takes (their qualified names,
+    None for any other value), rebound by no other method of `owner`."""
     methods = {name.rpartition(".")[2]: function for name, function in functions if name.rpartition(".")[0] == owner}
     init = methods.get("__init__")
     if init is None:
         return set()
-    kept: dict[str, set[bool]] = {}  # self.x -> whether each assignment is `current_stream()`
+    kept: dict[str, set[str | None]] = {}
     for target, value in _self_assignments(init):
-        kept.setdefault(target, set()).add(
-            isinstance(value, cst.Call) and imports.qualified(value.func) == CURRENT_STREAM
-        )
-    ambient = {target for target, current in kept.items() if current == {True}}
-    if not ambient:
-        return ambient  # the other methods need no visit
+        kept.setdefault(target, set()).add(imports.qualified(value.func) if isinstance(value, cst.Call) else None)
+    chosen = {target for target, calls in kept.items() if accepted(calls)}
+    if not chosen:
+        return chosen  # the other methods need no visit
     for method, function in methods.items():
         if method != "__init__":
-            ambient -= {target for target, _ in _self_assignments(function)}
-    return ambient
+            chosen -= {target for target, _ in _self_assignments(function)}
+    return chosen
 
 
 def _owner_ambient(name: str, ambient: Mapping[str, set[str]]) -> set[str]:

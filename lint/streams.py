@@ -73,6 +73,7 @@ class Streams:
     _access: Callable[..., None]
     _assume: Callable[[cst.BaseExpression, bool], None]
     _demote: Callable[..., None]
+    _default_join: Callable[[cst.Call, str, str, cst.BaseExpression], None]
     run: Callable[[Sequence[cst.BaseStatement | cst.BaseSmallStatement]], None]
     graphs: dict[str, tuple[set[str], set[str]]]
     """CUDA graphs captured here -> the keys their capture read and wrote (static inputs, outputs)."""
@@ -106,11 +107,13 @@ class Streams:
                 self._order(MarkUpdate(producer, waiter))
                 if waiter != CURRENT and self._may_be_callers(args[0]):
                     self._order(MarkUpdate(CURRENT, waiter))
+                self._default_join(node, waiter, producer, args[0])
             elif waiter is not None and waiter == producer:
                 self._self_wait(node, waiter)
         elif method == "wait_event" and args and (recorder := recorded_inline(args[0])) is not None:
             waiter, producer = self._stream(receiver), self._stream(recorder)
             if waiter is not None and producer is not None and waiter != producer:
+                self._default_join(node, waiter, producer, recorder)
                 self._order(MarkUpdate(producer, waiter))  # `s.wait_event(r.record_event())`: a wait on r
             elif waiter is not None and waiter == producer:
                 self._self_wait(node, waiter)
@@ -119,6 +122,7 @@ class Streams:
             if waiter is not None and event is not None:
                 if event.startswith("event:self.") and not any(recorded == event for recorded, _ in self.records):
                     self.waits_callers_event.add(waiter)  # an event of the object's, recorded by another method
+                self._default_join(node, waiter, event, args[0])
                 self._order(MarkUpdate(event, waiter))
         elif method == "record_event" and args:
             stream, event = self._stream(receiver), self._event(args[0])

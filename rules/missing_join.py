@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 from csan_lint.lint.deferred import StaleCapture, stale_captures
 from csan_lint.lint.edits import attach, current_stream_code, join_before_use
 from csan_lint.lint.model import Finding, Span
-from csan_lint.lint.ordering import CURRENT, HazardKind
+from csan_lint.lint.ordering import CURRENT, Hazard, HazardKind
 from csan_lint.lint.rule import Invalid, Rule, Valid
 from csan_lint.lint.streamflow import ModuleFlow, message_fields
 from csan_lint.lint.values import code_of
@@ -56,13 +57,31 @@ class MissingJoin(Rule):
     is taken to keep it, including one that calls it at once; a stream reached through an alias
     made inside the callable, or through an attribute (`self.s = current_stream()`), is not followed.
 
+    A join into the default stream is not a join of the caller's stream: what a function leaves
+    pending and hands back is used next on the stream current when it was entered, the default
+    stream only if its caller runs there, not under a stream context or a CUDA-graph capture. A
+    wait of the default stream (`default_stream().wait_stream(s)`, `.wait_event(e)`, also through
+    a name, or a `self.x` kept from `default_stream()` in `__init__` and rebound by no other
+    method) on a side stream or its event, made on the caller's stream, is reported at the wait,
+    also in a function with no stream block of its own; the fix waits on `current_stream()`.
+    Callers in the linted code that call the function outside any stream block prove nothing:
+    their own callers may be on a side stream. Not reported where the default stream is current
+    by construction (inside `with stream(default_stream()):`, after `set_stream(default_stream())`,
+    in a module's body, in a function every call of which is made in such a block), where the
+    function makes the default stream current anywhere in its body (a block on it, `set_stream`:
+    the wait is taken to serve the work there), where the caller's stream waits on the same stream
+    or event, or the host syncs with it, on every path to the return, nor for a wait on a stream
+    that may be the caller's (the current one, a loop's item, a stream chosen at run time) or on an
+    event recorded here on the caller's stream. A stream passed in as a parameter is taken as a
+    side stream there, and an event of unknown origin as recorded on one.
+
     ## Known problems
     Handing a tensor back (`return y`) is a use by the caller on its stream: a tensor still being
     written on a side stream when a method or module-level function returns it is reported at the
-    return, unless it is joined first (a wait into the default stream counts: it may be the
-    caller's), recorded in an event the caller can reach, handed back beside an event, a stream or
-    any other object that may hold one, or on a stream the caller passed in or a local the analysis
-    cannot tell from the caller's stream; not for a function nested in another (a hook: the
+    return, unless it is joined first (a join into the default stream is reported at the wait
+    instead, see above), recorded in an event the caller can reach, handed back beside an event,
+    a stream or any other object that may hold one, or on a stream the caller passed in or a local
+    the analysis cannot tell from the caller's stream; not for a function nested in another (a hook: the
     framework keeps what it returns). A caller in the same module (or in another file linted in the
     same run) starts from what the call returns as written on the callee's stream when the callee
     computed it inside its own stream block and did not join (each item of a returned tuple on its
@@ -182,9 +201,11 @@ class MissingJoin(Rule):
                 main = torch.cuda.default_stream()
                 with torch.cuda.stream(s):
                     y = x * 2
-                    z = y + 1
                 main.wait_stream(s)
-                return z, y
+                with torch.cuda.stream(main):
+                    z = y + 1
+                torch.cuda.current_stream().wait_stream(main)
+                return z
             """
         ),
         Valid(
@@ -397,11 +418,29 @@ class MissingJoin(Rule):
             """,
             lines=(5,),
         ),
+        Invalid(
+            """
+            import torch
+
+            class Reducer:
+                def finish(self):
+                    torch.cuda.default_stream().wait_stream(self.comm_stream)
+            """,
+            lines=(5,),
+        ),
     ]
+
+    default_join_message = (
+        "the default stream, not the caller's, waits on {other}: where '{function}' is called on another"
+        " stream (a stream context, a CUDA-graph capture), the caller's next work is not ordered after it"
+    )
+    default_join_fix = "wait on the caller's stream instead: `{stream_code}.{method}({other_code})`"
 
     def check(self, flow: ModuleFlow) -> Iterator[Finding]:
         for hazard in flow.hazards:
-            if hazard.other != CURRENT and hazard.kind in (
+            if hazard.default_join:
+                yield self._default_join(flow, hazard)
+            elif hazard.other != CURRENT and hazard.kind in (
                 HazardKind.READ_AFTER_WRITE,
                 HazardKind.WRITE_AFTER_WRITE,
             ):
@@ -432,4 +471,15 @@ class MissingJoin(Rule):
             end_column=where.end.column + 1,
             span=Span(min(lines), max(lines)),
             fix=self.stale_capture_fix.format(**fields),
+        )
+
+    def _default_join(self, flow: ModuleFlow, hazard: Hazard) -> Finding:
+        current = current_stream_code(flow)
+        fields = {**message_fields(hazard, current), "method": "wait_stream", "function": hazard.function or ""}
+        event = hazard.other.removeprefix("event:")
+        if event != hazard.other:
+            fields.update(other=f"event '{event}'", method="wait_event", other_code=event)
+        finding = self.finding(flow.path, **flow.location(hazard), **fields)
+        return replace(
+            finding, message=self.default_join_message.format(**fields), fix=self.default_join_fix.format(**fields)
         )

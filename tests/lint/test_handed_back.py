@@ -52,7 +52,6 @@ def test_the_message_says_the_callers_stream_uses_it_before_the_side_streams_wor
     ("inside", "after", "returned"),
     [
         ("pass", "torch.cuda.current_stream().wait_stream(self.side)", "out"),  # joined
-        ("pass", "torch.cuda.default_stream().wait_stream(self.side)", "out"),  # joined into what may be the caller's
         ("done = self.side.record_event()", "pass", "out, done"),  # its event handed back with it
         ("pass", "pass", "out, self.side"),  # the stream to wait on handed back with it
         ("self.done.record(self.side)", "pass", "out"),  # recorded in an event the caller can reach
@@ -63,6 +62,11 @@ def test_a_result_joined_or_handed_back_with_something_to_wait_on_is_not_flagged
     inside: str, after: str, returned: str
 ) -> None:
     assert stage(inside, after, returned) == []
+
+
+def test_a_join_into_the_default_stream_is_flagged_once_at_the_wait_not_at_the_return() -> None:
+    # the caller may run on a side stream: the default stream's wait orders nothing it does next
+    assert stage(after="torch.cuda.default_stream().wait_stream(self.side)") == [("CSL102", 9)]
 
 
 def test_a_stream_the_caller_passed_in_is_one_it_can_join() -> None:
