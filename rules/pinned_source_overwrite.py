@@ -42,8 +42,8 @@ class PinnedSourceOverwrite(Rule):
     name = "pinned-source-overwrite"
     summary = "the host overwrites the pinned source of a pending non-blocking host-to-device copy"
     message = (
-        "pinned buffer '{buffer}' is overwritten on the host while the non-blocking copy out of it "
-        "(line {copy_line}) may still be running on {stream}"
+        "pinned buffer '{buffer}' is overwritten on the host{through} while {copy} (line {copy_line}) "
+        "may still be running on {stream}"
     )
     fix_title = (
         "synchronize with the copy before refilling '{buffer}': `{stream_code}.synchronize()` "
@@ -183,4 +183,8 @@ class PinnedSourceOverwrite(Rule):
     def check(self, flow: ModuleFlow) -> Iterator[Finding]:
         for hazard in host_hazards(flow):
             if hazard.kind == HOST_WRITE_PENDING:
-                yield self.finding(flow.path, **host_location(flow, hazard), **fields(flow, hazard))
+                values = fields(flow, hazard)
+                values["through"] = f" through its view '{values['view']}'" if "view" in values else ""
+                whose = "the previous call's" if "previous_call" in values else "the"
+                values["copy"] = f"{whose} non-blocking copy out of it"
+                yield self.finding(flow.path, **host_location(flow, hazard), **values)
