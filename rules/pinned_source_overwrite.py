@@ -19,7 +19,10 @@ class PinnedSourceOverwrite(Rule):
     non-blocking copy out of it to the device (`buf.to("cuda", non_blocking=True)`,
     `buf.cuda(non_blocking=True)`, `dev.copy_(buf, non_blocking=True)`) may still be running,
     that is before the host synchronized with the copy's stream. Loops are followed around: the
-    copy at the end of one iteration meets the refill at the start of the next.
+    copy at the end of one iteration meets the refill at the start of the next. So are methods: a
+    copy out of a buffer kept on `self` still running when the method returns meets the refill at
+    the start of its next call, also when the refill writes a view of the buffer kept on `self`
+    (`self.part = self.buf[a:b].view(dtype)`, bound in any method).
 
     ## Why is this bad?
     A non-blocking copy from pinned memory is a DMA transfer the GPU performs later. Refilling
@@ -29,13 +32,19 @@ class PinnedSourceOverwrite(Rule):
     ## Assumptions
     A non-blocking host-to-device copy from pinned memory reads its source when the stream
     reaches it, so any host write to the source before a sync that covers that stream races
-    with it; `buf.copy_(src)` without `non_blocking` is a host write of a pinned `buf`.
+    with it; `buf.copy_(src)` without `non_blocking` is a host write of a pinned `buf`. A method is
+    taken to be called again with no host sync in between, and a view of an attribute (slices,
+    integer indices, `.view`, `.narrow`, `.T`...) to share its storage; a view of a pinned buffer
+    is pinned.
 
     ## Known problems
     Only buffers pinned in the same module are known to be pinned (a copy from pageable memory
     waits for the host and is safe). A blocking `buf.copy_(src)` is taken as a host write even
     when `src` is on the device. Rebinding the buffer's name (`staging = self.staging[i]`) is
-    taken to give a different buffer, so double buffering by index is trusted, not checked.
+    taken to give a different buffer, so double buffering by index is trusted, not checked; so is
+    a buffer kept on `self` that is bound in more than one other function (it may be swapped
+    between calls). A copy out of one view and a write to another view of the same buffer are not
+    known to overlap. Writes by other methods of the class between two calls are not followed.
     """
 
     code = "CSL302"
@@ -121,6 +130,21 @@ class PinnedSourceOverwrite(Rule):
                 return device, total
             """
         ),
+        Valid(
+            """
+            import torch
+
+            class Staging:
+                def __init__(self, n):
+                    self.host = torch.empty(2 * n, dtype=torch.int32, pin_memory=True)
+                    self.lengths = self.host[:n]
+                    self.device = torch.empty(2 * n, dtype=torch.int32, device="cuda")
+
+                def send(self, lengths):
+                    self.lengths[: len(lengths)] = lengths
+                    self.device.copy_(self.host, non_blocking=False)
+            """
+        ),
     ]
     INVALID = [
         Invalid(
@@ -177,6 +201,22 @@ class PinnedSourceOverwrite(Rule):
                 return device
             """,
             lines=(8,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Staging:
+                def __init__(self, n):
+                    self.host = torch.empty(2 * n, dtype=torch.int32, pin_memory=True)
+                    self.lengths = self.host[:n]
+                    self.device = torch.empty(2 * n, dtype=torch.int32, device="cuda")
+
+                def send(self, lengths):
+                    self.lengths[: len(lengths)] = lengths
+                    self.device.copy_(self.host, non_blocking=True)
+            """,
+            lines=(10,),
         ),
     ]
 
