@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from csan_lint.lint.names import dotted_name
+from csan_lint.lint.values import basic_index
 from csan_lint.lint.vocabulary import VIEW_ATTRIBUTES
 
-_VIEW_METHODS = frozenset(
+_VIEWS = frozenset(
     {
         "view", "view_as", "narrow", "select", "transpose", "t", "permute", "squeeze", "unsqueeze",
         "unflatten", "unfold", "as_strided", "detach", "diagonal", "movedim", "swapaxes", "expand",
@@ -33,25 +34,15 @@ def view_base(expr: cst.BaseExpression) -> str | None:
     `x` itself or anything that may copy."""
     steps = 0
     while True:
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _VIEW_METHODS:
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _VIEWS:
             expr = expr.func.value
         elif isinstance(expr, cst.Attribute) and expr.attr.value in VIEW_ATTRIBUTES:
             expr = expr.value
-        elif isinstance(expr, cst.Subscript) and all(_literal_index(element.slice) for element in expr.slice):
+        elif isinstance(expr, cst.Subscript) and all(basic_index(element.slice) for element in expr.slice):
             expr = expr.value
         else:
             return dotted_name(expr) if steps else None
         steps += 1
-
-
-def _literal_index(index: cst.BaseSlice) -> bool:
-    """`a:b`, `:`, `0`, `-1`: indexing that makes a view, never a gather."""
-    if isinstance(index, cst.Slice):
-        return True
-    value = index.value if isinstance(index, cst.Index) else None
-    if isinstance(value, cst.UnaryOperation):
-        value = value.expression
-    return isinstance(value, cst.Integer)
 
 
 @dataclass

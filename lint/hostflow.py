@@ -476,10 +476,11 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         for storage in self.facts.attributes.storage(key):
             pending = self.live.out_of.pop(storage, None)
             if pending:
+                fields = {"buffer": storage} | ({"view": key} if key != storage else {})
+                if self.next_call:
+                    fields["previous_call"] = "yes"
                 copies = frozenset(p.copy for p in pending)
-                view = {"view": key} if key != storage else {}
-                previous = {"previous_call": "yes"} if self.next_call else {}
-                self._hazard(kinds.HOST_WRITE_PENDING, node, buffer=storage, copies=copies, **view, **previous)
+                self._hazard(kinds.HOST_WRITE_PENDING, node, None, copies=copies, **fields)
                 return
 
     def left_running(self, function: cst.FunctionDef) -> dict[str, frozenset[Pending]]:

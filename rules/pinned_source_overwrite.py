@@ -10,6 +10,21 @@ from csan_lint.lint.rule import Invalid, Rule, Valid
 from csan_lint.lint.streamflow import ModuleFlow
 from csan_lint.runtime.kinds import HOST_WRITE_PENDING
 
+_RESTAGED = """
+import torch
+
+class Staging:
+    def __init__(self, n):
+        self.host = torch.empty(2 * n, dtype=torch.int32, pin_memory=True)
+        self.lengths = self.host[:n]
+        self.device = torch.empty(2 * n, dtype=torch.int32, device="cuda")
+
+    def send(self, lengths):
+        self.lengths[: len(lengths)] = lengths
+        self.device.copy_(self.host, non_blocking={non_blocking})
+"""
+"""A view of a pinned buffer kept on `self`, re-staged on every call before the copy out of it."""
+
 
 class PinnedSourceOverwrite(Rule):
     """
@@ -130,21 +145,7 @@ class PinnedSourceOverwrite(Rule):
                 return device, total
             """
         ),
-        Valid(
-            """
-            import torch
-
-            class Staging:
-                def __init__(self, n):
-                    self.host = torch.empty(2 * n, dtype=torch.int32, pin_memory=True)
-                    self.lengths = self.host[:n]
-                    self.device = torch.empty(2 * n, dtype=torch.int32, device="cuda")
-
-                def send(self, lengths):
-                    self.lengths[: len(lengths)] = lengths
-                    self.device.copy_(self.host, non_blocking=False)
-            """
-        ),
+        Valid(_RESTAGED.format(non_blocking=False)),
     ]
     INVALID = [
         Invalid(
@@ -203,19 +204,7 @@ class PinnedSourceOverwrite(Rule):
             lines=(8,),
         ),
         Invalid(
-            """
-            import torch
-
-            class Staging:
-                def __init__(self, n):
-                    self.host = torch.empty(2 * n, dtype=torch.int32, pin_memory=True)
-                    self.lengths = self.host[:n]
-                    self.device = torch.empty(2 * n, dtype=torch.int32, device="cuda")
-
-                def send(self, lengths):
-                    self.lengths[: len(lengths)] = lengths
-                    self.device.copy_(self.host, non_blocking=True)
-            """,
+            _RESTAGED.format(non_blocking=True),
             lines=(10,),
         ),
     ]
