@@ -485,9 +485,11 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
 
     def left_running(self, function: cst.FunctionDef) -> dict[str, frozenset[Pending]]:
         """The uploads out of buffers kept on `self` that may still run when the function
-        returns: the next call of the function meets them, as a loop's next pass would."""
+        returns: the next call of the function meets them, as a loop's next pass would. None if
+        another function of the module synchronizes: it may run between the calls."""
         end = self._join([*self.exits, self.state])
-        if end is None:
+        others = (name for name in self.facts.functions if name != function.name.value)
+        if end is None or any(map(self.facts.syncs, others)):
             return {}
         kept = self.facts.attributes.kept
         return {key: p for key, p in end.out_of.items() if key.startswith("self.") and kept(key, function)}

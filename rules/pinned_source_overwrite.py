@@ -58,8 +58,10 @@ class PinnedSourceOverwrite(Rule):
     when `src` is on the device. Rebinding the buffer's name (`staging = self.staging[i]`) is
     taken to give a different buffer, so double buffering by index is trusted, not checked; so is
     a buffer kept on `self` that is bound in more than one other function (it may be swapped
-    between calls). A copy out of one view and a write to another view of the same buffer are not
-    known to overlap. Writes by other methods of the class between two calls are not followed.
+    between calls), and any buffer kept on `self` when another function of the module
+    synchronizes the host (it may run between calls). A copy out of one view and a write to
+    another view of the same buffer are not known to overlap. Writes by other methods of the
+    class between two calls are not followed.
     """
 
     code = "CSL302"

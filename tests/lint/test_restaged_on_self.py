@@ -153,3 +153,9 @@ class Staging:
 
 def test_double_buffering_the_analysis_cannot_follow_is_trusted() -> None:
     assert findings(DOUBLE_BUFFERED) == []
+
+
+def test_a_host_sync_in_another_method_may_run_between_calls() -> None:
+    source = staging() + "\n    def wait(self):\n        torch.cuda.current_stream().synchronize()\n"
+    assert findings(source) == []
+    assert findings(source.replace(".synchronize()", ".query()")) == [("CSL302", 12)]
