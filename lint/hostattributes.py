@@ -30,8 +30,8 @@ _VIEWS = frozenset(
 
 
 def view_base(expr: cst.BaseExpression) -> str | None:
-    """The named tensor `expr` is a definite view of (`x[a:b].view(t)`, `x[0]`, `x.T`); None for
-    `x` itself or anything that may copy."""
+    """The named tensor `expr` is a definite view of (`x[a:b].view(t)`, `x[0]`, `x.T`, a ctypes
+    pointer to `x.data_ptr()`); None for `x` itself or anything that may copy."""
     steps = 0
     while True:
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _VIEWS:
@@ -40,9 +40,21 @@ def view_base(expr: cst.BaseExpression) -> str | None:
             expr = expr.value
         elif isinstance(expr, cst.Subscript) and all(basic_index(element.slice) for element in expr.slice):
             expr = expr.value
+        elif (address := _raw_pointer(expr)) is not None:
+            expr = address
         else:
             return dotted_name(expr) if steps else None
         steps += 1
+
+
+def _raw_pointer(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`ctypes.cast(x.data_ptr(), ...)`: a pointer into x's memory; x, or None."""
+    if not (isinstance(expr, cst.Call) and dotted_name(expr.func) in ("ctypes.cast", "cast") and expr.args):
+        return None
+    address = expr.args[0].value
+    if isinstance(address, cst.Call) and isinstance(address.func, cst.Attribute) and not address.args:
+        return address.func.value if address.func.attr.value == "data_ptr" else None
+    return None
 
 
 @dataclass

@@ -241,9 +241,11 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
                     self._host_write(target, value)
                     continue
                 self._forget(key)
-                for table in (state.into, state.out_of):
-                    if source in table:
-                        table[key] = table[source]
+                if source in state.into:
+                    state.into[key] = state.into[source]
+                storage = self.facts.attributes.storage(source)  # `h = self.part`: h holds part's base too
+                if (uploads := next((state.out_of[s] for s in storage if s in state.out_of), None)) is not None:
+                    state.out_of[key] = uploads
                 if source in state.streams:
                     state.streams[key] = state.streams[source]
                 if source in state.pinned:

@@ -49,8 +49,8 @@ class PinnedSourceOverwrite(Rule):
     reaches it, so any host write to the source before a sync that covers that stream races
     with it; `buf.copy_(src)` without `non_blocking` is a host write of a pinned `buf`. A method is
     taken to be called again with no host sync in between, and a view of an attribute (slices,
-    integer indices, `.view`, `.narrow`, `.T`...) to share its storage; a view of a pinned buffer
-    is pinned.
+    integer indices, `.view`, `.narrow`, `.T`, a ctypes pointer to its `data_ptr()`...) to share
+    its storage, as a local name bound to it does; a view of a pinned buffer is pinned.
 
     ## Known problems
     Only buffers pinned in the same module are known to be pinned (a copy from pageable memory

@@ -159,3 +159,21 @@ def test_a_host_sync_in_another_method_may_run_between_calls() -> None:
     source = staging() + "\n    def wait(self):\n        torch.cuda.current_stream().synchronize()\n"
     assert findings(source) == []
     assert findings(source.replace(".synchronize()", ".query()")) == [("CSL302", 12)]
+
+
+@pytest.mark.parametrize(
+    ("view", "write"),
+    [
+        ("self.host[:n].view(torch.int32)", "lengths_view = self.lengths\n        lengths_view[:n] = lengths"),
+        ("ctypes.cast(self.host.data_ptr(), ctypes.POINTER(ctypes.c_int32))", "self.lengths[0] = n"),
+        ("ctypes.cast(self.host.data_ptr(), ctypes.POINTER(ctypes.c_int32))", "raw = self.lengths\n        raw[0] = n"),
+    ],
+)
+def test_a_local_name_or_a_raw_pointer_for_the_buffer_writes_it_too(view: str, write: str) -> None:
+    source = "import ctypes\n" + staging(view=view).replace("self.lengths[:n] = lengths", write)
+    assert findings(source) == [("CSL302", 14 if "\n" in write else 13)]
+
+
+def test_a_pointer_that_is_not_into_the_buffer_is_not_a_view() -> None:
+    source = staging(view="ctypes.cast(other.data_ptr(), ctypes.POINTER(ctypes.c_int32))")
+    assert findings("import ctypes\n" + source.replace("self.lengths[:n] = lengths", "self.lengths[0] = n")) == []
