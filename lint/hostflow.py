@@ -160,7 +160,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
             if node.value is not None:
                 self._hand_off(node.value)
             if self.state is not None:
-                self.exits.append(self.live)
+                self.exits.append(self.live.copy())
             self.state = None
         elif isinstance(node, cst.Raise):
             self.state = None
@@ -490,11 +490,12 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         returns: the next call of the function meets them, as a loop's next pass would. None if
         another function of the module synchronizes: it may run between the calls."""
         end = self._join([*self.exits, self.state])
-        others = (name for name in self.facts.functions if name != function.name.value)
-        if end is None or any(map(self.facts.syncs, others)):
+        if end is None:
             return {}
         kept = self.facts.attributes.kept
-        return {key: p for key, p in end.out_of.items() if key.startswith("self.") and kept(key, function)}
+        left = {key: p for key, p in end.out_of.items() if key.startswith("self.") and kept(key, function)}
+        others = (name for name in self.facts.functions if name != function.name.value)
+        return {} if left and any(map(self.facts.syncs, others)) else left
 
     def _hazard(
         self,
