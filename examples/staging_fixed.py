@@ -1,8 +1,9 @@
 """Uploads batches through one pinned staging buffer with non-blocking copies, so that the
 copy of a batch overlaps the host preparing the next one.
 
-Fixed: an event recorded after each copy is synchronized before the buffer is refilled, so
-the host waits for the previous copy out of it (and no longer).
+Fixed: an event kept with the buffer, recorded after each copy, is synchronized before the
+buffer is refilled, so the host waits for the previous copy out of it (and no longer), also
+the one the previous call left running.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ class StagingUploader:
 
     def __init__(self, shape: tuple[int, ...]) -> None:
         self.staging = torch.empty(shape).pin_memory()
+        self.copied = torch.cuda.Event()
 
     def upload(self, batches: Iterable[torch.Tensor]) -> list[torch.Tensor]:
         on_device = []
-        copied = torch.cuda.Event()
         for batch in batches:
-            copied.synchronize()  # the last copy out of the staging buffer is done
+            self.copied.synchronize()  # the last copy out of the staging buffer is done
             self.staging.copy_(batch)
             on_device.append(self.staging.to("cuda", non_blocking=True))
-            copied.record()
+            self.copied.record()
         return on_device

@@ -12,6 +12,7 @@ from typing import Any
 
 import libcst as cst
 
+from csan_lint.lint.hostattributes import SelfAttributes
 from csan_lint.lint.names import DEVICE_SYNC, ImportTable, dotted_name
 from csan_lint.lint.nodes import children
 from csan_lint.lint.recognize import ContextFunctions
@@ -93,6 +94,8 @@ class ModuleFacts:
     """Same-module functions and methods by their bare name."""
     pinned: set[str] = field(default_factory=set)
     """`self.x` attributes assigned pinned memory somewhere in the module."""
+    attributes: SelfAttributes = field(default_factory=SelfAttributes)
+    """Where `self.x` attributes are bound and which are views of which (only if `pins`)."""
     pins: bool = True
     """The module's text mentions pinning at all: if not, no expression needs looking into."""
     syncing: bool = True
@@ -121,14 +124,19 @@ class ModuleFacts:
         )
 
 
-def scan_facts(body: Sequence[cst.CSTNode], facts: ModuleFacts) -> None:
-    """Imports, function definitions and pinned attributes, by statements: a libcst visitor
-    would cost as much as the parse."""
+def scan_facts(body: Sequence[cst.CSTNode], facts: ModuleFacts, function: cst.FunctionDef | None = None) -> None:
+    """Imports, function definitions, pinned attributes and attribute bindings, by statements:
+    a libcst visitor would cost as much as the parse."""
     for node in body:
         if isinstance(node, cst.SimpleStatementLine):
             for small in node.body:
                 if isinstance(small, (cst.Import, cst.ImportFrom, cst.Assign)):
                     facts.imports.add(small)  # an assignment may bind an accelerator object
+                if isinstance(small, cst.Assign) and facts.pins:
+                    for target in small.targets:
+                        facts.attributes.bind(target.target, small.value, function)
+                elif isinstance(small, cst.AnnAssign) and facts.pins and small.value is not None:
+                    facts.attributes.bind(small.target, small.value, function)
                 if isinstance(small, cst.Assign) and facts.pins and pins(small.value):
                     facts.pinned.update(
                         key
@@ -138,10 +146,10 @@ def scan_facts(body: Sequence[cst.CSTNode], facts: ModuleFacts) -> None:
         elif isinstance(node, cst.FunctionDef):
             facts.functions.setdefault(node.name.value, []).append(node)
             facts.imports.add(node)  # a property may return the current stream
-            scan_facts(node.body.body, facts)
+            scan_facts(node.body.body, facts, node)
         elif isinstance(node, cst.BaseCompoundStatement):
             for suite in _suites(node):
-                scan_facts(suite, facts)
+                scan_facts(suite, facts, function)
 
 
 def _suites(node: cst.BaseCompoundStatement) -> Iterator[Sequence[cst.CSTNode]]:

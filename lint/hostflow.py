@@ -123,7 +123,12 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
     _join = staticmethod(join_host_states)
 
     def __init__(
-        self, module: ModuleFacts, hazards: dict[tuple[str, cst.CSTNode], HostHazard], *, in_function: bool
+        self,
+        module: ModuleFacts,
+        hazards: dict[tuple[str, cst.CSTNode], HostHazard],
+        *,
+        in_function: bool,
+        carried: dict[str, frozenset[Pending]] | None = None,
     ) -> None:
         self.default = DEFAULT if in_function else CURRENT
         """What `default_stream()` denotes, as in streamflow: in a function, a stream of its own
@@ -131,7 +136,10 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         self.facts = module
         self.imports = module.imports
         self.hazards = hazards
-        self.state = HostState(pinned=frozenset(module.pinned))
+        self.state = HostState(out_of=dict(carried or {}), pinned=frozenset(module.pinned))
+        self.next_call = carried is not None
+        """This run is the function called again: `carried` are the uploads its last call left running."""
+        self.exits: list[HostState] = []
         self.statement = None
         self.loops = []
 
@@ -151,6 +159,8 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         elif isinstance(node, cst.Return):
             if node.value is not None:
                 self._hand_off(node.value)
+            if self.state is not None:
+                self.exits.append(self.live.copy())
             self.state = None
         elif isinstance(node, cst.Raise):
             self.state = None
@@ -231,9 +241,11 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
                     self._host_write(target, value)
                     continue
                 self._forget(key)
-                for table in (state.into, state.out_of):
-                    if source in table:
-                        table[key] = table[source]
+                if source in state.into:
+                    state.into[key] = state.into[source]
+                storage = self.facts.attributes.storage(source)  # `h = self.part`: h holds part's base too
+                if (uploads := next((state.out_of[s] for s in storage if s in state.out_of), None)) is not None:
+                    state.out_of[key] = uploads
                 if source in state.streams:
                     state.streams[key] = state.streams[source]
                 if source in state.pinned:
@@ -462,9 +474,28 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         self.live.into.pop(key, None)
 
     def _pending_write_check(self, key: str, node: cst.CSTNode) -> None:
-        pending = self.live.out_of.pop(key, None)
-        if pending:
-            self._hazard(kinds.HOST_WRITE_PENDING, node, buffer=key, copies=frozenset(p.copy for p in pending))
+        """A host write to `key`, or through `key` to the attribute it is a view of."""
+        for storage in self.facts.attributes.storage(key):
+            pending = self.live.out_of.pop(storage, None)
+            if pending:
+                fields = {"buffer": storage} | ({"view": key} if key != storage else {})
+                if self.next_call:
+                    fields["previous_call"] = "yes"
+                copies = frozenset(p.copy for p in pending)
+                self._hazard(kinds.HOST_WRITE_PENDING, node, None, copies=copies, **fields)
+                return
+
+    def left_running(self, function: cst.FunctionDef) -> dict[str, frozenset[Pending]]:
+        """The uploads out of buffers kept on `self` that may still run when the function
+        returns: the next call of the function meets them, as a loop's next pass would. None if
+        another function of the module synchronizes: it may run between the calls."""
+        end = self._join([*self.exits, self.state])
+        if end is None:
+            return {}
+        kept = self.facts.attributes.kept
+        left = {key: p for key, p in end.out_of.items() if key.startswith("self.") and kept(key, function)}
+        others = (name for name in self.facts.functions if name != function.name.value)
+        return {} if left and any(map(self.facts.syncs, others)) else left
 
     def _hazard(
         self,
@@ -486,11 +517,15 @@ def _host_hazards(module: cst.Module, source: str, spellings: Spellings) -> tupl
     scan_facts(module.body, facts)
     if not facts.imports.imports_torch:
         return ()
+    facts.pinned |= facts.attributes.views_of(facts.pinned)
     hazards: dict[tuple[str, cst.CSTNode], HostHazard] = {}
     _Analysis(facts, hazards, in_function=False).run(module.body)
     for functions in facts.functions.values():
         for function in functions:
-            _Analysis(facts, hazards, in_function=True).run(function.body.body)
+            analysis = _Analysis(facts, hazards, in_function=True)
+            analysis.run(function.body.body)
+            if carried := analysis.left_running(function):  # hazards found before are kept as they are
+                _Analysis(facts, hazards, in_function=True, carried=carried).run(function.body.body)
     return tuple(hazards.values())
 
 

@@ -128,13 +128,13 @@ def viewed(expr: cst.BaseExpression) -> cst.BaseExpression | None:
             isinstance(base, cst.Call) and isinstance(base.func, cst.Attribute) and base.func.attr.value in VIEW_METHODS
         ):
             base = base.func.value
-        elif isinstance(base, cst.Subscript) and all(_basic_index(element.slice) for element in base.slice):
+        elif isinstance(base, cst.Subscript) and all(basic_index(element.slice) for element in base.slice):
             base = base.value
         else:
             return None
 
 
-def _basic_index(index: cst.BaseSlice) -> bool:
+def basic_index(index: cst.BaseSlice) -> bool:
     """`0`, `-1`, `:`, `1:n`: indexing that makes a view (a tensor index gathers: a kernel)."""
     if isinstance(index, cst.Slice):
         return True

@@ -15,7 +15,7 @@ def test_every_batch_arrives(module):
     batches = [torch.full((4, 8), float(index)) for index in range(4)]
     uploader = module.StagingUploader((4, 8))
     assert uploader.staging.is_pinned()
-    on_device = uploader.upload(batches)
+    on_device = uploader.upload(batches[:2]) + uploader.upload(batches[2:])  # the next call refills too
     torch.cuda.synchronize()
     assert [tensor.is_cuda for tensor in on_device] == [True] * 4
     for tensor, batch in zip(on_device, batches, strict=True):
