@@ -88,3 +88,23 @@ def test_work_launched_between_the_waits_is_not_joined() -> None:
     )
     flow = analyse(cst.parse_module(source), "m.py", source)
     assert {flow.line(h.access.node) for h in flow.hazards if h.kind is HazardKind.READ_AFTER_WRITE} == {11}
+
+
+@pytest.mark.parametrize(("listed", "unordered"), [("[a, b]", set()), ("[b]", {11})])
+def test_a_loop_over_a_list_of_named_streams_joins_each_of_them(listed: str, unordered: set[int]) -> None:
+    source = textwrap.dedent(
+        f"""
+        import torch
+
+        def f(x):
+            a, b = torch.cuda.Stream(), torch.cuda.Stream()
+            streams = {listed}
+            with torch.cuda.stream(a):
+                y = x * 2
+            for s in streams:
+                torch.cuda.current_stream().wait_stream(s)
+            z = y + 1
+        """
+    )
+    flow = analyse(cst.parse_module(source), "m.py", source)
+    assert {flow.line(h.access.node) for h in flow.hazards if h.kind is HazardKind.READ_AFTER_WRITE} == unordered
