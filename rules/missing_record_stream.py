@@ -37,7 +37,10 @@ class MissingRecordStream(Rule):
     stream, or recorded, when the last reference dies (rebinding, `del`, return). A function
     called `record_stream(t, s)` (or named with that suffix, FSDP's
     `_no_dispatch_record_stream`) records like `t.record_stream(s)`. A name that is None on a
-    path holds no tensor there: `if x is not None: x.record_stream(s)` records every tensor.
+    path holds no tensor there: `if x is not None: x.record_stream(s)` records every tensor. A
+    `record_stream` made on the branch that alone binds the stream (`if overlap: stream = side;
+    x.record_stream(stream)`, `else: stream = current_stream()`) holds wherever the stream is
+    used through that name; the side stream is assumed not used directly on the other branch.
 
     ## Known problems
     Only tensors allocated in the function by an assignment are followed, plus tensors freed
