@@ -262,6 +262,11 @@ class FunctionAnalysis(
         if self.state is not None:
             self.state.current = outer_stream
 
+    def _loop(self, node: cst.For | cst.While) -> None:
+        super()._loop(node)
+        if self.state is not None:
+            self._waited_every_item(node)
+
     def _loop_frame(self, head: FlowState) -> FlowLoop:
         return FlowLoop(current=head.current)
 

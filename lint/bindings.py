@@ -427,8 +427,7 @@ class Bindings:
         if tensor is None or tensor.alloc is None or tensor.escaped:
             return
         for use in tensor.uses:
-            stream = use.access.stream
-            if stream not in tensor.recorded and distinct(stream, tensor.alloc) and not use.orders(tensor.alloc):
+            if _unprotected(use, tensor, tensor.alloc):
                 self._hazard(HazardKind.FREE_IN_USE, key, use.access, tensor.alloc, where)
 
     def _free(self, key: str, where: cst.Call) -> None:
@@ -440,8 +439,7 @@ class Bindings:
             return
         alloc = tensor.alloc or self.live.current
         for use in tensor.uses if tensor.alloc else tensor.reads | tensor.writes:
-            stream = use.access.stream
-            if stream not in tensor.recorded and distinct(stream, alloc) and not use.orders(alloc):
+            if _unprotected(use, tensor, alloc):
                 self._hazard(HazardKind.FREE_IN_USE, key, use.access, alloc, where)
 
     def _release_all(self, where: cst.CSTNode | None) -> None:
@@ -496,3 +494,12 @@ class Bindings:
             self.maybe_tensors.discard(key)
             if tensor is not None:
                 self._forget(key)
+
+
+def _unprotected(use: Mark, tensor: TrackedTensor, alloc: str) -> bool:
+    """A use the allocator does not wait for when `tensor` is freed: on a stream distinct from
+    `alloc`, neither recorded nor ordered before it. Of a stream chosen at run time, each choice
+    on its own path (`s if c else current_stream()`: `s` is recorded where it is chosen)."""
+    if use.access.stream in tensor.recorded:
+        return False
+    return use.unordered(alloc, distinct=lambda a, b: a not in tensor.recorded and distinct(a, b)) is not None

@@ -365,8 +365,8 @@ def _meet(a: frozenset[str], b: frozenset[str]) -> frozenset[str]:
 
 
 def join_tensor(a: TrackedTensor, b: TrackedTensor, kept: Kept = _NOT_KEPT, sides: Sides = _NO_SIDES) -> TrackedTensor:
-    """`kept`: per path, the tokens whose orderings made there hold wherever the stream may be
-    used (`_entered_on_one_path`); `sides`: the facts only each path has."""
+    """`kept`: per path, the tokens whose orderings and `record_stream`s made there hold wherever
+    the stream may be used (`_entered_on_one_path`); `sides`: the facts only each path has."""
     if a == b:
         return a
     return TrackedTensor(
@@ -374,7 +374,7 @@ def join_tensor(a: TrackedTensor, b: TrackedTensor, kept: Kept = _NOT_KEPT, side
         reads=_join_marks(a.reads, b.reads, kept, sides),
         uses=_join_marks(a.uses, b.uses, kept, sides),
         alloc=a.alloc if a.alloc == b.alloc else None,
-        recorded=a.recorded & b.recorded,
+        recorded=(a.recorded & b.recorded) | (a.recorded & kept[0]) | (b.recorded & kept[1]),
         pool=_join_pool(a.pool, b.pool),
         escaped=a.escaped or b.escaped,
         unsure=a.unsure and b.unsure,

@@ -155,7 +155,7 @@ def kept_tensor_params(function: cst.FunctionDef) -> frozenset[str]:
 
 def metadata_params(function: cst.FunctionDef) -> frozenset[str]:
     """Parameters the function only asks for metadata (`t.element_size() * t.nelement()`,
-    `t.shape`, `t is None`, `len(t)`): a tensor passed there is read by no kernel. Any other
+    `t.shape`, `t is None`, `len(t)`, `t.attr = v`): a tensor passed there is read by no kernel. Any other
     mention (an operator, a call, a rebinding, a nested function) is taken as a use of the data."""
     names = {param.name.value for param in parameters(function)}
     used: set[str] = set()
@@ -181,6 +181,8 @@ def _metadata_of_name(node: cst.CSTNode) -> Sequence[cst.CSTNode] | None:
     `t.size(d)`: `d`; `t is None`; `len(t)`); None if it is no such question."""
     if type(node) is cst.Attribute and isinstance(node.value, cst.Name) and node.attr.value in HOST_ATTRIBUTES:
         return ()
+    if type(node) is cst.AssignTarget and isinstance(node.target, cst.Attribute) and dotted_name(node.target):
+        return ()  # `t.state.done = v` sets a Python attribute: no kernel touches `t`
     if type(node) is cst.Call:
         func = node.func
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.attr.value in _ASKED:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from csan_lint.lint.itemwaits import is_item_token, item_waits
 from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.ordering import (
     CURRENT,
@@ -149,6 +150,26 @@ class Streams:
         else:
             return False
         return True
+
+    def _waited_every_item(self, loop: cst.For | cst.While) -> None:
+        """After a loop that waits on each item of a collection, its waiter is ordered after
+        every item of it that an access here is on or ordered before, and every stream an item
+        is bound to (`streams = [a, b]`: a and b) (lint/itemwaits.py)."""
+        waits = [(wait, waiter) for wait in item_waits(loop) if (waiter := self._stream(wait.waiter)) is not None]
+        if not waits:
+            return
+        marks = [mark for tensor in self.live.tensors.values() for mark in tensor.writes | tensor.reads | tensor.uses]
+        named = {token for mark in marks for token in (*mark.after, *mark.access.stream.split(OR))}
+        for wait, waiter in waits:
+            bound = {
+                part
+                for key, stream in self.live.streams.items()
+                if is_item_token(key, wait)
+                for part in stream.split(OR)
+            }
+            items = {token for token in named if is_item_token(token, wait)} | bound
+            for token in sorted(items - {waiter, UNKNOWN}):
+                self._order(MarkUpdate(token, waiter))
 
     def _self_wait(self, node: cst.Call, stream: str) -> None:
         """A side stream waits on itself: `s.wait_stream(current_stream())` inside

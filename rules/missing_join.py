@@ -113,7 +113,8 @@ class MissingJoin(Rule):
     except where a later test of the same name against constants implies it (`if method != 2:`
     before `elif method == 1:`, see CSL101): code that joins under any other condition that always
     holds is reported. Naming a tensor to keep it (`d[k] = (t, t.shape)`) or passing it to a
-    function of the module that only asks for its metadata (`t.element_size() * t.nelement()`) reads
+    function of the module that only asks for its metadata (`t.element_size() * t.nelement()`) or
+    sets an attribute on it (`t.state.done = True`), or binding it into `functools.partial`, reads
     no data.
     """
 

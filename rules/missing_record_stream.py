@@ -38,7 +38,10 @@ class MissingRecordStream(Rule):
     stream, or recorded, when the last reference dies (rebinding, `del`, return). A function
     called `record_stream(t, s)` (or named with that suffix, FSDP's
     `_no_dispatch_record_stream`) records like `t.record_stream(s)`. A name that is None on a
-    path holds no tensor there: `if x is not None: x.record_stream(s)` records every tensor.
+    path holds no tensor there: `if x is not None: x.record_stream(s)` records every tensor. A
+    `record_stream` made on the branch that alone binds the stream (`if overlap: stream = side;
+    x.record_stream(stream)`, `else: stream = current_stream()`) holds wherever the stream is
+    used through that name; the side stream is assumed not used directly on the other branch.
     A function that records a tensor it reads from an object on the current stream
     (`h.a.record_stream(torch.cuda.current_stream())`) says the tensors `h` holds were made on
     another stream and handed over together: another one it reads from `h` (`h.b`,

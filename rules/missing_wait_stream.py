@@ -104,9 +104,13 @@ class MissingWaitStream(Rule):
     stream after all its work so far. A loop that only waits handles (`for req in reqs:
     req.wait()`) or streams (`for p in producers: s.wait_stream(p)`) waits them all, and an empty
     collection is taken to hold no work that needed waiting; a wait on a stream passed in, or on
-    an item of a collection, may be a wait on the caller's stream, and orders its work; a loop
-    over a non-empty literal or `range` of literals runs at least once; any other loop may run
-    zero times, and what its body orders is then not ordered.
+    an item of a collection, may be a wait on the caller's stream, and orders its work. After
+    such a loop over a named collection (`for s in self.streams:`), the waiter is ordered after
+    every item of it the function names (`self.streams[0]`, `self.streams[i % n]`, the streams
+    of a local `streams = [a, b]`), events alike, even where the loop may run zero times: an
+    empty collection has no item any work ran on. A loop over a non-empty literal or `range` of
+    literals runs at least once; any other loop may run zero times, and what its body orders is
+    then not ordered.
     """
 
     code = "CSL101"

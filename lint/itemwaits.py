@@ -1,0 +1,54 @@
+"""Waits on every item of a collection: `for s in self.streams: current_stream().wait_stream(s)`.
+
+Inside the loop the item is a stream of unknown identity, so each pass's wait names no stream
+the analysis knows. After the loop, though, the waiter has waited on each item of the
+collection, so on every stream the analysis names as one of its items (`self.streams[0]`,
+`self.streams[i % n]`), and on events alike (`for e in self.events: s.wait_event(e)`). That
+holds whether or not the loop ran: a collection it ran zero times over is empty, and an empty
+collection has no item any work was launched on. Only a loop that does nothing but wait
+(`only_waits`) qualifies: work launched on an item between two passes would follow the wait.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+
+from csan_lint.lint.interpret import only_waits
+from csan_lint.lint.values import iterated_items
+
+
+@dataclass(frozen=True)
+class ItemWait:
+    """`waiter.wait_stream(item)` (or `wait_event`) in a loop over the items of `collection`."""
+
+    waiter: cst.BaseExpression
+    collection: str
+    event: bool
+
+    @property
+    def item_prefix(self) -> str:
+        """How the ordering tokens of the collection's items begin (`c[`, `event:c[`)."""
+        return f"event:{self.collection}[" if self.event else f"{self.collection}["
+
+
+def item_waits(loop: cst.For | cst.While) -> Iterator[ItemWait]:
+    """The waits on an item of a named collection that a loop which only waits makes in every pass."""
+    if not isinstance(loop, cst.For) or loop.orelse is not None or not only_waits(loop):
+        return
+    collections = dict(iterated_items(loop.target, loop.iter))
+    for statement in loop.body.body:
+        for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+            call = small.value if isinstance(small, cst.Expr) else None
+            if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and len(call.args) == 1):
+                continue
+            waited, method = call.args[0].value, call.func.attr.value
+            if isinstance(waited, cst.Name) and waited.value in collections:
+                yield ItemWait(call.func.value, collections[waited.value], method == "wait_event")
+
+
+def is_item_token(token: str, wait: ItemWait) -> bool:
+    """`token` names an item of the waited collection (`c[0]`, `c[i % 2]`, `c[]`)."""
+    return token.startswith(wait.item_prefix) and token.endswith("]")

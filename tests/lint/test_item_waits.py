@@ -1,0 +1,110 @@
+"""A loop that waits on every item of a collection of streams (or events) orders the waiter
+after each item the analysis names, `streams[0]` or `streams[i % n]`, whether or not the loop
+ran: over an empty collection there is no item any work ran on."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+
+from csan_lint.lint.ordering import HazardKind
+from csan_lint.lint.streamflow import analyse
+
+JOINED_BY_A_LOOP = """
+import torch
+
+class Reducer:
+    def __init__(self, n):
+        self.streams = [torch.cuda.Stream() for _ in range(n)]
+        self.events = [torch.cuda.Event() for _ in range(n)]
+        self.other = torch.cuda.Stream()
+
+    def reduce(self, x, i):
+        with torch.cuda.stream({producer}):
+            self.total = x.sum()
+            self.events[0].record()
+
+    def result(self):
+        for {target} in {iterable}:
+            {wait}
+        return self.total
+"""
+
+
+def _unordered_lines(**fields: str) -> set[int]:
+    source = textwrap.dedent(JOINED_BY_A_LOOP.format(**fields))
+    flow = analyse(cst.parse_module(source), "m.py", source)
+    return {flow.line(h.access.node) for h in flow.hazards if h.kind is HazardKind.READ_AFTER_WRITE}
+
+
+WAIT_STREAM = "torch.cuda.current_stream().wait_stream(s)"
+
+
+@pytest.mark.parametrize(
+    ("producer", "target", "iterable", "wait"),
+    [
+        ("self.streams[0]", "s", "self.streams", WAIT_STREAM),
+        ("self.streams[i % len(self.streams)]", "s", "self.streams", WAIT_STREAM),
+        ("self.streams[0]", "i, s", "enumerate(self.streams)", WAIT_STREAM),
+        ("self.streams[0]", "e", "self.events", "torch.cuda.current_stream().wait_event(e)"),
+    ],
+)
+def test_waiting_on_every_item_joins_the_item_that_produced(
+    producer: str, target: str, iterable: str, wait: str
+) -> None:
+    assert _unordered_lines(producer=producer, target=target, iterable=iterable, wait=wait) == set()
+
+
+@pytest.mark.parametrize(
+    ("producer", "iterable", "wait"),
+    [
+        ("self.other", "self.streams", WAIT_STREAM),  # not an item of what the loop waits on
+        ("self.streams[0]", "self.events", WAIT_STREAM),  # the items of another collection
+        ("self.streams[0]", "self.streams", "torch.cuda.current_stream().wait_stream(s) if s else None"),
+    ],
+)
+def test_a_loop_that_does_not_wait_on_the_producer_joins_nothing(producer: str, iterable: str, wait: str) -> None:
+    assert _unordered_lines(producer=producer, target="s", iterable=iterable, wait=wait) == {18}
+
+
+def test_work_launched_between_the_waits_is_not_joined() -> None:
+    """A loop that launches on an item after waiting on another does more than wait: the waits
+    of its earlier passes do not cover the later launches."""
+    source = textwrap.dedent(
+        """
+        import torch
+
+        def f(streams, x):
+            with torch.cuda.stream(streams[0]):
+                y = x * 2
+            for s in streams:
+                torch.cuda.current_stream().wait_stream(s)
+                with torch.cuda.stream(streams[0]):
+                    y = x * 3
+            return y + 1
+        """
+    )
+    flow = analyse(cst.parse_module(source), "m.py", source)
+    assert {flow.line(h.access.node) for h in flow.hazards if h.kind is HazardKind.READ_AFTER_WRITE} == {11}
+
+
+@pytest.mark.parametrize(("listed", "unordered"), [("[a, b]", set()), ("[b]", {11})])
+def test_a_loop_over_a_list_of_named_streams_joins_each_of_them(listed: str, unordered: set[int]) -> None:
+    source = textwrap.dedent(
+        f"""
+        import torch
+
+        def f(x):
+            a, b = torch.cuda.Stream(), torch.cuda.Stream()
+            streams = {listed}
+            with torch.cuda.stream(a):
+                y = x * 2
+            for s in streams:
+                torch.cuda.current_stream().wait_stream(s)
+            z = y + 1
+        """
+    )
+    flow = analyse(cst.parse_module(source), "m.py", source)
+    assert {flow.line(h.access.node) for h in flow.hazards if h.kind is HazardKind.READ_AFTER_WRITE} == unordered
