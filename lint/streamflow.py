@@ -195,6 +195,7 @@ def analyse(
                 or name in entered_on
                 or name in recorders
                 or calls_any(name, function, writers)
+                or helpers.calls_on_receivers(name, function, writers)
             ):
                 analysis = FunctionAnalysis(
                     imports, hazards, function=name, params=tensor_params(function), helpers=helpers

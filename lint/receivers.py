@@ -1,0 +1,192 @@
+"""Receivers of a known class: the object a call like `self.loader.stage(x)` or `loader.stage(x)`
+is made on, when it is an instance of a class of the same module, so that the call runs that
+class's method (its summary, lint/effects.py) with the receiver standing for its `self`.
+
+An object's class is known from its bindings, read from the text: an attribute of `self` every
+assignment of which (in the methods of the class and of its bases in the module) is
+`Cls(...)`, a parameter annotated `Cls`, or `None`, or which is annotated `Cls`; a local
+or parameter of the calling function bound the same way. Any other binding makes it unknown:
+a call on it is not followed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+
+import libcst as cst
+
+from csan_lint.lint.names import dotted_name
+from csan_lint.lint.nodes import children, parameters, target_names
+
+_UNKNOWN = ""
+"""A name bound to something other than one class of the module."""
+
+
+class Receivers:
+    """The module's classes an object a method is called on may be an instance of."""
+
+    def __init__(self, functions: Mapping[str, cst.FunctionDef], classes: Mapping[str, Sequence[str]]) -> None:
+        self.functions = functions
+        self.classes = classes
+        self.method_names = {name.rpartition(".")[2] for name in functions if name.rpartition(".")[0] in classes}
+        """Every method name of the module's classes: a call of another name needs no lookup."""
+        self._attributes: dict[str, dict[str, str]] = {}
+        self._locals: dict[str, dict[str, str]] = {}
+
+    def class_of(self, caller: str | None, receiver: cst.BaseExpression) -> str | None:
+        """The class of the module `receiver` is an instance of where `caller` runs: a name of
+        the function, or `self.x` in a method; None when unknown."""
+        if caller is None or caller not in self.functions:
+            return None
+        if isinstance(receiver, cst.Name) and receiver.value not in ("self", "cls"):
+            if caller not in self._locals:
+                self._locals[caller] = _bound_classes([self.functions[caller]], self.classes, attributes=False)
+            return self._locals[caller].get(receiver.value) or None
+        owner = caller.rpartition(".")[0]
+        key = dotted_name(receiver)
+        if owner in self.classes and key is not None and key.startswith("self.") and key.count(".") == 1:
+            return self._attributes_of(owner).get(key) or None
+        return None
+
+    def calls(self, function: cst.FunctionDef) -> Iterator[cst.Call]:
+        """The calls in `function` of a method name of the module's classes on an object other
+        than `self` (`x.m(...)`, `self.x.m(...)`): the ones `class_of` may follow."""
+        stack: list[cst.CSTNode] = [function.body]
+        while stack:
+            node = stack.pop()
+            if type(node) is cst.Call:
+                func = node.func
+                if isinstance(func, cst.Attribute) and func.attr.value in self.method_names:
+                    if not (isinstance(func.value, cst.Name) and func.value.value in ("self", "cls")):
+                        yield node
+            stack.extend(children(node))
+
+    def _attributes_of(self, owner: str) -> dict[str, str]:
+        """`self.x` -> its class, from the methods of `owner` and of its bases in the module."""
+        if owner not in self._attributes:
+            lineage, stack = [], [owner]
+            while stack:
+                cls = stack.pop()
+                if cls in self.classes and cls not in lineage:
+                    lineage.append(cls)
+                    stack.extend(self.classes[cls])
+            methods = [f for name, f in self.functions.items() if name.rpartition(".")[0] in lineage]
+            self._attributes[owner] = _bound_classes(methods, self.classes, attributes=True)
+        return self._attributes[owner]
+
+
+def _bound_classes(
+    functions: Sequence[cst.FunctionDef], classes: Mapping[str, Sequence[str]], *, attributes: bool
+) -> dict[str, str]:
+    """Name -> the one class every binding of it in `functions` gives (`_UNKNOWN` if they do
+    not agree): `self.x` when `attributes`, else the functions' own names and parameters."""
+    found: dict[str, str] = {}
+
+    def bind(name: str, cls: str | None) -> None:
+        if cls is not None:
+            found[name] = cls if found.get(name, cls) == cls else _UNKNOWN
+
+    for function in functions:
+        annotated = {param.name.value: _annotated(param.annotation, classes) for param in parameters(function)}
+        if not attributes:
+            for name, cls in annotated.items():
+                bind(name, cls or _UNKNOWN)  # an unannotated parameter may be anything
+        visitor = _Bindings(classes, annotated, attributes)
+        function.body.visit(visitor)
+        for name, cls in visitor.bindings:
+            bind(name, cls)
+    return found
+
+
+def _annotated(annotation: cst.Annotation | None, classes: Mapping[str, Sequence[str]]) -> str | None:
+    """The class of the module an annotation names: `Cls`, `"Cls"`, `Optional[Cls]`, `Cls | None`."""
+    return None if annotation is None else _named_class(annotation.annotation, classes)
+
+
+def _named_class(expr: cst.BaseExpression, classes: Mapping[str, Sequence[str]]) -> str | None:
+    if isinstance(expr, cst.SimpleString):  # a forward reference: `"Cls"`, `"Cls | None"`
+        text = expr.evaluated_value
+        try:
+            return _named_class(cst.parse_expression(text), classes) if isinstance(text, str) else None
+        except cst.ParserSyntaxError:
+            return None
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.BitOr):
+        sides = [side for side in (expr.left, expr.right) if not (isinstance(side, cst.Name) and side.value == "None")]
+        return _named_class(sides[0], classes) if len(sides) == 1 else None
+    if isinstance(expr, cst.Subscript) and dotted_name(expr.value) in ("Optional", "typing.Optional"):
+        index = expr.slice[0].slice if len(expr.slice) == 1 else None
+        return _named_class(index.value, classes) if isinstance(index, cst.Index) else None
+    name = dotted_name(expr)
+    return name if name in classes else None
+
+
+class _Bindings(cst.CSTVisitor):
+    """(name, class or `_UNKNOWN`; None for a binding to `None`) for each binding of a function."""
+
+    def __init__(
+        self, classes: Mapping[str, Sequence[str]], params: Mapping[str, str | None], attributes: bool
+    ) -> None:
+        self.classes = classes
+        self.params = params
+        self.attributes = attributes
+        self.bindings: list[tuple[str, str | None]] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False  # a nested function binds its own names
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._bind(target.target, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        cls = _annotated(node.annotation, self.classes)
+        if cls is not None:
+            self._add(node.target, cls)
+        elif node.value is not None:
+            self._bind(node.target, node.value)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._add(node.target, _UNKNOWN)
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            self._add(node.asname.name, _UNKNOWN)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._add(node.target, _UNKNOWN)
+
+    def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            self._add(target, _UNKNOWN)
+        else:
+            self._add(target, self._class_of_value(value))
+
+    def _class_of_value(self, value: cst.BaseExpression) -> str | None:
+        if isinstance(value, cst.Name) and value.value == "None":
+            return None
+        if isinstance(value, cst.Call) and (name := dotted_name(value.func)) in self.classes:
+            return name
+        if isinstance(value, cst.Name) and self.params.get(value.value) is not None:
+            return self.params[value.value]
+        return _UNKNOWN
+
+    def _add(self, target: cst.BaseExpression, cls: str | None) -> None:
+        if self.attributes:
+            for element in _elements(target):
+                key = dotted_name(element)
+                if key is not None and key.startswith("self.") and key.count(".") == 1:
+                    self.bindings.append((key, cls))
+        else:
+            self.bindings.extend((name, cls) for name in target_names(target))
+
+
+def _elements(target: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The targets an assignment target is made of (`self.a, self.b = ...`: both)."""
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [part for element in target.elements for part in _elements(element.value)]
+    if isinstance(target, cst.StarredElement):
+        return _elements(target.value)
+    return [target]

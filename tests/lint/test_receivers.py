@@ -1,0 +1,124 @@
+"""Methods of another class of the module, called on an object of it (`self.stager.stage(x)`,
+`stager.stage(x)`): the call runs that class's method summary, the object's attributes standing
+for the method's `self`, when every binding of the object says which class it is."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from csan_lint.lint.engine import lint_source
+
+STAGER = """
+import typing
+
+import torch
+
+
+class Stager:
+    def __init__(self):
+        self.stream = torch.cuda.Stream()
+        self.ready = torch.cuda.Event()
+
+    def stage(self, batch):
+        with torch.cuda.stream(self.stream):
+            self.staged = batch.to("cuda", non_blocking=True)
+            self.ready.record()
+
+    def join(self):
+        torch.cuda.current_stream().wait_stream(self.stream)
+
+"""
+
+ON_SELF = """
+class Trainer:
+    def __init__(self):
+        self.stager = Stager()
+
+    def step(self, batch):
+        self.stager.stage(batch)
+        {before}
+        return self.stager.staged * 2
+"""
+
+
+def findings(source: str) -> list[tuple[str, int, str]]:
+    return sorted((f.code, f.line, f.message) for f in lint_source(textwrap.dedent(source), "m.py"))
+
+
+def test_an_attribute_staged_by_the_objects_method_and_read_with_no_wait_is_flagged() -> None:
+    assert findings(STAGER + ON_SELF.format(before="pass")) == [
+        (
+            "CSL102",
+            28,
+            "'self.stager.staged' was written on side stream 'self.stager.stream' and is read on the "
+            "current stream with no wait_stream/wait_event between them",
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    "before",
+    [
+        "self.stager.join()",  # another method of the object orders its stream before ours
+        "self.stager.ready.wait()",  # the event `stage` recorded on the object
+        "torch.cuda.current_stream().wait_stream(self.stager.stream)",
+    ],
+)
+def test_a_join_through_the_object_orders_what_its_method_left_pending(before: str) -> None:
+    assert findings(STAGER + ON_SELF.format(before=before)) == []
+
+
+@pytest.mark.parametrize(
+    "receiver",
+    [
+        "def step(batch):\n    stager = Stager()",
+        "def step(batch, stager: Stager):\n    pass",
+        "def step(batch, stager: typing.Optional[Stager] = None):\n    pass",
+        "def step(batch, stager: 'Stager | None'):\n    pass",
+    ],
+)
+def test_a_local_or_an_annotated_parameter_of_the_class_is_followed(receiver: str) -> None:
+    source = STAGER + receiver + "\n    stager.stage(batch)\n    return stager.staged * 2\n"
+    assert [(code, message.split(" was")[0]) for code, _, message in findings(source)] == [
+        ("CSL102", "'stager.staged'")
+    ]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # an attribute given the class's objects only from annotated parameters
+        ON_SELF.format(before="pass")
+        .replace("self.stager = Stager()", "self.stager = stager")
+        .replace("def __init__(self):", "def __init__(self, stager: Stager):"),
+        # and reset to None in between
+        ON_SELF.format(before="pass") + "\n    def close(self):\n        self.stager = None\n",
+    ],
+)
+def test_bindings_that_agree_on_the_class_are_followed(source: str) -> None:
+    assert [code for code, _, _ in findings(STAGER + source)] == ["CSL102"]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        ON_SELF.format(before="pass").replace("self.stager = Stager()", "self.stager = make_stager()"),
+        ON_SELF.format(before="pass") + "\n    def swap(self, other):\n        self.stager = other\n",
+        "def step(batch, stager):\n    stager.stage(batch)\n    return stager.staged * 2\n",
+        "def step(batch, stager: Stager):\n    stager = pick(stager)\n    stager.stage(batch)\n"
+        "    return stager.staged * 2\n",
+    ],
+)
+def test_an_object_whose_class_is_not_known_is_not_followed(source: str) -> None:
+    assert findings(STAGER + source) == []
+
+
+def test_the_callers_tensor_read_by_the_objects_method_on_its_stream_is_checked_at_the_call() -> None:
+    source = STAGER + ON_SELF.format(before="self.stager.join()").replace(
+        "def step(self, batch):", "def step(self, x):\n        batch = x * 3"
+    )
+    (finding,) = [f for f in findings(source) if f[1] > 25]  # the method itself is checked on its own
+    assert finding[:2] == ("CSL101", 27)
+    assert "read on side stream 'self.stager.stream'" in finding[2]
