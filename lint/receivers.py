@@ -5,8 +5,10 @@ class's method (its summary, lint/effects.py) with the receiver standing for its
 An object's class is known from its bindings, read from the text: an attribute of `self` every
 assignment of which (in the methods of the class and of its bases in the module) is
 `Cls(...)`, a parameter annotated `Cls`, or `None`, or which is annotated `Cls`; a local
-or parameter of the calling function bound the same way. Any other binding makes it unknown:
-a call on it is not followed.
+or parameter of the calling function bound the same way; an item of a container whose every
+item is one (`[Cls(...) for ...]`, `.append(Cls(...))`, annotated `list[Cls]`), taken by
+subscript or by a `for` loop over it. Any other binding makes it unknown: a call on it is not
+followed.
 """
 
 from __future__ import annotations
@@ -20,6 +22,12 @@ from csan_lint.lint.nodes import children, parameters, target_names
 
 _UNKNOWN = ""
 """A name bound to something other than one class of the module."""
+_ITEMS = "[]"
+"""Suffix of a container's key for the class of its items (`self.groups[]`)."""
+_CONTAINERS = ("list", "List", "Sequence", "Iterable", "Iterator", "deque", "Deque", "set", "Set", "tuple", "Tuple")
+"""Annotations `X[Cls]` (`tuple[Cls, ...]` too) of a container whose items are `Cls`."""
+_ADDING = ("append", "appendleft", "add", "insert")
+"""Container methods that add their last argument as an item."""
 
 
 class Receivers:
@@ -38,14 +46,19 @@ class Receivers:
         the function, or `self.x` in a method; None when unknown."""
         if caller is None or caller not in self.functions:
             return None
+        owner = caller.rpartition(".")[0]
+        attributes = self._attributes_of(owner) if owner in self.classes else {}
+        suffix = ""
+        if isinstance(receiver, cst.Subscript):  # `self.groups[i]`: an item
+            receiver, suffix = receiver.value, _ITEMS
+        key = dotted_name(receiver)
         if isinstance(receiver, cst.Name) and receiver.value not in ("self", "cls"):
             if caller not in self._locals:
-                self._locals[caller] = _bound_classes([self.functions[caller]], self.classes, attributes=False)
-            return self._locals[caller].get(receiver.value) or None
-        owner = caller.rpartition(".")[0]
-        key = dotted_name(receiver)
-        if owner in self.classes and key is not None and key.startswith("self.") and key.count(".") == 1:
-            return self._attributes_of(owner).get(key) or None
+                function = self.functions[caller]
+                self._locals[caller] = _bound_classes([function], self.classes, attributes=False, outer=attributes)
+            return self._locals[caller].get(f"{key}{suffix}") or None
+        if key is not None and key.startswith("self.") and key.count(".") == 1:
+            return attributes.get(f"{key}{suffix}") or None
         return None
 
     def calls(self, function: cst.FunctionDef) -> Iterator[cst.Call]:
@@ -76,48 +89,69 @@ class Receivers:
 
 
 def _bound_classes(
-    functions: Sequence[cst.FunctionDef], classes: Mapping[str, Sequence[str]], *, attributes: bool
+    functions: Sequence[cst.FunctionDef],
+    classes: Mapping[str, Sequence[str]],
+    *,
+    attributes: bool,
+    outer: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """Name -> the one class every binding of it in `functions` gives (`_UNKNOWN` if they do
-    not agree): `self.x` when `attributes`, else the functions' own names and parameters."""
+    not agree), and `name[]` -> the class of its items: `self.x` when `attributes`, else the
+    functions' own names and parameters, a loop over `self.x` taking its items from `outer`."""
     found: dict[str, str] = {}
+    loops: list[tuple[str, str]] = []
 
     def bind(name: str, cls: str | None) -> None:
         if cls is not None:
             found[name] = cls if found.get(name, cls) == cls else _UNKNOWN
 
     for function in functions:
-        annotated = {param.name.value: _annotated(param.annotation, classes) for param in parameters(function)}
-        if not attributes:
-            for name, cls in annotated.items():
-                bind(name, cls or _UNKNOWN)  # an unannotated parameter may be anything
+        annotated = {}
+        for param in parameters(function):
+            annotated[param.name.value] = _annotated(param.annotation, classes)
+            if not attributes:  # an unannotated parameter may be anything
+                bind(param.name.value, annotated[param.name.value] or _UNKNOWN)
+                bind(f"{param.name.value}{_ITEMS}", _annotated(param.annotation, classes, items=True) or _UNKNOWN)
         visitor = _Bindings(classes, annotated, attributes)
         function.body.visit(visitor)
         for name, cls in visitor.bindings:
             bind(name, cls)
+        loops += visitor.loops
+    for name, container in loops:  # after every binding of the container is known
+        bind(name, found.get(f"{container}{_ITEMS}") or (outer or {}).get(f"{container}{_ITEMS}") or _UNKNOWN)
     return found
 
 
-def _annotated(annotation: cst.Annotation | None, classes: Mapping[str, Sequence[str]]) -> str | None:
-    """The class of the module an annotation names: `Cls`, `"Cls"`, `Optional[Cls]`, `Cls | None`."""
-    return None if annotation is None else _named_class(annotation.annotation, classes)
+def _annotated(
+    annotation: cst.Annotation | None, classes: Mapping[str, Sequence[str]], *, items: bool = False
+) -> str | None:
+    """The class of the module an annotation names: `Cls`, `"Cls"`, `Optional[Cls]`, `Cls | None`;
+    with `items`, the class of the items of a container it names (`list[Cls]`)."""
+    return None if annotation is None else _named_class(annotation.annotation, classes, items)
 
 
-def _named_class(expr: cst.BaseExpression, classes: Mapping[str, Sequence[str]]) -> str | None:
+def _named_class(expr: cst.BaseExpression, classes: Mapping[str, Sequence[str]], items: bool) -> str | None:
     if isinstance(expr, cst.SimpleString):  # a forward reference: `"Cls"`, `"Cls | None"`
         text = expr.evaluated_value
         try:
-            return _named_class(cst.parse_expression(text), classes) if isinstance(text, str) else None
+            return _named_class(cst.parse_expression(text), classes, items) if isinstance(text, str) else None
         except cst.ParserSyntaxError:
             return None
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.BitOr):
         sides = [side for side in (expr.left, expr.right) if not (isinstance(side, cst.Name) and side.value == "None")]
-        return _named_class(sides[0], classes) if len(sides) == 1 else None
-    if isinstance(expr, cst.Subscript) and dotted_name(expr.value) in ("Optional", "typing.Optional"):
-        index = expr.slice[0].slice if len(expr.slice) == 1 else None
-        return _named_class(index.value, classes) if isinstance(index, cst.Index) else None
+        return _named_class(sides[0], classes, items) if len(sides) == 1 else None
+    if isinstance(expr, cst.Subscript):
+        generic = (dotted_name(expr.value) or "").rpartition(".")[2]
+        first = expr.slice[0].slice
+        if not isinstance(first, cst.Index):
+            return None
+        if generic == "Optional" and len(expr.slice) == 1:
+            return _named_class(first.value, classes, items)
+        if items and generic in _CONTAINERS:
+            return _named_class(first.value, classes, False)
+        return None
     name = dotted_name(expr)
-    return name if name in classes else None
+    return name if name in classes and not items else None
 
 
 class _Bindings(cst.CSTVisitor):
@@ -130,6 +164,8 @@ class _Bindings(cst.CSTVisitor):
         self.params = params
         self.attributes = attributes
         self.bindings: list[tuple[str, str | None]] = []
+        self.loops: list[tuple[str, str]] = []
+        """(name, container) for each `for name in container:` (also over a slice of it)."""
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return False  # a nested function binds its own names
@@ -143,13 +179,27 @@ class _Bindings(cst.CSTVisitor):
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         cls = _annotated(node.annotation, self.classes)
-        if cls is not None:
+        items = _annotated(node.annotation, self.classes, items=True)
+        if cls is not None or items is not None:
             self._add(node.target, cls)
+            self._add(node.target, items, items=True)
         elif node.value is not None:
             self._bind(node.target, node.value)
 
     def visit_For(self, node: cst.For) -> None:
-        self._add(node.target, _UNKNOWN)
+        container = node.iter.value if isinstance(node.iter, cst.Subscript) else node.iter
+        key = dotted_name(container)
+        if isinstance(node.target, cst.Name) and key is not None and not self.attributes:
+            self.loops.append((node.target.value, key))
+        else:
+            self._add(node.target, _UNKNOWN)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and node.args and func.attr.value in (*_ADDING, "extend"):
+            value = node.args[-1].value
+            cls = self._items_of_value(value) if func.attr.value == "extend" else self._class_of_value(value)
+            self._add(func.value, cls, items=True)
 
     def visit_WithItem(self, node: cst.WithItem) -> None:
         if node.asname is not None:
@@ -161,8 +211,19 @@ class _Bindings(cst.CSTVisitor):
     def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
             self._add(target, _UNKNOWN)
+            self._add(target, _UNKNOWN, items=True)
         else:
             self._add(target, self._class_of_value(value))
+            self._add(target, self._items_of_value(value), items=True)
+
+    def _items_of_value(self, value: cst.BaseExpression) -> str | None:
+        """The class of every item of a new container (None: empty, no item yet)."""
+        if isinstance(value, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
+            return self._class_of_value(value.elt) or _UNKNOWN
+        if isinstance(value, (cst.List, cst.Tuple, cst.Set)):
+            found = {self._class_of_value(element.value) for element in value.elements}
+            return found.pop() if len(found) == 1 else None if not found else _UNKNOWN
+        return _UNKNOWN
 
     def _class_of_value(self, value: cst.BaseExpression) -> str | None:
         if isinstance(value, cst.Name) and value.value == "None":
@@ -173,13 +234,17 @@ class _Bindings(cst.CSTVisitor):
             return self.params[value.value]
         return _UNKNOWN
 
-    def _add(self, target: cst.BaseExpression, cls: str | None) -> None:
+    def _add(self, target: cst.BaseExpression, cls: str | None, *, items: bool = False) -> None:
+        """Binds the targets (with `items`: the items of the containers they name) to `cls`."""
+        suffix = _ITEMS if items else ""
         if self.attributes:
             for element in _elements(target):
                 key = dotted_name(element)
                 if key is not None and key.startswith("self.") and key.count(".") == 1:
-                    self.bindings.append((key, cls))
-        else:
+                    self.bindings.append((f"{key}{suffix}", cls))
+        elif items and isinstance(target, cst.Name):
+            self.bindings.append((f"{target.value}{suffix}", cls))
+        elif not items:
             self.bindings.extend((name, cls) for name in target_names(target))
 
 

@@ -122,3 +122,73 @@ def test_the_callers_tensor_read_by_the_objects_method_on_its_stream_is_checked_
     (finding,) = [f for f in findings(source) if f[1] > 25]  # the method itself is checked on its own
     assert finding[:2] == ("CSL101", 27)
     assert "read on side stream 'self.stager.stream'" in finding[2]
+
+
+@pytest.mark.parametrize(
+    ("make", "loop"),
+    [
+        ("self.stagers = [Stager() for _ in range(2)]", "for stager in self.stagers:"),
+        ("self.stagers = []\n        self.stagers.append(Stager())", "for stager in self.stagers[1:]:"),
+        ("self.stagers: list[Stager] = make()", "for stager in self.stagers:"),
+        ("pass", "for stager in stagers:"),  # the parameter `stagers: list[Stager]`
+    ],
+)
+def test_an_item_of_a_container_of_the_class_taken_by_a_loop_is_followed(make: str, loop: str) -> None:
+    source = f"""
+class Trainer:
+    def __init__(self):
+        {make}
+
+    def step(self, batch, stagers: typing.Sequence[Stager]):
+        {loop}
+            stager.stage(batch)
+            out = stager.staged * 2
+"""
+    assert [(code, message.split(" was")[0]) for code, _, message in findings(STAGER + source)] == [
+        ("CSL102", "'stager.staged'")
+    ]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        "self.stagers = [Stager(), make()]",
+        "self.stagers = [Stager()]\n        self.stagers.append(make())",
+    ],
+)
+def test_a_container_of_mixed_items_is_not_followed(make: str) -> None:
+    source = f"""
+class Trainer:
+    def __init__(self):
+        {make}
+
+    def step(self, batch):
+        for stager in self.stagers:
+            stager.stage(batch)
+            out = stager.staged * 2
+"""
+    assert findings(STAGER + source) == []
+
+
+FLUSHED = """
+class Flusher:
+    def flush(self):
+        torch.cuda.synchronize()
+
+
+class Trainer:
+    def __init__(self):
+        self.flushers = [{make}]
+
+    def step(self, x, s):
+        with torch.cuda.stream(s):
+            self.y = x * 2
+        self.flushers[0].flush()
+        return self.y * 3
+"""
+
+
+def test_a_method_called_on_an_item_of_a_container_of_the_class_orders_like_it() -> None:
+    """A device sync made by the item's method orders the side stream's work before ours."""
+    assert findings(STAGER + FLUSHED.format(make="Flusher()")) == []
+    assert [code for code, _, _ in findings(STAGER + FLUSHED.format(make="make()"))] == ["CSL102"]
