@@ -192,3 +192,36 @@ def test_a_method_called_on_an_item_of_a_container_of_the_class_orders_like_it()
     """A device sync made by the item's method orders the side stream's work before ours."""
     assert findings(STAGER + FLUSHED.format(make="Flusher()")) == []
     assert [code for code, _, _ in findings(STAGER + FLUSHED.format(make="make()"))] == ["CSL102"]
+
+
+ENTERED = """
+import torch
+
+
+class Loader:
+    def __init__(self):
+        self.stream = torch.cuda.Stream()
+
+    def on_stream(self):
+        return torch.cuda.stream(self.stream)
+
+
+class Trainer:
+    def __init__(self):
+        self.loader = Loader()
+        self.stream = torch.cuda.Stream()
+
+    def step(self, x):
+        self.y = x * 2
+        {waiter}.wait_stream(torch.cuda.current_stream())
+        with self.loader.on_stream():
+            self.z = self.y + 1
+        torch.cuda.current_stream().wait_stream({waiter})
+"""
+
+
+def test_a_stream_context_made_by_another_objects_method_enters_that_objects_stream() -> None:
+    assert findings(ENTERED.format(waiter="self.loader.stream")) == []
+    (finding,) = findings(ENTERED.format(waiter="self.stream"))
+    assert finding[:2] == ("CSL101", 22)
+    assert "read on side stream 'self.loader.stream'" in finding[2]
