@@ -113,7 +113,7 @@ def _bound_classes(
                 bind(param.name.value, annotated[param.name.value] or _UNKNOWN)
                 bind(f"{param.name.value}{_ITEMS}", _annotated(param.annotation, classes, items=True) or _UNKNOWN)
         visitor = _Bindings(classes, annotated, attributes)
-        function.body.visit(visitor)
+        visitor.walk(function.body.body)
         for name, cls in visitor.bindings:
             bind(name, cls)
         loops += visitor.loops
@@ -154,7 +154,7 @@ def _named_class(expr: cst.BaseExpression, classes: Mapping[str, Sequence[str]],
     return name if name in classes and not items else None
 
 
-class _Bindings(cst.CSTVisitor):
+class _Bindings:
     """(name, class or `_UNKNOWN`; None for a binding to `None`) for each binding of a function."""
 
     def __init__(
@@ -167,11 +167,34 @@ class _Bindings(cst.CSTVisitor):
         self.loops: list[tuple[str, str]] = []
         """(name, container) for each `for name in container:` (also over a slice of it)."""
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False  # a nested function binds its own names
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        return False
+    def walk(self, statements: Sequence[cst.CSTNode]) -> None:
+        """Every binding made by `statements` and the statements nested in them, not by nested
+        functions and classes (their own names); expressions are not entered (a plain walk of
+        statements: a libcst visitor rebuilds every node it passes, several times the cost)."""
+        for node in statements:
+            if isinstance(node, cst.SimpleStatementLine):
+                self.walk(node.body)
+            elif isinstance(node, cst.Assign):
+                self.visit_Assign(node)
+            elif isinstance(node, cst.AnnAssign):
+                self.visit_AnnAssign(node)
+            elif isinstance(node, cst.AugAssign):
+                self.visit_AugAssign(node)
+            elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
+                self.visit_Call(node.value)  # `self.groups.append(Group())`
+            elif isinstance(node, cst.BaseCompoundStatement) and not isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+                if isinstance(node, cst.For):
+                    self.visit_For(node)
+                elif isinstance(node, cst.With):
+                    for item in node.items:
+                        self.visit_WithItem(item)
+                for part in (getattr(node, name, None) for name in ("body", "orelse", "finalbody")):
+                    if isinstance(part, cst.If):  # `elif`
+                        self.walk([part])
+                    elif part is not None:
+                        self.walk((part if isinstance(part, cst.BaseSuite) else part.body).body)
+                for part in (*getattr(node, "handlers", ()), *getattr(node, "cases", ())):
+                    self.walk(part.body.body)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
