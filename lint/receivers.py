@@ -175,19 +175,19 @@ class _Bindings:
             if isinstance(node, cst.SimpleStatementLine):
                 self.walk(node.body)
             elif isinstance(node, cst.Assign):
-                self.visit_Assign(node)
+                self._assign(node)
             elif isinstance(node, cst.AnnAssign):
-                self.visit_AnnAssign(node)
+                self._annotated_assign(node)
             elif isinstance(node, cst.AugAssign):
-                self.visit_AugAssign(node)
+                self._augmented(node)
             elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
-                self.visit_Call(node.value)  # `self.groups.append(Group())`
+                self._adding(node.value)  # `self.groups.append(Group())`
             elif isinstance(node, cst.BaseCompoundStatement) and not isinstance(node, (cst.FunctionDef, cst.ClassDef)):
                 if isinstance(node, cst.For):
-                    self.visit_For(node)
+                    self._loop(node)
                 elif isinstance(node, cst.With):
                     for item in node.items:
-                        self.visit_WithItem(item)
+                        self._with_item(item)
                 for part in (getattr(node, name, None) for name in ("body", "orelse", "finalbody")):
                     if isinstance(part, cst.If):  # `elif`
                         self.walk([part])
@@ -196,11 +196,11 @@ class _Bindings:
                 for part in (*getattr(node, "handlers", ()), *getattr(node, "cases", ())):
                     self.walk(part.body.body)
 
-    def visit_Assign(self, node: cst.Assign) -> None:
+    def _assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             self._bind(target.target, node.value)
 
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+    def _annotated_assign(self, node: cst.AnnAssign) -> None:
         cls = _annotated(node.annotation, self.classes)
         items = _annotated(node.annotation, self.classes, items=True)
         if cls is not None or items is not None:
@@ -209,7 +209,7 @@ class _Bindings:
         elif node.value is not None:
             self._bind(node.target, node.value)
 
-    def visit_For(self, node: cst.For) -> None:
+    def _loop(self, node: cst.For) -> None:
         container = node.iter.value if isinstance(node.iter, cst.Subscript) else node.iter
         key = dotted_name(container)
         if isinstance(node.target, cst.Name) and key is not None and not self.attributes:
@@ -217,18 +217,18 @@ class _Bindings:
         else:
             self._add(node.target, _UNKNOWN)
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def _adding(self, node: cst.Call) -> None:
         func = node.func
         if isinstance(func, cst.Attribute) and node.args and func.attr.value in (*_ADDING, "extend"):
             value = node.args[-1].value
             cls = self._items_of_value(value) if func.attr.value == "extend" else self._class_of_value(value)
             self._add(func.value, cls, items=True)
 
-    def visit_WithItem(self, node: cst.WithItem) -> None:
+    def _with_item(self, node: cst.WithItem) -> None:
         if node.asname is not None:
             self._add(node.asname.name, _UNKNOWN)
 
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+    def _augmented(self, node: cst.AugAssign) -> None:
         self._add(node.target, _UNKNOWN)
 
     def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:

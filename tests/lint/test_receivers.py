@@ -225,3 +225,18 @@ def test_a_stream_context_made_by_another_objects_method_enters_that_objects_str
     (finding,) = findings(ENTERED.format(waiter="self.stream"))
     assert finding[:2] == ("CSL101", 22)
     assert "read on side stream 'self.loader.stream'" in finding[2]
+
+
+@pytest.mark.parametrize(
+    ("init", "followed"),
+    [
+        ("if cond:\n            self.stager = Stager()\n        else:\n            self.stager = None", True),
+        ("if a:\n            pass\n        elif b:\n            self.stager = make()", False),
+        ("try:\n            pass\n        except ImportError:\n            self.stager = make()", False),
+        ("with lock:\n            self.stager = make()", False),
+        ("match kind:\n            case 1:\n                self.stager = make()", False),
+    ],
+)
+def test_every_binding_in_nested_statements_counts(init: str, followed: bool) -> None:
+    source = ON_SELF.format(before="pass").replace("self.stager = Stager()", f"self.stager = Stager()\n        {init}")
+    assert [code for code, _, _ in findings(STAGER + source)] == (["CSL102"] if followed else [])
