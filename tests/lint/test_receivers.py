@@ -240,3 +240,25 @@ def test_a_stream_context_made_by_another_objects_method_enters_that_objects_str
 def test_every_binding_in_nested_statements_counts(init: str, followed: bool) -> None:
     source = ON_SELF.format(before="pass").replace("self.stager = Stager()", f"self.stager = Stager()\n        {init}")
     assert [code for code, _, _ in findings(STAGER + source)] == (["CSL102"] if followed else [])
+
+
+PREFETCHED = """
+class Trainer:
+    def __init__(self):
+        self.stager = Stager()
+
+    def prefetch(self, batch):
+        self.stager.stage(batch)
+
+    def step(self):
+        {before}
+        return self.stager.staged * 2
+"""
+
+
+def test_an_objects_attribute_left_pending_by_one_method_is_where_the_others_start() -> None:
+    """`prefetch` leaves the object's batch being copied on its stream; `step` may run next."""
+    ((code, line, message),) = findings(STAGER + PREFETCHED.format(before="pass"))
+    assert (code, line) == ("CSL102", 30)
+    assert "on side stream 'self.stager.stream' in Trainer.prefetch()" in message
+    assert findings(STAGER + PREFETCHED.format(before="self.stager.join()")) == []
