@@ -28,6 +28,7 @@ from csan_lint.lint.ordering import (
     issued_on,
     join_states,
 )
+from csan_lint.lint.receivers import Receivers
 from csan_lint.lint.recognize import ContextFunctions
 from csan_lint.lint.scan import metadata_params, tensor_params
 from csan_lint.lint.summaries import ANY_OTHER, RETURNED, Effect, PackageIndex, Summary, returned_key, returned_position
@@ -88,8 +89,9 @@ class Callee:
     summary: Summary
     same_module: bool
     """Module globals named in the summary mean the same at the call site."""
-    self_call: bool
-    """`self.m(...)`: the summary's `self.x` are the caller's."""
+    receiver: str | None
+    """The caller's name for the called method's `self` (`self` for `self.m(...)`, `self.loader`
+    for `self.loader.stage(...)`): the summary's `self.x` are its attributes; None if unnamed."""
 
 
 class Helpers:
@@ -116,6 +118,8 @@ class Helpers:
         """By function and the stream parameters given the caller's current stream (`summary`)."""
         self.metadata: dict[str, frozenset[str]] = {}
         """Function -> the parameters it only asks for metadata (`metadata_params`)."""
+        self.receivers = Receivers(functions, self.classes)
+        """Objects of the module's classes that methods are called on (`self.loader.stage(x)`)."""
         self.contexts = ContextFunctions(functions.values(), imports)
         """The module's functions that enter a stream for their caller (`with self._on(s):`)."""
         self.depth = 0
@@ -133,9 +137,9 @@ class Helpers:
         name = self.callee(caller, func)
         if name is not None or _on_self(func):
             summary = self.summary(name, on_current) if name is not None else None
-            return Callee(summary, True, _on_self(func)) if summary is not None else None
+            return Callee(summary, True, self._receiver(func)) if summary is not None else None
         summary = self.imported(dotted_name(func), qualified, on_current)
-        return Callee(summary, False, False) if summary is not None else None
+        return Callee(summary, False, None) if summary is not None else None
 
     def callee(self, caller: str | None, func: cst.BaseExpression) -> str | None:
         """The module's function a call reaches: `helper(...)`, a function nested in the caller or
@@ -148,10 +152,27 @@ class Helpers:
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in self.classes:
             name = self._method(func.value.value, func.attr.value, inherited=False)  # `Other.helper(...)`
             return name if name is not None and _unbound(self.functions[name]) else None
+        if isinstance(func, cst.Attribute) and not _on_self(func) and func.attr.value in self.receivers.method_names:
+            owner = self.receivers.class_of(caller, func.value)  # `self.loader.stage(...)`, `loader.stage(...)`
+            return self._method(owner, func.attr.value, inherited=False) if owner is not None else None
         if not (_on_self(func) and caller is not None and "." in caller):
             return None
         assert isinstance(func, cst.Attribute)
         return self._method(caller.rsplit(".", 1)[0], func.attr.value, inherited=_is_super(func.value))
+
+    def _receiver(self, func: cst.BaseExpression) -> str | None:
+        """`Callee.receiver` of a call of the module's function `func`."""
+        if _on_self(func):
+            return "self"
+        if not isinstance(func, cst.Attribute) or dotted_name(func.value) in self.classes:
+            return None  # a function, or `Cls.static(...)`
+        return dotted_name(func.value)
+
+    def calls_on_receivers(self, caller: str, function: cst.FunctionDef, targets: set[str]) -> bool:
+        """Whether `function` calls one of `targets` on an object of a class of the module."""
+        if not targets:
+            return False
+        return any(self.callee(caller, call.func) in targets for call in self.receivers.calls(function))
 
     def metadata_args(self, caller: str | None, call: cst.Call) -> frozenset[int]:
         """The ids of the arguments a call of the module's function passes for parameters it
@@ -316,6 +337,13 @@ class Helpers:
         )
 
 
+def _on_receiver(found: Callee, token: str) -> str | None:
+    """`self.x` (or `cls.x`) of the called method in the caller's names."""
+    if found.receiver in (None, "self"):
+        return token if found.receiver else None
+    return f"{found.receiver}.{token.split('.', 1)[1]}" if "." in token else found.receiver
+
+
 def _ordered_on_caller(
     returned: set[tuple[int | None, Mark]], outside: Callable[[frozenset[str]], frozenset[str]]
 ) -> set[Effect]:
@@ -455,7 +483,7 @@ class Effects:
     def _argument_key(self, found: Callee, call: cst.Call, key: str) -> str | None:
         """The caller's name for a parameter or `self.x` of the called function."""
         if key.startswith("self."):
-            return key if found.self_call else None
+            return _on_receiver(found, key)
         value = _argument(found.summary, call, key)
         return dotted_name(value) if value is not None else None
 
@@ -473,5 +501,5 @@ class Effects:
             value = _argument(found.summary, call, root)
             return self._stream(value) if value is not None and root == token else None
         if root in ("self", "cls"):
-            return token if found.self_call else None
+            return _on_receiver(found, token)
         return token if found.same_module else None

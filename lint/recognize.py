@@ -109,8 +109,10 @@ class ContextFunctions:
                 argument = _argument(call, wrapper.params, param, method)
                 if argument is not None:
                     found.append(argument)
-            elif _root(stream) not in ("self", "cls") or dotted.startswith(("self.", "cls.")):
+            elif _root(stream) not in ("self", "cls") or dotted.rpartition(".")[0] in ("self", "cls"):
                 found.append(stream)
+            elif isinstance(call.func, cst.Attribute):  # `self.x` of another object (`self.loader.m()`): its own
+                found.append(_rebased(stream, call.func.value))
         return tuple(found)
 
 
@@ -249,6 +251,13 @@ def _argument(call: cst.Call, params: tuple[str, ...], name: str, method: bool) 
     offset = 1 if method and params[:1] in (("self",), ("cls",)) else 0
     index = params.index(name) - offset
     return positional[index] if 0 <= index < len(positional) else None
+
+
+def _rebased(expr: cst.BaseExpression, receiver: cst.BaseExpression) -> cst.BaseExpression:
+    """`self.x` (an attribute chain from `self`) of the object `receiver`: `receiver.x`."""
+    if isinstance(expr, (cst.Attribute, cst.Subscript)):
+        return expr.with_changes(value=_rebased(expr.value, receiver))
+    return receiver
 
 
 def _code(expr: cst.BaseExpression) -> str:

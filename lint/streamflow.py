@@ -214,6 +214,7 @@ def analyse(
                 or name in recorders
                 or calls_any(name, function, writers)
                 or name in default_waiters
+                or helpers.calls_on_receivers(name, function, writers)
             ):
                 analysis = FunctionAnalysis(
                     imports, hazards, function=name, params=tensor_params(function), helpers=helpers
@@ -371,11 +372,12 @@ def _cross_method(
 
 
 def _side_accesses(end: FlowState, globals_: frozenset[str]) -> dict[str, TrackedTensor]:
-    """`self.x` -> its last writes and reads on a side stream of `self` or of the module that are
-    not yet ordered before the current stream; for the items of results in flight kept in a
-    container (`self.outputs[][0]`, lint/bindings.py `_kept_items`), on any side stream: no other
-    method waits on it by name, so only a sync or an event orders them. The public methods start
-    from all of them, the methods they call as `self.m()` from the results in flight."""
+    """`self.x` (and `self.x.y` of an object kept there) -> its last writes and reads on a side
+    stream of `self` or of the module that are not yet ordered before the current stream; for the
+    items of results in flight kept in a container (`self.outputs[][0]`, lint/bindings.py
+    `_kept_items`), on any side stream: no other method waits on it by name, so only a sync or an
+    event orders them. The public methods start from all of them, the methods they call as
+    `self.m()` from the results in flight."""
 
     def pending(marks: frozenset[Mark], item: bool) -> frozenset[Mark]:
         return frozenset(
@@ -388,7 +390,7 @@ def _side_accesses(end: FlowState, globals_: frozenset[str]) -> dict[str, Tracke
 
     found = {}
     for key, tensor in end.tensors.items():
-        if key.startswith("self.") and key.count(".") == 1:
+        if key.startswith("self.") and key.count(".") <= 2:  # `self.loader.batch`: an object's, see receivers.py
             item = key.endswith("]")
             writes, reads = pending(tensor.writes, item), pending(tensor.reads, item)
             if writes or reads:

@@ -107,8 +107,10 @@ class MissingJoin(Rule):
     of an async collective orders the current stream after it, as `s.record_event().wait()` orders
     it after `s`; a handle kept in a list and waited on through a loop is not followed. A join done
     by a called function is seen when that function is defined in the same module (or imported from
-    another file linted in the same run) and joins on every path that returns. `self` attributes a
-    method leaves written on a side stream are followed into the public methods of the same class
+    another file linted in the same run) and joins on every path that returns, a method of another
+    object too where CSL101 says. `self` attributes a
+    method leaves written on a side stream (and attributes of an object kept on `self` whose
+    method it called, `self.loader.batch`) are followed into the public methods of the same class
     (not its subclasses). A wait made on only one branch of an `if` does not order the other branch,
     except where a later test of the same name against constants implies it (`if method != 2:`
     before `elif method == 1:`, see CSL101): code that joins under any other condition that always

@@ -95,9 +95,12 @@ class MissingWaitStream(Rule):
     it is defined in the same module (inherited and `super()` methods included) or imported
     from another file linted in the same run, and holds on every path that returns (a
     parameter given the caller's current stream is that stream there: a value it allocated and
-    returned before `copy.wait_stream(compute)` is ordered before `copy` at the caller); ordering
-    made by a method of another object (`plan.wait_current_stream()`), in C++ or by another
-    thread is not seen; the runtime check dismisses such findings. What a called function that
+    returned before `copy.wait_stream(compute)` is ordered before `copy` at the caller), and
+    by a method of another object whose class is one of the module's and known from every binding
+    of it (`self.loader = Loader()`, a parameter annotated `Loader`, an item of a `list[Loader]`
+    or of `[Loader() ...]`), its attributes standing for the method's `self`; ordering made by a
+    method of any other object (`plan.wait_current_stream()`), in C++ or by another thread is not
+    seen; the runtime check dismisses such findings. What a called function that
     is seen computes and returns inside its own stream block, without a join, is written on
     that stream (torchrec's forward on one side stream, read by the backward on another). A
     collective's handle waited as an item of a list (`reqs[i - 1].wait()`) is taken as launched on the entry

@@ -254,4 +254,4 @@ def fixed(self):
     assert _entered("self.on_stream(b)", functions) == []  # a method would bind `x` to `self`: `b` is `x`
     assert _entered("self.fixed()", functions) == ["self.side"]
     assert _entered("converted(s)", functions) == ["s"]
-    assert _entered("other.fixed()", functions) == []  # another object's `self.side` is not ours
+    assert _entered("other.fixed()", functions) == ["other.side"]  # another object's `self.side` is its own
