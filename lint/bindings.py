@@ -123,6 +123,8 @@ class Bindings:
             if isinstance(target, cst.Name) and self._item_of_callers(value):
                 self.borrowed.add(target.value)
             elif isinstance(target, cst.Name) and (holder := self._holder(value)) is not None:
+                tensor = self.live.tensors.get(target.value) or TrackedTensor()
+                self.live.tensors[target.value] = replace(tensor, writes=frozenset())  # the caller wrote it
                 self.borrowed.add(target.value)
                 self.held_by[target.value] = holder
             key = dotted_name(target)

@@ -1,0 +1,110 @@
+"""A tensor a method of an object the function did not make hands out (`self.store.flat(k)`)
+is that object's state, like `self.x`: side-stream writes to it left unjoined race with the
+caller's next use of what the object hands out (CSL102); a fresh tensor is not state."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+
+from csan_lint.lint.engine import lint_source
+from csan_lint.lint.getters import getter_holder
+
+
+def findings(source: str) -> list[tuple[str, int]]:
+    return sorted((f.code, f.line) for f in lint_source(textwrap.dedent(source), "m.py"))
+
+
+OPTIMIZER = """
+import torch
+import torch.distributed as dist
+
+class Optimizer:
+    def __init__(self):
+        self.side = torch.cuda.Stream()
+
+    def step(self, master):
+        param = self.store.flat(0)
+        param.copy_(master)
+        torch.cuda.synchronize()
+        with torch.cuda.stream(self.side):
+            self.publish()
+
+    def publish(self):
+        handles = []
+        for rank in range(4):
+            param = {param}
+            handles.append(dist.broadcast(param, src=rank, async_op=True))
+        for handle in handles:
+            handle.wait()
+        {join}
+"""
+
+
+@pytest.mark.parametrize("param", ["self.store.flat(rank)", "self.store.shards.flat(rank=rank)"])
+def test_a_getters_tensor_written_by_a_helper_run_on_a_side_stream_and_never_joined_is_flagged(param: str) -> None:
+    found = lint_source(textwrap.dedent(OPTIMIZER.format(join="", param=param)), "m.py")
+    assert [(f.code, f.line) for f in found] == [("CSL102", 11), ("CSL102", 20)]  # the next step's writes
+    assert all("'self.store[]'" in f.message for f in found)
+
+
+def test_a_host_sync_the_helper_ends_with_orders_it() -> None:
+    assert findings(OPTIMIZER.format(join="torch.cuda.synchronize()", param="self.store.flat(rank)")) == []
+
+
+@pytest.mark.parametrize("param", ["self.store.flat(rank).clone()", "torch.empty(8, device='cuda')"])
+def test_a_fresh_tensor_is_not_the_objects_state(param: str) -> None:
+    assert findings(OPTIMIZER.format(join="", param=param)) == []
+
+
+HOOK = """
+import torch
+
+class Offloader:
+    def register(self, optimizer):
+        def copy_back(optimizer, args, kwargs):
+            self.copy.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(self.copy):
+                for host in optimizer.params:
+                    device = self.copies.device_copy(host)
+                    device.data.copy_(host.data, non_blocking=True)
+            {join}
+
+        optimizer.register_step_post_hook(copy_back)
+"""
+
+
+def test_a_getters_tensor_left_written_on_a_side_stream_at_return_is_flagged() -> None:
+    found = lint_source(textwrap.dedent(HOOK.format(join="")), "m.py")
+    assert [(f.code, f.line) for f in found] == [("CSL102", 11)]
+    assert "after 'Offloader.register.copy_back' returns" in found[0].message
+
+
+def test_a_join_before_returning_orders_the_getters_tensor() -> None:
+    assert findings(HOOK.format(join="torch.cuda.current_stream().wait_stream(self.copy)")) == []
+
+
+def test_a_host_value_a_getter_hands_out_is_not_written_by_binding_it() -> None:
+    source = HOOK.format(join="").replace(
+        "device.data.copy_(host.data, non_blocking=True)", "self.log.append(self.copies.index_of(host))"
+    )
+    assert findings(source) == []
+
+
+@pytest.mark.parametrize(
+    ("expression", "holder"),
+    [
+        ("self.store.flat(k)", "self.store[]"),
+        ("self.store.shards.flat(k)", "self.store[]"),
+        ("bucket.buffers.flat()", "bucket[]"),
+        ("self.flat(k)", None),  # the object's own method: followed, or unknown
+        ("self.store.view(-1)", None),  # a view: the object's tensor itself
+        ("self.store.clone()", None),  # a method every tensor has: a new tensor
+        ("other.buffers.flat()", None),  # not a parameter: a module or a global
+        ("self.store[0]", None),
+    ],
+)
+def test_the_holder_of_a_getters_result(expression: str, holder: str | None) -> None:
+    assert getter_holder(cst.parse_expression(expression), {"bucket"}) == holder
