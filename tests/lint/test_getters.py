@@ -59,40 +59,6 @@ def test_a_fresh_tensor_is_not_the_objects_state(param: str) -> None:
     assert findings(OPTIMIZER.format(join="", param=param)) == []
 
 
-HOOK = """
-import torch
-
-class Offloader:
-    def register(self, optimizer):
-        def copy_back(optimizer, args, kwargs):
-            self.copy.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(self.copy):
-                for host in optimizer.params:
-                    device = self.copies.device_copy(host)
-                    device.data.copy_(host.data, non_blocking=True)
-            {join}
-
-        optimizer.register_step_post_hook(copy_back)
-"""
-
-
-def test_a_getters_tensor_left_written_on_a_side_stream_at_return_is_flagged() -> None:
-    found = lint_source(textwrap.dedent(HOOK.format(join="")), "m.py")
-    assert [(f.code, f.line) for f in found] == [("CSL102", 11)]
-    assert "after 'Offloader.register.copy_back' returns" in found[0].message
-
-
-def test_a_join_before_returning_orders_the_getters_tensor() -> None:
-    assert findings(HOOK.format(join="torch.cuda.current_stream().wait_stream(self.copy)")) == []
-
-
-def test_a_host_value_a_getter_hands_out_is_not_written_by_binding_it() -> None:
-    source = HOOK.format(join="").replace(
-        "device.data.copy_(host.data, non_blocking=True)", "self.log.append(self.copies.index_of(host))"
-    )
-    assert findings(source) == []
-
-
 @pytest.mark.parametrize(
     ("expression", "holder"),
     [
