@@ -387,7 +387,7 @@ class FunctionAnalysis(
         key = dotted_name(base)
         if assigned and key is not None and not self._is_tensor(base):
             return
-        holder = self.held_by.get(key or "") if key is not None else self._holder(base)
+        holder = self.held_by.get(key) if key is not None else self._holder(base)
         if key is not None and key not in self.live.streams:
             self._access(key, base, write=True)
         else:

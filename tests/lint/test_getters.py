@@ -35,28 +35,46 @@ class Optimizer:
     def publish(self):
         handles = []
         for rank in range(4):
-            param = {param}
-            handles.append(dist.broadcast(param, src=rank, async_op=True))
+            {bind}
+            handles.append(dist.broadcast({arg}, src=rank, async_op=True))
         for handle in handles:
             handle.wait()
         {join}
 """
 
 
-@pytest.mark.parametrize("param", ["self.store.flat(rank)", "self.store.shards.flat(rank=rank)"])
-def test_a_getters_tensor_written_by_a_helper_run_on_a_side_stream_and_never_joined_is_flagged(param: str) -> None:
-    found = lint_source(textwrap.dedent(OPTIMIZER.format(join="", param=param)), "m.py")
+def bound(getter: str) -> dict[str, str]:
+    """The getter's tensor bound to a name, then written."""
+    return {"bind": f"param = {getter}", "arg": "param"}
+
+
+def passed(getter: str) -> dict[str, str]:
+    """The getter's result written as the call's argument."""
+    return {"bind": "pass", "arg": getter}
+
+
+@pytest.mark.parametrize(
+    "written",
+    [bound("self.store.flat(rank)"), bound("self.store.shards.flat(rank=rank)"), passed("self.store.flat(rank)")],
+)
+def test_a_getters_tensor_written_by_a_helper_run_on_a_side_stream_and_never_joined_is_flagged(
+    written: dict[str, str],
+) -> None:
+    found = lint_source(textwrap.dedent(OPTIMIZER.format(join="", **written)), "m.py")
     assert [(f.code, f.line) for f in found] == [("CSL102", 11), ("CSL102", 20)]  # the next step's writes
     assert all("'self.store[]'" in f.message for f in found)
 
 
 def test_a_host_sync_the_helper_ends_with_orders_it() -> None:
-    assert findings(OPTIMIZER.format(join="torch.cuda.synchronize()", param="self.store.flat(rank)")) == []
+    assert findings(OPTIMIZER.format(join="torch.cuda.synchronize()", **bound("self.store.flat(rank)"))) == []
 
 
-@pytest.mark.parametrize("param", ["self.store.flat(rank).clone()", "torch.empty(8, device='cuda')"])
-def test_a_fresh_tensor_is_not_the_objects_state(param: str) -> None:
-    assert findings(OPTIMIZER.format(join="", param=param)) == []
+@pytest.mark.parametrize(
+    "written",
+    [bound("self.store.flat(rank).clone()"), bound("torch.empty(8, device='cuda')"), passed("torch.empty(8)")],
+)
+def test_a_fresh_tensor_is_not_the_objects_state(written: dict[str, str]) -> None:
+    assert findings(OPTIMIZER.format(join="", **written)) == []
 
 
 @pytest.mark.parametrize(
