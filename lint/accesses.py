@@ -106,7 +106,7 @@ class FunctionAnalysis(
         written there outlives the call, like a parameter (`_return`)."""
         self.held_by: dict[str, str] = {}
         """Names bound to a getter's result (`p = self.store.get(k)`) -> the object holding it
-        (`self.store`): a write through the name is one to that object's state too."""
+        (`self.store[]`: any item it hands out): a write through the name is one there too."""
         self.callers_items: set[str] = set()
         """Loop names bound to the items of a list the caller passed in (a bucket): the caller
         may drop them with the list as soon as the function returns (`_return`)."""
