@@ -104,6 +104,9 @@ class FunctionAnalysis(
         self.borrowed: set[str] = set()
         """Names bound to an item of the caller's data (`buf = self.buffers[k]`): what is
         written there outlives the call, like a parameter (`_return`)."""
+        self.held_by: dict[str, str] = {}
+        """Names bound to a getter's result (`p = self.store.get(k)`) -> the object holding it
+        (`self.store[]`: any item it hands out): a write through the name is one there too."""
         self.callers_items: set[str] = set()
         """Loop names bound to the items of a list the caller passed in (a bucket): the caller
         may drop them with the list as soon as the function returns (`_return`)."""
@@ -384,10 +387,13 @@ class FunctionAnalysis(
         key = dotted_name(base)
         if assigned and key is not None and not self._is_tensor(base):
             return
+        holder = self.held_by.get(key) if key is not None else self._holder(base)
         if key is not None and key not in self.live.streams:
             self._access(key, base, write=True)
         else:
             self._eval(base)
+        if holder is not None and holder not in self.live.streams:
+            self._access(holder, base, write=True)
 
     # ---- accesses
 

@@ -13,6 +13,7 @@ from dataclasses import replace
 import libcst as cst
 
 from csan_lint.lint.effects import Helpers, probe_key
+from csan_lint.lint.getters import getter_holder
 from csan_lint.lint.handover import handed_out, records
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.nodes import literal_items
@@ -57,6 +58,7 @@ class Bindings:
     used_as_tensors: frozenset[str]
     bound: set[str]
     borrowed: set[str]
+    held_by: dict[str, str]
     callers_items: set[str]
     made_on: dict[str, str]
     maybe_none: set[str]
@@ -120,6 +122,11 @@ class Bindings:
             self._kept_items(target, value)
             if isinstance(target, cst.Name) and self._item_of_callers(value):
                 self.borrowed.add(target.value)
+            elif isinstance(target, cst.Name) and (holder := self._holder(value)) is not None:
+                tensor = self.live.tensors.get(target.value) or TrackedTensor()
+                self.live.tensors[target.value] = replace(tensor, writes=frozenset())  # the caller wrote it
+                self.borrowed.add(target.value)
+                self.held_by[target.value] = holder
             key = dotted_name(target)
             if bound.kind in ("alias", "other", "unknown") and key is not None and dotted_name(value) is not None:
                 stream = self._stream(value)  # `s = self.copy_stream`: `s` names that stream if used as one
@@ -278,6 +285,7 @@ class Bindings:
         owned = isinstance(target, cst.Name)
         self.bound.add(key)
         self.borrowed.discard(key)
+        self.held_by.pop(key, None)
         self.callers_items.discard(key)
         if owned:
             self._release(key, target)
@@ -349,6 +357,12 @@ class Bindings:
             return False
         root = (dotted_name(value.value) or "").split(".", 1)[0]
         return root in self.caller_streams or root in ("self", "cls")
+
+    def _holder(self, value: cst.BaseExpression) -> str | None:
+        """The object whose state `value`, a getter's result, is (lint/getters.py): not a
+        tensor the call certainly makes."""
+        holder = getter_holder(value, self.caller_streams)
+        return None if holder is None or self._fresh(value) else holder
 
     def _allocated(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         """`target` holds memory `value` certainly allocated on the current stream (a torch op,

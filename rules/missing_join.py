@@ -95,15 +95,18 @@ class MissingJoin(Rule):
     event kept beside them there is not followed. A parameter on which `record_stream` is called
     holds tensors whatever its type says.
     Side-stream writes to a parameter, or to an item of the caller's data bound to a name
-    (`buf = self.buffers[k]`, also in a nested function), still pending when a function returns are
-    reported, unless every function of the module that calls it joins that stream (`wait_stream(s)`
-    spelled alike, or a `synchronize()`, anywhere in its body: where in the body is not checked),
-    the stream is one the caller passed in, is recorded (on any path) in an event stored on `self`
-    or passed in, or anything but tensors is returned (an event, a stream, a future), or the
-    function made the current stream wait for that stream at its entry, before its own work there
-    (the previous call's work is joined by the next call: DeepSpeed's reducers); pending reads (the
-    caller's next overwrite) are CSL103's. A stream chosen by if/else (`stream = self.s` on one
-    branch, `current_stream()` on the other) is judged on each choice. `work.wait()` on the handle
+    (`buf = self.buffers[k]`, also in a nested function, or a tensor a method of an attribute of
+    `self` or of a parameter hands out: `buf = self.store.get(k)`, not a tensor method's result), still
+    pending when a function returns are reported, unless every function of the module that calls it
+    joins that stream (`wait_stream(s)` spelled alike, or a `synchronize()`, anywhere in its body:
+    where in the body is not checked), the stream is one the caller passed in, is recorded (on any
+    path) in an event stored on `self` or passed in, or anything but tensors is returned (an event,
+    a stream, a future), or the function made the current stream wait for that stream at its entry,
+    before its own work there (the previous call's work is joined by the next call: DeepSpeed's
+    reducers); pending reads (the caller's next overwrite) are CSL103's. A write to what such a
+    getter hands out is also one to any item of its object (`self.store[]`), carried to the callers
+    like a write to `self.x`. A stream chosen by if/else (`stream = self.s` on one branch,
+    `current_stream()` on the other) is judged on each choice. `work.wait()` on the handle
     of an async collective orders the current stream after it, as `s.record_event().wait()` orders
     it after `s`; a handle kept in a list and waited on through a loop is not followed. A join done
     by a called function is seen when that function is defined in the same module (or imported from

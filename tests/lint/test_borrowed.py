@@ -1,5 +1,6 @@
-"""Items of the caller's data (`buf = self.buffers[k]`) written on a side stream outlive the call:
-still pending when it returns, with no join, the caller's next use races with them (CSL102)."""
+"""Items of the caller's data (`buf = self.buffers[k]`, or a getter's `buf = self.store.get(k)`)
+written on a side stream outlive the call: still pending when it returns, with no join, the
+caller's next use races with them (CSL102)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ class Offloader:
             self.copy.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(self.copy):
                 for host in optimizer.params:
-                    device = self.device_copies[host]
+                    device = {item}
                     device.data.copy_(host.data, non_blocking=True)
             {join}
 
@@ -31,8 +32,14 @@ class Offloader:
 """
 
 
-def test_an_item_of_the_objects_data_left_written_on_a_side_stream_is_flagged() -> None:
-    found = lint_source(textwrap.dedent(HOOK.format(join="self.other.record_event().wait()")), "m.py")
+ITEMS = ["self.device_copies[host]", "self.copies.device_copy(host)"]
+"""An item of a container of the object, and a tensor a getter of the object hands out."""
+
+
+@pytest.mark.parametrize("item", ITEMS)
+def test_an_item_of_the_objects_data_left_written_on_a_side_stream_is_flagged(item: str) -> None:
+    source = HOOK.format(join="self.other.record_event().wait()", item=item)
+    found = lint_source(textwrap.dedent(source), "m.py")
     assert [(f.code, f.line) for f in found] == [("CSL102", 11)]
     assert "after 'Offloader.register.copy_back' returns" in found[0].message
 
@@ -47,10 +54,18 @@ def test_an_item_of_the_objects_data_left_written_on_a_side_stream_is_flagged() 
         "self.done = torch.cuda.Event()\n            if optimizer.params:\n                self.done.record(self.copy)",
     ],
 )
-def test_a_join_before_returning_orders_it(join: str) -> None:
-    assert findings(HOOK.format(join=join)) == []
+@pytest.mark.parametrize("item", ITEMS)
+def test_a_join_before_returning_orders_it(join: str, item: str) -> None:
+    assert findings(HOOK.format(join=join, item=item)) == []
 
 
 def test_a_name_rebound_to_a_tensor_of_its_own_is_no_longer_the_callers() -> None:
-    source = HOOK.format(join="device = torch.zeros(1, device='cuda')")
+    source = HOOK.format(join="device = torch.zeros(1, device='cuda')", item=ITEMS[0])
+    assert findings(source) == []
+
+
+def test_a_host_value_a_getter_hands_out_is_not_written_by_binding_it() -> None:
+    source = HOOK.format(join="", item=ITEMS[1]).replace(
+        "device.data.copy_(host.data, non_blocking=True)", "self.log.append(self.copies.index_of(host))"
+    )
     assert findings(source) == []
