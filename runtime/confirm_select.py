@@ -135,14 +135,25 @@ def _common_directory(paths: Sequence[str]) -> Path:
     return Path(os.path.commonpath(directories))
 
 
+_PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg", "tox.ini", "pytest.ini")
+
+
+def _project_root(start: Path) -> Path | None:
+    """The first directory upwards with a project file, where pytest puts its rootdir when no
+    file configures it: a src layout's `tests/` sits there, beside `src/`, not next to the
+    package."""
+    return next((d for d in (start, *start.parents) if any((d / n).is_file() for n in _PROJECT_FILES)), None)
+
+
 def default_test_paths(source_paths: Sequence[str]) -> tuple[list[str], PytestConfig | None]:
-    """pytest's configured `testpaths` for the linted sources, else `tests/` next to the config
-    (or next to the sources); empty when there is none."""
+    """pytest's configured `testpaths` for the linted sources, else `tests/` next to the sources,
+    the config or the project root; empty when there is none."""
     start = _common_directory(source_paths)
     config = find_pytest_config(start)
     if config is not None and config.testpaths:
         return [str(config.rootdir / path) for path in config.testpaths], config
-    for directory in (start, *(() if config is None else (config.rootdir,))):
+    root = config.rootdir if config is not None else _project_root(start)
+    for directory in (start, *(() if root is None else (root,))):
         if (directory / "tests").is_dir():
             return [str(directory / "tests")], config
     return [], config

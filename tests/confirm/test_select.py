@@ -104,6 +104,16 @@ def test_default_test_paths_fall_back_to_tests_next_to_the_config(tmp_path):
     assert config.python_files == ("check_*.py",)
 
 
+@pytest.mark.parametrize("project_file", ["pyproject.toml", "setup.py", "setup.cfg"])
+def test_a_src_layout_without_pytest_config_finds_tests_at_the_project_root(tmp_path, project_file):
+    """`src/pkg` linted, `tests/` beside `src/`, a project file that configures no pytest (a
+    `[project]`-only pyproject.toml): the tests are the project root's, as pytest's rootdir."""
+    write(tmp_path, {project_file: "[project]\nname = 'pkg'\n", "src/pkg/a.py": "", "tests/test_a.py": ""})
+    paths, config = default_test_paths([str(tmp_path / "src" / "pkg")])
+    assert paths == [str(tmp_path / "tests")]
+    assert config is None
+
+
 def test_no_test_paths_when_there_are_none(tmp_path):
     write(tmp_path, {"src/a.py": ""})
     paths, _ = default_test_paths([str(tmp_path / "src")])
