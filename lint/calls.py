@@ -15,6 +15,7 @@ import libcst as cst
 from csan_lint.lint.effects import Callee, Helpers
 from csan_lint.lint.names import DEVICE_SYNC, SET_STREAM, ImportTable, dotted_name
 from csan_lint.lint.ordering import HOST, FlowState, MarkUpdate
+from csan_lint.lint.recognize import PARTIAL
 from csan_lint.lint.values import Value, freed_storage, is_barrier, is_constructor, is_inplace
 from csan_lint.lint.vocabulary import (
     COLLECTIVES,
@@ -69,7 +70,7 @@ class Calls:
             self._record_stream(node, node.args[0].value, node.args[1].value)
             return
         qualified = self.imports.qualified(func)
-        if qualified == "functools.partial":
+        if qualified == PARTIAL:
             self._hand_over(node)  # kept for a later call, on a stream not known here
             return
         if is_barrier(qualified, node):

@@ -31,10 +31,9 @@ import libcst as cst
 from csan_lint.lint.model import Spellings
 from csan_lint.lint.names import CURRENT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import children, literal_items, target_names
-from csan_lint.lint.recognize import entered_streams
+from csan_lint.lint.recognize import PARTIAL, entered_streams
 from csan_lint.lint.values import code_of
 
-_PARTIAL = "functools.partial"
 _HANDLE = "cuda_stream"
 """The raw `cudaStream_t` of a stream, which kernels written outside torch are launched on."""
 _ORDERING = frozenset(
@@ -198,7 +197,7 @@ class _Builder:
         qualified = self.imports.qualified(call.func)
         if qualified == CURRENT_STREAM and not in_block:
             self.reads_current = True
-        elif qualified == _PARTIAL:
+        elif qualified == PARTIAL:
             self.partials.append((call, in_block))
         elif isinstance(call.func, cst.Attribute) and call.func.attr.value == "remove":
             handle = dotted_name(call.func.value)

@@ -75,6 +75,15 @@ def target_names(target: cst.CSTNode) -> Iterator[str]:
         yield from target_names(target.value)
 
 
+def target_parts(target: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The targets an assignment target is made of (`self.a, (b.c, *d) = ...` -> self.a, b.c, d)."""
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [part for element in target.elements for part in target_parts(element.value)]
+    if isinstance(target, cst.StarredElement):
+        return target_parts(target.value)
+    return [target]
+
+
 def literal_items(expr: cst.BaseExpression) -> list[cst.BaseExpression] | None:
     """The items of a literal tuple, list or set, or the keys and values of a literal dict (a
     starred item as what it unpacks); None for any other expression."""

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 import libcst as cst
 
 from csan_lint.lint.names import dotted_name
-from csan_lint.lint.nodes import children, parameters, target_names
+from csan_lint.lint.nodes import children, parameters, target_names, target_parts
 
 _UNKNOWN = ""
 """A name bound to something other than one class of the module."""
@@ -261,7 +261,7 @@ class _Bindings:
         """Binds the targets (with `items`: the items of the containers they name) to `cls`."""
         suffix = _ITEMS if items else ""
         if self.attributes:
-            for element in _elements(target):
+            for element in target_parts(target):
                 key = dotted_name(element)
                 if key is not None and key.startswith("self.") and key.count(".") == 1:
                     self.bindings.append((f"{key}{suffix}", cls))
@@ -269,12 +269,3 @@ class _Bindings:
             self.bindings.append((f"{target.value}{suffix}", cls))
         elif not items:
             self.bindings.extend((name, cls) for name in target_names(target))
-
-
-def _elements(target: cst.BaseExpression) -> list[cst.BaseExpression]:
-    """The targets an assignment target is made of (`self.a, self.b = ...`: both)."""
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [part for element in target.elements for part in _elements(element.value)]
-    if isinstance(target, cst.StarredElement):
-        return _elements(target.value)
-    return [target]

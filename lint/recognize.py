@@ -54,7 +54,7 @@ _STREAM_NAME = re.compile(r"(?i)stream$")
 """`with self.copy_stream:`: a dotted name ending so is taken for a stream when nothing says otherwise."""
 _EVENT_NAME = re.compile(r"(?i)(?:event|evt|stream)s?$")
 """Receivers whose `record()`, `wait()`, `query()` are an event's (or a stream's)."""
-_PARTIAL = "functools.partial"
+PARTIAL = "functools.partial"
 OR = " or "
 """Joins the alternatives of a stream chosen at run time: `a or b`."""
 _EXIT_STACKS = frozenset({"contextlib.ExitStack", "contextlib.AsyncExitStack"})
@@ -140,7 +140,7 @@ def entered_streams(
             return _stream_argument(expr.args)
         if qualified in STREAM_VALUES:
             return (expr,)
-        if qualified == _PARTIAL and expr.args and imports.qualified(expr.args[0].value) in STREAM_CONTEXTS:
+        if qualified == PARTIAL and expr.args and imports.qualified(expr.args[0].value) in STREAM_CONTEXTS:
             return _stream_argument(expr.args[1:])
         return functions.streams(expr)
     key = dotted_name(expr)

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from csan_lint.lint.names import CURRENT_STREAM, ImportTable, dotted_name
-from csan_lint.lint.nodes import children, target_names
+from csan_lint.lint.nodes import children, target_names, target_parts
 from csan_lint.lint.recognize import NO_FUNCTIONS, ContextFunctions, entered_streams
 from csan_lint.lint.scan import TENSOR_EVIDENCE
 from csan_lint.lint.values import code_of
@@ -207,7 +207,7 @@ class _Text:
             self.assigned.add(chain)
         for name in target_names(target):  # `a, b = ...`, `for x in ...`
             self.binds.setdefault(name, []).append(None)
-        for element in _elements(target):
+        for element in target_parts(target):
             self.stores.add(element)
 
     def _call(self, node: cst.Call) -> None:
@@ -394,11 +394,3 @@ def _member(name: cst.Name, parent: cst.CSTNode | None) -> bool:
 
 def _is_builtin(func: cst.BaseExpression, name: str) -> bool:
     return isinstance(func, cst.Name) and func.value == name
-
-
-def _elements(target: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
-    """The targets inside a tuple or list target (`a.x, b = ...`)."""
-    if isinstance(target, (cst.Tuple, cst.List)):
-        for element in target.elements:
-            yield element.value
-            yield from _elements(element.value)
