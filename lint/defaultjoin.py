@@ -38,8 +38,7 @@ from csan_lint.lint.ordering import (
     join_states,
     launch_key,
 )
-
-_WAITS = frozenset({"wait_stream", "wait_event"})
+from csan_lint.lint.vocabulary import STREAM_WAITS
 
 
 class DefaultJoins:
@@ -127,7 +126,7 @@ def waits_into_default(function: cst.FunctionDef, imports: ImportTable, kept: Co
         node = stack.pop()
         if type(node) is cst.Assign and _is_default_call(node.value, imports):
             defaults.update(key for target in node.targets if (key := dotted_name(target.target)) is not None)
-        elif type(node) is cst.Call and isinstance(node.func, cst.Attribute) and node.func.attr.value in _WAITS:
+        elif type(node) is cst.Call and isinstance(node.func, cst.Attribute) and node.func.attr.value in STREAM_WAITS:
             receivers.append(node.func.value)
         stack.extend(children(node))
     return any(_is_default_call(receiver, imports) or dotted_name(receiver) in defaults for receiver in receivers)

@@ -33,13 +33,10 @@ from csan_lint.lint.names import CURRENT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import children, literal_items, target_names
 from csan_lint.lint.recognize import PARTIAL, entered_streams
 from csan_lint.lint.values import code_of
+from csan_lint.lint.vocabulary import ORDERING_METHODS
 
 _HANDLE = "cuda_stream"
 """The raw `cudaStream_t` of a stream, which kernels written outside torch are launched on."""
-_ORDERING = frozenset(
-    {"wait_stream", "wait_event", "record_event", "record", "wait", "synchronize", "query", "elapsed_time"}
-)
-"""Methods that order streams or events: a captured stream they take launches nothing."""
 _REBINDING = (cst.AugAssign, cst.For, cst.NamedExpr, cst.AnnAssign, cst.AsName)
 """Nodes that bind names other than by `=` (`+=`, `for`, `:=`, `as`): such a name is not (only) a stream."""
 _CALLS_AT_ONCE = frozenset({"map", "filter", "sorted", "min", "max", "reduce"})
@@ -259,7 +256,7 @@ class _Builder:
         if qualified is not None and qualified.startswith("torch.cuda."):
             return True
         leaf = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-        return leaf in _ORDERING or leaf.endswith("record_stream")
+        return leaf in ORDERING_METHODS or leaf.endswith("record_stream")
 
     def _escape(self, built: cst.CSTNode) -> tuple[str | None, cst.CSTNode, str] | None:
         """Where the callable first leaves the function, in source order, with the first name it

@@ -19,6 +19,7 @@ import libcst as cst
 from csan_lint.lint.loopindex import CountedLoop, IndexFacts, counted_loop, index_fact, integer
 from csan_lint.lint.names import ImportTable
 from csan_lint.lint.nodes import target_names
+from csan_lint.lint.vocabulary import STREAM_WAITS
 
 
 class _Copyable(Protocol):
@@ -308,4 +309,4 @@ def _waits_item(statement: cst.BaseSmallStatement, items: set[str]) -> bool:
     if method == "wait":
         return not call.args
     waited = call.args[0].value if len(call.args) == 1 else None
-    return method in ("wait_stream", "wait_event") and isinstance(waited, cst.Name) and waited.value in items
+    return method in STREAM_WAITS and isinstance(waited, cst.Name) and waited.value in items

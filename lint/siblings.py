@@ -42,7 +42,15 @@ from csan_lint.lint.nodes import children, target_names, target_parts
 from csan_lint.lint.recognize import NO_FUNCTIONS, ContextFunctions, entered_streams
 from csan_lint.lint.scan import TENSOR_EVIDENCE
 from csan_lint.lint.values import code_of
-from csan_lint.lint.vocabulary import HOST_ATTRIBUTES, HOST_METHODS, PURE_BUILTINS, STORING_METHODS, VIEW_ATTRIBUTES
+from csan_lint.lint.vocabulary import (
+    HOST_ATTRIBUTES,
+    HOST_METHODS,
+    ORDERING_METHODS,
+    PURE_BUILTINS,
+    STORING_METHODS,
+    STREAM_WAITS,
+    VIEW_ATTRIBUTES,
+)
 
 _ANY = "*"
 """Attribute key of a record the text cannot name (`getattr(h, name)`): every sibling of `h`."""
@@ -55,7 +63,7 @@ _ESCAPES = (
 )  # fmt: skip
 """Parents through which a value goes on somewhere this module does not follow."""
 
-_STREAM_CALLS = frozenset({"stream", "wait_stream", "wait_event", "record_event", "record", "wait", "synchronize"})
+_STREAM_CALLS = ORDERING_METHODS | {"stream"}
 """Calls of the stream API by their last name: what they take is a stream or an event."""
 _STREAM_OR_EVENT = re.compile(r"(?i)(?:stream|event)s?$")
 """Attributes named so hold streams or events, as lint/recognize.py takes them."""
@@ -215,7 +223,7 @@ class _Text:
         leaf = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
         if leaf == "synchronize":
             self.waiters.append(None)
-        elif leaf in ("wait_stream", "wait_event") and isinstance(func, cst.Attribute):
+        elif leaf in STREAM_WAITS and isinstance(func, cst.Attribute):
             self.waiters.append(func.value)
         elif leaf.endswith("record_stream"):
             if isinstance(func, cst.Attribute):

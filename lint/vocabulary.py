@@ -70,6 +70,11 @@ STORING_METHODS = frozenset(
 )  # fmt: skip
 """Container methods: what is passed to them outlives the call (`Tensor.add` loses no precision
 worth having)."""
+STREAM_WAITS = frozenset({"wait_stream", "wait_event"})
+"""A stream's waits: on another stream, on an event."""
+ORDERING_METHODS = STREAM_WAITS | {"record_event", "record", "wait", "synchronize", "query", "elapsed_time"}
+"""Methods of streams and events that order work or ask after it: what they take is a stream or an
+event, and they launch nothing."""
 COLLECTIVES = frozenset(
     f"torch.distributed.{name}"
     for name in (
