@@ -197,23 +197,33 @@ def _factory(base: Any) -> Any:
     return factory
 
 
-def _host_when_named(base: Any) -> Any:
-    """`zeros_like(x, device="cpu")`, `x.new_zeros(n, device="cpu")`: the user named the
-    host, so the result is a host tensor even when `x` is on the device."""
+def _device_named(base: Any) -> Any:
+    """A factory with a `device=` argument as the user names it: a bare index (`zeros(2,
+    device=0)`) is the accelerator, as on a CUDA build (the CPU build's argument parser refuses
+    it before any mode sees the call); `zeros_like(x, device="cpu")`, `x.new_zeros(n,
+    device="cpu")` are host tensors even when `x` is on the device."""
 
     def call(*args: Any, **kwargs: Any) -> torch.Tensor:
         device = kwargs.get("device")
-        if device is None or torch.device(device).type != "cpu":
+        if device is None:
             return base(*args, **kwargs)
-        with naming_host():
-            return base(*args, **kwargs)
+        if _is_index(device):
+            kwargs["device"] = torch.device("cuda", device)
+        elif torch.device(device).type == "cpu":
+            with naming_host():
+                return base(*args, **kwargs)
+        return base(*args, **kwargs)
 
     call.__name__ = base.__name__
     call.__doc__ = base.__doc__
     return call
 
 
-_LIKE_FACTORIES = ("empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "randint_like")
+_FACTORIES = (
+    "empty", "empty_strided", "zeros", "ones", "full", "rand", "randn", "randint", "randperm",
+    "arange", "linspace", "logspace", "eye", "scalar_tensor", "tril_indices", "triu_indices",
+    "empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "randint_like",
+)  # fmt: skip
 _NEW_FACTORIES = ("new_empty", "new_empty_strided", "new_zeros", "new_ones", "new_full")
 
 _device_tensor = _factory(_base_tensor)
@@ -386,14 +396,14 @@ TENSOR_ATTRIBUTES: dict[str, Any] = {
     "numpy": _tensor_numpy,
     "type": _tensor_type,
     "new_tensor": _tensor_new_tensor,
-    **{name: _host_when_named(getattr(_TensorBase, name)) for name in _NEW_FACTORIES},
+    **{name: _device_named(getattr(_TensorBase, name)) for name in _NEW_FACTORIES},
 }
 TORCH_FUNCTIONS: dict[str, Any] = {
     "tensor": _device_tensor,
     "as_tensor": _factory(_base_as_tensor),
     "Generator": Generator,
     "device": Device,
-    **{name: _host_when_named(getattr(torch, name)) for name in _LIKE_FACTORIES},
+    **{name: _device_named(getattr(torch, name)) for name in _FACTORIES},
 }
 
 

@@ -325,3 +325,19 @@ def test_a_bare_device_index_names_the_emulated_device():
     for moved in (torch.ones(2).to(0), torch.ones(2).to(device=0), torch.ones(2).to(0, torch.float64)):
         assert moved.is_cuda and moved.tolist() == [1.0, 1.0]
     assert torch.ones(2).to(0, torch.float64).dtype == torch.float64
+
+
+def test_factories_take_a_bare_device_index_as_the_emulated_device():
+    host = torch.ones(2)
+    made = (
+        torch.zeros(2, device=0),
+        torch.rand(3, device=0),
+        torch.arange(4, device=0),
+        torch.full((2,), 7.0, device=0),
+        torch.zeros_like(host, device=0),
+        host.new_ones(2, device=0),
+    )
+    for tensor in made:
+        assert tensor.is_cuda and tensor.device == torch.device("cuda", 0)
+    assert torch.arange(4, device=0).tolist() == [0, 1, 2, 3]
+    assert torch.zeros(2, device=0, dtype=torch.float64).dtype == torch.float64
