@@ -27,11 +27,13 @@ MODULE_MOVES = frozenset({"cuda", "to", "half", "float", "double", "bfloat16", "
 
 
 def moved_module(statement: cst.BaseExpression) -> cst.BaseExpression | None:
-    """The receiver of a move whose result the statement drops (`model.cuda(device)`)."""
+    """The receiver of a move whose result the statement drops (`model.cuda(device)`): a local
+    name. An attribute's move (`self.shard.to(device)`) is not followed: its readers are other
+    methods, where nothing tells a call of the module's own methods from a launch."""
     if not (isinstance(statement, cst.Call) and isinstance(statement.func, cst.Attribute)):
         return None
     receiver = statement.func.value
-    if statement.func.attr.value not in MODULE_MOVES or dotted_name(receiver) is None:
+    if statement.func.attr.value not in MODULE_MOVES or not isinstance(receiver, cst.Name):
         return None
     return receiver
 

@@ -69,3 +69,9 @@ def test_a_tensor_whose_moved_copy_is_kept_stays_a_tensor_handed_to_a_constructo
     """`y = x.cuda()` keeps the copy: `x` is no module, and building an object from a tensor
     stores it without reading it."""
     assert findings(move="moved = model.cuda(device)") == []
+
+
+def test_a_moved_modules_own_methods_launch_nothing() -> None:
+    """`model.eval()`, `model.parameters()` set flags or hand out the parameters on the host."""
+    assert findings(use="model.eval()") == []
+    assert findings(use="wrapped = list(model.parameters())") == []
