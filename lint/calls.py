@@ -122,7 +122,7 @@ class Calls:
                 if node.args:
                     self._record_stream(node, receiver, node.args[0].value)
                 return
-            if method in HOST_METHODS or self._moved(receiver):  # a module's own methods set flags or hand out parameters
+            if method in HOST_METHODS or self._moved(receiver):  # a module's own: flags, or its parameters
                 self._eval_args(node)
                 return
             if method == "replay" and key in self.graphs and not node.args:
