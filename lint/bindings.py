@@ -497,7 +497,7 @@ class Bindings:
         if isinstance(iterable, (cst.List, cst.Tuple)) and is_reference(iterable):
             return True  # `for t in [a, b]`: each item is used in the body
         if (paired := paired_containers(iterable)) is not None:
-            return all([self._iterated_container(container) for container in paired])
+            return all([self._iterated_container(container) for container in paired])  # demotes each
         key = dotted_name(iterable)
         if key is None:
             return False

@@ -26,7 +26,7 @@ MODULE_MOVES = frozenset({"cuda", "to", "half", "float", "double", "bfloat16", "
 """`nn.Module` methods that convert its parameters in place and return the module itself."""
 
 
-def moved_module(statement: cst.BaseExpression) -> cst.BaseExpression | None:
+def moved_module(statement: cst.BaseExpression) -> cst.Name | None:
     """The receiver of a move whose result the statement drops (`model.cuda(device)`): a local
     name. An attribute's move (`self.shard.to(device)`) is not followed: its readers are other
     methods, where nothing tells a call of the module's own methods from a launch."""
@@ -49,14 +49,12 @@ class ModuleMoves:
     _access: Callable[..., None]
     _eval: Callable[[cst.CSTNode], None]
 
-    def _move(self, receiver: cst.BaseExpression, call: cst.BaseExpression) -> None:
+    def _move(self, receiver: cst.Name, call: cst.BaseExpression) -> None:
         """A module moved in place by `call`: its parameters, and the list it is an item of, are
         written."""
         for arg in call.args if isinstance(call, cst.Call) else ():
             self._eval(arg.value)
-        key = dotted_name(receiver)
-        assert key is not None
-        for written in (key, self.items_of.get(key)):
+        for written in (receiver.value, self.items_of.get(receiver.value)):
             if written is not None:
                 self.modules.add(written)
                 self._access(written, receiver, write=True)
