@@ -22,6 +22,7 @@ from csan_lint.lint.calls import Calls
 from csan_lint.lint.defaultjoin import DefaultJoins
 from csan_lint.lint.effects import PROBE_ACCESS, Effects, Helpers, probe_key
 from csan_lint.lint.interpret import Interpreter
+from csan_lint.lint.modules import ModuleMoves, moved_module
 from csan_lint.lint.names import GRAPH_CAPTURE, ImportTable, dotted_name
 from csan_lint.lint.nodes import children, target_names
 from csan_lint.lint.numbers import used_as_numbers
@@ -72,7 +73,7 @@ _MAX_LOOP_PASSES = 8
 
 
 class FunctionAnalysis(
-    Calls, Bindings, Returns, Values, Streams, DefaultJoins, Effects, Interpreter[FlowState, FlowLoop]
+    Calls, Bindings, Returns, Values, Streams, DefaultJoins, Effects, ModuleMoves, Interpreter[FlowState, FlowLoop]
 ):
     """Interprets one function body (or a module body) and collects its hazards."""
 
@@ -153,6 +154,8 @@ class FunctionAnalysis(
         self.bound: set[str] = set()
         """Names (re)bound here: a parameter rebound no longer denotes the caller's argument."""
         self.loop_items: set[str] = set()
+        self.modules = set()
+        self.items_of = {}
         self.yields = False
         self.silent = 0
         """Depth of blocks on an UNKNOWN stream: their accesses are taken as ordered, never judged."""
@@ -197,6 +200,8 @@ class FunctionAnalysis(
                 self._access(key, node.target, write=True)
             else:
                 self._eval(node.target)
+        elif isinstance(node, cst.Expr) and (module := moved_module(node.value)) is not None:
+            self._move(module, node.value)
         elif isinstance(node, cst.Expr):
             self._eval(node.value)
         elif isinstance(node, cst.Return):
@@ -280,6 +285,7 @@ class FunctionAnalysis(
         owned = self.caller_owned - self.bound
         self.callers_items.update(name for name, container in iterated_items(target, iterable) if container in owned)
         self.loop_items.update(target_names(target))
+        self._bind_items(target, iterable)
 
     # ---- expressions
 
@@ -343,6 +349,7 @@ class FunctionAnalysis(
         while comp is not None:
             if comp is not node.for_in:
                 self._eval(comp.iter)
+            self._bind_items(comp.target, comp.iter)
             for condition in comp.ifs:
                 self._eval(condition.test)
             comp = comp.inner_for_in

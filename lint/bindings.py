@@ -42,6 +42,7 @@ from csan_lint.lint.values import (
     is_async_collective,
     is_reference,
     paired,
+    paired_containers,
     stores_in_container,
     viewed,
 )
@@ -490,10 +491,13 @@ class Bindings:
             self._header(iterable)
 
     def _iterated_container(self, iterable: cst.BaseExpression) -> bool:
-        """`for x in xs`: going through a list, or a tensor's rows (views), launches nothing; a
-        value of unknown kind that is iterated is a container."""
+        """`for x in xs`: going through a list, or a tensor's rows (views), launches nothing, nor
+        does pairing them up (`enumerate(xs)`, `zip(xs, ys)`); a value of unknown kind that is
+        iterated is a container."""
         if isinstance(iterable, (cst.List, cst.Tuple)) and is_reference(iterable):
             return True  # `for t in [a, b]`: each item is used in the body
+        if (paired := paired_containers(iterable)) is not None:
+            return all([self._iterated_container(container) for container in paired])  # demotes each
         key = dotted_name(iterable)
         if key is None:
             return False

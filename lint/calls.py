@@ -62,6 +62,8 @@ class Calls:
     _for_streams_passed: Callable[[Callee, cst.Call, str | None], Callee]
     _replay_orders: Callable[[Callee, cst.Call], None]
     _replay_effects: Callable[[Callee, cst.Call], None]
+    _moved: Callable[[cst.BaseExpression], bool]
+    _read_moved: Callable[[cst.Call], None]
 
     def _call(self, node: cst.Call) -> None:
         func = node.func
@@ -120,7 +122,7 @@ class Calls:
                 if node.args:
                     self._record_stream(node, receiver, node.args[0].value)
                 return
-            if method in HOST_METHODS:
+            if method in HOST_METHODS or self._moved(receiver):  # a module's own: flags, or its parameters
                 self._eval_args(node)
                 return
             if method == "replay" and key in self.graphs and not node.args:
@@ -137,6 +139,8 @@ class Calls:
             stores = method in STORING_METHODS and not (method in TENSOR_METHODS and self._is_tensor(receiver))
             if method == "append" and key is not None and len(node.args) == 1:
                 self._kept_for_caller(key, dotted_name(node.args[0].value))
+            if is_constructor(method):
+                self._read_moved(node)
             if is_constructor(method) or stores:
                 self._hand_over(node)  # stored, not computed on
                 return
@@ -156,10 +160,11 @@ class Calls:
                 self._escape_args(node)
         else:
             if isinstance(func, cst.Name) and is_constructor(func.value):
+                self._read_moved(node)
                 self._hand_over(node)
                 return
-            if not isinstance(func, cst.Name):
-                self._eval(func)  # a called name is a function or a module, never a tensor
+            if not isinstance(func, cst.Name) or self._moved(func):
+                self._eval(func)  # a called name is a function or a module: read if moved here
             builtin = func.value if isinstance(func, cst.Name) else None
             if builtin not in METADATA_BUILTINS:
                 self._eval_args(node, asked=asked)

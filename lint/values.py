@@ -99,6 +99,16 @@ def iterated_items(target: cst.BaseExpression, iterable: cst.BaseExpression) -> 
             yield name.value, key
 
 
+def paired_containers(iterable: cst.BaseExpression) -> list[cst.BaseExpression] | None:
+    """What `enumerate(xs)` or `zip(xs, ys)` goes through (`[xs]`, `[xs, ys]`); None for any
+    other iterable."""
+    func = iterable.func if isinstance(iterable, cst.Call) else None
+    if not (isinstance(iterable, cst.Call) and isinstance(func, cst.Name) and func.value in ("enumerate", "zip")):
+        return None
+    positional = [arg.value for arg in iterable.args if arg.keyword is None and not arg.star]
+    return positional[:1] if func.value == "enumerate" else positional
+
+
 def paired(
     targets: Sequence[cst.BaseExpression], value: cst.BaseExpression
 ) -> list[tuple[cst.BaseExpression, cst.BaseExpression]] | None:

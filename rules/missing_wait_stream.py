@@ -58,6 +58,13 @@ class MissingWaitStream(Rule):
     that binds a stream context on that path only (`ctx = torch.cuda.stream(s)`, else
     `nullcontext()`) holds wherever `ctx` is entered.
 
+    A move whose result is dropped (`model.cuda()`, `model.half()`, `model.to(device)` as a
+    statement, on a local name) is an `nn.Module`'s: it writes the module's parameters on the
+    current stream, and those of the list a loop moves the items of (`for m in model:
+    m.cuda()`). Building an object from the module (a DDP-like wrapper copies or broadcasts
+    them) or calling it reads them; its own methods (`model.eval()`) launch nothing. A module
+    kept in an attribute (`self.shard.to(device)`) is not followed.
+
     A stream kept in `__init__` from `current_stream()` (`self.compute`) and bound to nothing
     else there nor rebound by another method is the current stream of whoever calls the
     object's methods (a kept `default_stream()` is not: a caller on a side stream is the bug it
