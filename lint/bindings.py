@@ -14,7 +14,7 @@ import libcst as cst
 
 from csan_lint.lint.effects import Helpers, probe_key
 from csan_lint.lint.getters import getter_holder
-from csan_lint.lint.handover import handed_out, records
+from csan_lint.lint.handover import handed_out, records, stash_dropped
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.nodes import literal_items
 from csan_lint.lint.ordering import (
@@ -342,7 +342,12 @@ class Bindings:
         function = self.helpers.functions.get(self.function or "")
         if function is not None and records(function, name):
             return  # recorded after it is stored
-        found = handed_out(owner, container, self.helpers.functions, self.helpers.classes)
+        found: tuple[str, cst.CSTNode] | None = handed_out(
+            owner, container, self.helpers.functions, self.helpers.classes
+        )
+        if found is None:  # returned here and kept in a stash the class drops (`del self.c[k]`)
+            dropped = stash_dropped(self.function or "", name, container, self.helpers.functions, self.helpers.classes)
+            found = (self.function or "", dropped) if dropped is not None else None
         if found is None:
             return
         method, node = found

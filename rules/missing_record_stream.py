@@ -9,6 +9,7 @@ import libcst as cst
 
 from csan_lint.lint.edits import attach, current_stream_code, record_after_use
 from csan_lint.lint.model import Finding, Span
+from csan_lint.lint.names import dotted_name
 from csan_lint.lint.ordering import Hazard, HazardKind
 from csan_lint.lint.rule import Invalid, Rule, Valid
 from csan_lint.lint.siblings import Sibling
@@ -68,7 +69,12 @@ class MissingRecordStream(Rule):
     module) returns an item of (`self.state.pop(k)`, `self.state[k]`, `.get(k)`, or a name bound
     to one) with no `record_stream` call anywhere in that method, nor of the tensor in the
     method that stores it: reported at the tensor's last write before it is stored (where it
-    is made). What a static or class method of the module
+    is made). So is one a function both returns and stores in a container on `self` (a stash)
+    whose entries a function of the class (a nested hook closing over `self` included) drops
+    (`del self.c[k]`, `self.c.pop(k)`, `.clear()`), with no `record_stream` of an item of that
+    container anywhere in the class (a record on one branch is taken to protect them all): the
+    caller may hold the tensor, or a view of it, past the drop, whatever was waited for before
+    it; a stash never dropped keeps the tensor alive and is not reported. What a static or class method of the module
     called on its class (`Helper.reload(...)`) returns is memory made by the call where the
     helper allocates it on a path the arguments allow (a parameter it tests `is None` passed as
     `None`, as a name bound to `None` anywhere in the caller, or left to its default).
@@ -377,6 +383,11 @@ class MissingRecordStream(Rule):
 def _release(flow: ModuleFlow, hazard: Hazard) -> str:
     if hazard.dropped:
         return f"left to the caller, who may drop it at once, when '{hazard.function}' returns (no record_stream)"
+    if hazard.handed_by is not None and isinstance(hazard.release, (cst.Del, cst.Call)):
+        return (
+            f"released by the caller, who may hold it (or a view of it) past its removal from"
+            f" '{_stash(hazard.release)}' at line {flow.line(hazard.release)} (no record_stream)"
+        )
     if hazard.handed_by is not None and hazard.release is not None:
         return (
             "released by the caller (kept in a container on self, handed over"
@@ -390,3 +401,12 @@ def _release(flow: ModuleFlow, hazard: Hazard) -> str:
         return f"freed by resizing its storage to 0 at line {flow.line(hazard.release)}"
     verb = "deleted" if isinstance(hazard.release, cst.Del) else "rebound"
     return f"{verb} at line {flow.line(hazard.release)}"
+
+
+def _stash(drop: cst.Del | cst.Call) -> str:
+    """The container a stash drop removes from: `del self.c[k]`, `self.c.pop(k)`."""
+    if isinstance(drop, cst.Del):
+        held = drop.target.value if isinstance(drop.target, cst.Subscript) else drop.target
+    else:
+        held = drop.func.value if isinstance(drop.func, cst.Attribute) else drop.func
+    return dotted_name(held) or "its container"
