@@ -120,6 +120,9 @@ class Bindings:
             self._bind(target, bound)
             self._allocated(target, value)
             self._kept_items(target, value)
+            if isinstance(target, cst.Subscript) and isinstance(value, (cst.Tuple, cst.List)):
+                for item in value.elements:  # `self.c[k] = (t, event)`: the tuple keeps `t`
+                    self._kept_for_caller(dotted_name(target.value) or "", dotted_name(item.value))
             if isinstance(target, cst.Name) and self._item_of_callers(value):
                 self.borrowed.add(target.value)
             elif isinstance(target, cst.Name) and (holder := self._holder(value)) is not None:

@@ -17,6 +17,7 @@ import libcst as cst
 
 from csan_lint.lint.names import dotted_name
 from csan_lint.lint.scan import is_public, record_stream_calls, records_streams
+from csan_lint.lint.values import viewed
 
 _TAKING = ("pop", "popleft", "get")
 """Container methods that give an item back (`self.c.pop(k)`, `self.c.get(k)`)."""
@@ -54,19 +55,20 @@ def stash_dropped(
     function: str, name: str, container: str, functions: Mapping[str, cst.FunctionDef], classes: Mapping[str, object]
 ) -> cst.CSTNode | None:
     """Where the class of `function` drops an entry of `container` (`self.c`), which `function`
-    fills with `name` and also returns: the first `del self.c[k]` or `self.c.pop(k)` in the
-    class's functions (nested ones included: hooks closing over `self`). None if the function
-    does not return `name`, if no entry is dropped, or if any of them records an item of the
-    container (it may record the caller's stream, also on a branch)."""
+    fills with `name` and also returns (or a view of it): the first `del self.c[k]`,
+    `self.c.pop(k)` or `self.c = {}` (out of `__init__`) in the class's functions, nested ones
+    included (hooks closing over `self`). None if the function does not return `name`, if no
+    entry is dropped, or if any of them records an item of the container (it may record the
+    caller's stream, also on a branch)."""
     owner = _enclosing_class(function, classes)
     node = functions.get(function)
     if owner is None or node is None or not _returns(node, name):
         return None
-    members = [node for key, node in functions.items() if key.startswith(f"{owner}.")]
-    if any(_records_item(member, container) for member in members):
+    members = [(key, member) for key, member in functions.items() if key.startswith(f"{owner}.")]
+    if any(_records_item(member, container) for _, member in members):
         return None
-    for member in members:
-        dropped = _Dropper(container)
+    for key, member in members:
+        dropped = _Dropper(container, rebinds=key != f"{owner}.__init__")
         member.body.visit(dropped)
         if dropped.node is not None:
             return dropped.node
@@ -79,13 +81,15 @@ def _enclosing_class(function: str, classes: Mapping[str, object]) -> str | None
 
 
 def _returns(function: cst.FunctionDef, name: str) -> bool:
-    """Whether `function` returns `name` (alone or in a tuple) at its own level."""
+    """Whether `function` returns `name` or a view of it (alone or in a tuple) at its own level."""
     finder = _Finder("")
     function.body.visit(finder)
     for node in finder.returns:
         value = node.value
         values = [element.value for element in value.elements] if isinstance(value, cst.Tuple) else [value]
-        if any(item is not None and dotted_name(item) == name for item in values):
+        if any(
+            item is not None and (base := viewed(item)) is not None and dotted_name(base) == name for item in values
+        ):
             return True
     return False
 
@@ -161,10 +165,12 @@ class _Finder(cst.CSTVisitor):
 
 
 class _Dropper(cst.CSTVisitor):
-    """The first drop of an entry of `container` at the function's own level."""
+    """The first drop of an entry of `container` at the function's own level; with `rebinds`,
+    rebinding the container drops them all."""
 
-    def __init__(self, container: str) -> None:
+    def __init__(self, container: str, *, rebinds: bool) -> None:
         self.container = container
+        self.rebinds = rebinds
         self.node: cst.CSTNode | None = None
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
@@ -173,6 +179,10 @@ class _Dropper(cst.CSTVisitor):
     def visit_Del(self, node: cst.Del) -> None:
         target = node.target
         if self.node is None and isinstance(target, cst.Subscript) and dotted_name(target.value) == self.container:
+            self.node = node
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if self.node is None and self.rebinds and any(dotted_name(t.target) == self.container for t in node.targets):
             self.node = node
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -69,9 +69,10 @@ class MissingRecordStream(Rule):
     module) returns an item of (`self.state.pop(k)`, `self.state[k]`, `.get(k)`, or a name bound
     to one) with no `record_stream` call anywhere in that method, nor of the tensor in the
     method that stores it: reported at the tensor's last write before it is stored (where it
-    is made). So is one a function both returns and stores in a container on `self` (a stash)
-    whose entries a function of the class (a nested hook closing over `self` included) drops
-    (`del self.c[k]`, `self.c.pop(k)`, `.clear()`), with no `record_stream` of an item of that
+    is made). So is one a function both returns (or a view of it) and stores in a container on
+    `self` (a stash; also in a tuple, `self.c[k] = (t, event)`) whose entries a function of the
+    class (a nested hook closing over `self` included) drops (`del self.c[k]`, `self.c.pop(k)`,
+    `.clear()`, `self.c = {}` out of `__init__`), with no `record_stream` of an item of that
     container anywhere in the class (a record on one branch is taken to protect them all): the
     caller may hold the tensor, or a view of it, past the drop, whatever was waited for before
     it; a stash never dropped keeps the tensor alive and is not reported. What a static or class method of the module
@@ -383,7 +384,7 @@ class MissingRecordStream(Rule):
 def _release(flow: ModuleFlow, hazard: Hazard) -> str:
     if hazard.dropped:
         return f"left to the caller, who may drop it at once, when '{hazard.function}' returns (no record_stream)"
-    if hazard.handed_by is not None and isinstance(hazard.release, (cst.Del, cst.Call)):
+    if hazard.handed_by is not None and isinstance(hazard.release, (cst.Del, cst.Call, cst.Assign)):
         return (
             f"released by the caller, who may hold it (or a view of it) past its removal from"
             f" '{_stash(hazard.release)}' at line {flow.line(hazard.release)} (no record_stream)"
@@ -403,9 +404,11 @@ def _release(flow: ModuleFlow, hazard: Hazard) -> str:
     return f"{verb} at line {flow.line(hazard.release)}"
 
 
-def _stash(drop: cst.Del | cst.Call) -> str:
-    """The container a stash drop removes from: `del self.c[k]`, `self.c.pop(k)`."""
-    if isinstance(drop, cst.Del):
+def _stash(drop: cst.Del | cst.Call | cst.Assign) -> str:
+    """The container a stash drop removes from: `del self.c[k]`, `self.c.pop(k)`, `self.c = {}`."""
+    if isinstance(drop, cst.Assign):
+        held: cst.BaseExpression = next(t.target for t in drop.targets if isinstance(t.target, cst.Attribute))
+    elif isinstance(drop, cst.Del):
         held = drop.target.value if isinstance(drop.target, cst.Subscript) else drop.target
     else:
         held = drop.func.value if isinstance(drop.func, cst.Attribute) else drop.func

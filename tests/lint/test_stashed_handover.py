@@ -72,6 +72,23 @@ def test_a_stash_the_class_records_on_the_callers_stream_is_not_flagged(after_st
     assert findings(reloader(after_store=after_store, in_hook=in_hook)) == []
 
 
+def test_a_view_handed_over_and_a_stash_emptied_by_rebinding_are_flagged() -> None:
+    source = reloader(drop="self.kept = {}").replace("        return gpu\n", "        return gpu.view(-1)[0]\n")
+    found = lint_source(textwrap.dedent(source), "m.py")
+    assert [(f.code, f.line) for f in found] == [("CSL201", 12)]
+    assert "its removal from 'self.kept' at line 24" in found[0].message
+
+
+def test_a_tensor_stashed_in_a_tuple_beside_its_event_is_flagged() -> None:
+    source = reloader().replace("self.kept[key] = gpu", "self.kept[key] = (gpu, self.copy.record_event())")
+    assert findings(source) == [("CSL201", 12)]
+
+
+def test_a_side_stream_that_waits_for_the_callers_stream_before_allocating_is_not_flagged() -> None:
+    waits = "        self.copy.wait_stream(torch.cuda.current_stream())\n        with torch.cuda.stream(self.copy):"
+    assert findings(reloader().replace("        with torch.cuda.stream(self.copy):", waits)) == []
+
+
 def test_a_stash_never_dropped_keeps_the_tensor_alive_and_is_not_flagged() -> None:
     assert findings(reloader(drop="pass")) == []
 
@@ -127,3 +144,29 @@ def test_a_conditional_record_in_the_nested_hook_protects() -> None:
         "                del self.stash[key]\n",
     )
     assert findings(recorded) == []
+
+
+QUEUE = """
+import torch
+
+class Prefetcher:
+    def __init__(self):
+        self.copy = torch.cuda.Stream()
+        self.ready = {}
+
+    def prefetch(self, key, cpu):
+        with torch.cuda.stream(self.copy):
+            gpu = cpu.to("cuda", non_blocking=True)
+        self.ready[key] = (gpu, self.copy.record_event())
+
+    def take(self, key):
+        return self.ready.pop(key)
+"""
+
+
+def test_a_tuple_kept_on_self_and_handed_out_by_another_method_is_flagged() -> None:
+    found = lint_source(textwrap.dedent(QUEUE), "m.py")
+    assert [f.line for f in found if f.code == "CSL201"] == [11]  # (CSL103: `cpu` read on the side stream)
+    assert findings(QUEUE.replace("(gpu, self.copy.record_event())", "(1, self.copy.record_event())")) == [
+        ("CSL103", 11)
+    ]
