@@ -43,6 +43,7 @@ from csan_lint.lint.values import (
     is_reference,
     paired,
     stores_in_container,
+    view_base,
     viewed,
 )
 
@@ -481,14 +482,18 @@ class Bindings:
         """A tensor returned or yielded is used, then dropped, by the caller on `caller`: if its
         memory came from another stream's pool, that stream may reuse the block as soon as the
         caller drops it, while the caller's kernels still use it, unless `record_stream` told
-        the allocator of the caller's stream. Not a tensor also stored elsewhere (escaped): the
-        code that drops that reference decides when the block is free."""
+        the allocator of the caller's stream; a view of it (`x[0]`, not `x.reshape(n)`, which may
+        copy) hands the same block over. Not a tensor also stored elsewhere (escaped): the code
+        that drops that reference decides when the block is free."""
         elements = [element.value for element in expr.elements] if isinstance(expr, (cst.Tuple, cst.List)) else [expr]
+        handed: set[str] = set()
         for element in elements:
-            key = element.value if isinstance(element, cst.Name) else None  # `self.x` stays referenced
+            base = view_base(element)  # a view hands over its base's block
+            key = base.value if isinstance(base, cst.Name) else None  # `self.x` stays referenced
             tensor = self.live.tensors.get(key) if key is not None else None
-            if self.silent or tensor is None or tensor.pool is None or tensor.escaped:
+            if self.silent or key is None or tensor is None or tensor.pool is None or tensor.escaped or key in handed:
                 continue
+            handed.add(key)
             if distinct(tensor.pool, caller) and caller not in tensor.recorded:
                 access = replace(self._make_access(element, write=False), stream=caller)
                 self._hazard(HazardKind.FREE_IN_USE, key, access, tensor.pool, None, returned=True)

@@ -18,6 +18,7 @@ import libcst as cst
 from csan_lint.lint.names import dotted_name
 from csan_lint.lint.scan import is_public, record_stream_calls, records_streams
 from csan_lint.lint.values import viewed
+from csan_lint.lint.vocabulary import VIEW_ATTRIBUTES, VIEW_METHODS
 
 _TAKING = ("pop", "popleft", "get")
 """Container methods that give an item back (`self.c.pop(k)`, `self.c.get(k)`)."""
@@ -100,7 +101,7 @@ def _records_item(function: cst.FunctionDef, container: str) -> bool:
     function.body.visit(finder)
     for call in record_stream_calls(function):
         recorded = _recorded(call)
-        if recorded is not None and (_is_item(recorded, container) or dotted_name(recorded) in finder.items):
+        if recorded is not None and (_is_item(recorded, container) or _recorded_name(recorded) in finder.items):
             return True
     return False
 
@@ -110,15 +111,29 @@ def records(function: cst.FunctionDef, name: str) -> bool:
     anywhere: wherever it stands, it may record the caller's stream."""
     for call in record_stream_calls(function):
         recorded = _recorded(call)
-        if recorded is not None and dotted_name(recorded) == name:
+        if recorded is not None and _recorded_name(recorded) == name:
             return True
     return False
 
 
+def _recorded_name(recorded: cst.BaseExpression) -> str | None:
+    """The name whose block a record of `recorded` records: `x` of `x`, `x[0]`, `x.view(-1)`."""
+    return dotted_name(viewed(recorded) or recorded)
+
+
 def _recorded(call: cst.Call) -> cst.BaseExpression | None:
-    """The tensor of `t.record_stream(s)` or `record_stream(t, s)`."""
+    """The tensor of `t.record_stream(s)` or `record_stream(t, s)`; of `t.view(-1)`, `t.T`, `t`."""
     func = call.func
-    return func.value if isinstance(func, cst.Attribute) else call.args[0].value if call.args else None
+    recorded = func.value if isinstance(func, cst.Attribute) else call.args[0].value if call.args else None
+    while True:
+        if isinstance(recorded, cst.Call) and isinstance(recorded.func, cst.Attribute):
+            if recorded.func.attr.value not in VIEW_METHODS:
+                return recorded
+            recorded = recorded.func.value
+        elif isinstance(recorded, cst.Attribute) and recorded.attr.value in VIEW_ATTRIBUTES:
+            recorded = recorded.value
+        else:
+            return recorded
 
 
 def _returned_item(function: cst.FunctionDef, container: str) -> cst.Return | None:

@@ -38,7 +38,8 @@ class MissingRecordStream(Rule):
     next allocation at once: every use on another stream must be ordered before the allocating
     stream, or recorded, when the last reference dies (rebinding, `del`, return). A function
     called `record_stream(t, s)` (or named with that suffix, FSDP's
-    `_no_dispatch_record_stream`) records like `t.record_stream(s)`. A name that is None on a
+    `_no_dispatch_record_stream`) records like `t.record_stream(s)`; a record of a view of `t`
+    (`t.view(-1)`, `t[0]`, `t.data`) records `t`'s block. A name that is None on a
     path holds no tensor there: `if x is not None: x.record_stream(s)` records every tensor. A
     `record_stream` made on the branch that alone binds the stream (`if overlap: stream = side;
     x.record_stream(stream)`, `else: stream = current_stream()`) holds wherever the stream is
@@ -60,7 +61,8 @@ class MissingRecordStream(Rule):
     explicitly with `x.untyped_storage().resize_(0)` (allocated, when not seen, by the current
     stream). A tensor passed to unknown code, stored in an attribute or a container, or aliased
     by a view is assumed to escape and is not reported, although the release may still come
-    too early. A tensor returned or yielded is taken as used and then released by the caller on
+    too early. A tensor returned or yielded (or a view of it, `x[0]`, `x.view(n)`; not
+    `x.reshape(n)`, which may copy) is taken as used and then released by the caller on
     its own stream: allocated on another stream (also in another method, through `self`) and
     handed over with no `record_stream` for the caller's stream, it is reported at the
     `return`/`yield`, even where the caller would keep it alive until the allocating stream

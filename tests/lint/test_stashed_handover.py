@@ -170,3 +170,9 @@ def test_a_tuple_kept_on_self_and_handed_out_by_another_method_is_flagged() -> N
     assert findings(QUEUE.replace("(gpu, self.copy.record_event())", "(1, self.copy.record_event())")) == [
         ("CSL103", 11)
     ]
+
+
+@pytest.mark.parametrize("recorded", ["self.kept[0]", "self.kept[key].view(-1)"])
+def test_a_record_of_a_literal_item_or_a_view_of_an_item_protects_the_stash(recorded: str) -> None:
+    in_hook = f"{recorded}.record_stream(torch.cuda.current_stream())"
+    assert findings(reloader(in_hook=in_hook)) == []
