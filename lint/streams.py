@@ -197,8 +197,9 @@ class Streams:
         caller's are on that stream too."""
         key, stream = dotted_name(tensor), self._stream(stream_expr)
         made_on = self.made_on.get(key or "")
-        tensor = viewed(tensor) or tensor  # `x.view(-1).record_stream(s)`, `x[0]...`: x's block
-        key = dotted_name(tensor)
+        base = viewed(tensor)  # `x.view(-1).record_stream(s)`, `x[0]...` of a tensor x: x's block
+        if base is not None and dotted_name(base) in self.live.tensors:
+            tensor, key = base, dotted_name(base)
         while key not in self.live.tensors and isinstance(tensor, cst.Attribute):
             if tensor.attr.value not in VIEW_ATTRIBUTES:
                 break
