@@ -14,7 +14,7 @@ import libcst as cst
 
 from csan_lint.lint.effects import Helpers, probe_key
 from csan_lint.lint.getters import getter_holder
-from csan_lint.lint.handover import handed_out, records
+from csan_lint.lint.handover import handed_out, records, stash_dropped
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.nodes import literal_items
 from csan_lint.lint.ordering import (
@@ -44,6 +44,7 @@ from csan_lint.lint.values import (
     paired,
     paired_containers,
     stores_in_container,
+    view_base,
     viewed,
 )
 
@@ -121,6 +122,9 @@ class Bindings:
             self._bind(target, bound)
             self._allocated(target, value)
             self._kept_items(target, value)
+            if isinstance(target, cst.Subscript) and isinstance(value, (cst.Tuple, cst.List)):
+                for item in value.elements:  # `self.c[k] = (t, event)`: the tuple keeps `t`
+                    self._kept_for_caller(dotted_name(target.value) or "", dotted_name(item.value))
             if isinstance(target, cst.Name) and self._item_of_callers(value):
                 self.borrowed.add(target.value)
             elif isinstance(target, cst.Name) and (holder := self._holder(value)) is not None:
@@ -343,7 +347,12 @@ class Bindings:
         function = self.helpers.functions.get(self.function or "")
         if function is not None and records(function, name):
             return  # recorded after it is stored
-        found = handed_out(owner, container, self.helpers.functions, self.helpers.classes)
+        found: tuple[str, cst.CSTNode] | None = handed_out(
+            owner, container, self.helpers.functions, self.helpers.classes
+        )
+        if found is None:  # returned here and kept in a stash the class drops (`del self.c[k]`)
+            dropped = stash_dropped(self.function or "", name, container, self.helpers.functions, self.helpers.classes)
+            found = (self.function or "", dropped) if dropped is not None else None
         if found is None:
             return
         method, node = found
@@ -474,14 +483,18 @@ class Bindings:
         """A tensor returned or yielded is used, then dropped, by the caller on `caller`: if its
         memory came from another stream's pool, that stream may reuse the block as soon as the
         caller drops it, while the caller's kernels still use it, unless `record_stream` told
-        the allocator of the caller's stream. Not a tensor also stored elsewhere (escaped): the
-        code that drops that reference decides when the block is free."""
+        the allocator of the caller's stream; a view of it (`x[0]`, not `x.reshape(n)`, which may
+        copy) hands the same block over. Not a tensor also stored elsewhere (escaped): the code
+        that drops that reference decides when the block is free."""
         elements = [element.value for element in expr.elements] if isinstance(expr, (cst.Tuple, cst.List)) else [expr]
+        handed: set[str] = set()
         for element in elements:
-            key = element.value if isinstance(element, cst.Name) else None  # `self.x` stays referenced
+            base = view_base(element)  # a view hands over its base's block
+            key = base.value if isinstance(base, cst.Name) else None  # `self.x` stays referenced
             tensor = self.live.tensors.get(key) if key is not None else None
-            if self.silent or tensor is None or tensor.pool is None or tensor.escaped:
+            if self.silent or key is None or tensor is None or tensor.pool is None or tensor.escaped or key in handed:
                 continue
+            handed.add(key)
             if distinct(tensor.pool, caller) and caller not in tensor.recorded:
                 access = replace(self._make_access(element, write=False), stream=caller)
                 self._hazard(HazardKind.FREE_IN_USE, key, access, tensor.pool, None, returned=True)

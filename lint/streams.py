@@ -35,7 +35,7 @@ from csan_lint.lint.ordering import (
 )
 from csan_lint.lint.recognize import NO_FUNCTIONS, OR, entered_streams, one_stream
 from csan_lint.lint.scan import body_of
-from csan_lint.lint.values import code_of
+from csan_lint.lint.values import code_of, viewed
 from csan_lint.lint.vocabulary import VIEW_ATTRIBUTES
 
 if TYPE_CHECKING:
@@ -197,6 +197,9 @@ class Streams:
         caller's are on that stream too."""
         key, stream = dotted_name(tensor), self._stream(stream_expr)
         made_on = self.made_on.get(key or "")
+        base = viewed(tensor)  # `x.view(-1).record_stream(s)`, `x[0]...` of a tensor x: x's block
+        if base is not None and dotted_name(base) in self.live.tensors:
+            tensor, key = base, dotted_name(base)
         while key not in self.live.tensors and isinstance(tensor, cst.Attribute):
             if tensor.attr.value not in VIEW_ATTRIBUTES:
                 break

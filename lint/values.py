@@ -144,6 +144,24 @@ def viewed(expr: cst.BaseExpression) -> cst.BaseExpression | None:
             return None
 
 
+MAY_COPY = frozenset({"contiguous", "reshape", "reshape_as", "numpy"})
+"""View methods that may return a copy instead (`viewed` takes them for views)."""
+
+
+def view_base(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The named tensor whose storage `expr` certainly shares (`x`, `x.view(n)`, `x[0]`, `x.T`);
+    None where a method may copy (`x.reshape(n)`) or computing `expr` may launch a kernel."""
+    base, node = viewed(expr), expr
+    while base is not None and node is not base:
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            if node.func.attr.value in MAY_COPY:
+                return None
+            node = node.func.value
+        else:
+            node = node.value if isinstance(node, (cst.Attribute, cst.Subscript)) else base
+    return base
+
+
 def basic_index(index: cst.BaseSlice) -> bool:
     """`0`, `-1`, `:`, `1:n`: indexing that makes a view (a tensor index gathers: a kernel)."""
     if isinstance(index, cst.Slice):

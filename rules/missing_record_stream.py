@@ -9,6 +9,7 @@ import libcst as cst
 
 from csan_lint.lint.edits import attach, current_stream_code, record_after_use
 from csan_lint.lint.model import Finding, Span
+from csan_lint.lint.names import dotted_name
 from csan_lint.lint.ordering import Hazard, HazardKind
 from csan_lint.lint.rule import Invalid, Rule, Valid
 from csan_lint.lint.siblings import Sibling
@@ -37,7 +38,8 @@ class MissingRecordStream(Rule):
     next allocation at once: every use on another stream must be ordered before the allocating
     stream, or recorded, when the last reference dies (rebinding, `del`, return). A function
     called `record_stream(t, s)` (or named with that suffix, FSDP's
-    `_no_dispatch_record_stream`) records like `t.record_stream(s)`. A name that is None on a
+    `_no_dispatch_record_stream`) records like `t.record_stream(s)`; a record of a view of `t`
+    (`t.view(-1)`, `t[0]`, `t.data`) records `t`'s block. A name that is None on a
     path holds no tensor there: `if x is not None: x.record_stream(s)` records every tensor. A
     `record_stream` made on the branch that alone binds the stream (`if overlap: stream = side;
     x.record_stream(stream)`, `else: stream = current_stream()`) holds wherever the stream is
@@ -59,7 +61,8 @@ class MissingRecordStream(Rule):
     explicitly with `x.untyped_storage().resize_(0)` (allocated, when not seen, by the current
     stream). A tensor passed to unknown code, stored in an attribute or a container, or aliased
     by a view is assumed to escape and is not reported, although the release may still come
-    too early. A tensor returned or yielded is taken as used and then released by the caller on
+    too early. A tensor returned or yielded (or a view of it, `x[0]`, `x.view(n)`; not
+    `x.reshape(n)`, which may copy) is taken as used and then released by the caller on
     its own stream: allocated on another stream (also in another method, through `self`) and
     handed over with no `record_stream` for the caller's stream, it is reported at the
     `return`/`yield`, even where the caller would keep it alive until the allocating stream
@@ -68,7 +71,13 @@ class MissingRecordStream(Rule):
     module) returns an item of (`self.state.pop(k)`, `self.state[k]`, `.get(k)`, or a name bound
     to one) with no `record_stream` call anywhere in that method, nor of the tensor in the
     method that stores it: reported at the tensor's last write before it is stored (where it
-    is made). What a static or class method of the module
+    is made). So is one a function both returns (or a view of it) and stores in a container on
+    `self` (a stash; also in a tuple, `self.c[k] = (t, event)`) whose entries a function of the
+    class (a nested hook closing over `self` included) drops (`del self.c[k]`, `self.c.pop(k)`,
+    `.clear()`, `self.c = {}` out of `__init__`), with no `record_stream` of an item of that
+    container anywhere in the class (a record on one branch is taken to protect them all): the
+    caller may hold the tensor, or a view of it, past the drop, whatever was waited for before
+    it; a stash never dropped keeps the tensor alive and is not reported. What a static or class method of the module
     called on its class (`Helper.reload(...)`) returns is memory made by the call where the
     helper allocates it on a path the arguments allow (a parameter it tests `is None` passed as
     `None`, as a name bound to `None` anywhere in the caller, or left to its default).
@@ -377,6 +386,11 @@ class MissingRecordStream(Rule):
 def _release(flow: ModuleFlow, hazard: Hazard) -> str:
     if hazard.dropped:
         return f"left to the caller, who may drop it at once, when '{hazard.function}' returns (no record_stream)"
+    if hazard.handed_by is not None and isinstance(hazard.release, (cst.Del, cst.Call, cst.Assign)):
+        return (
+            f"released by the caller, who may hold it (or a view of it) past its removal from"
+            f" '{_stash(hazard.release)}' at line {flow.line(hazard.release)} (no record_stream)"
+        )
     if hazard.handed_by is not None and hazard.release is not None:
         return (
             "released by the caller (kept in a container on self, handed over"
@@ -390,3 +404,14 @@ def _release(flow: ModuleFlow, hazard: Hazard) -> str:
         return f"freed by resizing its storage to 0 at line {flow.line(hazard.release)}"
     verb = "deleted" if isinstance(hazard.release, cst.Del) else "rebound"
     return f"{verb} at line {flow.line(hazard.release)}"
+
+
+def _stash(drop: cst.Del | cst.Call | cst.Assign) -> str:
+    """The container a stash drop removes from: `del self.c[k]`, `self.c.pop(k)`, `self.c = {}`."""
+    if isinstance(drop, cst.Assign):
+        held: cst.BaseExpression = next(t.target for t in drop.targets if isinstance(t.target, cst.Attribute))
+    elif isinstance(drop, cst.Del):
+        held = drop.target.value if isinstance(drop.target, cst.Subscript) else drop.target
+    else:
+        held = drop.func.value if isinstance(drop.func, cst.Attribute) else drop.func
+    return dotted_name(held) or "its container"
