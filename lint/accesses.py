@@ -22,6 +22,7 @@ from csan_lint.lint.calls import Calls
 from csan_lint.lint.defaultjoin import DefaultJoins
 from csan_lint.lint.effects import PROBE_ACCESS, Effects, Helpers, probe_key
 from csan_lint.lint.interpret import Interpreter
+from csan_lint.lint.modulestate import state_items
 from csan_lint.lint.names import GRAPH_CAPTURE, ImportTable, dotted_name
 from csan_lint.lint.nodes import children, target_names
 from csan_lint.lint.numbers import used_as_numbers
@@ -279,6 +280,7 @@ class FunctionAnalysis(
         self.maybe_tensors.update(loop_tensors(target, iterable))
         owned = self.caller_owned - self.bound
         self.callers_items.update(name for name, container in iterated_items(target, iterable) if container in owned)
+        self.borrowed.update(state_items(target, iterable) - self.callers_items)
         self.loop_items.update(target_names(target))
 
     # ---- expressions

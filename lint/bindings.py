@@ -283,10 +283,15 @@ class Bindings:
         if key is None:
             return
         owned = isinstance(target, cst.Name)
-        self.bound.add(key)
-        self.borrowed.discard(key)
-        self.held_by.pop(key, None)
-        self.callers_items.discard(key)
+        storage_of = rebound_storage(target)
+        if storage_of is not None:  # the same tensor, still the caller's, now holding `value`'s memory
+            key = storage_of
+            self._release(key, target)
+        else:
+            self.bound.add(key)
+            self.borrowed.discard(key)
+            self.held_by.pop(key, None)
+            self.callers_items.discard(key)
         if owned:
             self._release(key, target)
             if value.kind != "alias":
@@ -508,6 +513,14 @@ class Bindings:
             self.maybe_tensors.discard(key)
             if tensor is not None:
                 self._forget(key)
+
+
+def rebound_storage(target: cst.BaseExpression) -> str | None:
+    """`x` for `x.data = v`: `x` stays the same tensor object (a parameter of its module, an
+    item of the caller's list) and now holds `v`'s memory; its old memory is released."""
+    if type(target) is cst.Attribute and target.attr.value == "data":
+        return dotted_name(target.value)
+    return None
 
 
 def _unprotected(use: Mark, tensor: TrackedTensor, alloc: str) -> bool:
