@@ -111,6 +111,9 @@ class FunctionAnalysis(
         self.callers_items: set[str] = set()
         """Loop names bound to the items of a list the caller passed in (a bucket): the caller
         may drop them with the list as soon as the function returns (`_return`)."""
+        self.swapped_in: set[str] = set()
+        """Side streams on which the module's tensors got memory made there (`p.data = v`), for
+        a method that swaps it out (lint/dataswap.py)."""
         self.recorded_somewhere: set[str] = set()
         """Names `record_stream`ed on some path: their lifetime is handed to the allocator."""
         self.caller_streams: frozenset[str] = frozenset()

@@ -60,6 +60,7 @@ class Bindings:
     borrowed: set[str]
     held_by: dict[str, str]
     callers_items: set[str]
+    swapped_in: set[str]
     made_on: dict[str, str]
     maybe_none: set[str]
     callers_blocks: dict[cst.CSTNode, bool]
@@ -287,6 +288,8 @@ class Bindings:
         if storage_of is not None:  # the same tensor, still the caller's, now holding `value`'s memory
             key = storage_of
             self._release(key, target)
+            if (pool := self._pool()) is not None and not self.silent:
+                self.swapped_in.add(pool)
         else:
             self.bound.add(key)
             self.borrowed.discard(key)

@@ -104,3 +104,60 @@ def test_rebinding_the_data_releases_the_old_memory() -> None:
     (finding,) = lint_source(textwrap.dedent(source), "m.py")
     assert (finding.code, finding.line) == ("CSL201", 10)
     assert "then rebound at line 11" in finding.message
+
+
+OFFLOADER = """
+import torch
+
+class Offloader:
+    def onload(self):
+        self.stream.synchronize()
+        with torch.cuda.stream(self.stream):
+            for key, tensor in self.key_to_tensor.items():
+                tensor.data = self.host[key].to(self.device, non_blocking=True)
+
+    def offload(self):
+        {before}
+        for tensor in self.tensor_to_key.keys():
+            tensor.data = torch.empty_like(tensor.data, device="cpu")
+"""
+
+
+def test_swapping_out_weights_the_copy_stream_allocated_is_flagged_at_the_swap() -> None:
+    """The forward read them on the caller's stream; the next onload may reuse their blocks."""
+    (finding,) = lint_source(textwrap.dedent(OFFLOADER.format(before="pass")), "m.py")
+    assert (finding.code, finding.line) == ("CSL201", 14)
+    assert finding.message.startswith("'tensor' was allocated on side stream 'self.stream' in Offloader.onload()")
+
+
+@pytest.mark.parametrize(
+    "before",
+    [
+        "torch.cuda.current_stream().synchronize()",
+        "self.stream.wait_stream(torch.cuda.current_stream())",
+        "if self.record:\n            torch.cuda.synchronize()",
+    ],
+)
+def test_a_swap_out_after_ordering_the_callers_kernels_is_not_flagged(before: str) -> None:
+    assert findings(OFFLOADER.format(before=before)) == []
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("non_blocking=True", "copy=True"),  # a blocking move: a one-off, no onload
+        ("self.stream.synchronize()", "self.stream.wait_stream(torch.cuda.current_stream())"),  # forked: ordered
+    ],
+)
+def test_a_swap_in_that_is_no_asynchronous_onload_on_an_unordered_stream_is_not_flagged(old: str, new: str) -> None:
+    assert findings(OFFLOADER.format(before="pass").replace(old, new)) == []
+
+
+def test_a_swap_out_inside_a_block_is_not_judged() -> None:
+    """A block may enter the copy stream itself: that is a swap-in."""
+    source = OFFLOADER.format(before="pass").replace(
+        "        for tensor in self.tensor_to_key.keys():\n            tensor.data",
+        "        with torch.cuda.stream(self.stream):\n            for tensor in self.tensor_to_key.keys():\n"
+        "                tensor.data",
+    )
+    assert findings(source) == []
