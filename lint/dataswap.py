@@ -38,7 +38,8 @@ def swapped_out(
     """Reports, in each other method of class `owner`, a `.data` rebinding of the module's
     tensors made outside any `with`, where a method of the class swapped memory of a side
     stream in (`swapped_in`: method -> streams, where it rebinds the `.data` of the module's
-    tensors to a value it computes inside a `with`) and nothing orders the caller's stream first."""
+    tensors to an asynchronous copy made inside a `with`) and nothing orders the caller's stream
+    first."""
     methods = {name: function for name, function in functions if name.rpartition(".")[0] == owner}
     swaps = {
         name: _swaps(function) for name, function in methods.items() if ".data =" in module.code_for_node(function)
