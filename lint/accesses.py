@@ -23,6 +23,7 @@ from csan_lint.lint.defaultjoin import DefaultJoins
 from csan_lint.lint.effects import PROBE_ACCESS, Effects, Helpers, probe_key
 from csan_lint.lint.interpret import Interpreter
 from csan_lint.lint.modules import ModuleMoves, moved_module
+from csan_lint.lint.modulestate import state_items
 from csan_lint.lint.names import GRAPH_CAPTURE, ImportTable, dotted_name
 from csan_lint.lint.nodes import children, target_names
 from csan_lint.lint.numbers import used_as_numbers
@@ -111,6 +112,9 @@ class FunctionAnalysis(
         self.callers_items: set[str] = set()
         """Loop names bound to the items of a list the caller passed in (a bucket): the caller
         may drop them with the list as soon as the function returns (`_return`)."""
+        self.swapped_in: set[str] = set()
+        """Side streams on which the module's tensors got memory made there (`p.data = v`), for
+        a method that swaps it out (lint/dataswap.py)."""
         self.recorded_somewhere: set[str] = set()
         """Names `record_stream`ed on some path: their lifetime is handed to the allocator."""
         self.caller_streams: frozenset[str] = frozenset()
@@ -284,6 +288,7 @@ class FunctionAnalysis(
         self.maybe_tensors.update(loop_tensors(target, iterable))
         owned = self.caller_owned - self.bound
         self.callers_items.update(name for name, container in iterated_items(target, iterable) if container in owned)
+        self.borrowed.update(state_items(target, iterable) - self.callers_items)
         self.loop_items.update(target_names(target))
         self._bind_items(target, iterable)
 

@@ -62,6 +62,7 @@ class Bindings:
     borrowed: set[str]
     held_by: dict[str, str]
     callers_items: set[str]
+    swapped_in: set[str]
     made_on: dict[str, str]
     maybe_none: set[str]
     callers_blocks: dict[cst.CSTNode, bool]
@@ -288,10 +289,17 @@ class Bindings:
         if key is None:
             return
         owned = isinstance(target, cst.Name)
-        self.bound.add(key)
-        self.borrowed.discard(key)
-        self.held_by.pop(key, None)
-        self.callers_items.discard(key)
+        storage_of = rebound_storage(target)
+        if storage_of is not None:  # the same tensor, still the caller's, now holding `value`'s memory
+            key = storage_of
+            self._release(key, target)
+            if (pool := self._pool()) is not None and not self.silent:
+                self.swapped_in.add(pool)
+        else:
+            self.bound.add(key)
+            self.borrowed.discard(key)
+            self.held_by.pop(key, None)
+            self.callers_items.discard(key)
         if owned:
             self._release(key, target)
             if value.kind != "alias":
@@ -525,6 +533,14 @@ class Bindings:
             self.maybe_tensors.discard(key)
             if tensor is not None:
                 self._forget(key)
+
+
+def rebound_storage(target: cst.BaseExpression) -> str | None:
+    """`x` for `x.data = v`: `x` stays the same tensor object (a parameter of its module, an
+    item of the caller's list) and now holds `v`'s memory; its old memory is released."""
+    if type(target) is cst.Attribute and target.attr.value == "data":
+        return dotted_name(target.value)
+    return None
 
 
 def _unprotected(use: Mark, tensor: TrackedTensor, alloc: str) -> bool:

@@ -23,6 +23,7 @@ from libcst.metadata import CodeRange
 
 from csan_lint.lint.accesses import FunctionAnalysis
 from csan_lint.lint.callers import CallersJoin
+from csan_lint.lint.dataswap import swapped_out
 from csan_lint.lint.defaultjoin import waits_into_default
 from csan_lint.lint.effects import Helpers
 from csan_lint.lint.model import NO_SPELLINGS, Span, Spellings
@@ -173,6 +174,7 @@ def analyse(
         if module_has_with or everywhere:
             FunctionAnalysis(imports, hazards, function=None, helpers=helpers).run(module.body)
         exits: dict[str, FlowState] = {}
+        swapped_in: dict[str, set[str]] = {}
         entered_on = entry_streams(module.body, imports, source, helpers.functions, helpers.globals)
         with_blocks = {name for name, function in functions if has_with(body_of(function.body))}
         recorders = (
@@ -228,11 +230,15 @@ def analyse(
                 if entry is not None:
                     analysis.live.current = entry.stream  # every call of it is made on that stream
                 analysis.run_function(function.body)
+                if analysis.swapped_in:
+                    swapped_in[name] = analysis.swapped_in
                 end = join_states(analysis.exits)
                 if end is not None:
                     exits[name] = end
         for owner in classes:
             _cross_method(owner, functions, exits, helpers, hazards, source, module)
+            if swapped_in:
+                swapped_out(owner, functions, swapped_in, module, hazards)
     return ModuleFlow(
         path,
         module,

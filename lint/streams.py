@@ -200,6 +200,7 @@ class Streams:
         base = viewed(tensor)  # `x.view(-1).record_stream(s)`, `x[0]...` of a tensor x: x's block
         if base is not None and dotted_name(base) in self.live.tensors:
             tensor, key = base, dotted_name(base)
+        named = key  # as written: `x.data`, `self.x` name memory held by an object that outlives the call
         while key not in self.live.tensors and isinstance(tensor, cst.Attribute):
             if tensor.attr.value not in VIEW_ATTRIBUTES:
                 break
@@ -211,10 +212,10 @@ class Streams:
             recorded = self.live.tensors[key]
             self.live.tensors[key] = replace(recorded, recorded=recorded.recorded | {stream})
         made_on = made_on or self.made_on.get(key or "")
-        outlives = key is not None and ("." in key or made_on != CURRENT)  # kept, or made for a side stream
+        outlives = named is not None and ("." in named or made_on != CURRENT)  # kept, or made for a side stream
         if key is not None and stream is not None and made_on == stream and outlives and self._definite(stream):
             access = self._make_access(node, write=False)
-            hazard = Hazard(HazardKind.FREE_IN_USE, key, access, stream, function=self.function, no_op=True)
+            hazard = Hazard(HazardKind.FREE_IN_USE, named or key, access, stream, function=self.function, no_op=True)
             self.hazards.setdefault(("self-record", node), hazard)
 
     def _may_be_callers(self, stream: cst.BaseExpression) -> bool:

@@ -96,7 +96,9 @@ class MissingJoin(Rule):
     holds tensors whatever its type says.
     Side-stream writes to a parameter, or to an item of the caller's data bound to a name
     (`buf = self.buffers[k]`, also in a nested function, or a tensor a method of an attribute of
-    `self` or of a parameter hands out: `buf = self.store.get(k)`, not a tensor method's result), still
+    `self` or of a parameter hands out: `buf = self.store.get(k)`, not a tensor method's result), or
+    to a module's tensor a `for` reaches (`for p in m.parameters()`, `m.buffers()`, the items of a
+    list on `self`; `p.data = v` writes `p`, which stays the caller's and now holds `v`'s memory), still
     pending when a function returns are reported, unless every function of the module that calls it
     joins that stream (`wait_stream(s)` spelled alike, or a `synchronize()`, anywhere in its body:
     where in the body is not checked), the stream is one the caller passed in, is recorded (on any

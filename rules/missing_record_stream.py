@@ -99,6 +99,15 @@ class MissingRecordStream(Rule):
     false. Siblings on `self`, items of containers kept side by side (`h.c1.pop(k)` recorded,
     `h.c2.pop(k)` not), and objects that hold tensors (a `KeyedTensor` used through its methods)
     are not followed.
+    Rebinding `x.data` releases the memory `x` held, like `del`. A class whose method swaps a
+    module's weights in by rebinding their `.data` inside a stream block to an asynchronous copy
+    made there (`p.data = host.to(dev, non_blocking=True)`, with no wait of that stream on the
+    caller's before it) has the caller's kernels read memory of that stream's pool: another method
+    that swaps them out (`p.data = torch.empty_like(...)`, outside any `with`, in a `for` over
+    `m.parameters()`, `m.buffers()` or a container on `self`, its keys and values included) is
+    reported at the rebinding, unless it has a host sync, a wait or a `record_stream` anywhere in
+    its body. Which tensors the two methods reach is not compared, and a `record_stream` made at
+    the swap-in is not taken to protect them (it may be made on some paths only).
     """
 
     code = "CSL201"

@@ -274,6 +274,7 @@ def reload(src, dest):
         buf.copy_(src, non_blocking=True)
     buf.record_stream(copy_stream)
     dest.data = buf
+    torch.cuda.current_stream().wait_stream(copy_stream)
 """
 
 ALLOC_THEN_WAIT = "buf = torch.empty_like(like)\n    copy_stream.wait_stream(compute)\n    return buf"
