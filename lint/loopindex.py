@@ -129,7 +129,7 @@ def _tested_literals(node: cst.CSTNode, index: str) -> Iterator[int]:
 def _index_comparisons(node: cst.CSTNode, index: str) -> Iterator[cst.Comparison]:
     for current in descendants(node):
         if (
-            isinstance(current, cst.Comparison)
+            type(current) is cst.Comparison
             and len(current.comparisons) == 1
             and isinstance(current.left, cst.Name)
             and current.left.value == index
