@@ -25,7 +25,7 @@ import libcst as cst
 
 from csan_lint.lint.effects import PROBE_ACCESS
 from csan_lint.lint.names import DEFAULT_STREAM, ImportTable, dotted_name
-from csan_lint.lint.nodes import children
+from csan_lint.lint.nodes import descendants
 from csan_lint.lint.ordering import (
     CURRENT,
     DEFAULT,
@@ -121,14 +121,11 @@ def waits_into_default(function: cst.FunctionDef, imports: ImportTable, kept: Co
     without a stream block of its own."""
     defaults = set(kept)
     receivers: list[cst.BaseExpression] = []
-    stack: list[cst.CSTNode] = [function.body]
-    while stack:
-        node = stack.pop()
+    for node in descendants(function.body):
         if type(node) is cst.Assign and _is_default_call(node.value, imports):
             defaults.update(key for target in node.targets if (key := dotted_name(target.target)) is not None)
         elif type(node) is cst.Call and isinstance(node.func, cst.Attribute) and node.func.attr.value in STREAM_WAITS:
             receivers.append(node.func.value)
-        stack.extend(children(node))
     return any(_is_default_call(receiver, imports) or dotted_name(receiver) in defaults for receiver in receivers)
 
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from csan_lint.lint.model import NO_SPELLINGS, Finding, Spellings
-from csan_lint.lint.nodes import parse_module
+from csan_lint.lint.nodes import parse_module, remembered_subtrees
 from csan_lint.lint.registry import all_rules
 from csan_lint.lint.rule import Rule
 from csan_lint.lint.streamflow import analyse
@@ -36,8 +36,9 @@ def lint_source(
         module = parse_module(source)
     except cst.ParserSyntaxError as error:
         return [_syntax_error(error, source, path)]
-    flow = analyse(module, path, source, package, spellings)
-    findings = [finding for rule in (all_rules() if rules is None else rules) for finding in rule().check(flow)]
+    with remembered_subtrees():  # the analysis and the rules walk each function body many times
+        flow = analyse(module, path, source, package, spellings)
+        findings = [finding for rule in (all_rules() if rules is None else rules) for finding in rule().check(flow)]
     findings.sort(key=lambda finding: (finding.line, finding.column, finding.code))
     return findings
 

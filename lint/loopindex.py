@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from csan_lint.lint.nodes import children
+from csan_lint.lint.nodes import descendants
 
 MAX_PEELED = 4
 """Passes run apart at most: tests against larger literals stay undecided."""
@@ -127,17 +127,14 @@ def _tested_literals(node: cst.CSTNode, index: str) -> Iterator[int]:
 
 
 def _index_comparisons(node: cst.CSTNode, index: str) -> Iterator[cst.Comparison]:
-    stack = [node]
-    while stack:
-        current = stack.pop()
+    for current in descendants(node):
         if (
-            isinstance(current, cst.Comparison)
+            type(current) is cst.Comparison
             and len(current.comparisons) == 1
             and isinstance(current.left, cst.Name)
             and current.left.value == index
         ):
             yield current
-        stack.extend(children(current))
 
 
 def integer(expr: cst.BaseExpression) -> int | None:

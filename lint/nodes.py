@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import libcst as cst
 
@@ -38,6 +39,49 @@ _ORDER: dict[type, tuple[str, ...] | None] = {}
 could not be read (then libcst's own `children` answers)."""
 _UNLEARNT: tuple[str, ...] = ("<not learnt yet>",)
 _IS_NODE: dict[type, bool] = {}
+
+
+class _Remembered(threading.local):
+    """Per thread (an editor's server may lint in several), inside `remembered_subtrees()`:
+    id(root) -> its `descendants`. Keyed by id, not by the node (libcst's `__hash__` is a Python
+    call); the list starts with the root and keeps it alive, so its id cannot pass to a later node."""
+
+    subtrees: dict[int, Sequence[cst.CSTNode]] | None = None
+
+
+_REMEMBERED = _Remembered()
+
+
+@contextmanager
+def remembered_subtrees() -> Iterator[None]:
+    """`descendants` built once per root within (one file's analysis and rules): the trees are
+    immutable. Forgotten at the end, so that the trees are freed with the file."""
+    outer, _REMEMBERED.subtrees = _REMEMBERED.subtrees, {}
+    try:
+        yield
+    finally:
+        _REMEMBERED.subtrees = outer
+
+
+def descendants(root: cst.CSTNode) -> Sequence[cst.CSTNode]:
+    """`root` and every node under it, in the order of a walk that pops the last node off a
+    stack and pushes its children (the last child is seen first); not to be changed by the
+    caller. Several scans walk each function body (whether it records a tensor, uses a name as
+    a tensor, waits on the default stream...): within `remembered_subtrees()` the walk is done
+    once per root, and the scans go down a list."""
+    remembered = _REMEMBERED.subtrees
+    known = remembered.get(id(root)) if remembered is not None else None
+    if known is not None:
+        return known
+    found: list[cst.CSTNode] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        found.append(node)
+        stack.extend(children(node))
+    if remembered is not None:
+        remembered[id(root)] = found
+    return found
 
 
 def children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:

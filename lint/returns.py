@@ -16,7 +16,7 @@ import libcst as cst
 from csan_lint.lint.callers import CallersJoin
 from csan_lint.lint.effects import Helpers, probe_key
 from csan_lint.lint.names import ImportTable, dotted_name
-from csan_lint.lint.nodes import children, parameters
+from csan_lint.lint.nodes import descendants, parameters
 from csan_lint.lint.ordering import (
     CURRENT,
     DEFAULT,
@@ -306,16 +306,11 @@ def _nothing_to_wait_on(expr: cst.BaseExpression) -> bool:
 
 def _waits_on_default(function: cst.FunctionDef, imports: ImportTable) -> bool:
     """Whether `function` makes a stream wait on `default_stream()` (`s.wait_stream(default_stream())`)."""
-    stack: list[cst.CSTNode] = [function.body]  # no recursion: operator chains nest deep
-    while stack:
-        node = stack.pop()
-        if (
-            isinstance(node, cst.Call)
-            and isinstance(node.func, cst.Attribute)
-            and node.func.attr.value == "wait_stream"
-            and len(node.args) == 1
-            and stream_token(node.args[0].value, imports, CURRENT, {}, DEFAULT) == DEFAULT
-        ):
-            return True
-        stack.extend(children(node))
-    return False
+    return any(
+        type(node) is cst.Call  # `type() is`, as in the other hot walks: most nodes are no call
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "wait_stream"
+        and len(node.args) == 1
+        and stream_token(node.args[0].value, imports, CURRENT, {}, DEFAULT) == DEFAULT
+        for node in descendants(function.body)
+    )

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import libcst as cst
 
 from csan_lint.lint.names import CURRENT_STREAM, ImportTable, dotted_name
-from csan_lint.lint.nodes import children, parameters, target_names
+from csan_lint.lint.nodes import children, descendants, parameters, target_names
 from csan_lint.lint.ordering import CURRENT, UNKNOWN
 from csan_lint.lint.recognize import NO_FUNCTIONS, OR, ContextFunctions, entered_streams, one_stream
 from csan_lint.lint.summaries import module_name
@@ -66,9 +66,7 @@ def records_streams(function: cst.FunctionDef) -> bool:
 
 def record_stream_calls(function: cst.FunctionDef) -> Iterator[cst.Call]:
     """Each call of `record_stream` in `function`, as a method or a helper of that name."""
-    stack: list[cst.CSTNode] = [function.body]
-    while stack:
-        current = stack.pop()
+    for current in descendants(function.body):
         if type(current) is cst.Call:
             func = current.func
             name = (
@@ -76,7 +74,6 @@ def record_stream_calls(function: cst.FunctionDef) -> Iterator[cst.Call]:
             )
             if name.endswith("record_stream"):
                 yield current
-        stack.extend(children(current))
 
 
 TENSOR_EVIDENCE = (
@@ -102,10 +99,7 @@ def used_as_tensors(body: cst.BaseSuite, imports: ImportTable) -> frozenset[str]
     (`batch.to(device)`: a batch from a loader lives on the host). What unknown code returned to
     such a name is taken as a tensor (`losses = self.forward_step(batch)`)."""
     used: set[str] = set()
-    stack: list[cst.CSTNode] = [body]
-    while stack:
-        current = stack.pop()
-        stack.extend(children(current))
+    for current in descendants(body):
         if type(current) is not cst.Call:
             continue
         func = current.func
@@ -134,9 +128,7 @@ def kept_tensor_params(function: cst.FunctionDef) -> frozenset[str]:
         if param.annotation is not None and tensor_annotation(param.annotation.annotation)
     }
     handed_off: set[str] = set()
-    stack: list[cst.CSTNode] = [function.body]
-    while stack:
-        current = stack.pop()
+    for current in descendants(function.body):
         if type(current) is cst.Call and isinstance(current.func, cst.Attribute):
             receiver = dotted_name(current.func.value) or ""
             root = receiver.split(".", 1)[0]
@@ -149,7 +141,6 @@ def kept_tensor_params(function: cst.FunctionDef) -> frozenset[str]:
                 key = dotted_name(target.target) or ""
                 if "." in key:
                     handed_off.add(key.split(".", 1)[0])
-        stack.extend(children(current))
     return frozenset((used & names) - handed_off)
 
 

@@ -11,7 +11,7 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from csan_lint.lint.nodes import children, parse_module
+from csan_lint.lint.nodes import children, descendants, parse_module, remembered_subtrees
 from csan_lint.lint.positions import Positions
 from csan_lint.lint.registry import all_rules
 
@@ -82,6 +82,42 @@ def test_every_nodes_children_as_libcst_gives_them(name: str, source: str) -> No
         expected = node.children
         assert list(children(node)) == list(expected), type(node).__name__
         todo.extend(expected)
+
+
+def _walk(root: cst.CSTNode) -> list[cst.CSTNode]:
+    """The walk the scans did before `descendants`: pop the last node, push its children."""
+    walked: list[cst.CSTNode] = []
+    todo = [root]
+    while todo:
+        node = todo.pop()
+        walked.append(node)
+        todo.extend(node.children)
+    return walked
+
+
+@pytest.mark.parametrize("name", ["syntax-zoo", "decorated-and-strings"])
+def test_descendants_are_the_nodes_of_a_fresh_walk_in_its_order(name: str) -> None:
+    module = cst.parse_module(TRICKY[name])
+    function = next(node for node in _walk(module) if isinstance(node, cst.FunctionDef))
+    assert descendants(module) == _walk(module)
+    with remembered_subtrees():
+        assert descendants(function.body) is descendants(function.body)  # walked once, then remembered
+        assert descendants(function.body) == _walk(function.body)
+        assert descendants(module) == _walk(module)
+    assert descendants(module) is not descendants(module)  # outside: nothing kept alive
+
+
+def test_a_root_freed_by_the_analysis_leaves_no_descendants_to_a_later_node() -> None:
+    """Subtrees are remembered by id(root): the next node of the same size takes a freed node's
+    memory, so its id, unless the remembered root is kept alive."""
+    with remembered_subtrees():
+        for _ in range(50):
+            first = cst.Name("a")
+            assert len(descendants(first)) == 1
+            lpar, rpar = [cst.LeftParen()], [cst.RightParen()]
+            del first
+            second = cst.Name("b", lpar=lpar, rpar=rpar)
+            assert descendants(second) == _walk(second)
 
 
 def test_no_node_class_of_a_parsed_tree_has_subclasses() -> None:
