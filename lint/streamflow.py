@@ -23,6 +23,7 @@ from libcst.metadata import CodeRange
 
 from csan_lint.lint.accesses import FunctionAnalysis
 from csan_lint.lint.callers import CallersJoin
+from csan_lint.lint.carried import Carried, unrecorded_carried
 from csan_lint.lint.defaultjoin import waits_into_default
 from csan_lint.lint.effects import Helpers
 from csan_lint.lint.model import NO_SPELLINGS, Span, Spellings
@@ -76,6 +77,8 @@ class ModuleFlow:
     """Every function of the module, nested ones too, as scan read them (for deferred.py)."""
     siblings: list[Sibling] = field(default_factory=list)
     """Tensors used unrecorded beside a recorded one from the same holder (lint/siblings.py)."""
+    carried: list[Carried] = field(default_factory=list)
+    """Tensors used unrecorded where a stream waits on the event they came with (lint/carried.py)."""
 
     def range(self, node: cst.CSTNode) -> CodeRange:
         if self._positions is None:
@@ -160,6 +163,7 @@ def analyse(
     module_has_with = scan(module.body, imports, functions, "", classes, relative)
     hazards: dict[tuple[object, ...], Hazard] = {}
     siblings: list[Sibling] = []
+    carried: list[Carried] = []
     if imports.imports_torch:
         everywhere = "set_stream" in source
         helpers = Helpers(
@@ -181,6 +185,10 @@ def analyse(
         for name, function in functions:
             if name in recorders:
                 siblings.extend(unrecorded_siblings(function, imports, helpers.contexts))
+        if "wait_event" in source or ".wait(" in source:
+            recorder_names = frozenset(name.rpartition(".")[2] for name in recorders)
+            for _, function in functions:
+                carried.extend(unrecorded_carried(function, imports, helpers.contexts, recorder_names))
         calls = call_text_counts(source, (name.rpartition(".")[2] for name, _ in functions))
         writers = {  # called functions that access a tensor on another stream
             name
@@ -242,6 +250,7 @@ def analyse(
         imports=imports,
         functions=functions,
         siblings=siblings,
+        carried=carried,
     )
 
 
