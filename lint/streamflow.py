@@ -403,7 +403,9 @@ def _side_accesses(end: FlowState, globals_: frozenset[str]) -> dict[str, Tracke
             item = key.endswith("]")
             writes, reads = pending(tensor.writes, item), pending(tensor.reads, item)
             if writes or reads:
-                found[key] = TrackedTensor(writes=writes, reads=reads, pool=tensor.pool)
+                # made from a stream of `self`'s pool: a method that uses it elsewhere and drops it frees it
+                alloc = tensor.pool if tensor.pool is not None and tensor.pool.startswith("self.") else None
+                found[key] = TrackedTensor(writes=writes, reads=reads, pool=tensor.pool, alloc=alloc)
     return found
 
 

@@ -70,8 +70,12 @@ class MissingRecordStream(Rule):
     explicitly with `x.untyped_storage().resize_(0)` (allocated, when not seen, by the current
     stream). A tensor passed to unknown code, stored in an attribute or a container, or aliased
     by a view is assumed to escape and is not reported, although the release may still come
-    too early. A tensor returned or yielded is taken as used and then released by the caller on
-    its own stream: allocated on another stream (also in another method, through `self`) and
+    too early. A tensor a method allocates from the pool of a stream kept on `self` (`with
+    torch.cuda.stream(self.copy):`, the stream not waiting there for the caller's first) and
+    keeps in an attribute (`self.buf = ...`) is followed into the class's public methods: one
+    that uses it on another stream and then drops it (`self.buf = None`, `del self.buf`) is
+    reported there, as a local would be. A tensor returned or yielded is taken as used and then
+    released by the caller on its own stream: allocated on another stream (also in another method, through `self`) and
     handed over with no `record_stream` for the caller's stream, it is reported at the
     `return`/`yield`, even where the caller would keep it alive until the allocating stream
     waits for it. So is one stored in a container on `self` (`self.state[k] = t`,
