@@ -12,9 +12,10 @@ see this; the wait is the evidence, as a record is in lint/siblings.py.
 
 For precision, only what the function's text settles is taken:
 - the event is read from a holder (`b.ready`, `b["ready"]`, `b.pop("ready")`, `getattr(b, ...)`,
-  or a name bound only to one), and the holders are its chain up to a value the function did
-  not make: a parameter, what an unknown call returns (`await queue.get()`), a loop item; a
-  holder made here (a literal, a constructor) or rooted at `self`/`cls` gives no evidence;
+  or a name bound only to one), and the holders are its chain up to what a call handed over
+  here (`await queue.get()`), or it is unpacked beside tensors from one (`x, ready = q.get()`);
+  a holder made here (a literal, a constructor), rooted at `self`/`cls`, or a parameter or a
+  loop item (the caller's, who may keep it alive) gives no evidence;
 - the waiting stream is the current stream (the use is in the wait's own stream block) or a
   stream the text names, and the use is in a block that enters it;
 - a use of the holder's tensors after the wait: an item read from a holder (`b.x`, `b["x"]`,
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from csan_lint.lint.names import ImportTable, dotted_name
-from csan_lint.lint.nodes import children
+from csan_lint.lint.nodes import children, target_names
 from csan_lint.lint.recognize import NO_FUNCTIONS, ContextFunctions
 from csan_lint.lint.siblings import FunctionText, passes_work
 from csan_lint.lint.values import code_of
@@ -43,6 +44,8 @@ from csan_lint.lint.vocabulary import HOST_ATTRIBUTES
 _OWN = ("self", "cls")
 _ITEM_METHODS = frozenset({"pop", "get"})
 """Methods that read one item of a container by its key."""
+_ITERATING = frozenset({"zip", "enumerate", "iter", "reversed", "sorted", "map", "filter", "list", "tuple"})
+"""Builtins that go through a container: what they take holds the values, it is not one."""
 _MADE = (cst.Dict, cst.List, cst.Tuple, cst.Set, cst.DictComp, cst.ListComp, cst.SetComp, cst.SimpleString)
 """Values a function makes itself: what they hold was made here, not handed over."""
 
@@ -79,13 +82,19 @@ def unrecorded_carried(
     found = []
     for wait, stream, event in _event_waits(text):
         holders, chain = _holders(text, event)
-        if not holders or any(_escapes(text, holder) for holder in holders):
+        beside = _unpacked_beside(text, event)
+        names = holders + beside
+        if not names or any(_escapes(text, name) for name in names):
             continue
         named = None if text.is_current(stream) else code_of(stream)  # None: the current stream
-        if text.joins(named) or _covered(text, holders, stream, recorders):
+        if text.joins(named) or _covered(text, names, stream, recorders):
             continue
         on_stream, after = text.on_stream(wait, named), text.position[wait]
-        uses = [pair for pair in _uses(text, holders, chain, on_stream) if text.position[pair[1]] > after]
+        candidates = [
+            *_uses(text, holders, chain, on_stream),
+            *((name, use) for name in beside if (use := _tensor_use(text, name, on_stream)) is not None),
+        ]
+        uses = [pair for pair in candidates if text.position[pair[1]] > after]
         if uses:
             tensor, use = min(uses, key=lambda pair: text.position[pair[1]])
             found.append(
@@ -130,7 +139,8 @@ def _event_waits(text: FunctionText) -> Iterator[tuple[cst.Call, cst.BaseExpress
 
 def _holders(text: FunctionText, event: cst.BaseExpression) -> tuple[list[str], set[cst.CSTNode]]:
     """The objects `event` is read from, innermost first (`t.event`, `t = batch.pop(k)`: t, batch),
-    and the expressions on the way; no holder where one is made here or is the object's own state."""
+    and the expressions on the way; no holder unless the outermost is what a call handed over here
+    (not made here, not a parameter or loop item the caller may keep, not the object's own state)."""
     holders: list[str] = []
     chain: set[cst.CSTNode] = set()
     node: cst.BaseExpression | None = event
@@ -141,8 +151,10 @@ def _holders(text: FunctionText, event: cst.BaseExpression) -> tuple[list[str], 
             if len(values) > 1 or any(isinstance(value, _MADE) or _constructs(value) for value in values):
                 return [], chain
             node = _unawaited(values[0]) if values else None
-            if node is None or _item_of(node) is None:
-                break
+            if node is None or not isinstance(node, cst.Call) and _item_of(node) is None:
+                return [], chain  # a parameter, a loop item: the caller's, who may keep it alive
+            if _item_of(node) is None:
+                break  # what a call hands over: a queue's item, a future's result
             continue
         base = _item_of(node)
         if base is None:
@@ -153,6 +165,37 @@ def _holders(text: FunctionText, event: cst.BaseExpression) -> tuple[list[str], 
         holders.append(holder)
         node = base
     return holders, chain
+
+
+def _unpacked_beside(text: FunctionText, event: cst.BaseExpression) -> list[str]:
+    """The other names of the one tuple assignment that binds the event to what a call hands over
+    (`x, ready = queue.get()`: x); none for any other event."""
+    if not isinstance(event, cst.Name) or text.binds.get(event.value) != [None]:
+        return []
+    for node in text.position:
+        if (
+            isinstance(node, cst.Assign)
+            and len(node.targets) == 1
+            and isinstance(value := _unawaited(node.value), cst.Call)
+            and not _constructs(value)
+        ):
+            names = list(target_names(node.targets[0].target))
+            if len(names) > 1 and event.value in names:
+                return [name for name in names if name not in (event.value, "_") and name in text.loads]
+    return []
+
+
+def _tensor_use(text: FunctionText, name: str, on_stream: Callable[[cst.CSTNode], bool]) -> cst.CSTNode | None:
+    """The first use of `name` like a tensor where `on_stream`; None for a container: a value
+    iterated (`for n in numels`, `zip(numels, ...)`) holds numbers or tensors, not one."""
+    for load in text.loads[name]:
+        parent = text.parent.get(load)
+        if isinstance(parent, (cst.For, cst.CompFor)) and parent.iter is load:
+            return None
+        call = _called_with(text, load)
+        if call is not None and _leaf(call.func) in _ITERATING and isinstance(call.func, cst.Name):
+            return None
+    return text.first_use(text.loads[name], on_stream)
 
 
 def _unawaited(value: cst.BaseExpression | None) -> cst.BaseExpression | None:

@@ -54,16 +54,17 @@ class MissingRecordStream(Rule):
     other than the recorded one). `self`, `cls` and tensors (`p.grad.record_stream(...)`) hold
     unrelated attributes: a record of one of theirs says nothing of the others; nor are streams
     and events (`h.copy_stream`, an argument of `wait_stream`) tensors.
-    Likewise a function that makes a stream wait on an event it reads from an object
-    (`s.wait_event(b.ready)`, `b.pop("ready").event`, `e.wait(s)`) says the object's tensors were
-    made on the stream that recorded the event and handed over with it: one read from the object
-    (`b.x`, `b["x"]`, `b.get("x")`) and used like a tensor where the waiting stream is current, or
-    the object passed whole to a call there (`step(**b)`), is reported at that use, unless the
+    Likewise a function that makes a stream wait on an event it reads from an object a call
+    handed it (`b = await queue.get()`; `s.wait_event(b.ready)`, `b.pop("ready").event`,
+    `e.wait(s)`; or `x, ready = queue.get()`) says the object's tensors were made on the stream
+    that recorded the event and handed over with it: one read from the object (`b.x`, `b["x"]`,
+    `b.get("x")`, or `x`) and used like a tensor where the waiting stream is current, or the
+    object passed whole to a call there (`step(**b)`), is reported at that use, unless the
     function records one of them in any way the text shows (also by passing the object to a
     function of the module that calls `record_stream`, or to any call together with the waiting
-    stream), the object escapes (returned, stored, handed to a constructor), was made here or is
-    `self`'s, or the function may order the other stream after the use (a host sync, a wait by
-    another stream).
+    stream), the object escapes (returned, stored, handed to a constructor), was made here, is
+    `self`'s or the caller's (a parameter, a loop item: the caller may keep it alive), or the
+    function may order the other stream after the use (a host sync, a wait by another stream).
 
     ## Known problems
     Only tensors allocated in the function by an assignment are followed, plus tensors freed

@@ -129,3 +129,56 @@ def test_a_use_before_the_wait_or_off_the_waiting_stream_is_not_flagged() -> Non
         return y
     """
     assert findings(source) == []
+
+
+UNPACKED = """
+import torch
+
+def take(queue, model):
+    x, ready = {value}
+    torch.cuda.current_stream().wait_event(ready)
+{more}
+    return model(x)
+"""
+
+
+def test_a_tensor_unpacked_beside_the_event_is_flagged_at_its_use() -> None:
+    assert findings(UNPACKED.format(value="queue.get()", more="")) == [("CSL201", 8)]
+
+
+@pytest.mark.parametrize(
+    ("value", "more"),
+    [
+        ("queue.get()", "    x.record_stream(torch.cuda.current_stream())"),
+        ("queue.get()", "    pending.append(x)"),
+        ("torch.ones(2, device='cuda'), make_event()", ""),
+    ],
+)
+def test_an_unpacked_tensor_recorded_kept_or_made_here_is_not_flagged(value: str, more: str) -> None:
+    assert findings(UNPACKED.format(value=value, more=more)) == []
+
+
+def test_a_container_unpacked_beside_the_event_is_no_tensor() -> None:
+    more = "    for n, p in zip(x, params):\n        p.resize(n)"
+    assert findings(UNPACKED.format(value="queue.get()", more=more).replace("return model(x)", "return p")) == []
+
+
+@pytest.mark.parametrize(
+    ("header", "binding", "event", "tensor"),
+    [
+        ("def take(item, model):", "pass", "item.event", "item.x"),
+        ("def take(items, model):", "for item in items: pass", "item.event", "item.x"),
+        ("def take(pair, model):", "x, event = pair", "event", "x"),
+    ],
+)
+def test_an_event_of_the_callers_object_is_no_evidence(header: str, binding: str, event: str, tensor: str) -> None:
+    # the caller holds the object, and may keep its tensors alive until the wait is done
+    source = f"""
+    import torch
+
+    {header}
+        {binding}
+        torch.cuda.current_stream().wait_event({event})
+        return model({tensor})
+    """
+    assert findings(source) == []
