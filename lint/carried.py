@@ -195,7 +195,7 @@ def _tensor_use(text: FunctionText, name: str, on_stream: Callable[[cst.CSTNode]
         call = _called_with(text, load)
         if call is not None and _leaf(call.func) in _ITERATING and isinstance(call.func, cst.Name):
             return None
-    return text.first_use(text.loads[name], on_stream)
+    return text.first_use(list[cst.BaseExpression](text.loads[name]), on_stream)
 
 
 def _unawaited(value: cst.BaseExpression | None) -> cst.BaseExpression | None:
