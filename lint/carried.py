@@ -29,13 +29,14 @@ For precision, only what the function's text settles is taken:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import libcst as cst
 
 from csan_lint.lint.names import ImportTable, dotted_name
-from csan_lint.lint.nodes import children, target_names
+from csan_lint.lint.nodes import target_names
 from csan_lint.lint.recognize import NO_FUNCTIONS, ContextFunctions
 from csan_lint.lint.siblings import FunctionText, passes_work
 from csan_lint.lint.values import code_of
@@ -74,9 +75,8 @@ def unrecorded_carried(
     recorders: frozenset[str] = frozenset(),
 ) -> list[Carried]:
     """The tensors `function` takes with an event it waits on and uses unrecorded on the waiting
-    stream. `recorders`: the last names of the module's functions that call `record_stream`."""
-    if not _waits_on_events(function):
-        return []
+    stream (the caller picks the functions: `event_waiters`). `recorders`: the last names of the
+    module's functions that call `record_stream`."""
     text = FunctionText(imports, contexts)
     text.walk(function.body)
     found = []
@@ -104,18 +104,39 @@ def unrecorded_carried(
     return found
 
 
-def _waits_on_events(function: cst.FunctionDef) -> bool:
-    """Whether `function` (not its nested definitions) may wait on an event: a cheap walk that
-    spares the full one (FunctionText) to the functions that do."""
-    stack: list[cst.CSTNode] = [function.body]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            continue
-        if type(node) is cst.Call and _event_wait(node) is not None:
-            return True
-        stack.extend(children(node))
-    return False
+_POSITIONAL = re.compile(r"(?![^)]*=)\s*[^)\s]")
+"""After `.wait(`: a positional argument (an event's `wait(stream)`, not `wait()` or `wait(timeout=...)`)."""
+_DEF = re.compile(r"([ \t]*)(?:async[ \t]+)?def[ \t]+(\w+)")
+
+
+def event_waiters(source: str) -> frozenset[str]:
+    """The names of the functions whose text waits on an event, read from the source alone (a
+    walk of every function's tree costs seconds on a large package): each wait belongs to the
+    nearest `def` above it indented less."""
+    found: set[str] = set()
+    for needle in ("wait_event(", ".wait("):
+        at = source.find(needle)
+        while at != -1:
+            end = at + len(needle)
+            if needle == "wait_event(" or _POSITIONAL.match(source, end):
+                name = _enclosing_def(source, at)
+                if name is not None:
+                    found.add(name)
+            at = source.find(needle, end)
+    return frozenset(found)
+
+
+def _enclosing_def(source: str, at: int) -> str | None:
+    """The name of the nearest `def` line above offset `at` indented less than its line."""
+    start = source.rfind("\n", 0, at) + 1
+    line = source[start:at]
+    indent = len(line) - len(line.lstrip(" \t"))
+    while start > 0:
+        start = source.rfind("\n", 0, start - 1) + 1
+        match = _DEF.match(source, start)
+        if match is not None and len(match.group(1)) < indent:
+            return match.group(2)
+    return None
 
 
 def _event_wait(node: cst.Call) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:

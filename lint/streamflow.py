@@ -23,7 +23,7 @@ from libcst.metadata import CodeRange
 
 from csan_lint.lint.accesses import FunctionAnalysis
 from csan_lint.lint.callers import CallersJoin
-from csan_lint.lint.carried import Carried, unrecorded_carried
+from csan_lint.lint.carried import Carried, event_waiters, unrecorded_carried
 from csan_lint.lint.defaultjoin import waits_into_default
 from csan_lint.lint.effects import Helpers
 from csan_lint.lint.model import NO_SPELLINGS, Span, Spellings
@@ -185,9 +185,10 @@ def analyse(
         for name, function in functions:
             if name in recorders:
                 siblings.extend(unrecorded_siblings(function, imports, helpers.contexts))
-        if "wait_event" in source or ".wait(" in source:
-            recorder_names = frozenset(name.rpartition(".")[2] for name in recorders)
-            for _, function in functions:
+        waiters = event_waiters(source)
+        recorder_names = frozenset(name.rpartition(".")[2] for name in recorders)
+        for name, function in functions:
+            if name.rpartition(".")[2] in waiters:
                 carried.extend(unrecorded_carried(function, imports, helpers.contexts, recorder_names))
         calls = call_text_counts(source, (name.rpartition(".")[2] for name, _ in functions))
         writers = {  # called functions that access a tensor on another stream
