@@ -118,12 +118,48 @@ def event_waiters(source: str) -> frozenset[str]:
         at = source.find(needle)
         while at != -1:
             end = at + len(needle)
-            if needle == "wait_event(" or _POSITIONAL.match(source, end):
+            if needle == "wait_event(":
+                event = _ARGUMENT.match(source, end)
+            else:
+                event = (
+                    _RECEIVER.search(source, source.rfind("\n", 0, at) + 1, at)
+                    if _POSITIONAL.match(source, end)
+                    else None
+                )
+            if event is not None and _may_be_carried(source, event.group(1)):
                 name = _enclosing_def(source, at)
                 if name is not None:
                     found.add(name)
             at = source.find(needle, end)
     return frozenset(found)
+
+
+_ARGUMENT = re.compile(r"\s*([\w.]+(?:\[[^]\n]*\])?(?:\.(?:pop|get)\()?)")
+"""The event passed to `wait_event(`, as far as it may be read from an object."""
+_RECEIVER = re.compile(r"([\w.]+(?:\[[^]\n]*\]|\.(?:pop|get)\([^)\n]*\))?)$")
+"""The event whose `.wait(` is called."""
+
+
+def _may_be_carried(source: str, event: str) -> bool:
+    """Whether the event's text may be read from an object a call handed over: not the state of
+    `self`/`cls`; a bare name only where the module unpacks it from a tuple or reads it from an
+    object (`x, e = ...`, `e = b.pop(k)`, `e = b[k]`, `e = b.e`)."""
+    if event.startswith(("self.", "cls.")):
+        return False
+    if not event.isidentifier():
+        return True
+    name = re.escape(event)
+    binding = re.compile(
+        rf"(?:,\s*{name}\b|\b{name}\s*,)[^=]*=(?!=)|\b{name}\s*=\s*[\w.]+(?:\[|\.pop\(|\.get\(|\.\w+\s*$)"
+    )
+    at = source.find(event)
+    while at != -1:  # only the lines that name it: a search of the whole text costs more
+        start, stop = source.rfind("\n", 0, at) + 1, source.find("\n", at)
+        stop = len(source) if stop == -1 else stop
+        if binding.search(source, start, stop):
+            return True
+        at = source.find(event, stop)
+    return False
 
 
 def _enclosing_def(source: str, at: int) -> str | None:

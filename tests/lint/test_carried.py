@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 
+from csan_lint.lint.carried import event_waiters
 from csan_lint.lint.engine import lint_source
 
 
@@ -182,3 +183,29 @@ def test_an_event_of_the_callers_object_is_no_evidence(header: str, binding: str
         return model({tensor})
     """
     assert findings(source) == []
+
+
+def test_only_functions_whose_text_may_wait_on_a_carried_event_are_walked() -> None:
+    source = textwrap.dedent(
+        """
+        def own(self):
+            self.stream.wait_event(self.ready)
+
+        def made(s):
+            e = s.record_event()
+            torch.cuda.current_stream().wait_event(e)
+
+        def timed(work):
+            work.wait(timeout=5)
+
+        def unpacked(queue):
+            x, ready = queue.get()
+            torch.cuda.current_stream().wait_event(ready)
+
+        def popped(queue):
+            batch = queue.get()
+            for t in batch:
+                batch.pop("ready").wait(torch.cuda.current_stream())
+        """
+    )
+    assert event_waiters(source) == {"unpacked", "popped"}
