@@ -126,10 +126,10 @@ def event_waiters(source: str) -> frozenset[str]:
                     if _POSITIONAL.match(source, end)
                     else None
                 )
-            if event is not None and _may_be_carried(source, event.group(1)):
-                name = _enclosing_def(source, at)
-                if name is not None:
-                    found.add(name)
+            enclosing = _enclosing_def(source, at) if event is not None else None
+            if event is not None and enclosing is not None:
+                if _may_be_carried(source, event.group(1), enclosing[1], at):
+                    found.add(enclosing[0])
             at = source.find(needle, end)
     return frozenset(found)
 
@@ -140,10 +140,11 @@ _RECEIVER = re.compile(r"([\w.]+(?:\[[^]\n]*\]|\.(?:pop|get)\([^)\n]*\))?)$")
 """The event whose `.wait(` is called."""
 
 
-def _may_be_carried(source: str, event: str) -> bool:
+def _may_be_carried(source: str, event: str, start: int, end: int) -> bool:
     """Whether the event's text may be read from an object a call handed over: not the state of
-    `self`/`cls`; a bare name only where the module unpacks it from a tuple or reads it from an
-    object (`x, e = ...`, `e = b.pop(k)`, `e = b[k]`, `e = b.e`)."""
+    `self`/`cls`; a bare name only where the function (`source[start:end]`, up to the wait)
+    unpacks it from a tuple or reads it from an object (`x, e = ...`, `e = b.pop(k)`, `e = b[k]`,
+    `e = b.e`)."""
     if event.startswith(("self.", "cls.")):
         return False
     if not event.isidentifier():
@@ -152,26 +153,29 @@ def _may_be_carried(source: str, event: str) -> bool:
     binding = re.compile(
         rf"(?:,\s*{name}\b|\b{name}\s*,)[^=]*=(?!=)|\b{name}\s*=\s*[\w.]+(?:\[|\.pop\(|\.get\(|\.\w+\s*$)"
     )
-    at = source.find(event)
+    at = source.find(event, start, end)
     while at != -1:  # only the lines that name it: a search of the whole text costs more
-        start, stop = source.rfind("\n", 0, at) + 1, source.find("\n", at)
+        line, stop = source.rfind("\n", 0, at) + 1, source.find("\n", at)
         stop = len(source) if stop == -1 else stop
-        if binding.search(source, start, stop):
+        if binding.search(source, line, stop):
             return True
-        at = source.find(event, stop)
+        at = source.find(event, stop, end)
     return False
 
 
-def _enclosing_def(source: str, at: int) -> str | None:
-    """The name of the nearest `def` line above offset `at` indented less than its line."""
+def _enclosing_def(source: str, at: int) -> tuple[str, int] | None:
+    """The name and offset of the nearest `def` line above offset `at` indented less than its
+    line; None at module level (met a statement of column 0 first: the walk stays in one function)."""
     start = source.rfind("\n", 0, at) + 1
     line = source[start:at]
     indent = len(line) - len(line.lstrip(" \t"))
-    while start > 0:
+    while start > 0 and indent > 0:
         start = source.rfind("\n", 0, start - 1) + 1
         match = _DEF.match(source, start)
         if match is not None and len(match.group(1)) < indent:
-            return match.group(2)
+            return match.group(2), start
+        if source[start] not in " \t\n#@)]":  # a blank line, a comment, a decorator, a signature's end
+            return None
     return None
 
 

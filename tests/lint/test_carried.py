@@ -209,3 +209,19 @@ def test_only_functions_whose_text_may_wait_on_a_carried_event_are_walked() -> N
         """
     )
     assert event_waiters(source) == {"unpacked", "popped"}
+
+
+def test_a_wait_in_a_function_with_a_wrapped_signature_or_at_module_level() -> None:
+    source = textwrap.dedent(
+        """
+        def wrapped(
+            queue,
+        ) -> None:
+            x, ready = queue.get()
+            torch.cuda.current_stream().wait_event(ready)
+
+        x, ready = queue.get()
+        torch.cuda.current_stream().wait_event(ready)
+        """
+    )
+    assert event_waiters(source) == {"wrapped"}
