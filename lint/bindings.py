@@ -300,8 +300,8 @@ class Bindings:
             self.borrowed.discard(key)
             self.held_by.pop(key, None)
             self.callers_items.discard(key)
+            self._release(key, target)  # of `self.x` too, where its allocating stream is known (streamflow.py)
         if owned:
-            self._release(key, target)
             if value.kind != "alias":
                 self.maybe_tensors.discard(key)  # a number, a container, a stream...: no tensor
         self._forget(key)
@@ -449,6 +449,7 @@ class Bindings:
             for index in target.slice:
                 self._eval(index)
         elif isinstance(target, cst.Attribute) and (key := dotted_name(target)) is not None:
+            self._release(key, node)
             self._forget(key)
 
     # ---- lifetimes
@@ -478,7 +479,8 @@ class Bindings:
         if self.function is None:
             return  # module globals live until exit
         for key in list(self.live.tensors):
-            self._release(key, where)
+            if "." not in key:  # `self.x` outlives the call
+                self._release(key, where)
 
     def _pass(self, expr: cst.BaseExpression, caller: str) -> None:
         """A value handed to the caller, who goes on on stream `caller`: it escapes, and is read

@@ -95,7 +95,7 @@ def unrecorded_siblings(
     function: cst.FunctionDef, imports: ImportTable, contexts: ContextFunctions = NO_FUNCTIONS
 ) -> list[Sibling]:
     """The siblings of `function`'s recorded tensors that it uses unrecorded on the same stream."""
-    text = _Text(imports, contexts)
+    text = FunctionText(imports, contexts)
     text.walk(function.body)
     evidence: dict[str, tuple[str, cst.Call, cst.BaseExpression]] = {}  # holder -> (attribute, record, stream)
     covered: set[Held] = set()
@@ -136,7 +136,7 @@ def unrecorded_siblings(
     return found
 
 
-class _Text:
+class FunctionText:
     """One walk over a function's body (not its nested definitions): bindings, reads of
     attributes, records, and for each node its parent, statement and innermost stream block."""
 
@@ -360,7 +360,7 @@ class _Text:
         if isinstance(parent, cst.Arg):
             call = self.parent.get(parent)
             assert isinstance(call, cst.Call)
-            return _passes_work(call)
+            return passes_work(call)
         if isinstance(parent, _ESCAPES):
             return None
         if isinstance(parent, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
@@ -368,7 +368,7 @@ class _Text:
         return False
 
 
-def _passes_work(call: cst.Call) -> bool | None:
+def passes_work(call: cst.Call) -> bool | None:
     """Whether passing a value to `call` hands it to code that may launch work on it: not a
     builtin that only looks, not a container's store or a constructor (the value escapes)."""
     func = call.func

@@ -23,6 +23,7 @@ from libcst.metadata import CodeRange
 
 from csan_lint.lint.accesses import FunctionAnalysis
 from csan_lint.lint.callers import CallersJoin
+from csan_lint.lint.carried import Carried, event_waiters, unrecorded_carried
 from csan_lint.lint.dataswap import swapped_out
 from csan_lint.lint.defaultjoin import waits_into_default
 from csan_lint.lint.effects import Helpers
@@ -77,6 +78,8 @@ class ModuleFlow:
     """Every function of the module, nested ones too, as scan read them (for deferred.py)."""
     siblings: list[Sibling] = field(default_factory=list)
     """Tensors used unrecorded beside a recorded one from the same holder (lint/siblings.py)."""
+    carried: list[Carried] = field(default_factory=list)
+    """Tensors used unrecorded where a stream waits on the event they came with (lint/carried.py)."""
 
     def range(self, node: cst.CSTNode) -> CodeRange:
         if self._positions is None:
@@ -161,6 +164,7 @@ def analyse(
     module_has_with = scan(module.body, imports, functions, "", classes, relative)
     hazards: dict[tuple[object, ...], Hazard] = {}
     siblings: list[Sibling] = []
+    carried: list[Carried] = []
     if imports.imports_torch:
         everywhere = "set_stream" in source
         helpers = Helpers(
@@ -183,6 +187,11 @@ def analyse(
         for name, function in functions:
             if name in recorders:
                 siblings.extend(unrecorded_siblings(function, imports, helpers.contexts))
+        waiters = event_waiters(source)
+        recorder_names = frozenset(name.rpartition(".")[2] for name in recorders)
+        for name, function in functions:
+            if name.rpartition(".")[2] in waiters:
+                carried.extend(unrecorded_carried(function, imports, helpers.contexts, recorder_names))
         calls = call_text_counts(source, (name.rpartition(".")[2] for name, _ in functions))
         writers = {  # called functions that access a tensor on another stream
             name
@@ -248,6 +257,7 @@ def analyse(
         imports=imports,
         functions=functions,
         siblings=siblings,
+        carried=carried,
     )
 
 
@@ -400,7 +410,9 @@ def _side_accesses(end: FlowState, globals_: frozenset[str]) -> dict[str, Tracke
             item = key.endswith("]")
             writes, reads = pending(tensor.writes, item), pending(tensor.reads, item)
             if writes or reads:
-                found[key] = TrackedTensor(writes=writes, reads=reads, pool=tensor.pool)
+                # made from a stream of `self`'s pool: a method that uses it elsewhere and drops it frees it
+                alloc = tensor.pool if tensor.pool is not None and tensor.pool.startswith("self.") else None
+                found[key] = TrackedTensor(writes=writes, reads=reads, pool=tensor.pool, alloc=alloc)
     return found
 
 

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import libcst as cst
 
+from csan_lint.lint.carried import Carried
 from csan_lint.lint.edits import attach, current_stream_code, record_after_use
 from csan_lint.lint.model import Finding, Span
 from csan_lint.lint.names import dotted_name
@@ -55,15 +56,30 @@ class MissingRecordStream(Rule):
     other than the recorded one). `self`, `cls` and tensors (`p.grad.record_stream(...)`) hold
     unrelated attributes: a record of one of theirs says nothing of the others; nor are streams
     and events (`h.copy_stream`, an argument of `wait_stream`) tensors.
+    Likewise a function that makes a stream wait on an event it reads from an object a call
+    handed it (`b = await queue.get()`; `s.wait_event(b.ready)`, `b.pop("ready").event`,
+    `e.wait(s)`; or `x, ready = queue.get()`) says the object's tensors were made on the stream
+    that recorded the event and handed over with it: one read from the object (`b.x`, `b["x"]`,
+    `b.get("x")`, or `x`) and used like a tensor where the waiting stream is current, or the
+    object passed whole to a call there (`step(**b)`), is reported at that use, unless the
+    function records one of them in any way the text shows (also by passing the object to a
+    function of the module that calls `record_stream`, or to any call together with the waiting
+    stream), the object escapes (returned, stored, handed to a constructor), was made here, is
+    `self`'s or the caller's (a parameter, a loop item: the caller may keep it alive), or the
+    function may order the other stream after the use (a host sync, a wait by another stream).
 
     ## Known problems
     Only tensors allocated in the function by an assignment are followed, plus tensors freed
     explicitly with `x.untyped_storage().resize_(0)` (allocated, when not seen, by the current
     stream). A tensor passed to unknown code, stored in an attribute or a container, or aliased
     by a view is assumed to escape and is not reported, although the release may still come
-    too early. A tensor returned or yielded (or a view of it, `x[0]`, `x.view(n)`; not
-    `x.reshape(n)`, which may copy) is taken as used and then released by the caller on
-    its own stream: allocated on another stream (also in another method, through `self`) and
+    too early. A tensor a method allocates from the pool of a stream kept on `self` (`with
+    torch.cuda.stream(self.copy):`, the stream not waiting there for the caller's first) and
+    keeps in an attribute (`self.buf = ...`) is followed into the class's public methods: one
+    that uses it on another stream and then drops it (`self.buf = None`, `del self.buf`) is
+    reported there, as a local would be. A tensor returned or yielded (or a view of it, `x[0]`,
+    `x.view(n)`; not `x.reshape(n)`, which may copy) is taken as used and then released by the
+    caller on its own stream: allocated on another stream (also in another method, through `self`) and
     handed over with no `record_stream` for the caller's stream, it is reported at the
     `return`/`yield`, even where the caller would keep it alive until the allocating stream
     waits for it. So is one stored in a container on `self` (`self.state[k] = t`,
@@ -357,6 +373,8 @@ class MissingRecordStream(Rule):
                 yield finding if kept else attach(finding, record_after_use(flow, hazard))
         for sibling in flow.siblings:
             yield self._sibling(flow, sibling)
+        for carried in flow.carried:
+            yield self._carried(flow, carried)
 
     sibling_message = (
         "'{tensor}' is used on {stream} with no record_stream, though line {record_line} records its sibling"
@@ -368,7 +386,6 @@ class MissingRecordStream(Rule):
     )
 
     def _sibling(self, flow: ModuleFlow, sibling: Sibling) -> Finding:
-        where, statement = flow.range(sibling.use), flow.range(sibling.statement)
         fields = {
             "tensor": sibling.tensor,
             "stream": "the current stream" if sibling.current else f"stream '{sibling.stream}'",
@@ -377,19 +394,49 @@ class MissingRecordStream(Rule):
             "record_line": str(flow.line(sibling.record)),
             "stream_code": sibling.stream,
         }
+        return self._at(flow, sibling.use, sibling.statement, fields, self.sibling_message, self.sibling_fix)
+
+    carried_message = (
+        "'{tensor}' came with the event '{event}' that {stream} waits on at line {wait_line}: it was made on the"
+        " stream that recorded the event, and is used here with no record_stream; once it is dropped, that"
+        " stream may reuse its block while this use is still pending"
+    )
+    carried_fix = "call `record_stream({stream_code})` on the tensors of '{tensor}' after the wait at line {wait_line}"
+
+    def _carried(self, flow: ModuleFlow, carried: Carried) -> Finding:
+        fields = {
+            "tensor": carried.tensor,
+            "event": carried.event,
+            "stream": "the current stream" if carried.current else f"stream '{carried.stream}'",
+            "wait_line": str(flow.line(carried.wait)),
+            "stream_code": carried.stream,
+        }
+        return self._at(flow, carried.use, carried.statement, fields, self.carried_message, self.carried_fix)
+
+    def _at(
+        self,
+        flow: ModuleFlow,
+        use: cst.CSTNode,
+        statement: cst.CSTNode,
+        fields: dict[str, str],
+        message: str,
+        fix: str,
+    ) -> Finding:
+        """A finding at `use` whose message and fix are written from `fields`."""
+        where, around = flow.range(use), flow.range(statement)
         finding = self.finding(
             flow.path,
             line=where.start.line,
             column=where.start.column + 1,
             end_line=where.end.line,
             end_column=where.end.column + 1,
-            span=Span(statement.start.line, statement.end.line),
+            span=Span(around.start.line, around.end.line),
             other="another stream",
-            other_code=sibling.stream,
+            other_code=fields["stream_code"],
             release="",
             **fields,
         )
-        return replace(finding, message=self.sibling_message.format(**fields), fix=self.sibling_fix.format(**fields))
+        return replace(finding, message=message.format(**fields), fix=fix.format(**fields))
 
 
 def _release(flow: ModuleFlow, hazard: Hazard) -> str:
