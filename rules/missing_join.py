@@ -102,7 +102,8 @@ class MissingJoin(Rule):
     to a module kept on `self` that the side stream moves in place without blocking
     (`self.shard.to(device, non_blocking=True)`: its parameters, reported at that return and not
     again where other methods run it; its `.train()`, `.parameters()` launch nothing; a blocking
-    move returns once copied), still pending when a function returns are reported, unless every function of the module that calls it
+    move returns once copied), still pending when a function returns are reported, unless every
+    function of the module that calls it
     joins that stream (`wait_stream(s)` spelled alike, or a `synchronize()`, anywhere in its body:
     where in the body is not checked), the stream is one the caller passed in, is recorded (on any
     path) in an event stored on `self` or passed in, or anything but tensors is returned (an event,
