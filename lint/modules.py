@@ -82,7 +82,7 @@ class ModuleMoves:
         for written in (receiver.value, self.items_of.get(receiver.value)):
             if written is not None:
                 self.modules.add(written)
-                self._access(written, receiver, write=True)
+                self._access(written, receiver, write=True, produced="moved")
 
     def _move_kept(self, receiver: cst.Attribute, call: cst.BaseExpression) -> None:
         """`self.shard.to(device, non_blocking=True)` on a side stream: the object's module is

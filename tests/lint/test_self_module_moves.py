@@ -81,3 +81,17 @@ def test_the_modules_own_methods_are_no_gpu_access() -> None:
 
 def test_running_the_module_after_the_move_reads_its_parameters() -> None:
     assert ("CSL102", MOVE_LINE + 1) in findings(after="self.shard(torch.ones(2))")
+
+
+def test_a_module_passed_in_and_moved_on_a_side_stream_made_here_says_it_was_moved() -> None:
+    source = """
+    import torch
+
+    def load(shard, device):
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            shard.to(device, non_blocking=True)
+    """
+    (finding,) = lint_source(textwrap.dedent(source), "m.py")
+    assert (finding.code, finding.line) == ("CSL102", 7)
+    assert "'shard' was moved in place (its parameters copied) on side stream 'side'" in finding.message
