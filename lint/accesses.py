@@ -426,13 +426,14 @@ class FunctionAnalysis(
         write: bool,
         stream: str | None = None,
         after: frozenset[str] = frozenset(),
+        produced: Produced = "written",
     ) -> None:
         """A kernel on the current stream (or `stream`, for a called function's) reads or writes
-        `key`: check it, then record it, ordered before `after` too."""
+        `key` (a write: as `produced` says): check it, then record it, ordered before `after` too."""
         if write and self.tested:
             self._rebound(key)  # in place: what its tests said no longer holds
         tensor = self.live.tensors.get(key) or self._caller_written(key, node) or TrackedTensor()
-        access = self._make_access(node, write=write)
+        access = replace(self._make_access(node, write=write), produced=produced)
         if stream is not None:
             access = replace(access, stream=stream)
         stream = access.stream

@@ -114,6 +114,8 @@ class Calls:
             if self._stream_method(node, func):
                 return
             method, receiver = func.attr.value, func.value
+            if self._moved(func):  # `self.shard(x)`: a moved module of `self` run, its forward reads it
+                self._eval(func)
             if method == "enter_context" and node.args and (entered := self._context_stream(node.args[0].value)):
                 self.live.current = entered  # until the ExitStack's `with` ends
                 return

@@ -8,6 +8,13 @@ is made) and calling it (its forward). A name bound to an item of a moved list (
 enumerate(model)`) shares its writes. Elsewhere a module stays what it was: a value the
 analysis does not track, and building an object from a tensor still only stores it.
 
+A module kept on `self` (`self.shard.to(device, non_blocking=True)`) is followed only where a
+side stream moves it without blocking: its parameters are the object's state, written on that
+stream, and still being copied when the method returns unless it joins, records an event the
+caller can reach, or every caller joins (lint/returns.py `_return`, as for `buf =
+self.buffers[k]`). Its other methods (`.train()`, `.parameters()`) stay host-only. A blocking
+move syncs the host with the copy; a move on the current stream is ordered for its readers.
+
 Part of `FunctionAnalysis` (lint/accesses.py).
 """
 
@@ -26,16 +33,29 @@ MODULE_MOVES = frozenset({"cuda", "to", "half", "float", "double", "bfloat16", "
 """`nn.Module` methods that convert its parameters in place and return the module itself."""
 
 
-def moved_module(statement: cst.BaseExpression) -> cst.Name | None:
+def moved_module(statement: cst.BaseExpression) -> cst.Name | cst.Attribute | None:
     """The receiver of a move whose result the statement drops (`model.cuda(device)`): a local
-    name. An attribute's move (`self.shard.to(device)`) is not followed: its readers are other
-    methods, where nothing tells a call of the module's own methods from a launch."""
+    name, or an attribute of `self` (`self.shard.to(device)`, see `_move_kept`)."""
     if not (isinstance(statement, cst.Call) and isinstance(statement.func, cst.Attribute)):
         return None
     receiver = statement.func.value
-    if statement.func.attr.value not in MODULE_MOVES or not isinstance(receiver, cst.Name):
+    if statement.func.attr.value not in MODULE_MOVES:
         return None
-    return receiver
+    if isinstance(receiver, cst.Name) or (
+        isinstance(receiver, cst.Attribute) and (dotted_name(receiver) or "").startswith("self.")
+    ):
+        return receiver
+    return None
+
+
+def _non_blocking(call: cst.Call) -> bool:
+    """`non_blocking=` given and not `False`: the host does not wait for the copy."""
+    return any(
+        arg.keyword is not None
+        and arg.keyword.value == "non_blocking"
+        and not (isinstance(arg.value, cst.Name) and arg.value.value == "False")
+        for arg in call.args
+    )
 
 
 class ModuleMoves:
@@ -46,18 +66,41 @@ class ModuleMoves:
     """Names moved in place somewhere in the function, and the lists their loops went through."""
     items_of: dict[str, str]
     """Loop names -> the named list whose items they are bound to."""
+    borrowed: set[str]
+    entry_stream: str
     _access: Callable[..., None]
     _eval: Callable[[cst.CSTNode], None]
 
-    def _move(self, receiver: cst.Name, call: cst.BaseExpression) -> None:
+    def _move(self, receiver: cst.Name | cst.Attribute, call: cst.BaseExpression) -> None:
         """A module moved in place by `call`: its parameters, and the list it is an item of, are
         written."""
+        if isinstance(receiver, cst.Attribute):
+            self._move_kept(receiver, call)
+            return
         for arg in call.args if isinstance(call, cst.Call) else ():
             self._eval(arg.value)
         for written in (receiver.value, self.items_of.get(receiver.value)):
             if written is not None:
                 self.modules.add(written)
-                self._access(written, receiver, write=True)
+                self._access(written, receiver, write=True, produced="moved")
+
+    def _move_kept(self, receiver: cst.Attribute, call: cst.BaseExpression) -> None:
+        """`self.shard.to(device, non_blocking=True)` on a side stream: the object's module is
+        written there, and left to whoever uses it after the return; any other move of an
+        attribute is an ordinary call."""
+        key = dotted_name(receiver)
+        if (
+            key is None
+            or self.live.current == self.entry_stream
+            or not (isinstance(call, cst.Call) and _non_blocking(call))
+        ):
+            self._eval(call)
+            return
+        for arg in call.args:
+            self._eval(arg.value)
+        self.modules.add(key)
+        self.borrowed.add(key)
+        self._access(key, receiver, write=True, produced="moved")
 
     def _bind_items(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
         """`for m in model` (also through `enumerate`, `zip`): `m` is an item of `model`, and

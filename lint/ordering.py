@@ -55,7 +55,7 @@ class HazardKind(Enum):
     FREE_IN_USE = kinds.FREE_IN_USE
 
 
-Produced = Literal["written", "allocated", "by the caller"]
+Produced = Literal["written", "allocated", "by the caller", "moved"]
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class Access:
     hand over a block that work launched earlier on `stream` still uses, so it stands for the
     stream's last launch before it (its `after` is that launch's), and a use on another stream
     must be ordered after it; `by the caller`: a parameter, written before the function was
-    entered on the stream current then."""
+    entered on the stream current then; `moved`: a module's parameters moved in place."""
 
 
 @dataclass(frozen=True)

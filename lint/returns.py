@@ -159,7 +159,16 @@ class Returns:
                 continue
             pending_writes = [mark for mark in tensor.writes if self._pending_at_return(mark, self.entry_stream)]
             for mark in pending_writes:
-                self._hazard(HazardKind.READ_AFTER_WRITE, key, mark.access, mark.access.stream, node, returned=True)
+                produced = mark.access.produced if mark.access.produced == "moved" else "written"
+                self._hazard(
+                    HazardKind.READ_AFTER_WRITE,
+                    key,
+                    mark.access,
+                    mark.access.stream,
+                    node,
+                    returned=True,
+                    produced=produced,
+                )
             for mark in (
                 tensor.reads if not pending_writes and key in self.caller_kept else ()
             ):  # the caller's next write

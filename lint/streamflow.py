@@ -119,7 +119,7 @@ def message_fields(hazard: Hazard, current: str = f"{CURRENT_STREAM}()") -> dict
             "stream_code": current,
             "other_code": _code(hazard.other, current),
             "verb": "used",
-            "produced": "written",
+            "produced": _PRODUCED["moved"] if hazard.produced == "moved" else "written",
         }
     return {
         "tensor": hazard.tensor,
@@ -129,8 +129,12 @@ def message_fields(hazard: Hazard, current: str = f"{CURRENT_STREAM}()") -> dict
         "stream_code": _code(hazard.access.stream, current),
         "other_code": _code(hazard.other, current),
         "verb": "first used" if hazard.produced == "allocated" else verb,  # a read or a write races alike
-        "produced": f"written {hazard.produced}" if hazard.produced == "by the caller" else hazard.produced,
+        "produced": _PRODUCED.get(hazard.produced, hazard.produced),
     }
+
+
+_PRODUCED = {"by the caller": "written by the caller", "moved": "moved in place (its parameters copied)"}
+"""How a message says what the conflicting write did, where its word alone does not."""
 
 
 def _describe(stream: str) -> str:
@@ -401,6 +405,7 @@ def _side_accesses(end: FlowState, globals_: frozenset[str]) -> dict[str, Tracke
             for mark in marks
             if mark.access.stream != CURRENT
             and not mark.orders(CURRENT)
+            and mark.access.produced != "moved"  # reported where the moving method returns
             and (item or mark.access.stream.startswith("self.") or mark.access.stream.split(".")[0] in globals_)
         )
 

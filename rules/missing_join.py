@@ -98,8 +98,12 @@ class MissingJoin(Rule):
     (`buf = self.buffers[k]`, also in a nested function, or a tensor a method of an attribute of
     `self` or of a parameter hands out: `buf = self.store.get(k)`, not a tensor method's result), or
     to a module's tensor a `for` reaches (`for p in m.parameters()`, `m.buffers()`, the items of a
-    list on `self`; `p.data = v` writes `p`, which stays the caller's and now holds `v`'s memory), still
-    pending when a function returns are reported, unless every function of the module that calls it
+    list on `self`; `p.data = v` writes `p`, which stays the caller's and now holds `v`'s memory), or
+    to a module kept on `self` that the side stream moves in place without blocking
+    (`self.shard.to(device, non_blocking=True)`: its parameters, reported at that return and not
+    again where other methods run it; its `.train()`, `.parameters()` launch nothing; a blocking
+    move returns once copied), still pending when a function returns are reported, unless every
+    function of the module that calls it
     joins that stream (`wait_stream(s)` spelled alike, or a `synchronize()`, anywhere in its body:
     where in the body is not checked), the stream is one the caller passed in, is recorded (on any
     path) in an event stored on `self` or passed in, or anything but tensors is returned (an event,
