@@ -39,6 +39,7 @@ import torch.cuda.graphs
 import torch.cuda.memory
 import torch.cuda.nvtx
 import torch.cuda.streams
+import torch.utils._device
 from torch.jit import _builtins
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
@@ -178,6 +179,7 @@ def _patches() -> list[tuple[Any, str, Any]]:
     table += [(torch.Tensor, name, value) for name, value in tensors.TENSOR_ATTRIBUTES.items()]
     table += [(torch.UntypedStorage, name, value) for name, value in tensors.STORAGE_ATTRIBUTES.items()]
     table += [(torch, name, value) for name, value in tensors.TORCH_FUNCTIONS.items()]
+    table += [(torch.utils._device, "_device_constructors", tensors.device_constructors())]
     table += [(torch.amp.autocast_mode.autocast, name, value) for name, value in tensors.AUTOCAST_ATTRIBUTES.items()]
     return table
 

@@ -8,9 +8,11 @@ every thread and every other mode (a sanitizer's) sees the same answers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, cast
 
 import torch
+import torch.utils._device
 
 from csan_lint.runtime.emulation import device as emulated
 from csan_lint.runtime.emulation import generic, streams
@@ -225,6 +227,16 @@ _FACTORIES = (
     "empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "randint_like",
 )  # fmt: skip
 _NEW_FACTORIES = ("new_empty", "new_empty_strided", "new_zeros", "new_ones", "new_full")
+
+
+def device_constructors() -> Callable[[], frozenset[Any]]:
+    """What torch's device context (`with torch.device(d):`, `set_default_device`) asks for the
+    factories whose device it fills in. It matches by identity the function it intercepts, which
+    is torch's own (the wrappers above call it), so it must go on knowing torch's own rather than
+    the wrappers `torch.zeros` names while the device is on. Call before patching."""
+    known = frozenset(torch.utils._device._device_constructors.__wrapped__())
+    return lambda: known
+
 
 _device_tensor = _factory(_base_tensor)
 

@@ -341,3 +341,12 @@ def test_factories_take_a_bare_device_index_as_the_emulated_device():
         assert tensor.is_cuda and tensor.device == torch.device("cuda", 0)
     assert torch.arange(4, device=0).tolist() == [0, 1, 2, 3]
     assert torch.zeros(2, device=0, dtype=torch.float64).dtype == torch.float64
+
+
+def test_a_device_context_still_fills_in_the_device_of_wrapped_factories():
+    with torch.device("cuda"):
+        made = (torch.empty(2), torch.ones(2), torch.nn.Linear(2, 2).weight)
+    assert all(tensor.is_cuda for tensor in made)
+    with torch.device("meta"):
+        assert torch.zeros(2).is_meta and torch.nn.Linear(2, 2).weight.is_meta
+    assert not torch.empty(1).is_cuda and not torch.empty(1).is_meta
