@@ -147,8 +147,19 @@ def _hook(node: Any) -> None:
     if metadata.get("csan_hooked"):
         return
     metadata["csan_hooked"] = True
-    node.register_prehook(lambda grads: _enter(node, grads))
-    node.register_hook(lambda grads, _outputs: _produced(node, grads))
+    node.register_prehook(_entering)
+    node.register_hook(_returning)
+
+
+# The hooks ask autograd for the node they run for rather than closing over it: a node holding
+# a hook that holds the node is a reference cycle, which would keep every graph (and its saved
+# device tensors, so their frees) alive until the garbage collector runs.
+def _entering(grads: tuple[Any, ...]) -> None:
+    _enter(torch._C._current_autograd_node(), grads)
+
+
+def _returning(grads: tuple[Any, ...], _outputs: tuple[Any, ...]) -> None:
+    _produced(torch._C._current_autograd_node(), grads)
 
 
 def _find_first_uses(roots: list[Any]) -> None:

@@ -4,6 +4,9 @@ verdicts it gets on a GPU."""
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import pytest
 import torch
 
@@ -81,3 +84,30 @@ def test_a_leaf_used_on_two_streams_gets_its_gradient_on_the_stream_of_its_first
     # the gradients of the two branches are accumulated with autograd's syncs and
     # record_stream (InputBuffer::add): no race, no free-in-use
     assert [e.kind for e in sanitizer.errors] == []
+
+
+def test_a_graph_is_freed_when_its_last_reference_goes_not_at_the_next_collection():
+    # The stream hooks on each node must not keep the graph (and its saved device tensors, whose
+    # frees the sanitizer checks) alive in a reference cycle.
+    contexts = []
+
+    class Identity(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, tensor):
+            return tensor
+
+        @staticmethod
+        def backward(ctx, grad):
+            contexts.append(weakref.ref(ctx))
+            return grad
+
+    gc.disable()
+    try:
+        with sanitize(device="emulated"):
+            out = Identity.apply(torch.ones(2, device="cuda", requires_grad=True) * 2)
+            out.sum().backward()
+            del out
+            (context,) = contexts
+            assert context() is None
+    finally:
+        gc.enable()
