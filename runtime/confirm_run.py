@@ -19,8 +19,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -219,7 +221,7 @@ class Runner:
         log_path = workdir / f"pytest-{self.passes}.log"
         result = _Pass()
         tails = _Tails(workdir, (probe_out.name, report.name))
-        with open(log_path, "wb") as log:
+        with open(log_path, "wb") as log, _terminated_as_exit():
             process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             try:
                 self._watch(process, tails, result)
@@ -415,6 +417,25 @@ class _Tails:
 
 def _frozen(lines: Mapping[str, set[int]]) -> dict[str, frozenset[int]]:
     return {path: frozenset(found) for path, found in lines.items()}
+
+
+@contextmanager
+def _terminated_as_exit() -> Iterator[None]:
+    """SIGTERM (`timeout`, a cancelled CI job, `kill`) exits through the `finally` that kills the
+    test process, not around it: the tests run in a session of their own, which the signal does
+    not reach, and would go on running orphaned. Only the main thread can take signals."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _exit_on_terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_terminate(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _kill(process: subprocess.Popen[bytes]) -> None:
