@@ -82,6 +82,13 @@ CONFIRM_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         help="With --confirm: run every test file, not only those that import stream code.",
     ),
     click.option(
+        "-k",
+        "keyword",
+        default=None,
+        metavar="EXPRESSION",
+        help="With --confirm: run only the selected tests that match this pytest -k expression.",
+    ),
+    click.option(
         "-n",
         "--workers",
         type=int,

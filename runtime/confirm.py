@@ -72,6 +72,8 @@ class ConfirmSettings:
     """`--all-tests`: run every test file, not only those that import stream code."""
     workers: int = 0
     """`-n N`: pytest-xdist worker processes (0: the tests run in one process)."""
+    keyword: str | None = None
+    """`-k EXPRESSION`: pytest's, narrowing the selected tests (a long test file run for one case)."""
 
 
 def _suggest(word: str, choices: Sequence[str]) -> str:
@@ -146,6 +148,7 @@ def resolve_settings(config: Config, options: Mapping[str, Any]) -> ConfirmSetti
         exit_zero=bool(options.get("exit_zero")),
         all_tests=bool(options.get("all_tests")),
         workers=_workers(options.get("workers")),
+        keyword=options.get("keyword") or None,
     )
 
 
@@ -247,7 +250,9 @@ def main(findings: list[Finding], paths: list[str], config: Config, options: dic
         )
         progress = _ProgressBar() if _show_progress(settings) else None
         with tempfile.TemporaryDirectory(prefix="csan-confirm-") as workdir:
-            run_settings = RunSettings(settings.device, settings.timeout, Path(workdir), settings.workers)
+            run_settings = RunSettings(
+                settings.device, settings.timeout, Path(workdir), settings.workers, settings.keyword
+            )
             runner = Runner(run_settings, progress)
             try:
                 result = runner.run(selection.test_files, spans)

@@ -64,6 +64,8 @@ class RunSettings:
     workdir: Path
     workers: int = 0
     """pytest-xdist worker processes; 0: one process, no xdist."""
+    keyword: str | None = None
+    """pytest's `-k` expression: only the tests it matches run."""
     python: str = sys.executable
 
 
@@ -217,6 +219,7 @@ class Runner:
             f"--csan-report={report}", "--csan-report-parts",
             "--continue-on-collection-errors", "-p", "no:cacheprovider", "-q",
             *(f"--ignore={path}" for path in ignore),  # for files found under directory targets
+            *(("-k", self.settings.keyword) if self.settings.keyword else ()),
         ]  # fmt: skip
         log_path = workdir / f"pytest-{self.passes}.log"
         result = _Pass()

@@ -161,3 +161,11 @@ def test_two_xdist_workers_give_the_same_verdicts(run, project, confirm):
     (crashy,) = [f for f in document_n2["findings"] if f["path"] == "app/crashy.py"]
     assert crashy["reason"] == "tests/test_crashy.py::test_shifted_then_dies crashed: its pytest-xdist worker died"
     assert code_n2 == code == 1
+
+
+def test_a_keyword_runs_only_the_selected_tests_it_matches(project, confirm):
+    _, document, _ = confirm(project, "-k", "racy and shifted")
+    ran = {test["nodeid"] for test in document["tests"]} - {"<outside any test>"}
+    assert ran == {"tests/test_racy.py::test_shifted"}
+    (racy,) = [f for f in document["findings"] if f["path"] == "app/racy.py"]
+    assert racy["verdict"] == "confirmed"
