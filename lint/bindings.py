@@ -44,9 +44,8 @@ from csan_lint.lint.values import (
     paired,
     paired_containers,
     stores_in_container,
-    view_base,
-    viewed,
 )
+from csan_lint.lint.views import view_base, viewed
 
 
 class Bindings:

@@ -17,7 +17,7 @@ import libcst as cst
 
 from csan_lint.lint.names import dotted_name
 from csan_lint.lint.scan import is_public, record_stream_calls, records_streams
-from csan_lint.lint.values import viewed
+from csan_lint.lint.views import viewed
 from csan_lint.lint.vocabulary import VIEW_ATTRIBUTES, VIEW_METHODS
 
 _TAKING = ("pop", "popleft", "get")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from csan_lint.lint.names import dotted_name
-from csan_lint.lint.values import basic_index
+from csan_lint.lint.views import basic_index
 from csan_lint.lint.vocabulary import VIEW_ATTRIBUTES
 
 _VIEWS = frozenset(

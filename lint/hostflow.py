@@ -67,7 +67,8 @@ from csan_lint.lint.nodes import literal_items
 from csan_lint.lint.ordering import CURRENT, DEFAULT
 from csan_lint.lint.recognize import entered_streams, one_stream
 from csan_lint.lint.streamflow import Location, ModuleFlow
-from csan_lint.lint.values import code_of, is_barrier, viewed
+from csan_lint.lint.values import code_of, is_barrier
+from csan_lint.lint.views import viewed
 from csan_lint.runtime import kinds
 
 CAPTURE = "<capture>"

@@ -35,7 +35,8 @@ from csan_lint.lint.ordering import (
 )
 from csan_lint.lint.recognize import NO_FUNCTIONS, OR, entered_streams, one_stream
 from csan_lint.lint.scan import body_of
-from csan_lint.lint.values import code_of, viewed
+from csan_lint.lint.values import code_of
+from csan_lint.lint.views import viewed
 from csan_lint.lint.vocabulary import VIEW_ATTRIBUTES
 
 if TYPE_CHECKING:
