@@ -16,6 +16,12 @@ import libcst as cst
 _COMMENT = re.compile(r"#[^\n]*")
 
 
+def uncommented_text(module: cst.Module, function: cst.FunctionDef) -> str:
+    """A function's source without its comments, for the textual tests of what it orders: a
+    sync commented out orders nothing."""
+    return _COMMENT.sub("", module.code_for_node(function))
+
+
 class CallersJoin:
     """Whether every function of the module that calls `name` joins a stream (waits on it:
     `wait_stream(s)`, spelled as the callee spells it), forks it (`s.wait_stream(`), or
@@ -49,7 +55,7 @@ class CallersJoin:
             module = self.module
             if module is not None:
                 for name, function in self.functions:
-                    text = _COMMENT.sub("", module.code_for_node(function))  # a sync commented out joins nothing
+                    text = uncommented_text(module, function)
                     if name != self.name and call.search(text):
                         self.texts.append(text)
         return self.texts

@@ -14,18 +14,17 @@ swapped in is not (it may be made on some paths only, or on the copy stream itse
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
 
 from csan_lint.lint.bindings import rebound_storage
+from csan_lint.lint.callers import uncommented_text
 from csan_lint.lint.modulestate import state_items
 from csan_lint.lint.ordering import CURRENT, Access, Hazard, HazardKind
 
 _ORDERINGS = (".synchronize()", "wait_stream(", "wait_event(", "record_stream(")
-_COMMENT = re.compile(r"#[^\n]*")
 
 
 def swapped_out(
@@ -40,10 +39,10 @@ def swapped_out(
     stream in (`swapped_in`: method -> streams, where it rebinds the `.data` of the module's
     tensors to an asynchronous copy made inside a `with`) and nothing orders the caller's stream
     first."""
-    methods = {name: function for name, function in functions if name.rpartition(".")[0] == owner}
-    swaps = {
-        name: _swaps(function) for name, function in methods.items() if ".data =" in module.code_for_node(function)
+    texts = {
+        name: uncommented_text(module, function) for name, function in functions if name.rpartition(".")[0] == owner
     }
+    swaps = {name: _swaps(function) for name, function in functions if ".data =" in texts.get(name, "")}
     installers = sorted(name for name in swaps if swapped_in.get(name) and any(swap.made for swap in swaps[name]))
     if not installers:
         return
@@ -53,7 +52,7 @@ def swapped_out(
         outside = [swap for swap in found if not swap.in_with]
         if name in installers or not outside:
             continue
-        if any(ordering in _COMMENT.sub("", module.code_for_node(methods[name])) for ordering in _ORDERINGS):
+        if any(ordering in texts[name] for ordering in _ORDERINGS):
             continue
         for swap in outside:
             access = Access(swap.target, CURRENT, False, swap.statement, name)
