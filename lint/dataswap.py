@@ -21,6 +21,7 @@ import libcst as cst
 
 from csan_lint.lint.bindings import rebound_storage
 from csan_lint.lint.callers import uncommented_text
+from csan_lint.lint.hostfacts import may_not_block
 from csan_lint.lint.modulestate import state_items
 from csan_lint.lint.ordering import CURRENT, Access, Hazard, HazardKind
 
@@ -107,6 +108,4 @@ def _asynchronous_copy(value: cst.BaseExpression) -> bool:
     """`x.to(device, non_blocking=...)`: an offloader's onload. A blocking move (`p.data =
     p.data.to(device)`) is taken as a one-off, not memory the caller's kernels read while the
     next onload runs."""
-    return isinstance(value, cst.Call) and any(
-        arg.keyword is not None and arg.keyword.value == "non_blocking" for arg in value.args
-    )
+    return isinstance(value, cst.Call) and may_not_block(value)

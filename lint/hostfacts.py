@@ -46,8 +46,20 @@ def is_true(expr: cst.BaseExpression) -> bool:
 
 
 def non_blocking(call: cst.Call) -> bool:
+    """`non_blocking=True` as written: the host certainly does not wait for the copy."""
     return any(
         arg.keyword is not None and arg.keyword.value == "non_blocking" and is_true(arg.value) for arg in call.args
+    )
+
+
+def may_not_block(call: cst.Call) -> bool:
+    """`non_blocking=` given and not `False` (`non_blocking=self.non_blocking`): the host may
+    not wait for the copy."""
+    return any(
+        arg.keyword is not None
+        and arg.keyword.value == "non_blocking"
+        and not (isinstance(arg.value, cst.Name) and arg.value.value == "False")
+        for arg in call.args
     )
 
 

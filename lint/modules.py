@@ -25,6 +25,7 @@ from dataclasses import replace
 
 import libcst as cst
 
+from csan_lint.lint.hostfacts import may_not_block
 from csan_lint.lint.names import dotted_name
 from csan_lint.lint.ordering import FlowState
 from csan_lint.lint.values import iterated_items
@@ -46,16 +47,6 @@ def moved_module(statement: cst.BaseExpression) -> cst.Name | cst.Attribute | No
     ):
         return receiver
     return None
-
-
-def _non_blocking(call: cst.Call) -> bool:
-    """`non_blocking=` given and not `False`: the host does not wait for the copy."""
-    return any(
-        arg.keyword is not None
-        and arg.keyword.value == "non_blocking"
-        and not (isinstance(arg.value, cst.Name) and arg.value.value == "False")
-        for arg in call.args
-    )
 
 
 class ModuleMoves:
@@ -92,7 +83,7 @@ class ModuleMoves:
         if (
             key is None
             or self.live.current == self.entry_stream
-            or not (isinstance(call, cst.Call) and _non_blocking(call))
+            or not (isinstance(call, cst.Call) and may_not_block(call))
         ):
             self._eval(call)
             return
