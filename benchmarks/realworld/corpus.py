@@ -29,6 +29,8 @@ KEYS = {"id", "repo", "license", "label", "commit", "path", "function", "lines"}
     "tracker",
     "fixed",
     "other_bugs",
+    "needs_context",
+    "context",
 }
 FIXED_KEYS = {"commit", "path", "function", "lines"}
 OTHER_BUG_KEYS = {"rules", "lines", "why", "tracker"}
@@ -74,6 +76,9 @@ class Excerpt:
     fixed: Version | None
     """The same code after its known fix; it is expected to be safe."""
     other_bugs: tuple[OtherBug, ...] = ()
+    context: str | None = None
+    """For a bug whose racing access, release or stream is in another module: which one (the
+    excerpt and its file cannot show it alone; `needs_context` in the manifest)."""
 
 
 def load_manifest(path: Path = MANIFEST) -> list[Excerpt]:
@@ -114,6 +119,7 @@ def _parse_entry(entry: dict, index: int, path: Path) -> Excerpt:
             raise CorpusError(f"{where}: bug_lines {bug_lines} lie outside lines {version.lines}")
         fixed = _parse_version({**entry, **fixed_entry}, f"{where} [fixed]") if fixed_entry else None
         other_bugs = tuple(_parse_other_bug(other, f"{where} [other_bugs]") for other in entry.get("other_bugs", ()))
+        context = _parse_context(entry, where)
         return Excerpt(
             id=entry["id"],
             repo=entry["repo"],
@@ -126,9 +132,23 @@ def _parse_entry(entry: dict, index: int, path: Path) -> Excerpt:
             tracker=entry.get("tracker"),
             fixed=fixed,
             other_bugs=other_bugs,
+            context=context,
         )
     except KeyError as missing:
         raise CorpusError(f"{where}: missing field {missing}") from None
+
+
+def _parse_context(entry: dict, where: str) -> str | None:
+    """`needs_context = true` comes with `context`, the module that holds the missing piece."""
+    needs = entry.get("needs_context", False)
+    context = entry.get("context")
+    if not isinstance(needs, bool):
+        raise CorpusError(f"{where}: needs_context must be true or false, not {needs!r}")
+    if needs != (context is not None):
+        raise CorpusError(f"{where}: needs_context = true and context = \"<other module>\" go together")
+    if context is not None and not (isinstance(context, str) and context.strip()):
+        raise CorpusError(f"{where}: context must name the other module, not {context!r}")
+    return context
 
 
 def _parse_other_bug(entry: object, where: str) -> OtherBug:
