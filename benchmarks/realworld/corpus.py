@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import json
+import shutil
 import subprocess
 import tomllib
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ HERE = Path(__file__).resolve().parent
 MANIFEST = HERE / "corpus.toml"
 CACHE = HERE / ".cache"
 """Ignored by git: materialized excerpts and extracted repositories."""
+REPOS_CACHE = CACHE / "repos"
+"""Checkouts: a snapshot's .py files at one commit, in <owner>+<name>@<commit[:12]>/."""
 DEFAULT_MIRRORS = Path("/work/.mirror")
 LABELS = ("bug", "safe")
 KEYS = {"id", "repo", "license", "label", "commit", "path", "function", "lines"} | {
@@ -29,6 +32,8 @@ KEYS = {"id", "repo", "license", "label", "commit", "path", "function", "lines"}
     "tracker",
     "fixed",
     "other_bugs",
+    "needs_context",
+    "context",
 }
 FIXED_KEYS = {"commit", "path", "function", "lines"}
 OTHER_BUG_KEYS = {"rules", "lines", "why", "tracker"}
@@ -74,6 +79,9 @@ class Excerpt:
     fixed: Version | None
     """The same code after its known fix; it is expected to be safe."""
     other_bugs: tuple[OtherBug, ...] = ()
+    context: str | None = None
+    """For a bug whose racing access, release or stream is in another module: which one (the
+    excerpt and its file cannot show it alone; `needs_context` in the manifest)."""
 
 
 def load_manifest(path: Path = MANIFEST) -> list[Excerpt]:
@@ -114,6 +122,7 @@ def _parse_entry(entry: dict, index: int, path: Path) -> Excerpt:
             raise CorpusError(f"{where}: bug_lines {bug_lines} lie outside lines {version.lines}")
         fixed = _parse_version({**entry, **fixed_entry}, f"{where} [fixed]") if fixed_entry else None
         other_bugs = tuple(_parse_other_bug(other, f"{where} [other_bugs]") for other in entry.get("other_bugs", ()))
+        context = _parse_context(entry, where)
         return Excerpt(
             id=entry["id"],
             repo=entry["repo"],
@@ -126,9 +135,23 @@ def _parse_entry(entry: dict, index: int, path: Path) -> Excerpt:
             tracker=entry.get("tracker"),
             fixed=fixed,
             other_bugs=other_bugs,
+            context=context,
         )
     except KeyError as missing:
         raise CorpusError(f"{where}: missing field {missing}") from None
+
+
+def _parse_context(entry: dict, where: str) -> str | None:
+    """`needs_context = true` comes with `context`, the module that holds the missing piece."""
+    needs = entry.get("needs_context", False)
+    context = entry.get("context")
+    if not isinstance(needs, bool):
+        raise CorpusError(f"{where}: needs_context must be true or false, not {needs!r}")
+    if needs != (context is not None):
+        raise CorpusError(f'{where}: needs_context = true and context = "<other module>" go together')
+    if context is not None and not (isinstance(context, str) and context.strip()):
+        raise CorpusError(f"{where}: context must name the other module, not {context!r}")
+    return context
 
 
 def _parse_other_bug(entry: object, where: str) -> OtherBug:
@@ -177,6 +200,67 @@ def read_source(repo: str, version: Version, mirrors: Path, source: Path | None)
     if shown.returncode != 0:
         raise CorpusError(f"{repo} snapshot lacks {version.path} at {version.commit}: {shown.stderr.strip()}")
     return shown.stdout
+
+
+def extract(git_dir: Path, commit: str, target: Path) -> tuple[Path, int]:
+    """The commit's .py files under target (reused when already there), and how many of them the
+    snapshot lacks (snapshots leave out files of 4 MiB and more)."""
+    done = target / ".extracted"
+    if done.is_file():
+        return target, int(done.read_text(encoding="utf-8").split()[1])
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    listing = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "ls-tree", "-r", "-z", commit], capture_output=True, check=True
+    ).stdout.decode()
+    blobs = []
+    for entry in filter(None, listing.split("\0")):
+        meta, path = entry.split("\t", 1)
+        _, kind, sha = meta.split()
+        if kind == "blob" and path.endswith(".py"):
+            blobs.append((sha, path))
+    lacking = 0
+    with subprocess.Popen(
+        ["git", f"--git-dir={git_dir}", "cat-file", "--batch"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    ) as batch:
+        for sha, path in blobs:
+            batch.stdin.write(f"{sha}\n".encode())
+            batch.stdin.flush()
+            header = batch.stdout.readline().split()
+            if header[1] == b"missing":
+                lacking += 1
+                continue
+            content = batch.stdout.read(int(header[2]) + 1)[:-1]
+            destination = target / path
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            destination.write_bytes(content)
+        batch.stdin.close()
+    done.write_text(f"{commit} {lacking}\n", encoding="utf-8")
+    return target, lacking
+
+
+def checkout_file(repo: str, version: Version, mirrors: Path, source: Path | None, checkouts: Path) -> Path:
+    """The version's file inside a checkout of its repository at its commit, so that a linter can
+    read the modules around it: --source's checkout as it is, or the snapshot's .py files at that
+    commit extracted under `checkouts` once. Its function must span the recorded lines there."""
+    if source is not None:
+        path = source / repo.replace("/", "+") / version.path
+    else:
+        git_dir = mirror_git_dir(mirrors, repo)
+        if git_dir is None:
+            raise CorpusError(f"missing snapshot: {repo} is not fetched under {mirrors}")
+        try:
+            tree, _ = extract(git_dir, version.commit, checkouts / f"{repo.replace('/', '+')}@{version.commit[:12]}")
+        except subprocess.CalledProcessError as error:
+            raise CorpusError(
+                f"{repo} snapshot lacks commit {version.commit}: {error.stderr.decode().strip()}"
+            ) from None
+        path = tree / version.path
+    if not path.is_file():
+        raise CorpusError(f"missing source: {path} (needed for {repo} at {version.commit})")
+    cut_excerpt(path.read_text(encoding="utf-8"), version)
+    return path
 
 
 def cut_excerpt(text: str, version: Version) -> str:

@@ -17,13 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shutil
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
-from corpus import CACHE, DEFAULT_MIRRORS, mirror_git_dir, run_csan_lint
+from corpus import DEFAULT_MIRRORS, REPOS_CACHE, extract, mirror_git_dir, run_csan_lint
 
 REPOS = (
     "facebookresearch/fairscale",
@@ -40,7 +39,6 @@ REPOS = (
     "huggingface/diffusers",
     "vllm-project/vllm",
 )
-REPOS_CACHE = CACHE / "repos"
 LINT_CONFIG = "respect-gitignore = false\n"
 """The extracted trees live in this repository's ignored cache: its .gitignore must not hide them."""
 DIAGNOSTICS = ("CSL001", "CSL002", "CSL003")
@@ -54,44 +52,6 @@ linter's prefilter skips but that match it are stream code the linter does not s
 
 def count_stream_files(tree: Path) -> int:
     return sum(1 for path in tree.rglob("*.py") if STREAM_API.search(path.read_bytes()))
-
-
-def extract(git_dir: Path, commit: str, target: Path) -> tuple[Path, int]:
-    """The commit's .py files under target (reused when already there), and how many of them the
-    snapshot lacks (snapshots leave out files of 4 MiB and more)."""
-    done = target / ".extracted"
-    if done.is_file():
-        return target, int(done.read_text(encoding="utf-8").split()[1])
-    if target.exists():
-        shutil.rmtree(target)
-    target.mkdir(parents=True)
-    listing = subprocess.run(
-        ["git", f"--git-dir={git_dir}", "ls-tree", "-r", "-z", commit], capture_output=True, check=True
-    ).stdout.decode()
-    blobs = []
-    for entry in filter(None, listing.split("\0")):
-        meta, path = entry.split("\t", 1)
-        _, kind, sha = meta.split()
-        if kind == "blob" and path.endswith(".py"):
-            blobs.append((sha, path))
-    lacking = 0
-    with subprocess.Popen(
-        ["git", f"--git-dir={git_dir}", "cat-file", "--batch"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    ) as batch:
-        for sha, path in blobs:
-            batch.stdin.write(f"{sha}\n".encode())
-            batch.stdin.flush()
-            header = batch.stdout.readline().split()
-            if header[1] == b"missing":
-                lacking += 1
-                continue
-            content = batch.stdout.read(int(header[2]) + 1)[:-1]
-            destination = target / path
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            destination.write_bytes(content)
-        batch.stdin.close()
-    done.write_text(f"{commit} {lacking}\n", encoding="utf-8")
-    return target, lacking
 
 
 def collect_targets(repos: list[str], trees: list[str], mirrors: Path) -> tuple[list[tuple[str, str, Path]], list[str]]:

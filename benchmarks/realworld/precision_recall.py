@@ -11,13 +11,16 @@ aside before judging and counted on its own.
 precision = TP / (TP + FP), recall = TP / (TP + FN), over excerpt files. For each known bug it
 also says whether the buggy version is found and the fixed one carries no finding of its rules.
 
-    python benchmarks/realworld/precision_recall.py [--csan-lint PATH] [--mirrors DIR | --source DIR]
-                                                    [--json OUT] [--whole-files]
+    python benchmarks/realworld/precision_recall.py [--csan-lint PATH] [--manifest TOML]
+                                                    [--mirrors DIR | --source DIR] [--json OUT]
+                                                    [--whole-files | --repo-context]
 
 With --whole-files each excerpt's whole file is linted instead of the excerpt (callers, other
 methods and classes of the module in view, as the code ships) and scored the same way on the
 findings inside the excerpt's lines (the fixed version's lines for a fix); findings elsewhere in
-the file are not labelled and are only counted.
+the file are not labelled and are only counted. --repo-context lints each version's file where it
+lies in a checkout of its repository at its commit (the modules it imports beside it) and scores
+it the same way. --manifest names another manifest (the held-out set: heldout-*.toml).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -73,12 +77,15 @@ def of_other_bug(finding: dict, excerpt: Excerpt) -> bool:
     return any(finding["code"] in other.rules and finding["line"] in other.lines for other in excerpt.other_bugs)
 
 
-def score(excerpts: list[Excerpt], findings: list[dict], written: set[str], *, whole: bool = False) -> list[Score]:
-    """Each excerpt file's verdict. `whole`: the files are whole modules, and only the findings
-    inside the excerpt's lines are judged."""
-    by_file: dict[str, list[dict]] = {}
+def score(
+    excerpts: list[Excerpt], findings: list[dict], written: Mapping[str, Path], *, whole: bool = False
+) -> list[Score]:
+    """Each excerpt file's verdict. `written`: the file linted for each excerpt file name
+    (excerpt_file_name); several excerpts may share one (checkouts). `whole`: the files are whole
+    modules, and only the findings inside the excerpt's lines are judged."""
+    by_file: dict[Path, list[dict]] = {}
     for finding in findings:
-        by_file.setdefault(Path(finding["path"]).name, []).append(finding)
+        by_file.setdefault(Path(finding["path"]).resolve(), []).append(finding)
     scores = []
     for excerpt in excerpts:
         for fixed in (False, True) if excerpt.fixed else (False,):
@@ -87,7 +94,8 @@ def score(excerpts: list[Excerpt], findings: list[dict], written: set[str], *, w
                 continue
             label = "safe" if fixed else excerpt.label
             first, last = (excerpt.fixed if fixed and excerpt.fixed else excerpt.version).lines
-            judged = [f for f in by_file.get(name, []) if not whole or first <= f["line"] <= last]
+            in_file = by_file.get(written[name].resolve(), [])
+            judged = [f for f in in_file if not whole or first <= f["line"] <= last]
             other = [f for f in judged if of_other_bug(f, excerpt)]
             file_findings = [f for f in judged if not of_other_bug(f, excerpt)]
             matched = sum(matches(f, excerpt) for f in file_findings) if label == "bug" else 0
@@ -115,6 +123,7 @@ def summarize(excerpts: list[Excerpt], scores: list[Score]) -> dict:
     fp = sum(s.verdict in ("FP", "FN+FP") for s in scores)
     fn = sum(s.verdict in ("FN", "FN+FP") for s in scores)
     pairs = known_bug_pairs(excerpts, scores)
+    in_context = {e.id for e in excerpts if e.context is not None}
     return {
         "excerpt_files": len(scores),
         "repositories": len({e.repo for e in excerpts}),
@@ -131,9 +140,18 @@ def summarize(excerpts: list[Excerpt], scores: list[Score]) -> dict:
         "known_bugs_buggy_found": sum(found for _, found, _ in pairs),
         "known_bugs_fixed_clean": sum(clean for _, _, clean in pairs),
         "known_bugs_both": sum(found and clean for _, found, clean in pairs),
+        "known_bugs_needing_context": sum(id_ in in_context for id_, _, _ in pairs),
+        "known_bugs_both_needing_context": sum(found and clean for id_, found, clean in pairs if id_ in in_context),
+        "findings_on_fixed": sum(len(s.findings) for s in scores if s.version == "fixed"),
         "other_bug_files": sum(bool(e.other_bugs) for e in excerpts for _ in ((0, 1) if e.fixed else (0,))),
         "other_bugs_found": sum(bool(s.other_bugs) for s in scores),
     }
+
+
+def unjudged(findings: list[dict], scores: list[Score]) -> int:
+    """Findings no excerpt judged (outside every excerpt's lines): counted, never labelled."""
+    judged = {id(f) for s in scores for f in (*s.findings, *s.other_bugs)}
+    return sum(id(f) not in judged for f in findings)
 
 
 def ratio(value: float | None) -> str:
@@ -173,6 +191,13 @@ def print_report(scores: list[Score], totals: dict, form: str) -> None:
         f" ({ratio(t['known_bugs_both'] / known if known else None)});"
         f" buggy found: {t['known_bugs_buggy_found']}, fixed clean: {t['known_bugs_fixed_clean']}"
     )
+    if t["known_bugs_needing_context"]:
+        both, needing = t["known_bugs_both_needing_context"], t["known_bugs_needing_context"]
+        print(
+            f"  of which needing another module (needs_context): {both}/{needing};"
+            f" the others: {t['known_bugs_both'] - both}/{known - needing}"
+        )
+    print(f"findings on the fixed versions: {t['findings_on_fixed']} for {known} known bugs")
 
 
 def main() -> int:
@@ -182,11 +207,13 @@ def main() -> int:
     add_arguments(parser)
     args = parser.parse_args()
     excerpts, written, _ = materialize_from(args)
-    findings = run_linter(args.linter, written)
-    scores = score(excerpts, findings, {path.name for path in written}, whole=args.whole_files)
+    findings = run_linter(args.linter, sorted(set(written.values())))
+    whole = args.whole_files or args.repo_context
+    scores = score(excerpts, findings, written, whole=whole)
     totals = summarize(excerpts, scores)
-    totals["unjudged_findings"] = len(findings) - totals["findings"] - sum(len(s.other_bugs) for s in scores)
-    print_report(scores, totals, "whole files" if args.whole_files else "excerpts")
+    totals["unjudged_findings"] = unjudged(findings, scores)
+    form = "checkouts" if args.repo_context else "whole files" if args.whole_files else "excerpts"
+    print_report(scores, totals, form)
     if args.json:
         results = {"totals": totals, "scores": [asdict(s) | {"verdict": s.verdict} for s in scores]}
         args.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")

@@ -4,6 +4,7 @@ judge an excerpt, in excerpt form and in whole-file form."""
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -34,9 +35,13 @@ def _finding(excerpt: Excerpt, line: int, *, fixed: bool = False, code: str = "C
     return {"path": f"/cache/{excerpt_file_name(excerpt, fixed)}", "line": line, "code": code}
 
 
+def _written(excerpts: list[Excerpt]) -> dict[str, Path]:
+    names = [excerpt_file_name(e, fixed) for e in excerpts for fixed in ((False, True) if e.fixed else (False,))]
+    return {name: Path(f"/cache/{name}") for name in names}
+
+
 def _verdicts(excerpts: list[Excerpt], findings: list[dict], *, whole: bool) -> dict[tuple[str, str], str]:
-    written = {excerpt_file_name(e, fixed) for e in excerpts for fixed in ((False, True) if e.fixed else (False,))}
-    return {(s.excerpt, s.version): s.verdict for s in score(excerpts, findings, written, whole=whole)}
+    return {(s.excerpt, s.version): s.verdict for s in score(excerpts, findings, _written(excerpts), whole=whole)}
 
 
 @pytest.mark.parametrize("whole", [False, True])
@@ -65,6 +70,18 @@ def test_whole_files_judge_only_the_findings_inside_the_excerpts_lines() -> None
 def test_a_fix_is_judged_inside_its_own_lines() -> None:
     bug = _excerpt("bug", fixed=True)
     findings = [_finding(bug, 15), _finding(bug, 31, fixed=True)]
-    scores = score([bug], findings, {excerpt_file_name(bug, False), excerpt_file_name(bug, True)}, whole=True)
+    scores = score([bug], findings, _written([bug]), whole=True)
     totals = summarize([bug], scores)
     assert (totals["tp"], totals["fp"], totals["known_bugs_both"]) == (1, 1, 0)
+    assert totals["findings_on_fixed"] == 1
+
+
+def test_known_bugs_that_need_another_module_are_counted_apart() -> None:
+    alone, needing = (
+        _excerpt("bug", fixed=True),
+        replace(_excerpt("bug", fixed=True), id="ctx", context="pkg/caller.py"),
+    )
+    findings = [_finding(alone, 15), _finding(needing, 40, fixed=True)]
+    totals = summarize([alone, needing], score([alone, needing], findings, _written([alone, needing]), whole=True))
+    assert (totals["known_bugs_both"], totals["known_bugs_needing_context"]) == (1, 1)
+    assert (totals["known_bugs_both_needing_context"], totals["findings_on_fixed"]) == (0, 1)
