@@ -3,9 +3,9 @@ tracker: which bytes it reads and writes (from the schema's alias info and each 
 storage offset, sizes and strides), on which stream, from which user line.
 
 It also maps the ops whose meaning is not "a kernel on the current stream" to the events
-they stand for: copies between the device and the host (blocking ones sync the host with the
-stream; non-blocking ones with pinned memory leave the host side pending), `.item()`-like
-host syncs, and CPU ops touching pinned memory that a device copy used (host accesses).
+they stand for, as cuda_semantics.py states them: copies between the device and the host
+(which sync the host, which leave their host side pending), `.item()`-like host syncs, and
+CPU ops touching pinned memory that a device copy used (host accesses).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from torch._ops import OpOverload
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from csan_lint.runtime.cuda_semantics import copy_effect
 from csan_lint.runtime.events import Access
 from csan_lint.runtime.extents import Layout, is_approximated, pattern
 from csan_lint.runtime.op_plans import ALLOCATE, COPY, HOST_SYNC, PLANS, RESULT, SKIP, OpPlan, plan_of
@@ -276,15 +277,21 @@ class SanitizerMode(TorchDispatchMode):
         host_sync = plan.kind == HOST_SYNC and plan.syncs_host(args, kwargs)
         if plan.kind == COPY and host:
             position = plan.non_blocking_position
-            non_blocking = args[position] if position < nargs else kwargs.get("non_blocking", False)
-            if non_blocking and all(self.is_pinned(entry[0]) for entry in host):
+            non_blocking = bool(args[position] if position < nargs else kwargs.get("non_blocking", False))
+            # Pinned or not only matters to a non-blocking copy (both blocking rows are alike):
+            # is_pinned() is asked only then.
+            effect = copy_effect(
+                to_host=any(entry[2] for entry in host),
+                pinned=non_blocking and all(self.is_pinned(entry[0]) for entry in host),
+                non_blocking=non_blocking,
+            )
+            if effect.host_pending:
                 # The copy runs on the stream while the host goes on: its host side stays
                 # pending until a sync.
                 for tensor, name, is_write, is_output in host:
                     self._pin(tensor)
                     _merge(device, (*byte_extent(tensor), None), name, is_write, is_output)
-            else:
-                host_sync = True
+            host_sync = effect.host_syncs
         accesses = list(device.values())
         outside_capture = False
         if self.capture is not None:
