@@ -53,7 +53,10 @@ class CopyEffect:
     source: Source
 
     def engine_events(self) -> tuple[str, ...]:
-        return ("kernel_launched", "stream_synchronized") if self.host_syncs else ("kernel_launched",)
+        """In the engine's order: a traced sync fires inside the op, before the dispatch mode
+        reports the op's launch (and is then issued again after it, which orders the copy)."""
+        launch = ("kernel_launched", "stream_synchronized") if self.host_syncs else ("kernel_launched",)
+        return ("stream_synchronized", *launch) if self.sync_traced else launch
 
 
 _BLOCKING = Source(
@@ -205,7 +208,8 @@ ACTIONS: dict[str, Effect] = {
         Source(TORCH_CUDA_DOCS, "torch.cuda.synchronize: Wait for all kernels in all streams on a CUDA device to complete."),
     ),
     "stream wait_stream": Effect(
-        ("event_created", "event_recorded", "event_waited"),
+        # torch records a temporary event on the other stream and waits on it; it dies at once.
+        ("event_created", "event_recorded", "event_waited", "event_deleted"),
         True,
         Source(
             TORCH_CUDA_DOCS,
