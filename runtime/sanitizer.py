@@ -449,7 +449,12 @@ class Sanitizer:
                 "non-blocking, so a race reported between it and the default stream may be false",
                 CsanBlockingUnknownWarning,
             )
-        self.sink.stream_created(self._stream_key(stream), blocking=blocking)
+        if self._device_streams is None or not blocking:
+            self.sink.stream_created(self._stream_key(stream), blocking=blocking)
+            return
+        # It synchronizes with its own device's legacy default stream (one per device).
+        default = self._device_streams.key(0, stream.device_index)
+        self.sink.stream_created(self._stream_key(stream), blocking=True, default_stream=default)
 
     def _event_waited(self, event: Any, stream: Any) -> None:
         if not _event_handle(event):
