@@ -6,6 +6,8 @@ began, and blocking streams on two devices."""
 from __future__ import annotations
 
 import ctypes
+import sys
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -14,6 +16,7 @@ from torch.cuda import _gpu_trace
 
 from csan_lint.runtime import emulation, gpu_trace, kinds
 from csan_lint.runtime.sanitizer import Sanitizer
+from csan_lint.runtime.stacks import innermost_user_frame
 
 DEVICES = ["emulated", pytest.param("cuda", marks=pytest.mark.requires_cuda)]
 N = 4096
@@ -151,3 +154,28 @@ def test_blocking_streams_on_two_devices_sync_with_their_own_default_stream():
             torch.cuda.synchronize(1)
             cudart.cudaStreamDestroy(handle.value)
     assert sanitizer.errors == []
+
+
+# -- backward on autograd's threads --------------------------------------------------------------
+
+
+def test_a_backward_race_on_a_thread_with_no_user_frame_is_reported_at_the_forward_line(device):
+    """On a GPU, backward ops run on autograd's device threads, whose stacks hold no user
+    frame: a race there is reported at the line of the forward op the backward op belongs to.
+    Here a thread that runs `torch.autograd.backward` itself stands in for such a thread."""
+    with Sanitizer(device=device) as sanitizer:
+        weight = torch.ones(N, device="cuda", requires_grad=True)
+        loss = (weight * weight).sum()
+        forward_line = sys._getframe().f_lineno - 1
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            weight.data.add_(1)  # the saved weight, written on a side stream
+        worker = threading.Thread(target=torch.autograd.backward, args=(loss,))
+        worker.start()
+        worker.join()
+        torch.cuda.synchronize()
+    races = [error for error in sanitizer.errors if error.kind != kinds.WAIT_UNRECORDED_EVENT]
+    assert races, "the backward op reads the saved weight after the side stream wrote it"
+    frames = [innermost_user_frame(error.current.stack) for error in races]
+    assert all(frame is not None and frame.lineno == forward_line for frame in frames), frames
