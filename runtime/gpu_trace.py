@@ -155,24 +155,24 @@ def our_callbacks() -> int:
     """How many callbacks of this module the registries hold now (0 while disabled)."""
     return sum(
         getattr(callback, "__qualname__", "").startswith(GpuTraceHooks._guarded.__qualname__)
-        for registry in REGISTRIES
-        for callback in registry.callback_list
+        for name in REGISTRY_NAMES
+        for callback in getattr(gpu_trace, name).callback_list
     )
 
 
-REGISTRIES = (
-    gpu_trace.StreamCreationCallbacks,
-    gpu_trace.EventCreationCallbacks,
-    gpu_trace.EventDeletionCallbacks,
-    gpu_trace.EventRecordCallbacks,
-    gpu_trace.EventWaitCallbacks,
-    gpu_trace.DeviceSynchronizationCallbacks,
-    gpu_trace.StreamSynchronizationCallbacks,
-    gpu_trace.EventSynchronizationCallbacks,
-    gpu_trace.MemoryAllocationCallbacks,
-    gpu_trace.MemoryDeallocationCallbacks,
+REGISTRY_NAMES = (
+    "StreamCreationCallbacks",
+    "EventCreationCallbacks",
+    "EventDeletionCallbacks",
+    "EventRecordCallbacks",
+    "EventWaitCallbacks",
+    "DeviceSynchronizationCallbacks",
+    "StreamSynchronizationCallbacks",
+    "EventSynchronizationCallbacks",
+    "MemoryAllocationCallbacks",
+    "MemoryDeallocationCallbacks",
 )
-"""Every registry the hooks use (each torch internal the runtime needs: see docs/sanitizer.md)."""
+"""The `torch.cuda._gpu_trace` registries the hooks use (torch internals: torch_internals.py)."""
 
 
 def _same(stream: int) -> int:

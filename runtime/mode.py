@@ -29,8 +29,9 @@ from csan_lint.runtime.stacks import Stack, capture_stack, innermost_user_frame
 from csan_lint.runtime.unwrap import has_storage_less, unwrap_call
 
 MAX_FORWARD_STACKS = 1 << 16
-_sequence_nr = torch._C._autograd._get_sequence_nr
-_current_node = torch._C._current_autograd_node
+# torch internals (checked at enable(), torch_internals.py): absent, the mode still imports.
+_sequence_nr = getattr(torch._C._autograd, "_get_sequence_nr", None)
+_current_node = getattr(torch._C, "_current_autograd_node", None)
 _Tensor = torch.Tensor  # a global name, not an attribute lookup on the module, per tensor per op
 _new_access = tuple.__new__
 
@@ -331,13 +332,13 @@ class SanitizerMode(TorchDispatchMode):
     def _attributed(self, stack: Stack) -> Stack:
         """The stack to report an op at: a forward op's is remembered under its autograd node;
         a backward op with no user frame (on autograd's device threads) gets its forward op's."""
-        node = _current_node()
+        node = _current_node()  # type: ignore[misc]
         if node is not None:
             if innermost_user_frame(stack) is None:
                 return self.forward_stacks.get(node._sequence_nr(), stack)
             return stack
         # Autograd made a node for this op (before the op reached the mode) iff its counter moved.
-        sequence_nr = _sequence_nr()
+        sequence_nr = _sequence_nr()  # type: ignore[misc]
         local = self._local
         if getattr(local, "sequence_nr", -1) != sequence_nr:
             local.sequence_nr = sequence_nr

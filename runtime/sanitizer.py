@@ -20,6 +20,7 @@ from csan_lint.runtime.gpu_trace import GpuTraceHooks
 from csan_lint.runtime.mode import SanitizerMode, storage_base
 from csan_lint.runtime.patches import Patches
 from csan_lint.runtime.stacks import capture_stack
+from csan_lint.runtime import torch_internals
 from csan_lint.runtime.tracker import Tracker
 
 DEVICES = ("auto", "cuda", "emulated")
@@ -139,6 +140,7 @@ class Sanitizer:
         if self.enabled:
             return self
         self.device = resolve_device(self.requested_device)
+        torch_internals.check(real_cuda=self.device == "cuda")
         if self.device == "emulated":
             from csan_lint.runtime import emulation
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch.cuda import _gpu_trace
 
-from csan_lint.runtime import emulation, gpu_trace, kinds
+from csan_lint.runtime import emulation, gpu_trace, kinds, torch_internals
 from csan_lint.runtime.sanitizer import Sanitizer
 from csan_lint.runtime.stacks import innermost_user_frame
 
@@ -53,7 +53,7 @@ def test_no_callback_of_ours_runs_while_disabled(device):
     seen = []
     for cycle in range(2):
         sanitizer.enable()
-        assert gpu_trace.our_callbacks() == before + len(gpu_trace.REGISTRIES)
+        assert gpu_trace.our_callbacks() == before + len(gpu_trace.REGISTRY_NAMES)
         x = torch.ones(N, device="cuda")
         torch.cuda.synchronize()
         sanitizer.disable()
@@ -179,3 +179,21 @@ def test_a_backward_race_on_a_thread_with_no_user_frame_is_reported_at_the_forwa
     assert races, "the backward op reads the saved weight after the side stream wrote it"
     frames = [innermost_user_frame(error.current.stack) for error in races]
     assert all(frame is not None and frame.lineno == forward_line for frame in frames), frames
+
+
+# -- the torch internals -----------------------------------------------------------------------
+
+
+def test_a_torch_lacking_an_internal_fails_enable_naming_it(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delattr(torch._C, "_current_autograd_node")
+    monkeypatch.delattr(_gpu_trace, "EventWaitCallbacks")
+    sanitizer = Sanitizer(device="emulated")
+    with pytest.raises(RuntimeError) as raised:
+        sanitizer.enable()
+    message = str(raised.value)
+    assert "torch._C._current_autograd_node" in message and "torch.cuda._gpu_trace.EventWaitCallbacks" in message
+    assert not sanitizer.enabled and not emulation.is_active()
+
+
+def test_this_torch_has_every_internal():
+    assert torch_internals.missing(real_cuda=hasattr(torch._C, "_activate_gpu_trace")) == []
