@@ -76,8 +76,7 @@ _TO_PAGEABLE_HOST = Source(
 )
 _PINNED = Source(
     CUDA_SYNC_BEHAVIOR,
-    "Asynchronous: For transfers between device memory and pinned host memory, the function "
-    "is fully asynchronous.",
+    "Asynchronous: For transfers between device memory and pinned host memory, the function is fully asynchronous.",
 )
 
 COPIES: dict[tuple[str, bool, bool], CopyEffect] = {}
@@ -161,12 +160,17 @@ ACTIONS: dict[str, Effect] = {
     "event record": Effect(
         ("event_created", "event_recorded"),
         True,
-        Source(TORCH_CUDA_DOCS, "torch.cuda.Event: CUDA events ... are lazily initialized when the event is first recorded"),
+        Source(
+            TORCH_CUDA_DOCS, "torch.cuda.Event: CUDA events ... are lazily initialized when the event is first recorded"
+        ),
     ),
     "event wait (recorded)": Effect(
         ("event_waited",),
         True,
-        Source("CUDA Runtime API, cudaStreamWaitEvent", "Makes all future work submitted to stream wait for all work captured in event."),
+        Source(
+            "CUDA Runtime API, cudaStreamWaitEvent",
+            "Makes all future work submitted to stream wait for all work captured in event.",
+        ),
     ),
     "event wait (never recorded)": Effect(
         ("event_waited",),
@@ -189,7 +193,10 @@ ACTIONS: dict[str, Effect] = {
     "event synchronize": Effect(
         ("event_synchronized",),
         True,
-        Source("CUDA Runtime API, cudaEventSynchronize", "Waits until the completion of all work currently captured in event."),
+        Source(
+            "CUDA Runtime API, cudaEventSynchronize",
+            "Waits until the completion of all work currently captured in event.",
+        ),
     ),
     "stream query": Effect(
         ("stream_queried",),
@@ -205,7 +212,9 @@ ACTIONS: dict[str, Effect] = {
     "device synchronize": Effect(
         ("device_synchronized",),
         True,
-        Source(TORCH_CUDA_DOCS, "torch.cuda.synchronize: Wait for all kernels in all streams on a CUDA device to complete."),
+        Source(
+            TORCH_CUDA_DOCS, "torch.cuda.synchronize: Wait for all kernels in all streams on a CUDA device to complete."
+        ),
     ),
     "stream wait_stream": Effect(
         # torch records a temporary event on the other stream and waits on it; it dies at once.
@@ -256,7 +265,9 @@ ACTIONS: dict[str, Effect] = {
             "with the stream it was allocated on; a freed block can be reused at once on that stream",
         ),
     ),
-    "free": Effect(("freed",), True, Source(TORCH_CUDA_DOCS, "the caching allocator's free of a block (see allocation)")),
+    "free": Effect(
+        ("freed",), True, Source(TORCH_CUDA_DOCS, "the caching allocator's free of a block (see allocation)")
+    ),
 }
 """Each action's engine events (their names are the engine's calls, trace.EVENTS's keys)."""
 

@@ -13,6 +13,7 @@ from typing import IO, Any
 
 import torch
 
+from csan_lint.runtime import torch_internals
 from csan_lint.runtime.cuda_semantics import ACTIONS, UNRECORDED_EVENT, capture_is_lenient
 from csan_lint.runtime.devices import CudaStreamFlags, DeviceStreams
 from csan_lint.runtime.events import Access, RuntimeErrorReport
@@ -20,7 +21,6 @@ from csan_lint.runtime.gpu_trace import GpuTraceHooks
 from csan_lint.runtime.mode import SanitizerMode, storage_base
 from csan_lint.runtime.patches import Patches
 from csan_lint.runtime.stacks import capture_stack
-from csan_lint.runtime import torch_internals
 from csan_lint.runtime.tracker import Tracker
 
 DEVICES = ("auto", "cuda", "emulated")

@@ -19,11 +19,11 @@ READABLE_VERSIONS = (1, 2)
 """Version 1 has no layouts, extents or `blocking`: it reads as version 2 without them."""
 HEADER = {"format": FORMAT, "version": VERSION}
 
-# Parameter types: int, int? (an integer or null), stream0 (optional int, absent: 0), ptr and size (integers from 0 to 2**64 - 1: a
-# device address, a byte count), bool, flag (optional bool, absent: false), str, accesses ([{"ptr",
-# "size", "is_write", "argument", "is_output", and optionally "element_size", "sizes", "strides"},
-# or with "extents" instead of "ptr" and "size", ...]), stack (optional: [[file, line, function],
-# ...] or null).
+# Parameter types: int, int? (an integer or null), stream0 (an optional stream id, absent: 0), ptr
+# and size (integers from 0 to 2**64 - 1: a device address, a byte count), bool, flag (optional
+# bool, absent: false), str, accesses ([{"ptr", "size", "is_write", "argument", "is_output", and
+# optionally "element_size", "sizes", "strides"}, or with "extents" instead of "ptr" and "size",
+# ...]), stack (optional: [[file, line, function], ...] or null).
 EVENTS: dict[str, tuple[tuple[str, str], ...]] = {
     "stream_created": (("stream", "int"), ("blocking", "flag"), ("default_stream", "stream0")),
     "event_created": (("event", "int"),),

@@ -95,7 +95,9 @@ def examples(device: str, timeout: float) -> dict[str, Any]:
     status, out, seconds = _run(command, timeout)
     lines = (REPO / "examples" / "EXPECTED.md").read_text(encoding="utf-8").splitlines()
     intended = {
-        (f"examples/{m['file']}", int(m["line"]), m["code"]): m["verdict"] for line in lines if (m := FINDING_ROW.match(line))
+        (f"examples/{m['file']}", int(m["line"]), m["code"]): m["verdict"]
+        for line in lines
+        if (m := FINDING_ROW.match(line))
     }
     try:
         findings = json.loads(out[out.index("{") :])["findings"] if status == 1 else []
@@ -126,7 +128,13 @@ def scenarios(device: str, timeout: float) -> dict[str, Any]:
     except (ValueError, IndexError):
         return {"ok": False, "seconds": round(seconds, 1), "tail": out[-1500:]}
     differing = [r for r in results if not r["ok"]]
-    return {"ok": status == 0 and not differing, "passed": len(results) - len(differing), "total": len(results), "differing": differing, "seconds": round(seconds, 1)}
+    return {
+        "ok": status == 0 and not differing,
+        "passed": len(results) - len(differing),
+        "total": len(results),
+        "differing": differing,
+        "seconds": round(seconds, 1),
+    }
 
 
 def fidelity(device: str, torch_tests: Path | None, timeout: float) -> dict[str, Any]:
@@ -145,7 +153,10 @@ def overhead(device: str, timeout: float) -> dict[str, Any]:
         ways = {"unchecked": (base, {}), "csan-lint": ([*base, "--csan", "--csan-device", "cuda"], {})}
         ways["TORCH_CUDA_SANITIZER=1"] = (base, {"TORCH_CUDA_SANITIZER": "1"})
     else:
-        ways = {"unchecked": ([*base, "--csan-emulate"], {}), "csan-lint": ([*base, "--csan", "--csan-device", "emulated"], {})}
+        ways = {
+            "unchecked": ([*base, "--csan-emulate"], {}),
+            "csan-lint": ([*base, "--csan", "--csan-device", "emulated"], {}),
+        }
     seconds: dict[str, float | None] = {}
     failures = []
     for name, (command, env) in ways.items():
@@ -154,7 +165,9 @@ def overhead(device: str, timeout: float) -> dict[str, Any]:
         if status != 0:
             failures.append(f"{name}: exit {status}: {out[-600:]}")
     unchecked = seconds["unchecked"] or 0.0
-    ratios = {name: round(took / unchecked, 2) for name, took in seconds.items() if took and unchecked and name != "unchecked"}
+    ratios = {
+        name: round(took / unchecked, 2) for name, took in seconds.items() if took and unchecked and name != "unchecked"
+    }
     return {"ok": not failures, "seconds": seconds, "ratio_to_unchecked": ratios, "failures": failures}
 
 
@@ -167,12 +180,21 @@ def summary(report: dict[str, Any]) -> str:
     ]
     mark = {True: "ok  ", False: "FAIL", None: "skip"}
     tests = report["gpu_tests"]
-    lines.append(f"{mark[tests['ok']]} GPU-path tests: {tests['passed']} passed, {tests['failed']} failed, {tests['skipped']} skipped ({tests['seconds']} s)")
+    lines.append(
+        f"{mark[tests['ok']]} GPU-path tests: {tests['passed']} passed, {tests['failed']} failed, "
+        f"{tests['skipped']} skipped ({tests['seconds']} s)"
+    )
     ex = report["examples"]
-    lines.append(f"{mark[ex['ok']]} examples --confirm: {ex['as_expected']}/{ex['expected']} verdicts as EXPECTED.md ({ex['seconds']} s)")
+    lines.append(
+        f"{mark[ex['ok']]} examples --confirm: {ex['as_expected']}/{ex['expected']} verdicts as "
+        f"EXPECTED.md ({ex['seconds']} s)"
+    )
     lines += [f"       {line}" for line in ex["differing"][:10]]
     sc = report["scenarios"]
-    lines.append(f"{mark[sc['ok']]} CSAN scenarios, live: {sc.get('passed', 0)}/{sc.get('total', '?')} as expected ({sc['seconds']} s)")
+    lines.append(
+        f"{mark[sc['ok']]} CSAN scenarios, live: {sc.get('passed', 0)}/{sc.get('total', '?')} as expected "
+        f"({sc['seconds']} s)"
+    )
     lines += [f"       {r['name']}: expected {r['expected']}, got {r['got']}" for r in sc.get("differing", [])]
     fi = report["fidelity"]
     lines.append(f"{mark[fi['ok']]} TestCuda selection under pytest --csan: {fi.get('summary') or fi.get('skipped')}")
@@ -187,9 +209,13 @@ def summary(report: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=("cuda", "emulated"), default="cuda")
-    parser.add_argument("--torch-tests", type=Path, help="a copy of torch's test/test_cuda.py (its tag: the installed torch's)")
+    parser.add_argument(
+        "--torch-tests", type=Path, help="a copy of torch's test/test_cuda.py (its tag: the installed torch's)"
+    )
     parser.add_argument("--json", type=Path, default=Path("gpu-check-report.json"), help="where the JSON report goes")
-    parser.add_argument("--budget", type=float, default=450.0, help="seconds for all steps (the check must end within 8 minutes)")
+    parser.add_argument(
+        "--budget", type=float, default=450.0, help="seconds for all steps (the check must end within 8 minutes)"
+    )
     args = parser.parse_args(argv)
     start = time.perf_counter()
 

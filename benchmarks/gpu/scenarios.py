@@ -160,7 +160,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(results))
     else:
         for result in results:
-            print(f"{'ok' if result['ok'] else 'DIFFERS':8} {result['name']}: expected {result['expected']}, got {result['got']}")
+            print(
+                f"{'ok' if result['ok'] else 'DIFFERS':8} {result['name']}: "
+                f"expected {result['expected']}, got {result['got']}"
+            )
     return 0 if all(result["ok"] for result in results) else 1
 
 

@@ -1,15 +1,15 @@
 """CUDA graphs on the emulated device: capture records the ops issued on capturing streams,
 replay runs them again against the same storages.
 
-The capture rules are CUDA's (stated in cuda_semantics.py, which the sanitizer asks too): capture begins on a side stream (never the default stream)
-and ends on the stream it began on; a stream joins the capture by waiting on an event
-recorded on a capturing stream, and must be joined back (the origin stream waits on an
-event recorded after its last captured work) before the capture ends; synchronizing a
-capturing stream is an error. As in CUDA,
-work that writes memory in place (`x.add_(1)`, `static.copy_(batch)`) only happens at
-replay; ops that produce new tensors run during capture too (their results must exist, and
-on CUDA their contents are undefined until a replay), and replay refreshes them. Random
-numbers are drawn at replay only, as CUDA's generator hands a graph its offsets per replay.
+The capture rules are CUDA's (stated in cuda_semantics.py, which the sanitizer asks too):
+capture begins on a side stream (never the default stream) and ends on the stream it began on;
+a stream joins the capture by waiting on an event recorded on a capturing stream, and must be
+joined back (the origin stream waits on an event recorded after its last captured work) before
+the capture ends; synchronizing a capturing stream is an error. As in CUDA, work that writes
+memory in place (`x.add_(1)`, `static.copy_(batch)`) only happens at replay; ops that produce
+new tensors run during capture too (their results must exist, and on CUDA their contents are
+undefined until a replay), and replay refreshes them. Random numbers are drawn at replay only,
+as CUDA's generator hands a graph its offsets per replay.
 """
 
 from __future__ import annotations

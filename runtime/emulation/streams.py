@@ -225,10 +225,9 @@ class _DeviceGeneric(type):
 
 
 class GenericStream(_TorchStream, metaclass=_DeviceGeneric):
-    """`torch.Stream` while emulated, and the base of the emulated Stream (as torch.Stream is of
-    torch.cuda.Stream): PyTorch's tests look for it in the stream's MRO. `torch.Stream("cuda")`
-    is one of these, not a torch.cuda.Stream, as on a CUDA build: its methods are its own (C
-    methods there), so a wrapper of torch.cuda.Stream's is no wrapper of these."""
+    """`torch.Stream` while emulated, and the base of the emulated Stream (PyTorch's tests look for
+    it in the MRO). `torch.Stream("cuda")` is one of these, not a torch.cuda.Stream, as on a CUDA
+    build, with methods of its own (C there): a wrapper of torch.cuda.Stream's is not of these."""
 
     torch_type = _TorchStream
 
@@ -237,7 +236,9 @@ class GenericStream(_TorchStream, metaclass=_DeviceGeneric):
         if kwargs or not _names_cuda(device):
             return _TorchStream(device, priority=priority, **kwargs) if device is not None else _TorchStream(**kwargs)
         check_device(device)
-        return _TorchStream.__new__(GenericStream, stream_id=_pool.take(priority), device_index=0, device_type=CUDA_TYPE)
+        return _TorchStream.__new__(
+            GenericStream, stream_id=_pool.take(priority), device_index=0, device_type=CUDA_TYPE
+        )
 
     def query(self) -> bool:
         """False once after new work (see the module's policy), then True."""
@@ -314,8 +315,7 @@ class Stream(GenericStream):
 
     # The emulated Stream takes and returns the emulated Event, as torch.cuda.Stream takes
     # torch.cuda.Event rather than the torch.Event its base class declares: [override].
-    # GenericStream's behaviour under entries of its own (torch.cuda.Stream's methods are not
-    # torch.Stream's): a wrapper of one class's does not reach the other's.
+    # GenericStream's behaviour under entries of its own (as torch.cuda.Stream's are not torch.Stream's).
     query = GenericStream.query
     synchronize = GenericStream.synchronize
 
@@ -433,9 +433,8 @@ class GenericEvent(metaclass=_DeviceGeneric):
 
 
 class Event(GenericEvent):
-    """`torch.cuda.Event` of the emulated device: GenericEvent's behaviour under entries of its
-    own (torch.cuda.Event's methods are not torch.Event's: a wrapper of one does not reach the
-    other's)."""
+    """`torch.cuda.Event`: GenericEvent's behaviour under entries of its own (torch.cuda.Event's
+    methods are not torch.Event's: a wrapper of one does not reach the other's)."""
 
     def __init__(
         self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False, external: bool = False

@@ -41,7 +41,9 @@ class Run:
         self.position = len(self.out.getvalue())
         self.traced_syncs = 0
 
-    def since_mark(self, keep: Callable[[str], bool] = lambda name: name not in ("allocated", "freed")) -> list[dict[str, Any]]:
+    def since_mark(
+        self, keep: Callable[[str], bool] = lambda name: name not in ("allocated", "freed")
+    ) -> list[dict[str, Any]]:
         self.sanitizer.sink.flush()
         lines = self.out.getvalue()[self.position :].splitlines()
         return [event for event in map(json.loads, lines) if keep(event["event"])]
@@ -155,13 +157,30 @@ def _recorded(make: Callable[[], Any]) -> Any:
 SCRIPTS: list[tuple[str, str, Callable[[Run, Any], Any], Callable[[Any], Any]]] = [
     # (action, spelling, setup(run, maker) -> subject, act(subject))
     *[("event record", kind, lambda run, make: make(), lambda event: event.record()) for kind in EVENT_KINDS],
-    *[("event wait (recorded)", kind, lambda run, make: _recorded(make), lambda event: event.wait()) for kind in EVENT_KINDS],
-    *[("event wait (never recorded)", kind, lambda run, make: make(), lambda event: event.wait()) for kind in EVENT_KINDS],
+    *[
+        ("event wait (recorded)", kind, lambda run, make: _recorded(make), lambda event: event.wait())
+        for kind in EVENT_KINDS
+    ],
+    *[
+        ("event wait (never recorded)", kind, lambda run, make: make(), lambda event: event.wait())
+        for kind in EVENT_KINDS
+    ],
     *[("event query", kind, lambda run, make: _recorded(make), lambda event: event.query()) for kind in EVENT_KINDS],
-    *[("event synchronize", kind, lambda run, make: _recorded(make), lambda event: event.synchronize()) for kind in EVENT_KINDS],
+    *[
+        ("event synchronize", kind, lambda run, make: _recorded(make), lambda event: event.synchronize())
+        for kind in EVENT_KINDS
+    ],
     *[("stream query", kind, lambda run, make: make(), lambda stream: stream.query()) for kind in STREAM_KINDS],
-    *[("stream synchronize", kind, lambda run, make: make(), lambda stream: stream.synchronize()) for kind in STREAM_KINDS],
-    ("stream wait_stream", "torch.cuda.Stream", lambda run, make: make(), lambda stream: stream.wait_stream(torch.cuda.current_stream())),
+    *[
+        ("stream synchronize", kind, lambda run, make: make(), lambda stream: stream.synchronize())
+        for kind in STREAM_KINDS
+    ],
+    (
+        "stream wait_stream",
+        "torch.cuda.Stream",
+        lambda run, make: make(),
+        lambda stream: stream.wait_stream(torch.cuda.current_stream()),
+    ),
     ("device synchronize", "torch.cuda", lambda run, make: None, lambda _: torch.cuda.synchronize()),
     (
         "record_stream",
