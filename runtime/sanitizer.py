@@ -314,6 +314,27 @@ class Sanitizer:
 
             return wrapper
 
+        nested = threading.local()
+
+        def outermost(make: Callable[[Any], Callable[..., Any]]) -> Callable[[Any], Callable[..., Any]]:
+            # Where torch.cuda.Event/Stream subclass torch.Event/Stream, a torch.cuda method may
+            # reach the wrapped torch one through super(): the action is reported once.
+            def make_outermost(original: Callable[..., Any]) -> Callable[..., Any]:
+                wrapped = make(original)
+
+                def wrapper(*args: Any, **kwargs: Any) -> Any:
+                    if getattr(nested, "active", False):
+                        return original(*args, **kwargs)
+                    nested.active = True
+                    try:
+                        return wrapped(*args, **kwargs)
+                    finally:
+                        nested.active = False
+
+                return wrapper
+
+            return make_outermost
+
         def stream_query(original: Callable[..., Any]) -> Callable[..., Any]:
             def wrapper(stream: Any) -> bool:
                 done = original(stream)
@@ -401,7 +422,9 @@ class Sanitizer:
         }
         for action, make in untraced.items():
             for owner, method in ACTIONS[action].methods:
-                patches.wrap(_torch_object(owner), method, stream_wait_event if method == "wait_event" else make)
+                patches.wrap(
+                    _torch_object(owner), method, outermost(stream_wait_event if method == "wait_event" else make)
+                )
         patches.wrap(torch.Tensor, "tolist", host_read("aten::tolist"))
         patches.wrap(torch.Tensor, "numpy", host_read("aten::numpy"))
         patches.wrap(threading.Thread, "_bootstrap_inner", thread_bootstrap)

@@ -100,7 +100,8 @@ def examples(device: str, timeout: float) -> dict[str, Any]:
         if (m := FINDING_ROW.match(line))
     }
     try:
-        findings = json.loads(out[out.index("{") :])["findings"] if status == 1 else []
+        # The JSON document, then what csan-lint says on stderr.
+        findings = json.JSONDecoder().raw_decode(out, out.index("{"))[0]["findings"] if status == 1 else []
     except (ValueError, KeyError):
         findings = []
     got = {(f["path"], f["line"], f["code"]): f["verdict"] for f in findings}

@@ -140,9 +140,9 @@ class _PinnedPool:
         copy = self.copies.get(block._cdata)
         return copy is None or not streams.pending(*copy)
 
-    def copied(self, tensor: torch.Tensor) -> None:
-        """A non-blocking copy on the current stream used pinned `tensor`."""
-        key = tensor.untyped_storage()._cdata
+    def copied(self, storage: torch.UntypedStorage) -> None:
+        """A non-blocking copy on the current stream used pinned `storage`."""
+        key = storage._cdata
         if any(block._cdata == key for block in self.blocks):
             handle = streams.current_handle()
             self.copies[key] = (handle, streams.launched.get(handle, 0))
@@ -197,9 +197,9 @@ def _pin_all(out: Any) -> None:
         pinned.add(out.untyped_storage())
 
 
-def _copied(to_host: bool, host: torch.Tensor, non_blocking: bool) -> None:
+def copied(to_host: bool, host: torch.UntypedStorage, non_blocking: bool) -> None:
     """A copy between `host` and the device on the current stream: what CUDA does after it."""
-    effect = copy_effect(to_host, is_pinned_host(host), non_blocking)
+    effect = copy_effect(to_host, host._cdata in pinned.blocks, non_blocking)
     if effect.host_syncs:
         if effect.sync_traced:
             sync_current()
@@ -389,7 +389,7 @@ def _special(
         elif pin:
             pinned.add(out.untyped_storage())
         if source_on_device != target_device:
-            _copied(to_host, out if to_host else args[0], non_blocking)
+            copied(to_host, (out if to_host else args[0]).untyped_storage(), non_blocking)
         return out
     if kind == _COPY_INTO:
         destination, source = args[0], args[1]
@@ -397,7 +397,7 @@ def _special(
         out = func(*args, **kwargs)
         to_host = is_device(source)
         if is_device(destination) != to_host:
-            _copied(to_host, destination if to_host else source, non_blocking)
+            copied(to_host, (destination if to_host else source).untyped_storage(), non_blocking)
         return out
     if kind == _RESIZE:
         out = func(*args, **kwargs)
