@@ -36,5 +36,10 @@ fi
 "$venv/bin/python" -m pip install --quiet --no-index --find-links "$wheels" --upgrade --force-reinstall --no-deps \
     "$(ls -t "$wheels"/csan_lint-*.whl | head -n 1)"
 "$venv/bin/python" -m pip install --quiet --no-index --find-links "$wheels" libcst click pathspec pytest coverage pytest-xdist
+extra=()
+if [ -f "$wheels/test_cuda.py" ]; then  # fetched by build_wheels.sh with TORCH_TAG
+    "$venv/bin/python" -m pip install --quiet --no-index --find-links "$wheels" numpy expecttest psutil || true
+    case " $* " in *" --torch-tests "*) ;; *) extra=(--torch-tests "$wheels/test_cuda.py") ;; esac
+fi
 cd "$repo"
-exec "$venv/bin/python" benchmarks/gpu/check.py "$@"
+exec "$venv/bin/python" benchmarks/gpu/check.py ${extra[@]+"${extra[@]}"} "$@"

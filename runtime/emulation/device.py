@@ -22,7 +22,7 @@ import torch
 from torch.cuda import _gpu_trace
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from csan_lint.runtime.cuda_semantics import copy_effect, to_copy_pins_result
+from csan_lint.runtime.cuda_semantics import CAPTURE_FORBIDDEN, copy_effect, to_copy_pins_result
 from csan_lint.runtime.emulation import autograd_streams, streams
 from csan_lint.runtime.op_plans import HOST_SYNC, PLANS, OpPlan, plan_of
 
@@ -332,7 +332,7 @@ class DeviceMode(TorchDispatchMode):
             # Allocator bookkeeping (record_stream, resize_) happens at once, even in a capture.
             if graph is not None and special not in (_RECORD_STREAM, _RESIZE):
                 if host_sync:
-                    raise RuntimeError(streams.CAPTURE_FORBIDDEN)
+                    raise RuntimeError(CAPTURE_FORBIDDEN)
                 return graph.record(
                     func, plan, args, kwargs, lambda: _execute(plan, special, func, args, kwargs, on_device, to_device)
                 )

@@ -22,7 +22,12 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
-from csan_lint.runtime.cuda_semantics import CAPTURE_ERROR_MODES, CAPTURE_ON_DEFAULT_STREAM, capture_forbids_sync
+from csan_lint.runtime.cuda_semantics import (
+    CAPTURE_ERROR_MODES,
+    CAPTURE_FORBIDDEN,
+    CAPTURE_ON_DEFAULT_STREAM,
+    capture_forbids_sync,
+)
 from csan_lint.runtime.emulation import device, streams
 
 _pool_ids = itertools.count(1)
@@ -55,7 +60,7 @@ class CUDAGraph:
                 "This CUDAGraph instance already owns a captured graph. To capture a new graph, create a new instance."
             )
         if handle in streams.capturing:
-            raise RuntimeError(streams.CAPTURE_FORBIDDEN)
+            raise RuntimeError(CAPTURE_FORBIDDEN)
         if capture_error_mode not in CAPTURE_ERROR_MODES:
             raise RuntimeError(
                 f"Unknown capture error mode. Expected `global`, `thread_local`, or `relaxed`, got {capture_error_mode}"

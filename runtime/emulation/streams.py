@@ -258,7 +258,7 @@ class GenericStream(_TorchStream, metaclass=_DeviceGeneric):
 
     def record_event(self, event: GenericEvent | None = None) -> GenericEvent:  # type: ignore[override]
         if event is None:
-            event = GenericEvent("cuda")
+            event = GenericEvent.route("cuda")
         _record(event, self)
         return event
 
