@@ -6,6 +6,7 @@ began, and blocking streams on two devices."""
 from __future__ import annotations
 
 import ctypes
+import io
 import sys
 import threading
 from collections.abc import Iterator
@@ -197,3 +198,19 @@ def test_a_torch_lacking_an_internal_fails_enable_naming_it(monkeypatch: pytest.
 
 def test_this_torch_has_every_internal():
     assert torch_internals.missing(real_cuda=hasattr(torch._C, "_activate_gpu_trace")) == []
+
+
+def test_a_torch_cuda_method_reaching_the_torch_one_is_reported_once(monkeypatch: pytest.MonkeyPatch):
+    """Where torch.cuda.Event subclasses torch.Event and its query() reaches torch.Event.query
+    through super(), both are wrapped: the poll is one engine event, not two."""
+    from csan_lint.runtime.emulation import streams
+
+    monkeypatch.setattr(streams.Event, "query", lambda event: streams.GenericEvent.query(event))
+    out = io.StringIO()
+    with emulation.emulated(), Sanitizer(device="emulated", trace_out=out) as sanitizer:
+        event = torch.cuda.Event()
+        event.record()
+        torch.cuda.synchronize()
+        assert event.query()
+        sanitizer.sink.flush()
+    assert out.getvalue().count('"event":"event_queried"') == 1
