@@ -1,6 +1,13 @@
 """Wiring of `torch.cuda._gpu_trace` callbacks (fired by the CUDA runtime on a GPU, and by the
 emulated device on CPU) into the tracker, with a clean way out: torch's CallbackRegistry has
-no unregister, so we remove our own callbacks from its list."""
+no unregister, so we remove our own callbacks from its list.
+
+`torch._C._activate_gpu_trace()` cannot be undone: once called, torch's C++ calls the
+registries' `fire_callbacks` (Python, with the GIL) for every CUDA event, stream sync and
+allocation of the process. So it is called once per process, and while the sanitizer is
+disabled the registries hold none of our callbacks: what still runs is torch's own loop over an
+empty list (a GIL round trip per CUDA event; benchmarks/gpu/ measures it). No torch API turns
+the C++ side off again."""
 
 from __future__ import annotations
 
@@ -50,7 +57,7 @@ class GpuTraceHooks:
         if self._registered:
             return
         if real_cuda:
-            torch._C._activate_gpu_trace()
+            activate_cuda_trace()
         t = self.tracker
         # Several devices: stream handles become per-device engine ids (each callback fires
         # under its stream's device).
@@ -129,6 +136,43 @@ class GpuTraceHooks:
         # A block no op ever showed has no shadow state to release.
         if self.pending.pop(ptr, None) is None:
             self.tracker.freed(ptr, stack=self.stack())
+
+
+_cuda_trace_active = False
+
+
+def activate_cuda_trace() -> bool:
+    """Switch torch's C++ tracing on, once per process; whether this call did it."""
+    global _cuda_trace_active
+    if _cuda_trace_active:
+        return False
+    torch._C._activate_gpu_trace()
+    _cuda_trace_active = True
+    return True
+
+
+def our_callbacks() -> int:
+    """How many callbacks of this module the registries hold now (0 while disabled)."""
+    return sum(
+        getattr(callback, "__qualname__", "").startswith(GpuTraceHooks._guarded.__qualname__)
+        for name in REGISTRY_NAMES
+        for callback in getattr(gpu_trace, name).callback_list
+    )
+
+
+REGISTRY_NAMES = (
+    "StreamCreationCallbacks",
+    "EventCreationCallbacks",
+    "EventDeletionCallbacks",
+    "EventRecordCallbacks",
+    "EventWaitCallbacks",
+    "DeviceSynchronizationCallbacks",
+    "StreamSynchronizationCallbacks",
+    "EventSynchronizationCallbacks",
+    "MemoryAllocationCallbacks",
+    "MemoryDeallocationCallbacks",
+)
+"""The `torch.cuda._gpu_trace` registries the hooks use (torch internals: torch_internals.py)."""
 
 
 def _same(stream: int) -> int:

@@ -3,9 +3,9 @@ tracker: which bytes it reads and writes (from the schema's alias info and each 
 storage offset, sizes and strides), on which stream, from which user line.
 
 It also maps the ops whose meaning is not "a kernel on the current stream" to the events
-they stand for: copies between the device and the host (blocking ones sync the host with the
-stream; non-blocking ones with pinned memory leave the host side pending), `.item()`-like
-host syncs, and CPU ops touching pinned memory that a device copy used (host accesses).
+they stand for, as cuda_semantics.py states them: copies between the device and the host
+(which sync the host, which leave their host side pending), `.item()`-like host syncs, and
+CPU ops touching pinned memory that a device copy used (host accesses).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import threading
 from collections.abc import Callable, Sequence
 from sys import _getframe
 from threading import get_ident
-from types import FrameType
 from typing import Any
 
 import torch
@@ -22,12 +21,17 @@ from torch._ops import OpOverload
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from csan_lint.runtime.cuda_semantics import copy_effect
 from csan_lint.runtime.events import Access
 from csan_lint.runtime.extents import Layout, is_approximated, pattern
 from csan_lint.runtime.op_plans import ALLOCATE, COPY, HOST_SYNC, PLANS, RESULT, SKIP, OpPlan, plan_of
-from csan_lint.runtime.stacks import Stack, capture_stack
+from csan_lint.runtime.stacks import Stack, capture_stack, innermost_user_frame
 from csan_lint.runtime.unwrap import has_storage_less, unwrap_call
 
+MAX_FORWARD_STACKS = 1 << 16
+# torch internals (checked at enable(), torch_internals.py): absent, the mode still imports.
+_sequence_nr = getattr(torch._C._autograd, "_get_sequence_nr", None)
+_current_node = getattr(torch._C, "_current_autograd_node", None)
 _Tensor = torch.Tensor  # a global name, not an attribute lookup on the module, per tensor per op
 _new_access = tuple.__new__
 
@@ -145,10 +149,15 @@ class SanitizerMode(TorchDispatchMode):
         # not now (None: no capture running).
         self.capture: list[Access] | None = None
         self.capture_thread = 0  # the thread that began it
-        # While an op runs: (thread id, the frame that called it), where its stack walk starts,
-        # and once an allocator callback walked that stack, (thread id, the stack).
-        self._op_caller: tuple[int, FrameType] | None = None
-        self._op_stack: tuple[int, Stack] | None = None
+        # Per thread (autograd runs backward on threads of its own on a GPU), while an op runs:
+        # .caller, the frame that called it, where its stack walk starts, and .stack, that
+        # walk once an allocator callback made it; .sequence_nr, autograd's counter at the
+        # thread's last op.
+        self._local = threading.local()
+        # The stacks of forward ops by their autograd node's sequence number: a backward op
+        # run where no user frame is (autograd's device threads) is reported at its forward
+        # op's line. Oldest dropped past MAX_FORWARD_STACKS.
+        self.forward_stacks: dict[int, Stack] = {}
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -172,12 +181,12 @@ class SanitizerMode(TorchDispatchMode):
         if not self.checking or plan.kind == SKIP:
             return plan.call(*args, **kwargs)
         # An allocation the op makes walks the stack from the op's caller; its launch reuses that walk.
-        self._op_caller, self._op_stack = (get_ident(), _getframe(1)), None
+        local = self._local
+        local.caller, local.stack = _getframe(1), None
         try:
             out = plan.call(*args, **kwargs)
         finally:
-            shared, self._op_stack, self._op_caller = self._op_stack, None, None
-        stack = shared[1] if shared is not None and shared[0] == get_ident() else None
+            stack, local.stack, local.caller = local.stack, None, None
         try:
             if types:  # a tensor subclass (wrapper, nested, fake): check what it is made of
                 self._observe_unwrapped(plan, args, kwargs, out, stack)
@@ -210,15 +219,14 @@ class SanitizerMode(TorchDispatchMode):
         """For the allocator's callbacks: inside an op, the op's stack (from its caller out),
         walked once for all it allocates and frees and for its launch (a walk costs more than
         the rest of an op's bookkeeping); outside one, the callback's own."""
-        ident = get_ident()
-        shared = self._op_stack
-        if shared is not None and shared[0] == ident:
-            return shared[1]
-        caller = self._op_caller
-        if caller is None or caller[0] != ident:
+        local = self._local
+        shared = getattr(local, "stack", None)
+        if shared is not None:
+            return shared
+        caller = getattr(local, "caller", None)
+        if caller is None:
             return capture_stack(skip=1, stop=self.stack_stop)  # no op of ours is running in this thread
-        op_stack = capture_stack(start=caller[1], stop=self.stack_stop)
-        self._op_stack = (ident, op_stack)
+        op_stack = local.stack = capture_stack(start=caller, stop=self.stack_stop)
         return op_stack
 
     def _observe(
@@ -276,15 +284,21 @@ class SanitizerMode(TorchDispatchMode):
         host_sync = plan.kind == HOST_SYNC and plan.syncs_host(args, kwargs)
         if plan.kind == COPY and host:
             position = plan.non_blocking_position
-            non_blocking = args[position] if position < nargs else kwargs.get("non_blocking", False)
-            if non_blocking and all(self.is_pinned(entry[0]) for entry in host):
+            non_blocking = bool(args[position] if position < nargs else kwargs.get("non_blocking", False))
+            # Pinned or not only matters to a non-blocking copy (both blocking rows are alike):
+            # is_pinned() is asked only then.
+            effect = copy_effect(
+                to_host=any(entry[2] for entry in host),
+                pinned=non_blocking and all(self.is_pinned(entry[0]) for entry in host),
+                non_blocking=non_blocking,
+            )
+            if effect.host_pending:
                 # The copy runs on the stream while the host goes on: its host side stays
                 # pending until a sync.
                 for tensor, name, is_write, is_output in host:
                     self._pin(tensor)
                     _merge(device, (*byte_extent(tensor), None), name, is_write, is_output)
-            else:
-                host_sync = True
+            host_sync = effect.host_syncs
         accesses = list(device.values())
         outside_capture = False
         if self.capture is not None:
@@ -297,6 +311,7 @@ class SanitizerMode(TorchDispatchMode):
                 outside_capture = get_ident() != self.capture_thread
         if stack is None:  # from the frame that called the op: this one and __torch_dispatch__ are never the user's
             stack = capture_stack(skip=2, stop=self.stack_stop)
+        stack = self._attributed(stack)
         # acquire/release, not `with`: the context manager protocol costs twice as much.
         lock = self.lock
         lock.acquire()
@@ -313,6 +328,26 @@ class SanitizerMode(TorchDispatchMode):
             lock.release()
         if len(self.errors) != self.errors_seen:
             self._new_errors()
+
+    def _attributed(self, stack: Stack) -> Stack:
+        """The stack to report an op at: a forward op's is remembered under its autograd node;
+        a backward op with no user frame (on autograd's device threads) gets its forward op's."""
+        node = _current_node()  # type: ignore[misc]
+        if node is not None:
+            if innermost_user_frame(stack) is None:
+                return self.forward_stacks.get(node._sequence_nr(), stack)
+            return stack
+        # Autograd made a node for this op (before the op reached the mode) iff its counter moved.
+        sequence_nr = _sequence_nr()  # type: ignore[misc]
+        local = self._local
+        if getattr(local, "sequence_nr", -1) != sequence_nr:
+            local.sequence_nr = sequence_nr
+            stacks = self.forward_stacks
+            if len(stacks) >= MAX_FORWARD_STACKS:
+                for old in list(stacks)[: MAX_FORWARD_STACKS // 2]:
+                    del stacks[old]
+            stacks[sequence_nr - 1] = stack
+        return stack
 
     def _resolve_pending(self, tensors: list[torch.Tensor]) -> None:
         """Allocations first seen now: their size is their storage's."""

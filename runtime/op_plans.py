@@ -3,9 +3,7 @@ dispatch modes that need it: the sanitizer's (which bytes a kernel reads and wri
 ops sync the host) and the emulated device's (which results are new device memory, which
 arguments an in-place op writes, which ops draw random numbers).
 
-The host-syncing ops are one list for both, taken from torch 2.13's CUDA kernels
-(aten/src/ATen/native/cuda): each ends with `at::cuda::memcpy_and_sync` or an `.item()`
-on the current stream, which fires the stream-synchronization trace callback on a GPU.
+The host-syncing ops are one list for both, in cuda_semantics.py (with why each syncs).
 """
 
 from __future__ import annotations
@@ -17,6 +15,8 @@ from typing import Any
 import torch
 from torch._ops import OpOverload
 
+from csan_lint.runtime.cuda_semantics import HOST_SYNC_OPS, MASK_INDEX_OPS
+
 KERNEL, COPY, HOST_SYNC, SKIP, ALLOCATE = range(5)
 """How the sanitizer sees an op: a kernel, a copy (host<->device or on the device), a kernel
 after which the host waits for the current stream, no device work at all, or an allocation
@@ -25,29 +25,6 @@ records)."""
 
 RESULT = "output"
 """The argument name of a fresh result (schema returns are mostly unnamed)."""
-
-HOST_SYNC_OPS: dict[str, str | None] = {
-    "aten::_local_scalar_dense": None,  # .item(): memcpy_and_sync of the scalar
-    "aten::is_nonzero": None,  # bool(x): .item()
-    "aten::nonzero": None,  # the count of nonzeros sizes the result: memcpy_and_sync
-    "aten::masked_select": None,  # the mask's count sizes the result
-    "aten::equal": None,  # .item() of the comparison
-    "aten::allclose": None,
-    "aten::bincount": None,  # self.max().item() sizes the result
-    "aten::unique_consecutive": None,  # the number of uniques sizes the result
-    "aten::unique_dim": None,
-    "aten::unique_dim_consecutive": None,
-    "aten::_unique": None,
-    "aten::_unique2": None,
-    "aten::mode": None,  # memcpy_and_sync of the index
-    "aten::_linalg_check_errors": None,  # info.item() for the error message
-    # The repeats' sum sizes the result, unless the caller gives it.
-    "aten::repeat_interleave": "output_size",
-}
-"""Host-syncing ops by name, with the argument that, when given, spares the sync."""
-
-MASK_INDEX_OPS = frozenset({"aten::index", "aten::index_put", "aten::index_put_", "aten::_index_put_impl_"})
-"""Ops that sync when an index is a boolean mask (it goes through nonzero)."""
 
 _MASK_DTYPES = (torch.bool, torch.uint8)
 

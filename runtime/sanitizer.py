@@ -13,6 +13,8 @@ from typing import IO, Any
 
 import torch
 
+from csan_lint.runtime import torch_internals
+from csan_lint.runtime.cuda_semantics import ACTIONS, UNRECORDED_EVENT, capture_is_lenient
 from csan_lint.runtime.devices import CudaStreamFlags, DeviceStreams
 from csan_lint.runtime.events import Access, RuntimeErrorReport
 from csan_lint.runtime.gpu_trace import GpuTraceHooks
@@ -24,8 +26,6 @@ from csan_lint.runtime.tracker import Tracker
 DEVICES = ("auto", "cuda", "emulated")
 
 GRAPH_REPLAY_OPERATOR = "cuda_graph.replay"
-UNRECORDED_EVENT = 0
-"""The handle a never-recorded event has (CUDA creates events on their first record)."""
 
 
 class CsanInternalWarning(RuntimeWarning):
@@ -140,6 +140,7 @@ class Sanitizer:
         if self.enabled:
             return self
         self.device = resolve_device(self.requested_device)
+        torch_internals.check(real_cuda=self.device == "cuda")
         if self.device == "emulated":
             from csan_lint.runtime import emulation
 
@@ -274,7 +275,7 @@ class Sanitizer:
             def wrapper(graph: Any, *args: Any, **kwargs: Any) -> Any:
                 # capture_begin(pool=None, capture_error_mode="global")
                 mode = kwargs.get("capture_error_mode", args[1] if len(args) > 1 else "global")
-                sanitizer._guard(lambda: sanitizer._capture_began(lenient=mode != "global"))
+                sanitizer._guard(lambda: sanitizer._capture_began(lenient=capture_is_lenient(mode)))
                 try:
                     return original(graph, *args, **kwargs)
                 except BaseException:
@@ -313,6 +314,27 @@ class Sanitizer:
 
             return wrapper
 
+        nested = threading.local()
+
+        def outermost(make: Callable[[Any], Callable[..., Any]]) -> Callable[[Any], Callable[..., Any]]:
+            # Where torch.cuda.Event/Stream subclass torch.Event/Stream, a torch.cuda method may
+            # reach the wrapped torch one through super(): the action is reported once.
+            def make_outermost(original: Callable[..., Any]) -> Callable[..., Any]:
+                wrapped = make(original)
+
+                def wrapper(*args: Any, **kwargs: Any) -> Any:
+                    if getattr(nested, "active", False):
+                        return original(*args, **kwargs)
+                    nested.active = True
+                    try:
+                        return wrapped(*args, **kwargs)
+                    finally:
+                        nested.active = False
+
+                return wrapper
+
+            return make_outermost
+
         def stream_query(original: Callable[..., Any]) -> Callable[..., Any]:
             def wrapper(stream: Any) -> bool:
                 done = original(stream)
@@ -324,7 +346,7 @@ class Sanitizer:
         def event_query(original: Callable[..., Any]) -> Callable[..., Any]:
             def wrapper(event: Any) -> bool:
                 done = original(event)
-                sanitizer._guard(lambda: sanitizer.sink.event_queried(event.cuda_event, bool(done)))
+                sanitizer._guard(lambda: sanitizer.sink.event_queried(_event_handle(event), bool(done)))
                 return done
 
             return wrapper
@@ -333,6 +355,13 @@ class Sanitizer:
             def wrapper(event: Any, stream: Any = None) -> Any:
                 sanitizer._guard(lambda: sanitizer._event_waited(event, stream))
                 return original(event, stream)
+
+            return wrapper
+
+        def stream_wait_event(original: Callable[..., Any]) -> Callable[..., Any]:
+            def wrapper(stream: Any, event: Any) -> Any:
+                sanitizer._guard(lambda: sanitizer._event_waited(event, stream))
+                return original(stream, event)
 
             return wrapper
 
@@ -383,12 +412,19 @@ class Sanitizer:
         patches.wrap(graph_class, "capture_begin", capture_begin)
         patches.wrap(graph_class, "capture_end", capture_end)
         patches.wrap(graph_class, "replay", replay)
-        patches.wrap(torch.Tensor, "record_stream", record_stream)
-        patches.wrap(torch.cuda.Stream, "query", stream_query)
-        patches.wrap(torch.cuda.Event, "query", event_query)
-        patches.wrap(torch.cuda.Event, "wait", event_wait)
-        patches.wrap(torch.cuda.ExternalStream, "__new__", external_stream)
-        patches.wrap(torch.cuda, "get_stream_from_external", external_stream)
+        # The actions no trace callback announces, on every class cuda_semantics names for them.
+        untraced = {
+            "record_stream": record_stream,
+            "stream query": stream_query,
+            "event query": event_query,
+            "event wait (never recorded)": event_wait,
+            "external stream": external_stream,
+        }
+        for action, make in untraced.items():
+            for owner, method in ACTIONS[action].methods:
+                patches.wrap(
+                    _torch_object(owner), method, outermost(stream_wait_event if method == "wait_event" else make)
+                )
         patches.wrap(torch.Tensor, "tolist", host_read("aten::tolist"))
         patches.wrap(torch.Tensor, "numpy", host_read("aten::numpy"))
         patches.wrap(threading.Thread, "_bootstrap_inner", thread_bootstrap)
@@ -438,10 +474,15 @@ class Sanitizer:
                 "non-blocking, so a race reported between it and the default stream may be false",
                 CsanBlockingUnknownWarning,
             )
-        self.sink.stream_created(self._stream_key(stream), blocking=blocking)
+        if self._device_streams is None or not blocking:
+            self.sink.stream_created(self._stream_key(stream), blocking=blocking)
+            return
+        # It synchronizes with its own device's legacy default stream (one per device).
+        default = self._device_streams.key(0, stream.device_index)
+        self.sink.stream_created(self._stream_key(stream), blocking=True, default_stream=default)
 
     def _event_waited(self, event: Any, stream: Any) -> None:
-        if not event.cuda_event:
+        if not _event_handle(event):
             # CUDA fires no trace for a wait on a never-recorded event: it orders nothing.
             handle = self._current_stream() if stream is None else self._stream_key(stream)
             stack = capture_stack(stop=self.stack_stop)
@@ -494,6 +535,21 @@ def _cuda_streams(keys: DeviceStreams) -> tuple[Callable[[], int], Callable[[tor
         return keys.key(raw(device), device)
 
     return current, of_tensor
+
+
+def _torch_object(path: str) -> Any:
+    """The object a dotted `torch.` path names (as cuda_semantics spells them)."""
+    found: Any = torch
+    for name in path.split(".")[1:]:
+        found = getattr(found, name)
+    return found
+
+
+def _event_handle(event: Any) -> int:
+    """The CUDA event a torch.cuda.Event (`cuda_event`) or torch.Event (`event_id`) holds: 0
+    until its first record, as the trace callbacks name it after."""
+    handle = getattr(event, "cuda_event", None)
+    return event.event_id if handle is None else handle
 
 
 def _stream_handle(stream: Any) -> int:

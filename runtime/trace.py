@@ -19,13 +19,13 @@ READABLE_VERSIONS = (1, 2)
 """Version 1 has no layouts, extents or `blocking`: it reads as version 2 without them."""
 HEADER = {"format": FORMAT, "version": VERSION}
 
-# Parameter types: int, int? (an integer or null), ptr and size (integers from 0 to 2**64 - 1: a
-# device address, a byte count), bool, flag (optional bool, absent: false), str, accesses ([{"ptr",
-# "size", "is_write", "argument", "is_output", and optionally "element_size", "sizes", "strides"},
-# or with "extents" instead of "ptr" and "size", ...]), stack (optional: [[file, line, function],
-# ...] or null).
+# Parameter types: int, int? (an integer or null), stream0 (an optional stream id, absent: 0), ptr
+# and size (integers from 0 to 2**64 - 1: a device address, a byte count), bool, flag (optional
+# bool, absent: false), str, accesses ([{"ptr", "size", "is_write", "argument", "is_output", and
+# optionally "element_size", "sizes", "strides"}, or with "extents" instead of "ptr" and "size",
+# ...]), stack (optional: [[file, line, function], ...] or null).
 EVENTS: dict[str, tuple[tuple[str, str], ...]] = {
-    "stream_created": (("stream", "int"), ("blocking", "flag")),
+    "stream_created": (("stream", "int"), ("blocking", "flag"), ("default_stream", "stream0")),
     "event_created": (("event", "int"),),
     "event_deleted": (("event", "int"),),
     "event_recorded": (("event", "int"), ("stream", "int")),
@@ -97,8 +97,8 @@ class TraceWriter:
                 value = self._stack(value)
             elif kind == "accesses":
                 value = [_access_json(a) for a in values[name]]  # a required parameter: never absent
-            elif kind == "flag" and not value:
-                continue  # absent means false
+            elif (kind == "flag" and not value) or (kind == "stream0" and not value):
+                continue  # absent means false, or the legacy default stream 0
             record[json_key(name)] = value
         self._write(record)
         if self.tracker is not None:
@@ -171,6 +171,8 @@ def _convert(kind: str, name: str, value: Any) -> Any:
         raise ValueError(f"{name!r} must be an integer{or_null}, got {_shown(value)}")
     if kind == "flag" and value is None:
         return False
+    if kind == "stream0":
+        return _convert("int", name, 0 if value is None else value)
     if kind in ("bool", "flag"):
         if isinstance(value, bool):
             return value
@@ -321,7 +323,7 @@ def _dispatch(path: str, lineno: int, record: dict[str, Any], tracker: Any) -> N
     kwargs = {}
     for name, kind in params:
         key = json_key(name)
-        if key not in record and kind not in ("stack", "flag"):
+        if key not in record and kind not in ("stack", "flag", "stream0"):
             raise TraceError(path, lineno, f"event {event!r} lacks {key!r}")
         try:
             kwargs[name] = _convert(kind, key, record.get(key))

@@ -32,6 +32,7 @@ from typing import Any
 
 from csan_lint.runtime import kinds
 from csan_lint.runtime.cells import Cell, Clock, Epoch
+from csan_lint.runtime.cuda_semantics import UNRECORDED_EVENT
 from csan_lint.runtime.events import (
     DEFAULT_STREAM,
     HOST,
@@ -122,7 +123,10 @@ class Tracker:
         self._allocations: dict[int, _Allocation] = {}
         self._bases: list[int] = []  # sorted allocation bases, to find the block holding a view
         self._capture: _Capture | None = None
-        self._blocking: set[int] = set()  # streams that synchronize with the legacy default stream
+        # Streams that synchronize with the legacy default stream, each with its device's
+        # (one per device: stream_created's `default_stream`), and those default streams.
+        self._blocking: dict[int, int] = {}
+        self._legacy_defaults: set[int] = set()
         self._approximated = 0
         self._errors: list[RuntimeErrorReport] = []
         self.reported: set[tuple[Any, ...]] = set()
@@ -177,24 +181,28 @@ class Tracker:
         if self._join(self._host, clock):
             self._host_version += 1
 
-    def stream_created(self, stream: int, blocking: bool = False) -> None:
+    def stream_created(self, stream: int, blocking: bool = False, default_stream: int = DEFAULT_STREAM) -> None:
         """A duplicate creation keeps the stream's clock (pool handles repeat) and takes the new
-        `blocking`: whether it synchronizes with the legacy default stream."""
+        `blocking`: whether it synchronizes with the legacy default stream of its device,
+        `default_stream` (each device has its own: cuda_semantics.LEGACY_DEFAULT_STREAM_PER_DEVICE)."""
         if stream not in self._streams:
             self._streams[stream] = _Stream()
-        if blocking and stream != DEFAULT_STREAM:
-            self._blocking.add(stream)
+        if blocking and stream != default_stream:
+            self._blocking[stream] = default_stream
         else:
-            self._blocking.discard(stream)
+            self._blocking.pop(stream, None)
+        self._legacy_defaults = set(self._blocking.values())
 
     def _legacy_sync(self, stream: int, clock: Clock) -> None:
         """A launch on the default stream waits for the blocking streams' work, and a launch on a
         blocking stream for the default stream's."""
-        if stream == DEFAULT_STREAM:
-            for blocking in self._blocking:
-                self._join(clock, self._clock(blocking))
+        default = self._blocking.get(stream)
+        if default is None:  # a default stream: its device's blocking streams
+            for blocking, its_default in self._blocking.items():
+                if its_default == stream:
+                    self._join(clock, self._clock(blocking))
         else:
-            self._join(clock, self._clock(DEFAULT_STREAM))
+            self._join(clock, self._clock(default))
 
     def event_created(self, event: int) -> None:
         """A duplicate creation means the deletion was missed: the event starts unrecorded again."""
@@ -211,15 +219,20 @@ class Tracker:
         self._events[event] = dict(self._clock(stream))
 
     def event_waited(self, event: int, stream: int, stack: Stack | None = None) -> None:
-        """`stream` waits for `event`; a never-recorded event orders nothing (reported as a warning)."""
+        """`stream` waits for `event`; a never-recorded event orders nothing (reported as a warning);
+        an event this engine never heard of was recorded before it began (cuda_semantics)."""
         capture = self._capture
         if capture is not None and event in capture.events:
             # A graph edge: `stream` joins the graph (or joins back), ordered after the node.
             self._join(capture.clocks.setdefault(stream, {}), capture.events[event])
             return
+        if event != UNRECORDED_EVENT and event not in self._events:
+            # Recorded before this engine began (before the sanitizer's enable() or restart()):
+            # CUDA names an event only once recorded (UNRECORDED_EVENT until then), so this is no
+            # wait-unrecorded; it orders the waiter after work this engine never saw.
+            return
         snapshot = self._events.get(event)
         if snapshot is None:
-            self._events[event] = None
             current = AccessRecord(stream, WAIT_EVENT_OPERATOR, "", False, stack or EMPTY_STACK)
             self._report(kinds.WAIT_UNRECORDED_EVENT, current, None)
             return
@@ -285,7 +298,7 @@ class Tracker:
         owner = allocation.stream
         if owner is not None:
             clock = self._clock(owner)
-            if self._blocking and (owner == DEFAULT_STREAM or owner in self._blocking):
+            if self._blocking and (owner in self._legacy_defaults or owner in self._blocking):
                 clock = dict(clock)
                 self._legacy_sync(owner, clock)
             recorded = allocation.recorded or ()
@@ -380,7 +393,7 @@ class Tracker:
             clock = self._clock(stream)
         else:
             clock = state.clock
-        if self._blocking and (stream == DEFAULT_STREAM or stream in self._blocking):
+        if self._blocking and (stream in self._legacy_defaults or stream in self._blocking):
             self._legacy_sync(stream, clock)
         clock[stream] = seq
         if self._capture is not None and not outside_capture:

@@ -23,6 +23,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`@pytest.mark.requires_cuda`: the test needs a real CUDA GPU (the GPU check,
+    benchmarks/gpu/check.sh, runs them); skipped elsewhere. Asked at collection, before any
+    test activates the emulated device."""
+    marked = [item for item in items if item.get_closest_marker("requires_cuda")]
+    if not marked:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a real CUDA GPU (benchmarks/gpu/check.sh runs it)")
+    for item in marked:
+        item.add_marker(skip)
+
+
 @pytest.fixture
 def update_golden(request: pytest.FixtureRequest) -> bool:
     """True when golden files are to be rewritten: `--update-golden` or `CSAN_UPDATE_GOLDEN=1`."""

@@ -3,7 +3,8 @@
 No PyTorch test code is kept in this repository (a workplace rule forbids committing code
 copied from public repositories): give the runner a copy of torch's test/test_cuda.py, from
 the tag of the installed torch (for torch 2.13: test/test_cuda.py at tag v2.13.0). It runs the
-TestCuda tests named in selection.txt under `pytest --csan --csan-device emulated`, then prints
+TestCuda tests named in selection.txt under `pytest --csan --csan-device emulated` (`--device
+cuda`: on a real GPU, as benchmarks/gpu/check.sh runs it), then prints
 each test's outcome against what the selection expects, and the counts.
 
     python benchmarks/torch_cuda/fidelity.py PATH/TO/test_cuda.py [--selection FILE]
@@ -61,7 +62,7 @@ def defined_tests(test_file: Path) -> set[str]:
     raise SystemExit(f"{test_file}: no class {CLASS}")
 
 
-def run_tests(test_file: Path, names: list[str]) -> dict[str, str]:
+def run_tests(test_file: Path, names: list[str], device: str = "emulated") -> dict[str, str]:
     """Outcome per test name ("passed", "failed", "skipped") from pytest's JUnit XML."""
     with tempfile.TemporaryDirectory() as scratch:
         report = Path(scratch) / "junit.xml"
@@ -72,7 +73,7 @@ def run_tests(test_file: Path, names: list[str]) -> dict[str, str]:
             "pytest",
             "--csan",
             "--csan-device",
-            "emulated",
+            device,
             "-p",
             "no:cacheprovider",
             "-q",
@@ -97,12 +98,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("test_file", type=Path, help="a copy of torch's test/test_cuda.py")
     parser.add_argument("--selection", type=Path, default=SELECTION)
+    parser.add_argument("--device", choices=("emulated", "cuda"), default="emulated", help="cuda: on a real GPU")
     args = parser.parse_args(argv)
     test_file = args.test_file.resolve()
     selected = read_selection(args.selection)
     present = defined_tests(test_file)
     missing = [s.name for s in selected if s.name not in present]
-    outcomes = run_tests(test_file, [s.name for s in selected if s.name in present])
+    outcomes = run_tests(test_file, [s.name for s in selected if s.name in present], args.device)
     counts = {"passed": 0, "failed": 0, "skipped": 0, "expected failures": 0, "unexpected": 0}
     for test in selected:
         if test.name in missing:

@@ -22,6 +22,7 @@ import torch
 from torch.cuda import _gpu_trace
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from csan_lint.runtime.cuda_semantics import CAPTURE_FORBIDDEN, copy_effect, to_copy_pins_result
 from csan_lint.runtime.emulation import autograd_streams, streams
 from csan_lint.runtime.op_plans import HOST_SYNC, PLANS, OpPlan, plan_of
 
@@ -139,9 +140,9 @@ class _PinnedPool:
         copy = self.copies.get(block._cdata)
         return copy is None or not streams.pending(*copy)
 
-    def copied(self, tensor: torch.Tensor) -> None:
-        """A non-blocking copy on the current stream used pinned `tensor`."""
-        key = tensor.untyped_storage()._cdata
+    def copied(self, storage: torch.UntypedStorage) -> None:
+        """A non-blocking copy on the current stream used pinned `storage`."""
+        key = storage._cdata
         if any(block._cdata == key for block in self.blocks):
             handle = streams.current_handle()
             self.copies[key] = (handle, streams.launched.get(handle, 0))
@@ -194,6 +195,18 @@ def _mark_all(out: Any) -> None:
 def _pin_all(out: Any) -> None:
     if isinstance(out, torch.Tensor) and out.layout == torch.strided:
         pinned.add(out.untyped_storage())
+
+
+def copied(to_host: bool, host: torch.UntypedStorage, non_blocking: bool) -> None:
+    """A copy between `host` and the device on the current stream: what CUDA does after it."""
+    effect = copy_effect(to_host, host._cdata in pinned.blocks, non_blocking)
+    if effect.host_syncs:
+        if effect.sync_traced:
+            sync_current()
+        else:  # the host waited, and no callback says so
+            streams.mark_done(streams.current_handle())
+    if effect.host_pending:
+        pinned_pool.copied(host)
 
 
 def sync_current() -> None:
@@ -319,7 +332,7 @@ class DeviceMode(TorchDispatchMode):
             # Allocator bookkeeping (record_stream, resize_) happens at once, even in a capture.
             if graph is not None and special not in (_RECORD_STREAM, _RESIZE):
                 if host_sync:
-                    raise RuntimeError(streams.CAPTURE_FORBIDDEN)
+                    raise RuntimeError(CAPTURE_FORBIDDEN)
                 return graph.record(
                     func, plan, args, kwargs, lambda: _execute(plan, special, func, args, kwargs, on_device, to_device)
                 )
@@ -366,8 +379,8 @@ def _special(
         source_on_device = is_device(args[0])
         target_device = to_device or (source_on_device and not getattr(_host_named, "active", False))
         non_blocking = kwargs.get("non_blocking", False)
-        # A non-blocking device-to-host copy lands in pinned memory (the CUDA `_to_copy`).
-        pin = kwargs.get("pin_memory") or (source_on_device and not target_device and non_blocking)
+        to_host = source_on_device and not target_device
+        pin = kwargs.get("pin_memory") or to_copy_pins_result(to_host, non_blocking)
         if kwargs.get("pin_memory"):
             kwargs = {**kwargs, "pin_memory": False}
         out = func(*args, **kwargs)
@@ -376,20 +389,15 @@ def _special(
         elif pin:
             pinned.add(out.untyped_storage())
         if source_on_device != target_device:
-            if not non_blocking:
-                sync_current()
-            elif not source_on_device:
-                pinned_pool.copied(args[0])
+            copied(to_host, (out if to_host else args[0]).untyped_storage(), non_blocking)
         return out
     if kind == _COPY_INTO:
         destination, source = args[0], args[1]
         non_blocking = args[2] if len(args) > 2 else kwargs.get("non_blocking", False)
         out = func(*args, **kwargs)
-        if is_device(destination) != is_device(source):
-            if not non_blocking:
-                sync_current()
-            else:
-                pinned_pool.copied(source if is_device(destination) else destination)
+        to_host = is_device(source)
+        if is_device(destination) != to_host:
+            copied(to_host, (destination if to_host else source).untyped_storage(), non_blocking)
         return out
     if kind == _RESIZE:
         out = func(*args, **kwargs)

@@ -1,15 +1,15 @@
 """CUDA graphs on the emulated device: capture records the ops issued on capturing streams,
 replay runs them again against the same storages.
 
-The capture rules are CUDA's: capture begins on a side stream (never the default stream)
-and ends on the stream it began on; a stream joins the capture by waiting on an event
-recorded on a capturing stream, and must be joined back (the origin stream waits on an
-event recorded after its last captured work) before the capture ends; synchronizing a
-capturing stream is an error. As in CUDA,
-work that writes memory in place (`x.add_(1)`, `static.copy_(batch)`) only happens at
-replay; ops that produce new tensors run during capture too (their results must exist, and
-on CUDA their contents are undefined until a replay), and replay refreshes them. Random
-numbers are drawn at replay only, as CUDA's generator hands a graph its offsets per replay.
+The capture rules are CUDA's (stated in cuda_semantics.py, which the sanitizer asks too):
+capture begins on a side stream (never the default stream) and ends on the stream it began on;
+a stream joins the capture by waiting on an event recorded on a capturing stream, and must be
+joined back (the origin stream waits on an event recorded after its last captured work) before
+the capture ends; synchronizing a capturing stream is an error. As in CUDA, work that writes
+memory in place (`x.add_(1)`, `static.copy_(batch)`) only happens at replay; ops that produce
+new tensors run during capture too (their results must exist, and on CUDA their contents are
+undefined until a replay), and replay refreshes them. Random numbers are drawn at replay only,
+as CUDA's generator hands a graph its offsets per replay.
 """
 
 from __future__ import annotations
@@ -22,6 +22,12 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
+from csan_lint.runtime.cuda_semantics import (
+    CAPTURE_ERROR_MODES,
+    CAPTURE_FORBIDDEN,
+    CAPTURE_ON_DEFAULT_STREAM,
+    capture_forbids_sync,
+)
 from csan_lint.runtime.emulation import device, streams
 
 _pool_ids = itertools.count(1)
@@ -48,17 +54,14 @@ class CUDAGraph:
     def capture_begin(self, pool: Any = None, capture_error_mode: str = "global", **kwargs: Any) -> None:
         handle = streams.current_handle()
         if handle == streams.DEFAULT_STREAM:
-            raise RuntimeError(
-                "CUDA graphs must be captured on a non-default stream. (However, after "
-                "capture, it's ok to replay them on the default stream.)"
-            )
+            raise RuntimeError(CAPTURE_ON_DEFAULT_STREAM.quote)
         if self._captured or self.capturing:
             raise RuntimeError(
                 "This CUDAGraph instance already owns a captured graph. To capture a new graph, create a new instance."
             )
         if handle in streams.capturing:
-            raise RuntimeError(streams.CAPTURE_FORBIDDEN)
-        if capture_error_mode not in ("global", "thread_local", "relaxed"):
+            raise RuntimeError(CAPTURE_FORBIDDEN)
+        if capture_error_mode not in CAPTURE_ERROR_MODES:
             raise RuntimeError(
                 f"Unknown capture error mode. Expected `global`, `thread_local`, or `relaxed`, got {capture_error_mode}"
             )
@@ -94,7 +97,7 @@ class CUDAGraph:
 
     def forbids_unsafe_calls(self) -> bool:
         """Whether a device-wide sync by the calling thread is an error during this capture."""
-        return self._mode == "global" or (self._mode == "thread_local" and self._thread == threading.get_ident())
+        return capture_forbids_sync(self._mode, self._thread == threading.get_ident())
 
     def snapshot(self, stream: int) -> dict[int, int]:
         """What an event recorded now on `stream` orders: its own work and what it has seen."""

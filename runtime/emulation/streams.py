@@ -28,6 +28,8 @@ from typing import Any
 import torch
 from torch.cuda import _gpu_trace
 
+from csan_lint.runtime.cuda_semantics import CAPTURE_FORBIDDEN
+
 DEVICE_COUNT = 1
 DEFAULT_STREAM = 0
 # c10's pool: 32 streams per priority level, handed out round-robin, for at most 4 levels
@@ -37,7 +39,6 @@ PRIORITY_LEVELS = 4
 _STREAM_TYPE_BITS = 5  # a pool stream's handle: (priority level + 1) << 5 | slot
 RAW_STREAM_BASE = 1 << 20  # handles of streams made outside the pool, above every pool handle
 CUDA_TYPE = 1  # c10::DeviceType::CUDA
-CAPTURE_FORBIDDEN = "CUDA error: operation not permitted when stream is capturing"
 
 
 class _Pool:
@@ -224,8 +225,9 @@ class _DeviceGeneric(type):
 
 
 class GenericStream(_TorchStream, metaclass=_DeviceGeneric):
-    """`torch.Stream` while emulated, and the base of the emulated Stream (as torch.Stream is of
-    torch.cuda.Stream): PyTorch's tests look for it in the stream's MRO."""
+    """`torch.Stream` while emulated, and the base of the emulated Stream (PyTorch's tests look for
+    it in the MRO). `torch.Stream("cuda")` is one of these, not a torch.cuda.Stream, as on a CUDA
+    build, with methods of its own (C there): a wrapper of torch.cuda.Stream's is not of these."""
 
     torch_type = _TorchStream
 
@@ -233,20 +235,49 @@ class GenericStream(_TorchStream, metaclass=_DeviceGeneric):
     def route(device: Any = None, *, priority: int = 0, **kwargs: Any) -> Any:
         if kwargs or not _names_cuda(device):
             return _TorchStream(device, priority=priority, **kwargs) if device is not None else _TorchStream(**kwargs)
-        return Stream(priority=priority)
+        check_device(device)
+        return _TorchStream.__new__(
+            GenericStream, stream_id=_pool.take(priority), device_index=0, device_type=CUDA_TYPE
+        )
 
+    def query(self) -> bool:
+        """False once after new work (see the module's policy), then True."""
+        if pending(self.stream_id):
+            mark_done(self.stream_id)
+            return False
+        return True
 
-class GenericEvent(metaclass=_DeviceGeneric):
-    """`torch.Event` while emulated, and the base of the emulated Event (not a torch._C.Event,
-    whose constructor wants a real device)."""
+    def synchronize(self) -> None:
+        forbid_during_capture(self.stream_id)
+        _gpu_trace.StreamSynchronizationCallbacks.fire_callbacks(self.stream_id)
+        mark_done(self.stream_id)
 
-    torch_type = _TorchEvent
+    # c10's Stream::wait(event) and record: no Python Event method runs (as in torch's C).
+    def wait_event(self, event: GenericEvent) -> None:  # type: ignore[override]
+        _block(event, self)
 
-    @staticmethod
-    def route(device: Any = None, **kwargs: Any) -> Any:
-        if not _names_cuda(device):
-            return _TorchEvent(device, **kwargs)
-        return Event(**kwargs)
+    def record_event(self, event: GenericEvent | None = None) -> GenericEvent:  # type: ignore[override]
+        if event is None:
+            event = GenericEvent.route("cuda")
+        _record(event, self)
+        return event
+
+    def wait_stream(self, stream: GenericStream) -> None:  # type: ignore[override]
+        _block(stream.record_event(), self)
+
+    def is_capturing(self) -> bool:
+        return self.stream_id in capturing
+
+    def __enter__(self) -> GenericStream:
+        previous = getattr(_local, "previous", None)
+        if previous is None:
+            previous = _local.previous = []
+        previous.append(current_handle())
+        _local.stream = self.stream_id
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _local.stream = _local.previous.pop()
 
 
 class Stream(GenericStream):
@@ -284,6 +315,10 @@ class Stream(GenericStream):
 
     # The emulated Stream takes and returns the emulated Event, as torch.cuda.Stream takes
     # torch.cuda.Event rather than the torch.Event its base class declares: [override].
+    # GenericStream's behaviour under entries of its own (as torch.cuda.Stream's are not torch.Stream's).
+    query = GenericStream.query
+    synchronize = GenericStream.synchronize
+
     def wait_event(self, event: Event) -> None:  # type: ignore[override]
         event.wait(self)
 
@@ -296,32 +331,6 @@ class Stream(GenericStream):
             event = Event()
         event.record(self)
         return event
-
-    def query(self) -> bool:
-        """False once after new work (see the module's policy), then True."""
-        if pending(self.stream_id):
-            mark_done(self.stream_id)
-            return False
-        return True
-
-    def is_capturing(self) -> bool:
-        return self.stream_id in capturing
-
-    def synchronize(self) -> None:
-        forbid_during_capture(self.stream_id)
-        _gpu_trace.StreamSynchronizationCallbacks.fire_callbacks(self.stream_id)
-        mark_done(self.stream_id)
-
-    def __enter__(self) -> Stream:
-        previous = getattr(_local, "previous", None)
-        if previous is None:
-            previous = _local.previous = []
-        previous.append(current_handle())
-        _local.stream = self.stream_id
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        _local.stream = _local.previous.pop()
 
     @property
     def _as_parameter_(self) -> ctypes.c_void_p:
@@ -340,30 +349,34 @@ class Stream(GenericStream):
         return (0, self.stream_id)
 
 
-class Event(GenericEvent):
-    """An event of the emulated device. As in CUDA, the event handle is created lazily on the
+class GenericEvent(metaclass=_DeviceGeneric):
+    """`torch.Event` while emulated, and the base of the emulated Event (not a torch._C.Event,
+    whose constructor wants a real device). `torch.Event("cuda")` is one of these, not a
+    torch.cuda.Event, as on a CUDA build. As in CUDA, the event handle is created lazily on the
     first `record()`; waiting on or synchronizing a never-recorded event does nothing."""
+
+    torch_type = _TorchEvent
+
+    @staticmethod
+    def route(device: Any = None, **kwargs: Any) -> Any:
+        if not _names_cuda(device):
+            return _TorchEvent(device, **kwargs)
+        return type.__call__(GenericEvent, **kwargs)
 
     def __init__(
         self,
         enable_timing: bool = False,
         blocking: bool = False,
         interprocess: bool = False,
-        external: bool = False,
     ) -> None:
         self.enable_timing = enable_timing
         self.blocking = blocking
         self.interprocess = interprocess
-        self.external = external
         self._handle = 0
         self._generation = 0
         self._recorded_at = 0.0
         # (stream handle, its launch count) at the last record: what the event waits for.
         self._recorded_work = (DEFAULT_STREAM, 0)
-
-    @property
-    def cuda_event(self) -> int:
-        return self._handle
 
     @property
     def event_id(self) -> int:
@@ -373,33 +386,11 @@ class Event(GenericEvent):
     def device(self) -> torch.device | None:
         return torch.device("cuda", 0) if self._handle else None
 
-    def record(self, stream: Stream | None = None) -> None:
-        if stream is None:
-            stream = current_stream()
-        if not self._handle:
-            self._handle = next(_event_ids)
-            self._generation = _generation
-            _gpu_trace.EventCreationCallbacks.fire_callbacks(self._handle)
-        self._recorded_at = time.perf_counter()
-        self._recorded_work = (stream.stream_id, launched.get(stream.stream_id, 0))
-        _gpu_trace.EventRecordCallbacks.fire_callbacks(self._handle, stream.stream_id)
-        graph = capturing.get(stream.stream_id)
-        if graph is not None:
-            _captured_events[self._handle] = (graph, graph.snapshot(stream.stream_id))
-        else:
-            _captured_events.pop(self._handle, None)
+    def record(self, stream: GenericStream | None = None) -> None:
+        _record(self, current_stream() if stream is None else stream)
 
-    def wait(self, stream: Stream | None = None) -> None:
-        if stream is None:
-            stream = current_stream()
-        if not self._handle:
-            return
-        _gpu_trace.EventWaitCallbacks.fire_callbacks(self._handle, stream.stream_id)
-        captured = _captured_events.get(self._handle)
-        if captured is not None and captured[0].capturing:
-            graph, snapshot = captured
-            graph.join(stream.stream_id, snapshot)
-            capturing[stream.stream_id] = graph
+    def wait(self, stream: GenericStream | None = None) -> None:
+        _block(self, current_stream() if stream is None else stream)
 
     def query(self) -> bool:
         """False once for a record with pending work before it (the module's policy), then True."""
@@ -438,9 +429,60 @@ class Event(GenericEvent):
             _gpu_trace.EventDeletionCallbacks.fire_callbacks(self._handle)
 
     def __repr__(self) -> str:
+        return f"torch.Event device_type=cuda, device_index=0, event_flag=0, event_id={self._handle}"
+
+
+class Event(GenericEvent):
+    """`torch.cuda.Event`: GenericEvent's behaviour under entries of its own (torch.cuda.Event's
+    methods are not torch.Event's: a wrapper of one does not reach the other's)."""
+
+    def __init__(
+        self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False, external: bool = False
+    ) -> None:
+        super().__init__(enable_timing, blocking, interprocess)
+        self.external = external
+
+    @property
+    def cuda_event(self) -> int:
+        return self._handle
+
+    record = GenericEvent.record
+    wait = GenericEvent.wait
+    query = GenericEvent.query
+    synchronize = GenericEvent.synchronize
+
+    def __repr__(self) -> str:
         if self._handle:
             return f"<torch.cuda.Event {self._handle:#x}>"
         return "<torch.cuda.Event uninitialized>"
+
+
+def _record(event: GenericEvent, stream: GenericStream) -> None:
+    """c10's event record: the handle made on the first one."""
+    if not event._handle:
+        event._handle = next(_event_ids)
+        event._generation = _generation
+        _gpu_trace.EventCreationCallbacks.fire_callbacks(event._handle)
+    event._recorded_at = time.perf_counter()
+    event._recorded_work = (stream.stream_id, launched.get(stream.stream_id, 0))
+    _gpu_trace.EventRecordCallbacks.fire_callbacks(event._handle, stream.stream_id)
+    graph = capturing.get(stream.stream_id)
+    if graph is not None:
+        _captured_events[event._handle] = (graph, graph.snapshot(stream.stream_id))
+    else:
+        _captured_events.pop(event._handle, None)
+
+
+def _block(event: GenericEvent, stream: GenericStream) -> None:
+    """c10's event block (cudaStreamWaitEvent): nothing for a never-recorded event."""
+    if not event._handle:
+        return
+    _gpu_trace.EventWaitCallbacks.fire_callbacks(event._handle, stream.stream_id)
+    captured = _captured_events.get(event._handle)
+    if captured is not None and captured[0].capturing:
+        graph, snapshot = captured
+        graph.join(stream.stream_id, snapshot)
+        capturing[stream.stream_id] = graph
 
 
 # -- torch.cuda module functions -----------------------------------------------------------

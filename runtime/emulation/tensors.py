@@ -16,7 +16,7 @@ import torch.utils._device
 
 from csan_lint.runtime.emulation import device as emulated
 from csan_lint.runtime.emulation import generic, streams
-from csan_lint.runtime.emulation.device import CPU, CUDA, is_device, is_pinned_host, naming_host, sync_current
+from csan_lint.runtime.emulation.device import CPU, CUDA, is_device, is_pinned_host, naming_host
 
 _TensorBase = torch._C.TensorBase
 _device_get = _TensorBase.__dict__["device"].__get__
@@ -329,8 +329,7 @@ def _storage_to(self: torch.UntypedStorage, *, device: Any, non_blocking: bool =
     if target.type == "cuda":
         streams.check_device(target)
         emulated.memory.mark_storage(copy)
-    if not non_blocking:
-        sync_current()
+    emulated.copied(to_host=on_device, host=copy if on_device else self, non_blocking=non_blocking)
     return copy
 
 

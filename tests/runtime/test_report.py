@@ -60,6 +60,7 @@ def _scenario(kind: str) -> Tracker:
         t.kernel_launched(S2, "mul", write, capture_stack())
         t.capture_ended(S1, capture_stack())
     elif kind == kinds.WAIT_UNRECORDED_EVENT:
+        t.event_created(5)
         t.event_waited(5, S1, capture_stack())
     return t
 

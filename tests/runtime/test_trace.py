@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import io
 import json
 from pathlib import Path
 
@@ -240,7 +241,7 @@ def test_replay_main_exit_codes_and_output(tmp_path, capsys):
 
 
 def test_replay_main_warnings_alone_pass(tmp_path, capsys):
-    path = _trace(tmp_path, GOOD, '{"event": "event_waited", "event_id": 3, "stream": 1}')
+    path = _trace(tmp_path, GOOD, '{"event": "event_waited", "event_id": 0, "stream": 1}')
     assert replay_main(str(path), "json") == 0
     assert [r["kind"] for r in json.loads(capsys.readouterr().out)["reports"]] == ["wait-unrecorded-event"]
 
@@ -262,3 +263,25 @@ def test_documented_example_replays_to_a_race(tmp_path):
     tracker = Tracker()
     replay(path, tracker)
     assert [(e.kind, e.current.stack[-1].lineno) for e in tracker.errors] == [("read-after-write", 15)]
+
+
+def test_a_blocking_streams_device_default_stream_round_trips(tmp_path):
+    out = io.StringIO()
+    writer = TraceWriter(None, out)
+    writer.stream_created(0x7200, blocking=True, default_stream=-3)
+    writer.stream_created(0x7300, blocking=True)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()[1:]]
+    assert lines == [
+        {"event": "stream_created", "stream": 0x7200, "blocking": True, "default_stream": -3},
+        {"event": "stream_created", "stream": 0x7300, "blocking": True},
+    ]
+    path = tmp_path / "t.jsonl"
+    path.write_text(out.getvalue())
+    calls = []
+
+    class Recorder:
+        def stream_created(self, *args, **kwargs):
+            calls.append(kwargs)
+
+    replay(path, Recorder())
+    assert [c["default_stream"] for c in calls] == [-3, 0]

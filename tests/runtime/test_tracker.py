@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from csan_lint.runtime import kinds
+from csan_lint.runtime.cuda_semantics import UNRECORDED_EVENT
 from csan_lint.runtime.events import HOST, Access
 from csan_lint.runtime.stacks import capture_stack, resolve
 from csan_lint.runtime.tracker import Tracker
@@ -346,3 +347,38 @@ def test_engine_imports_no_torch():
     code = f"import sys, {modules}; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_a_wait_on_an_event_recorded_before_the_engine_began_is_no_unrecorded_wait():
+    """The sanitizer enabled (or restarted) after `e.record()`: the handle exists, so the event
+    was recorded; the wait orders work the engine never saw, and reports nothing."""
+    t = Tracker()
+    t.event_waited(0x7F00, S2)
+    t.kernel_launched(S1, "fill_", [Access(BASE, 64, True, "self")])
+    t.event_waited(0x7F00, S2)
+    assert t.errors == []
+    t.kernel_launched(S2, "mul", [Access(BASE, 64, False, "self")])  # not ordered after S1's fill_
+    assert [e.kind for e in t.errors] == [kinds.READ_AFTER_WRITE]
+
+
+def test_the_unrecorded_handle_is_always_an_unrecorded_wait():
+    t = Tracker()
+    t.event_deleted(UNRECORDED_EVENT)  # no event has that handle: nothing to forget
+    t.event_waited(UNRECORDED_EVENT, S1)
+    assert [e.kind for e in t.errors] == [kinds.WAIT_UNRECORDED_EVENT]
+
+
+def test_blocking_streams_sync_with_their_own_devices_default_stream():
+    """Each device has its own legacy default stream: a blocking stream of device 1 is ordered
+    with device 1's default stream (its engine id: -3), not with device 0's."""
+    device1_default, blocking0, blocking1 = -3, 0x7100, 0x7200
+    t = Tracker()
+    t.stream_created(blocking0, blocking=True)
+    t.stream_created(blocking1, blocking=True, default_stream=device1_default)
+    t.kernel_launched(blocking1, "fill_", [Access(BASE, 64, True, "self")])
+    t.kernel_launched(device1_default, "mul", [Access(BASE, 64, False, "self")])  # waits for blocking1
+    assert t.errors == []
+    t.kernel_launched(blocking1, "add_", [Access(BASE, 64, True, "self")])  # waits for device 1's default
+    assert t.errors == []
+    t.kernel_launched(S0, "sum", [Access(BASE, 64, False, "self")])  # device 0's default: unordered
+    assert [e.kind for e in t.errors] == [kinds.READ_AFTER_WRITE]
