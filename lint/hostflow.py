@@ -28,6 +28,8 @@ from functools import lru_cache
 
 import libcst as cst
 
+from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis.api import Direction, Kind, On, Receiver
 from csan_lint.lint.hostfacts import (
     ModuleFacts,
     downloads,
@@ -69,6 +71,7 @@ from csan_lint.lint.recognize import entered_streams, one_stream
 from csan_lint.lint.streamflow import Location, ModuleFlow
 from csan_lint.lint.values import code_of, is_barrier
 from csan_lint.lint.views import viewed
+from csan_lint.lint.vocabulary import SYNC_METHODS
 from csan_lint.runtime import kinds
 
 CAPTURE = "<capture>"
@@ -80,14 +83,16 @@ _METADATA = frozenset(
         "size", "dim", "ndimension", "numel", "nelement", "element_size", "stride",
         "storage_offset", "data_ptr", "is_contiguous", "get_device", "is_pinned", "shape",
         "dtype", "device", "ndim", "is_cuda", "requires_grad", "layout", "nbytes", "itemsize",
-        "untyped_storage", "record_stream",
+        "untyped_storage",
     }
-)  # fmt: skip
+) | api.methods(Receiver.TENSOR, kinds=(Kind.RECORD_STREAM,))  # fmt: skip
 """Attributes and methods that look at a buffer without reading its data."""
-_DEVICE_BOUND = frozenset({"to", "cuda"})
+_DEVICE_BOUND = frozenset(
+    m.name
+    for m in api.METHODS
+    if m.op.kind is Kind.COPY and not m.op.in_place and m.op.direction in (Direction.TO_DEVICE, Direction.EITHER)
+)
 """A host buffer's `.to(device)` / `.cuda()` is a copy in stream order, not a host read."""
-_HOST_SYNC_METHODS = frozenset({"item", "cpu", "tolist"})
-"""On a device tensor these wait for the current stream."""
 _READING_BUILTINS = frozenset(
     {
         "print", "int", "float", "bool", "str", "repr", "format", "list", "tuple", "sum", "max",
@@ -287,7 +292,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         if not isinstance(func, cst.Attribute):
             return
         method = func.attr.value
-        if method == "record_event" and not value.args:
+        if api.method_op(method) == (api.RECORD, True) and not value.args:  # `e = s.record_event()`
             stream = self._stream(func.value)
             if stream is not None:
                 self._record(key, stream)
@@ -392,7 +397,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
             if method in _DEVICE_BOUND and key in self.live.pinned and non_blocking(node) and not to_host(node):
                 self._upload(key, node)
             return
-        if method == "copy_" and node.args:
+        if api.method_op(method)[0] == api.COPY_INTO and node.args:
             self._copy_into(receiver, node)
             return
         if downloads(receiver):  # `x.to("cpu", non_blocking=True).tolist()`: read at once
@@ -406,7 +411,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         self._eval_args(node, reads=pending or key in self.live.pinned)
         if method.endswith("_") and not method.startswith("_"):
             self._host_write(receiver, node)
-        elif (method in _HOST_SYNC_METHODS and not pending) or (
+        elif (method in SYNC_METHODS and not pending) or (
             method == "to" and not non_blocking(node) and to_host(node)
         ):
             self._host_sync(self.live.current)
@@ -512,9 +517,13 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         self.hazards.setdefault((kind, node), HostHazard(kind, node, span, tuple(sorted(fields.items())), copies))
 
 
+_SYNC_WORD = api.canonical_of(Kind.HOST_SYNC, On.DEVICE).rpartition(".")[2]
+"""`synchronize`: the device's, a stream's and an event's (a module without it has no function that syncs)."""
+
+
 @lru_cache(maxsize=4)
 def _host_hazards(module: cst.Module, source: str, spellings: Spellings) -> tuple[HostHazard, ...]:
-    facts = ModuleFacts(ImportTable(spellings), pins="pin_memory" in source, syncing="synchronize" in source)
+    facts = ModuleFacts(ImportTable(spellings), pins=api.PIN_MEMORY in source, syncing=_SYNC_WORD in source)
     scan_facts(module.body, facts)
     if not facts.imports.imports_torch:
         return ()
@@ -530,13 +539,24 @@ def _host_hazards(module: cst.Module, source: str, spellings: Spellings) -> tupl
     return tuple(hazards.values())
 
 
-_RELEVANT = re.compile(r"non_blocking|Event|capture_begin|graph\(")
-"""Without one of these no rule here can fire: most files are skipped without a walk."""
+_STARTS = (Kind.EVENT_CREATE, Kind.CAPTURE, Kind.CAPTURE_BEGIN)
+"""The operations a host hazard starts from, besides a non-blocking copy: an event made here (a
+wait before its record), a capture (its forks and joins)."""
+
+
+@lru_cache(maxsize=8)
+def _relevant(spellings: Spellings) -> re.Pattern[str]:
+    """Text no module can hold a host hazard without: a spelling of `_STARTS` in the table or
+    the project's settings, or the non-blocking keyword."""
+    words = api.spelled(_STARTS) | api.project_leaves(spellings, _STARTS) | {api.NON_BLOCKING}
+    return re.compile("|".join(map(re.escape, sorted(words))))
 
 
 def host_hazards(flow: ModuleFlow) -> tuple[HostHazard, ...]:
-    """Every host-side hazard of the module; cached, since five rules read it."""
-    if not _RELEVANT.search(flow.source):
+    """Every host-side hazard of the module; cached, since five rules read it. Most modules are
+    skipped without a walk: the gate is text, so it may let a module through for a comment,
+    never keep one out that a spelling it knows makes relevant."""
+    if not _relevant(flow.spellings).search(flow.source):
         return ()
     return _host_hazards(flow.module, flow.source, flow.spellings)
 

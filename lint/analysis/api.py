@@ -21,6 +21,8 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from csan_lint.lint.model import Spellings
+
 
 class Kind(enum.Enum):
     """What an operation does to streams, events, graphs, memory or the host."""
@@ -136,6 +138,11 @@ HOST_READ = Operation(Kind.HOST_SYNC, On.CURRENT)
 """Reading a device tensor on the host waits for the current stream."""
 SYNC_RECEIVER = Operation(Kind.HOST_SYNC, On.RECEIVER)
 QUERY_RECEIVER = Operation(Kind.QUERY, On.RECEIVER)
+COPY_EITHER = Operation(Kind.COPY, direction=Direction.EITHER)
+"""`t.to(...)`: a copy whose direction its arguments decide."""
+COPY_INTO = Operation(Kind.COPY, direction=Direction.EITHER, in_place=True)
+"""`dst.copy_(src)`: a copy into the receiver."""
+PIN = Operation(Kind.COPY, direction=Direction.TO_PINNED, blocking=True)
 
 _CUDA = "torch.cuda"
 
@@ -184,11 +191,11 @@ METHODS: tuple[Method, ...] = (
     Method("capture_end", Receiver.GRAPH, Operation(Kind.CAPTURE_END)),
     Method("replay", Receiver.GRAPH, Operation(Kind.REPLAY), shared=True),
     Method("record_stream", Receiver.TENSOR, Operation(Kind.RECORD_STREAM, On.STREAM)),
-    Method("copy_", Receiver.TENSOR, Operation(Kind.COPY, direction=Direction.EITHER, in_place=True)),
-    Method("to", Receiver.TENSOR, Operation(Kind.COPY, direction=Direction.EITHER), shared=True),
+    Method("copy_", Receiver.TENSOR, COPY_INTO),
+    Method("to", Receiver.TENSOR, COPY_EITHER, shared=True),
     Method("cuda", Receiver.TENSOR, Operation(Kind.COPY, direction=Direction.TO_DEVICE), shared=True),
     Method("cpu", Receiver.TENSOR, Operation(Kind.COPY, direction=Direction.TO_HOST, blocking=True), shared=True),
-    Method("pin_memory", Receiver.TENSOR, Operation(Kind.COPY, direction=Direction.TO_PINNED, blocking=True)),
+    Method("pin_memory", Receiver.TENSOR, PIN),
     Method("item", Receiver.TENSOR, HOST_READ, shared=True),
     Method("tolist", Receiver.TENSOR, HOST_READ, shared=True),
     Method("new_empty", Receiver.TENSOR, Operation(Kind.ALLOC), shared=True),
@@ -199,6 +206,8 @@ METHODS: tuple[Method, ...] = (
 
 NON_BLOCKING = "non_blocking"
 """The keyword that makes a COPY whose `blocking` is None asynchronous."""
+PIN_MEMORY = "pin_memory"
+"""The keyword of tensor factories that allocate pinned host memory (`torch.empty(..., pin_memory=True)`)."""
 
 SPELLING_MODULES: Mapping[str, str] = {
     "torch.cuda.streams": _CUDA,
@@ -316,3 +325,14 @@ def spelled(kinds: Iterable[Kind]) -> frozenset[str]:
             found.update(alias.rpartition(".")[2] for alias, name in SPELLING_NAMES.items() if name == entry.name)
     found.update(m.name for m in METHODS if m.op.kind in wanted)
     return frozenset(found)
+
+
+def project_leaves(spellings: Spellings, kinds: Iterable[Kind]) -> frozenset[str]:
+    """The last names of a project's wrappers (its settings) that perform one of `kinds`."""
+    wanted = frozenset(kinds)
+    return frozenset(
+        name.rpartition(".")[2]
+        for setting, kind in SETTINGS.items()
+        if kind in wanted
+        for name in getattr(spellings, setting)
+    )
