@@ -412,7 +412,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         if method.endswith("_") and not method.startswith("_"):
             self._host_write(receiver, node)
         elif (method in SYNC_METHODS and not pending) or (
-            method == "to" and not non_blocking(node) and to_host(node)
+            api.method_op(method)[0] == api.COPY_EITHER and not non_blocking(node) and to_host(node)
         ):
             self._host_sync(self.live.current)
         self._write_out(node)

@@ -39,14 +39,7 @@ GRAPH_CAPTURE = api.canonical_of(Kind.CAPTURE)
 _DEVICE_HANDLE = re.compile(r"(?:^|\.)_?device_(?:handle|module)$")
 """Device-generic code (FSDP, DCP) reaches torch.cuda through an object named like
 `state._device_handle` or `self.device_module`: `torch.get_device_module(device)` at run time."""
-ACCELERATOR_FACTORIES = frozenset(
-    {
-        "deepspeed.accelerator.get_accelerator",
-        "deepspeed.accelerator.real_accelerator.get_accelerator",
-        "torch.get_device_module",
-    }
-)
-"""Calls returning an object whose methods are torch.cuda's: `get_accelerator().Stream()`."""
+ACCELERATOR_FACTORIES = api.ACCELERATOR_FACTORIES
 _DEVICE_MODULES = frozenset({"torch.cuda", "torch.xpu", "torch.npu", "torch.mtia"})
 _DEVICE_WORD = re.compile(r"(?i)device|accelerator")
 """`getattr(torch, device.type)` picks a device module; `getattr(torch, dtype_name)` does not."""
@@ -63,9 +56,7 @@ _OTHER_DEVICE_TYPES = frozenset({"xpu", "npu", "hpu", "mps", "mtia", "mlu", "mus
 def _meanings(spellings: Spellings) -> dict[str, str]:
     """Each project wrapper -> the canonical name of what its setting says it does (api.SETTINGS)."""
     return {
-        name: api.canonical_of(kind)
-        for setting, kind in api.SETTINGS.items()
-        for name in getattr(spellings, setting)
+        name: api.canonical_of(kind) for setting, kind in api.SETTINGS.items() for name in getattr(spellings, setting)
     }
 
 

@@ -127,8 +127,10 @@ class Method:
     receiver: Receiver
     op: Operation
     shared: bool = False
-    """Other common objects have a method of this name (`record`, `wait`): it counts as stream
-    code only on a receiver named like a stream or an event."""
+    """Other common objects have a method of this name (`record`, `wait`, `to`)."""
+    marks_stream_code: bool = False
+    """A call of it is stream code (`--confirm`'s recognizer); of a `shared` name, only on a
+    receiver named like a stream or an event."""
 
 
 WAIT_STREAM = Operation(Kind.WAIT, On.STREAM)
@@ -145,6 +147,12 @@ COPY_INTO = Operation(Kind.COPY, direction=Direction.EITHER, in_place=True)
 PIN = Operation(Kind.COPY, direction=Direction.TO_PINNED, blocking=True)
 
 _CUDA = "torch.cuda"
+_COLLECTIVES = (
+    "all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor", "all_gather_single",
+    "_all_gather_base", "reduce_scatter", "reduce_scatter_tensor", "reduce_scatter_single",
+    "_reduce_scatter_base", "all_to_all", "all_to_all_single", "recv", "irecv", "scatter",
+)  # fmt: skip
+"""torch.distributed's collectives that write their first argument in place, in order with the current stream."""
 
 FUNCTIONS: tuple[Function, ...] = (
     Function(f"{_CUDA}.Stream", Operation(Kind.STREAM_CREATE), "Stream"),
@@ -165,12 +173,8 @@ FUNCTIONS: tuple[Function, ...] = (
     ),  # NCCL's barrier synchronizes the current stream with the host; DeepSpeed's calls torch's
     *(
         Function(f"torch.distributed.{name}", Operation(Kind.LAUNCH, in_place=True), marks_stream_code=False)
-        for name in (
-            "all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor", "all_gather_single",
-            "_all_gather_base", "reduce_scatter", "reduce_scatter_tensor", "reduce_scatter_single",
-            "_reduce_scatter_base", "all_to_all", "all_to_all_single", "recv", "irecv", "scatter",
-        )
-    ),  # fmt: skip
+        for name in _COLLECTIVES
+    ),
     *(
         Function(f"torch.{name}", Operation(Kind.ALLOC), marks_stream_code=False)
         for name in ("empty", "empty_like", "empty_strided")
@@ -179,23 +183,23 @@ FUNCTIONS: tuple[Function, ...] = (
 """Callables, by canonical name."""
 
 METHODS: tuple[Method, ...] = (
-    Method("wait_stream", Receiver.STREAM, WAIT_STREAM),
-    Method("wait_event", Receiver.STREAM, WAIT_EVENT),
-    Method("record_event", Receiver.STREAM, RECORD),
-    Method("record", Receiver.EVENT, RECORD, shared=True),
-    Method("wait", Receiver.EVENT, WAIT_EVENT, shared=True),
-    Method("query", Receiver.STREAM_OR_EVENT, QUERY_RECEIVER, shared=True),
-    Method("synchronize", Receiver.STREAM_OR_EVENT, SYNC_RECEIVER, shared=True),
-    Method("elapsed_time", Receiver.EVENT, Operation(Kind.QUERY, On.EVENT), shared=True),
-    Method("capture_begin", Receiver.GRAPH, Operation(Kind.CAPTURE_BEGIN)),
-    Method("capture_end", Receiver.GRAPH, Operation(Kind.CAPTURE_END)),
+    Method("wait_stream", Receiver.STREAM, WAIT_STREAM, marks_stream_code=True),
+    Method("wait_event", Receiver.STREAM, WAIT_EVENT, marks_stream_code=True),
+    Method("record_event", Receiver.STREAM, RECORD, marks_stream_code=True),
+    Method("record", Receiver.EVENT, RECORD, shared=True, marks_stream_code=True),
+    Method("wait", Receiver.EVENT, WAIT_EVENT, shared=True, marks_stream_code=True),
+    Method("query", Receiver.STREAM_OR_EVENT, QUERY_RECEIVER, shared=True, marks_stream_code=True),
+    Method("synchronize", Receiver.STREAM_OR_EVENT, SYNC_RECEIVER, shared=True, marks_stream_code=True),
+    Method("elapsed_time", Receiver.EVENT, Operation(Kind.QUERY, On.EVENT), shared=True, marks_stream_code=True),
+    Method("capture_begin", Receiver.GRAPH, Operation(Kind.CAPTURE_BEGIN), marks_stream_code=True),
+    Method("capture_end", Receiver.GRAPH, Operation(Kind.CAPTURE_END), marks_stream_code=True),
     Method("replay", Receiver.GRAPH, Operation(Kind.REPLAY), shared=True),
-    Method("record_stream", Receiver.TENSOR, Operation(Kind.RECORD_STREAM, On.STREAM)),
+    Method("record_stream", Receiver.TENSOR, Operation(Kind.RECORD_STREAM, On.STREAM), marks_stream_code=True),
     Method("copy_", Receiver.TENSOR, COPY_INTO),
     Method("to", Receiver.TENSOR, COPY_EITHER, shared=True),
     Method("cuda", Receiver.TENSOR, Operation(Kind.COPY, direction=Direction.TO_DEVICE), shared=True),
     Method("cpu", Receiver.TENSOR, Operation(Kind.COPY, direction=Direction.TO_HOST, blocking=True), shared=True),
-    Method("pin_memory", Receiver.TENSOR, PIN),
+    Method("pin_memory", Receiver.TENSOR, PIN, marks_stream_code=True),
     Method("item", Receiver.TENSOR, HOST_READ, shared=True),
     Method("tolist", Receiver.TENSOR, HOST_READ, shared=True),
     Method("new_empty", Receiver.TENSOR, Operation(Kind.ALLOC), shared=True),
@@ -226,9 +230,21 @@ SPELLING_NAMES: Mapping[str, str] = {
     "torch.cuda.Graph": f"{_CUDA}.CUDAGraph",
 }
 """The device-generic classes (`torch.accelerator.Graph` lands on `torch.cuda.Graph` first)."""
+GENERIC_CLASSES = frozenset(name.rpartition(".")[2] for name in SPELLING_NAMES if name.count(".") == 1)
+"""`torch.Stream`, `torch.Event`: the classes the device-generic API spells without `cuda`."""
 GENERIC_FUNCTIONS = frozenset({"current_stream", "set_stream", "synchronize"})
 """The table's functions `torch.accelerator` spells as `torch.cuda` does (its other members are
 device queries or the `Graph` class, a SPELLING_NAMES entry)."""
+
+ACCELERATOR_FACTORIES = frozenset(
+    {
+        "deepspeed.accelerator.get_accelerator",
+        "deepspeed.accelerator.real_accelerator.get_accelerator",
+        "torch.get_device_module",
+    }
+)
+"""Calls returning an object whose methods are the table's functions: `get_accelerator().Stream()`
+(`Function.accelerator`)."""
 
 SETTINGS: Mapping[str, Kind] = {
     "stream_contexts": Kind.ENTER_STREAM,
@@ -307,9 +323,8 @@ def stream_code_words() -> frozenset[str]:
 def generic_words() -> frozenset[str]:
     """Stream-code names the device-generic API spells without `cuda`: `torch.Stream`,
     `torch.Event`, `torch.accelerator.current_stream`."""
-    classes = {name.rpartition(".")[2] for name in SPELLING_NAMES if name.count(".") == 1}
     marking = {entry.name.rpartition(".")[2] for entry in FUNCTIONS if entry.marks_stream_code}
-    return frozenset(classes | (GENERIC_FUNCTIONS & marking))
+    return GENERIC_CLASSES | (GENERIC_FUNCTIONS & marking)
 
 
 def spelled(kinds: Iterable[Kind]) -> frozenset[str]:
