@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from csan_lint.lint.analysis import api
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.nodes import target_names
 from csan_lint.lint.recognize import NO_FUNCTIONS, ContextFunctions
@@ -184,9 +185,10 @@ def _event_wait(node: cst.Call) -> tuple[cst.BaseExpression, cst.BaseExpression]
     if not isinstance(node.func, cst.Attribute) or len(node.args) != 1:
         return None
     method, receiver, argument = node.func.attr.value, node.func.value, node.args[0].value
-    if method == "wait_event":
+    op, by_stream = api.method_op(method)
+    if op == api.WAIT_EVENT and by_stream:
         return receiver, argument
-    if method == "wait" and node.args[0].keyword is None:
+    if op == api.WAIT_EVENT and node.args[0].keyword is None:
         return argument, receiver
     return None
 

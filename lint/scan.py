@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 import libcst as cst
 
+from csan_lint.lint.analysis import api
 from csan_lint.lint.names import CURRENT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import children, descendants, parameters, target_names
 from csan_lint.lint.ordering import CURRENT, UNKNOWN
@@ -72,7 +73,7 @@ def record_stream_calls(function: cst.FunctionDef) -> Iterator[cst.Call]:
             name = (
                 func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
             )
-            if name.endswith("record_stream"):
+            if api.records_stream(name):
                 yield current
 
 
@@ -132,7 +133,7 @@ def kept_tensor_params(function: cst.FunctionDef) -> frozenset[str]:
         if type(current) is cst.Call and isinstance(current.func, cst.Attribute):
             receiver = dotted_name(current.func.value) or ""
             root = receiver.split(".", 1)[0]
-            if current.func.attr.value == "record_stream":
+            if api.method_op(current.func.attr.value)[0] == api.RECORD_STREAM:
                 handed_off.add(root)
             elif receiver in names and _tensor_method(current.func.attr.value):
                 used.add(receiver)

@@ -140,6 +140,8 @@ HOST_READ = Operation(Kind.HOST_SYNC, On.CURRENT)
 """Reading a device tensor on the host waits for the current stream."""
 SYNC_RECEIVER = Operation(Kind.HOST_SYNC, On.RECEIVER)
 QUERY_RECEIVER = Operation(Kind.QUERY, On.RECEIVER)
+RECORD_STREAM = Operation(Kind.RECORD_STREAM, On.STREAM)
+FREE = Operation(Kind.FREE)
 COPY_EITHER = Operation(Kind.COPY, direction=Direction.EITHER)
 """`t.to(...)`: a copy whose direction its arguments decide."""
 COPY_INTO = Operation(Kind.COPY, direction=Direction.EITHER, in_place=True)
@@ -194,7 +196,7 @@ METHODS: tuple[Method, ...] = (
     Method("capture_begin", Receiver.GRAPH, Operation(Kind.CAPTURE_BEGIN), marks_stream_code=True),
     Method("capture_end", Receiver.GRAPH, Operation(Kind.CAPTURE_END), marks_stream_code=True),
     Method("replay", Receiver.GRAPH, Operation(Kind.REPLAY), shared=True),
-    Method("record_stream", Receiver.TENSOR, Operation(Kind.RECORD_STREAM, On.STREAM), marks_stream_code=True),
+    Method("record_stream", Receiver.TENSOR, RECORD_STREAM, marks_stream_code=True),
     Method("copy_", Receiver.TENSOR, COPY_INTO),
     Method("to", Receiver.TENSOR, COPY_EITHER, shared=True),
     Method("cuda", Receiver.TENSOR, Operation(Kind.COPY, direction=Direction.TO_DEVICE), shared=True),
@@ -204,7 +206,7 @@ METHODS: tuple[Method, ...] = (
     Method("tolist", Receiver.TENSOR, HOST_READ, shared=True),
     Method("new_empty", Receiver.TENSOR, Operation(Kind.ALLOC), shared=True),
     Method("new_empty_strided", Receiver.TENSOR, Operation(Kind.ALLOC), shared=True),
-    Method("resize_", Receiver.STORAGE, Operation(Kind.FREE), shared=True),  # with size 0
+    Method("resize_", Receiver.STORAGE, FREE, shared=True),  # with size 0
 )
 """Methods, by name: one name, one operation."""
 
@@ -285,6 +287,11 @@ def method_op(name: str) -> tuple[Operation | None, bool]:
     rather than the event, graph or tensor the operation is named after (`e.wait(s)`)."""
     entry = _BY_METHOD.get(name)
     return (entry.op, entry.receiver is Receiver.STREAM) if entry is not None else (None, False)
+
+
+def records_stream(name: str) -> bool:
+    """`record_stream`, the method, or a helper named after it (`_no_dispatch_record_stream(t, s)`)."""
+    return any(name.endswith(m.name) for m in METHODS if m.op.kind is Kind.RECORD_STREAM)
 
 
 def names(*kinds: Kind) -> frozenset[str]:
