@@ -7,8 +7,8 @@ Only functions (and module bodies) that contain a `with` statement, are entered 
 by their callers (lint/scan.py, `entry_streams`), or call a function of the module that leaves a
 tensor written on another stream, are interpreted: without any of these no second stream can
 appear (except through `torch.cuda.set_stream`: a module that calls it has every function
-interpreted). Across methods, `self.x` left written on a side stream by a method that may run first is where public methods
-start from (see `_cross_method`).
+interpreted). Across methods, `self.x` left written on a side stream by a method that may run
+first is where public methods start from (see `_cross_method`).
 Positions are computed only when a module has hazards (lint/positions.py), since even cheap ones cost a codegen.
 """
 
@@ -243,7 +243,7 @@ def analyse(
                 analysis.kept_defaults = frozenset(_owner_ambient(name, kept_defaults))
                 entry = entered_on.get(name)
                 written_on = entry.written_on if entry is not None else CURRENT
-                analysis.produced_by_caller(function, CallersJoin(name, functions, module), written_on)
+                analysis.produced_by_caller(function, CallersJoin(name, functions), written_on)
                 if entry is not None:
                     analysis.live.current = entry.stream  # every call of it is made on that stream
                 analysis.run_function(function.body)
@@ -253,7 +253,7 @@ def analyse(
                 if end is not None:
                     exits[name] = end
         for owner in classes:
-            _cross_method(owner, functions, exits, helpers, hazards, source, module)
+            _cross_method(owner, functions, exits, helpers, hazards, source)
             if swapped_in:
                 swapped_out(owner, functions, swapped_in, hazards)
     return ModuleFlow(
@@ -358,7 +358,6 @@ def _cross_method(
     helpers: Helpers,
     hazards: dict[tuple[object, ...], Hazard],
     source: str,
-    module: cst.Module,
 ) -> None:
     """A producer method leaves `self.x` written (or read) on a side stream; a public method of
     the same class may run after it and use (or overwrite) `self.x`, so it starts from those
@@ -403,7 +402,7 @@ def _cross_method(
                 helpers=helpers,
                 entry=entry,
             )
-            analysis.callers_join = CallersJoin(f"{owner}.{method}", functions, module)
+            analysis.callers_join = CallersJoin(f"{owner}.{method}", functions)
             analysis.run_function(function.body)
 
 
