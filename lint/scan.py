@@ -13,6 +13,7 @@ from typing import NamedTuple
 import libcst as cst
 
 from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis.api import Kind, Receiver
 from csan_lint.lint.names import CURRENT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import children, descendants, parameters, target_names
 from csan_lint.lint.ordering import CURRENT, UNKNOWN
@@ -88,7 +89,11 @@ def _tensor_method(method: str) -> bool:
     return (method.endswith("_") and not method.startswith("_")) or method in TENSOR_EVIDENCE
 
 
-_MOVES = frozenset({"to", "cuda", "cpu", "pin_memory", "numpy", "tolist", "item"})
+_MOVES = frozenset(
+    m.name
+    for m in api.METHODS
+    if m.receiver is Receiver.TENSOR and ((m.op.kind is Kind.COPY and not m.op.in_place) or m.op == api.HOST_READ)
+) | {"numpy"}
 """Methods that move data between host and device: a value only moved may live on the host."""
 _FROM_HOST_DATA = HOST_TENSORS | {"torch.tensor", "torch.as_tensor"}
 """Torch functions that take Python data (a buffer, a list, an array), not a tensor."""
