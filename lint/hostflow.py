@@ -21,7 +21,6 @@ same-module function that synchronizes anywhere in its body orders the host afte
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -29,7 +28,7 @@ from functools import lru_cache
 import libcst as cst
 
 from csan_lint.lint.analysis import api
-from csan_lint.lint.analysis.api import Direction, Kind, On, Receiver
+from csan_lint.lint.analysis.api import Kind, Receiver
 from csan_lint.lint.hostfacts import (
     ModuleFacts,
     downloads,
@@ -71,7 +70,7 @@ from csan_lint.lint.recognize import entered_streams, one_stream
 from csan_lint.lint.streamflow import Location, ModuleFlow
 from csan_lint.lint.values import code_of, is_barrier
 from csan_lint.lint.views import viewed
-from csan_lint.lint.vocabulary import SYNC_METHODS
+from csan_lint.lint.vocabulary import SYNC_METHODS, UPLOAD_METHODS
 from csan_lint.runtime import kinds
 
 CAPTURE = "<capture>"
@@ -87,12 +86,6 @@ _METADATA = frozenset(
     }
 ) | api.methods(Receiver.TENSOR, kinds=(Kind.RECORD_STREAM,))  # fmt: skip
 """Attributes and methods that look at a buffer without reading its data."""
-_DEVICE_BOUND = frozenset(
-    m.name
-    for m in api.METHODS
-    if m.op.kind is Kind.COPY and not m.op.in_place and m.op.direction in (Direction.TO_DEVICE, Direction.EITHER)
-)
-"""A host buffer's `.to(device)` / `.cuda()` is a copy in stream order, not a host read."""
 _READING_BUILTINS = frozenset(
     {
         "print", "int", "float", "bool", "str", "repr", "format", "list", "tuple", "sum", "max",
@@ -392,9 +385,9 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
             for arg in node.args:
                 self._hand_off(arg.value)
             return
-        if method in _METADATA or (method in _DEVICE_BOUND and key is not None):
+        if method in _METADATA or (method in UPLOAD_METHODS and key is not None):
             self._eval_args(node, reads=False)
-            if method in _DEVICE_BOUND and key in self.live.pinned and non_blocking(node) and not to_host(node):
+            if method in UPLOAD_METHODS and key in self.live.pinned and non_blocking(node) and not to_host(node):
                 self._upload(key, node)
             return
         if api.method_op(method)[0] == api.COPY_INTO and node.args:
@@ -517,13 +510,14 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         self.hazards.setdefault((kind, node), HostHazard(kind, node, span, tuple(sorted(fields.items())), copies))
 
 
-_SYNC_WORD = api.canonical_of(Kind.HOST_SYNC, On.DEVICE).rpartition(".")[2]
-"""`synchronize`: the device's, a stream's and an event's (a module without it has no function that syncs)."""
+_SYNCS = api.methods(Receiver.STREAM_OR_EVENT, kinds=(Kind.HOST_SYNC,)) | {DEVICE_SYNC.rpartition(".")[2]}
+"""What `ModuleFacts.syncs` looks for, spelled: a module without it has no function that syncs."""
 
 
 @lru_cache(maxsize=4)
 def _host_hazards(module: cst.Module, source: str, spellings: Spellings) -> tuple[HostHazard, ...]:
-    facts = ModuleFacts(ImportTable(spellings), pins=api.PIN_MEMORY in source, syncing=_SYNC_WORD in source)
+    syncing = any(map(source.__contains__, _SYNCS))
+    facts = ModuleFacts(ImportTable(spellings), pins=api.PIN_MEMORY in source, syncing=syncing)
     scan_facts(module.body, facts)
     if not facts.imports.imports_torch:
         return ()
@@ -539,24 +533,11 @@ def _host_hazards(module: cst.Module, source: str, spellings: Spellings) -> tupl
     return tuple(hazards.values())
 
 
-_STARTS = (Kind.EVENT_CREATE, Kind.CAPTURE, Kind.CAPTURE_BEGIN)
-"""The operations a host hazard starts from, besides a non-blocking copy: an event made here (a
-wait before its record), a capture (its forks and joins)."""
-
-
-@lru_cache(maxsize=8)
-def _relevant(spellings: Spellings) -> re.Pattern[str]:
-    """Text no module can hold a host hazard without: a spelling of `_STARTS` in the table or
-    the project's settings, or the non-blocking keyword."""
-    words = api.spelled(_STARTS) | api.project_leaves(spellings, _STARTS) | {api.NON_BLOCKING}
-    return re.compile("|".join(map(re.escape, sorted(words))))
-
-
 def host_hazards(flow: ModuleFlow) -> tuple[HostHazard, ...]:
     """Every host-side hazard of the module; cached, since five rules read it. Most modules are
-    skipped without a walk: the gate is text, so it may let a module through for a comment,
-    never keep one out that a spelling it knows makes relevant."""
-    if not _relevant(flow.spellings).search(flow.source):
+    skipped without a walk (`api.mentions`)."""
+    starts = frozenset({Kind.EVENT_CREATE, Kind.CAPTURE, Kind.CAPTURE_BEGIN})  # or a non-blocking copy
+    if not api.mentions(starts, flow.spellings, frozenset({api.NON_BLOCKING})).search(flow.source):
         return ()
     return _host_hazards(flow.module, flow.source, flow.spellings)
 

@@ -270,9 +270,8 @@ def analyse(
 
 
 def _mentions(source: str, kind: Kind) -> bool:
-    """Whether the text spells an operation of `kind`: a module that does not cannot perform it,
-    so the walks that look for one are skipped (a mention in a comment only costs the walk)."""
-    return any(word in source for word in api.spelled((kind,)))
+    """Whether the text spells an operation of `kind` (`api.mentions`): else its walk is skipped."""
+    return api.mentions(frozenset({kind})).search(source) is not None
 
 
 def _sets_stream(module: cst.Module, imports: ImportTable) -> bool:

@@ -75,6 +75,12 @@ STORING_METHODS = frozenset(
 )  # fmt: skip
 """Container methods: what is passed to them outlives the call (`Tensor.add` loses no precision
 worth having)."""
+UPLOAD_METHODS = frozenset(
+    m.name
+    for m in api.METHODS
+    if m.op.kind is Kind.COPY and not m.op.in_place and m.op.direction in (Direction.TO_DEVICE, Direction.EITHER)
+)
+"""`.to(device)` / `.cuda()`: of a host buffer, a copy in stream order, not a host read."""
 STREAM_WAITS = api.methods(Receiver.STREAM, kinds=(Kind.WAIT,))
 """A stream's waits: on another stream, on an event."""
 ORDERING_METHODS = api.methods(Receiver.STREAM, Receiver.EVENT, Receiver.STREAM_OR_EVENT)

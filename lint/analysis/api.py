@@ -18,10 +18,12 @@ API method. Pure data: no libcst, no torch.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
-from csan_lint.lint.model import Spellings
+from csan_lint.lint.model import NO_SPELLINGS, Spellings
 
 
 class Kind(enum.Enum):
@@ -347,6 +349,17 @@ def spelled(kinds: Iterable[Kind]) -> frozenset[str]:
             found.update(alias.rpartition(".")[2] for alias, name in SPELLING_NAMES.items() if name == entry.name)
     found.update(m.name for m in METHODS if m.op.kind in wanted)
     return frozenset(found)
+
+
+@lru_cache(maxsize=32)
+def mentions(
+    kinds: frozenset[Kind], spellings: Spellings = NO_SPELLINGS, words: frozenset[str] = frozenset()
+) -> re.Pattern[str]:
+    """Text that every module performing one of `kinds` holds: a spelling of them in the table or
+    in the project's settings (or one of `words`). A gate that skips a walk where it finds none:
+    a comment may let a module through, no spelling keeps one out."""
+    found = spelled(kinds) | project_leaves(spellings, kinds) | words
+    return re.compile("|".join(map(re.escape, sorted(found))))
 
 
 def project_leaves(spellings: Spellings, kinds: Iterable[Kind]) -> frozenset[str]:

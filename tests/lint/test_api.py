@@ -190,3 +190,10 @@ def test_project_spellings_pass_the_prefilter_by_their_last_name() -> None:
     source = "from pkg.cuda_utils import new_event\n\n\ndef f():\n    return new_event()\n"
     assert not might_have_findings(source)
     assert might_have_findings(source, _PROJECT.leaves())
+
+
+def test_text_gates_know_the_projects_spellings() -> None:
+    """A gate built from the table alone would skip a module that makes its events by a factory."""
+    source = "e = new_event()\ns.wait_event(e)\n"
+    assert api.mentions(frozenset({Kind.EVENT_CREATE}), _PROJECT).search(source)
+    assert not api.mentions(frozenset({Kind.EVENT_CREATE})).search(source)
