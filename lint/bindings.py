@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import libcst as cst
 
+from csan_lint.lint.analysis import api
 from csan_lint.lint.effects import Helpers, probe_key
 from csan_lint.lint.getters import getter_holder
 from csan_lint.lint.handover import handed_out, records, stash_dropped
@@ -414,7 +415,7 @@ class Bindings:
             and isinstance(value, cst.Call)
             and not value.args
             and isinstance(value.func, cst.Attribute)
-            and value.func.attr.value == "record_event"
+            and api.method_op(value.func.attr.value) == (api.RECORD, True)
             and dotted_name(targets[0]) is not None
         ):
             return False

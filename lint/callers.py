@@ -2,64 +2,87 @@
 
 A function's pending side-stream work at return, and its side-stream use of the caller's
 tensors at entry, are left to its callers when every one of them orders that stream itself
-(DESIGN.md: "flagged unless every caller in the linted code orders it"). The test is textual,
-on each caller's body without comments; where in the body is not checked.
+(DESIGN.md: "flagged unless every caller in the linted code orders it"). The test reads each
+caller's calls (the API table says which order what); where in the body is not checked.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import libcst as cst
 
-_COMMENT = re.compile(r"#[^\n]*")
-
-
-def uncommented_text(module: cst.Module, function: cst.FunctionDef) -> str:
-    """A function's source without its comments, for the textual tests of what it orders: a
-    sync commented out orders nothing."""
-    return _COMMENT.sub("", module.code_for_node(function))
+from csan_lint.lint.analysis import api
+from csan_lint.lint.nodes import descendants
+from csan_lint.lint.values import code_of
 
 
 class CallersJoin:
     """Whether every function of the module that calls `name` joins a stream (waits on it:
-    `wait_stream(s)`, spelled as the callee spells it), forks it (`s.wait_stream(`), or
-    synchronizes. Callers' text is made only when a finding asks."""
+    `x.wait_stream(s)`), forks it (`s.wait_stream(...)`), or synchronizes (`x.synchronize()`).
+    Callers' calls are collected only when a finding asks."""
 
-    def __init__(self, name: str, functions: Sequence[tuple[str, cst.FunctionDef]], module: cst.Module | None) -> None:
-        self.name, self.functions, self.module = name, functions, module
-        self.texts: list[str] | None = None
+    def __init__(self, name: str, functions: Sequence[tuple[str, cst.FunctionDef]]) -> None:
+        self.name, self.functions = name, functions
+        self.calls: list[list[cst.Call]] | None = None
 
     def __call__(self, stream: str) -> bool:
         """Every caller joins `stream` into its own: the callee's pending work there is ordered."""
-        return self._every_caller((f"wait_stream({stream})", ".synchronize()"))
+        return self._every_caller(lambda call: _waits_on(call, stream) or _synchronizes(call))
 
     def forks(self, stream: str) -> bool:
         """Every caller orders `stream` after its own writes before the callee uses them there."""
-        return self._every_caller((f"{stream}.wait_stream(", ".synchronize()"))
+        return self._every_caller(lambda call: _waits(call, stream) or _synchronizes(call))
 
     def called(self) -> bool:
         """Some function of the module calls it: a value it returns goes to code we see."""
         return bool(self._callers())
 
-    def _every_caller(self, orderings: tuple[str, ...]) -> bool:
-        texts = self._callers()
-        return bool(texts) and all(any(ordering in text for ordering in orderings) for text in texts)
+    def _every_caller(self, orders: Callable[[cst.Call], bool]) -> bool:
+        callers = self._callers()
+        return bool(callers) and all(any(map(orders, calls)) for calls in callers)
 
-    def _callers(self) -> list[str]:
-        """The text of each function of the module that calls `name`, without comments."""
-        if self.texts is None:
-            call = re.compile(rf"(?<!def )\b{re.escape(self.name.rpartition('.')[2])}\(")  # not a nested def
-            self.texts = []
-            module = self.module
-            if module is not None:
-                for name, function in self.functions:
-                    text = uncommented_text(module, function)
-                    if name != self.name and call.search(text):
-                        self.texts.append(text)
-        return self.texts
+    def _callers(self) -> list[list[cst.Call]]:
+        """The calls each function of the module that calls `name` makes (nested functions'
+        included, as a nested caller's are its own too)."""
+        if self.calls is None:
+            leaf = self.name.rpartition(".")[2]
+            self.calls = []
+            for name, function in self.functions:
+                calls = [node for node in descendants(function.body) if type(node) is cst.Call]
+                if name != self.name and any(_leaf(call) == leaf for call in calls):
+                    self.calls.append(calls)
+        return self.calls
 
 
-NO_CALLERS = CallersJoin("", (), None)
+def _leaf(call: cst.Call) -> str:
+    func = call.func
+    return func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else ""
+
+
+def _waits_on(call: cst.Call, stream: str) -> bool:
+    """`x.wait_stream(stream)`."""
+    return (
+        api.method_op(_leaf(call))[0] == api.WAIT_STREAM
+        and len(call.args) == 1
+        and code_of(call.args[0].value) == stream
+    )
+
+
+def _waits(call: cst.Call, stream: str) -> bool:
+    """`stream.wait_stream(...)`."""
+    func = call.func
+    return (
+        type(func) is cst.Attribute
+        and api.method_op(func.attr.value)[0] == api.WAIT_STREAM
+        and code_of(func.value) == stream
+    )
+
+
+def _synchronizes(call: cst.Call) -> bool:
+    """`x.synchronize()`: the device, a stream or an event, with the host."""
+    return type(call.func) is cst.Attribute and not call.args and api.method_op(_leaf(call))[0] == api.SYNC_RECEIVER
+
+
+NO_CALLERS = CallersJoin("", ())
 """For a function no linted code calls: no caller orders anything."""

@@ -12,6 +12,8 @@ from collections.abc import Callable
 
 import libcst as cst
 
+from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis.api import Kind
 from csan_lint.lint.effects import Callee, Helpers
 from csan_lint.lint.names import DEVICE_SYNC, SET_STREAM, ImportTable, dotted_name
 from csan_lint.lint.ordering import HOST, FlowState, MarkUpdate
@@ -68,7 +70,7 @@ class Calls:
     def _call(self, node: cst.Call) -> None:
         func = node.func
         called = dotted_name(func) or ""
-        if called.endswith("record_stream") and len(node.args) == 2:  # `_no_dispatch_record_stream(t, s)`
+        if api.records_stream(called) and len(node.args) == 2:  # `_no_dispatch_record_stream(t, s)`
             self._record_stream(node, node.args[0].value, node.args[1].value)
             return
         qualified = self.imports.qualified(func)
@@ -120,14 +122,15 @@ class Calls:
                 self.live.current = entered  # until the ExitStack's `with` ends
                 return
             key = dotted_name(receiver)
-            if method == "record_stream":  # allocator bookkeeping on the host: no kernel reads the tensor
+            op = api.method_op(method)[0]
+            if op == api.RECORD_STREAM:  # allocator bookkeeping on the host: no kernel reads the tensor
                 if node.args:
                     self._record_stream(node, receiver, node.args[0].value)
                 return
             if method in HOST_METHODS or self._moved(receiver):  # a module's own: flags, or its parameters
                 self._eval_args(node)
                 return
-            if method == "replay" and key in self.graphs and not node.args:
+            if op is not None and op.kind is Kind.REPLAY and key in self.graphs and not node.args:
                 self._replay(key, node)
                 return
             if (freed := freed_storage(node)) is not None:

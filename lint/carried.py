@@ -35,6 +35,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis.api import Receiver
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.nodes import target_names
 from csan_lint.lint.recognize import NO_FUNCTIONS, ContextFunctions
@@ -109,16 +111,24 @@ _POSITIONAL = re.compile(r"(?![^)]*=)\s*[^)\s]")
 _DEF = re.compile(r"([ \t]*)(?:async[ \t]+)?def[ \t]+(\w+)")
 
 
+_EVENT_WAITS = tuple(
+    (f"{method.name}(", True) if method.receiver is Receiver.STREAM else (f".{method.name}(", False)
+    for method in api.METHODS
+    if method.op == api.WAIT_EVENT
+)
+"""The text of each wait on an event (`s.wait_event(e)`, `e.wait(s)`), and whether a stream waits."""
+
+
 def event_waiters(source: str) -> frozenset[str]:
     """The names of the functions whose text waits on an event, read from the source alone (a
     walk of every function's tree costs seconds on a large package): each wait belongs to the
     nearest `def` above it indented less."""
     found: set[str] = set()
-    for needle in ("wait_event(", ".wait("):
+    for needle, by_stream in _EVENT_WAITS:
         at = source.find(needle)
         while at != -1:
             end = at + len(needle)
-            if needle == "wait_event(":
+            if by_stream:
                 event = _ARGUMENT.match(source, end)
             else:
                 event = (
@@ -184,9 +194,10 @@ def _event_wait(node: cst.Call) -> tuple[cst.BaseExpression, cst.BaseExpression]
     if not isinstance(node.func, cst.Attribute) or len(node.args) != 1:
         return None
     method, receiver, argument = node.func.attr.value, node.func.value, node.args[0].value
-    if method == "wait_event":
+    op, by_stream = api.method_op(method)
+    if op == api.WAIT_EVENT and by_stream:
         return receiver, argument
-    if method == "wait" and node.args[0].keyword is None:
+    if op == api.WAIT_EVENT and node.args[0].keyword is None:
         return argument, receiver
     return None
 

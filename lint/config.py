@@ -17,6 +17,7 @@ from typing import Any
 
 import pathspec
 
+from csan_lint.lint.analysis import api
 from csan_lint.lint.files import display_path
 from csan_lint.lint.model import NO_SPELLINGS, Spellings
 from csan_lint.lint.registry import all_rules
@@ -24,12 +25,7 @@ from csan_lint.lint.rule import Rule
 from csan_lint.lint.suppress import UNUSED_NOQA_CODE, UNUSED_NOQA_NAME
 
 TABLE = "tool.csan-lint"
-SPELLING_KEYS = {
-    "stream-contexts": "stream_contexts",
-    "current-stream": "current_stream",
-    "stream-factories": "stream_factories",
-    "event-factories": "event_factories",
-}
+SPELLING_KEYS = {setting.replace("_", "-"): setting for setting in api.SETTINGS}
 """The project's own wrappers of the stream API (lint/model.py `Spellings`), each a list of dotted callables."""
 KEYS = (
     "select", "extend-select", "ignore", "exclude", "per-file-ignores", "respect-gitignore", "confirm",

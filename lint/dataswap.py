@@ -7,9 +7,9 @@ the caller's stream. A method of the same class that swaps them out
 (`p.data = torch.empty_like(p.data, device="cpu")`) releases that memory to the copy stream's
 pool, which may hand it to the next swap-in while the forward's kernels still read it: unless
 the method orders those kernels first (a host sync, a wait) or records the caller's stream
-(`record_stream`). The test is textual, on the swapping method's body without comments: any
-such call, on any path, is taken to order them; a `record_stream` made where the weights were
-swapped in is not (it may be made on some paths only, or on the copy stream itself).
+(`record_stream`). Any such call in the swapping method, on any path, is taken to order them
+(`_orders`); a `record_stream` made where the weights were swapped in is not (it may be made on
+some paths only, or on the copy stream itself).
 """
 
 from __future__ import annotations
@@ -19,20 +19,19 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis.api import Kind
 from csan_lint.lint.bindings import rebound_storage
-from csan_lint.lint.callers import uncommented_text
 from csan_lint.lint.hostfacts import may_not_block
 from csan_lint.lint.modulestate import state_items
+from csan_lint.lint.nodes import descendants
 from csan_lint.lint.ordering import CURRENT, Access, Hazard, HazardKind
-
-_ORDERINGS = (".synchronize()", "wait_stream(", "wait_event(", "record_stream(")
 
 
 def swapped_out(
     owner: str,
     functions: Sequence[tuple[str, cst.FunctionDef]],
     swapped_in: Mapping[str, set[str]],
-    module: cst.Module,
     hazards: dict[tuple[object, ...], Hazard],
 ) -> None:
     """Reports, in each other method of class `owner`, a `.data` rebinding of the module's
@@ -40,10 +39,8 @@ def swapped_out(
     stream in (`swapped_in`: method -> streams, where it rebinds the `.data` of the module's
     tensors to an asynchronous copy made inside a `with`) and nothing orders the caller's stream
     first."""
-    texts = {
-        name: uncommented_text(module, function) for name, function in functions if name.rpartition(".")[0] == owner
-    }
-    swaps = {name: _swaps(function) for name, function in functions if ".data =" in texts.get(name, "")}
+    methods = {name: function for name, function in functions if name.rpartition(".")[0] == owner}
+    swaps = {name: found for name, function in methods.items() if (found := _swaps(function))}
     installers = sorted(name for name in swaps if swapped_in.get(name) and any(swap.made for swap in swaps[name]))
     if not installers:
         return
@@ -53,7 +50,7 @@ def swapped_out(
         outside = [swap for swap in found if not swap.in_with]
         if name in installers or not outside:
             continue
-        if any(ordering in texts[name] for ordering in _ORDERINGS):
+        if _orders(methods[name]):
             continue
         for swap in outside:
             access = Access(swap.target, CURRENT, False, swap.statement, name)
@@ -102,6 +99,22 @@ class _Swaps(cst.CSTVisitor):
             if isinstance(target.target, cst.Attribute) and rebound_storage(target.target) in self.items:
                 made = bool(self.withs) and _asynchronous_copy(node.value)
                 self.found.append(_Swap(target.target, node, bool(self.withs), made))
+
+
+def _orders(function: cst.FunctionDef) -> bool:
+    """Whether the method calls anything that orders the caller's kernels before a swap: a host
+    sync (`torch.cuda.synchronize()`, `s.synchronize()`), a stream's wait, a `record_stream`."""
+    for node in descendants(function.body):
+        if type(node) is not cst.Call:
+            continue
+        func = node.func
+        leaf = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        op, by_stream = api.method_op(leaf)
+        if (op == api.SYNC_RECEIVER and not node.args) or api.records_stream(leaf):
+            return True
+        if op is not None and op.kind is Kind.WAIT and by_stream:
+            return True
+    return False
 
 
 def _asynchronous_copy(value: cst.BaseExpression) -> bool:

@@ -28,6 +28,8 @@ from typing import cast
 
 import libcst as cst
 
+from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis.api import Kind
 from csan_lint.lint.model import Spellings
 from csan_lint.lint.names import CURRENT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import children, literal_items, target_names
@@ -64,7 +66,7 @@ def stale_captures(
 ) -> tuple[StaleCapture, ...]:
     """Every callable of the module that captures the current stream and leaves its function.
     `imports` and `functions`: the module's, as lint/scan.py read them."""
-    leaves = ("current_stream", *(name.rpartition(".")[2] for name in spellings.current_stream))
+    leaves = (*api.spelled((Kind.CURRENT_STREAM,)), *api.project_leaves(spellings, (Kind.CURRENT_STREAM,)))
     readers = _readers(source, leaves) if imports.imports_torch else set()
     return tuple(
         capture
@@ -256,7 +258,7 @@ class _Builder:
         if qualified is not None and qualified.startswith("torch.cuda."):
             return True
         leaf = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-        return leaf in ORDERING_METHODS or leaf.endswith("record_stream")
+        return leaf in ORDERING_METHODS or api.records_stream(leaf)
 
     def _escape(self, built: cst.CSTNode) -> tuple[str | None, cst.CSTNode, str] | None:
         """Where the callable first leaves the function, in source order, with the first name it

@@ -16,14 +16,20 @@ from pathlib import Path
 
 import pathspec
 
+from csan_lint.lint.analysis import api
+
+
+def _alternatives(words: Iterable[str]) -> str:
+    """A non-capturing group of `words`, longest first."""
+    return "(?:" + "|".join(sorted(map(re.escape, words), key=lambda word: (-len(word), word))) + ")"
+
+
 SKIPPED_DIR_NAMES = frozenset({".git", ".hg", ".svn", "__pycache__", ".csan_lint_cache", ".tox", ".nox"})
 """Never descended into, whatever the ignore files say. Virtual environments (a `pyvenv.cfg`
 inside) are skipped too, whatever their name."""
 
-_API = (
-    r"(?:streams?|Stream|StreamContext|ExternalStream|set_stream|current_stream|default_stream"
-    r"|Event|graphs?|CUDAGraph|make_graphed_callables)"
-)
+_API = _alternatives(api.stream_code_words())
+"""The stream API's last names (and its modules': `streams`, `graphs`), from the table."""
 _CUDA_API = re.compile(r"cuda\s*\.\s*" + _API + r"\b")
 """`torch.cuda.stream`, `cuda.Event` (after `from torch import cuda`), `torch.cuda.graphs.graph`."""
 _CUDA_ALIAS = (
@@ -41,7 +47,7 @@ long). A lookbehind after the word takes the place of `\b` in front of it;
 `^[ \t]*from` (after `; ` too): a prefilter may keep more."""
 _API_WORD = re.compile(r"\b" + _API + r"\b")
 _GENERIC_API = (
-    re.compile(r"torch(?<!\wtorch)\s*\.\s*(?:Stream|Event)\s*\("),
+    re.compile(r"torch(?<!\wtorch)\s*\.\s*" + _alternatives(api.GENERIC_CLASSES) + r"\s*\("),
     re.compile(r"accelerator(?<!\waccelerator)\s*\.\s*" + _API + r"\b"),
     re.compile(r"get_device_module(?<!\wget_device_module)\s*\([^()]*\)\s*\.\s*" + _API + r"\b"),
 )
@@ -52,14 +58,14 @@ _GENERIC_ALIAS = (
     re.compile(r"=\s*torch\s*\.\s*get_device_module\b"),
     re.compile(
         r"from(?<![^ \t\n]from)[ \t]+torch(?:\.accelerator)?[ \t]+import\b[^\n]*"
-        r"\b(?:Stream|Event|accelerator|current_stream|set_stream)\b"
+        r"\b" + _alternatives(api.generic_words() | {"accelerator"}) + r"\b"
     ),
 )
 """An accelerator object (DeepSpeed's `get_accelerator()`, `torch.get_device_module()`), after which
 `accel.Stream()` needs no `torch` in front, and imports of the generic names."""
-_GENERIC_NEEDS = ("Stream", "Event", "accelerator", "get_device_module", "current_stream", "set_stream")
+_GENERIC_NEEDS = tuple(sorted(api.generic_words() | {"accelerator", "get_device_module"}))
 """Text that either generic pattern needs to match: substring checks first."""
-_NON_BLOCKING = re.compile(r"non_blocking\s*=\s*(?!False\b)")
+_NON_BLOCKING = re.compile(api.NON_BLOCKING + r"\s*=\s*(?!False\b)")
 """Any non-blocking copy that is not spelled off; it needs no `cuda` in the file (the tensor may
 arrive as an argument)."""
 
@@ -89,7 +95,7 @@ def might_have_findings(text: str, wrappers: frozenset[str] = frozenset()) -> bo
 
 def _mentions_stream_api(text: str, wrappers: frozenset[str]) -> bool:
     """Substring checks first keep it cheap."""
-    if "non_blocking" in text and _NON_BLOCKING.search(text):
+    if api.NON_BLOCKING in text and _NON_BLOCKING.search(text):
         return True
     if wrappers and any(word in text for word in wrappers):
         if re.search(r"\b(?:" + "|".join(map(re.escape, sorted(wrappers))) + r")\b", text):

@@ -12,6 +12,7 @@ from typing import Any
 
 import libcst as cst
 
+from csan_lint.lint.analysis import api
 from csan_lint.lint.hostattributes import SelfAttributes
 from csan_lint.lint.names import DEVICE_SYNC, ImportTable, dotted_name
 from csan_lint.lint.nodes import children
@@ -48,7 +49,7 @@ def is_true(expr: cst.BaseExpression) -> bool:
 def non_blocking(call: cst.Call) -> bool:
     """`non_blocking=True` as written: the host certainly does not wait for the copy."""
     return any(
-        arg.keyword is not None and arg.keyword.value == "non_blocking" and is_true(arg.value) for arg in call.args
+        arg.keyword is not None and arg.keyword.value == api.NON_BLOCKING and is_true(arg.value) for arg in call.args
     )
 
 
@@ -57,7 +58,7 @@ def may_not_block(call: cst.Call) -> bool:
     not wait for the copy."""
     return any(
         arg.keyword is not None
-        and arg.keyword.value == "non_blocking"
+        and arg.keyword.value == api.NON_BLOCKING
         and not (isinstance(arg.value, cst.Name) and arg.value.value == "False")
         for arg in call.args
     )
@@ -68,7 +69,7 @@ def downloads(expr: cst.BaseExpression) -> bool:
     return (
         isinstance(expr, cst.Call)
         and isinstance(expr.func, cst.Attribute)
-        and expr.func.attr.value == "to"
+        and api.method_op(expr.func.attr.value)[0] == api.COPY_EITHER
         and non_blocking(expr)
         and to_host(expr)
     )
@@ -90,10 +91,10 @@ def to_host(call: cst.Call) -> bool:
 def pins(expr: cst.CSTNode) -> bool:
     """The expression makes pinned host memory: `.pin_memory()`, `pin_memory=True`."""
     if isinstance(expr, cst.Call):
-        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "pin_memory":
+        if isinstance(expr.func, cst.Attribute) and api.method_op(expr.func.attr.value)[0] == api.PIN:
             return True
         if any(
-            arg.keyword is not None and arg.keyword.value == "pin_memory" and is_true(arg.value) for arg in expr.args
+            arg.keyword is not None and arg.keyword.value == api.PIN_MEMORY and is_true(arg.value) for arg in expr.args
         ):
             return True
     return any(pins(child) for child in host_children(expr) if not isinstance(child, (cst.Lambda, cst.FunctionDef)))
@@ -132,7 +133,7 @@ class ModuleFacts:
             return False
         func = node.func
         return self.imports.qualified(func) == DEVICE_SYNC or (
-            isinstance(func, cst.Attribute) and func.attr.value == "synchronize"
+            isinstance(func, cst.Attribute) and api.method_op(func.attr.value)[0] == api.SYNC_RECEIVER
         )
 
 

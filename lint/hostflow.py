@@ -21,13 +21,14 @@ same-module function that synchronizes anywhere in its body orders the host afte
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import libcst as cst
 
+from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis.api import Kind, Receiver
 from csan_lint.lint.hostfacts import (
     ModuleFacts,
     downloads,
@@ -69,6 +70,7 @@ from csan_lint.lint.recognize import entered_streams, one_stream
 from csan_lint.lint.streamflow import Location, ModuleFlow
 from csan_lint.lint.values import code_of, is_barrier
 from csan_lint.lint.views import viewed
+from csan_lint.lint.vocabulary import SYNC_METHODS, UPLOAD_METHODS
 from csan_lint.runtime import kinds
 
 CAPTURE = "<capture>"
@@ -80,14 +82,10 @@ _METADATA = frozenset(
         "size", "dim", "ndimension", "numel", "nelement", "element_size", "stride",
         "storage_offset", "data_ptr", "is_contiguous", "get_device", "is_pinned", "shape",
         "dtype", "device", "ndim", "is_cuda", "requires_grad", "layout", "nbytes", "itemsize",
-        "untyped_storage", "record_stream",
+        "untyped_storage",
     }
-)  # fmt: skip
+) | api.methods(Receiver.TENSOR, kinds=(Kind.RECORD_STREAM,))  # fmt: skip
 """Attributes and methods that look at a buffer without reading its data."""
-_DEVICE_BOUND = frozenset({"to", "cuda"})
-"""A host buffer's `.to(device)` / `.cuda()` is a copy in stream order, not a host read."""
-_HOST_SYNC_METHODS = frozenset({"item", "cpu", "tolist"})
-"""On a device tensor these wait for the current stream."""
 _READING_BUILTINS = frozenset(
     {
         "print", "int", "float", "bool", "str", "repr", "format", "list", "tuple", "sum", "max",
@@ -287,7 +285,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         if not isinstance(func, cst.Attribute):
             return
         method = func.attr.value
-        if method == "record_event" and not value.args:
+        if api.method_op(method) == (api.RECORD, True) and not value.args:  # `e = s.record_event()`
             stream = self._stream(func.value)
             if stream is not None:
                 self._record(key, stream)
@@ -387,12 +385,12 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
             for arg in node.args:
                 self._hand_off(arg.value)
             return
-        if method in _METADATA or (method in _DEVICE_BOUND and key is not None):
+        if method in _METADATA or (method in UPLOAD_METHODS and key is not None):
             self._eval_args(node, reads=False)
-            if method in _DEVICE_BOUND and key in self.live.pinned and non_blocking(node) and not to_host(node):
+            if method in UPLOAD_METHODS and key in self.live.pinned and non_blocking(node) and not to_host(node):
                 self._upload(key, node)
             return
-        if method == "copy_" and node.args:
+        if api.method_op(method)[0] == api.COPY_INTO and node.args:
             self._copy_into(receiver, node)
             return
         if downloads(receiver):  # `x.to("cpu", non_blocking=True).tolist()`: read at once
@@ -406,8 +404,8 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         self._eval_args(node, reads=pending or key in self.live.pinned)
         if method.endswith("_") and not method.startswith("_"):
             self._host_write(receiver, node)
-        elif (method in _HOST_SYNC_METHODS and not pending) or (
-            method == "to" and not non_blocking(node) and to_host(node)
+        elif (method in SYNC_METHODS and not pending) or (
+            api.method_op(method)[0] == api.COPY_EITHER and not non_blocking(node) and to_host(node)
         ):
             self._host_sync(self.live.current)
         self._write_out(node)
@@ -512,9 +510,14 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         self.hazards.setdefault((kind, node), HostHazard(kind, node, span, tuple(sorted(fields.items())), copies))
 
 
+_SYNCS = api.methods(Receiver.STREAM_OR_EVENT, kinds=(Kind.HOST_SYNC,)) | {DEVICE_SYNC.rpartition(".")[2]}
+"""What `ModuleFacts.syncs` looks for, spelled: a module without it has no function that syncs."""
+
+
 @lru_cache(maxsize=4)
 def _host_hazards(module: cst.Module, source: str, spellings: Spellings) -> tuple[HostHazard, ...]:
-    facts = ModuleFacts(ImportTable(spellings), pins="pin_memory" in source, syncing="synchronize" in source)
+    syncing = any(map(source.__contains__, _SYNCS))
+    facts = ModuleFacts(ImportTable(spellings), pins=api.PIN_MEMORY in source, syncing=syncing)
     scan_facts(module.body, facts)
     if not facts.imports.imports_torch:
         return ()
@@ -530,13 +533,11 @@ def _host_hazards(module: cst.Module, source: str, spellings: Spellings) -> tupl
     return tuple(hazards.values())
 
 
-_RELEVANT = re.compile(r"non_blocking|Event|capture_begin|graph\(")
-"""Without one of these no rule here can fire: most files are skipped without a walk."""
-
-
 def host_hazards(flow: ModuleFlow) -> tuple[HostHazard, ...]:
-    """Every host-side hazard of the module; cached, since five rules read it."""
-    if not _RELEVANT.search(flow.source):
+    """Every host-side hazard of the module; cached, since five rules read it. Most modules are
+    skipped without a walk (`api.mentions`)."""
+    starts = frozenset({Kind.EVENT_CREATE, Kind.CAPTURE, Kind.CAPTURE_BEGIN})  # or a non-blocking copy
+    if not api.mentions(starts, flow.spellings, frozenset({api.NON_BLOCKING})).search(flow.source):
         return ()
     return _host_hazards(flow.module, flow.source, flow.spellings)
 

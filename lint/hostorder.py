@@ -9,6 +9,8 @@ from dataclasses import replace
 
 import libcst as cst
 
+from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis.api import Kind
 from csan_lint.lint.hostfacts import is_self
 from csan_lint.lint.hoststate import Capture, HostState, drop_pending, forget_token, update_pending
 from csan_lint.lint.names import ImportTable, dotted_name
@@ -41,16 +43,17 @@ class HostOrdering:
             return False  # a host buffer's own method
         args = [arg.value for arg in node.args]
         capture = state.capture
-        if method == "wait_stream" and args:
+        op, by_stream = api.method_op(method)
+        if op == api.WAIT_STREAM and args:
             waiter, producer = self._stream(receiver), self._stream(args[0])
             if waiter is not None and producer is not None:
                 update_pending(state.into, producer, waiter)
                 update_pending(state.out_of, producer, waiter)
                 if capture is not None:
                     self._capture_order(waiter, producer)
-        elif method in ("wait_event", "wait") and (args or method == "wait"):
-            event_expr = args[0] if method == "wait_event" else receiver
-            waiter_expr = receiver if method == "wait_event" else (args[0] if args else None)
+        elif op == api.WAIT_EVENT and (args or not by_stream):  # `s.wait_event(e)`, `e.wait([s])`
+            event_expr = args[0] if by_stream else receiver
+            waiter_expr = receiver if by_stream else (args[0] if args else None)
             event = dotted_name(event_expr)
             waiter = self._stream(waiter_expr) if waiter_expr is not None else state.current
             if event is not None and event in state.unrecorded:
@@ -63,17 +66,17 @@ class HostOrdering:
                     for captured, recorded_on in capture.events:
                         if captured == event:
                             self._capture_order(waiter, recorded_on)
-        elif method == "record_event" and args:
+        elif op == api.RECORD and by_stream and args:  # `s.record_event(e)`
             recorder, recorded = self._stream(receiver), dotted_name(args[0])
             if recorder is not None and recorded is not None:
                 self._record(recorded, recorder)
-        elif method == "record" and len(args) <= 1 and key is not None:
+        elif op == api.RECORD and not by_stream and len(args) <= 1 and key is not None:  # `e.record([s])`
             on = self._stream(args[0]) if args else state.current
             if on is not None:
                 self._record(key, on)
-        elif method == "query" and not args:
+        elif op == api.QUERY_RECEIVER and not args:
             pass  # a poll: it orders only where it returned True (`_polled`)
-        elif method == "synchronize" and not args:
+        elif op == api.SYNC_RECEIVER and not args:
             synced = self._stream(receiver)
             if synced is not None:
                 self._host_sync(synced)
@@ -81,13 +84,13 @@ class HostOrdering:
                 self._host_sync(f"event:{key}")
         elif method == "__enter__" and not args:
             state.current = UNKNOWN  # a context entered by hand: it may make any stream current
-        elif method == "capture_begin":
+        elif op is not None and op.kind is Kind.CAPTURE_BEGIN:
             self._eval_args(node, reads=False)
             if state.current in (CURRENT, DEFAULT) and not is_self(receiver):
                 self._hazard(kinds.CAPTURE_ON_DEFAULT_STREAM, node, graph=key or code_of(receiver))
             else:
                 state.capture = Capture(state.current)
-        elif method == "capture_end" and capture is not None:
+        elif op is not None and op.kind is Kind.CAPTURE_END and capture is not None:
             self._end_capture()
         else:
             return False

@@ -16,6 +16,7 @@ from typing import Any, Generic, Protocol, Self, TypeVar
 
 import libcst as cst
 
+from csan_lint.lint.analysis import api
 from csan_lint.lint.loopindex import CountedLoop, IndexFacts, counted_loop, index_fact, integer
 from csan_lint.lint.names import ImportTable
 from csan_lint.lint.nodes import target_names
@@ -306,7 +307,7 @@ def _waits_item(statement: cst.BaseSmallStatement, items: set[str]) -> bool:
     if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)):
         return False
     method = call.func.attr.value
-    if method == "wait":
+    if api.method_op(method) == (api.WAIT_EVENT, False):
         return not call.args
     waited = call.args[0].value if len(call.args) == 1 else None
     return method in STREAM_WAITS and isinstance(waited, cst.Name) and waited.value in items

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from csan_lint.lint.analysis import api
 from csan_lint.lint.interpret import only_waits
 from csan_lint.lint.values import iterated_items
 
@@ -46,7 +47,9 @@ def item_waits(loop: cst.For | cst.While) -> Iterator[ItemWait]:
                 continue
             waited, method = call.args[0].value, call.func.attr.value
             if isinstance(waited, cst.Name) and waited.value in collections:
-                yield ItemWait(call.func.value, collections[waited.value], method == "wait_event")
+                yield ItemWait(
+                    call.func.value, collections[waited.value], api.method_op(method) == (api.WAIT_EVENT, True)
+                )
 
 
 def is_item_token(token: str, wait: ItemWait) -> bool:

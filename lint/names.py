@@ -17,51 +17,29 @@ from collections.abc import Mapping
 
 import libcst as cst
 
+from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis.api import Kind, On
 from csan_lint.lint.model import NO_SPELLINGS, Spellings
 
-STREAM_CONTEXTS = frozenset({"torch.cuda.stream", "torch.cuda.StreamContext"})
+STREAM_CONTEXTS = api.names(Kind.ENTER_STREAM)
 """Calls whose value, used in `with`, makes their stream argument current for the block."""
-STREAM_CONSTRUCTORS = frozenset({"torch.cuda.Stream", "torch.cuda.ExternalStream"})
-CURRENT_STREAM = "torch.cuda.current_stream"
-DEFAULT_STREAM = "torch.cuda.default_stream"
-STREAM_VALUES = STREAM_CONSTRUCTORS | {CURRENT_STREAM, DEFAULT_STREAM}
+STREAM_CONSTRUCTORS = api.names(Kind.STREAM_CREATE)
+CURRENT_STREAM = api.canonical_of(Kind.CURRENT_STREAM)
+DEFAULT_STREAM = api.canonical_of(Kind.DEFAULT_STREAM)
+STREAM_VALUES = api.names(Kind.STREAM_CREATE, Kind.CURRENT_STREAM, Kind.DEFAULT_STREAM)
 """Calls whose value is a stream."""
-EVENT_CONSTRUCTORS = frozenset({"torch.cuda.Event"})
+EVENT_CONSTRUCTORS = api.names(Kind.EVENT_CREATE)
 _REFERABLE = STREAM_CONTEXTS | STREAM_VALUES | EVENT_CONSTRUCTORS
 """API a name may be bound to, to be called later: `self._stream_context = torch.cuda.stream`."""
-DEVICE_SYNC = "torch.cuda.synchronize"
-SET_STREAM = "torch.cuda.set_stream"
-GRAPH_CAPTURE = "torch.cuda.graph"
+DEVICE_SYNC = api.canonical_of(Kind.HOST_SYNC, On.DEVICE)
+SET_STREAM = api.canonical_of(Kind.SET_STREAM)
+GRAPH_CAPTURE = api.canonical_of(Kind.CAPTURE)
 """A `with` on it captures a CUDA graph on a side stream, after synchronizing the device."""
 
 _DEVICE_HANDLE = re.compile(r"(?:^|\.)_?device_(?:handle|module)$")
 """Device-generic code (FSDP, DCP) reaches torch.cuda through an object named like
 `state._device_handle` or `self.device_module`: `torch.get_device_module(device)` at run time."""
-_CANONICAL_MODULES = {
-    "torch.cuda.streams": "torch.cuda",
-    "torch.cuda.graphs": "torch.cuda",
-    "torch.accelerator": "torch.cuda",
-    "torch.accelerator.graphs": "torch.cuda",
-    "torch.xpu": "torch.cuda",
-    "torch.npu": "torch.cuda",
-    "torch.mtia": "torch.cuda",
-}
-"""Modules whose names mean torch.cuda's: `torch.cuda.streams.Stream` is `torch.cuda.Stream`, and
-`torch.accelerator.current_stream()` is the CUDA one on a CUDA device."""
-_CANONICAL_NAMES = {
-    "torch.Stream": "torch.cuda.Stream",
-    "torch.Event": "torch.cuda.Event",
-    "torch.cuda.Graph": "torch.cuda.CUDAGraph",
-}
-"""The device-generic classes (`torch.accelerator.Graph` lands on `torch.cuda.Graph` first)."""
-ACCELERATOR_FACTORIES = frozenset(
-    {
-        "deepspeed.accelerator.get_accelerator",
-        "deepspeed.accelerator.real_accelerator.get_accelerator",
-        "torch.get_device_module",
-    }
-)
-"""Calls returning an object whose methods are torch.cuda's: `get_accelerator().Stream()`."""
+ACCELERATOR_FACTORIES = api.ACCELERATOR_FACTORIES
 _DEVICE_MODULES = frozenset({"torch.cuda", "torch.xpu", "torch.npu", "torch.mtia"})
 _DEVICE_WORD = re.compile(r"(?i)device|accelerator")
 """`getattr(torch, device.type)` picks a device module; `getattr(torch, dtype_name)` does not."""
@@ -73,18 +51,12 @@ DEVICE_FACTS = {"resolves_data_dependency": False, "is_synchronized_device": Fal
 """DeepSpeed accelerator queries a CUDA device answers: its streams do not order each other."""
 _OTHER_DEVICE_TYPES = frozenset({"xpu", "npu", "hpu", "mps", "mtia", "mlu", "musa", "xla"})
 """Device types other than CUDA: a CUDA device's type is never one of them."""
-_ACCELERATOR_METHODS = {"capture_to_graph": "graph", "create_graph": "CUDAGraph"}
-_ACCELERATOR_API = _REFERABLE | {DEVICE_SYNC, SET_STREAM, GRAPH_CAPTURE, "torch.cuda.CUDAGraph"}
-"""DeepSpeed accelerator methods named unlike their torch.cuda counterparts."""
 
 
 def _meanings(spellings: Spellings) -> dict[str, str]:
-    """Each project wrapper -> the torch.cuda name it means."""
+    """Each project wrapper -> the canonical name of what its setting says it does (api.SETTINGS)."""
     return {
-        **dict.fromkeys(spellings.stream_contexts, "torch.cuda.stream"),
-        **dict.fromkeys(spellings.current_stream, CURRENT_STREAM),
-        **dict.fromkeys(spellings.stream_factories, "torch.cuda.Stream"),
-        **dict.fromkeys(spellings.event_factories, "torch.cuda.Event"),
+        name: api.canonical_of(kind) for setting, kind in api.SETTINGS.items() for name in getattr(spellings, setting)
     }
 
 
@@ -257,7 +229,7 @@ class ImportTable:
         if target is None:
             module, _, leaf = dotted.rpartition(".")
             if module in self._handles:
-                return _accelerator_member(leaf)
+                return api.accelerator_member(leaf)
             if module and leaf == _CURRENT_STREAM_LEAF:
                 return CURRENT_STREAM  # a project's own: `context.current_stream()`
             return f"torch.cuda.{leaf}" if _DEVICE_HANDLE.search(module) else None
@@ -265,14 +237,14 @@ class ImportTable:
         if full in self._project:
             return self._project[full]
         module, _, leaf = full.rpartition(".")
-        full = f"{_CANONICAL_MODULES.get(module, module)}.{leaf}" if module else full
-        return _CANONICAL_NAMES.get(full, full)
+        full = f"{api.SPELLING_MODULES.get(module, module)}.{leaf}" if module else full
+        return api.SPELLING_NAMES.get(full, full)
 
     def _through_accelerator(self, expr: cst.BaseExpression) -> str | None:
         """`get_accelerator().stream` -> `torch.cuda.stream`; None for any other expression."""
         if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Call):
             if self.qualified(expr.value.func) in ACCELERATOR_FACTORIES:
-                return _accelerator_member(expr.attr.value)
+                return api.accelerator_member(expr.attr.value)
         return None
 
 
@@ -286,13 +258,6 @@ def _suffixes(meanings: Mapping[str, str]) -> dict[str, str]:
             suffix = ".".join(parts[start:])
             found[suffix] = meaning if found.get(suffix, meaning) == meaning else None
     return {suffix: meaning for suffix, meaning in found.items() if meaning is not None}
-
-
-def _accelerator_member(name: str) -> str | None:
-    """The stream API an accelerator object's method means; None for its other methods, whose
-    torch.cuda namesakes may differ (DeepSpeed's `pin_memory(t)` is `t.pin_memory()`)."""
-    meaning = f"torch.cuda.{_ACCELERATOR_METHODS.get(name, name)}"
-    return meaning if meaning in _ACCELERATOR_API else None
 
 
 def _asname(alias: cst.ImportAlias) -> str:

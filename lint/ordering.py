@@ -28,6 +28,7 @@ from typing import Literal
 
 import libcst as cst
 
+from csan_lint.lint.analysis import api
 from csan_lint.lint.interpret import Loop
 from csan_lint.lint.pathfacts import NO_FACTS, Facts, contradicts, implies, without
 from csan_lint.lint.recognize import OR, join_contexts, one_stream
@@ -519,7 +520,7 @@ def query_poll(test: cst.BaseExpression) -> tuple[cst.BaseExpression, bool] | No
         isinstance(call, cst.Call)
         and not call.args
         and isinstance(call.func, cst.Attribute)
-        and call.func.attr.value == "query"
+        and api.method_op(call.func.attr.value)[0] == api.QUERY_RECEIVER
     ):
         return call.func.value, outcome
     return None

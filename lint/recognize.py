@@ -24,11 +24,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from csan_lint.lint.analysis import api
 from csan_lint.lint.model import NO_SPELLINGS, Spellings
 from csan_lint.lint.names import (
-    EVENT_CONSTRUCTORS,
-    GRAPH_CAPTURE,
-    SET_STREAM,
     STREAM_CONTEXTS,
     STREAM_VALUES,
     ImportTable,
@@ -37,23 +35,37 @@ from csan_lint.lint.names import (
 from csan_lint.lint.nodes import children, parameters, parse_module
 from csan_lint.lint.positions import positions
 
-_STREAM_API = (
-    STREAM_CONTEXTS
-    | STREAM_VALUES
-    | EVENT_CONSTRUCTORS
-    | {SET_STREAM, GRAPH_CAPTURE, "torch.cuda.CUDAGraph", "torch.cuda.make_graphed_callables"}
-)
+_STREAM_API = frozenset(entry.name for entry in api.FUNCTIONS if entry.marks_stream_code)
 """Names whose mere mention (called, or passed on as `partial(torch.cuda.stream, s)`) is stream code."""
-_STREAM_METHODS = frozenset(
-    {"record_stream", "wait_stream", "wait_event", "record_event", "capture_begin", "capture_end", "pin_memory"}
-)
+_STREAM_METHODS = frozenset(m.name for m in api.METHODS if m.marks_stream_code and not m.shared)
 """Methods no other common object has: their receiver needs no checking."""
-_EVENT_METHODS = frozenset({"record", "wait", "query", "synchronize", "elapsed_time"})
+_EVENT_METHODS = frozenset(m.name for m in api.METHODS if m.marks_stream_code and m.shared)
 """Event (and stream) methods whose names other objects share: counted on a receiver named so."""
 _STREAM_NAME = re.compile(r"(?i)stream$")
 """`with self.copy_stream:`: a dotted name ending so is taken for a stream when nothing says otherwise."""
-_EVENT_NAME = re.compile(r"(?i)(?:event|evt|stream)s?$")
+_RECEIVER_WORDS = ("event", "evt", "stream")
+_EVENT_NAME = re.compile(r"(?i)(?:" + "|".join(_RECEIVER_WORDS) + ")s?$")
 """Receivers whose `record()`, `wait()`, `query()` are an event's (or a stream's)."""
+
+
+def _shortest(words: Iterable[str]) -> list[str]:
+    """The words, in lower case, that contain no other: a text holding any word holds one of them."""
+    lower = {word.lower() for word in words}
+    return sorted(word for word in lower if not any(other != word and other in word for other in lower))
+
+
+MAYBE_STREAM_CODE = re.compile(
+    "(?i)"
+    + "|".join(
+        _shortest(
+            {entry.name.rpartition(".")[2] for entry in api.FUNCTIONS if entry.marks_stream_code}
+            | _STREAM_METHODS
+            | {api.NON_BLOCKING, api.PIN_MEMORY, *_RECEIVER_WORDS}
+        )
+    )
+)
+"""Text, in any case, that code this module calls stream code cannot be written without (but
+for a project's own wrappers, whose names the caller adds)."""
 PARTIAL = "functools.partial"
 OR = " or "
 """Joins the alternatives of a stream chosen at run time: `a or b`."""
@@ -349,7 +361,7 @@ class _Finder:
         if isinstance(node, cst.WithItem):
             return entered_streams(node.item, self.imports, self.functions) is not None
         if isinstance(node, cst.Arg) and node.keyword is not None:
-            return _is_flag(node, "non_blocking") or _is_flag(node, "pin_memory")
+            return _is_flag(node, api.NON_BLOCKING) or _is_flag(node, api.PIN_MEMORY)
         if not isinstance(node, cst.Call):
             return False
         if self.functions.streams(node) is not None:  # also `stack.enter_context(on_stream(s))`

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import libcst as cst
 
+from csan_lint.lint.analysis import api
 from csan_lint.lint.callers import CallersJoin
 from csan_lint.lint.effects import Helpers, probe_key
 from csan_lint.lint.names import ImportTable, dotted_name
@@ -318,7 +319,7 @@ def _waits_on_default(function: cst.FunctionDef, imports: ImportTable) -> bool:
     return any(
         type(node) is cst.Call  # `type() is`, as in the other hot walks: most nodes are no call
         and isinstance(node.func, cst.Attribute)
-        and node.func.attr.value == "wait_stream"
+        and api.method_op(node.func.attr.value)[0] == api.WAIT_STREAM
         and len(node.args) == 1
         and stream_token(node.args[0].value, imports, CURRENT, {}, DEFAULT) == DEFAULT
         for node in descendants(function.body)

@@ -12,6 +12,8 @@ from typing import NamedTuple
 
 import libcst as cst
 
+from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis.api import Kind, Receiver
 from csan_lint.lint.names import CURRENT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import children, descendants, parameters, target_names
 from csan_lint.lint.ordering import CURRENT, UNKNOWN
@@ -72,7 +74,7 @@ def record_stream_calls(function: cst.FunctionDef) -> Iterator[cst.Call]:
             name = (
                 func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
             )
-            if name.endswith("record_stream"):
+            if api.records_stream(name):
                 yield current
 
 
@@ -87,7 +89,11 @@ def _tensor_method(method: str) -> bool:
     return (method.endswith("_") and not method.startswith("_")) or method in TENSOR_EVIDENCE
 
 
-_MOVES = frozenset({"to", "cuda", "cpu", "pin_memory", "numpy", "tolist", "item"})
+_MOVES = frozenset(
+    m.name
+    for m in api.METHODS
+    if m.receiver is Receiver.TENSOR and ((m.op.kind is Kind.COPY and not m.op.in_place) or m.op == api.HOST_READ)
+) | {"numpy"}
 """Methods that move data between host and device: a value only moved may live on the host."""
 _FROM_HOST_DATA = HOST_TENSORS | {"torch.tensor", "torch.as_tensor"}
 """Torch functions that take Python data (a buffer, a list, an array), not a tensor."""
@@ -132,7 +138,7 @@ def kept_tensor_params(function: cst.FunctionDef) -> frozenset[str]:
         if type(current) is cst.Call and isinstance(current.func, cst.Attribute):
             receiver = dotted_name(current.func.value) or ""
             root = receiver.split(".", 1)[0]
-            if current.func.attr.value == "record_stream":
+            if api.method_op(current.func.attr.value)[0] == api.RECORD_STREAM:
                 handed_off.add(root)
             elif receiver in names and _tensor_method(current.func.attr.value):
                 used.add(receiver)

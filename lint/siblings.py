@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from csan_lint.lint.analysis import api
 from csan_lint.lint.names import CURRENT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import children, target_names, target_parts
 from csan_lint.lint.recognize import NO_FUNCTIONS, ContextFunctions, entered_streams
@@ -221,11 +222,11 @@ class FunctionText:
     def _call(self, node: cst.Call) -> None:
         func, args = node.func, node.args
         leaf = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-        if leaf == "synchronize":
+        if api.method_op(leaf)[0] == api.SYNC_RECEIVER:
             self.waiters.append(None)
         elif leaf in STREAM_WAITS and isinstance(func, cst.Attribute):
             self.waiters.append(func.value)
-        elif leaf.endswith("record_stream"):
+        elif api.records_stream(leaf):
             if isinstance(func, cst.Attribute):
                 self.records.append((node, func.value, args[0].value if args else None))
             elif args:
@@ -375,7 +376,7 @@ def passes_work(call: cst.Call) -> bool | None:
     name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
     if isinstance(func, cst.Name) and name in PURE_BUILTINS:
         return False
-    if name in _STREAM_CALLS or name.endswith("record_stream"):
+    if name in _STREAM_CALLS or api.records_stream(name):
         return False  # a stream or an event is no tensor
     if name in STORING_METHODS or name[:1].isupper():
         return None

@@ -6,9 +6,9 @@ The interpreter itself is lint/accesses.py, its ordering model lint/ordering.py.
 Only functions (and module bodies) that contain a `with` statement, are entered on a side stream
 by their callers (lint/scan.py, `entry_streams`), or call a function of the module that leaves a
 tensor written on another stream, are interpreted: without any of these no second stream can
-appear (except through `torch.cuda.set_stream`, checked textually). Across methods,
-`self.x` left written on a side stream by a method that may run first is where public methods
-start from (see `_cross_method`).
+appear (except through `torch.cuda.set_stream`: a module that calls it has every function
+interpreted). Across methods, `self.x` left written on a side stream by a method that may run
+first is where public methods start from (see `_cross_method`).
 Positions are computed only when a module has hazards (lint/positions.py), since even cheap ones cost a codegen.
 """
 
@@ -22,14 +22,16 @@ import libcst as cst
 from libcst.metadata import CodeRange
 
 from csan_lint.lint.accesses import FunctionAnalysis
+from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis.api import Kind
 from csan_lint.lint.callers import CallersJoin
 from csan_lint.lint.carried import Carried, event_waiters, unrecorded_carried
 from csan_lint.lint.dataswap import swapped_out
 from csan_lint.lint.defaultjoin import waits_into_default
 from csan_lint.lint.effects import Helpers
 from csan_lint.lint.model import NO_SPELLINGS, Span, Spellings
-from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, ImportTable, dotted_name
-from csan_lint.lint.nodes import parse_module
+from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, SET_STREAM, ImportTable, dotted_name
+from csan_lint.lint.nodes import descendants, parse_module
 from csan_lint.lint.ordering import CURRENT, DEFAULT, FlowState, Hazard, Mark, TrackedTensor, join_states, join_tensor
 from csan_lint.lint.positions import Positions, positions
 from csan_lint.lint.recognize import OR
@@ -170,7 +172,7 @@ def analyse(
     siblings: list[Sibling] = []
     carried: list[Carried] = []
     if imports.imports_torch:
-        everywhere = "set_stream" in source
+        everywhere = _mentions(source, Kind.SET_STREAM) and _sets_stream(module, imports)
         helpers = Helpers(
             imports,
             dict(functions),
@@ -186,7 +188,9 @@ def analyse(
         entered_on = entry_streams(module.body, imports, source, helpers.functions, helpers.globals)
         with_blocks = {name for name, function in functions if has_with(body_of(function.body))}
         recorders = (
-            {name for name, function in functions if records_streams(function)} if "record_stream" in source else set()
+            {name for name, function in functions if records_streams(function)}
+            if _mentions(source, Kind.RECORD_STREAM)
+            else set()
         )
         for name, function in functions:
             if name in recorders:
@@ -216,7 +220,7 @@ def analyse(
         ambient = {owner: ambient_streams(owner, functions, imports) for owner in classes}
         kept_defaults: dict[str, set[str]] = {}
         default_waiters: set[str] = set()  # judged with no stream block of their own (lint/defaultjoin.py)
-        if "default_stream" in source:
+        if _mentions(source, Kind.DEFAULT_STREAM):
             kept_defaults = {owner: kept_default_streams(owner, functions, imports) for owner in classes}
             default_waiters = {
                 name for name, f in functions if waits_into_default(f, imports, _owner_ambient(name, kept_defaults))
@@ -239,7 +243,7 @@ def analyse(
                 analysis.kept_defaults = frozenset(_owner_ambient(name, kept_defaults))
                 entry = entered_on.get(name)
                 written_on = entry.written_on if entry is not None else CURRENT
-                analysis.produced_by_caller(function, CallersJoin(name, functions, module), written_on)
+                analysis.produced_by_caller(function, CallersJoin(name, functions), written_on)
                 if entry is not None:
                     analysis.live.current = entry.stream  # every call of it is made on that stream
                 analysis.run_function(function.body)
@@ -249,9 +253,9 @@ def analyse(
                 if end is not None:
                     exits[name] = end
         for owner in classes:
-            _cross_method(owner, functions, exits, helpers, hazards, source, module)
+            _cross_method(owner, functions, exits, helpers, hazards, source)
             if swapped_in:
-                swapped_out(owner, functions, swapped_in, module, hazards)
+                swapped_out(owner, functions, swapped_in, hazards)
     return ModuleFlow(
         path,
         module,
@@ -263,6 +267,17 @@ def analyse(
         siblings=siblings,
         carried=carried,
     )
+
+
+def _mentions(source: str, kind: Kind) -> bool:
+    """Whether the text spells an operation of `kind` (`api.mentions`): else its walk is skipped."""
+    return api.mentions(frozenset({kind})).search(source) is not None
+
+
+def _sets_stream(module: cst.Module, imports: ImportTable) -> bool:
+    """Whether the module calls `torch.cuda.set_stream` (however spelled): after that, no function
+    of it can be assumed to start on the stream its caller made current."""
+    return any(type(node) is cst.Call and imports.qualified(node.func) == SET_STREAM for node in descendants(module))
 
 
 def ambient_streams(owner: str, functions: Sequence[tuple[str, cst.FunctionDef]], imports: ImportTable) -> set[str]:
@@ -342,7 +357,6 @@ def _cross_method(
     helpers: Helpers,
     hazards: dict[tuple[object, ...], Hazard],
     source: str,
-    module: cst.Module,
 ) -> None:
     """A producer method leaves `self.x` written (or read) on a side stream; a public method of
     the same class may run after it and use (or overwrite) `self.x`, so it starts from those
@@ -387,7 +401,7 @@ def _cross_method(
                 helpers=helpers,
                 entry=entry,
             )
-            analysis.callers_join = CallersJoin(f"{owner}.{method}", functions, module)
+            analysis.callers_join = CallersJoin(f"{owner}.{method}", functions)
             analysis.run_function(function.body)
 
 

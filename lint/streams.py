@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from csan_lint.lint.analysis import api
 from csan_lint.lint.itemwaits import is_item_token, item_waits
 from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.ordering import (
@@ -99,9 +100,11 @@ class Streams:
         """Ordering calls on streams and events; False if `func` is none of them."""
         method, receiver = func.attr.value, func.value
         args = [arg.value for arg in node.args]
-        if method == "wait" and not args and (key := dotted_name(receiver)) in self.live.tensors:
+        op, by_stream = api.method_op(method)
+        waits_event = op == api.WAIT_EVENT and not by_stream  # `e.wait([s])`
+        if waits_event and not args and (key := dotted_name(receiver)) in self.live.tensors:
             self._demote(key, proven=True)  # no tensor has `.wait()`: a collective's handle, waited below
-        if method == "wait_stream" and args:
+        if op == api.WAIT_STREAM and args:
             waiter, producer = self._stream(receiver), self._stream(args[0])
             if waiter is not None and producer is not None and waiter != producer:
                 if waiter == self.entry_stream and launch_key(producer) not in self.live.tensors:
@@ -112,41 +115,41 @@ class Streams:
                 self._default_join(node, waiter, producer, args[0])
             elif waiter is not None and waiter == producer:
                 self._self_wait(node, waiter)
-        elif method == "wait_event" and args and (recorder := recorded_inline(args[0])) is not None:
+        elif op == api.WAIT_EVENT and by_stream and args and (recorder := recorded_inline(args[0])) is not None:
             waiter, producer = self._stream(receiver), self._stream(recorder)
             if waiter is not None and producer is not None and waiter != producer:
                 self._default_join(node, waiter, producer, recorder)
                 self._order(MarkUpdate(producer, waiter))  # `s.wait_event(r.record_event())`: a wait on r
             elif waiter is not None and waiter == producer:
                 self._self_wait(node, waiter)
-        elif method == "wait_event" and args:
+        elif op == api.WAIT_EVENT and by_stream and args:
             waiter, event = self._stream(receiver), self._event(args[0])
             if waiter is not None and event is not None:
                 if event.startswith("event:self.") and not any(recorded == event for recorded, _ in self.records):
                     self.waits_callers_event.add(waiter)  # an event of the object's, recorded by another method
                 self._default_join(node, waiter, event, args[0])
                 self._order(MarkUpdate(event, waiter))
-        elif method == "record_event" and args:
+        elif op == api.RECORD and by_stream and args:
             stream, event = self._stream(receiver), self._event(args[0])
             if stream is not None and event is not None:
                 self._record(event, stream)
-        elif method == "record" and dotted_name(receiver) not in self.live.tensors:
+        elif op == api.RECORD and not by_stream and dotted_name(receiver) not in self.live.tensors:
             stream, event = (self._stream(args[0]) if args else self.live.current), self._event(receiver)
             if stream is not None and event is not None:
                 self._record(event, stream)
-        elif method == "wait" and (recorder := recorded_inline(receiver)) is not None:
+        elif waits_event and (recorder := recorded_inline(receiver)) is not None:
             waiter, producer = (self._stream(args[0]) if args else self.live.current), self._stream(recorder)
             if waiter is not None and producer is not None and waiter != producer:
                 self._order(MarkUpdate(producer, waiter))  # `r.record_event().wait(s)`: s waits on r
-        elif method == "wait" and not args and self._collection_item(receiver):
+        elif waits_event and not args and self._collection_item(receiver):
             self._order(MarkUpdate(CURRENT, self.live.current))  # a collective's handle kept in a list
-        elif method == "wait" and dotted_name(receiver) not in self.live.tensors:
+        elif waits_event and dotted_name(receiver) not in self.live.tensors:
             waiter, event = (self._stream(args[0]) if args else self.live.current), self._event(receiver)
             if waiter is not None and event is not None:
                 self._order(MarkUpdate(event, waiter))
-        elif method == "synchronize" and not args and dotted_name(receiver) not in self.live.tensors:
+        elif op == api.SYNC_RECEIVER and not args and dotted_name(receiver) not in self.live.tensors:
             self._host_waits(receiver)
-        elif method == "query" and not args:
+        elif op == api.QUERY_RECEIVER and not args:
             pass  # a poll from the host: it orders only where it returned True (`_polled`)
         else:
             return False
@@ -328,7 +331,7 @@ def recorded_inline(expr: cst.BaseExpression) -> cst.BaseExpression | None:
         isinstance(expr, cst.Call)
         and not expr.args
         and isinstance(expr.func, cst.Attribute)
-        and expr.func.attr.value == "record_event"
+        and api.method_op(expr.func.attr.value) == (api.RECORD, True)
     ):
         return expr.func.value
     return None

@@ -14,6 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis.api import Kind, On, Receiver
+
 if TYPE_CHECKING:
     from csan_lint.lint.effects import Helpers
 
@@ -75,9 +78,19 @@ class Summary:
 
 
 _MAY_ORDER = re.compile(
-    r"wait_stream|wait_event|record_event|synchronize|\.record\(|\.wait\(|cuda\.stream|StreamContext"
+    "|".join(
+        rf"\.{method.name}\(" if method.shared else method.name
+        for method in api.METHODS
+        if method.receiver in (Receiver.STREAM, Receiver.EVENT, Receiver.STREAM_OR_EVENT)
+        and method.op.kind in (Kind.WAIT, Kind.RECORD, Kind.HOST_SYNC)
+    )
+    + "|"
+    + api.canonical_of(Kind.HOST_SYNC, On.DEVICE).rpartition(".")[2]
+    + r"|cuda\.stream|StreamContext"
 )
-"""Text a module needs for any of its functions to have a summary worth replaying elsewhere."""
+"""Text a module needs for any of its functions to have a summary worth replaying elsewhere: an
+ordering method of a stream or an event (one other objects share, called), a device sync, or a
+stream context as torch.cuda spells it."""
 
 
 _unpickled: dict[str, PackageIndex] = {}

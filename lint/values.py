@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Literal, TypeGuard
 
 import libcst as cst
 
+from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis.api import Direction, Kind
 from csan_lint.lint.names import (
     CURRENT_STREAM,
     DEFAULT_STREAM,
@@ -151,7 +153,7 @@ def number_names(value: cst.BaseExpression) -> Iterator[str]:
 def freed_storage(call: cst.Call) -> str | None:
     """`x` for `x.untyped_storage().resize_(0)` (or `.storage()`): frees x's memory now."""
     func = call.func
-    if not (isinstance(func, cst.Attribute) and func.attr.value == "resize_" and len(call.args) == 1):
+    if not (isinstance(func, cst.Attribute) and api.method_op(func.attr.value)[0] == api.FREE and len(call.args) == 1):
         return None
     size, storage = call.args[0].value, func.value
     if not (isinstance(size, cst.Integer) and size.value == "0" and isinstance(storage, cst.Call)):
@@ -263,12 +265,12 @@ def copied_to_host(expr: cst.BaseExpression) -> bool:
     """`x.cpu()`, `x.to("cpu", ...)`, `x.to(device="cpu")`: host memory, from no stream's pool."""
     if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)):
         return False
-    method = expr.func.attr.value
-    if method == "cpu":
+    op = api.method_op(expr.func.attr.value)[0]
+    if op is not None and op.kind is Kind.COPY and op.direction is Direction.TO_HOST:
         return True
     devices = [arg.value for arg in expr.args if arg.keyword is None or arg.keyword.value == "device"][:1]
     return (
-        method == "to"
+        op == api.COPY_EITHER
         and bool(devices)
         and isinstance(devices[0], cst.SimpleString)
         and str(devices[0].evaluated_value).partition(":")[0] == "cpu"
@@ -432,9 +434,10 @@ class Values:
         func = expr.func
         if isinstance(func, cst.Attribute):
             method = func.attr.value
-            if method in HOST_METHODS or method in ("item", "tolist"):
+            op = api.method_op(method)[0]
+            if method in HOST_METHODS or op == api.HOST_READ:
                 return Value("other")
-            if method == "pin_memory":
+            if op == api.PIN:
                 return Value("host")
             if method in VIEW_METHODS:
                 return self._alias_of(func.value)
@@ -485,7 +488,7 @@ class Values:
         on any stream (an unspecified device is taken as CUDA: the default device of stream code)."""
         for arg in call.args:
             keyword = arg.keyword.value if arg.keyword is not None else None
-            if keyword == "pin_memory" and isinstance(arg.value, cst.Name) and arg.value.value == "True":
+            if keyword == api.PIN_MEMORY and isinstance(arg.value, cst.Name) and arg.value.value == "True":
                 return True
             if keyword == "device":
                 device = arg.value

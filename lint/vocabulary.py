@@ -4,6 +4,9 @@ what an expression is; the other analysis modules ask the same questions of them
 
 from __future__ import annotations
 
+from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis.api import Direction, Kind, Receiver
+
 HOST_METHODS = frozenset(
     {
         "size", "dim", "ndimension", "numel", "nelement", "element_size", "stride",
@@ -19,7 +22,9 @@ HOST_ATTRIBUTES = frozenset(
         "is_leaf", "names", "is_sparse", "is_quantized", "itemsize", "nbytes",
     }
 )  # fmt: skip
-SYNC_METHODS = frozenset({"item", "cpu", "tolist"})
+SYNC_METHODS = api.methods(Receiver.TENSOR, kinds=(Kind.HOST_SYNC,)) | {
+    m.name for m in api.METHODS if m.receiver is Receiver.TENSOR and m.op.direction is Direction.TO_HOST
+}
 """Reading a device tensor on the host waits for the current stream."""
 VIEW_METHODS = frozenset(
     {
@@ -70,21 +75,20 @@ STORING_METHODS = frozenset(
 )  # fmt: skip
 """Container methods: what is passed to them outlives the call (`Tensor.add` loses no precision
 worth having)."""
-STREAM_WAITS = frozenset({"wait_stream", "wait_event"})
+UPLOAD_METHODS = frozenset(
+    m.name
+    for m in api.METHODS
+    if m.op.kind is Kind.COPY and not m.op.in_place and m.op.direction in (Direction.TO_DEVICE, Direction.EITHER)
+)
+"""`.to(device)` / `.cuda()`: of a host buffer, a copy in stream order, not a host read."""
+STREAM_WAITS = api.methods(Receiver.STREAM, kinds=(Kind.WAIT,))
 """A stream's waits: on another stream, on an event."""
-ORDERING_METHODS = STREAM_WAITS | {"record_event", "record", "wait", "synchronize", "query", "elapsed_time"}
+ORDERING_METHODS = api.methods(Receiver.STREAM, Receiver.EVENT, Receiver.STREAM_OR_EVENT)
 """Methods of streams and events that order work or ask after it: what they take is a stream or an
 event, and they launch nothing."""
-COLLECTIVES = frozenset(
-    f"torch.distributed.{name}"
-    for name in (
-        "all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor", "all_gather_single",
-        "_all_gather_base", "reduce_scatter", "reduce_scatter_tensor", "reduce_scatter_single",
-        "_reduce_scatter_base", "all_to_all", "all_to_all_single", "recv", "irecv", "scatter",
-    )
-)  # fmt: skip
+COLLECTIVES = api.names(Kind.LAUNCH)
 """Collectives that write their first argument in place, in order with the current stream."""
-BARRIERS = frozenset({"torch.distributed.barrier", "deepspeed.comm.barrier"})
+BARRIERS = frozenset(f.name for f in api.FUNCTIONS if f.op == api.HOST_READ)
 """Return once the current stream's work is done: NCCL's barrier synchronizes the current stream
 with the host, and DeepSpeed's calls torch's."""
 CONTAINER_METHODS = frozenset(
@@ -95,8 +99,8 @@ CONTAINER_METHODS = frozenset(
 )  # fmt: skip
 """Methods of dicts, lists and deques that tensors do not have (but sparse ones' `.values()`):
 the receiver is a container."""
-ALLOCATORS = frozenset({"torch.empty", "torch.empty_like", "torch.empty_strided"})
-ALLOCATING_METHODS = frozenset({"new_empty", "new_empty_strided"})
+ALLOCATORS = api.names(Kind.ALLOC)
+ALLOCATING_METHODS = api.methods(Receiver.TENSOR, kinds=(Kind.ALLOC,))
 """Calls that allocate memory and launch no kernel: no data is written."""
 SHAPED_LIKE = frozenset(f"torch.{kind}_like" for kind in ("empty", "zeros", "ones", "full", "rand", "randn", "randint"))
 """Calls that read only their first argument's metadata (shape, dtype, device), never its data."""

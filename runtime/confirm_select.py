@@ -23,12 +23,9 @@ from pathlib import Path
 from csan_lint.lint.config import Config
 from csan_lint.lint.files import Excluder, PathError, discover, display_path
 from csan_lint.lint.model import Span
-from csan_lint.lint.recognize import stream_code_lines
+from csan_lint.lint.recognize import MAYBE_STREAM_CODE, stream_code_lines
 
 DEFAULT_TEST_FILES = ("test_*.py", "*_test.py")
-_MAYBE_STREAM_CODE = re.compile(r"(?i)stream|event|non_blocking|pin_memory|graph")
-"""Words stream code cannot be written without (any spelling the recognizer knows, but for a
-project's own wrappers, whose names are added): a file without them is not parsed."""
 _SKIP_DIRS = frozenset({".git", "__pycache__", "node_modules", ".tox", ".nox", ".csan_lint_cache"})
 
 
@@ -79,7 +76,7 @@ def stream_code(paths: Sequence[str], config: Config) -> dict[str, list[Span]]:
             source = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue
-        maybe = _MAYBE_STREAM_CODE.search(source) or any(leaf in source for leaf in wrappers)
+        maybe = MAYBE_STREAM_CODE.search(source) or any(leaf in source for leaf in wrappers)
         lines = stream_code_lines(source, spellings=config.spellings) if maybe else frozenset()
         if lines:
             found[os.path.realpath(path)] = _runs(lines)

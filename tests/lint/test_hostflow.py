@@ -4,14 +4,17 @@ pending copy, which waits order nothing, which captures are malformed, and the m
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import libcst as cst
 import pytest
 
+from csan_lint.lint.config import load_config
 from csan_lint.lint.engine import lint_source
 from csan_lint.lint.hostflow import host_hazards
 from csan_lint.lint.model import Span
 from csan_lint.lint.registry import rule_by_code
+from csan_lint.lint.runner import lint_paths
 from csan_lint.lint.streamflow import analyse
 from csan_lint.runtime import kinds
 
@@ -515,3 +518,27 @@ def test_only_a_non_blocking_copy_into_pinned_memory_is_pending(arguments: str, 
         return host.tolist()
     """
     assert hazards(source) == ({(kinds.HOST_READ_PENDING, 7)} if flagged else set())
+
+
+FACTORY_EVENT = """\
+{comment}import torch
+
+from pkg.cuda_utils import new_event
+
+
+def step(side: torch.cuda.Stream) -> None:
+    done = new_event()
+    side.wait_event(done)
+"""
+
+
+@pytest.mark.parametrize("comment", ["", "# an Event from our own factory\n"])
+def test_events_of_a_configured_factory_are_followed(tmp_path: Path, comment: str) -> None:
+    """`event-factories` alone makes the module's events tracked: neither `Event` in the text
+    nor a comment saying it decides."""
+    (tmp_path / "pyproject.toml").write_text('[tool.csan-lint]\nevent-factories = ["pkg.cuda_utils.new_event"]\n')
+    module = tmp_path / "pkg" / "train.py"
+    module.parent.mkdir()
+    module.write_text(FACTORY_EVENT.format(comment=comment))
+    result = lint_paths([str(module)], load_config([str(module)]), jobs=1)
+    assert [(finding.code, finding.line) for finding in result.findings] == [("CSL401", 8 + comment.count("\n"))]
