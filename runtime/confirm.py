@@ -8,7 +8,9 @@ position (`confirm_verdict`) -> output (`confirm_output`). This module only wire
 the settings: `[tool.csan-lint.confirm]` overridden by the command line.
 
 Exit status: 1 if a race was seen (confirming a finding or runtime-only; and for the verdicts
-`--fail-on` adds) unless `--exit-zero`, 0 otherwise, 2 when the check could not be made at all.
+`--fail-on` adds) unless `--exit-zero`, or a test failed (whatever `--exit-zero` says: a run
+whose tests failed never passes); 2 when the check could not be made at all, or a test failed
+on the emulated device's gap or on a sanitizer error; 0 otherwise.
 """
 
 from __future__ import annotations
@@ -41,7 +43,17 @@ from csan_lint.runtime.confirm_select import (
     select_tests,
     stream_code,
 )
-from csan_lint.runtime.confirm_verdict import CONFIRMED, VERDICTS, RunResult, decide, real
+from csan_lint.runtime.confirm_verdict import (
+    CONFIRMED,
+    VERDICTS,
+    RunResult,
+    TestRun,
+    decide,
+    failures_status,
+    needs_unchecked_run,
+    real,
+    test_failures,
+)
 
 EXIT_CLEAN, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 CONFIG_KEYS = ("tests", "timeout", "device", "fail-on")
@@ -241,6 +253,7 @@ def main(findings: list[Finding], paths: list[str], config: Config, options: dic
         except SelectionError as error:
             return _error(str(error))
     result = RunResult(tests={}, races=[])
+    unchecked: dict[str, TestRun] = {}
     device = None
     if selection.test_files:
         _say(
@@ -262,12 +275,14 @@ def main(findings: list[Finding], paths: list[str], config: Config, options: dic
                 if progress is not None:
                     progress.close()
             device = runner.device
+            unchecked = _run_unchecked(settings, runner, result)
     elif spans:
         looked = ", ".join(os.path.relpath(path.split("::")[0]) for path in test_paths)
         _say(settings, f"No test imports a module with stream code (looked in: {looked or 'no test path'}).")
     else:
         _say(settings, "No stream code and no finding under the paths: no test to run.")
     verdicts, runtime_only = decide(findings, result, selection.reaching)
+    failures = test_failures(result, unchecked)
     elapsed = time.monotonic() - started
     if settings.output_format == "json":
         click.echo(
@@ -278,11 +293,14 @@ def main(findings: list[Finding], paths: list[str], config: Config, options: dic
                 test_files=selection.test_files,
                 tests=list(result.tests.values()),
                 leaks=result.leaks,
+                failures=failures,
             ),
             nl=False,
         )
     elif settings.output_format == "junit":
-        click.echo(format_junit(verdicts, runtime_only, fail_on=settings.fail_on, device=device), nl=False)
+        click.echo(
+            format_junit(verdicts, runtime_only, fail_on=settings.fail_on, device=device, failures=failures), nl=False
+        )
     else:
         click.echo(
             format_text(
@@ -292,10 +310,20 @@ def main(findings: list[Finding], paths: list[str], config: Config, options: dic
                 quiet=settings.quiet,
                 run=result,
                 seconds=elapsed,
+                failures=failures,
             ),
             nl=False,
         )
-    failed = any(entry.is_race for entry in runtime_only) or any(
+    raced = any(entry.is_race for entry in runtime_only) or any(
         verdict.verdict in settings.fail_on for verdict in verdicts
     )
-    return EXIT_FAILED if failed and not settings.exit_zero else EXIT_CLEAN
+    return max(EXIT_FAILED if raced and not settings.exit_zero else EXIT_CLEAN, failures_status(failures))
+
+
+def _run_unchecked(settings: ConfirmSettings, runner: Runner, result: RunResult) -> dict[str, TestRun]:
+    """The failed tests once more without the sanitizer, to tell their own failures from ours."""
+    failed = [test.nodeid for test in result.tests.values() if needs_unchecked_run(test)]
+    if not failed:
+        return {}
+    _say(settings, f"Running the {len(failed)} failed test(s) again without the sanitizer...")
+    return runner.unchecked(failed)

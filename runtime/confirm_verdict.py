@@ -52,6 +52,8 @@ OUTSIDE_TESTS = "<outside any test>"
 PASSED, FAILED, SKIPPED, SETUP_ERROR = "passed", "failed", "skipped", "error"
 CRASHED, TIMED_OUT, INTERNAL_ERROR = "crashed", "timeout", "internal-error"
 BROKEN_OUTCOMES = frozenset({FAILED, SETUP_ERROR, CRASHED, TIMED_OUT, INTERNAL_ERROR})
+RERUN_OUTCOMES = frozenset({FAILED, SETUP_ERROR, CRASHED, TIMED_OUT})
+"""Failures that the sanitizer may have caused: their tests run again without it."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,8 @@ class TestRun:
     outcome: str
     reason: str | None = None
     reached: Mapping[str, frozenset[int]] = field(default_factory=dict)
+    gap: str | None = None
+    """The emulated device's gap the test failed on (emulation/gaps.py's message), if it did."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,89 @@ class RunResult:
     races: Sequence[Race]
     broken_files: Mapping[str, str] = field(default_factory=dict)
     leaks: Sequence[StreamLeak] = ()
+
+
+# Why a test failed, as the run of the failing tests without the sanitizer tells.
+EMULATION_GAP = "emulation-gap"
+"""On the emulated device's own gap: the check could not be made (exit 2)."""
+SANITIZER_ERROR = "sanitizer-error"
+"""The sanitizer failed in the test (an internal error): the check could not be made (exit 2)."""
+ONLY_CHECKED = "only-under-the-sanitizer"
+"""It passed without the sanitizer: the sanitizer changed what it did."""
+ALSO_UNCHECKED = "also-without-the-sanitizer"
+"""It failed without the sanitizer too: the test's own failure, as pytest would report it."""
+NOT_RERUN = "not-rerun"
+"""Its run without the sanitizer did not finish (or could not start): the cause is unknown."""
+NOT_COLLECTED = "not-collected"
+"""A test file that could not be imported: its tests never ran."""
+CAUSES_OF_EXIT_2 = frozenset({EMULATION_GAP, SANITIZER_ERROR})
+
+
+@dataclass(frozen=True)
+class TestFailure:
+    """A test (or a test file) that did not pass under the sanitizer, and why."""
+
+    __test__ = False
+
+    nodeid: str
+    outcome: str
+    reason: str | None
+    cause: str
+    unchecked: str | None = None
+    """Its outcome without the sanitizer (None when it was not run so)."""
+
+    @property
+    def explanation(self) -> str:
+        """The cause in words, for the reader of the output."""
+        if self.cause == EMULATION_GAP:
+            return "emulation gap: not the test's failure"
+        if self.cause == SANITIZER_ERROR:
+            return "csan-lint's error: please report it"
+        if self.cause == ONLY_CHECKED:
+            return f"only under the sanitizer: {self.unchecked} without it"
+        if self.cause == ALSO_UNCHECKED:
+            return f"also without the sanitizer ({self.unchecked}): the test's own failure"
+        if self.cause == NOT_COLLECTED:
+            return "its tests did not run"
+        return "not re-run without the sanitizer" + (f" ({self.unchecked})" if self.unchecked else "")
+
+
+def needs_unchecked_run(test: TestRun) -> bool:
+    """A failed test whose cause only its run without the sanitizer can tell."""
+    return test.outcome in RERUN_OUTCOMES and test.gap is None and test.nodeid != OUTSIDE_TESTS
+
+
+def test_failures(run: RunResult, unchecked: Mapping[str, TestRun]) -> list[TestFailure]:
+    """Every test that failed, errored, crashed, hung or was not fully checked, and every test file
+    that could not be collected, with its cause; `unchecked` holds the failed tests' outcomes in
+    the run without the sanitizer (by node id)."""
+    found = [
+        TestFailure(display_path(Path(path)), "not collected", reason, NOT_COLLECTED)
+        for path, reason in sorted(run.broken_files.items())
+    ]
+    for test in run.tests.values():
+        if test.outcome not in BROKEN_OUTCOMES:
+            continue
+        if test.gap is not None:
+            found.append(TestFailure(test.nodeid, test.outcome, test.gap, EMULATION_GAP))
+        elif test.outcome == INTERNAL_ERROR:
+            found.append(TestFailure(test.nodeid, test.outcome, test.reason, SANITIZER_ERROR))
+        else:
+            again = unchecked.get(test.nodeid)
+            if again is None or again.outcome not in (PASSED, *BROKEN_OUTCOMES):
+                cause = NOT_RERUN
+            else:
+                cause = ALSO_UNCHECKED if again.outcome in BROKEN_OUTCOMES else ONLY_CHECKED
+            found.append(TestFailure(test.nodeid, test.outcome, test.reason, cause, again.outcome if again else None))
+    return found
+
+
+def failures_status(failures: Sequence[TestFailure]) -> int:
+    """0 none, 1 a test failed (the user's, the sanitizer's changed behaviour, unknown), 2 the
+    check could not be made (an emulation gap, a sanitizer error): pytest's 1 for the first."""
+    if any(failure.cause in CAUSES_OF_EXIT_2 for failure in failures):
+        return 2
+    return 1 if failures else 0
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
 """pytest plugin (entry point `csan`): `pytest --csan` runs every test under the CUDA stream
 sanitizer and fails the tests whose run raced; `--csan-emulate` runs GPU tests on the emulated
-device with checking off. Inert and cheap unless one of them is given: torch is imported only then.
+device with checking off. A test that fails on the emulated device's own gap (emulation/gaps.py)
+is named as such in the terminal summary. Inert and cheap unless one of them is given: torch is
+imported only then.
 A project turns them on in its ini file instead (`csan`, `csan_device`, `csan_report`,
 `csan_report_only` under `[tool.pytest.ini_options]`); a flag on the command line wins.
 
@@ -11,7 +13,8 @@ whole to PATH when the session ends, so one worker's lines never interleave with
     {"type": "test-start", "nodeid": ...}
     {"type": "race", "nodeid": ..., "report": <report JSON>}
     {"type": "internal-error", "nodeid": ..., "message": ...}
-    {"type": "test-end", "nodeid": ..., "outcome": "passed" | "failed" | "skipped" | "error", "longrepr": ...}
+    {"type": "test-end", "nodeid": ..., "outcome": "passed" | "failed" | "skipped" | "error", "longrepr": ...,
+     "reason": "<exception type>: <its message's first line>" | null, "gap": <emulation gap> | null}
     {"type": "stream-leak", "nodeid": ..., "device": N, "stream": handle}
 
 Tests are isolated from each other: each starts on the default stream of every device (a test
@@ -73,6 +76,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="run GPU tests on the emulated CUDA device (even where a GPU is present), without checking",
     )
+    group.addoption(
+        "--csan-unchecked",
+        action="store_true",
+        help="internal to csan-lint --confirm: the --csan session (device, report) with the sanitizer off",
+    )
 
 
 _EMULATION_OWNED = pytest.StashKey[bool]()
@@ -85,7 +93,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     `torch.cuda.is_available()` or a device name at import time (a conftest's `pytest_addoption`
     importing the suite's utilities) must see it, or every GPU test is skipped silently."""
     options = early_config.known_args_namespace
-    if not (_setting(early_config, "csan", options) or options.csan_emulate):
+    if not (_setting(early_config, "csan", options) or options.csan_emulate or options.csan_unchecked):
         return
     if _device(early_config, options) == "emulated":
         _own_emulation(early_config)
@@ -113,7 +121,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "csan(enabled=True): enabled=False runs the test without the CUDA stream sanitizer"
     )
-    if not (_setting(config, "csan") or config.getoption("csan_emulate")):
+    if not (_setting(config, "csan") or config.getoption("csan_emulate") or config.getoption("csan_unchecked")):
         return
     if is_xdist_controller(config):  # it runs no test: its workers each have a session
         path = _setting(config, "csan_report")
@@ -300,12 +308,18 @@ class CsanSession:
         self.nodeid: str | None = None
         self.outcome = "passed"
         self.longrepr: str | None = None
+        self.reason: str | None = None
+        """The test's first failure in one line: the exception's type and its message's first line."""
+        self.gap: str | None = None
+        """The emulated device's gap the test failed on (emulation/gaps.py), if it did."""
+        self.gaps: list[tuple[str, str]] = []
+        """(node id, gap) of every test that failed on a gap: the terminal summary names them."""
         self.late: list[tuple[str, RuntimeErrorReport]] = []
         """Races charged to a test that had ended when they were found (a late free)."""
         self.owners = _Owners()
         worker = {"worker": worker_id(config)} if worker_id(config) else {}
         self._write({"type": "session", "version": REPORT_VERSION, "device": self.device, **worker})
-        if _setting(config, "csan"):
+        if _setting(config, "csan") and not config.getoption("csan_unchecked"):
             from csan_lint.runtime.sanitizer import Sanitizer
 
             self.sanitizer = Sanitizer(self.device)
@@ -360,6 +374,8 @@ class CsanSession:
         self.owners.test = nodeid
         self.outcome = "passed"
         self.longrepr = None
+        self.reason = None
+        self.gap = None
         self._write({"type": "test-start", "nodeid": nodeid})
 
     def pytest_runtest_protocol(self, item: pytest.Item) -> None:
@@ -409,6 +425,26 @@ class CsanSession:
             pytest.fail(f"CUDA stream sanitizer: {len(races)} race(s)\n\n{text}", pytrace=False)
         return result
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        """Names the first failure in one line, and a failure on the emulated device's own gap as
+        one, in the test's report too (pytest-xdist relays that, not our terminal summary)."""
+        report = yield
+        if report.failed and call.excinfo is not None and self.reason is None:
+            error = call.excinfo.value
+            lines = str(error).strip().splitlines()
+            self.reason = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+            if self.device == "emulated":
+                from csan_lint.runtime.emulation.gaps import gap_of
+
+                self.gap = gap_of(error)
+            if self.gap is not None:
+                self.gaps.append((item.nodeid, self.gap))
+                report.sections.append(("csan: emulation gap", self.gap))
+        return report
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.passed:
             return
@@ -429,10 +465,20 @@ class CsanSession:
                 "nodeid": nodeid,
                 "outcome": self.outcome,
                 "longrepr": self.longrepr,
+                "reason": self.reason,
+                "gap": self.gap,
             }
         )
         self.nodeid = None
         self.owners.test = None
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        """Tests that failed on the emulated device's gaps, said apart from the program's failures."""
+        if not self.gaps:
+            return
+        terminalreporter.section("csan: failed on the emulated device's gaps, not on the tests' code", red=True)
+        for nodeid, gap in self.gaps:
+            terminalreporter.line(f"{nodeid}: {gap}")
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """A late race fails the run (no test of its own is left to fail)."""

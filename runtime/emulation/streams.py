@@ -28,6 +28,8 @@ from typing import Any
 import torch
 from torch.cuda import _gpu_trace
 
+from csan_lint.runtime.emulation.gaps import EmulationGap
+
 DEVICE_COUNT = 1
 DEFAULT_STREAM = 0
 # c10's pool: 32 streams per priority level, handed out round-robin, for at most 4 levels
@@ -426,7 +428,7 @@ class Event(GenericEvent):
         return (end_event._recorded_at - self._recorded_at) * 1000.0
 
     def ipc_handle(self) -> bytes:
-        raise RuntimeError("the emulated CUDA device has no interprocess events")
+        raise EmulationGap("interprocess events (`torch.cuda.Event.ipc_handle`)")
 
     @property
     def _as_parameter_(self) -> ctypes.c_void_p:
