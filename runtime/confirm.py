@@ -52,7 +52,7 @@ from csan_lint.runtime.confirm_verdict import (
     failures_status,
     needs_unchecked_run,
     real,
-    test_failures,
+    failures_of,
 )
 
 EXIT_CLEAN, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
@@ -282,7 +282,7 @@ def main(findings: list[Finding], paths: list[str], config: Config, options: dic
     else:
         _say(settings, "No stream code and no finding under the paths: no test to run.")
     verdicts, runtime_only = decide(findings, result, selection.reaching)
-    failures = test_failures(result, unchecked)
+    failures = failures_of(result, unchecked)
     elapsed = time.monotonic() - started
     if settings.output_format == "json":
         click.echo(

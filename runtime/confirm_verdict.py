@@ -148,7 +148,7 @@ def needs_unchecked_run(test: TestRun) -> bool:
     return test.outcome in RERUN_OUTCOMES and test.gap is None and test.nodeid != OUTSIDE_TESTS
 
 
-def test_failures(run: RunResult, unchecked: Mapping[str, TestRun]) -> list[TestFailure]:
+def failures_of(run: RunResult, unchecked: Mapping[str, TestRun]) -> list[TestFailure]:
     """Every test that failed, errored, crashed, hung or was not fully checked, and every test file
     that could not be collected, with its cause; `unchecked` holds the failed tests' outcomes in
     the run without the sanitizer (by node id)."""
