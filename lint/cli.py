@@ -89,6 +89,13 @@ CONFIRM_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         help="With --confirm: run only the selected tests that match this pytest -k expression.",
     ),
     click.option(
+        "--baseline",
+        type=click.Path(dir_okay=False),
+        default=None,
+        metavar="FILE",
+        help="With --confirm: show only the races that FILE (an earlier --confirm --format json report) does not have.",
+    ),
+    click.option(
         "-n",
         "--workers",
         type=int,

@@ -32,6 +32,7 @@ from csan_lint.lint.config import Config
 from csan_lint.lint.files import display_path
 from csan_lint.lint.model import Finding, Span
 from csan_lint.lint.registry import rule_by_code
+from csan_lint.runtime.confirm_filter import BaselineError, hidden_line, load_baseline, shown, summary_of
 from csan_lint.runtime.confirm_output import format_json, format_junit, format_text
 from csan_lint.runtime.confirm_run import RunError, Runner, RunSettings
 from csan_lint.runtime.confirm_select import (
@@ -86,6 +87,8 @@ class ConfirmSettings:
     """`-n N`: pytest-xdist worker processes (0: the tests run in one process)."""
     keyword: str | None = None
     """`-k EXPRESSION`: pytest's, narrowing the selected tests (a long test file run for one case)."""
+    baseline: str | None = None
+    """`--baseline FILE`: an earlier JSON report; only races it does not have are shown."""
 
 
 def _suggest(word: str, choices: Sequence[str]) -> str:
@@ -161,6 +164,7 @@ def resolve_settings(config: Config, options: Mapping[str, Any]) -> ConfirmSetti
         all_tests=bool(options.get("all_tests")),
         workers=_workers(options.get("workers")),
         keyword=options.get("keyword") or None,
+        baseline=options.get("baseline") or None,
     )
 
 
@@ -237,6 +241,10 @@ def main(findings: list[Finding], paths: list[str], config: Config, options: dic
         settings = resolve_settings(config, options)
     except ConfirmUsageError as error:
         return _error(str(error))
+    try:
+        baseline = load_baseline(settings.baseline) if settings.baseline else None
+    except BaselineError as error:
+        return _error(str(error))
     missing = missing_requirements()
     if missing:
         return _error(
@@ -282,6 +290,7 @@ def main(findings: list[Finding], paths: list[str], config: Config, options: dic
     else:
         _say(settings, "No stream code and no finding under the paths: no test to run.")
     verdicts, runtime_only = decide(findings, result, selection.reaching)
+    verdicts, runtime_only, hidden = shown(verdicts, runtime_only, config, baseline)
     failures = failures_of(result, unchecked)
     elapsed = time.monotonic() - started
     if settings.output_format == "json":
@@ -294,6 +303,7 @@ def main(findings: list[Finding], paths: list[str], config: Config, options: dic
                 tests=list(result.tests.values()),
                 leaks=result.leaks,
                 failures=failures,
+                not_shown=summary_of(hidden),
             ),
             nl=False,
         )
@@ -311,6 +321,7 @@ def main(findings: list[Finding], paths: list[str], config: Config, options: dic
                 run=result,
                 seconds=elapsed,
                 failures=failures,
+                notes=hidden_line(hidden, settings.baseline),
             ),
             nl=False,
         )

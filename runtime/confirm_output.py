@@ -148,6 +148,7 @@ def format_text(
     run: RunResult | None = None,
     seconds: float | None = None,
     failures: Sequence[TestFailure] = (),
+    notes: Sequence[str] = (),
 ) -> str:
     """A line per finding (an error's reason names its test already; a confirmed one gets its
     `help:`), the runtime-only races, the streams tests left current, then (unless `quiet`) a
@@ -171,6 +172,7 @@ def format_text(
             lines.append(textwrap.indent(render_race(entry.report).rstrip(), "    "))
     if run is not None:
         lines.extend(_leak_line(leak) for leak in run.leaks)
+    lines.extend(notes)
     lines.extend(failure_lines(failures))
     if not quiet:
         if run is not None:
@@ -188,7 +190,9 @@ def format_json(
     tests: Sequence[TestRun] = (),
     leaks: Sequence[StreamLeak] = (),
     failures: Sequence[TestFailure] = (),
+    not_shown: Mapping[str, int] | None = None,
 ) -> str:
+    """The document of docs/confirm.md; `not_shown` counts the races left out, by reason."""
     document = {
         "version": JSON_VERSION,
         "device": device,
@@ -213,6 +217,7 @@ def format_json(
                 "reason": verdict.reason,
                 "tests": list(verdict.tests),
                 "runtime_report": verdict.race,
+                "site_key": verdict.site,
             }
             for verdict in verdicts
         ],
@@ -226,6 +231,7 @@ def format_json(
                 "message": entry.message,
                 "tests": list(entry.tests),
                 "runtime_report": entry.report,
+                "site_key": entry.site,
             }
             for entry in runtime_only
         ],
@@ -233,6 +239,7 @@ def format_json(
             **{name: sum(v.verdict == name for v in verdicts) for name in VERDICTS},
             "runtime_only": len(runtime_only),
             "tests_failed": len(failures),
+            "not_shown": dict(not_shown or {"ignored": 0, "suppressed": 0, "baseline": 0}),
         },
     }
     return json.dumps(document, indent=2) + "\n"

@@ -30,21 +30,6 @@ OTHER_RACE = "other-race"
 """The finding's block raced, but not as it predicts: another kind, or away from its lines."""
 VERDICTS = (CONFIRMED, OTHER_RACE, DISMISSED, UNEXERCISED, ERROR)
 
-RUNTIME_ONLY_CODES: Mapping[str, str] = {
-    kinds.READ_AFTER_WRITE: "CSL901",
-    kinds.WRITE_AFTER_READ: "CSL902",
-    kinds.WRITE_AFTER_WRITE: "CSL903",
-    kinds.FREE_IN_USE: "CSL904",
-    kinds.HOST_READ_PENDING: "CSL905",
-    kinds.HOST_WRITE_PENDING: "CSL906",
-    kinds.CAPTURE_ON_DEFAULT_STREAM: "CSL907",
-    kinds.UNJOINED_CAPTURE_FORK: "CSL908",
-    kinds.WAIT_UNRECORDED_EVENT: "CSL909",
-}
-"""The code a race gets when no static finding explains it: one per error kind, stable."""
-UNKNOWN_KIND_CODE = "CSL999"
-"""A kind this table does not know yet (a newer sanitizer): still reported, never dropped."""
-
 OUTSIDE_TESTS = "<outside any test>"
 """Stands for a node id where there is none: imports at collection, session teardown."""
 
@@ -188,6 +173,8 @@ class Verdict:
     reason: str
     tests: tuple[str, ...] = ()
     race: Mapping[str, Any] | None = None
+    site: str | None = None
+    """A confirmed finding's site key (confirm_filter.py): how a later `--baseline` knows it."""
 
 
 @dataclass(frozen=True)
@@ -201,6 +188,8 @@ class RuntimeOnly:
     message: str
     tests: tuple[str, ...]
     report: Mapping[str, Any]
+    site: str | None = None
+    """Its site key (confirm_filter.py): how a later `--baseline` knows it."""
 
     @property
     def is_race(self) -> bool:
@@ -356,7 +345,7 @@ def _other_race(
     at_lines = _lines_in(path, frames[nearby[0]], lines)
     where = at_lines or _lines_in(path, frames[nearby[0]], finding.span)
     place = f"at line {where[0]}" if at_lines else f"at line {where[0]} of its block, not at its lines"
-    code = RUNTIME_ONLY_CODES.get(kind, UNKNOWN_KIND_CODE)
+    code = kinds.code_of(kind)
     more = f" (+{len(nearby) - 1} more)" if len(nearby) > 1 else ""
     tests = tuple(dict.fromkeys(races[i].nodeid for i in nearby))
     return Verdict(finding, OTHER_RACE, f"a {kind} race {place}{more}: runtime-only {code}", tests, first)
@@ -405,6 +394,13 @@ def _user_site(frames: Sequence[Mapping[str, Any]]) -> tuple[str, int] | None:
     return _site(frames) if any(is_user_file(frame["file"]) for frame in frames) else None
 
 
+def race_site(report: Mapping[str, Any]) -> tuple[str, int] | None:
+    """Where a race is reported (and a `# noqa` for it is read): the racing access's innermost
+    user frame (for a free in use, the free), else its allocation's."""
+    current = report.get("current") or {}
+    return _user_site(current.get("stack") or ()) or _site((report.get("allocation") or {}).get("stack") or ())
+
+
 def race_key(report: Mapping[str, Any]) -> tuple[Any, ...]:
     """Same kind between the same two lines: one race site, one runtime-only entry, whatever the tests and
     operators (`x.mean()` and `x.std()` on one line reading one unsynced tensor is one bug)."""
@@ -426,12 +422,10 @@ def _runtime_only(races: Sequence[Race]) -> list[RuntimeOnly]:
     for group in grouped.values():
         report = group[0].report
         kind = str(report.get("kind"))
-        current = report.get("current") or {}
-        site = _user_site(current.get("stack") or ()) or _site((report.get("allocation") or {}).get("stack") or ())
-        file, line = site if site else ("<unknown>", 0)
+        file, line = race_site(report) or ("<unknown>", 0)
         found.append(
             RuntimeOnly(
-                code=RUNTIME_ONLY_CODES.get(kind, UNKNOWN_KIND_CODE),
+                code=kinds.code_of(kind),
                 kind=kind,
                 path=display_path(Path(file)),
                 line=line,

@@ -48,6 +48,7 @@ INI_OPTIONS: dict[str, tuple[Literal["bool", "string"], str]] = {
     "csan_device": ("string", "device for csan: auto (default), cuda or emulated (as --csan-device)"),
     "csan_report": ("string", "write every report to this path, relative to the rootdir (as --csan-report)"),
     "csan_report_only": ("bool", "report races without failing the tests (as --csan-report-only)"),
+    "csan_ignore": ("string", "runtime codes (CSL9xx) whose races neither fail nor show (as --csan-ignore)"),
 }
 BETWEEN_TESTS = "code run outside any test (collection, fixtures' teardown)"
 """Who is named for a stream left current outside any test."""
@@ -64,6 +65,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--csan-report-only", action="store_true", help="report races without failing the tests")
     group.addoption("--csan-report", metavar="PATH", help="write every report to PATH (JSON Lines)")
+    group.addoption(
+        "--csan-ignore",
+        metavar="CODES",
+        help="races of these runtime codes (CSL904, CSL9, runtime-free-in-use; comma-separated) neither "
+        "fail a test nor show; they are still written to --csan-report",
+    )
     for name, (kind, help_text) in INI_OPTIONS.items():
         parser.addini(name, help_text, type=kind, default=False if kind == "bool" else "")
     group.addoption(
@@ -161,6 +168,22 @@ def _device(config: pytest.Config, options: Any) -> str:
         return resolve_device(requested)
     except RuntimeError as error:
         raise pytest.UsageError(f"--csan-device: {error}") from None
+
+
+def _ignored_codes(value: str | None) -> frozenset[str]:
+    """The runtime codes `--csan-ignore` / `csan_ignore` name; a selector naming none is an error."""
+    from csan_lint.runtime.kinds import runtime_codes_of
+
+    codes: set[str] = set()
+    for selector in (item.strip() for item in (value or "").split(",")):
+        if selector:
+            found = runtime_codes_of(selector)
+            if not found:
+                raise pytest.UsageError(
+                    f"--csan-ignore: `{selector}` names no runtime code (CSL901-CSL909, `csan-lint --list-rules`)"
+                )
+            codes |= found
+    return frozenset(codes)
 
 
 class CsanIsolationWarning(UserWarning):
@@ -314,6 +337,7 @@ class CsanSession:
         """The emulated device's gap the test failed on (emulation/gaps.py), if it did."""
         self.gaps: list[tuple[str, str]] = []
         """(node id, gap) of every test that failed on a gap: the terminal summary names them."""
+        self.ignored = _ignored_codes(_setting(config, "csan_ignore"))
         self.late: list[tuple[str, RuntimeErrorReport]] = []
         """Races charged to a test that had ended when they were found (a late free)."""
         self.owners = _Owners()
@@ -341,6 +365,19 @@ class CsanSession:
             self.late.append((owner, report))
             _warn(f"csan: a race found after {owner} ended, charged to it:\n{_render([report])}")
         self._write({"type": "race", "nodeid": owner, "report": to_json(report)})
+
+    def _shown(self, report: RuntimeErrorReport) -> bool:
+        """Not ignored by its code (`--csan-ignore`), nor by a `# noqa` for it where it is reported."""
+        from csan_lint.runtime import kinds
+        from csan_lint.runtime.confirm_filter import suppressed_at
+        from csan_lint.runtime.confirm_verdict import race_site
+        from csan_lint.runtime.report import to_json
+
+        code = kinds.code_of(report.kind)
+        if code in self.ignored:
+            return False
+        site = race_site(to_json(report))
+        return site is None or not suppressed_at(site[0], site[1], code)
 
     def _restore_default_streams(self, owner: str | None) -> None:
         """Puts every device back on its default stream, naming `owner` (None: outside any test)
@@ -416,7 +453,9 @@ class CsanSession:
             result = yield
         finally:
             elsewhere = {id(report) for _, report in self.late[late:]}
-            found = [report for report in sanitizer.errors[before:] if id(report) not in elsewhere]
+            found = [
+                report for report in sanitizer.errors[before:] if id(report) not in elsewhere and self._shown(report)
+            ]
             if found:
                 text = _render(found)
                 item.add_report_section(when, "csan", text)
@@ -482,7 +521,7 @@ class CsanSession:
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """A late race fails the run (no test of its own is left to fail)."""
-        races = [report for _, report in self.late if report.severity == "error"]
+        races = [report for _, report in self.late if report.severity == "error" and self._shown(report)]
         if races and not self.report_only and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
