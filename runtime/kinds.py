@@ -47,8 +47,8 @@ RUNTIME_CODES = (
     RuntimeCode(
         "CSL904",
         FREE_IN_USE,
-        "a block freed while another stream's access is neither ordered before the allocating stream "
-        "nor covered by `record_stream`: the caching allocator may hand it out again at once",
+        "a block freed while another stream's access is neither ordered before the allocating stream nor "
+        "recorded (`record_stream`): the caching allocator may hand it out again at once",
     ),
     RuntimeCode("CSL905", HOST_READ_PENDING, "the host reads memory that a non-blocking copy may still be writing"),
     RuntimeCode("CSL906", HOST_WRITE_PENDING, "the host writes memory that a non-blocking copy may still be reading"),

@@ -242,3 +242,39 @@ def test_fine():
     assert ends["test_gap.py::test_own"]["reason"] == "ValueError: mine"
     assert ends["test_gap.py::test_own"]["gap"] is None
     assert ends["test_gap.py::test_fine"]["reason"] is None
+
+
+RACY_TWICE = """
+import torch
+
+def race(noqa):
+    side = torch.cuda.Stream()
+    x = torch.ones(4, device="cuda")
+    with torch.cuda.stream(side):
+        if noqa:
+            y = x + 1  # noqa: CSL901
+        else:
+            y = x + 1
+    torch.cuda.synchronize()
+
+def test_racy():
+    race(False)
+
+def test_racy_suppressed():
+    race(True)
+"""
+
+
+def test_runtime_codes_are_ignored_by_option_ini_and_noqa(pytester: pytest.Pytester):
+    pytester.makepyfile(test_codes=RACY_TWICE)
+    path = pytester.path / "csan.jsonl"
+    result = pytester.runpytest_subprocess("--csan", *EMULATED, f"--csan-report={path}")
+    result.assert_outcomes(passed=1, failed=1)  # the noqa'd race neither fails nor shows
+    result.stdout.fnmatch_lines(["FAILED test_codes.py::test_racy - *"])
+    assert len([r for r in read_report(path) if r["type"] == "race"]) == 2  # both are still in the report
+    pytester.runpytest_subprocess("--csan", *EMULATED, "--csan-ignore", "CSL9").assert_outcomes(passed=2)
+    pytester.makeini("[pytest]\ncsan_ignore = runtime-read-after-write\n")
+    pytester.runpytest_subprocess("--csan", *EMULATED).assert_outcomes(passed=2)
+    refused = pytester.runpytest_subprocess("--csan", *EMULATED, "--csan-ignore", "CSL101")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*--csan-ignore: `CSL101` names no runtime code*"])
