@@ -13,6 +13,8 @@ import os
 import re
 import traceback
 
+import torch
+
 from csan_lint import REPOSITORY_URL
 
 ISSUES_URL = f"{REPOSITORY_URL}/issues"
@@ -66,8 +68,6 @@ def gap_of(error: BaseException) -> str | None:
 
 def _call_site(error: BaseException) -> str | None:
     """`code` at file:line of the innermost frame of the program (not torch, not csan-lint)."""
-    import torch  # only once an error is being named
-
     torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
     outside = [
         frame
