@@ -50,10 +50,10 @@ from csan_lint.runtime.confirm_verdict import (
     RunResult,
     TestRun,
     decide,
+    failures_of,
     failures_status,
     needs_unchecked_run,
     real,
-    failures_of,
 )
 
 EXIT_CLEAN, EXIT_FAILED, EXIT_ERROR = 0, 1, 2

@@ -78,7 +78,5 @@ def code_of(kind: str) -> str:
 def runtime_codes_of(selector: str) -> frozenset[str]:
     """The runtime codes a selector means: `ALL`, a code prefix (`CSL9`), a code or a name."""
     return frozenset(
-        entry.code
-        for entry in RUNTIME_CODES
-        if selector in ("ALL", entry.name) or entry.code.startswith(selector)
+        entry.code for entry in RUNTIME_CODES if selector in ("ALL", entry.name) or entry.code.startswith(selector)
     )

@@ -15,9 +15,18 @@ from csan_lint.lint.cli import expand_tests, main
 @pytest.mark.parametrize(
     ("typed", "meant"),
     [
-        (["--tests", "tests/a_test.py", "tests/b.py", "src/"], ["--tests", "tests/a_test.py", "--tests", "tests/b.py", "src/"]),
-        (["--tests=t/test_a.py", "t/test_b.py::test_x[1]"], ["--tests=t/test_a.py", "--tests", "t/test_b.py::test_x[1]"]),
-        (["src", "--tests", "unit_tests", "testing/x.py", "-k", "fast"], ["src", "--tests", "unit_tests", "--tests", "testing/x.py", "-k", "fast"]),
+        (
+            ["--tests", "tests/a_test.py", "tests/b.py", "src/"],
+            ["--tests", "tests/a_test.py", "--tests", "tests/b.py", "src/"],
+        ),
+        (
+            ["--tests=t/test_a.py", "t/test_b.py::test_x[1]"],
+            ["--tests=t/test_a.py", "--tests", "t/test_b.py::test_x[1]"],
+        ),
+        (
+            ["src", "--tests", "unit_tests", "testing/x.py", "-k", "fast"],
+            ["src", "--tests", "unit_tests", "--tests", "testing/x.py", "-k", "fast"],
+        ),
         (["--tests", "tests", "app"], ["--tests", "tests", "app"]),
         (["--", "--tests", "tests/a.py", "tests/b.py"], ["--", "--tests", "tests/a.py", "tests/b.py"]),
     ],

@@ -21,9 +21,9 @@ from csan_lint.runtime.confirm_verdict import (
     SANITIZER_ERROR,
     RunResult,
     TestRun,
+    failures_of,
     failures_status,
     needs_unchecked_run,
-    failures_of,
 )
 
 FIXTURE = Path(__file__).parent / "failing_project"
@@ -105,7 +105,10 @@ def test_a_failed_test_fails_the_run_even_with_exit_zero(project, run_confirm):
     done = run_confirm(project, "--timeout", "60", "--exit-zero", "-k", "own or only", output="text")
     assert done.returncode == 1, done.stderr
     lines = done.stdout.splitlines()
-    assert f"FAILED {OWN} - ValueError: the test's own bug [also without the sanitizer (failed): the test's own failure]" in lines
+    assert (
+        f"FAILED {OWN} - ValueError: the test's own bug [also without the sanitizer (failed): the test's own failure]"
+        in lines
+    )
     assert (
         f"FAILED {ONLY} - AssertionError: the sanitizer is listening [only under the sanitizer: passed without it]"
         in lines

@@ -34,7 +34,9 @@ def _report(path: Path, current: int, previous: int) -> dict:
 def test_a_site_key_survives_lines_inserted_above_and_changes_with_the_racing_line(tmp_path):
     path = tmp_path / "work.py"
     path.write_text("def work(x):\n    y = x * 2\n    return y + 1\n")
-    before = race_site_key(RuntimeOnly("CSL901", "read-after-write", "work.py", 3, "m", (), _report(path, 3, 2)), tmp_path)
+    before = race_site_key(
+        RuntimeOnly("CSL901", "read-after-write", "work.py", 3, "m", (), _report(path, 3, 2)), tmp_path
+    )
     assert before == "CSL901|work.py|work|return y + 1|work.py|work|y = x * 2"
     path.write_text("import os\n\n\ndef work(x):\n    y = x * 2\n    return   y + 1\n")
     moved = RuntimeOnly("CSL901", "read-after-write", "work.py", 6, "m", (), _report(path, 6, 5))
@@ -98,7 +100,7 @@ def first_report(project, run_confirm):
 def test_the_report_keys_each_race_by_its_site(first_report):
     keys = sorted(entry["site_key"] for entry in first_report["runtime_only"])
     assert len(set(keys)) == 3
-    assert keys[0].startswith("CSL901|app/offload.py|offload|host = activation.to(\"cpu\", non_blocking=True)|")
+    assert keys[0].startswith('CSL901|app/offload.py|offload|host = activation.to("cpu", non_blocking=True)|')
 
 
 @pytest.mark.slow
