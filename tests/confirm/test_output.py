@@ -154,6 +154,7 @@ def test_json_document():
         "error": 1,
         "runtime_only": 2,
         "tests_failed": 0,
+        "not_shown": {"ignored": 0, "suppressed": 0, "baseline": 0},
     }
     assert document["failures"] == []
 
