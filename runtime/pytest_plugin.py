@@ -4,7 +4,9 @@ device with checking off. A test that fails on the emulated device's own gap (em
 is named as such in the terminal summary. Inert and cheap unless one of them is given: torch is
 imported only then.
 A project turns them on in its ini file instead (`csan`, `csan_device`, `csan_report`,
-`csan_report_only` under `[tool.pytest.ini_options]`); a flag on the command line wins.
+`csan_report_only`, `csan_ignore` under `[tool.pytest.ini_options]`); a flag on the command line
+wins. `--csan-ignore CODES` and a `# noqa: CSL9xx` where a race is reported keep it from failing
+its test.
 
 `--csan-report PATH` streams JSON Lines, flushed line by line so that a crash loses nothing
 (under pytest-xdist each worker streams its own `PATH.gwN`, and the controller appends them
