@@ -8,11 +8,13 @@ then (the runtime needs torch, the server pygls; the static path imports neither
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
@@ -44,7 +46,8 @@ CONFIRM_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         multiple=True,
         type=click.Path(),
         metavar="PATH",
-        help="With --confirm: test files or directories to choose from (default: pytest's testpaths, else tests/).",
+        help="With --confirm: test files, directories or node ids to choose from (default: pytest's testpaths, "
+        "else tests/); several may follow one --tests while they name tests (`--tests tests/a.py tests/b.py`).",
     ),
     click.option(
         "--device",
@@ -87,6 +90,13 @@ CONFIRM_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         default=None,
         metavar="EXPRESSION",
         help="With --confirm: run only the selected tests that match this pytest -k expression.",
+    ),
+    click.option(
+        "--baseline",
+        type=click.Path(dir_okay=False),
+        default=None,
+        metavar="FILE",
+        help="With --confirm: show only the races that FILE (an earlier --confirm --format json report) does not have.",
     ),
     click.option(
         "-n",
@@ -224,7 +234,54 @@ class _CheckByDefault(click.Group):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if not args or (args[0] not in self.commands and args[0] not in ctx.help_option_names):
             args = ["check", *args]
+        if args[0] == "check":
+            args = ["check", *expand_tests(args[1:])]
         return super().parse_args(ctx, args)
+
+
+_TEST_PART = re.compile(r"(tests?|testing|test_.*|.*_tests?(\.py)?)", re.IGNORECASE)
+"""A path component that names tests: `tests/`, `test_x.py`, `x_test.py`, `unit_tests/`."""
+
+
+def _names_tests(argument: str) -> bool:
+    """A test node id (`f.py::test_x`), or a path with a component that names tests."""
+    return "::" in argument or any(_TEST_PART.fullmatch(part) for part in PurePath(argument).parts)
+
+
+def expand_tests(args: list[str]) -> list[str]:
+    """`--tests A B C` as `--tests A --tests B --tests C`: the arguments after a `--tests` value
+    that name tests (a node id, a path with a `test*`/`*_test` component) are test paths too; the
+    first that does not ends them (a path to lint). A file next to the last test path that does
+    not name tests is ambiguous: an error that says how to write either meaning."""
+    expanded: list[str] = []
+    index = 0
+    while index < len(args):
+        argument = args[index]
+        expanded.append(argument)
+        index += 1
+        if argument == "--":
+            return expanded + args[index:]
+        if argument == "--tests" and index < len(args):
+            last = args[index]
+            expanded.append(last)
+            index += 1
+        elif argument.startswith("--tests="):
+            last = argument.removeprefix("--tests=")
+        else:
+            continue
+        while index < len(args) and not args[index].startswith("-"):
+            following = args[index]
+            if not _names_tests(following):
+                if os.path.isfile(following) and PurePath(following).parent == PurePath(last.split("::")[0]).parent:
+                    _fail(
+                        f"`{following}` follows --tests {last} but does not look like a test path: write "
+                        f"`--tests {last} --tests {following}` to run both, or put the paths to lint before --tests"
+                    )
+                break
+            expanded += ["--tests", following]
+            last = following
+            index += 1
+    return expanded
 
 
 @click.group(

@@ -23,6 +23,7 @@ from csan_lint.lint.model import NO_SPELLINGS, Spellings
 from csan_lint.lint.registry import all_rules
 from csan_lint.lint.rule import Rule
 from csan_lint.lint.suppress import UNUSED_NOQA_CODE, UNUSED_NOQA_NAME
+from csan_lint.runtime.kinds import RUNTIME_CODES, runtime_codes_of
 
 TABLE = "tool.csan-lint"
 SPELLING_KEYS = {setting.replace("_", "-"): setting for setting in api.SETTINGS}
@@ -61,8 +62,8 @@ class Config:
 
     @cached_property
     def _selected(self) -> frozenset[str]:
-        """Every code turned on (rules and `unused-noqa`), before `per-file-ignores`."""
-        default = {rule.code for rule in all_rules()} if self.select is None else set()
+        """Every code turned on (rules, runtime codes and `unused-noqa`), before `per-file-ignores`."""
+        default = {rule.code for rule in all_rules()} | RUNTIME_CODE_SET if self.select is None else set()
         chosen = default.union(*map(_codes_of, (*(self.select or ()), *self.extend_select)))
         return frozenset(chosen - set().union(*map(_codes_of, self.ignore)))
 
@@ -91,16 +92,29 @@ class Config:
             for pattern, selectors in self.per_file_ignores.items()
         )
 
+    def reports(self, code: str, path: Path) -> bool:
+        """Whether a race's runtime code (CSL9xx) is on for `path` (absolute): selected, not
+        ignored, not in its `per-file-ignores`. A code that is no runtime code (a kind newer than
+        this version) is always on."""
+        if code not in RUNTIME_CODE_SET:
+            return True
+        return code in self._selected and code not in self._ignored_at(path)
+
     def rules_for(self, path: Path) -> tuple[type[Rule], ...]:
         """The rules to run on `path` (absolute): `rules` less its `per-file-ignores`."""
         ignored = self._ignored_at(path)
         return tuple(rule for rule in self.rules if rule.code not in ignored) if ignored else self.rules
 
 
+RUNTIME_CODE_SET = frozenset(entry.code for entry in RUNTIME_CODES)
+
+
 def _codes_of(selector: str) -> frozenset[str]:
-    """Codes a selector means: `ALL`, a code prefix (`CSL1`), an exact code, or a rule name."""
+    """Codes a selector means: `ALL`, a code prefix (`CSL1`), an exact code, or a rule's or a
+    runtime code's name."""
     named = [(rule.code, rule.name) for rule in all_rules()] + [(UNUSED_NOQA_CODE, UNUSED_NOQA_NAME)]
-    return frozenset(code for code, name in named if selector == ALL or code.startswith(selector) or name == selector)
+    found = {code for code, name in named if selector == ALL or code.startswith(selector) or name == selector}
+    return frozenset(found | runtime_codes_of(selector))
 
 
 def _suggestion(word: str, choices: Sequence[str]) -> str:
@@ -116,6 +130,7 @@ def check_selectors(selectors: Sequence[str], where: str) -> None:
     for selector in selectors:
         if not _codes_of(selector):
             choices = [rule.code for rule in all_rules()] + [rule.name for rule in all_rules()]
+            choices += [entry.code for entry in RUNTIME_CODES] + [entry.name for entry in RUNTIME_CODES]
             choices += [UNUSED_NOQA_CODE, UNUSED_NOQA_NAME, ALL]
             raise ConfigError(f"{where}: unknown rule code or name `{selector}`{_suggestion(selector, choices)}")
 

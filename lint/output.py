@@ -19,6 +19,7 @@ from csan_lint.lint.registry import all_rules
 from csan_lint.lint.rule import Rule
 from csan_lint.lint.runner import LintResult, rule_names
 from csan_lint.lint.suppress import UNUSED_NOQA_CODE
+from csan_lint.runtime.kinds import RUNTIME_CODES
 
 JSON_VERSION = 1
 NON_RULE_SUMMARIES = {
@@ -149,9 +150,12 @@ def format_github(result: LintResult, *, quiet: bool = False) -> str:
 
 
 def format_rule_list(rules: Sequence[type[Rule]]) -> str:
-    """One aligned line per rule: code, name, summary."""
-    width = max((len(rule.name) for rule in rules), default=0)
-    return "".join(f"{rule.code}  {rule.name:<{width}}  {rule.summary}\n" for rule in rules)
+    """One aligned line per rule, then per runtime code (the races the sanitizer reports on their
+    own): code, name, summary."""
+    rows = [(rule.code, rule.name, rule.summary) for rule in rules]
+    rows += [(entry.code, entry.name, f"(runtime) {entry.summary}") for entry in RUNTIME_CODES]
+    width = max(len(name) for _, name, _ in rows)
+    return "".join(f"{code}  {name:<{width}}  {summary}\n" for code, name, summary in rows)
 
 
 def rule_url(rule: type[Rule]) -> str:
@@ -169,16 +173,16 @@ def explain_code(code: str) -> str | None:
     code = code.upper()
     if code in NON_RULE_SUMMARIES:
         return f"{code} {rule_names()[code]}\n\n{NON_RULE_SUMMARIES[code][:1].upper()}{NON_RULE_SUMMARIES[code][1:]}.\n"
-    from csan_lint.runtime.confirm_verdict import RUNTIME_ONLY_CODES  # torch-free: plain tables
-
-    kinds = {runtime_code: kind for kind, runtime_code in RUNTIME_ONLY_CODES.items()}
-    if code in kinds:
-        return (
-            f"{code} {kinds[code]} (runtime-only)\n\n"
-            f"A {kinds[code]} race that `csan-lint --confirm` saw while running the tests and that no "
-            "static finding explains; the report carries both accesses' stacks.\n\n"
-            f"Documentation: {REPOSITORY_URL}/blob/main/docs/confirm.md\n"
-        )
+    for entry in RUNTIME_CODES:
+        if code == entry.code or code.lower() == entry.name:
+            return (
+                f"{entry.code} {entry.name} (runtime-only)\n\n{entry.summary[:1].upper()}{entry.summary[1:]}.\n\n"
+                f"A {entry.kind} race that the sanitizer saw while running the tests (`csan-lint --confirm`, "
+                "`pytest --csan`) and that no static finding explains; the report carries both accesses' "
+                "stacks. Select, ignore and suppress it (`# noqa: "
+                f"{entry.code}` on the line it is reported at) like a rule.\n\n"
+                f"Documentation: {REPOSITORY_URL}/blob/main/docs/confirm.md\n"
+            )
     return None
 
 

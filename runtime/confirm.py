@@ -8,7 +8,9 @@ position (`confirm_verdict`) -> output (`confirm_output`). This module only wire
 the settings: `[tool.csan-lint.confirm]` overridden by the command line.
 
 Exit status: 1 if a race was seen (confirming a finding or runtime-only; and for the verdicts
-`--fail-on` adds) unless `--exit-zero`, 0 otherwise, 2 when the check could not be made at all.
+`--fail-on` adds) unless `--exit-zero`, or a test failed (whatever `--exit-zero` says: a run
+whose tests failed never passes); 2 when the check could not be made at all, or a test failed
+on the emulated device's gap or on a sanitizer error; 0 otherwise.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from csan_lint.lint.config import Config
 from csan_lint.lint.files import display_path
 from csan_lint.lint.model import Finding, Span
 from csan_lint.lint.registry import rule_by_code
+from csan_lint.runtime.confirm_filter import BaselineError, hidden_line, load_baseline, shown, summary_of
 from csan_lint.runtime.confirm_output import format_json, format_junit, format_text
 from csan_lint.runtime.confirm_run import RunError, Runner, RunSettings
 from csan_lint.runtime.confirm_select import (
@@ -41,7 +44,17 @@ from csan_lint.runtime.confirm_select import (
     select_tests,
     stream_code,
 )
-from csan_lint.runtime.confirm_verdict import CONFIRMED, VERDICTS, RunResult, decide, real
+from csan_lint.runtime.confirm_verdict import (
+    CONFIRMED,
+    VERDICTS,
+    RunResult,
+    TestRun,
+    decide,
+    failures_of,
+    failures_status,
+    needs_unchecked_run,
+    real,
+)
 
 EXIT_CLEAN, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 CONFIG_KEYS = ("tests", "timeout", "device", "fail-on")
@@ -74,6 +87,8 @@ class ConfirmSettings:
     """`-n N`: pytest-xdist worker processes (0: the tests run in one process)."""
     keyword: str | None = None
     """`-k EXPRESSION`: pytest's, narrowing the selected tests (a long test file run for one case)."""
+    baseline: str | None = None
+    """`--baseline FILE`: an earlier JSON report; only races it does not have are shown."""
 
 
 def _suggest(word: str, choices: Sequence[str]) -> str:
@@ -149,6 +164,7 @@ def resolve_settings(config: Config, options: Mapping[str, Any]) -> ConfirmSetti
         all_tests=bool(options.get("all_tests")),
         workers=_workers(options.get("workers")),
         keyword=options.get("keyword") or None,
+        baseline=options.get("baseline") or None,
     )
 
 
@@ -225,6 +241,10 @@ def main(findings: list[Finding], paths: list[str], config: Config, options: dic
         settings = resolve_settings(config, options)
     except ConfirmUsageError as error:
         return _error(str(error))
+    try:
+        baseline = load_baseline(settings.baseline) if settings.baseline else None
+    except BaselineError as error:
+        return _error(str(error))
     missing = missing_requirements()
     if missing:
         return _error(
@@ -241,6 +261,7 @@ def main(findings: list[Finding], paths: list[str], config: Config, options: dic
         except SelectionError as error:
             return _error(str(error))
     result = RunResult(tests={}, races=[])
+    unchecked: dict[str, TestRun] = {}
     device = None
     if selection.test_files:
         _say(
@@ -262,12 +283,15 @@ def main(findings: list[Finding], paths: list[str], config: Config, options: dic
                 if progress is not None:
                     progress.close()
             device = runner.device
+            unchecked = _run_unchecked(settings, runner, result)
     elif spans:
         looked = ", ".join(os.path.relpath(path.split("::")[0]) for path in test_paths)
         _say(settings, f"No test imports a module with stream code (looked in: {looked or 'no test path'}).")
     else:
         _say(settings, "No stream code and no finding under the paths: no test to run.")
     verdicts, runtime_only = decide(findings, result, selection.reaching)
+    verdicts, runtime_only, hidden = shown(verdicts, runtime_only, config, baseline)
+    failures = failures_of(result, unchecked)
     elapsed = time.monotonic() - started
     if settings.output_format == "json":
         click.echo(
@@ -278,11 +302,15 @@ def main(findings: list[Finding], paths: list[str], config: Config, options: dic
                 test_files=selection.test_files,
                 tests=list(result.tests.values()),
                 leaks=result.leaks,
+                failures=failures,
+                not_shown=summary_of(hidden),
             ),
             nl=False,
         )
     elif settings.output_format == "junit":
-        click.echo(format_junit(verdicts, runtime_only, fail_on=settings.fail_on, device=device), nl=False)
+        click.echo(
+            format_junit(verdicts, runtime_only, fail_on=settings.fail_on, device=device, failures=failures), nl=False
+        )
     else:
         click.echo(
             format_text(
@@ -292,10 +320,21 @@ def main(findings: list[Finding], paths: list[str], config: Config, options: dic
                 quiet=settings.quiet,
                 run=result,
                 seconds=elapsed,
+                failures=failures,
+                notes=hidden_line(hidden, settings.baseline),
             ),
             nl=False,
         )
-    failed = any(entry.is_race for entry in runtime_only) or any(
+    raced = any(entry.is_race for entry in runtime_only) or any(
         verdict.verdict in settings.fail_on for verdict in verdicts
     )
-    return EXIT_FAILED if failed and not settings.exit_zero else EXIT_CLEAN
+    return max(EXIT_FAILED if raced and not settings.exit_zero else EXIT_CLEAN, failures_status(failures))
+
+
+def _run_unchecked(settings: ConfirmSettings, runner: Runner, result: RunResult) -> dict[str, TestRun]:
+    """The failed tests once more without the sanitizer, to tell their own failures from ours."""
+    failed = [test.nodeid for test in result.tests.values() if needs_unchecked_run(test)]
+    if not failed:
+        return {}
+    _say(settings, f"Running the {len(failed)} failed test(s) again without the sanitizer...")
+    return runner.unchecked(failed)

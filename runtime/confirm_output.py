@@ -14,7 +14,7 @@ from typing import Any
 from csan_lint.lint.output import finding_to_dict
 from csan_lint.lint.runner import rule_names
 from csan_lint.runtime.confirm_verdict import (
-    BROKEN_OUTCOMES,
+    CAUSES_OF_EXIT_2,
     CONFIRMED,
     ERROR,
     OUTSIDE_TESTS,
@@ -23,6 +23,7 @@ from csan_lint.runtime.confirm_verdict import (
     RunResult,
     RuntimeOnly,
     StreamLeak,
+    TestFailure,
     TestRun,
     Verdict,
     race_key,
@@ -58,9 +59,15 @@ def _sites_text(count: int) -> str:
     return "1 race site" if count == 1 else f"{count} race sites"
 
 
-def summary_table(run: RunResult, runtime_only: Sequence[RuntimeOnly], seconds: float | None) -> list[str]:
-    """The tests run (by outcome), the races seen and those no finding predicted (by kind, a
-    race site being a kind between two lines, as runtime-only entries are), the time."""
+def summary_table(
+    run: RunResult,
+    runtime_only: Sequence[RuntimeOnly],
+    seconds: float | None,
+    failures: Sequence[TestFailure] = (),
+) -> list[str]:
+    """The tests run (by outcome), those that did not pass (by cause), the races seen and those no
+    finding predicted (by kind, a race site being a kind between two lines, as runtime-only
+    entries are), the time."""
     tests = [test for test in run.tests.values() if test.nodeid != OUTSIDE_TESTS]
     outcomes = _by_kind([test.outcome for test in tests])
     sites = {race_key(race.report) for race in run.races if race.report.get("severity", "error") == "error"}
@@ -68,6 +75,7 @@ def summary_table(run: RunResult, runtime_only: Sequence[RuntimeOnly], seconds: 
     missed = [entry.kind for entry in runtime_only if entry.is_race]
     rows = [
         ("tests", f"{len(tests)} run" + (f": {outcomes}" if outcomes else "")),
+        *([("failed", f"{len(failures)} did not pass: {_by_kind([f.cause for f in failures])}")] if failures else []),
         ("races", _sites_text(len(races)) + (f": {_by_kind(races)}" if races else "")),
         ("missed", f"{_sites_text(len(missed))} no finding predicted" + (f": {_by_kind(missed)}" if missed else "")),
     ]
@@ -76,17 +84,12 @@ def summary_table(run: RunResult, runtime_only: Sequence[RuntimeOnly], seconds: 
     return [f"{name:<8}{value}" for name, value in rows]
 
 
-def _broken_line(run: RunResult) -> list[str]:
-    """A test that broke checked only what it ran before it broke: said, so that no race
-    count reads as a clean bill where the tests did not get through."""
-    broken = [test for test in run.tests.values() if test.outcome in BROKEN_OUTCOMES]
-    if not broken:
-        return []
-    first = broken[0]
-    what = _by_kind([test.outcome for test in broken])
+def failure_lines(failures: Sequence[TestFailure]) -> list[str]:
+    """pytest's short summary, one line per test that did not pass (a test that broke checked
+    only what it ran before it broke), with the cause the run without the sanitizer tells."""
     return [
-        f"note: {len(broken)} test(s) broke ({what}): what they did not reach is unchecked; "
-        f"first: {first.nodeid}" + (f": {first.reason}" if first.reason else "")
+        f"{failure.outcome.upper()} {failure.nodeid} - {failure.reason or 'no reason given'} [{failure.explanation}]"
+        for failure in failures
     ]
 
 
@@ -144,10 +147,13 @@ def format_text(
     quiet: bool = False,
     run: RunResult | None = None,
     seconds: float | None = None,
+    failures: Sequence[TestFailure] = (),
+    notes: Sequence[str] = (),
 ) -> str:
     """A line per finding (an error's reason names its test already; a confirmed one gets its
     `help:`), the runtime-only races, the streams tests left current, then (unless `quiet`) a
-    table of the run and the summary; `verbose` adds the sanitizer's report under each race."""
+    table of the run and the summary; `verbose` adds the sanitizer's report under each race. The
+    tests that did not pass are listed even with `quiet`: they fail the run."""
     lines: list[str] = []
     for verdict in verdicts:
         finding = verdict.finding
@@ -166,10 +172,11 @@ def format_text(
             lines.append(textwrap.indent(render_race(entry.report).rstrip(), "    "))
     if run is not None:
         lines.extend(_leak_line(leak) for leak in run.leaks)
-        lines.extend(_broken_line(run))
+    lines.extend(notes)
+    lines.extend(failure_lines(failures))
     if not quiet:
         if run is not None:
-            lines.extend(summary_table(run, runtime_only, seconds))
+            lines.extend(summary_table(run, runtime_only, seconds, failures))
         lines.append(summary_line(verdicts, runtime_only))
     return "\n".join(lines) + "\n" if lines else ""
 
@@ -182,12 +189,27 @@ def format_json(
     test_files: Sequence[str],
     tests: Sequence[TestRun] = (),
     leaks: Sequence[StreamLeak] = (),
+    failures: Sequence[TestFailure] = (),
+    not_shown: Mapping[str, int] | None = None,
 ) -> str:
+    """The document of docs/confirm.md; `not_shown` counts the races left out, by reason."""
     document = {
         "version": JSON_VERSION,
         "device": device,
         "test_files": list(test_files),
-        "tests": [{"nodeid": test.nodeid, "outcome": test.outcome, "reason": test.reason} for test in tests],
+        "tests": [
+            {"nodeid": test.nodeid, "outcome": test.outcome, "reason": test.reason, "gap": test.gap} for test in tests
+        ],
+        "failures": [
+            {
+                "nodeid": failure.nodeid,
+                "outcome": failure.outcome,
+                "reason": failure.reason,
+                "cause": failure.cause,
+                "unchecked_outcome": failure.unchecked,
+            }
+            for failure in failures
+        ],
         "findings": [
             {
                 **finding_to_dict(verdict.finding),
@@ -195,6 +217,7 @@ def format_json(
                 "reason": verdict.reason,
                 "tests": list(verdict.tests),
                 "runtime_report": verdict.race,
+                "site_key": verdict.site,
             }
             for verdict in verdicts
         ],
@@ -208,12 +231,15 @@ def format_json(
                 "message": entry.message,
                 "tests": list(entry.tests),
                 "runtime_report": entry.report,
+                "site_key": entry.site,
             }
             for entry in runtime_only
         ],
         "summary": {
             **{name: sum(v.verdict == name for v in verdicts) for name in VERDICTS},
             "runtime_only": len(runtime_only),
+            "tests_failed": len(failures),
+            "not_shown": dict(not_shown or {"ignored": 0, "suppressed": 0, "baseline": 0}),
         },
     }
     return json.dumps(document, indent=2) + "\n"
@@ -258,11 +284,13 @@ def format_junit(
     *,
     fail_on: frozenset[str] = frozenset({CONFIRMED}),
     device: str | None = None,
+    failures: Sequence[TestFailure] = (),
 ) -> str:
     """One test case per finding, then one per race no finding explains. A verdict in `fail_on`
     (confirmed, and what `--fail-on` adds) is a failure, `error` an error, `unexercised` (when not
     failing) skipped, the rest pass with the reason as their output: the report fails exactly
-    when the exit status does (under `--exit-zero` too, so the viewer still shows the bug)."""
+    when the exit status does (under `--exit-zero` too, so the viewer still shows the bug). Then
+    one per test that did not pass: a failure, or an error when the check could not be made."""
     suite = ET.Element("testsuite", name=JUNIT_SUITE)
     if device is not None:
         ET.SubElement(ET.SubElement(suite, "properties"), "property", name="device", value=device)
@@ -294,6 +322,14 @@ def format_junit(
             counts["failures"] += 1
         else:
             ET.SubElement(case, "system-out").text = _xml(details)
+    for failure in failures:
+        path = failure.nodeid.split("::", 1)[0]
+        case = _testcase(suite, path, 0, failure.nodeid)
+        message = f"{failure.outcome}: {failure.reason or 'no reason given'} [{failure.explanation}]"
+        tag = "error" if failure.cause in CAUSES_OF_EXIT_2 else "failure"
+        _outcome(case, tag, failure.cause, message, "")
+        counts["tests"] += 1
+        counts["errors" if tag == "error" else "failures"] += 1
     root = ET.Element("testsuites", name=JUNIT_SUITE)
     for key, value in counts.items():
         root.set(key, str(value))

@@ -117,6 +117,8 @@ class _Pass:
     collected: int | None = None
     started: dict[str, float] = field(default_factory=dict)
     ended: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    gaps: dict[str, str] = field(default_factory=dict)
+    """Node id -> the emulated device's gap the test failed on."""
     reached: dict[str, dict[str, set[int]]] = field(default_factory=dict)
     races: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     internal: dict[str, str] = field(default_factory=dict)
@@ -152,7 +154,10 @@ class _Pass:
         elif kind == "test-start":
             self.started[nodeid] = now
         elif kind == "test-end":
-            self.ended[nodeid] = (record.get("outcome", FAILED), short_reason(record.get("longrepr")))
+            reason = record.get("reason") or short_reason(record.get("longrepr"))
+            self.ended[nodeid] = (record.get("outcome", FAILED), reason)
+            if record.get("gap"):
+                self.gaps[nodeid] = str(record["gap"])
         elif kind == "race":
             self.races.append((nodeid, record["report"]))
         elif kind == "internal-error":
@@ -200,26 +205,30 @@ class Runner:
             self.progress(self.done, max(self.total or 0, self.done))
 
     def _pytest(
-        self, targets: Sequence[str], probe: dict[str, Any], ignore: Sequence[str] = (), workers: int = 0
+        self, targets: Sequence[str], probe: dict[str, Any] | None, ignore: Sequence[str] = (), workers: int = 0
     ) -> _Pass:
+        """One pytest process over `targets`; `probe` None: the sanitizer off and no line probe
+        (the failed tests' run without the sanitizer, by node id: no `-k`)."""
         self.passes += 1
         workdir = self.settings.workdir
         report = workdir / f"report-{self.passes}.jsonl"
         probe_out = workdir / f"probe-{self.passes}.jsonl"
         spec = workdir / f"probe-{self.passes}.json"
-        spec.write_text(json.dumps({**probe, "out": str(probe_out)}), encoding="utf-8")
-        plugins = ["-p", "csan_lint.runtime.confirm_probe"]
+        plugins = []
+        if probe is not None:
+            spec.write_text(json.dumps({**probe, "out": str(probe_out)}), encoding="utf-8")
+            plugins += ["-p", "csan_lint.runtime.confirm_probe", f"--csan-confirm-probe={spec}"]
         if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):  # the entry point is not loaded then
             plugins += ["-p", "csan_lint.runtime.pytest_plugin"]
             plugins += ["-p", "xdist.plugin"] if workers else []
         command = [
             self.settings.python, "-m", "pytest", *targets, *plugins, *_overrides(workers),
-            f"--csan-confirm-probe={spec}",
-            "--csan", f"--csan-device={self.settings.device}", "--csan-report-only",
+            "--csan" if probe is not None else "--csan-unchecked",
+            f"--csan-device={self.settings.device}", "--csan-report-only",
             f"--csan-report={report}", "--csan-report-parts",
             "--continue-on-collection-errors", "-p", "no:cacheprovider", "-q",
             *(f"--ignore={path}" for path in ignore),  # for files found under directory targets
-            *(("-k", self.settings.keyword) if self.settings.keyword else ()),
+            *(("-k", self.settings.keyword) if self.settings.keyword and probe is not None else ()),
         ]  # fmt: skip
         log_path = workdir / f"pytest-{self.passes}.log"
         result = _Pass()
@@ -330,6 +339,31 @@ class Runner:
                 break  # xdist ran the rest of the tests on a new worker: nothing is left
         return RunResult(tests=tests, races=races, broken_files=broken_files, leaks=leaks)
 
+    def unchecked(self, nodeids: Sequence[str]) -> dict[str, TestRun]:
+        """The tests again, without the sanitizer (on the same device): did they fail on their own?
+        A crash or a hang ends its test only; the rest run in a new process. Node id -> outcome."""
+        found: dict[str, TestRun] = {}
+        pending = list(nodeids)
+        self.counting = False
+        try:
+            while pending:
+                current = self._pytest(pending, None)
+                for nodeid, (outcome, reason) in current.ended.items():
+                    display = self._display(current, nodeid)
+                    found[display] = TestRun(display, outcome, reason, gap=current.gaps.get(nodeid))
+                for nodeid, outcome, reason in current.interrupted:
+                    display = self._display(current, nodeid)
+                    found[display] = TestRun(display, outcome, reason)
+                left = [nodeid for nodeid in pending if nodeid not in found]
+                if not current.interrupted or len(left) == len(pending):
+                    break
+                pending = left
+        except RunError:
+            pass  # what ran is known; the rest reads "not re-run"
+        finally:
+            self.counting = True
+        return found
+
     def _rerun_alone(
         self,
         failed: _Pass,
@@ -372,7 +406,8 @@ class Runner:
             elif outcome not in (PASSED, FAILED, SKIPPED, SETUP_ERROR):
                 outcome = FAILED
             display = self._display(current, nodeid)
-            tests[display] = TestRun(display, outcome, reason, _frozen(current.reached.get(nodeid, {})))
+            reached = _frozen(current.reached.get(nodeid, {}))
+            tests[display] = TestRun(display, outcome, reason, reached, current.gaps.get(nodeid))
         if "" in current.reached:  # imports at collection: run under the sanitizer, by no test
             tests[OUTSIDE_TESTS] = TestRun(OUTSIDE_TESTS, PASSED, None, _frozen(current.reached[""]))
 

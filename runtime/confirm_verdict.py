@@ -30,21 +30,6 @@ OTHER_RACE = "other-race"
 """The finding's block raced, but not as it predicts: another kind, or away from its lines."""
 VERDICTS = (CONFIRMED, OTHER_RACE, DISMISSED, UNEXERCISED, ERROR)
 
-RUNTIME_ONLY_CODES: Mapping[str, str] = {
-    kinds.READ_AFTER_WRITE: "CSL901",
-    kinds.WRITE_AFTER_READ: "CSL902",
-    kinds.WRITE_AFTER_WRITE: "CSL903",
-    kinds.FREE_IN_USE: "CSL904",
-    kinds.HOST_READ_PENDING: "CSL905",
-    kinds.HOST_WRITE_PENDING: "CSL906",
-    kinds.CAPTURE_ON_DEFAULT_STREAM: "CSL907",
-    kinds.UNJOINED_CAPTURE_FORK: "CSL908",
-    kinds.WAIT_UNRECORDED_EVENT: "CSL909",
-}
-"""The code a race gets when no static finding explains it: one per error kind, stable."""
-UNKNOWN_KIND_CODE = "CSL999"
-"""A kind this table does not know yet (a newer sanitizer): still reported, never dropped."""
-
 OUTSIDE_TESTS = "<outside any test>"
 """Stands for a node id where there is none: imports at collection, session teardown."""
 
@@ -52,6 +37,8 @@ OUTSIDE_TESTS = "<outside any test>"
 PASSED, FAILED, SKIPPED, SETUP_ERROR = "passed", "failed", "skipped", "error"
 CRASHED, TIMED_OUT, INTERNAL_ERROR = "crashed", "timeout", "internal-error"
 BROKEN_OUTCOMES = frozenset({FAILED, SETUP_ERROR, CRASHED, TIMED_OUT, INTERNAL_ERROR})
+RERUN_OUTCOMES = frozenset({FAILED, SETUP_ERROR, CRASHED, TIMED_OUT})
+"""Failures that the sanitizer may have caused: their tests run again without it."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +51,8 @@ class TestRun:
     outcome: str
     reason: str | None = None
     reached: Mapping[str, frozenset[int]] = field(default_factory=dict)
+    gap: str | None = None
+    """The emulated device's gap the test failed on (emulation/gaps.py's message), if it did."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +83,89 @@ class RunResult:
     leaks: Sequence[StreamLeak] = ()
 
 
+# Why a test failed, as the run of the failing tests without the sanitizer tells.
+EMULATION_GAP = "emulation-gap"
+"""On the emulated device's own gap: the check could not be made (exit 2)."""
+SANITIZER_ERROR = "sanitizer-error"
+"""The sanitizer failed in the test (an internal error): the check could not be made (exit 2)."""
+ONLY_CHECKED = "only-under-the-sanitizer"
+"""It passed without the sanitizer: the sanitizer changed what it did."""
+ALSO_UNCHECKED = "also-without-the-sanitizer"
+"""It failed without the sanitizer too: the test's own failure, as pytest would report it."""
+NOT_RERUN = "not-rerun"
+"""Its run without the sanitizer did not finish (or could not start): the cause is unknown."""
+NOT_COLLECTED = "not-collected"
+"""A test file that could not be imported: its tests never ran."""
+CAUSES_OF_EXIT_2 = frozenset({EMULATION_GAP, SANITIZER_ERROR})
+
+
+@dataclass(frozen=True)
+class TestFailure:
+    """A test (or a test file) that did not pass under the sanitizer, and why."""
+
+    __test__ = False
+
+    nodeid: str
+    outcome: str
+    reason: str | None
+    cause: str
+    unchecked: str | None = None
+    """Its outcome without the sanitizer (None when it was not run so)."""
+
+    @property
+    def explanation(self) -> str:
+        """The cause in words, for the reader of the output."""
+        if self.cause == EMULATION_GAP:
+            return "emulation gap: not the test's failure"
+        if self.cause == SANITIZER_ERROR:
+            return "csan-lint's error: please report it"
+        if self.cause == ONLY_CHECKED:
+            return f"only under the sanitizer: {self.unchecked} without it"
+        if self.cause == ALSO_UNCHECKED:
+            return f"also without the sanitizer ({self.unchecked}): the test's own failure"
+        if self.cause == NOT_COLLECTED:
+            return "its tests did not run"
+        return "not re-run without the sanitizer" + (f" ({self.unchecked})" if self.unchecked else "")
+
+
+def needs_unchecked_run(test: TestRun) -> bool:
+    """A failed test whose cause only its run without the sanitizer can tell."""
+    return test.outcome in RERUN_OUTCOMES and test.gap is None and test.nodeid != OUTSIDE_TESTS
+
+
+def failures_of(run: RunResult, unchecked: Mapping[str, TestRun]) -> list[TestFailure]:
+    """Every test that failed, errored, crashed, hung or was not fully checked, and every test file
+    that could not be collected, with its cause; `unchecked` holds the failed tests' outcomes in
+    the run without the sanitizer (by node id)."""
+    found = [
+        TestFailure(display_path(Path(path)), "not collected", reason, NOT_COLLECTED)
+        for path, reason in sorted(run.broken_files.items())
+    ]
+    for test in run.tests.values():
+        if test.outcome not in BROKEN_OUTCOMES:
+            continue
+        if test.gap is not None:
+            found.append(TestFailure(test.nodeid, test.outcome, test.gap, EMULATION_GAP))
+        elif test.outcome == INTERNAL_ERROR:
+            found.append(TestFailure(test.nodeid, test.outcome, test.reason, SANITIZER_ERROR))
+        else:
+            again = unchecked.get(test.nodeid)
+            if again is None or again.outcome not in (PASSED, *BROKEN_OUTCOMES):
+                cause = NOT_RERUN
+            else:
+                cause = ALSO_UNCHECKED if again.outcome in BROKEN_OUTCOMES else ONLY_CHECKED
+            found.append(TestFailure(test.nodeid, test.outcome, test.reason, cause, again.outcome if again else None))
+    return found
+
+
+def failures_status(failures: Sequence[TestFailure]) -> int:
+    """0 none, 1 a test failed (the user's, the sanitizer's changed behaviour, unknown), 2 the
+    check could not be made (an emulation gap, a sanitizer error): pytest's 1 for the first."""
+    if any(failure.cause in CAUSES_OF_EXIT_2 for failure in failures):
+        return 2
+    return 1 if failures else 0
+
+
 @dataclass(frozen=True)
 class Verdict:
     finding: Finding
@@ -101,6 +173,8 @@ class Verdict:
     reason: str
     tests: tuple[str, ...] = ()
     race: Mapping[str, Any] | None = None
+    site: str | None = None
+    """A confirmed finding's site key (confirm_filter.py): how a later `--baseline` knows it."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +188,8 @@ class RuntimeOnly:
     message: str
     tests: tuple[str, ...]
     report: Mapping[str, Any]
+    site: str | None = None
+    """Its site key (confirm_filter.py): how a later `--baseline` knows it."""
 
     @property
     def is_race(self) -> bool:
@@ -269,7 +345,7 @@ def _other_race(
     at_lines = _lines_in(path, frames[nearby[0]], lines)
     where = at_lines or _lines_in(path, frames[nearby[0]], finding.span)
     place = f"at line {where[0]}" if at_lines else f"at line {where[0]} of its block, not at its lines"
-    code = RUNTIME_ONLY_CODES.get(kind, UNKNOWN_KIND_CODE)
+    code = kinds.code_of(kind)
     more = f" (+{len(nearby) - 1} more)" if len(nearby) > 1 else ""
     tests = tuple(dict.fromkeys(races[i].nodeid for i in nearby))
     return Verdict(finding, OTHER_RACE, f"a {kind} race {place}{more}: runtime-only {code}", tests, first)
@@ -318,6 +394,13 @@ def _user_site(frames: Sequence[Mapping[str, Any]]) -> tuple[str, int] | None:
     return _site(frames) if any(is_user_file(frame["file"]) for frame in frames) else None
 
 
+def race_site(report: Mapping[str, Any]) -> tuple[str, int] | None:
+    """Where a race is reported (and a `# noqa` for it is read): the racing access's innermost
+    user frame (for a free in use, the free), else its allocation's."""
+    current = report.get("current") or {}
+    return _user_site(current.get("stack") or ()) or _site((report.get("allocation") or {}).get("stack") or ())
+
+
 def race_key(report: Mapping[str, Any]) -> tuple[Any, ...]:
     """Same kind between the same two lines: one race site, one runtime-only entry, whatever the tests and
     operators (`x.mean()` and `x.std()` on one line reading one unsynced tensor is one bug)."""
@@ -339,12 +422,10 @@ def _runtime_only(races: Sequence[Race]) -> list[RuntimeOnly]:
     for group in grouped.values():
         report = group[0].report
         kind = str(report.get("kind"))
-        current = report.get("current") or {}
-        site = _user_site(current.get("stack") or ()) or _site((report.get("allocation") or {}).get("stack") or ())
-        file, line = site if site else ("<unknown>", 0)
+        file, line = race_site(report) or ("<unknown>", 0)
         found.append(
             RuntimeOnly(
-                code=RUNTIME_ONLY_CODES.get(kind, UNKNOWN_KIND_CODE),
+                code=kinds.code_of(kind),
                 kind=kind,
                 path=display_path(Path(file)),
                 line=line,

@@ -1,8 +1,12 @@
 """pytest plugin (entry point `csan`): `pytest --csan` runs every test under the CUDA stream
 sanitizer and fails the tests whose run raced; `--csan-emulate` runs GPU tests on the emulated
-device with checking off. Inert and cheap unless one of them is given: torch is imported only then.
+device with checking off. A test that fails on the emulated device's own gap (emulation/gaps.py)
+is named as such in the terminal summary. Inert and cheap unless one of them is given: torch is
+imported only then.
 A project turns them on in its ini file instead (`csan`, `csan_device`, `csan_report`,
-`csan_report_only` under `[tool.pytest.ini_options]`); a flag on the command line wins.
+`csan_report_only`, `csan_ignore` under `[tool.pytest.ini_options]`); a flag on the command line
+wins. `--csan-ignore CODES` and a `# noqa: CSL9xx` where a race is reported keep it from failing
+its test.
 
 `--csan-report PATH` streams JSON Lines, flushed line by line so that a crash loses nothing
 (under pytest-xdist each worker streams its own `PATH.gwN`, and the controller appends them
@@ -11,7 +15,8 @@ whole to PATH when the session ends, so one worker's lines never interleave with
     {"type": "test-start", "nodeid": ...}
     {"type": "race", "nodeid": ..., "report": <report JSON>}
     {"type": "internal-error", "nodeid": ..., "message": ...}
-    {"type": "test-end", "nodeid": ..., "outcome": "passed" | "failed" | "skipped" | "error", "longrepr": ...}
+    {"type": "test-end", "nodeid": ..., "outcome": "passed" | "failed" | "skipped" | "error", "longrepr": ...,
+     "reason": "<exception type>: <its message's first line>" | null, "gap": <emulation gap> | null}
     {"type": "stream-leak", "nodeid": ..., "device": N, "stream": handle}
 
 Tests are isolated from each other: each starts on the default stream of every device (a test
@@ -45,6 +50,7 @@ INI_OPTIONS: dict[str, tuple[Literal["bool", "string"], str]] = {
     "csan_device": ("string", "device for csan: auto (default), cuda or emulated (as --csan-device)"),
     "csan_report": ("string", "write every report to this path, relative to the rootdir (as --csan-report)"),
     "csan_report_only": ("bool", "report races without failing the tests (as --csan-report-only)"),
+    "csan_ignore": ("string", "runtime codes (CSL9xx) whose races neither fail nor show (as --csan-ignore)"),
 }
 BETWEEN_TESTS = "code run outside any test (collection, fixtures' teardown)"
 """Who is named for a stream left current outside any test."""
@@ -61,6 +67,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--csan-report-only", action="store_true", help="report races without failing the tests")
     group.addoption("--csan-report", metavar="PATH", help="write every report to PATH (JSON Lines)")
+    group.addoption(
+        "--csan-ignore",
+        metavar="CODES",
+        help="races of these runtime codes (CSL904, CSL9, runtime-free-in-use; comma-separated) neither "
+        "fail a test nor show; they are still written to --csan-report",
+    )
     for name, (kind, help_text) in INI_OPTIONS.items():
         parser.addini(name, help_text, type=kind, default=False if kind == "bool" else "")
     group.addoption(
@@ -72,6 +84,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--csan-emulate",
         action="store_true",
         help="run GPU tests on the emulated CUDA device (even where a GPU is present), without checking",
+    )
+    group.addoption(
+        "--csan-unchecked",
+        action="store_true",
+        help="internal to csan-lint --confirm: the --csan session (device, report) with the sanitizer off",
     )
 
 
@@ -85,7 +102,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     `torch.cuda.is_available()` or a device name at import time (a conftest's `pytest_addoption`
     importing the suite's utilities) must see it, or every GPU test is skipped silently."""
     options = early_config.known_args_namespace
-    if not (_setting(early_config, "csan", options) or options.csan_emulate):
+    if not (_setting(early_config, "csan", options) or options.csan_emulate or options.csan_unchecked):
         return
     if _device(early_config, options) == "emulated":
         _own_emulation(early_config)
@@ -113,7 +130,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "csan(enabled=True): enabled=False runs the test without the CUDA stream sanitizer"
     )
-    if not (_setting(config, "csan") or config.getoption("csan_emulate")):
+    if not (_setting(config, "csan") or config.getoption("csan_emulate") or config.getoption("csan_unchecked")):
         return
     if is_xdist_controller(config):  # it runs no test: its workers each have a session
         path = _setting(config, "csan_report")
@@ -153,6 +170,22 @@ def _device(config: pytest.Config, options: Any) -> str:
         return resolve_device(requested)
     except RuntimeError as error:
         raise pytest.UsageError(f"--csan-device: {error}") from None
+
+
+def _ignored_codes(value: str | None) -> frozenset[str]:
+    """The runtime codes `--csan-ignore` / `csan_ignore` name; a selector naming none is an error."""
+    from csan_lint.runtime.kinds import runtime_codes_of
+
+    codes: set[str] = set()
+    for selector in (item.strip() for item in (value or "").split(",")):
+        if selector:
+            found = runtime_codes_of(selector)
+            if not found:
+                raise pytest.UsageError(
+                    f"--csan-ignore: `{selector}` names no runtime code (CSL901-CSL909, `csan-lint --list-rules`)"
+                )
+            codes |= found
+    return frozenset(codes)
 
 
 class CsanIsolationWarning(UserWarning):
@@ -300,12 +333,19 @@ class CsanSession:
         self.nodeid: str | None = None
         self.outcome = "passed"
         self.longrepr: str | None = None
+        self.reason: str | None = None
+        """The test's first failure in one line: the exception's type and its message's first line."""
+        self.gap: str | None = None
+        """The emulated device's gap the test failed on (emulation/gaps.py), if it did."""
+        self.gaps: list[tuple[str, str]] = []
+        """(node id, gap) of every test that failed on a gap: the terminal summary names them."""
+        self.ignored = _ignored_codes(_setting(config, "csan_ignore"))
         self.late: list[tuple[str, RuntimeErrorReport]] = []
         """Races charged to a test that had ended when they were found (a late free)."""
         self.owners = _Owners()
         worker = {"worker": worker_id(config)} if worker_id(config) else {}
         self._write({"type": "session", "version": REPORT_VERSION, "device": self.device, **worker})
-        if _setting(config, "csan"):
+        if _setting(config, "csan") and not config.getoption("csan_unchecked"):
             from csan_lint.runtime.sanitizer import Sanitizer
 
             self.sanitizer = Sanitizer(self.device)
@@ -327,6 +367,19 @@ class CsanSession:
             self.late.append((owner, report))
             _warn(f"csan: a race found after {owner} ended, charged to it:\n{_render([report])}")
         self._write({"type": "race", "nodeid": owner, "report": to_json(report)})
+
+    def _shown(self, report: RuntimeErrorReport) -> bool:
+        """Not ignored by its code (`--csan-ignore`), nor by a `# noqa` for it where it is reported."""
+        from csan_lint.runtime import kinds
+        from csan_lint.runtime.confirm_filter import suppressed_at
+        from csan_lint.runtime.confirm_verdict import race_site
+        from csan_lint.runtime.report import to_json
+
+        code = kinds.code_of(report.kind)
+        if code in self.ignored:
+            return False
+        site = race_site(to_json(report))
+        return site is None or not suppressed_at(site[0], site[1], code)
 
     def _restore_default_streams(self, owner: str | None) -> None:
         """Puts every device back on its default stream, naming `owner` (None: outside any test)
@@ -360,6 +413,8 @@ class CsanSession:
         self.owners.test = nodeid
         self.outcome = "passed"
         self.longrepr = None
+        self.reason = None
+        self.gap = None
         self._write({"type": "test-start", "nodeid": nodeid})
 
     def pytest_runtest_protocol(self, item: pytest.Item) -> None:
@@ -400,7 +455,9 @@ class CsanSession:
             result = yield
         finally:
             elsewhere = {id(report) for _, report in self.late[late:]}
-            found = [report for report in sanitizer.errors[before:] if id(report) not in elsewhere]
+            found = [
+                report for report in sanitizer.errors[before:] if id(report) not in elsewhere and self._shown(report)
+            ]
             if found:
                 text = _render(found)
                 item.add_report_section(when, "csan", text)
@@ -408,6 +465,26 @@ class CsanSession:
         if races and not self.report_only:
             pytest.fail(f"CUDA stream sanitizer: {len(races)} race(s)\n\n{text}", pytrace=False)
         return result
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        """Names the first failure in one line, and a failure on the emulated device's own gap as
+        one, in the test's report too (pytest-xdist relays that, not our terminal summary)."""
+        report = yield
+        if report.failed and call.excinfo is not None and self.reason is None:
+            error = call.excinfo.value
+            lines = str(error).strip().splitlines()
+            self.reason = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+            if self.device == "emulated":
+                from csan_lint.runtime.emulation.gaps import gap_of
+
+                self.gap = gap_of(error)
+            if self.gap is not None:
+                self.gaps.append((item.nodeid, self.gap))
+                report.sections.append(("csan: emulation gap", self.gap))
+        return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.passed:
@@ -429,14 +506,24 @@ class CsanSession:
                 "nodeid": nodeid,
                 "outcome": self.outcome,
                 "longrepr": self.longrepr,
+                "reason": self.reason,
+                "gap": self.gap,
             }
         )
         self.nodeid = None
         self.owners.test = None
 
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        """Tests that failed on the emulated device's gaps, said apart from the program's failures."""
+        if not self.gaps:
+            return
+        terminalreporter.section("csan: failed on the emulated device's gaps, not on the tests' code", red=True)
+        for nodeid, gap in self.gaps:
+            terminalreporter.line(f"{nodeid}: {gap}")
+
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """A late race fails the run (no test of its own is left to fail)."""
-        races = [report for _, report in self.late if report.severity == "error"]
+        races = [report for _, report in self.late if report.severity == "error" and self._shown(report)]
         if races and not self.report_only and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

@@ -29,6 +29,7 @@ import torch
 from torch.cuda import _gpu_trace
 
 from csan_lint.runtime.cuda_semantics import CAPTURE_FORBIDDEN
+from csan_lint.runtime.emulation.gaps import EmulationGap
 
 DEVICE_COUNT = 1
 DEFAULT_STREAM = 0
@@ -417,7 +418,7 @@ class GenericEvent(metaclass=_DeviceGeneric):
         return (end_event._recorded_at - self._recorded_at) * 1000.0
 
     def ipc_handle(self) -> bytes:
-        raise RuntimeError("the emulated CUDA device has no interprocess events")
+        raise EmulationGap("interprocess events (`torch.cuda.Event.ipc_handle`)")
 
     @property
     def _as_parameter_(self) -> ctypes.c_void_p:

@@ -141,8 +141,18 @@ def test_summary_and_exit_code(run):
         "unexercised": 1,
         "error": 1,
         "runtime_only": 1,
+        "tests_failed": 1,
+        "not_shown": {"ignored": 0, "suppressed": 0, "baseline": 0},
     }
     assert code == 1
+    (crash,) = document["failures"]  # the SIGKILL test crashes without the sanitizer too
+    assert crash == {
+        "nodeid": "tests/test_crashy.py::test_shifted_then_dies",
+        "outcome": "crashed",
+        "reason": "the test process was killed by SIGKILL",
+        "cause": "also-without-the-sanitizer",
+        "unchecked_outcome": "crashed",
+    }
 
 
 def test_two_xdist_workers_give_the_same_verdicts(run, project, confirm):

@@ -6,7 +6,18 @@ import json
 
 from csan_lint.lint.model import Finding, Span
 from csan_lint.runtime.confirm_output import format_json, format_text, report_from_json
-from csan_lint.runtime.confirm_verdict import OUTSIDE_TESTS, Race, RunResult, RuntimeOnly, StreamLeak, TestRun, Verdict
+from csan_lint.runtime.confirm_verdict import (
+    ALSO_UNCHECKED,
+    EMULATION_GAP,
+    OUTSIDE_TESTS,
+    Race,
+    RunResult,
+    RuntimeOnly,
+    StreamLeak,
+    TestFailure,
+    TestRun,
+    Verdict,
+)
 
 REPORT = {
     "kind": "read-after-write",
@@ -79,11 +90,14 @@ def test_the_table_counts_tests_race_sites_and_misses_by_kind_and_names_leaks():
         leaks=[StreamLeak("t.py::a", 0, 32)],
     )
     only = [RuntimeOnly("CSL904", "free-in-use", "t.py", 7, "a free", ("t.py::e",), free), ONLY[1]]
-    lines = format_text(VERDICTS, only, run=run, seconds=3.04).splitlines()
-    assert lines[-7:] == [
+    failures = [TestFailure("t.py::d", "crashed", "the test process was killed by SIGKILL", ALSO_UNCHECKED, "crashed")]
+    lines = format_text(VERDICTS, only, run=run, seconds=3.04, failures=failures).splitlines()
+    assert lines[-8:] == [
         "note: t.py::a left stream 32 current on cuda:0; the next test started on the default stream",
-        "note: 1 test(s) broke (1 crashed): what they did not reach is unchecked; first: t.py::d",
+        "CRASHED t.py::d - the test process was killed by SIGKILL "
+        "[also without the sanitizer (crashed): the test's own failure]",
         "tests   3 run: 2 passed, 1 crashed",
+        "failed  1 did not pass: 1 also-without-the-sanitizer",
         "races   2 race sites: 1 free-in-use, 1 read-after-write",  # the same site in two tests is one
         "missed  1 race site no finding predicted: 1 free-in-use",  # a warning is no race
         "time    3.0 s",
@@ -91,9 +105,14 @@ def test_the_table_counts_tests_race_sites_and_misses_by_kind_and_names_leaks():
     ]
 
 
-def test_quiet_drops_the_summary():
+def test_quiet_drops_the_summary_not_the_failed_tests():
     assert "runtime-only\n" not in format_text(VERDICTS, [], quiet=True)
     assert format_text([], [], quiet=True) == ""
+    gap = TestFailure("t.py::g", "failed", "the emulated device does not support X: please report it", EMULATION_GAP)
+    assert format_text([], [], quiet=True, failures=[gap]) == (
+        "FAILED t.py::g - the emulated device does not support X: please report it "
+        "[emulation gap: not the test's failure]\n"
+    )
 
 
 def test_verbose_shows_the_sanitizer_report_under_confirmed_findings():
@@ -134,4 +153,28 @@ def test_json_document():
         "unexercised": 1,
         "error": 1,
         "runtime_only": 2,
+        "tests_failed": 0,
+        "not_shown": {"ignored": 0, "suppressed": 0, "baseline": 0},
     }
+    assert document["failures"] == []
+
+
+def test_json_lists_the_failed_tests_with_their_cause():
+    tests = [TestRun("t.py::a", "failed", "ValueError: boom"), TestRun("t.py::b", "failed", "RuntimeError: x", gap="G")]
+    failures = [
+        TestFailure("t.py::a", "failed", "ValueError: boom", ALSO_UNCHECKED, "failed"),
+        TestFailure("t.py::b", "failed", "G", EMULATION_GAP),
+    ]
+    document = json.loads(format_json([], [], device="emulated", test_files=["t.py"], tests=tests, failures=failures))
+    assert document["tests"][1] == {"nodeid": "t.py::b", "outcome": "failed", "reason": "RuntimeError: x", "gap": "G"}
+    assert document["failures"] == [
+        {
+            "nodeid": "t.py::a",
+            "outcome": "failed",
+            "reason": "ValueError: boom",
+            "cause": "also-without-the-sanitizer",
+            "unchecked_outcome": "failed",
+        },
+        {"nodeid": "t.py::b", "outcome": "failed", "reason": "G", "cause": "emulation-gap", "unchecked_outcome": None},
+    ]
+    assert document["summary"]["tests_failed"] == 2

@@ -179,7 +179,7 @@ def test_confirmed_fails_and_json_carries_the_report(project, capsys):
     document = json.loads(out.out)
     assert [finding["verdict"] for finding in document["findings"]] == ["confirmed", "unexercised"]
     assert document["findings"][0]["runtime_report"]["current"]["stack"][0]["line"] == 11
-    assert document["tests"] == [{"nodeid": "tests/test_mod.py::t", "outcome": "passed", "reason": None}]
+    assert document["tests"] == [{"nodeid": "tests/test_mod.py::t", "outcome": "passed", "reason": None, "gap": None}]
     assert code == 1
 
 

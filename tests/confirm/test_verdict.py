@@ -16,7 +16,6 @@ from csan_lint.runtime.confirm_verdict import (
     FAILED,
     OTHER_RACE,
     PASSED,
-    RUNTIME_ONLY_CODES,
     SKIPPED,
     UNEXERCISED,
     Race,
@@ -107,7 +106,7 @@ def test_same_kind_deep_in_the_block_but_away_from_its_lines_is_another_race(src
     result = RunResult({"t::a": ran("t::a", src, {11, 14})}, [Race("t::a", deep)])
     (verdict,), runtime_only = decide([finding(10, 16, line=11)], result, {})
     assert verdict.verdict == OTHER_RACE
-    runtime_only_code = RUNTIME_ONLY_CODES[kinds.READ_AFTER_WRITE]
+    runtime_only_code = kinds.code_of(kinds.READ_AFTER_WRITE)
     assert verdict.reason == (
         f"a read-after-write race at line 14 of its block, not at its lines: runtime-only {runtime_only_code}"
     )
@@ -127,7 +126,7 @@ def test_race_of_another_kind_at_its_line_is_said_not_dismissed(src):
     (verdict,), runtime_only = decide([finding(10, 12, line=11)], result, {})
     assert (verdict.verdict, verdict.tests) == (OTHER_RACE, ("t::a",))
     assert verdict.reason == "a write-after-write race at line 11: runtime-only CSL903"
-    assert [(entry.code, entry.line) for entry in runtime_only] == [(RUNTIME_ONLY_CODES[kinds.WRITE_AFTER_WRITE], 11)]
+    assert [(entry.code, entry.line) for entry in runtime_only] == [(kinds.code_of(kinds.WRITE_AFTER_WRITE), 11)]
 
 
 def test_race_outside_the_span_is_runtime_only(src):
@@ -221,8 +220,9 @@ def test_a_runtime_only_free_with_no_user_frame_is_placed_at_its_allocation(src)
 
 
 def test_runtime_only_codes_cover_every_kind_once():
-    assert sorted(RUNTIME_ONLY_CODES) == sorted(kinds.ALL_KINDS)
-    assert len(set(RUNTIME_ONLY_CODES.values())) == len(kinds.ALL_KINDS)
+    codes = [kinds.code_of(kind) for kind in kinds.ALL_KINDS]
+    assert len(set(codes)) == len(kinds.ALL_KINDS) and kinds.UNKNOWN_KIND_CODE not in codes
+    assert kinds.code_of("a-kind-from-a-newer-sanitizer") == kinds.UNKNOWN_KIND_CODE
 
 
 def test_races_between_the_same_lines_are_one_runtime_only_entry(src):

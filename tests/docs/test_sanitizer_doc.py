@@ -50,3 +50,34 @@ def test_example_gets_the_report_shown(example: dict[str, str], tmp_path, monkey
     assert _ADDRESS.sub("0x", "\n".join(shown)) == _ADDRESS.sub("0x", example["output"])
     assert status == int(example["status"])
     assert any(line.startswith(f"csan: {example['kind']}: ") for line in shown)
+
+
+DOCS = sorted((SANITIZER_MD.parent).glob("*.md")) + [SANITIZER_MD.parents[1] / "README.md"]
+_NAMED = re.compile(r"`(?:python -m )?(csan_lint(?:\.\w+)+)")
+"""A dotted name of ours at the start of a code span: `csan_lint.runtime.report.to_json`,
+`csan_lint.runtime.sanitize(trace_out=PATH)`, `python -m csan_lint.runtime`."""
+
+
+def _resolves(name: str) -> bool:
+    import importlib
+
+    parts = name.split(".")
+    for split in range(len(parts), 0, -1):
+        try:
+            found: object = importlib.import_module(".".join(parts[:split]))
+        except ImportError:
+            continue
+        for attribute in parts[split:]:
+            if not hasattr(found, attribute):
+                return False
+            found = getattr(found, attribute)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda path: path.name)
+def test_every_module_and_name_the_docs_give_exists(doc: Path) -> None:
+    """A name a reader would import or call (`csan_lint.runtime.report.to_json`) is there."""
+    pytest.importorskip("torch")  # the runtime's modules import it
+    names = sorted(set(_NAMED.findall(doc.read_text())))
+    assert [name for name in names if not _resolves(name)] == []

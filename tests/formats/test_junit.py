@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from csan_lint.lint.cli import main
 from csan_lint.lint.model import Finding, Span
 from csan_lint.runtime.confirm_output import format_junit
-from csan_lint.runtime.confirm_verdict import RuntimeOnly, Verdict
+from csan_lint.runtime.confirm_verdict import ALSO_UNCHECKED, EMULATION_GAP, RuntimeOnly, TestFailure, Verdict
 
 FIXTURE = Path(__file__).parents[1] / "confirm" / "fixture_project"
 REPORT = {
@@ -101,6 +101,24 @@ def test_empty_report_and_characters_xml_cannot_hold() -> None:
     assert case.find("error").get("message") == "error: test printed \ufffd[31mred\ufffd & <done>"
 
 
+def test_failed_tests_are_failures_and_emulation_gaps_errors() -> None:
+    failures = [
+        TestFailure("tests/test_a.py::test_x", "failed", "ValueError: boom", ALSO_UNCHECKED, "failed"),
+        TestFailure("tests/test_a.py::test_y", "failed", "the emulated device does not support X", EMULATION_GAP),
+    ]
+    root = ET.fromstring(format_junit([], [], failures=failures))
+    cases = root.findall("testsuite/testcase")
+    assert [(case.get("classname"), case.get("name"), _outcome(case)) for case in cases] == [
+        ("tests.test_a", "tests/test_a.py::test_x", "failure"),
+        ("tests.test_a", "tests/test_a.py::test_y", "error"),
+    ]
+    assert cases[0].find("failure").get("message") == (
+        "failed: ValueError: boom [also without the sanitizer (failed): the test's own failure]"
+    )
+    assert cases[1].find("error").get("type") == "emulation-gap"
+    assert _counts(root) == {"tests": 2, "failures": 1, "errors": 1, "skipped": 0}
+
+
 def test_static_formats_are_refused_with_confirm_and_junit_without(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -125,6 +143,7 @@ def test_cli_junit_report_of_a_real_confirm_run(tmp_path: Path, run_confirm) -> 
         "app.legacy": "skipped",
         "app.crashy": "error",
         "tests.test_racy": "failure",
+        "tests.test_crashy": "failure",  # it crashes without the sanitizer too
     }
-    assert _counts(root) == {"tests": 5, "failures": 2, "errors": 1, "skipped": 1}
+    assert _counts(root) == {"tests": 6, "failures": 3, "errors": 1, "skipped": 1}
     assert root.find("testsuite/properties/property").get("value") == "emulated"

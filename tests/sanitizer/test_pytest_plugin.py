@@ -207,3 +207,74 @@ def test_a_conftest_probing_the_device_at_import_sees_the_emulated_one(pytester:
     pytester.makeconftest(IMPORT_TIME_PROBE)
     pytester.makepyfile(test_probe="def test_probe(device_at_import):\n    assert device_at_import == 'cuda'\n")
     pytester.runpytest_subprocess(*flags).assert_outcomes(passed=1)
+
+
+def test_a_test_failing_on_an_emulation_gap_is_named_in_the_summary_and_fails_the_session(pytester: pytest.Pytester):
+    pytester.makepyfile(
+        test_gap="""
+import torch
+
+def test_ipc():
+    torch.cuda.Event(interprocess=True).ipc_handle()
+
+def test_own():
+    raise ValueError("mine\\nnot this line")
+
+def test_fine():
+    assert torch.ones(1, device="cuda").item() == 1.0
+"""
+    )
+    path = pytester.path / "csan.jsonl"
+    result = pytester.runpytest_subprocess("--csan", *EMULATED, f"--csan-report={path}")
+    result.assert_outcomes(passed=1, failed=2)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "*csan: failed on the emulated device's gaps, not on the tests' code*",
+            "test_gap.py::test_ipc: the emulated device does not support interprocess events "
+            "(`torch.cuda.Event.ipc_handle`), called as `torch.cuda.Event(interprocess=True).ipc_handle()` "
+            "at test_gap.py:4: please report it*",
+        ]
+    )
+    assert "test_gap.py::test_own: " not in result.stdout.str()  # the test's own failure is no gap
+    ends = {r["nodeid"]: r for r in read_report(path) if r["type"] == "test-end"}
+    assert ends["test_gap.py::test_ipc"]["gap"].startswith("the emulated device does not support interprocess events")
+    assert ends["test_gap.py::test_own"]["reason"] == "ValueError: mine"
+    assert ends["test_gap.py::test_own"]["gap"] is None
+    assert ends["test_gap.py::test_fine"]["reason"] is None
+
+
+RACY_TWICE = """
+import torch
+
+def race(noqa):
+    side = torch.cuda.Stream()
+    x = torch.ones(4, device="cuda")
+    with torch.cuda.stream(side):
+        if noqa:
+            y = x + 1  # noqa: CSL901
+        else:
+            y = x + 1
+    torch.cuda.synchronize()
+
+def test_racy():
+    race(False)
+
+def test_racy_suppressed():
+    race(True)
+"""
+
+
+def test_runtime_codes_are_ignored_by_option_ini_and_noqa(pytester: pytest.Pytester):
+    pytester.makepyfile(test_codes=RACY_TWICE)
+    path = pytester.path / "csan.jsonl"
+    result = pytester.runpytest_subprocess("--csan", *EMULATED, f"--csan-report={path}")
+    result.assert_outcomes(passed=1, failed=1)  # the noqa'd race neither fails nor shows
+    result.stdout.fnmatch_lines(["FAILED test_codes.py::test_racy - *"])
+    assert len([r for r in read_report(path) if r["type"] == "race"]) == 2  # both are still in the report
+    pytester.runpytest_subprocess("--csan", *EMULATED, "--csan-ignore", "CSL9").assert_outcomes(passed=2)
+    pytester.makeini("[pytest]\ncsan_ignore = runtime-read-after-write\n")
+    pytester.runpytest_subprocess("--csan", *EMULATED).assert_outcomes(passed=2)
+    refused = pytester.runpytest_subprocess("--csan", *EMULATED, "--csan-ignore", "CSL101")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*--csan-ignore: `CSL101` names no runtime code*"])
