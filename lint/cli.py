@@ -139,7 +139,7 @@ def _replay(trace: str, output_format: str, exit_zero: bool, quiet: bool) -> int
 def _confirm(result: LintResult, paths: list[str], config: Any, options: dict[str, Any]) -> int:
     from csan_lint.runtime.confirm import main as confirm_main  # checks its own requirements (torch)
 
-    return confirm_main(result.findings, paths, config, options)
+    return confirm_main(result.findings, paths, config, options, result.stream_code)
 
 
 def _diff(result: LintResult, config: Any, unsafe: bool, quiet: bool) -> int:
@@ -378,11 +378,15 @@ def check(
         _fail(str(error))
     machine = output_format != "text" or quiet
     progress = None if machine or from_stdin else _ProgressBar()
+    if confirm and not quiet:  # the first of --confirm's phases: each says what it does, in CI logs too
+        click.echo(f"Linting {', '.join(targets)}...", err=True)
     try:
         if from_stdin:
             result = _lint_stdin(stdin_filename, config, force_exclude)
         else:
-            result = lint_paths(targets, config, cache=not no_cache, progress=progress, force_exclude=force_exclude)
+            result = lint_paths(
+                targets, config, cache=not no_cache, progress=progress, force_exclude=force_exclude, stream_code=confirm
+            )
     except Exception as error:  # a bug outside any one file: say so plainly, not as a traceback
         _fail(f"internal error: {type(error).__name__}: {error}")
     finally:

@@ -277,6 +277,11 @@ def stream_code_lines(source: str, *, spellings: Spellings = NO_SPELLINGS) -> fr
         module = parse_module(source)
     except cst.ParserSyntaxError:
         return frozenset()
+    return stream_code_lines_in(module, spellings=spellings)
+
+
+def stream_code_lines_in(module: cst.Module, *, spellings: Spellings = NO_SPELLINGS) -> frozenset[int]:
+    """`stream_code_lines` of a module already parsed (the static pass's own tree)."""
     imports = ImportTable(spellings)
     functions: list[cst.FunctionDef] = []
     _collect(module, imports, functions)

@@ -16,19 +16,16 @@ import fnmatch
 import os
 import re
 import tomllib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from csan_lint.lint.config import Config
-from csan_lint.lint.files import Excluder, PathError, discover, display_path
+from csan_lint.lint.files import Excluder, PathError, discover, display_path, might_have_findings
 from csan_lint.lint.model import Span
 from csan_lint.lint.recognize import stream_code_lines
 
 DEFAULT_TEST_FILES = ("test_*.py", "*_test.py")
-_MAYBE_STREAM_CODE = re.compile(r"(?i)stream|event|non_blocking|pin_memory|graph")
-"""Words stream code cannot be written without (any spelling the recognizer knows, but for a
-project's own wrappers, whose names are added): a file without them is not parsed."""
 _SKIP_DIRS = frozenset({".git", "__pycache__", "node_modules", ".tox", ".nox", ".csan_lint_cache"})
 
 
@@ -65,24 +62,48 @@ def _runs(lines: frozenset[int]) -> list[Span]:
     return spans
 
 
-def stream_code(paths: Sequence[str], config: Config) -> dict[str, list[Span]]:
+Progress = Callable[[int, int], None]
+"""Told (files parsed, files to parse) as the recognizer works: (0, total) first."""
+
+
+def stream_code(
+    paths: Sequence[str],
+    config: Config,
+    progress: Progress | None = None,
+    known: Mapping[str, frozenset[int]] | None = None,
+) -> dict[str, list[Span]]:
     """Real path -> spans of stream code, for every file under `paths` that the linter checks
-    (its discovery, its excludes, the project's own wrappers of the stream API). Unreadable
-    files are skipped: the static pass reports them."""
+    (its discovery, its excludes, the project's own wrappers of the stream API). Only the files
+    the linter's prefilter keeps (`might_have_findings`) can hold any: the others are not parsed
+    (on transformers, 784 files say "stream" or "event", 25 pass). `known`: absolute path ->
+    lines already recognized on the static pass's own tree (`LintResult.stream_code`, this
+    run's parse or its cache); only the rest is parsed here. Unreadable files are skipped: the
+    static pass reports them."""
     excluder = Excluder(config.root, config.exclude, config.respect_gitignore)
     wrappers = config.spellings.leaves()
+    known = known or {}
     found: dict[str, list[Span]] = {}
+    unknown: list[tuple[Path, str]] = []
     for path in discover(paths, excluder):
         if isinstance(path, PathError):
             continue
-        try:
-            source = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        maybe = _MAYBE_STREAM_CODE.search(source) or any(leaf in source for leaf in wrappers)
-        lines = stream_code_lines(source, spellings=config.spellings) if maybe else frozenset()
+        lines = known.get(str(path))
+        if lines is None:
+            try:
+                source = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            if might_have_findings(source, wrappers):
+                unknown.append((path, source))
+        elif lines:
+            found[os.path.realpath(path)] = _runs(lines)
+    report = progress or (lambda done, total: None)
+    report(0, len(unknown))
+    for done, (path, source) in enumerate(unknown, start=1):
+        lines = stream_code_lines(source, spellings=config.spellings)
         if lines:
             found[os.path.realpath(path)] = _runs(lines)
+        report(done, len(unknown))
     return found
 
 

@@ -196,11 +196,13 @@ def decide(
     findings: Sequence[Finding],
     run: RunResult,
     reaching_files: Mapping[str, frozenset[str]],
+    linted: Sequence[str] = (),
 ) -> tuple[list[Verdict], list[RuntimeOnly]]:
     """A verdict per finding (same order) and the races no finding explains.
 
     `reaching_files` maps each flagged file (real path) to the test files (real paths) that
-    import it, transitively: only used to say why a finding was not reached.
+    import it, transitively: only used to say why a finding was not reached. `linted`: the
+    paths linted, inside which a runtime-only race is placed when one of its frames is.
     """
     paths = [real(finding.path) for finding in findings]
     frames = [_access_frames(race.report) for race in run.races]
@@ -250,7 +252,7 @@ def decide(
             )
         else:
             verdicts.append(_not_reached(finding, path, run, reaching_files))
-    runtime_only = _runtime_only([race for i, race in enumerate(run.races) if i not in explained])
+    runtime_only = _runtime_only([race for i, race in enumerate(run.races) if i not in explained], linted)
     return verdicts, runtime_only
 
 
@@ -330,7 +332,25 @@ def race_key(report: Mapping[str, Any]) -> tuple[Any, ...]:
     )
 
 
-def _runtime_only(races: Sequence[Race]) -> list[RuntimeOnly]:
+def _within(path: str, roots: Sequence[str]) -> bool:
+    return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
+def placed_site(report: Mapping[str, Any], linted: Sequence[str] = ()) -> tuple[str, int] | None:
+    """Where a race is listed: of the access the sanitizer placed it at (its `site`: the
+    racing access, or the use a library's free broke), the innermost frame inside the linted
+    paths, decorators' wrappers skipped; else the sanitizer's own site. None for a report
+    without a site (an older sanitizer's)."""
+    site = report.get("site") or {}
+    frames = (report.get(site.get("access", "current")) or {}).get("stack") or ()
+    roots = [real(path) for path in linted]
+    inside = [frame for frame in frames if not frame.get("wrapper") and _within(real(frame["file"]), roots)]
+    if inside:
+        return inside[-1]["file"], int(inside[-1]["line"])
+    return (site["file"], int(site["line"])) if site.get("file") else None
+
+
+def _runtime_only(races: Sequence[Race], linted: Sequence[str] = ()) -> list[RuntimeOnly]:
     """One entry per distinct race (the same race seen by several tests is listed once)."""
     grouped: dict[tuple[Any, ...], list[Race]] = {}
     for race in races:
@@ -340,7 +360,11 @@ def _runtime_only(races: Sequence[Race]) -> list[RuntimeOnly]:
         report = group[0].report
         kind = str(report.get("kind"))
         current = report.get("current") or {}
-        site = _user_site(current.get("stack") or ()) or _site((report.get("allocation") or {}).get("stack") or ())
+        site = (
+            placed_site(report, linted)
+            or _user_site(current.get("stack") or ())
+            or _site((report.get("allocation") or {}).get("stack") or ())
+        )
         file, line = site if site else ("<unknown>", 0)
         found.append(
             RuntimeOnly(

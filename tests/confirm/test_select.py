@@ -9,6 +9,9 @@ import pytest
 
 from csan_lint.lint.config import Config
 from csan_lint.lint.model import Span, Spellings
+from csan_lint.lint.recognize import stream_code_lines
+from csan_lint.lint.runner import lint_paths
+from csan_lint.runtime import confirm_select
 from csan_lint.runtime.confirm_select import SelectionError, default_test_paths, select_tests, stream_code
 
 
@@ -165,6 +168,53 @@ def test_stream_code_is_what_the_recognizer_sees_under_the_linted_paths(tmp_path
         os.path.realpath("src/wrapped.py"): [Span(4, 6)],
     }
     assert os.path.realpath("src/wrapped.py") not in stream_code(["src"], Config(root=tmp_path))
+
+
+OFFLOAD = "import torch\n\n\ndef offload(x, s):\n    with torch.cuda.stream(s):\n        return x.to('cpu', non_blocking=True)\n"
+SIDE = "import torch\n\nside = torch.cuda.Stream()\n\n\ndef plain(x):\n    return x + 1\n"
+STREAMER = "class TextStreamer:\n    def on_event(self, stream, graph):\n        return stream\n"
+"""Says "stream", "event" and "graph" but holds no stream API: the prefilter drops it."""
+
+
+def _parses(monkeypatch) -> list[str]:
+    parsed: list[str] = []
+
+    def recording(source, **kwargs):
+        parsed.append(source)
+        return stream_code_lines(source, **kwargs)
+
+    monkeypatch.setattr(confirm_select, "stream_code_lines", recording)
+    return parsed
+
+
+def test_only_files_the_linters_prefilter_keeps_are_parsed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, {"src/offload.py": OFFLOAD, "src/streamer.py": STREAMER})
+    parsed = _parses(monkeypatch)
+    progress: list[tuple[int, int]] = []
+    found = stream_code(["src"], Config(root=tmp_path), lambda done, total: progress.append((done, total)))
+    assert found == {os.path.realpath("src/offload.py"): [Span(4, 6)]}
+    assert parsed == [OFFLOAD]
+    assert progress == [(0, 1), (1, 1)]
+
+
+def test_stream_code_is_read_off_the_static_pass_and_its_cache(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, {"src/offload.py": OFFLOAD, "src/side.py": SIDE, "src/streamer.py": STREAMER})
+    config = Config(root=tmp_path)
+    expected = {
+        str(tmp_path / "src/offload.py"): stream_code_lines(OFFLOAD),
+        str(tmp_path / "src/side.py"): stream_code_lines(SIDE),
+    }
+    cold = lint_paths(["src"], config, cache=True, stream_code=True)
+    warm = lint_paths(["src"], config, cache=True, stream_code=True)
+    assert cold.stream_code == expected and expected[str(tmp_path / "src/side.py")] == {3}
+    assert warm.files_cached == 3 and warm.stream_code == expected
+    assert lint_paths(["src"], config, cache=True).stream_code == {}  # asked for only by --confirm
+    parsed = _parses(monkeypatch)
+    found = stream_code(["src"], config, known=warm.stream_code)
+    assert parsed == []
+    assert found == {os.path.realpath("src/offload.py"): [Span(4, 6)], os.path.realpath("src/side.py"): [Span(3, 3)]}
 
 
 def test_all_tests_selects_every_test_file_whatever_it_imports(project):
