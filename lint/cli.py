@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 STATIC_FORMATS = ("text", "json", "sarif", "github")
 CONFIRM_FORMATS = ("text", "json", "junit")
+REPLAY_FORMATS = ("text", "json", "chrome")
 REPLAY_OPTIONS = frozenset({"replay", "output_format", "exit_zero", "quiet", "paths"})
 """What `--replay TRACE` reads; any other option or a path given with it is an error."""
 PROGRESS_MIN_FILES = 50
@@ -95,6 +96,14 @@ CONFIRM_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         default=None,
         metavar="N",
         help="With --confirm: run the tests in N pytest-xdist worker processes (default 0: one process).",
+    ),
+    click.option(
+        "--trace-out",
+        "trace_out",
+        type=click.Path(dir_okay=False),
+        default=None,
+        metavar="FILE",
+        help="With --confirm: draw the sanitized run as a Chrome/Perfetto trace (FILE.jsonl: the trace --replay reads).",
     ),
 ]
 
@@ -245,11 +254,12 @@ def main() -> None:
     "--format",
     "--output-format",
     "output_format",
-    type=click.Choice(sorted({*STATIC_FORMATS, *CONFIRM_FORMATS})),
+    type=click.Choice(sorted({*STATIC_FORMATS, *CONFIRM_FORMATS, *REPLAY_FORMATS})),
     default="text",
     show_default=True,
     help="Output format: text, json (docs/json-format.md), sarif (SARIF 2.1.0), github (workflow "
-    "annotations); with --confirm: text, json or junit (docs/ci.md).",
+    "annotations); with --confirm: text, json or junit (docs/ci.md); with --replay: text, json or chrome "
+    "(a Chrome/Perfetto trace).",
 )
 @click.option(
     "--select",
@@ -361,6 +371,8 @@ def check(
     if confirm and (fix or diff):
         _fail("--fix and --diff change files; run them without --confirm")
     formats = CONFIRM_FORMATS if confirm else STATIC_FORMATS
+    if output_format not in (*STATIC_FORMATS, *CONFIRM_FORMATS):
+        _fail(f"--format {output_format} is for --replay TRACE")
     if output_format not in formats:
         _fail(
             f"--format {output_format} is for {'the static check' if confirm else '--confirm'}; "

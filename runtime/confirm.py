@@ -75,6 +75,8 @@ class ConfirmSettings:
     """`-n N`: pytest-xdist worker processes (0: the tests run in one process)."""
     keyword: str | None = None
     """`-k EXPRESSION`: pytest's, narrowing the selected tests (a long test file run for one case)."""
+    trace_out: str | None = None
+    """`--trace-out FILE`: the sanitized run drawn as a Chrome trace (docs/trace-format.md)."""
 
 
 def _suggest(word: str, choices: Sequence[str]) -> str:
@@ -150,6 +152,7 @@ def resolve_settings(config: Config, options: Mapping[str, Any]) -> ConfirmSetti
         all_tests=bool(options.get("all_tests")),
         workers=_workers(options.get("workers")),
         keyword=options.get("keyword") or None,
+        trace_out=os.path.abspath(options["trace_out"]) if options.get("trace_out") else None,
     )
 
 
@@ -301,7 +304,7 @@ def main(
         progress = _ProgressBar() if _show_progress(settings) else None
         with tempfile.TemporaryDirectory(prefix="csan-confirm-") as workdir:
             run_settings = RunSettings(
-                settings.device, settings.timeout, Path(workdir), settings.workers, settings.keyword
+                settings.device, settings.timeout, Path(workdir), settings.workers, settings.keyword, settings.trace_out
             )
             runner = Runner(run_settings, progress)
             try:
@@ -312,6 +315,8 @@ def main(
                 if progress is not None:
                     progress.close()
             device = runner.device
+        if settings.trace_out:
+            _say(settings, f"The sanitized run, drawn: {settings.trace_out} (ui.perfetto.dev or chrome://tracing opens it).")
     elif spans:
         _say(settings, f"No test imports a module with stream code (looked in: {_shown_paths(test_paths)}).")
     else:

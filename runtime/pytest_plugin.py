@@ -61,6 +61,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--csan-report-only", action="store_true", help="report races without failing the tests")
     group.addoption("--csan-report", metavar="PATH", help="write every report to PATH (JSON Lines)")
+    group.addoption(
+        "--csan-trace-out",
+        metavar="PATH",
+        help="draw the run as a Chrome/Perfetto trace at PATH (PATH.jsonl: the JSON Lines trace --replay reads)",
+    )
     for name, (kind, help_text) in INI_OPTIONS.items():
         parser.addini(name, help_text, type=kind, default=False if kind == "bool" else "")
     group.addoption(
@@ -281,6 +286,22 @@ class _Owners:
         return self.by_block.get(report.allocation.ptr) or running
 
 
+def _trace_out(config: pytest.Config) -> Any:
+    """`--csan-trace-out PATH` (PATH.gwN under a pytest-xdist worker), open for writing."""
+    path = config.getoption("csan_trace_out")
+    if not path:
+        return None
+    from csan_lint.runtime.chrome import TraceOut
+
+    if worker_id(config) is not None:
+        stem, suffix = os.path.splitext(path)
+        path = f"{stem}.{worker_id(config)}{suffix}"
+    try:
+        return TraceOut(path)
+    except OSError as error:
+        raise pytest.UsageError(f"--csan-trace-out: cannot write {path}: {error.strerror}") from None
+
+
 class CsanSession:
     """The plugin's state for one pytest session (registered only when asked for)."""
 
@@ -305,10 +326,11 @@ class CsanSession:
         self.owners = _Owners()
         worker = {"worker": worker_id(config)} if worker_id(config) else {}
         self._write({"type": "session", "version": REPORT_VERSION, "device": self.device, **worker})
+        self.trace = _trace_out(config) if _setting(config, "csan") else None
         if _setting(config, "csan"):
             from csan_lint.runtime.sanitizer import Sanitizer
 
-            self.sanitizer = Sanitizer(self.device)
+            self.sanitizer = Sanitizer(self.device, self.trace.file if self.trace is not None else None)
             self.sanitizer.stack_stop.update(_entry_codes())
             self.sanitizer.listeners.append(self._race)
             self.sanitizer.internal_listeners.append(self._internal_error)
@@ -444,5 +466,7 @@ class CsanSession:
         self.owners.unregister()
         if self.sanitizer is not None:
             self.sanitizer.disable()
+        if self.trace is not None:
+            self.trace.close()
         if self.report is not None:
             self.report.close()
