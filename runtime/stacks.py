@@ -195,15 +195,26 @@ def forwards(code: CodeType) -> bool:
     it is asked only of closures the first test does not settle, once per code object."""
     if not code.co_freevars:
         return False
-    if code.co_flags & _FORWARDS_ARGUMENTS == _FORWARDS_ARGUMENTS:
-        instructions = list(dis.get_instructions(code))
-        if any(i.opname == "CALL_FUNCTION_EX" for i in instructions) and any(
-            i.opname == "LOAD_DEREF" and i.argval in code.co_freevars for i in instructions
-        ):
-            return True
+    if code.co_flags & _FORWARDS_ARGUMENTS == _FORWARDS_ARGUMENTS and _calls_closed_over_with_args(code):
+        return True
     return any(
         getattr(function, "__code__", None) is code and hasattr(function, "__wrapped__")
         for function in gc.get_referrers(code)
+    )
+
+
+def _calls_closed_over_with_args(code: CodeType) -> bool:
+    """`func(*args, ...)` in the bytecode, `func` a free variable and `args` the `*args`
+    parameter: the callee is loaded from the closure right before the star-arguments."""
+    star = code.co_varnames[code.co_argcount + code.co_kwonlyargcount]
+    instructions = [i for i in dis.get_instructions(code) if i.opname not in ("PUSH_NULL", "CACHE")]
+    has_star_call = any(i.opname == "CALL_FUNCTION_EX" for i in instructions)
+    return has_star_call and any(
+        callee.opname == "LOAD_DEREF"
+        and callee.argval in code.co_freevars
+        and argument.opname.startswith("LOAD_FAST")
+        and argument.argval == star
+        for callee, argument in zip(instructions, instructions[1:], strict=False)
     )
 
 
