@@ -222,3 +222,21 @@ def test_all_tests_selects_every_test_file_whatever_it_imports(project):
     selection = select_tests([flagged], ["tests"], ["pkg"], all_tests=True)
     assert "tests/test_other.py" in selection.test_files
     assert "tests/test_other.py" not in select_tests([flagged], ["tests"], ["pkg"]).test_files
+
+
+def test_confirm_says_each_phase_before_the_tests_on_one_line(tmp_path, monkeypatch):
+    """Not a terminal (a CI log): a plain line per phase on stderr, no bar."""
+    from click.testing import CliRunner
+
+    from csan_lint.lint import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CI", "1")
+    write(tmp_path, {"src/offload.py": OFFLOAD, "src/streamer.py": STREAMER, "tests/test_plain.py": "def test_x(): pass\n"})
+    result = CliRunner().invoke(cli.main, ["src", "--confirm", "--no-cache", "--tests", "tests"])
+    lines = result.stderr.splitlines()
+    assert lines[0] == "Linting src..."
+    assert lines[1] == "Finding stream code: 1 from the static pass, 0 file(s) to parse..."
+    assert lines[2].startswith("Stream code in 1 file(s) (") and lines[2].endswith(" s).")
+    assert lines[3] == "Selecting the tests that import it, among tests..."
+    assert lines[4] == "No test imports a module with stream code (looked in: tests)."
