@@ -69,15 +69,15 @@ class ChromeTrace:
             self._tids[key] = len(self._tids)
         return self._tids[key]
 
-    def _slice(self, stream: int | None, name: str, category: str, **args: Any) -> tuple[int, int]:
-        tid = self._tid(stream)
+    def _slice(self, track: int | None, name: str, category: str, /, **args: Any) -> tuple[int, int]:
+        tid = self._tid(track)
         shown = {key: value for key, value in args.items() if value is not None}
         self.events.append(
             {"ph": "X", "name": name, "cat": category, "pid": PID, "tid": tid, "ts": self._tick, "dur": SLICE}
             | ({"args": shown} if shown else {})
         )
-        if stream is not None:
-            self._last[stream] = self._tick
+        if track is not None:
+            self._last[track] = self._tick
         return self._tick, tid
 
     def _flow(self, name: str, category: str, start: tuple[int, int], end: tuple[int, int]) -> None:
@@ -87,9 +87,12 @@ class ChromeTrace:
         self.events.append({"ph": "s", "ts": start[0], "tid": start[1], **common})
         self.events.append({"ph": "f", "bp": "e", "ts": end[0], "tid": end[1], **common})
 
-    def _instant(self, at: tuple[int, int], name: str, **args: Any) -> None:
+    def _mark(self, at: tuple[int, int], name: str, category: str, **args: Any) -> None:
+        """An instant on a track. Flow ends bind to it too: Chrome DevTools binds a flow event
+        only to an event of its own category at its `ts` (Perfetto to the enclosing slice)."""
         self.events.append(
-            {"ph": "i", "s": "t", "name": name, "cat": "race", "pid": PID, "tid": at[1], "ts": at[0], "args": args}
+            {"ph": "i", "s": "t", "name": name, "cat": category, "pid": PID, "tid": at[1], "ts": at[0]}
+            | ({"args": args} if args else {})
         )
 
     def _event_name(self, event: int) -> str:
@@ -127,7 +130,9 @@ class ChromeTrace:
             name = "synchronize stream" if call == "stream_synchronized" else "query stream"
             at = self._slice(HOST, name, "sync", stream=self._stream_label(stream), done=values.get("done"))
             if before is not None and values.get("done", True):
-                self._flow(name, "sync", (before, self._tid(stream)), at)
+                waited = (before, self._tid(stream))
+                self._mark(waited, "the host waits for this", "sync")  # a `sync` end for the arrow
+                self._flow(name, "sync", waited, at)
             return at
         if call in ("event_synchronized", "event_queried"):
             event = values["event"]
@@ -164,7 +169,7 @@ class ChromeTrace:
         if at is None:
             return
         text = message(report)
-        self._instant(at, report.kind, message=text, access="current")
+        self._mark(at, report.kind, "race", message=text, access="current")
         previous = report.previous
         if previous is None:
             return
@@ -172,7 +177,7 @@ class ChromeTrace:
         ts = self._launches.get(key)
         if ts is not None:
             earlier = (ts, self._tid(previous.stream))
-            self._instant(earlier, report.kind, message=text, access="previous")
+            self._mark(earlier, report.kind, "race", message=text, access="previous")
             self._flow(report.kind, "race", earlier, at)
 
     # -- the document ------------------------------------------------------------------
@@ -235,16 +240,21 @@ class TraceOut:
         self.lines = self.path if self.path.endswith(".jsonl") else f"{self.path}.part.jsonl"
         self.file = open(self.lines, "w", encoding="utf-8")
 
-    def close(self) -> None:
+    def close(self) -> str | None:
         """Draws the picture from the finished trace (a run cut short has a trace cut short:
-        its last line is dropped, as `replay` would refuse it)."""
+        it is drawn up to its last whole line). Never raises: what went wrong is returned (the
+        JSON Lines trace is then kept beside PATH), for the run to warn about."""
         self.file.close()
         if self.lines == self.path:
-            return
+            return None
         picture = ChromeTrace(title=f"csan-lint: {os.path.basename(self.path)}")
         try:
-            replay(self.lines, picture)
-        except TraceError:
-            pass  # drawn up to the bad line: a picture of what ran
-        write(picture, self.path)
+            try:
+                replay(self.lines, picture)
+            except TraceError:
+                pass  # drawn up to the bad line: a picture of what ran
+            write(picture, self.path)
+        except Exception as error:  # a bug of ours must not break the run it drew
+            return f"cannot draw {self.path}: {type(error).__name__}: {error} (the trace is kept in {self.lines})"
         os.unlink(self.lines)
+        return None

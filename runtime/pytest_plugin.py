@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import warnings
 from collections.abc import Generator
 from typing import IO, TYPE_CHECKING, Any, Literal
@@ -467,6 +468,8 @@ class CsanSession:
         if self.sanitizer is not None:
             self.sanitizer.disable()
         if self.trace is not None:
-            self.trace.close()
+            problem = self.trace.close()
+            if problem:  # after the session: too late for a warning to be shown
+                print(f"csan: --csan-trace-out: {problem}", file=sys.stderr)
         if self.report is not None:
             self.report.close()

@@ -27,6 +27,10 @@ torch.cuda.current_stream().wait_stream(side)
 c = b * 3
 with torch.cuda.stream(side):
     d = c - 1
+side.synchronize()
+done = torch.cuda.Event()
+done.record(side)
+done.query()
 torch.cuda.synchronize()
 """
 RACE_LINE = 11  # `d = c - 1` reads `c` on `side` with no wait after `c = b * 3` (line 9)
@@ -37,8 +41,9 @@ PHASES = {"X", "i", "s", "t", "f", "M", "B", "E", "C", "b", "e", "n"}
 
 def check_trace_event_format(document: Any) -> None:
     """The JSON Object Format and each phase's required fields, as the format's document lists
-    them; flows whose ids pair up and bind to a slice of their track; per track, slices in
-    order of `ts` that nest or follow, never half-overlap; every track named."""
+    them; flows whose ids pair up and bind to a slice of their track (and, for Chrome DevTools,
+    to an event of their own category at their `ts`); per track, slices in order of `ts` that
+    nest or follow, never half-overlap; every track named."""
     assert isinstance(document, dict) and isinstance(document["traceEvents"], list)
     named: set[tuple[int, int]] = set()
     slices: dict[tuple[int, int], list[tuple[float, float]]] = defaultdict(list)
@@ -65,6 +70,9 @@ def check_trace_event_format(document: Any) -> None:
             assert "id" in event and "cat" in event, event
             assert event["ph"] != "f" or event.get("bp", "e") == "e"
             flows[(event["cat"], event["id"])][event["ph"]].append(event)
+    categorized = {
+        (e["pid"], e["tid"], e["ts"], e.get("cat")) for e in document["traceEvents"] if e["ph"] in {"X", "i"}
+    }
     for track, spans in slices.items():
         assert track in named, f"track {track} has no thread_name"
         assert [start for start, _ in spans] == sorted(start for start, _ in spans), f"ts goes back on {track}"
@@ -77,6 +85,8 @@ def check_trace_event_format(document: Any) -> None:
         for end in (start, finish):
             spans = slices[(end["pid"], end["tid"])]
             assert any(a <= end["ts"] <= b for a, b in spans), f"flow {key} binds to no slice: {end}"
+            # Chrome DevTools binds a flow end only to an event of the flow's category at its ts
+            assert (end["pid"], end["tid"], end["ts"], end["cat"]) in categorized, f"DevTools drops flow {key}"
 
 
 @pytest.fixture
