@@ -103,7 +103,8 @@ CONFIRM_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         type=click.Path(dir_okay=False),
         default=None,
         metavar="FILE",
-        help="With --confirm: draw the sanitized run as a Chrome/Perfetto trace (FILE.jsonl: the trace --replay reads).",
+        help="With --confirm: draw the sanitized run as a Chrome/Perfetto trace (FILE.jsonl: the trace --replay "
+        "reads).",
     ),
 ]
 

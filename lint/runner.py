@@ -16,9 +16,8 @@ import io
 import os
 import tokenize
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -489,7 +488,9 @@ def _run(work: list[_Job], jobs: int | None, progress: Progress | None = None) -
                 chunk_results = future.result()
             except Exception as error:  # a worker died (e.g. killed): its files get a diagnostic
                 message = f"internal error: worker process failed: {type(error).__name__}: {error}"
-                chunk_results = [([diagnostic(work[index].path, INTERNAL_ERROR_CODE, message)], None) for index in chunk]
+                chunk_results = [
+                    ([diagnostic(work[index].path, INTERNAL_ERROR_CODE, message)], None) for index in chunk
+                ]
             for index, file_findings in zip(chunk, chunk_results, strict=True):
                 results[index] = file_findings
             finished += len(chunk)

@@ -316,7 +316,10 @@ def main(
                     progress.close()
             device = runner.device
         if settings.trace_out:
-            _say(settings, f"The sanitized run, drawn: {settings.trace_out} (ui.perfetto.dev or chrome://tracing opens it).")
+            _say(
+                settings,
+                f"The sanitized run, drawn: {settings.trace_out} (ui.perfetto.dev or chrome://tracing opens it).",
+            )
     elif spans:
         _say(settings, f"No test imports a module with stream code (looked in: {_shown_paths(test_paths)}).")
     else:

@@ -32,7 +32,6 @@ from csan_lint.runtime.tracker import (
     FREE_OPERATOR,
 )
 
-
 Sites = Mapping[int, Stack]
 """Stream -> the stack that created it (`RuntimeErrorReport.stream_sites`)."""
 
@@ -109,31 +108,33 @@ def message(report: RuntimeErrorReport) -> str:
     cur, prev = report.current, report.previous
     kind = report.kind
     sites = dict(report.stream_sites)
+    on_current = stream_name(cur.stream, sites)
+    on_previous = stream_name(prev.stream, sites) if prev is not None else ""
     if kind == kinds.CAPTURE_ON_DEFAULT_STREAM:
         return "CUDA graph capture begun on the default stream (capture needs a side stream)"
     if kind == kinds.WAIT_UNRECORDED_EVENT:
-        return f"{stream_name(cur.stream, sites)} waits on an event that was never recorded: the wait orders nothing"
+        return f"{on_current} waits on an event that was never recorded: the wait orders nothing"
     assert prev is not None, kind
     if kind == kinds.UNJOINED_CAPTURE_FORK:
         if cur.operator == CAPTURE_END_OPERATOR and prev.operator == CAPTURE_BEGIN_OPERATOR:
-            return f"CUDA graph capture begun on {stream_name(prev.stream, sites)} ended on {stream_name(cur.stream, sites)}"
+            return f"CUDA graph capture begun on {on_previous} ended on {on_current}"
         if cur.operator == CAPTURE_END_OPERATOR:
             return (
                 f"{_access_site(prev, sites)} during CUDA graph capture is not joined back to the capture stream "
-                f"({stream_name(cur.stream, sites)}) before the capture ends"
+                f"({on_current}) before the capture ends"
             )
         return (
-            f"{_access_site(cur, sites)} during CUDA graph capture on {stream_name(prev.stream, sites)} "
+            f"{_access_site(cur, sites)} during CUDA graph capture on {on_previous} "
             "is not forked from the capture stream"
         )
     if kind == kinds.FREE_IN_USE:
         return (
-            f"a block allocated on {stream_name(cur.stream, sites)} is freed while {_access_site(prev, sites)} may still use it "
+            f"a block allocated on {on_current} is freed while {_access_site(prev, sites)} may still use it "
             "(no record_stream, no ordering before the free)"
         )
     if prev.operator == ALLOCATION_OPERATOR:
         return (
-            f"{_access_site(cur, sites)} uses a block allocated on {stream_name(prev.stream, sites)} without being ordered after "
+            f"{_access_site(cur, sites)} uses a block allocated on {on_previous} without being ordered after "
             "that stream's earlier work: the caching allocator may have handed out memory that work still uses "
             "(the hazard is the block's reuse)"
         )

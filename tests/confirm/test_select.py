@@ -170,7 +170,7 @@ def test_stream_code_is_what_the_recognizer_sees_under_the_linted_paths(tmp_path
     assert os.path.realpath("src/wrapped.py") not in stream_code(["src"], Config(root=tmp_path))
 
 
-OFFLOAD = "import torch\n\n\ndef offload(x, s):\n    with torch.cuda.stream(s):\n        return x.to('cpu', non_blocking=True)\n"
+OFFLOAD = "import torch\n\n\ndef offload(x, s):\n    with torch.cuda.stream(s):\n        return x.to('cpu', non_blocking=True)\n"  # noqa: E501
 SIDE = "import torch\n\nside = torch.cuda.Stream()\n\n\ndef plain(x):\n    return x + 1\n"
 STREAMER = "class TextStreamer:\n    def on_event(self, stream, graph):\n        return stream\n"
 """Says "stream", "event" and "graph" but holds no stream API: the prefilter drops it."""
@@ -232,7 +232,10 @@ def test_confirm_says_each_phase_before_the_tests_on_one_line(tmp_path, monkeypa
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CI", "1")
-    write(tmp_path, {"src/offload.py": OFFLOAD, "src/streamer.py": STREAMER, "tests/test_plain.py": "def test_x(): pass\n"})
+    write(
+        tmp_path,
+        {"src/offload.py": OFFLOAD, "src/streamer.py": STREAMER, "tests/test_plain.py": "def test_x(): pass\n"},
+    )
     result = CliRunner().invoke(cli.main, ["src", "--confirm", "--no-cache", "--tests", "tests"])
     lines = result.stderr.splitlines()
     assert lines[0] == "Linting src..."

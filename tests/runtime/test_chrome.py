@@ -76,7 +76,7 @@ def check_trace_event_format(document: Any) -> None:
     for track, spans in slices.items():
         assert track in named, f"track {track} has no thread_name"
         assert [start for start, _ in spans] == sorted(start for start, _ in spans), f"ts goes back on {track}"
-        for (start, end), (next_start, next_end) in zip(spans, spans[1:], strict=False):
+        for (_, end), (next_start, next_end) in zip(spans, spans[1:], strict=False):
             assert next_start >= end or next_end <= end, f"slices half-overlap on {track}"
     for key, phases in flows.items():
         assert len(phases["s"]) == 1 and len(phases["f"]) == 1, f"flow {key} does not pair up: {dict(phases)}"

@@ -75,7 +75,7 @@ def test_a_race_through_a_decorators_wrapper_is_placed_at_the_caller(emulated, w
     side = torch.cuda.Stream()
     a = torch.ones(4, device="cuda") * 2
     with torch.cuda.stream(side):
-        b = multiply(a, a); line = here()  # fmt: skip
+        b = multiply(a, a); line = here()  # noqa: E702  # fmt: skip
     report = _only_race(emulated, kinds.READ_AFTER_WRITE)
     site = to_json(report)["site"]
     assert (site["file"], site["line"], site["access"]) == (__file__, line, "current")
@@ -97,7 +97,7 @@ def test_a_race_in_a_tensor_hook_is_placed_at_the_hooks_copy(emulated):
 
     y = w * 3
     y.register_hook(offload)  # y's gradient dies inside backward(), once its node has used it
-    y.sum().backward(); backward_line = here()  # fmt: skip
+    y.sum().backward(); backward_line = here()  # noqa: E702  # fmt: skip
     report = _only_race(emulated, kinds.READ_AFTER_WRITE)
     assert to_json(report)["site"]["line"] == copy_line != backward_line
     frees = [e for e in emulated.errors if e.kind == kinds.FREE_IN_USE]
@@ -127,7 +127,7 @@ def test_a_race_in_a_module_backward_hook_is_placed_at_the_hooks_copy(emulated):
 def test_streams_are_named_by_where_they_were_made(emulated):
     class Cache:
         def __init__(self):
-            self.prefetch_stream = torch.cuda.Stream(); self.line = here()  # fmt: skip
+            self.prefetch_stream = torch.cuda.Stream(); self.line = here()  # noqa: E702  # fmt: skip
 
     cache = Cache()
     a = torch.ones(4, device="cuda") * 2
@@ -147,7 +147,7 @@ def test_streams_are_named_by_where_they_were_made(emulated):
 
 
 def test_a_stream_made_again_from_its_handle_keeps_its_name(emulated):
-    side = torch.cuda.Stream(); made = here()  # fmt: skip
+    side = torch.cuda.Stream(); made = here()  # noqa: E702  # fmt: skip
     again = torch.cuda.Stream(stream_id=side.stream_id, device_index=side.device_index, device_type=side.device_type)
     a = torch.ones(4, device="cuda") * 2
     with torch.cuda.stream(again):
