@@ -87,7 +87,8 @@ class LintResult:
     but no file was checked there."""
     stream_code: Mapping[str, frozenset[int]] = field(default_factory=dict)
     """With `lint_paths(stream_code=True)`: absolute path -> the lines the recognizer calls
-    stream code, for the parsed files whose lines came from this run's parse or the cache."""
+    stream code, for the parsed files whose lines came from this run's parse or the cache, and
+    none for the files the prefilter rejected (the recognizer would find none there)."""
 
     @property
     def files_with_findings(self) -> int:
@@ -349,6 +350,8 @@ def lint_paths(
         if hit is not None and not hit.parsed:
             files_cached += 1
             findings.extend(hit.findings)  # the prefilter rejected these bytes: what their check said
+            if stream_code and config.rules_for(found):  # rejected by the prefilter, not for want of rules
+                recognized[str(found)] = frozenset()
             continue
         if hit is not None:
             parsed.append(_Parsed(found, shown, stat, hit.digest, None, hit.orders, hit))
@@ -366,6 +369,8 @@ def lint_paths(
         job = _job(source, found, shown, config)
         if job.syntax_only:
             checks.append(_Check(found, stat, digest, job))
+            if stream_code and config.rules_for(found):  # rejected by the prefilter: no stream code either
+                recognized[str(found)] = frozenset()
             continue
         if len(source) > MAX_PARSE_CHARS:
             findings.append(diagnostic(shown, READ_ERROR_CODE, _too_large(len(source))))
@@ -382,9 +387,11 @@ def lint_paths(
             if stream_code and file.hit.stream_code is not None:
                 recognized[str(file.path)] = file.hit.stream_code
     if stale or checks:
-        found = _lint_stale(stale, parsed, checks, config, jobs, results, index, progress, stream_code)
-        findings.extend(found[0])
-        recognized.update(found[1])
+        stale_findings, stale_lines = _lint_stale(
+            stale, parsed, checks, config, jobs, results, index, progress, stream_code
+        )
+        findings.extend(stale_findings)
+        recognized.update(stale_lines)
     if results is not None:
         results.save()
     findings.sort(key=lambda finding: (finding.path, finding.line, finding.column, finding.code))

@@ -103,7 +103,8 @@ class ChromeTrace:
 
     def _draw(self, call: str, values: dict[str, Any]) -> tuple[int, int] | None:
         """The slice of one call (its (ts, tid)), with its arrows; None for calls that draw none."""
-        stream = values.get("stream")
+        given = values.get("stream")
+        stream: int = HOST if given is None else given  # no stream (pinned memory, frees): the host
         stack = values.get("stack")
         if call == "kernel_launched":
             operator = values["operator"]

@@ -249,7 +249,7 @@ def _find_stream_code(
 
     def progress(done: int, total: int) -> None:
         if done == 0:
-            reused = f"{len(known)} from the static pass, " if known else ""
+            reused = f"{sum(1 for lines in known.values() if lines)} from the static pass, " if known else ""
             _say(settings, f"Finding stream code: {reused}{total} file(s) to parse...")
         elif bar is not None:
             bar(done, total)
