@@ -133,6 +133,8 @@ def test_waits_are_arrows_from_the_record_to_the_wait(picture):
     arrows = {(names[records[w["id"]]["tid"]], names[w["tid"]]) for w in waits}
     side = "stream created at offload.py:3 (side)"
     assert ("the default stream", side) in arrows and (side, "the default stream") in arrows
+    # events are named by where CUDA made them, their first record (inside `wait_stream`)
+    assert {w["name"] for w in waits} >= {"event created at offload.py:5", "event created at offload.py:8"}
 
 
 def test_the_race_is_a_marked_pair(picture):
