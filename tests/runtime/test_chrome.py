@@ -195,3 +195,25 @@ def test_pytest_csan_trace_out_draws_the_session(tmp_path, name):
     assert {m["name"] for m in marks} == {"read-after-write", "free-in-use"}  # `a` dies with the test
     names = {event["args"]["name"] for event in _by_phase(document, "M") if event["name"] == "thread_name"}
     assert "stream created at test_offload.py:5 (side)" in names
+
+
+def test_confirm_trace_out_draws_the_sanitized_run(tmp_path):
+    """`csan-lint --confirm --trace-out FILE` on a copy of tests/confirm/unflagged_project."""
+    import shutil
+    import subprocess
+    import sys
+
+    project = tmp_path / "up"
+    shutil.copytree(Path(__file__).parents[1] / "confirm" / "unflagged_project", project)
+    command = [
+        sys.executable, "-m", "csan_lint", "app", "--confirm", "--device=emulated", "--no-cache",
+        "--trace-out=run.json", "-q",
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr  # its races are real
+    document = json.loads((project / "run.json").read_text())
+    check_trace_event_format(document)
+    races = {event["name"] for event in _by_phase(document, "i") if event["cat"] == "race"}
+    assert {"read-after-write", "unjoined-capture-fork"} <= races
+    names = {event["args"]["name"] for event in _by_phase(document, "M") if event["name"] == "thread_name"}
+    assert "stream created at offload.py:11 (self.stream)" in names
