@@ -77,6 +77,8 @@ class Hit:
     """Whether the file belongs in the package index (it mentions an ordering API)."""
     index: str
     """The key of the package index its findings were computed with ("" for none)."""
+    stream_code: frozenset[int] | None = None
+    """The lines the recognizer calls stream code, when the run that stored it asked (`--confirm`)."""
 
 
 def index_key(members: Iterable[tuple[str, str]]) -> str:
@@ -160,6 +162,14 @@ def _edit(row: Any) -> Edit:
     return Edit(line, anchor_line, text, scope)
 
 
+def _lines(value: Any) -> frozenset[int] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(type(line) is int for line in value):
+        raise TypeError(f"malformed cached lines: {value!r}")
+    return frozenset(value)
+
+
 def _text(value: Any) -> str:
     if not isinstance(value, str):
         raise TypeError(f"expected a string, got {value!r}")
@@ -202,11 +212,14 @@ class ResultCache:
                 _text(entry["hash"]),
                 entry["orders"] is True,
                 _text(entry["index"]),
+                _lines(entry.get("stream")),
             )
         except (KeyError, TypeError, ValueError):
             return None
         if digest is not None:  # same bytes, new stat
-            self._remember(path, stat, entry["findings"], hit.parsed, hit.digest, hit.orders, hit.index)
+            self._remember(
+                path, stat, entry["findings"], hit.parsed, hit.digest, hit.orders, hit.index, entry.get("stream")
+            )
         return hit
 
     def store(
@@ -219,8 +232,10 @@ class ResultCache:
         digest: str,
         orders: bool = False,
         index: str = "",
+        stream_code: frozenset[int] | None = None,
     ) -> None:
-        self._remember(path, stat, _encode(findings), parsed, digest, orders, index)
+        lines = None if stream_code is None else sorted(stream_code)
+        self._remember(path, stat, _encode(findings), parsed, digest, orders, index, lines)
 
     def drop(self, path: Path) -> None:
         """Forget a file whose result is not cacheable (unreadable, or the linter failed on it)."""
@@ -228,7 +243,15 @@ class ResultCache:
             self._changed[str(path)] = None
 
     def _remember(
-        self, path: Path, stat: Stat | None, rows: list[Any], parsed: bool, digest: str, orders: bool, index: str
+        self,
+        path: Path,
+        stat: Stat | None,
+        rows: list[Any],
+        parsed: bool,
+        digest: str,
+        orders: bool,
+        index: str,
+        stream_code: list[int] | None,
     ) -> None:
         trusted = stat is not None and time.time_ns() - stat[0] > RACY_NS
         entry = {
@@ -238,6 +261,7 @@ class ResultCache:
             "parsed": parsed,
             "orders": orders,
             "index": index,
+            "stream": stream_code,
         }
         self._entries[str(path)] = entry
         self._changed[str(path)] = entry

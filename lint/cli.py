@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 STATIC_FORMATS = ("text", "json", "sarif", "github")
 CONFIRM_FORMATS = ("text", "json", "junit")
+REPLAY_FORMATS = ("text", "json", "chrome")
 REPLAY_OPTIONS = frozenset({"replay", "output_format", "exit_zero", "quiet", "paths"})
 """What `--replay TRACE` reads; any other option or a path given with it is an error."""
 PROGRESS_MIN_FILES = 50
@@ -106,6 +107,15 @@ CONFIRM_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         metavar="N",
         help="With --confirm: run the tests in N pytest-xdist worker processes (default 0: one process).",
     ),
+    click.option(
+        "--trace-out",
+        "trace_out",
+        type=click.Path(dir_okay=False),
+        default=None,
+        metavar="FILE",
+        help="With --confirm: draw the sanitized run as a Chrome/Perfetto trace (FILE.jsonl: the trace --replay "
+        "reads).",
+    ),
 ]
 
 
@@ -149,7 +159,7 @@ def _replay(trace: str, output_format: str, exit_zero: bool, quiet: bool) -> int
 def _confirm(result: LintResult, paths: list[str], config: Any, options: dict[str, Any]) -> int:
     from csan_lint.runtime.confirm import main as confirm_main  # checks its own requirements (torch)
 
-    return confirm_main(result.findings, paths, config, options)
+    return confirm_main(result.findings, paths, config, options, result.stream_code)
 
 
 def _diff(result: LintResult, config: Any, unsafe: bool, quiet: bool) -> int:
@@ -302,11 +312,12 @@ def main() -> None:
     "--format",
     "--output-format",
     "output_format",
-    type=click.Choice(sorted({*STATIC_FORMATS, *CONFIRM_FORMATS})),
+    type=click.Choice(sorted({*STATIC_FORMATS, *CONFIRM_FORMATS, *REPLAY_FORMATS})),
     default="text",
     show_default=True,
     help="Output format: text, json (docs/json-format.md), sarif (SARIF 2.1.0), github (workflow "
-    "annotations); with --confirm: text, json or junit (docs/ci.md).",
+    "annotations); with --confirm: text, json or junit (docs/ci.md); with --replay: text, json or chrome "
+    "(a Chrome/Perfetto trace).",
 )
 @click.option(
     "--select",
@@ -418,6 +429,8 @@ def check(
     if confirm and (fix or diff):
         _fail("--fix and --diff change files; run them without --confirm")
     formats = CONFIRM_FORMATS if confirm else STATIC_FORMATS
+    if output_format not in (*STATIC_FORMATS, *CONFIRM_FORMATS):
+        _fail(f"--format {output_format} is for --replay TRACE")
     if output_format not in formats:
         _fail(
             f"--format {output_format} is for {'the static check' if confirm else '--confirm'}; "
@@ -435,11 +448,15 @@ def check(
         _fail(str(error))
     machine = output_format != "text" or quiet
     progress = None if machine or from_stdin else _ProgressBar()
+    if confirm and not quiet:  # the first of --confirm's phases: each says what it does, in CI logs too
+        click.echo(f"Linting {', '.join(targets)}...", err=True)
     try:
         if from_stdin:
             result = _lint_stdin(stdin_filename, config, force_exclude)
         else:
-            result = lint_paths(targets, config, cache=not no_cache, progress=progress, force_exclude=force_exclude)
+            result = lint_paths(
+                targets, config, cache=not no_cache, progress=progress, force_exclude=force_exclude, stream_code=confirm
+            )
     except Exception as error:  # a bug outside any one file: say so plainly, not as a traceback
         _fail(f"internal error: {type(error).__name__}: {error}")
     finally:

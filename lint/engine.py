@@ -12,6 +12,7 @@ import libcst as cst
 
 from csan_lint.lint.model import NO_SPELLINGS, Finding, Spellings
 from csan_lint.lint.nodes import parse_module, remembered_subtrees
+from csan_lint.lint.recognize import stream_code_lines_in
 from csan_lint.lint.registry import all_rules
 from csan_lint.lint.rule import Rule
 from csan_lint.lint.streamflow import analyse
@@ -32,15 +33,31 @@ def lint_source(
     `spellings`: the project's own wrappers of the stream API. A file that does not parse returns exactly one
     Finding with code "CSL001", message "syntax error: <the parser's message>", at the error's
     1-based line/column, span = that line. Findings sorted by (line, column, code)."""
+    return lint_and_recognize(source, path, rules, package, spellings)[0]
+
+
+def lint_and_recognize(
+    source: str,
+    path: str,
+    rules: Sequence[type[Rule]] | None = None,
+    package: PackageIndex | None = None,
+    spellings: Spellings = NO_SPELLINGS,
+    *,
+    stream_code: bool = False,
+) -> tuple[list[Finding], frozenset[int]]:
+    """`lint_source`, and with `stream_code` the lines the recognizer calls stream code
+    (`recognize.stream_code_lines`) read off the same tree: `--confirm` needs both, and the
+    parse is most of the cost of each."""
     try:
         module = parse_module(source)
     except cst.ParserSyntaxError as error:
-        return [_syntax_error(error, source, path)]
+        return [_syntax_error(error, source, path)], frozenset()
     with remembered_subtrees():  # the analysis and the rules walk each function body many times
         flow = analyse(module, path, source, package, spellings)
         findings = [finding for rule in (all_rules() if rules is None else rules) for finding in rule().check(flow)]
     findings.sort(key=lambda finding: (finding.line, finding.column, finding.code))
-    return findings
+    lines = stream_code_lines_in(module, spellings=spellings) if stream_code else frozenset()
+    return findings, lines
 
 
 def _syntax_error(error: cst.ParserSyntaxError, source: str, path: str) -> Finding:

@@ -48,24 +48,6 @@ _EVENT_NAME = re.compile(r"(?i)(?:" + "|".join(_RECEIVER_WORDS) + ")s?$")
 """Receivers whose `record()`, `wait()`, `query()` are an event's (or a stream's)."""
 
 
-def _shortest(words: Iterable[str]) -> list[str]:
-    """The words, in lower case, that contain no other: a text holding any word holds one of them."""
-    lower = {word.lower() for word in words}
-    return sorted(word for word in lower if not any(other != word and other in word for other in lower))
-
-
-MAYBE_STREAM_CODE = re.compile(
-    "(?i)"
-    + "|".join(
-        _shortest(
-            {entry.name.rpartition(".")[2] for entry in api.FUNCTIONS if entry.marks_stream_code}
-            | _STREAM_METHODS
-            | {api.NON_BLOCKING, api.PIN_MEMORY, *_RECEIVER_WORDS}
-        )
-    )
-)
-"""Text, in any case, that code this module calls stream code cannot be written without (but
-for a project's own wrappers, whose names the caller adds)."""
 PARTIAL = "functools.partial"
 OR = " or "
 """Joins the alternatives of a stream chosen at run time: `a or b`."""
@@ -289,6 +271,11 @@ def stream_code_lines(source: str, *, spellings: Spellings = NO_SPELLINGS) -> fr
         module = parse_module(source)
     except cst.ParserSyntaxError:
         return frozenset()
+    return stream_code_lines_in(module, spellings=spellings)
+
+
+def stream_code_lines_in(module: cst.Module, *, spellings: Spellings = NO_SPELLINGS) -> frozenset[int]:
+    """`stream_code_lines` of a module already parsed (the static pass's own tree)."""
     imports = ImportTable(spellings)
     functions: list[cst.FunctionDef] = []
     _collect(module, imports, functions)

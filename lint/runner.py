@@ -16,9 +16,9 @@ import io
 import os
 import tokenize
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -85,6 +85,10 @@ class LintResult:
     unreached: frozenset[str] = frozenset()
     """Paths that could not be walked (missing, an unreadable directory): reported as CSL003,
     but no file was checked there."""
+    stream_code: Mapping[str, frozenset[int]] = field(default_factory=dict)
+    """With `lint_paths(stream_code=True)`: absolute path -> the lines the recognizer calls
+    stream code, for the parsed files whose lines came from this run's parse or the cache, and
+    none for the files the prefilter rejected (the recognizer would find none there)."""
 
     @property
     def files_with_findings(self) -> int:
@@ -126,6 +130,8 @@ class _Job:
     once the prefilter has rejected 96% of the files."""
     spellings: Spellings = NO_SPELLINGS
     """The project's own wrappers of the stream API."""
+    stream_code: bool = False
+    """Also recognize the file's stream code on the same tree (`--confirm` needs it)."""
 
     @property
     def cost(self) -> int:
@@ -146,23 +152,35 @@ def lint_source(
     return engine_lint_source(source, path, rules, package, spellings)
 
 
-def _lint_job(job: _Job) -> list[Finding]:
+_Outcome = tuple[list[Finding], frozenset[int] | None]
+"""A job's findings, and its stream code lines when it was asked for them (else None)."""
+
+
+def _lint_job(job: _Job) -> _Outcome:
     try:
         if job.syntax_only:
-            return _unparsed(job.source, job.path, job.rules, job.unused_noqa)
+            return _unparsed(job.source, job.path, job.rules, job.unused_noqa), None
+        recognized: frozenset[int] | None = None
         with cpu_budget(ANALYSIS_BUDGET_S), _collector_paused():
-            findings = lint_source(job.source, job.path, job.rules, job.package, job.spellings)
+            if job.stream_code:
+                from csan_lint.lint.engine import lint_and_recognize  # libcst: once a file needs parsing
+
+                findings, recognized = lint_and_recognize(
+                    job.source, job.path, job.rules, job.package, job.spellings, stream_code=True
+                )
+            else:
+                findings = lint_source(job.source, job.path, job.rules, job.package, job.spellings)
     except BudgetExceeded:
-        return [diagnostic(job.path, BUDGET_CODE, _over_budget())]
+        return [diagnostic(job.path, BUDGET_CODE, _over_budget())], None
     except Exception as error:  # a crash on one file is that file's diagnostic; the run goes on
-        return [diagnostic(job.path, INTERNAL_ERROR_CODE, _internal_error(error))]
+        return [diagnostic(job.path, INTERNAL_ERROR_CODE, _internal_error(error))], None
     if findings and findings[0].code == SYNTAX_ERROR_CODE:
-        return findings
+        return findings, recognized
     kept = filter_suppressed(findings, job.source, rule_names())
     if job.unused_noqa:
         ran = {rule.code for rule in job.rules}
         kept += unused_suppressions(findings, job.source, rule_names(), ran, job.path)
-    return sorted(kept, key=lambda finding: (finding.line, finding.column, finding.code))
+    return sorted(kept, key=lambda finding: (finding.line, finding.column, finding.code)), recognized
 
 
 @contextmanager
@@ -210,7 +228,7 @@ def lint_text(source: str, path: Path, config: Config) -> LintResult:
     job = _job(source, path, shown, config)
     if not job.syntax_only and len(source) > MAX_PARSE_CHARS:
         return LintResult([diagnostic(shown, READ_ERROR_CODE, _too_large(len(source)))], 1, 0)
-    return LintResult(_lint_job(job), 1, 0 if job.syntax_only else 1)
+    return LintResult(_lint_job(job)[0], 1, 0 if job.syntax_only else 1)
 
 
 def _over_budget() -> str:
@@ -291,6 +309,7 @@ def lint_paths(
     cache: bool = False,
     progress: Progress | None = None,
     force_exclude: bool = False,
+    stream_code: bool = False,
 ) -> LintResult:
     """Lint the files and directories in `paths` under `config`.
 
@@ -298,12 +317,14 @@ def lint_paths(
     else lints in this process. `cache`: reuse and store per-file results in the project's
     `.csan_lint_cache/` (see csan_lint.lint.cache). The result is the same either way.
     `progress`: told how the engine's work (the slow part) advances. `force_exclude`: named
-    paths are subject to `exclude` and .gitignore too.
+    paths are subject to `exclude` and .gitignore too. `stream_code`: also give the stream code
+    lines of the parsed files, recognized on the engine's own tree (`LintResult.stream_code`).
     """
     cwd = Path.cwd()
     excluder = Excluder(config.root, config.exclude, config.respect_gitignore)
     results = ResultCache(config.root, config) if cache else None
     findings: list[Finding] = []
+    recognized: dict[str, frozenset[int]] = {}
     parsed: list[_Parsed] = []
     checks: list[_Check] = []
     files_checked = files_cached = 0
@@ -329,6 +350,8 @@ def lint_paths(
         if hit is not None and not hit.parsed:
             files_cached += 1
             findings.extend(hit.findings)  # the prefilter rejected these bytes: what their check said
+            if stream_code and config.rules_for(found):  # rejected by the prefilter, not for want of rules
+                recognized[str(found)] = frozenset()
             continue
         if hit is not None:
             parsed.append(_Parsed(found, shown, stat, hit.digest, None, hit.orders, hit))
@@ -346,6 +369,8 @@ def lint_paths(
         job = _job(source, found, shown, config)
         if job.syntax_only:
             checks.append(_Check(found, stat, digest, job))
+            if stream_code and config.rules_for(found):  # rejected by the prefilter: no stream code either
+                recognized[str(found)] = frozenset()
             continue
         if len(source) > MAX_PARSE_CHARS:
             findings.append(diagnostic(shown, READ_ERROR_CODE, _too_large(len(source))))
@@ -359,12 +384,18 @@ def lint_paths(
         if file not in stale and file.hit is not None:
             findings.extend(file.hit.findings)
             files_cached += 1
+            if stream_code and file.hit.stream_code is not None:
+                recognized[str(file.path)] = file.hit.stream_code
     if stale or checks:
-        findings.extend(_lint_stale(stale, parsed, checks, config, jobs, results, index, progress))
+        stale_findings, stale_lines = _lint_stale(
+            stale, parsed, checks, config, jobs, results, index, progress, stream_code
+        )
+        findings.extend(stale_findings)
+        recognized.update(stale_lines)
     if results is not None:
         results.save()
     findings.sort(key=lambda finding: (finding.path, finding.line, finding.column, finding.code))
-    return LintResult(findings, files_checked, len(parsed), files_cached, frozenset(unreached))
+    return LintResult(findings, files_checked, len(parsed), files_cached, frozenset(unreached), recognized)
 
 
 def _lint_stale(
@@ -376,11 +407,14 @@ def _lint_stale(
     results: ResultCache | None,
     index: str,
     progress: Progress | None,
-) -> list[Finding]:
+    stream_code: bool,
+) -> tuple[list[Finding], dict[str, frozenset[int]]]:
     """Lint the parsed files without a valid cached result, with every parsed file that mentions
     an ordering API in the package index (the cached ones are read again for it), and run the
-    syntax checks of the others, in the same workers."""
+    syntax checks of the others, in the same workers. With `stream_code`, also the stream code
+    lines of the files linted (absolute path -> lines)."""
     findings: list[Finding] = []
+    recognized: dict[str, frozenset[int]] = {}
     for file in parsed:
         if file.source is None and (file.orders or file in stale):
             data = read_bytes(file.path, file.shown)
@@ -403,34 +437,44 @@ def _lint_stale(
             package,
             config.reports_unused_noqa(file.path),
             spellings=config.spellings,
+            stream_code=stream_code,
         )
         for file in stale
     ]
     outcomes = _run([*work, *(check.job for check in checks)], jobs, progress)
-    for file, file_findings in zip(stale, outcomes, strict=False):  # the syntax checks come after
+    for file, (file_findings, lines) in zip(stale, outcomes, strict=False):  # the syntax checks come after
         findings.extend(file_findings)
+        if lines is not None:
+            recognized[str(file.path)] = lines
         if results is None:
             continue
         if any(finding.code in TOOL_ERROR_CODES for finding in file_findings):
             results.drop(file.path)  # a crash, a killed worker, a budget run out: no result to keep
         else:
             results.store(
-                file.path, file.stat, file_findings, parsed=True, digest=file.digest, orders=file.orders, index=index
+                file.path,
+                file.stat,
+                file_findings,
+                parsed=True,
+                digest=file.digest,
+                orders=file.orders,
+                index=index,
+                stream_code=lines,
             )
-    for check, file_findings in zip(checks, outcomes[len(work) :], strict=True):
+    for check, (file_findings, _) in zip(checks, outcomes[len(work) :], strict=True):
         findings.extend(file_findings)
         if results is not None and not any(finding.code in TOOL_ERROR_CODES for finding in file_findings):
             results.store(check.path, check.stat, file_findings, parsed=False, digest=check.digest)
-    return findings
+    return findings, recognized
 
 
-def _run(work: list[_Job], jobs: int | None, progress: Progress | None = None) -> list[list[Finding]]:
+def _run(work: list[_Job], jobs: int | None, progress: Progress | None = None) -> list[_Outcome]:
     report = progress or (lambda done, total: None)
     if jobs is None:
         enough = len(work) > 1 and sum(job.cost for job in work) >= PARALLEL_MIN_BYTES
         jobs = (os.cpu_count() or 1) if enough else 1
     if jobs <= 1 or len(work) <= 1:
-        done: list[list[Finding]] = []
+        done: list[_Outcome] = []
         for job in work:
             done.append(_lint_job(job))
             report(len(done), len(work))
@@ -442,7 +486,7 @@ def _run(work: list[_Job], jobs: int | None, progress: Progress | None = None) -
     chunks = [order[start::count] for start in range(count)]
     from concurrent.futures import ProcessPoolExecutor  # only a run with much to parse pays for it
 
-    results: list[list[Finding]] = [[] for _ in work]
+    results: list[_Outcome] = [([], None) for _ in work]
     finished = 0
     with ProcessPoolExecutor(max_workers=min(jobs, len(chunks))) as pool:
         futures = [(chunk, pool.submit(_lint_chunk, [work[index] for index in chunk])) for chunk in chunks]
@@ -451,7 +495,9 @@ def _run(work: list[_Job], jobs: int | None, progress: Progress | None = None) -
                 chunk_results = future.result()
             except Exception as error:  # a worker died (e.g. killed): its files get a diagnostic
                 message = f"internal error: worker process failed: {type(error).__name__}: {error}"
-                chunk_results = [[diagnostic(work[index].path, INTERNAL_ERROR_CODE, message)] for index in chunk]
+                chunk_results = [
+                    ([diagnostic(work[index].path, INTERNAL_ERROR_CODE, message)], None) for index in chunk
+                ]
             for index, file_findings in zip(chunk, chunk_results, strict=True):
                 results[index] = file_findings
             finished += len(chunk)
@@ -459,5 +505,5 @@ def _run(work: list[_Job], jobs: int | None, progress: Progress | None = None) -
     return results
 
 
-def _lint_chunk(chunk: list[_Job]) -> list[list[Finding]]:
+def _lint_chunk(chunk: list[_Job]) -> list[_Outcome]:
     return [_lint_job(job) for job in chunk]

@@ -37,6 +37,7 @@ from csan_lint.runtime.confirm_output import format_json, format_junit, format_t
 from csan_lint.runtime.confirm_run import RunError, Runner, RunSettings
 from csan_lint.runtime.confirm_select import (
     DEFAULT_TEST_FILES,
+    Progress,
     Selection,
     SelectionError,
     default_test_paths,
@@ -89,6 +90,8 @@ class ConfirmSettings:
     """`-k EXPRESSION`: pytest's, narrowing the selected tests (a long test file run for one case)."""
     baseline: str | None = None
     """`--baseline FILE`: an earlier JSON report; only races it does not have are shown."""
+    trace_out: str | None = None
+    """`--trace-out FILE`: the sanitized run drawn as a Chrome trace (docs/trace-format.md)."""
 
 
 def _suggest(word: str, choices: Sequence[str]) -> str:
@@ -165,6 +168,7 @@ def resolve_settings(config: Config, options: Mapping[str, Any]) -> ConfirmSetti
         workers=_workers(options.get("workers")),
         keyword=options.get("keyword") or None,
         baseline=options.get("baseline") or None,
+        trace_out=os.path.abspath(options["trace_out"]) if options.get("trace_out") else None,
     )
 
 
@@ -184,15 +188,17 @@ def missing_requirements() -> list[str]:
 
 
 class _ProgressBar:
-    """A bar driven by the tests as they end; started when the count of tests is known."""
+    """A bar driven by the work as it ends (the tests, the files parsed); started when the count
+    is known."""
 
-    def __init__(self) -> None:
+    def __init__(self, label: str = "Running tests") -> None:
+        self.label = label
         self.bar: Any = None
         self.shown = 0
 
     def __call__(self, done: int, total: int) -> None:
         if self.bar is None:
-            self.bar = click.progressbar(length=total, label="Running tests", file=sys.stderr)
+            self.bar = click.progressbar(length=total, label=self.label, file=sys.stderr)
             self.bar.__enter__()
         self.bar.update(done - self.shown)
         self.shown = done
@@ -225,17 +231,63 @@ def _test_paths(settings: ConfirmSettings, paths: Sequence[str]) -> tuple[list[s
     return found, config.python_files if config else DEFAULT_TEST_FILES
 
 
-def watched(findings: Sequence[Finding], paths: Sequence[str], config: Config) -> dict[str, list[Span]]:
-    """Real path -> the spans the run watches: the stream code under `paths`, and the findings'."""
-    spans = stream_code(paths, config)
+def _shown_paths(test_paths: Sequence[str]) -> str:
+    return ", ".join(os.path.relpath(path.split("::")[0]) for path in test_paths) or "no test path"
+
+
+def watched(
+    findings: Sequence[Finding],
+    paths: Sequence[str],
+    config: Config,
+    progress: Progress | None = None,
+    known: Mapping[str, frozenset[int]] | None = None,
+) -> dict[str, list[Span]]:
+    """Real path -> the spans the run watches: the stream code under `paths` (`known`: what the
+    static pass recognized already), and the findings'."""
+    spans = stream_code(paths, config, progress, known)
     for finding in findings:
         if rule_by_code(finding.code) is not None:
             spans.setdefault(real(finding.path), []).append(finding.span)
     return spans
 
 
-def main(findings: list[Finding], paths: list[str], config: Config, options: dict[str, Any]) -> int:
-    """The `--confirm` run over the stream code under `paths` and the findings of the static pass."""
+def _find_stream_code(
+    findings: Sequence[Finding],
+    paths: Sequence[str],
+    config: Config,
+    settings: ConfirmSettings,
+    known: Mapping[str, frozenset[int]] | None,
+) -> dict[str, list[Span]]:
+    """`watched`, saying what it does: a line when the files to parse are known and one when
+    done (CI logs see both), a bar in between on a terminal."""
+    started = time.monotonic()
+    bar = _ProgressBar("Finding stream code") if _show_progress(settings) else None
+
+    def progress(done: int, total: int) -> None:
+        if done == 0:
+            reused = f"{sum(1 for lines in known.values() if lines)} from the static pass, " if known else ""
+            _say(settings, f"Finding stream code: {reused}{total} file(s) to parse...")
+        elif bar is not None:
+            bar(done, total)
+
+    try:
+        spans = watched(findings, paths, config, progress, known)
+    finally:
+        if bar is not None:
+            bar.close()
+    _say(settings, f"Stream code in {len(spans)} file(s) ({time.monotonic() - started:.1f} s).")
+    return spans
+
+
+def main(
+    findings: list[Finding],
+    paths: list[str],
+    config: Config,
+    options: dict[str, Any],
+    stream_code: Mapping[str, frozenset[int]] | None = None,
+) -> int:
+    """The `--confirm` run over the stream code under `paths` and the findings of the static pass
+    (`stream_code`: what it recognized as stream code, path -> lines, on its own trees)."""
     started = time.monotonic()
     try:
         settings = resolve_settings(config, options)
@@ -251,12 +303,13 @@ def main(findings: list[Finding], paths: list[str], config: Config, options: dic
             f"--confirm needs {', '.join(REQUIREMENTS)}; missing: {', '.join(missing)}. "
             f"Install them with: {INSTALL_HINT}"
         )
-    spans = watched(findings, paths, config)
+    spans = _find_stream_code(findings, paths, config, settings, stream_code)
     selection = Selection(test_files=(), reaching={})
     test_paths: list[str] = []
     if spans or settings.all_tests:
         try:
             test_paths, patterns = _test_paths(settings, paths)
+            _say(settings, f"Selecting the tests that import it, among {_shown_paths(test_paths)}...")
             selection = select_tests(spans, test_paths, paths, patterns, all_tests=settings.all_tests)
         except SelectionError as error:
             return _error(str(error))
@@ -272,7 +325,7 @@ def main(findings: list[Finding], paths: list[str], config: Config, options: dic
         progress = _ProgressBar() if _show_progress(settings) else None
         with tempfile.TemporaryDirectory(prefix="csan-confirm-") as workdir:
             run_settings = RunSettings(
-                settings.device, settings.timeout, Path(workdir), settings.workers, settings.keyword
+                settings.device, settings.timeout, Path(workdir), settings.workers, settings.keyword, settings.trace_out
             )
             runner = Runner(run_settings, progress)
             try:
@@ -284,12 +337,16 @@ def main(findings: list[Finding], paths: list[str], config: Config, options: dic
                     progress.close()
             device = runner.device
             unchecked = _run_unchecked(settings, runner, result)
+        if settings.trace_out:
+            _say(
+                settings,
+                f"The sanitized run, drawn: {settings.trace_out} (ui.perfetto.dev or chrome://tracing opens it).",
+            )
     elif spans:
-        looked = ", ".join(os.path.relpath(path.split("::")[0]) for path in test_paths)
-        _say(settings, f"No test imports a module with stream code (looked in: {looked or 'no test path'}).")
+        _say(settings, f"No test imports a module with stream code (looked in: {_shown_paths(test_paths)}).")
     else:
         _say(settings, "No stream code and no finding under the paths: no test to run.")
-    verdicts, runtime_only = decide(findings, result, selection.reaching)
+    verdicts, runtime_only = decide(findings, result, selection.reaching, paths)
     verdicts, runtime_only, hidden = shown(verdicts, runtime_only, config, baseline)
     failures = failures_of(result, unchecked)
     elapsed = time.monotonic() - started

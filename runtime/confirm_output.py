@@ -116,6 +116,17 @@ def _frames(stack: Sequence[Mapping[str, Any]] | None) -> tuple[Frame, ...]:
     return tuple(Frame(str(frame["file"]), int(frame["line"]), str(frame.get("function", ""))) for frame in stack or ())
 
 
+def _stream_sites(data: Mapping[str, Any]) -> tuple[tuple[int, tuple[Frame, ...]], ...]:
+    """Where the report's streams were made (`stream_created` of each side), as one-frame stacks."""
+    sites: dict[int, tuple[Frame, ...]] = {}
+    for side in ("current", "previous", "allocation"):
+        entry = data.get(side) or {}
+        created = entry.get("stream_created")
+        if created and entry.get("stream") is not None:
+            sites[entry["stream"]] = _frames([created])
+    return tuple(sites.items())
+
+
 def report_from_json(data: Mapping[str, Any]) -> RuntimeErrorReport:
     """The engine's report back from its JSON (`report.to_json`), to render it the same way."""
     allocation = data.get("allocation")
@@ -132,6 +143,7 @@ def report_from_json(data: Mapping[str, Any]) -> RuntimeErrorReport:
         )
         if allocation
         else None,
+        stream_sites=_stream_sites(data),
     )
 
 

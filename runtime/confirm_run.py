@@ -66,6 +66,8 @@ class RunSettings:
     """pytest-xdist worker processes; 0: one process, no xdist."""
     keyword: str | None = None
     """pytest's `-k` expression: only the tests it matches run."""
+    trace_out: str | None = None
+    """`--csan-trace-out` of the first pytest process (FILE-N.ext for the Nth, after a crash)."""
     python: str = sys.executable
 
 
@@ -229,6 +231,7 @@ class Runner:
             "--continue-on-collection-errors", "-p", "no:cacheprovider", "-q",
             *(f"--ignore={path}" for path in ignore),  # for files found under directory targets
             *(("-k", self.settings.keyword) if self.settings.keyword and probe is not None else ()),
+            *((f"--csan-trace-out={self._trace_out()}",) if self.settings.trace_out and probe is not None else ()),
         ]  # fmt: skip
         log_path = workdir / f"pytest-{self.passes}.log"
         result = _Pass()
@@ -272,6 +275,14 @@ class Runner:
                 if len(result.ended) > before and self.counting:
                     self._tick()
         return count
+
+    def _trace_out(self) -> str:
+        """The trace file of this pass: FILE for the first, FILE-N.ext for the Nth."""
+        path = self.settings.trace_out or ""
+        if self.passes == 1:
+            return path
+        stem, suffix = os.path.splitext(path)
+        return f"{stem}-{self.passes}{suffix}"
 
     def _watch(self, process: subprocess.Popen[bytes], tails: _Tails, result: _Pass) -> None:
         timeout = self.settings.timeout

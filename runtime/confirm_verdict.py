@@ -272,11 +272,13 @@ def decide(
     findings: Sequence[Finding],
     run: RunResult,
     reaching_files: Mapping[str, frozenset[str]],
+    linted: Sequence[str] = (),
 ) -> tuple[list[Verdict], list[RuntimeOnly]]:
     """A verdict per finding (same order) and the races no finding explains.
 
     `reaching_files` maps each flagged file (real path) to the test files (real paths) that
-    import it, transitively: only used to say why a finding was not reached.
+    import it, transitively: only used to say why a finding was not reached. `linted`: the
+    paths linted, inside which a runtime-only race is placed when one of its frames is.
     """
     paths = [real(finding.path) for finding in findings]
     frames = [_access_frames(race.report) for race in run.races]
@@ -326,7 +328,7 @@ def decide(
             )
         else:
             verdicts.append(_not_reached(finding, path, run, reaching_files))
-    runtime_only = _runtime_only([race for i, race in enumerate(run.races) if i not in explained])
+    runtime_only = _runtime_only([race for i, race in enumerate(run.races) if i not in explained], linted)
     return verdicts, runtime_only
 
 
@@ -394,11 +396,16 @@ def _user_site(frames: Sequence[Mapping[str, Any]]) -> tuple[str, int] | None:
     return _site(frames) if any(is_user_file(frame["file"]) for frame in frames) else None
 
 
-def race_site(report: Mapping[str, Any]) -> tuple[str, int] | None:
-    """Where a race is reported (and a `# noqa` for it is read): the racing access's innermost
-    user frame (for a free in use, the free), else its allocation's."""
+def race_site(report: Mapping[str, Any], linted: Sequence[str] = ()) -> tuple[str, int] | None:
+    """Where a race is reported (and a `# noqa` for it is read): where it is placed
+    (`placed_site`), else the racing access's innermost user frame (for a free in use, the
+    free), else its allocation's."""
     current = report.get("current") or {}
-    return _user_site(current.get("stack") or ()) or _site((report.get("allocation") or {}).get("stack") or ())
+    return (
+        placed_site(report, linted)
+        or _user_site(current.get("stack") or ())
+        or _site((report.get("allocation") or {}).get("stack") or ())
+    )
 
 
 def race_key(report: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -413,7 +420,25 @@ def race_key(report: Mapping[str, Any]) -> tuple[Any, ...]:
     )
 
 
-def _runtime_only(races: Sequence[Race]) -> list[RuntimeOnly]:
+def _within(path: str, roots: Sequence[str]) -> bool:
+    return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
+def placed_site(report: Mapping[str, Any], linted: Sequence[str] = ()) -> tuple[str, int] | None:
+    """Where a race is listed: of the access the sanitizer placed it at (its `site`: the
+    racing access, or the use a library's free broke), the innermost frame inside the linted
+    paths, decorators' wrappers skipped; else the sanitizer's own site. None for a report
+    without a site (an older sanitizer's)."""
+    site = report.get("site") or {}
+    frames = (report.get(site.get("access", "current")) or {}).get("stack") or ()
+    roots = [real(path) for path in linted]
+    inside = [frame for frame in frames if not frame.get("wrapper") and _within(real(frame["file"]), roots)]
+    if inside:
+        return inside[-1]["file"], int(inside[-1]["line"])
+    return (site["file"], int(site["line"])) if site.get("file") else None
+
+
+def _runtime_only(races: Sequence[Race], linted: Sequence[str] = ()) -> list[RuntimeOnly]:
     """One entry per distinct race (the same race seen by several tests is listed once)."""
     grouped: dict[tuple[Any, ...], list[Race]] = {}
     for race in races:
@@ -422,7 +447,7 @@ def _runtime_only(races: Sequence[Race]) -> list[RuntimeOnly]:
     for group in grouped.values():
         report = group[0].report
         kind = str(report.get("kind"))
-        file, line = race_site(report) or ("<unknown>", 0)
+        file, line = race_site(report, linted) or ("<unknown>", 0)
         found.append(
             RuntimeOnly(
                 code=kinds.code_of(kind),

@@ -62,6 +62,9 @@ class RuntimeErrorReport:
     current: AccessRecord
     previous: AccessRecord | None
     allocation: AllocationRecord | None
+    stream_sites: tuple[tuple[int, Stack], ...] = ()
+    """(stream, the stack that created it) for the streams the report names whose creation was
+    seen: reports name a stream by where it was made, not by its handle."""
 
     @property
     def severity(self) -> str:

@@ -75,9 +75,12 @@ class GpuTraceHooks:
         def stream_synchronized(stream: int) -> None:
             t.stream_synchronized(keyed(stream))
 
+        def event_created(event: int) -> None:
+            t.event_created(event, stack=self.stack())  # CUDA makes an event at its first record
+
         wiring: list[tuple[Any, Callable[..., None]]] = [
             (gpu_trace.StreamCreationCallbacks, stream_created),
-            (gpu_trace.EventCreationCallbacks, t.event_created),
+            (gpu_trace.EventCreationCallbacks, event_created),
             (gpu_trace.EventDeletionCallbacks, t.event_deleted),
             (gpu_trace.EventRecordCallbacks, event_recorded),
             (gpu_trace.EventWaitCallbacks, event_waited),

@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import warnings
 from collections.abc import Generator
 from typing import IO, TYPE_CHECKING, Any, Literal
@@ -72,6 +73,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="CODES",
         help="races of these runtime codes (CSL904, CSL9, runtime-free-in-use; comma-separated) neither "
         "fail a test nor show; they are still written to --csan-report",
+    )
+    group.addoption(
+        "--csan-trace-out",
+        metavar="PATH",
+        help="draw the run as a Chrome/Perfetto trace at PATH (PATH.jsonl: the JSON Lines trace --replay reads)",
     )
     for name, (kind, help_text) in INI_OPTIONS.items():
         parser.addini(name, help_text, type=kind, default=False if kind == "bool" else "")
@@ -314,6 +320,22 @@ class _Owners:
         return self.by_block.get(report.allocation.ptr) or running
 
 
+def _trace_out(config: pytest.Config) -> Any:
+    """`--csan-trace-out PATH` (PATH.gwN under a pytest-xdist worker), open for writing."""
+    path = config.getoption("csan_trace_out")
+    if not path:
+        return None
+    from csan_lint.runtime.chrome import TraceOut
+
+    if worker_id(config) is not None:
+        stem, suffix = os.path.splitext(path)
+        path = f"{stem}.{worker_id(config)}{suffix}"
+    try:
+        return TraceOut(path)
+    except OSError as error:
+        raise pytest.UsageError(f"--csan-trace-out: cannot write {path}: {error.strerror}") from None
+
+
 class CsanSession:
     """The plugin's state for one pytest session (registered only when asked for)."""
 
@@ -345,10 +367,12 @@ class CsanSession:
         self.owners = _Owners()
         worker = {"worker": worker_id(config)} if worker_id(config) else {}
         self._write({"type": "session", "version": REPORT_VERSION, "device": self.device, **worker})
-        if _setting(config, "csan") and not config.getoption("csan_unchecked"):
+        checked = _setting(config, "csan") and not config.getoption("csan_unchecked")
+        self.trace = _trace_out(config) if checked else None
+        if checked:
             from csan_lint.runtime.sanitizer import Sanitizer
 
-            self.sanitizer = Sanitizer(self.device)
+            self.sanitizer = Sanitizer(self.device, self.trace.file if self.trace is not None else None)
             self.sanitizer.stack_stop.update(_entry_codes())
             self.sanitizer.listeners.append(self._race)
             self.sanitizer.internal_listeners.append(self._internal_error)
@@ -531,5 +555,9 @@ class CsanSession:
         self.owners.unregister()
         if self.sanitizer is not None:
             self.sanitizer.disable()
+        if self.trace is not None:
+            problem = self.trace.close()
+            if problem:  # after the session: too late for a warning to be shown
+                print(f"csan: --csan-trace-out: {problem}", file=sys.stderr)
         if self.report is not None:
             self.report.close()

@@ -5,18 +5,19 @@ from __future__ import annotations
 import json
 import sys
 
+from csan_lint.runtime.chrome import ChromeTrace
 from csan_lint.runtime.report import render_text, to_json
 from csan_lint.runtime.trace import TraceError, replay
 from csan_lint.runtime.tracker import Tracker
 
-OUTPUT_FORMATS = ("text", "json")
+OUTPUT_FORMATS = ("text", "json", "chrome")
 JSON_VERSION = 1
 
 
 def main(trace_path: str, output_format: str = "text", quiet: bool = False) -> int:
-    """Print the trace's reports (stdout) and, unless `quiet`, a summary (stderr). Exit 1 if any
-    error was found, 0 if none (warnings alone do not fail), 2 if the trace cannot be read or is
-    malformed."""
+    """Print the trace's reports (stdout; `chrome`: the run as a Chrome/Perfetto trace, see
+    chrome.py) and, unless `quiet`, a summary (stderr). Exit 1 if any error was found, 0 if none
+    (warnings alone do not fail), 2 if the trace cannot be read or is malformed."""
     if output_format not in OUTPUT_FORMATS:
         print(
             f"csan-lint: unknown output format {output_format!r} (choose from {', '.join(OUTPUT_FORMATS)})",
@@ -24,8 +25,9 @@ def main(trace_path: str, output_format: str = "text", quiet: bool = False) -> i
         )
         return 2
     tracker = Tracker()
+    picture = ChromeTrace(tracker, title=f"csan-lint: {trace_path}")
     try:
-        replay(trace_path, tracker)
+        replay(trace_path, picture if output_format == "chrome" else tracker)
     except TraceError as error:
         print(f"csan-lint: {error}", file=sys.stderr)
         return 2
@@ -35,7 +37,9 @@ def main(trace_path: str, output_format: str = "text", quiet: bool = False) -> i
     reports = tracker.errors
     errors = sum(r.severity == "error" for r in reports)
     warnings = len(reports) - errors
-    if output_format == "json":
+    if output_format == "chrome":
+        print(json.dumps(picture.document(), separators=(",", ":")))
+    elif output_format == "json":
         document = {
             "version": JSON_VERSION,
             "trace": trace_path,

@@ -4,6 +4,9 @@ only when a report is shown; the user's frames are shown, torch's and our own ar
 from __future__ import annotations
 
 import linecache
+import os
+import re
+from collections.abc import Mapping
 from typing import Any
 
 from csan_lint.runtime import kinds
@@ -13,7 +16,15 @@ from csan_lint.runtime.events import (
     AccessRecord,
     RuntimeErrorReport,
 )
-from csan_lint.runtime.stacks import Frame, Stack, resolve, user_frames
+from csan_lint.runtime.stacks import (
+    Frame,
+    Stack,
+    innermost_user_frame,
+    is_user_file,
+    resolve,
+    user_frames,
+    wrapper_frames,
+)
 from csan_lint.runtime.tracker import (
     ALLOCATION_OPERATOR,
     CAPTURE_BEGIN_OPERATOR,
@@ -21,15 +32,38 @@ from csan_lint.runtime.tracker import (
     FREE_OPERATOR,
 )
 
+Sites = Mapping[int, Stack]
+"""Stream -> the stack that created it (`RuntimeErrorReport.stream_sites`)."""
 
-def stream_name(stream: int | None) -> str:
+_ASSIGNED = re.compile(r"\s*([A-Za-z_][\w.]*(?:\[[^\]=]*\])?)\s*(?::[^=]*)?=(?!=)")
+"""The target of an assignment at the start of a line: `self.prefetch_stream = ...`, `s: Stream = ...`."""
+
+
+def creation_site(stream: int | None, sites: Sites | None) -> tuple[Frame, str] | None:
+    """Where a stream was made, as the user wrote it: the innermost user frame of its creation
+    (a decorator's wrapper skipped) and the name the line assigns it ("" when none)."""
+    stack = (sites or {}).get(stream) if stream is not None else None
+    frame = innermost_user_frame(stack) if stack else None
+    if frame is None:
+        return None
+    assigned = _ASSIGNED.match(linecache.getline(frame.filename, frame.lineno))
+    return frame, assigned.group(1) if assigned else ""
+
+
+def stream_name(stream: int | None, sites: Sites | None = None) -> str:
+    """`the default stream`, `stream created at cache_utils.py:1588 (self.prefetch_stream)`, or
+    the handle (`stream 32`) when its creation was not seen in user code."""
     if stream is None:
         return "an unknown stream"
     if stream == HOST:
         return "the host"
     if stream == DEFAULT_STREAM:
         return "the default stream"
-    return f"stream {stream}"
+    site = creation_site(stream, sites)
+    if site is None:
+        return f"stream {stream}"
+    frame, name = site
+    return f"stream created at {os.path.basename(frame.filename)}:{frame.lineno}" + (f" ({name})" if name else "")
 
 
 def _short(operator: str) -> str:
@@ -37,42 +71,70 @@ def _short(operator: str) -> str:
     return operator.split("(", 1)[0].strip() or "?"
 
 
-def _site(record: AccessRecord) -> str:
-    """`op` on stream, with the innermost user frame when known: "`aten::mul` on stream 7 (model.py:44)"."""
-    frames = _shown_frames(record.stack)
-    where = f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
-    return f"`{_short(record.operator)}` on {stream_name(record.stream)}{where}"
+def placed_frame(stack: Stack) -> Frame | None:
+    """The frame a report points at: the innermost user frame that is not a decorator's
+    wrapper; the innermost frame when none is the user's (better than nothing)."""
+    frame = innermost_user_frame(stack)
+    if frame is None:
+        frames = resolve(stack)
+        frame = frames[-1] if frames else None
+    return frame
+
+
+def placement(report: RuntimeErrorReport) -> tuple[str, Frame | None]:
+    """Where the user can act on the report: ("current" or "previous", its frame). The racing
+    access (`current`), but for a free made by library code (the innermost frame of the free is
+    not the user's: autograd freeing a gradient during `loss.backward()`, say) the use it
+    freed memory under (`previous`: a backward hook's copy), which is where the user records
+    or waits."""
+    previous = report.previous
+    if report.kind == kinds.FREE_IN_USE and previous is not None:
+        frames = resolve(report.current.stack)
+        if (not frames or not is_user_file(frames[-1].filename)) and innermost_user_frame(previous.stack):
+            return "previous", placed_frame(previous.stack)
+    return "current", placed_frame(report.current.stack)
+
+
+def _access_site(record: AccessRecord, sites: Sites) -> str:
+    """`op` at the frame a report points at, on its stream: "`aten::mul` at model.py:44 on
+    stream created at model.py:12 (side)"."""
+    frame = placed_frame(record.stack)
+    where = f" at {frame.filename}:{frame.lineno}" if frame else ""
+    return f"`{_short(record.operator)}`{where} on {stream_name(record.stream, sites)}"
 
 
 def message(report: RuntimeErrorReport) -> str:
     """One line that says what happened."""
     cur, prev = report.current, report.previous
     kind = report.kind
+    sites = dict(report.stream_sites)
+    on_current = stream_name(cur.stream, sites)
+    on_previous = stream_name(prev.stream, sites) if prev is not None else ""
     if kind == kinds.CAPTURE_ON_DEFAULT_STREAM:
         return "CUDA graph capture begun on the default stream (capture needs a side stream)"
     if kind == kinds.WAIT_UNRECORDED_EVENT:
-        return f"{stream_name(cur.stream)} waits on an event that was never recorded: the wait orders nothing"
+        return f"{on_current} waits on an event that was never recorded: the wait orders nothing"
     assert prev is not None, kind
     if kind == kinds.UNJOINED_CAPTURE_FORK:
         if cur.operator == CAPTURE_END_OPERATOR and prev.operator == CAPTURE_BEGIN_OPERATOR:
-            return f"CUDA graph capture begun on {stream_name(prev.stream)} ended on {stream_name(cur.stream)}"
+            return f"CUDA graph capture begun on {on_previous} ended on {on_current}"
         if cur.operator == CAPTURE_END_OPERATOR:
             return (
-                f"{_site(prev)} during CUDA graph capture is not joined back to the capture stream "
-                f"({stream_name(cur.stream)}) before the capture ends"
+                f"{_access_site(prev, sites)} during CUDA graph capture is not joined back to the capture stream "
+                f"({on_current}) before the capture ends"
             )
         return (
-            f"{_site(cur)} during CUDA graph capture on {stream_name(prev.stream)} "
+            f"{_access_site(cur, sites)} during CUDA graph capture on {on_previous} "
             "is not forked from the capture stream"
         )
     if kind == kinds.FREE_IN_USE:
         return (
-            f"a block allocated on {stream_name(cur.stream)} is freed while {_site(prev)} may still use it "
+            f"a block allocated on {on_current} is freed while {_access_site(prev, sites)} may still use it "
             "(no record_stream, no ordering before the free)"
         )
     if prev.operator == ALLOCATION_OPERATOR:
         return (
-            f"{_site(cur)} uses a block allocated on {stream_name(prev.stream)} without being ordered after "
+            f"{_access_site(cur, sites)} uses a block allocated on {on_previous} without being ordered after "
             "that stream's earlier work: the caching allocator may have handed out memory that work still uses "
             "(the hazard is the block's reuse)"
         )
@@ -84,13 +146,7 @@ def message(report: RuntimeErrorReport) -> str:
         kinds.HOST_WRITE_PENDING: ("overwrites", "reading" if not prev.is_write else "writing"),
     }
     verb, pending = verbs.get(kind, ("accesses", "using"))
-    return f"{_site(cur)} {verb} memory that {_site(prev)} may still be {pending}"
-
-
-def _shown_frames(stack: Stack) -> list[Frame]:
-    """The user's frames; all frames when none is the user's (better than nothing)."""
-    frames = resolve(stack)
-    return user_frames(frames) or frames
+    return f"{_access_site(cur, sites)} {verb} memory that {_access_site(prev, sites)} may still be {pending}"
 
 
 def _format_stack(stack: Stack) -> list[str]:
@@ -110,35 +166,36 @@ def _format_stack(stack: Stack) -> list[str]:
     return lines
 
 
-def _describe(record: AccessRecord, is_memory: bool, label: str) -> str:
+def _describe(record: AccessRecord, is_memory: bool, label: str, sites: Sites) -> str:
     operator = _short(record.operator)
+    stream = stream_name(record.stream, sites)
     if record.operator == FREE_OPERATOR:
-        return f"Freed for reuse on {stream_name(record.stream)}"
+        return f"Freed for reuse on {stream}"
     if record.operator == ALLOCATION_OPERATOR:
-        return f"{label}: allocated on {stream_name(record.stream)}, reusing a block its earlier work may still use"
+        return f"{label}: allocated on {stream}, reusing a block its earlier work may still use"
     if not is_memory:
-        return f"{label}: `{operator}` on {stream_name(record.stream)}"
+        return f"{label}: `{operator}` on {stream}"
     action = "writing" if record.is_write else "reading"
     argument = f" argument `{record.argument}` of" if record.argument else " in"
-    return f"{label}: {stream_name(record.stream)}, {action}{argument} `{operator}`"
+    return f"{label}: {stream}, {action}{argument} `{operator}`"
 
 
 def render_text(report: RuntimeErrorReport) -> str:
     """A multi-line report: what happened, both accesses with their stacks, the allocation."""
     is_memory = report.allocation is not None
+    sites = dict(report.stream_sites)
     lines = [f"csan: {report.kind}: {message(report)}"]
-    lines.append(f"  {_describe(report.current, is_memory, 'Access' if is_memory else 'At')}, from:")
+    lines.append(f"  {_describe(report.current, is_memory, 'Access' if is_memory else 'At', sites)}, from:")
     lines += _format_stack(report.current.stack)
     if report.previous is not None:
-        lines.append(
-            f"  {_describe(report.previous, is_memory, 'Previous access' if is_memory else 'Previously')}, from:"
-        )
+        label = "Previous access" if is_memory else "Previously"
+        lines.append(f"  {_describe(report.previous, is_memory, label, sites)}, from:")
         lines += _format_stack(report.previous.stack)
     allocation = report.allocation
     if allocation is not None:
         lines.append(
             f"  Memory: {allocation.size} bytes at {allocation.ptr:#x},"
-            f" allocated on {stream_name(allocation.stream)}, from:"
+            f" allocated on {stream_name(allocation.stream, sites)}, from:"
             if allocation.stack
             else f"  Memory: {allocation.size} bytes at {allocation.ptr:#x} (its allocation was not seen)"
         )
@@ -148,12 +205,33 @@ def render_text(report: RuntimeErrorReport) -> str:
 
 
 def _stack_json(stack: Stack) -> list[dict[str, Any]]:
-    return [{"file": f.filename, "line": f.lineno, "function": f.function} for f in _shown_frames(stack)]
+    """The shown frames; a decorator's wrapper (`stacks.forwards`) carries `"wrapper": true`:
+    reports are placed past it."""
+    frames = resolve(stack)
+    wrappers = wrapper_frames(stack)
+    shown = [(f, w) for f, w in zip(frames, wrappers, strict=True) if is_user_file(f.filename)] or [
+        (f, w) for f, w in zip(frames, wrappers, strict=True)
+    ]
+    return [
+        {"file": f.filename, "line": f.lineno, "function": f.function, **({"wrapper": True} if w else {})}
+        for f, w in shown
+    ]
 
 
-def _access_json(record: AccessRecord) -> dict[str, Any]:
+def _created_json(stream: int | None, sites: Sites) -> dict[str, Any] | None:
+    """Where the stream was made, for machines: file, line, function and the assigned name."""
+    site = creation_site(stream, sites)
+    if site is None:
+        return None
+    frame, name = site
+    return {"file": frame.filename, "line": frame.lineno, "function": frame.function, "name": name}
+
+
+def _access_json(record: AccessRecord, sites: Sites) -> dict[str, Any]:
     return {
         "stream": record.stream,
+        "stream_name": stream_name(record.stream, sites),
+        "stream_created": _created_json(record.stream, sites),
         "operator": record.operator,
         "argument": record.argument,
         "is_write": record.is_write,
@@ -162,20 +240,29 @@ def _access_json(record: AccessRecord) -> dict[str, Any]:
 
 
 def to_json(report: RuntimeErrorReport) -> dict[str, Any]:
-    """The same data for machines; stacks are the user's frames, innermost last."""
+    """The same data for machines; stacks are the user's frames, innermost last. `site`: where
+    the report is placed (`placement`). Each stream comes with its name (`stream_name`) and,
+    when seen, where it was made (`stream_created`)."""
     allocation = report.allocation
+    sites = dict(report.stream_sites)
+    side, frame = placement(report)
     return {
         "kind": report.kind,
         "severity": report.severity,
         "message": message(report),
+        "site": None
+        if frame is None
+        else {"access": side, "file": frame.filename, "line": frame.lineno, "function": frame.function},
         "allocation": None
         if allocation is None
         else {
             "ptr": allocation.ptr,
             "size": allocation.size,
             "stream": allocation.stream,
+            "stream_name": stream_name(allocation.stream, sites),
+            "stream_created": _created_json(allocation.stream, sites),
             "stack": _stack_json(allocation.stack),
         },
-        "current": _access_json(report.current),
-        "previous": None if report.previous is None else _access_json(report.previous),
+        "current": _access_json(report.current, sites),
+        "previous": None if report.previous is None else _access_json(report.previous, sites),
     }

@@ -375,6 +375,17 @@ class Sanitizer:
 
             return wrapper
 
+        def stream_new(original: Callable[..., Any]) -> Callable[..., Any]:
+            # Stream(): a pool stream handed out here. The creation callbacks fire for the whole
+            # pool at its first use, so this is where the user made it: reports name it so.
+            def wrapper(cls: Any, *args: Any, **kwargs: Any) -> Any:
+                stream = original(cls, *args, **kwargs)
+                if "stream_id" not in kwargs and "stream_ptr" not in kwargs:  # not a view of a known one
+                    sanitizer._guard(lambda: sanitizer._stream_made(stream), while_paused=True)
+                return stream
+
+            return wrapper
+
         def host_read(operator: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
             def make(original: Callable[..., Any]) -> Callable[..., Any]:
                 def wrapper(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
@@ -425,6 +436,7 @@ class Sanitizer:
                 patches.wrap(
                     _torch_object(owner), method, outermost(stream_wait_event if method == "wait_event" else make)
                 )
+        patches.wrap(torch.cuda.Stream, "__new__", stream_new)  # where the user made it, for reports
         patches.wrap(torch.Tensor, "tolist", host_read("aten::tolist"))
         patches.wrap(torch.Tensor, "numpy", host_read("aten::numpy"))
         patches.wrap(threading.Thread, "_bootstrap_inner", thread_bootstrap)
@@ -462,6 +474,10 @@ class Sanitizer:
         if self._device_streams is None:
             return handle
         return self._device_streams.key(handle, stream.device_index)
+
+    def _stream_made(self, stream: Any) -> None:
+        """A pool stream (never blocking) and where it was made."""
+        self.sink.stream_created(self._stream_key(stream), stack=capture_stack(stop=self.stack_stop))
 
     def _external_stream(self, stream: Any) -> None:
         handle = _stream_handle(stream)

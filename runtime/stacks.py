@@ -9,7 +9,10 @@ that are already resolved; `resolve` accepts both.
 
 from __future__ import annotations
 
+import dis
+import gc
 import importlib.util
+import inspect
 import os
 import re
 import sys
@@ -71,7 +74,7 @@ def line_of(code: CodeType, lasti: int) -> int:
 _CACHE_LIMIT = 65536
 # Keyed by id(code): hashing a code object hashes its bytecode and constants (a 30-frame stack
 # takes ~5 us to hash). Each value holds its code object, which keeps the id from being reused.
-_code_is_user: dict[int, tuple[CodeType, bool]] = {}
+_code_is_user: dict[int, tuple[CodeType, int]] = {}
 _frames: dict[tuple[int, int], tuple[CodeType, Frame]] = {}
 
 
@@ -180,21 +183,78 @@ def user_frames(frames: Iterable[Frame]) -> list[Frame]:
     return [f for f in frames if is_user_file(f.filename)]
 
 
+_FORWARDS_ARGUMENTS = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
+
+
+def forwards(code: CodeType) -> bool:
+    """Whether `code` is a decorator's wrapper, a frame the user does not act on (the race is
+    the caller's): a closure taking `*args, **kwargs` that calls with them something it closed
+    over (`return func(*args, **kwargs)`, whatever it checks or warns first), or a function that
+    `functools.wraps` made the wrapper of another (it has `__wrapped__`). Judged by structure,
+    never by file or function name; the `__wrapped__` look-up walks the heap's referrers, so
+    it is asked only of closures the first test does not settle, once per code object."""
+    if not code.co_freevars:
+        return False
+    if code.co_flags & _FORWARDS_ARGUMENTS == _FORWARDS_ARGUMENTS and _calls_closed_over_with_args(code):
+        return True
+    return any(
+        getattr(function, "__code__", None) is code and hasattr(function, "__wrapped__")
+        for function in gc.get_referrers(code)
+    )
+
+
+def _calls_closed_over_with_args(code: CodeType) -> bool:
+    """`func(*args, ...)` in the bytecode, `func` a free variable and `args` the `*args`
+    parameter: the callee is loaded from the closure right before the star-arguments."""
+    star = code.co_varnames[code.co_argcount + code.co_kwonlyargcount]
+    instructions = [i for i in dis.get_instructions(code) if i.opname not in ("PUSH_NULL", "CACHE")]
+    has_star_call = any(i.opname == "CALL_FUNCTION_EX" for i in instructions)
+    return has_star_call and any(
+        callee.opname == "LOAD_DEREF"
+        and callee.argval in code.co_freevars
+        and argument.opname.startswith("LOAD_FAST")
+        and argument.argval == star
+        for callee, argument in zip(instructions, instructions[1:], strict=False)
+    )
+
+
+def _placement(code: CodeType) -> int:
+    """2: a frame a report may point at (the user's, not a decorator's wrapper); 1: a user's
+    wrapper; 0: not the user's. Cached per code object."""
+    known = _code_is_user.get(id(code))
+    if known is None:
+        if len(_code_is_user) >= _CACHE_LIMIT:
+            _code_is_user.clear()
+        rank = 0 if not is_user_file(code.co_filename) else 1 if forwards(code) else 2
+        known = _code_is_user[id(code)] = (code, rank)
+    return known[1]
+
+
+def wrapper_frames(stack: Stack | None) -> list[bool]:
+    """For each frame of `resolve(stack)` (innermost last): whether it is a decorator's wrapper
+    (`forwards`). Replayed stacks keep no code: none is."""
+    if not stack or not isinstance(stack[0], CodeType):
+        return [False] * len(stack or ())
+    flags = [_placement(code) == 1 for code in stack[0::2]]  # type: ignore[arg-type]
+    flags.reverse()
+    return flags
+
+
 def innermost_user_frame(stack: Stack | None) -> Frame | None:
-    """The frame a report points at, and errors are deduplicated by: the deepest user frame.
-    Called for every race found, so live stacks are scanned from the inside with cached answers."""
+    """The frame a report points at, and errors are deduplicated by: the deepest user frame
+    that is not a decorator's wrapper (`forwards`). Called for every race found, so live stacks
+    are scanned from the inside with cached answers."""
     if not stack:
         return None
     if not isinstance(stack[0], CodeType):
         found = user_frames(resolve(stack))
         return found[-1] if found else None
-    if len(_code_is_user) >= _CACHE_LIMIT:
-        _code_is_user.clear()
+    wrapper: Frame | None = None  # when the user's only frames are wrappers: the innermost
     for i in range(0, len(stack), 2):
         code: CodeType = stack[i]  # type: ignore[assignment]
-        known = _code_is_user.get(id(code))
-        if known is None:
-            known = _code_is_user[id(code)] = (code, is_user_file(code.co_filename))
-        if known[1]:
+        rank = _placement(code)
+        if rank == 2:
             return _frame(code, stack[i + 1])  # type: ignore[arg-type]
-    return None
+        if rank == 1 and wrapper is None:
+            wrapper = _frame(code, stack[i + 1])  # type: ignore[arg-type]
+    return wrapper

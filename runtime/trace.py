@@ -25,8 +25,8 @@ HEADER = {"format": FORMAT, "version": VERSION}
 # optionally "element_size", "sizes", "strides"}, or with "extents" instead of "ptr" and "size",
 # ...]), stack (optional: [[file, line, function], ...] or null).
 EVENTS: dict[str, tuple[tuple[str, str], ...]] = {
-    "stream_created": (("stream", "int"), ("blocking", "flag"), ("default_stream", "stream0")),
-    "event_created": (("event", "int"),),
+    "stream_created": (("stream", "int"), ("blocking", "flag"), ("default_stream", "stream0"), ("stack", "stack")),
+    "event_created": (("event", "int"), ("stack", "stack")),
     "event_deleted": (("event", "int"),),
     "event_recorded": (("event", "int"), ("stream", "int")),
     "event_waited": (("event", "int"), ("stream", "int"), ("stack", "stack")),

@@ -133,6 +133,10 @@ class Tracker:
         """Keys (sites, kind) of the errors reported so far: each is reported once. A driver
         clears it to have them reported again (the pytest plugin, at each test)."""
         self._streams[DEFAULT_STREAM] = _Stream()
+        self.stream_sites: dict[int, Stack] = {}
+        """Where each stream was made (the latest creation of a handle), for naming it."""
+        self.event_sites: dict[int, Stack] = {}
+        """Where each event was created (CUDA makes an event at its first record)."""
 
     # -- results -------------------------------------------------------------------------
 
@@ -181,10 +185,15 @@ class Tracker:
         if self._join(self._host, clock):
             self._host_version += 1
 
-    def stream_created(self, stream: int, blocking: bool = False, default_stream: int = DEFAULT_STREAM) -> None:
+    def stream_created(
+        self, stream: int, blocking: bool = False, default_stream: int = DEFAULT_STREAM, stack: Stack | None = None
+    ) -> None:
         """A duplicate creation keeps the stream's clock (pool handles repeat) and takes the new
         `blocking`: whether it synchronizes with the legacy default stream of its device,
-        `default_stream` (each device has its own: cuda_semantics.LEGACY_DEFAULT_STREAM_PER_DEVICE)."""
+        `default_stream` (each device has its own: cuda_semantics.LEGACY_DEFAULT_STREAM_PER_DEVICE),
+        and the new `stack` (where the user made it, for reports)."""
+        if stack:
+            self.stream_sites[stream] = stack
         if stream not in self._streams:
             self._streams[stream] = _Stream()
         if blocking and stream != default_stream:
@@ -204,9 +213,11 @@ class Tracker:
         else:
             self._join(clock, self._clock(default))
 
-    def event_created(self, event: int) -> None:
+    def event_created(self, event: int, stack: Stack | None = None) -> None:
         """A duplicate creation means the deletion was missed: the event starts unrecorded again."""
         self._events[event] = None
+        if stack:
+            self.event_sites[event] = stack
 
     def event_deleted(self, event: int) -> None:
         self._events.pop(event, None)
@@ -573,7 +584,8 @@ class Tracker:
         if key in self.reported:
             return
         self.reported.add(key)
-        self._errors.append(RuntimeErrorReport(kind, _record(current), _record(previous), allocation.record()))
+        sites = self._sites_of(current[1], previous[1], allocation.stream)
+        self._errors.append(RuntimeErrorReport(kind, _record(current), _record(previous), allocation.record(), sites))
 
     def _report(self, kind: str, current: AccessRecord, previous: AccessRecord | None) -> None:
         """Errors that involve no memory (events, capture): deduplicated by kind and sites."""
@@ -588,4 +600,9 @@ class Tracker:
         if key in self.reported:
             return
         self.reported.add(key)
-        self._errors.append(RuntimeErrorReport(kind, current, previous, None))
+        sites = self._sites_of(current.stream, previous and previous.stream)
+        self._errors.append(RuntimeErrorReport(kind, current, previous, None, sites))
+
+    def _sites_of(self, *streams: int | None) -> tuple[tuple[int, Stack], ...]:
+        known = self.stream_sites
+        return tuple((s, known[s]) for s in dict.fromkeys(streams) if s is not None and s in known)

@@ -120,3 +120,14 @@ def test_options_replay_would_ignore_are_refused(tmp_path: Path) -> None:
         assert code == 2 and stderr.startswith("error: --replay reads only the trace"), (extra, stderr)
     code, stdout, stderr = _replay(trace, "--format", "json", "-q")
     assert code == 1 and json.loads(stdout)["summary"]["errors"] == 1 and stderr == ""
+
+
+def test_chrome_is_a_replay_format(tmp_path: Path) -> None:
+    code, out, _ = _replay(_racy(tmp_path / "racy.jsonl"), "--format", "chrome")
+    assert code == 1
+    document = json.loads(out)
+    kernels = [e["name"] for e in document["traceEvents"] if e["ph"] == "X" and e["cat"] == "kernel"]
+    assert kernels == ["fill_", "mul"]
+    assert [e["cat"] for e in document["traceEvents"] if e["ph"] == "s"] == ["race"]
+    static = CliRunner().invoke(main, ["--format", "chrome", str(tmp_path)])
+    assert static.exit_code == 2 and "--format chrome is for --replay TRACE" in static.stderr

@@ -9,6 +9,9 @@ import pytest
 
 from csan_lint.lint.config import Config
 from csan_lint.lint.model import Span, Spellings
+from csan_lint.lint.recognize import stream_code_lines
+from csan_lint.lint.runner import lint_paths
+from csan_lint.runtime import confirm_select
 from csan_lint.runtime.confirm_select import SelectionError, default_test_paths, select_tests, stream_code
 
 
@@ -167,8 +170,77 @@ def test_stream_code_is_what_the_recognizer_sees_under_the_linted_paths(tmp_path
     assert os.path.realpath("src/wrapped.py") not in stream_code(["src"], Config(root=tmp_path))
 
 
+OFFLOAD = "import torch\n\n\ndef offload(x, s):\n    with torch.cuda.stream(s):\n        return x.to('cpu', non_blocking=True)\n"  # noqa: E501
+SIDE = "import torch\n\nside = torch.cuda.Stream()\n\n\ndef plain(x):\n    return x + 1\n"
+STREAMER = "class TextStreamer:\n    def on_event(self, stream, graph):\n        return stream\n"
+"""Says "stream", "event" and "graph" but holds no stream API: the prefilter drops it."""
+
+
+def _parses(monkeypatch) -> list[str]:
+    parsed: list[str] = []
+
+    def recording(source, **kwargs):
+        parsed.append(source)
+        return stream_code_lines(source, **kwargs)
+
+    monkeypatch.setattr(confirm_select, "stream_code_lines", recording)
+    return parsed
+
+
+def test_only_files_the_linters_prefilter_keeps_are_parsed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, {"src/offload.py": OFFLOAD, "src/streamer.py": STREAMER})
+    parsed = _parses(monkeypatch)
+    progress: list[tuple[int, int]] = []
+    found = stream_code(["src"], Config(root=tmp_path), lambda done, total: progress.append((done, total)))
+    assert found == {os.path.realpath("src/offload.py"): [Span(4, 6)]}
+    assert parsed == [OFFLOAD]
+    assert progress == [(0, 1), (1, 1)]
+
+
+def test_stream_code_is_read_off_the_static_pass_and_its_cache(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, {"src/offload.py": OFFLOAD, "src/side.py": SIDE, "src/streamer.py": STREAMER})
+    config = Config(root=tmp_path)
+    expected = {
+        str(tmp_path / "src/offload.py"): stream_code_lines(OFFLOAD),
+        str(tmp_path / "src/side.py"): stream_code_lines(SIDE),
+    }
+    cold = lint_paths(["src"], config, cache=True, stream_code=True)
+    warm = lint_paths(["src"], config, cache=True, stream_code=True)
+    expected[str(tmp_path / "src/streamer.py")] = frozenset()  # the prefilter's no: nothing to read again
+    assert cold.stream_code == expected and expected[str(tmp_path / "src/side.py")] == {3}
+    assert warm.files_cached == 3 and warm.stream_code == expected
+    assert lint_paths(["src"], config, cache=True).stream_code == {}  # asked for only by --confirm
+    parsed = _parses(monkeypatch)
+    found = stream_code(["src"], config, known=warm.stream_code)
+    assert parsed == []
+    assert found == {os.path.realpath("src/offload.py"): [Span(4, 6)], os.path.realpath("src/side.py"): [Span(3, 3)]}
+
+
 def test_all_tests_selects_every_test_file_whatever_it_imports(project):
     flagged = os.path.realpath("pkg/flagged.py")
     selection = select_tests([flagged], ["tests"], ["pkg"], all_tests=True)
     assert "tests/test_other.py" in selection.test_files
     assert "tests/test_other.py" not in select_tests([flagged], ["tests"], ["pkg"]).test_files
+
+
+def test_confirm_says_each_phase_before_the_tests_on_one_line(tmp_path, monkeypatch):
+    """Not a terminal (a CI log): a plain line per phase on stderr, no bar."""
+    from click.testing import CliRunner
+
+    from csan_lint.lint import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CI", "1")
+    write(
+        tmp_path,
+        {"src/offload.py": OFFLOAD, "src/streamer.py": STREAMER, "tests/test_plain.py": "def test_x(): pass\n"},
+    )
+    result = CliRunner().invoke(cli.main, ["src", "--confirm", "--no-cache", "--tests", "tests"])
+    lines = result.stderr.splitlines()
+    assert lines[0] == "Linting src..."
+    assert lines[1] == "Finding stream code: 1 from the static pass, 0 file(s) to parse..."
+    assert lines[2].startswith("Stream code in 1 file(s) (") and lines[2].endswith(" s).")
+    assert lines[3] == "Selecting the tests that import it, among tests..."
+    assert lines[4] == "No test imports a module with stream code (looked in: tests)."

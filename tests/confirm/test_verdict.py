@@ -232,3 +232,29 @@ def test_races_between_the_same_lines_are_one_runtime_only_entry(src):
     result = RunResult({}, [Race("t::a", first), Race("t::a", second), Race("t::b", third)])
     _, runtime_only = decide([], result, {})
     assert [(entry.line, entry.tests) for entry in runtime_only] == [(20, ("t::a",)), (21, ("t::b",))]
+
+
+def test_a_runtime_only_race_is_placed_inside_the_linted_paths(tmp_path, monkeypatch):
+    """The sanitizer's site is the test's callback; the innermost frame under the linted path
+    that is not a decorator's wrapper is where the race is listed."""
+    monkeypatch.chdir(tmp_path)
+    app, tests = tmp_path / "app", tmp_path / "tests"
+    app.mkdir()
+    tests.mkdir()
+    library, deprecation, test = str(app / "lib.py"), str(app / "deprecation.py"), str(tests / "test_a.py")
+    report = race(test, 30)
+    report["current"]["stack"] = [
+        {"file": test, "line": 5, "function": "test_a"},
+        {"file": library, "line": 12, "function": "run"},
+        {"file": deprecation, "line": 40, "function": "wrapped", "wrapper": True},
+        {"file": test, "line": 30, "function": "<lambda>"},
+    ]
+    report["site"] = {"access": "current", "file": test, "line": 30, "function": "<lambda>"}
+    result = RunResult({}, [Race("tests/test_a.py::test_a", report)])
+    (placed,) = decide([], result, {}, [str(app)])[1]
+    assert (placed.path, placed.line) == ("app/lib.py", 12)
+    (unlinted,) = decide([], result, {}, [str(tmp_path / "elsewhere")])[1]
+    assert (unlinted.path, unlinted.line) == ("tests/test_a.py", 30)
+    report["site"] = {"access": "previous", "file": test, "line": 1, "function": "f"}  # a free by the library
+    (at_use,) = decide([], result, {}, [])[1]
+    assert (at_use.path, at_use.line) == ("tests/test_a.py", 1)

@@ -83,7 +83,8 @@ def test_every_kind_renders(kind):
 def test_text_names_both_accesses_and_hides_library_frames():
     (report,) = _scenario(kinds.READ_AFTER_WRITE).errors
     text = render_text(report)
-    assert "`aten::mul.Tensor` on stream 1001" in text and "`aten::fill_.Scalar` on the default stream" in text
+    assert f"`aten::mul.Tensor` at {__file__}:" in text and " on stream 1001 reads memory" in text
+    assert "`aten::fill_.Scalar` at" in text and "on the default stream may still be writing" in text
     assert "reading argument `self`" in text and "writing argument `self`" in text
     assert "_pytest" not in text and "pluggy" not in text
     assert "(its allocation was not seen)" in text
@@ -92,8 +93,10 @@ def test_text_names_both_accesses_and_hides_library_frames():
 def test_json_carries_user_frames_innermost_last():
     (report,) = _scenario(kinds.FREE_IN_USE).errors
     data = to_json(report)
-    assert set(data) == {"kind", "severity", "message", "allocation", "current", "previous"}
-    assert set(data["current"]) == {"stream", "operator", "argument", "is_write", "stack"}
+    assert set(data) == {"kind", "severity", "message", "site", "allocation", "current", "previous"}
+    assert set(data["current"]) == {
+        "stream", "stream_name", "stream_created", "operator", "argument", "is_write", "stack",
+    }  # fmt: skip
     assert data["allocation"]["ptr"] == BASE and data["allocation"]["stream"] == S0
     innermost = data["previous"]["stack"][-1]
     assert innermost["file"] == __file__ and innermost["function"] == "_scenario"

@@ -95,8 +95,8 @@ def test_version_2_carries_layouts_and_blocking_streams_and_replays_them(tmp_pat
         live = [to_json(e) for e in writer.errors]
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert lines[0] == {"format": "csan-trace", "version": 2}
-    assert lines[1] == {"event": "stream_created", "stream": S1, "blocking": True}
-    assert lines[2] == {"event": "stream_created", "stream": S2}
+    assert lines[1] == {"event": "stream_created", "stream": S1, "blocking": True, "stack": None}
+    assert lines[2] == {"event": "stream_created", "stream": S2, "stack": None}
     assert lines[4]["accesses"][0] == {
         "ptr": 0x1000,
         "size": 84,
@@ -272,8 +272,8 @@ def test_a_blocking_streams_device_default_stream_round_trips(tmp_path):
     writer.stream_created(0x7300, blocking=True)
     lines = [json.loads(line) for line in out.getvalue().splitlines()[1:]]
     assert lines == [
-        {"event": "stream_created", "stream": 0x7200, "blocking": True, "default_stream": -3},
-        {"event": "stream_created", "stream": 0x7300, "blocking": True},
+        {"event": "stream_created", "stream": 0x7200, "blocking": True, "default_stream": -3, "stack": None},
+        {"event": "stream_created", "stream": 0x7300, "blocking": True, "stack": None},
     ]
     path = tmp_path / "t.jsonl"
     path.write_text(out.getvalue())
