@@ -103,13 +103,14 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
 def _set_device_memory(config: pytest.Config, options: Any) -> None:
     """`--csan-device-memory`: the emulated device reads (and child processes inherit) it from
     the environment; given back at the end of the session."""
+    from csan_lint.runtime.emulation import device
     from csan_lint.runtime.emulation.allocator import MEMORY_VARIABLE, parse_size
 
     size = _setting(config, "csan_device_memory", options)
     if not size:
         return
     try:
-        parse_size(size)
+        device.set_memory_size(parse_size(size))  # already on in a child of an emulated run
     except ValueError as error:
         raise pytest.UsageError(f"--csan-device-memory: {error}") from None
     config.stash[_MEMORY_SAVED] = os.environ.get(MEMORY_VARIABLE)

@@ -20,12 +20,12 @@ Modules: device.py (the dispatch mode and pinned memory), memory.py (which stora
 device's), allocator.py (CUDA's caching allocator over host segments), gaps.py (`EmulationGap`
 for what is not emulated), tensors.py (Tensor and Storage attributes), streams.py (streams,
 events, syncs, queries), graphs.py (CUDA graphs), generic.py, autograd_streams.py,
-cuda_state.py (memory statistics, RNG state), children.py (processes started by
-`torch.multiprocessing.spawn` get the device, not the sanitizer).
+cuda_state.py (memory statistics, RNG state), children.py (child processes
+get the device, not the sanitizer).
 
 Known gaps: threads started before `activate()` have no device (dispatch modes are per
 thread); sparse device tensors (an `EmulationGap`) and `DataParallel`'s scatter are not
-emulated, nor CUDA graphs' private memory pools; torch's
+emulated; torch's
 C++ names the CPU when it means "the tensor's device", so a host leaf moved to the device
 gets its gradient on the device.
 """
@@ -180,7 +180,6 @@ def _patches() -> list[tuple[Any, str, Any]]:
         (torch, "Event", streams.GenericEvent),
         (threading.Thread, "_bootstrap_inner", _bootstrap_inner),
     ]
-    table += children.patches()
     table += [(torch._C, name, value) for name, value in generic.ACCELERATOR_FUNCTIONS.items()]
     table += [(torch._C, name, value) for name, value in generic.RAW_CUDA_FUNCTIONS.items()]
     table += [(torch.Tensor, name, value) for name, value in tensors.TENSOR_ATTRIBUTES.items()]
@@ -209,6 +208,7 @@ def activate() -> None:
         _state.patches.set(owner, name, value)
     _state.patches.set_items(_builtins._get_builtin_table(), tensors.script_builtins())
     device.active = True
+    children.export()
     _state.mode = device.DeviceMode()
     _state.mode.__enter__()
     _state.thread = threading.current_thread()
@@ -231,6 +231,7 @@ def deactivate() -> None:
     _state.mode = None
     _state.thread = None
     _state.patches.restore()
+    children.withdraw()
     streams.reset()
     device.reset()
     autograd_streams.reset()

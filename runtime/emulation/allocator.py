@@ -205,7 +205,9 @@ class Statistics:
 
 class CachingAllocator:
     """One device's caching allocator. `pending(stream, upto)` answers whether the host cannot
-    know that stream's work up to a launch count is done; `launches(stream)` is that count now."""
+    know that stream's work up to a launch count is done; `launches(stream)` is that count now.
+    A block's pool is its stream's, or during a CUDA graph capture the graph's private pool
+    (a negative key: never handed to a stream's request)."""
 
     def __init__(
         self, capacity: int, pending: Callable[[int, int], bool], launches: Callable[[int], int], device: int = 0
@@ -221,6 +223,9 @@ class CachingAllocator:
         self.lock = threading.RLock()
         self._busy = False
         self._deferred: list[Block] = []
+        # CUDA graphs' private pools (negative keys in place of a stream): how many graphs use
+        # each; their free segments stay reserved until no graph does.
+        self.pool_users: dict[int, int] = {}
 
     # -- allocation ----------------------------------------------------------------------
 
@@ -310,6 +315,13 @@ class CachingAllocator:
 
     # -- free ----------------------------------------------------------------------------
 
+    def use_pool(self, pool: int, users: int) -> None:
+        """A graph starts (1) or stops (-1) using private pool `pool` (a negative key)."""
+        with self.lock:
+            self.pool_users[pool] = self.pool_users.get(pool, 0) + users
+            if self.pool_users[pool] <= 0:
+                del self.pool_users[pool]
+
     def record_stream(self, block: Block, stream: int) -> None:
         if stream != block.stream:
             block.uses.add(stream)
@@ -378,6 +390,8 @@ class CachingAllocator:
         self.waiting = []
         for pool in self.pools:
             for block in list(pool):
+                if self.pool_users.get(block.stream, 0) > 0:
+                    continue  # a live graph's private pool keeps its segments
                 if block.prev is None and block.next is None:  # a whole segment, free
                     pool.remove(block)
                     self.segments.remove(block.segment)

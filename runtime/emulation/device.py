@@ -81,10 +81,16 @@ def reset() -> None:
     device's memory size is read from `CSAN_LINT_DEVICE_MEMORY` (allocator.py)."""
     global memory, pinned, pinned_pool
     memory.registry.on_free = None
-    memory = DeviceMemory(allocator.memory_size_from_environment())
-    streams.DeviceProperties.total_memory = memory.allocator.capacity
+    memory = DeviceMemory(allocator.DEFAULT_MEMORY)
+    set_memory_size(allocator.memory_size_from_environment())
     pinned = Registry()
     pinned_pool = _PinnedPool()
+
+
+def set_memory_size(size: int) -> None:
+    """The device's memory from now on (a child process was activated before its settings)."""
+    memory.allocator.capacity = size
+    streams.DeviceProperties.total_memory = size
 
 
 def is_device(tensor: torch.Tensor) -> bool:

@@ -80,7 +80,9 @@ class DeviceMemory:
             storage = torch.UntypedStorage(0)
             self.registry.add(storage)
             return storage
-        block = self.allocator.malloc(nbytes, streams.current_handle())
+        stream = streams.current_handle()
+        graph = streams.capturing.get(stream) if streams.capturing else None
+        block = self.allocator.malloc(nbytes, stream if graph is None else graph.pool_key())
         storage = allocator.block_storage(block, nbytes)
         self.registry.add(storage, block)
         _gpu_trace.MemoryAllocationCallbacks.fire_callbacks(block.ptr)

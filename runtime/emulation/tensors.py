@@ -13,6 +13,7 @@ from typing import Any, cast
 
 import torch
 import torch.utils._device
+from torch.utils._python_dispatch import _disable_current_modes
 
 from csan_lint.runtime.emulation import device as emulated
 from csan_lint.runtime.emulation import generic, streams
@@ -130,6 +131,20 @@ def _tensor_to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
     if dtype is not None:
         return _base_to(self, dtype, **rest_kwargs)
     return _base_to(self, self.dtype, **rest_kwargs)
+
+
+_base_tensor_new = _TensorBase.__new__
+
+
+def _tensor_new(*args: Any, **kwargs: Any) -> Any:
+    """`torch.Tensor.__new__(cls, ...)`: a subclass made from a tensor (`super().__new__(cls, t)`,
+    as tensordict's MemoryMappedTensor does) aliases it in C++; dispatched through a mode, the
+    alias would come back with a Python object of its own, which the subclass's cannot replace.
+    (Taking `*args` alone keeps torch._dynamo's check of this function's signature content.)"""
+    if len(args) == 2 and not kwargs and isinstance(args[1], torch.Tensor) and args[0] is not torch.Tensor:
+        with _disable_current_modes():
+            return _base_tensor_new(*args)
+    return _base_tensor_new(*args, **kwargs)
 
 
 def _tensor_cuda(
@@ -466,6 +481,7 @@ def _autocast_exit(self: Any, *exc: Any) -> Any:
 AUTOCAST_ATTRIBUTES: dict[str, Any] = {"__enter__": _autocast_enter, "__exit__": _autocast_exit}
 
 TENSOR_ATTRIBUTES: dict[str, Any] = {
+    "__new__": staticmethod(_tensor_new),
     "device": property(_tensor_device),
     "is_cuda": property(_tensor_is_cuda),
     "is_cpu": property(_tensor_is_cpu),

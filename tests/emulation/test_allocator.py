@@ -202,3 +202,39 @@ def test_pytest_sets_the_device_memory(tmp_path, size, exit_code):
     assert done.returncode == exit_code, done.stdout[-2000:] + done.stderr[-2000:]
     if exit_code:
         assert "--csan-device-memory: not a memory size: 'lots'" in done.stderr
+
+
+def _capture(graph, side, pool=None):
+    with torch.cuda.stream(side):
+        graph.capture_begin(*(() if pool is None else (pool,)))
+        out = torch.ones(10, device="cuda") * 2
+        graph.capture_end()
+    return out
+
+
+def test_a_graph_allocates_from_its_private_pool_kept_while_it_lives():
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    before = torch.cuda.memory_reserved()
+    graph = torch.cuda.CUDAGraph()
+    out = _capture(graph, side)
+    assert torch.cuda.memory_reserved() == before + 2 * MiB  # a segment of its own
+    with torch.cuda.stream(side):
+        eager = torch.empty(10, device="cuda")
+    assert torch.cuda.memory_reserved() == before + 4 * MiB  # never from the graph's pool
+    del out, eager
+    torch.cuda.empty_cache()
+    assert torch.cuda.memory_reserved() == before + 2 * MiB  # the live graph keeps its pool
+    del graph
+    torch.cuda.empty_cache()
+    assert torch.cuda.memory_reserved() == before
+
+
+def test_graphs_sharing_a_pool_share_its_segments():
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    before = torch.cuda.memory_reserved()
+    first, second = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+    outs = [_capture(first, side), _capture(second, side, first.pool())]
+    assert torch.cuda.memory_reserved() == before + 2 * MiB
+    del outs

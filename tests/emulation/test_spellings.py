@@ -142,3 +142,17 @@ def test_out_of_memory_is_cudas_error():
 def test_what_is_not_emulated_is_a_named_gap(make, op):
     with pytest.raises(EmulationGap, match=f"the emulated device does not support .*{op}.*: please report it"):
         make()
+
+
+class _Mapped(torch.Tensor):
+    """As tensordict's MemoryMappedTensor: a subclass made from a tensor with `__new__`."""
+
+    def __new__(cls, source):
+        return super().__new__(cls, source)
+
+
+def test_a_subclass_made_from_a_tensor_works_and_moves_to_the_device():
+    mapped = _Mapped(torch.frombuffer(bytearray(24), dtype=torch.float32).view(6))
+    assert type(mapped) is _Mapped and mapped.device == torch.device("cpu")
+    moved = mapped.to(0)
+    assert moved.device == CUDA0 and moved.sum().item() == 0.0
