@@ -24,6 +24,7 @@ import os
 import re
 import threading
 from collections.abc import Callable
+from typing import cast
 
 import torch
 
@@ -440,6 +441,6 @@ class CachingAllocator:
 def block_storage(block: Block, nbytes: int) -> torch.UntypedStorage:
     """A storage of `nbytes` at the block's address, keeping its segment's memory alive (a
     tensor may outlive the allocator: `deactivate()` leaves device tensors as host tensors)."""
-    storage = torch._C._construct_storage_from_data_pointer(block.ptr, _HOST, nbytes)
+    storage = cast(torch.UntypedStorage, torch._C._construct_storage_from_data_pointer(block.ptr, _HOST, nbytes))
     storage.__dict__["_csan_segment"] = block.segment.memory
     return storage

@@ -76,7 +76,7 @@ class _ActivatingLoader(importlib.abc.Loader):
         self.loader = loader
 
     def create_module(self, spec: Any) -> ModuleType | None:
-        return self.loader.create_module(spec)  # type: ignore[no-any-return]
+        return self.loader.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
         self.loader.exec_module(module)

@@ -2,6 +2,7 @@
 this directory on `PYTHONPATH`): turns the device on in the child once it imports torch, then
 runs the user's own `sitecustomize`, which this one shadows."""
 
+import importlib
 import os
 import sys
 
@@ -18,7 +19,7 @@ def _start() -> None:
     saved = sys.path[:]
     sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != here]
     try:
-        import sitecustomize  # noqa: F401 - the user's own, if there is one
+        importlib.import_module("sitecustomize")  # the user's own, if there is one
     except ImportError:
         if ours is not None:
             sys.modules["sitecustomize"] = ours
