@@ -156,16 +156,16 @@ class Statistics:
     def add(self, small: bool, *changes: tuple[int, int]) -> None:
         """Each (statistic index, amount), for "all" and the block's pool."""
         pool = 1 if small else 2
-        current, peak = self.current, self.peak
+        current, peak, allocated, freed = self.current, self.peak, self.allocated, self.freed
         for statistic, amount in changes:
             for index in (statistic, statistic + pool):
                 value = current[index] = current[index] + amount
                 if value > peak[index]:
                     peak[index] = value
                 if amount > 0:
-                    self.allocated[index] += amount
+                    allocated[index] += amount
                 else:
-                    self.freed[index] -= amount
+                    freed[index] -= amount
 
     def set_current(self, statistic: int, pool: int, value: int) -> None:
         """Set a pool's value (and "all" by the same change)."""
