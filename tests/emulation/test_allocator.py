@@ -238,3 +238,39 @@ def test_graphs_sharing_a_pool_share_its_segments():
     outs = [_capture(first, side), _capture(second, side, first.pool())]
     assert torch.cuda.memory_reserved() == before + 2 * MiB
     del outs
+
+
+def _round_trips(record_uses: bool) -> tuple[int, list[str]]:
+    """A loop whose blocks are used on two streams and reused: (distinct addresses, races)."""
+    from csan_lint.runtime import emulation, sanitize
+
+    emulation.deactivate()  # the sanitizer brings its own emulated device
+    try:
+        with sanitize(device="emulated") as sanitizer:
+            side = torch.cuda.Stream()
+            addresses = set()
+            for step in range(12):
+                x = torch.ones(1000, device="cuda")
+                addresses.add(x.data_ptr())
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    y = x * 2
+                torch.cuda.current_stream().wait_stream(side)
+                (y + 1).sum()
+                if record_uses:
+                    x.record_stream(side)
+                    y.record_stream(torch.cuda.current_stream())
+                del x, y
+                if step % 4 == 3:
+                    torch.cuda.synchronize()
+        return len(addresses), [error.kind for error in sanitizer.errors]
+    finally:
+        emulation.activate()
+
+
+def test_the_sanitizer_sees_reused_blocks_as_new_allocations():
+    addresses, races = _round_trips(record_uses=True)
+    assert addresses < 12  # blocks came back after the syncs
+    assert races == []
+    _, races = _round_trips(record_uses=False)
+    assert "free-in-use" in races
