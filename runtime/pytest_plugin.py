@@ -52,6 +52,7 @@ INI_OPTIONS: dict[str, tuple[Literal["bool", "string"], str]] = {
     "csan_report": ("string", "write every report to this path, relative to the rootdir (as --csan-report)"),
     "csan_report_only": ("bool", "report races without failing the tests (as --csan-report-only)"),
     "csan_ignore": ("string", "runtime codes (CSL9xx) whose races neither fail nor show (as --csan-ignore)"),
+    "csan_device_memory": ("string", "the emulated device's memory, e.g. 16GiB (as --csan-device-memory)"),
 }
 BETWEEN_TESTS = "code run outside any test (collection, fixtures' teardown)"
 """Who is named for a stream left current outside any test."""
@@ -67,6 +68,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="device for --csan/--csan-emulate: real CUDA, the emulated device, or auto (default)",
     )
     group.addoption("--csan-report-only", action="store_true", help="report races without failing the tests")
+    group.addoption(
+        "--csan-device-memory",
+        metavar="SIZE",
+        help="the emulated device's memory (16GiB, 512MiB, bytes; default 80GiB): past it, torch.OutOfMemoryError",
+    )
     group.addoption("--csan-report", metavar="PATH", help="write every report to PATH (JSON Lines)")
     group.addoption(
         "--csan-ignore",
@@ -98,6 +104,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+_MEMORY_SAVED = pytest.StashKey[str | None]()
+"""The environment's device memory size before `--csan-device-memory` set it."""
 _EMULATION_OWNED = pytest.StashKey[bool]()
 """Set on a config whose plugin turned the emulated device on (and turns it off at the end)."""
 
@@ -111,7 +119,25 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     if not (_setting(early_config, "csan", options) or options.csan_emulate or options.csan_unchecked):
         return
     if _device(early_config, options) == "emulated":
+        _set_device_memory(early_config, options)
         _own_emulation(early_config)
+
+
+def _set_device_memory(config: pytest.Config, options: Any) -> None:
+    """`--csan-device-memory`: the emulated device reads (and child processes inherit) it from
+    the environment; given back at the end of the session."""
+    from csan_lint.runtime.emulation import device
+    from csan_lint.runtime.emulation.allocator import MEMORY_VARIABLE, parse_size
+
+    size = _setting(config, "csan_device_memory", options)
+    if not size:
+        return
+    try:
+        device.set_memory_size(parse_size(size))  # already on in a child of an emulated run
+    except ValueError as error:
+        raise pytest.UsageError(f"--csan-device-memory: {error}") from None
+    config.stash[_MEMORY_SAVED] = os.environ.get(MEMORY_VARIABLE)
+    os.environ[MEMORY_VARIABLE] = size
 
 
 def _own_emulation(config: pytest.Config) -> None:
@@ -130,6 +156,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
         emulation.deactivate()
         config.stash[_EMULATION_OWNED] = False
+    if _MEMORY_SAVED in config.stash:
+        from csan_lint.runtime.emulation.allocator import MEMORY_VARIABLE
+
+        saved = config.stash[_MEMORY_SAVED]
+        if saved is None:
+            os.environ.pop(MEMORY_VARIABLE, None)
+        else:
+            os.environ[MEMORY_VARIABLE] = saved
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -16,13 +16,16 @@ The device-generic spellings (`torch.Stream("cuda")`, `torch.Event("cuda")` in s
 streams (backward on each forward op's stream, autograd_streams.py) and the caching host
 allocator's reuse of pinned blocks (device.py).
 
-Modules: device.py (device memory and the dispatch mode), tensors.py (Tensor and Storage
-attributes), streams.py (streams, events, syncs, queries), graphs.py (CUDA graphs),
-generic.py, autograd_streams.py, cuda_state.py (memory statistics, RNG state), children.py
-(processes started by `torch.multiprocessing.spawn` get the device, not the sanitizer).
+Modules: device.py (the dispatch mode and pinned memory), memory.py (which storages are the
+device's), allocator.py (CUDA's caching allocator over host segments), gaps.py (`EmulationGap`
+for what is not emulated), tensors.py (Tensor and Storage attributes), streams.py (streams,
+events, syncs, queries), graphs.py (CUDA graphs), generic.py, autograd_streams.py,
+cuda_state.py (memory statistics, RNG state), children.py (child processes
+get the device, not the sanitizer).
 
 Known gaps: threads started before `activate()` have no device (dispatch modes are per
-thread); sparse/nested device tensors and `DataParallel`'s scatter are not emulated; torch's
+thread); sparse device tensors (an `EmulationGap`) and `DataParallel`'s scatter are not
+emulated; torch's
 C++ names the CPU when it means "the tensor's device", so a host leaf moved to the device
 gets its gradient on the device.
 """
@@ -138,15 +141,19 @@ def _cuda_functions() -> dict[str, Any]:
 
 def _memory_functions() -> dict[str, Any]:
     return {
-        "empty_cache": streams.no_op,
+        "empty_cache": cuda_state.empty_cache,
         "memory_stats": cuda_state.memory_stats,
         "memory_summary": cuda_state.memory_summary,
         "memory_allocated": cuda_state.memory_allocated,
-        "memory_reserved": cuda_state.memory_allocated,
+        "memory_reserved": cuda_state.memory_reserved,
         "max_memory_allocated": cuda_state.max_memory_allocated,
-        "max_memory_reserved": cuda_state.max_memory_allocated,
+        "max_memory_reserved": cuda_state.max_memory_reserved,
         "reset_peak_memory_stats": cuda_state.reset_peak_memory_stats,
         "reset_max_memory_allocated": cuda_state.reset_peak_memory_stats,
+        "reset_max_memory_cached": cuda_state.reset_peak_memory_stats,
+        "reset_accumulated_memory_stats": cuda_state.reset_accumulated_memory_stats,
+        "memory_cached": cuda_state.memory_reserved,
+        "max_memory_cached": cuda_state.max_memory_reserved,
         "mem_get_info": cuda_state.mem_get_info,
     }
 
@@ -173,12 +180,12 @@ def _patches() -> list[tuple[Any, str, Any]]:
         (torch, "Event", streams.GenericEvent),
         (threading.Thread, "_bootstrap_inner", _bootstrap_inner),
     ]
-    table += children.patches()
     table += [(torch._C, name, value) for name, value in generic.ACCELERATOR_FUNCTIONS.items()]
     table += [(torch._C, name, value) for name, value in generic.RAW_CUDA_FUNCTIONS.items()]
     table += [(torch.Tensor, name, value) for name, value in tensors.TENSOR_ATTRIBUTES.items()]
     table += [(torch.UntypedStorage, name, value) for name, value in tensors.STORAGE_ATTRIBUTES.items()]
     table += [(torch, name, value) for name, value in tensors.TORCH_FUNCTIONS.items()]
+    table += [(torch._C._nn, "_parse_to", tensors.parse_to)]
     table += [(torch.utils._device, "_device_constructors", tensors.device_constructors())]
     table += [(torch.amp.autocast_mode.autocast, name, value) for name, value in tensors.AUTOCAST_ATTRIBUTES.items()]
     return table
@@ -201,6 +208,7 @@ def activate() -> None:
         _state.patches.set(owner, name, value)
     _state.patches.set_items(_builtins._get_builtin_table(), tensors.script_builtins())
     device.active = True
+    children.export()
     _state.mode = device.DeviceMode()
     _state.mode.__enter__()
     _state.thread = threading.current_thread()
@@ -223,6 +231,7 @@ def deactivate() -> None:
     _state.mode = None
     _state.thread = None
     _state.patches.restore()
+    children.withdraw()
     streams.reset()
     device.reset()
     autograd_streams.reset()

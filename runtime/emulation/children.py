@@ -1,46 +1,100 @@
-"""Processes started by `torch.multiprocessing.spawn` / `start_processes` (the multi-process
-tests of FSDP/OSS-style suites): a spawned child is a fresh interpreter that never activates
-the emulated device, so its first `.cuda()` fails with "Torch not compiled with CUDA enabled".
-The function each child runs is wrapped to turn the device on first. Only the device: races in
-a child are not checked (the sanitizer runs in the parent). A forked child inherits it all.
+"""Child processes of an emulated run run on the emulated device too: a `python` child started
+by `subprocess` (`python -c ...`), `multiprocessing` spawn / forkserver workers,
+`torch.multiprocessing.spawn`. A forked child inherits the device with the rest of the process.
+
+The way coverage.py reaches subprocesses: while the emulation is on, the environment names it
+(`CSAN_LINT_EMULATED_CHILDREN=1`) and puts this package's `startup/` directory first on
+`PYTHONPATH`, whose `sitecustomize` every new interpreter imports at start-up. When the variable
+is set, it installs an import hook that turns the emulated device on right after the child
+imports torch (a child that never imports torch pays nothing, not even torch's import), then
+hands over to the user's own `sitecustomize`, if any. Only the device: races in a child are not
+checked (the sanitizer runs in the parent). The parent's device memory size
+(`CSAN_LINT_DEVICE_MEMORY`) reaches the child through the same environment.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-import torch.multiprocessing
+ENVIRONMENT = "CSAN_LINT_EMULATED_CHILDREN"
+STARTUP_DIRECTORY = str(Path(__file__).resolve().with_name("startup"))
 
 
-class EmulatedChild:
-    """`fn` run with the emulated device on; pickled by reference, as `fn` is."""
+class _Environment:
+    """What `export` changed in `os.environ`, to give it back."""
 
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        self.fn = fn
+    def __init__(self) -> None:
+        self.saved: dict[str, str | None] | None = None
 
-    def __call__(self, *args: Any) -> Any:
+
+_environment = _Environment()
+
+
+def export() -> None:
+    """From now on, child processes start on the emulated device."""
+    if _environment.saved is not None:
+        return
+    _environment.saved = {name: os.environ.get(name) for name in (ENVIRONMENT, "PYTHONPATH")}
+    os.environ[ENVIRONMENT] = "1"
+    path = os.environ.get("PYTHONPATH")
+    entries = [entry for entry in (path or "").split(os.pathsep) if entry and entry != STARTUP_DIRECTORY]
+    os.environ["PYTHONPATH"] = os.pathsep.join([STARTUP_DIRECTORY, *entries])
+
+
+def withdraw() -> None:
+    """Child processes start as they would without the emulation."""
+    saved, _environment.saved = _environment.saved, None
+    for name, value in (saved or {}).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+class _ActivateAfterTorch(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: wraps the loader of `torch` so that the emulated device is turned on
+    once torch has been imported."""
+
+    def find_spec(self, fullname: str, path: Any, target: ModuleType | None = None) -> Any:
+        if fullname != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _ActivatingLoader(spec.loader)
+        return spec
+
+
+class _ActivatingLoader(importlib.abc.Loader):
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+
+    def create_module(self, spec: Any) -> ModuleType | None:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self.loader.exec_module(module)
         from csan_lint.runtime import emulation
 
         emulation.activate()
-        return self.fn(*args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.loader, name)
 
 
-def starting_emulated(start_processes: Callable[..., Any]) -> Callable[..., Any]:
-    """`start_processes` whose children (unless forked) run on the emulated device."""
+def start_child() -> None:
+    """At a child's start-up (`startup/sitecustomize.py`): the device once torch is imported."""
+    if os.environ.get(ENVIRONMENT) != "1":
+        return
+    if "torch" in sys.modules:  # imported already (a .pth file did): at once
+        from csan_lint.runtime import emulation
 
-    def start(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        method = kwargs.get("start_method", args[4] if len(args) > 4 else "spawn")
-        if method != "fork":
-            fn = EmulatedChild(fn)
-        return start_processes(fn, *args, **kwargs)
-
-    return start
-
-
-def patches() -> list[tuple[Any, str, Any]]:
-    """mp.spawn calls its own module's `start_processes`: that one and the public one."""
-    spawn_module = importlib.import_module("torch.multiprocessing.spawn")  # the attribute is the function
-    start = starting_emulated(spawn_module.start_processes)
-    return [(torch.multiprocessing, "start_processes", start), (spawn_module, "start_processes", start)]
+        emulation.activate()
+        return
+    sys.meta_path.insert(0, _ActivateAfterTorch())

@@ -1,5 +1,5 @@
-"""`torch.cuda`'s memory statistics and random state on the emulated device: the counters
-tests read (bytes of live device tensors) and the device's own generator."""
+"""`torch.cuda`'s memory statistics and random state on the emulated device: the caching
+allocator's counters (allocator.py) and the device's own generator."""
 
 from __future__ import annotations
 
@@ -9,47 +9,60 @@ import torch
 
 from csan_lint.runtime.emulation import device as emulated
 from csan_lint.runtime.emulation import streams
+from csan_lint.runtime.emulation.allocator import CachingAllocator, Statistics
+
+
+def _allocator(device: Any) -> CachingAllocator:
+    streams.check_device(device)
+    return emulated.memory.allocator
 
 
 def memory_allocated(device: Any = None) -> int:
-    streams.check_device(device)
-    return emulated.memory.allocated
+    return _allocator(device).stats.current[Statistics.ALLOCATED_BYTES]
 
 
 def max_memory_allocated(device: Any = None) -> int:
-    streams.check_device(device)
-    return emulated.memory.peak
+    return _allocator(device).stats.peak[Statistics.ALLOCATED_BYTES]
+
+
+def memory_reserved(device: Any = None) -> int:
+    return _allocator(device).stats.current[Statistics.RESERVED_BYTES]
+
+
+def max_memory_reserved(device: Any = None) -> int:
+    return _allocator(device).stats.peak[Statistics.RESERVED_BYTES]
 
 
 def reset_peak_memory_stats(device: Any = None) -> None:
-    streams.check_device(device)
-    emulated.memory.peak = emulated.memory.allocated
+    _allocator(device).stats.reset_peaks()
+
+
+def reset_accumulated_memory_stats(device: Any = None) -> None:
+    _allocator(device).stats.reset_accumulated()
 
 
 def memory_stats(device: Any = None) -> dict[str, int]:
-    """The caching allocator's counters that tests read (bytes of live device tensors)."""
-    streams.check_device(device)
-    stats = {}
-    for kind in ("allocated_bytes", "reserved_bytes", "active_bytes"):
-        stats[f"{kind}.all.current"] = emulated.memory.allocated
-        stats[f"{kind}.all.peak"] = emulated.memory.peak
-    stats["num_alloc_retries"] = stats["num_ooms"] = 0
-    return stats
+    """The caching allocator's counters, under `torch.cuda.memory_stats`'s keys."""
+    return dict(_allocator(device).memory_stats())
+
+
+def empty_cache() -> None:
+    emulated.memory.allocator.empty_cache()
 
 
 def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
     stats = memory_stats(device)
     return (
-        f"csan-lint emulated CUDA device: {stats['allocated_bytes.all.current']} bytes allocated, "
-        f"peak {stats['allocated_bytes.all.peak']}"
+        f"csan-lint emulated CUDA device: {stats['allocated_bytes.all.current']} bytes allocated "
+        f"(peak {stats['allocated_bytes.all.peak']}), {stats['reserved_bytes.all.current']} reserved "
+        f"(peak {stats['reserved_bytes.all.peak']})"
     )
 
 
 def mem_get_info(device: Any = None) -> tuple[int, int]:
-    """(free, total) bytes, as `cudaMemGetInfo` answers."""
-    streams.check_device(device)
-    total = streams.DeviceProperties.total_memory
-    return total - emulated.memory.allocated, total
+    """(free, total) bytes, as `cudaMemGetInfo` answers: what no segment holds."""
+    allocator = _allocator(device)
+    return allocator.capacity - memory_reserved(device), allocator.capacity
 
 
 def manual_seed(seed: int) -> None:

@@ -1,29 +1,29 @@
-"""Device memory of the emulated CUDA device: plain CPU tensors whose storage is registered
-as device memory (they report `cuda:0` through the attributes patched in tensors.py), and
-the dispatch mode that runs ops on them.
+"""The dispatch mode of the emulated CUDA device, and its pinned host memory: device tensors
+are plain CPU tensors whose storage is registered as device memory (memory.py; they report
+`cuda:0` through the attributes patched in tensors.py).
 
 Why this shape (checked on torch 2.13 CPU): a wrapper subclass with device "cuda" kills the
 process as soon as an op takes a CUDA device guard, while plain CPU tensors run every kernel.
-The registry is keyed by storage, so views share their base's device, and a weak reference
-on the storage's (preserved) Python object tells when the last tensor using it dies: that is
-the allocator's free. A TorchDispatchMode rewrites `device="cuda"` in factories, marks the
-results of ops on device tensors, and fires the allocator's trace callbacks.
+A TorchDispatchMode rewrites `device="cuda"` in factories, places the results of ops on
+device tensors in the caching allocator's blocks (allocator.py), and lets a tensor subclass
+that dispatches by itself (a nested jagged tensor) run the op on its inner tensors.
 """
 
 from __future__ import annotations
 
+import re
 import threading
-import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import torch
 from torch.cuda import _gpu_trace
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 
 from csan_lint.runtime.cuda_semantics import CAPTURE_FORBIDDEN, copy_effect, to_copy_pins_result
-from csan_lint.runtime.emulation import autograd_streams, streams
+from csan_lint.runtime.emulation import allocator, autograd_streams, streams
+from csan_lint.runtime.emulation.memory import DeviceMemory, Registry
 from csan_lint.runtime.op_plans import HOST_SYNC, PLANS, OpPlan, plan_of
 
 CUDA = torch.device("cuda", 0)
@@ -31,88 +31,6 @@ CPU = torch.device("cpu")
 _aten = torch.ops.aten
 _TensorBase = torch._C.TensorBase
 _to_copy = _aten._to_copy.default
-
-
-class _Block(weakref.ref[torch.UntypedStorage]):
-    """A weak reference to a registered storage that remembers what its free must report."""
-
-    __slots__ = ("key", "ptr", "size")
-    key: int
-    ptr: int
-    size: int
-
-
-class _Registry:
-    """Storages by StorageImpl address; the entry goes when the storage dies."""
-
-    def __init__(self, on_free: Any = None) -> None:
-        self.blocks: dict[int, _Block] = {}
-        self.on_free = on_free
-
-    def add(self, storage: torch.UntypedStorage) -> _Block | None:
-        key = storage._cdata
-        if key in self.blocks:
-            return None
-        block = _Block(storage, self._released)
-        block.key = key
-        block.ptr = storage.data_ptr()
-        block.size = storage.nbytes()
-        self.blocks[key] = block
-        return block
-
-    def _released(self, block: _Block) -> None:
-        if self.blocks.get(block.key) is block:
-            del self.blocks[block.key]
-            if self.on_free is not None:
-                self.on_free(block)
-
-
-class _Memory:
-    """Device allocations: the registry plus `memory_allocated` bookkeeping."""
-
-    def __init__(self) -> None:
-        self.registry = _Registry(self._freed)
-        self.allocated = 0
-        self.peak = 0
-
-    def _freed(self, block: _Block) -> None:
-        if block.size:
-            self.allocated -= block.size
-            _gpu_trace.MemoryDeallocationCallbacks.fire_callbacks(block.ptr)
-
-    def mark(self, tensor: torch.Tensor) -> None:
-        try:
-            storage = tensor.untyped_storage()
-        except (RuntimeError, NotImplementedError, TypeError):
-            return  # no storage (sparse, nested): it cannot pass for a device tensor
-        self.mark_storage(storage)
-
-    def mark_storage(self, storage: torch.UntypedStorage) -> None:
-        block = self.registry.add(storage)
-        if block is not None and block.size:
-            # The caching allocator does not trace zero-byte tensors: they get no block.
-            self.allocated += block.size
-            self.peak = max(self.peak, self.allocated)
-            _gpu_trace.MemoryAllocationCallbacks.fire_callbacks(block.ptr)
-
-    def resized(self, tensor: torch.Tensor) -> None:
-        """A storage that grew moved to a new block: the allocator allocates it, then frees
-        the old one."""
-        storage = tensor.untyped_storage()
-        block = self.registry.blocks.get(storage._cdata)
-        if block is None:
-            return
-        ptr, size = storage.data_ptr(), storage.nbytes()
-        if ptr == block.ptr:
-            return
-        old_ptr, old_size = block.ptr, block.size
-        block.ptr, block.size = ptr, size
-        self.allocated += size - old_size
-        self.peak = max(self.peak, self.allocated)
-        if size:
-            _gpu_trace.MemoryAllocationCallbacks.fire_callbacks(ptr)
-        if old_size:
-            _gpu_trace.MemoryDeallocationCallbacks.fire_callbacks(old_ptr)
 
 
 class _PinnedPool:
@@ -152,20 +70,28 @@ class _PinnedPool:
         self.blocks = [block for block in self.blocks if not self._free(block)]
 
 
-memory = _Memory()
-pinned = _Registry()
+memory = DeviceMemory(allocator.DEFAULT_MEMORY)
+pinned = Registry()
 pinned_pool = _PinnedPool()
 active = False
 
 
 def reset() -> None:
     """Forget every device and pinned storage (leaving or entering the emulation); tensors
-    of the old device die silently, with no free callback from a device that is gone."""
+    of the old device die silently, with no free callback from a device that is gone. The
+    device's memory size is read from `CSAN_LINT_DEVICE_MEMORY` (allocator.py)."""
     global memory, pinned, pinned_pool
     memory.registry.on_free = None
-    memory = _Memory()
-    pinned = _Registry()
+    memory = DeviceMemory(allocator.DEFAULT_MEMORY)
+    set_memory_size(allocator.memory_size_from_environment())
+    pinned = Registry()
     pinned_pool = _PinnedPool()
+
+
+def set_memory_size(size: int) -> None:
+    """The device's memory from now on (a child process was activated before its settings)."""
+    memory.allocator.capacity = size
+    streams.DeviceProperties.total_memory = size
 
 
 def is_device(tensor: torch.Tensor) -> bool:
@@ -183,13 +109,11 @@ def is_pinned_host(tensor: torch.Tensor) -> bool:
         return False
 
 
-def _mark_all(out: Any) -> None:
+def _place_all(out: Any, copy: bool = True) -> None:
     if isinstance(out, torch.Tensor):
-        memory.mark(out)
+        memory.place((out,), copy)
     elif isinstance(out, (tuple, list)):
-        for item in out:
-            if isinstance(item, torch.Tensor):
-                memory.mark(item)
+        memory.place((item for item in out if isinstance(item, torch.Tensor)), copy)
 
 
 def _pin_all(out: Any) -> None:
@@ -243,11 +167,21 @@ def naming_host() -> Iterator[None]:
         _host_named.active = previous
 
 
+_DENSE_TYPES = (torch.Tensor, torch.nn.Parameter)
+
+
+class _WrapperFound(Exception):
+    """An argument is a tensor subclass that dispatches by itself (a nested jagged tensor)."""
+
+
 def _scan(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bool, bool]:
-    """(any device tensor, any host tensor with data dimensions) among the arguments."""
+    """(any device tensor, any host tensor with data dimensions) among the arguments; raises
+    `_WrapperFound` for a wrapper subclass."""
     on_device = on_host = False
     for value in (*args, *kwargs.values()):
         if isinstance(value, torch.Tensor):
+            if type(value) not in _DENSE_TYPES and is_traceable_wrapper_subclass(value):
+                raise _WrapperFound
             if is_device(value):
                 on_device = True
             elif value.dim():
@@ -255,11 +189,18 @@ def _scan(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bool, bool]:
         elif isinstance(value, (list, tuple)):
             for item in value:
                 if isinstance(item, torch.Tensor):
+                    if type(item) not in _DENSE_TYPES and is_traceable_wrapper_subclass(item):
+                        raise _WrapperFound
                     if is_device(item):
                         on_device = True
                     elif item.dim():
                         on_host = True
     return on_device, on_host
+
+
+def _names_wrapper(args: tuple[Any, ...]) -> bool:
+    first = args[0] if args else None
+    return isinstance(first, torch.Tensor) and type(first) not in _DENSE_TYPES and is_traceable_wrapper_subclass(first)
 
 
 class _CudaRng:
@@ -304,6 +245,8 @@ class DeviceMode(TorchDispatchMode):
         special = _SPECIAL.get(id(func), _PLAIN)
         device = kwargs.get("device")
         to_device = False
+        if device is not None and _names_wrapper(args):
+            return NotImplemented  # `device=` is for the subclass's inner tensors (see below)
         if device is not None:
             if device.type == "cuda":
                 streams.check_device(device)
@@ -316,7 +259,12 @@ class DeviceMode(TorchDispatchMode):
                 return out
             elif special == _PLAIN and getattr(_host_named, "active", False):
                 return func(*args, **kwargs)
-        on_device, on_host = _scan(args, kwargs)
+        try:
+            on_device, on_host = _scan(args, kwargs)
+        except _WrapperFound:
+            # The subclass's own dispatch runs the op on its inner tensors, which come back
+            # here with the device named as the user named it.
+            return NotImplemented
         if not (on_device or to_device):
             if special == _PLAIN:
                 return func(*args, **kwargs)
@@ -361,11 +309,64 @@ def _execute(
     return _special(special, func, args, kwargs, on_device, to_device)
 
 
+# Ops whose results' bytes are undefined: placed on the device without a copy.
+_EMPTY = frozenset(
+    id(op)
+    for op in (
+        _aten.empty.memory_format,
+        _aten.empty_strided.default,
+        _aten.empty_like.default,
+        _aten.new_empty.default,
+        _aten.new_empty_strided.default,
+    )
+)
+_HOST_OUT_OF_MEMORY = re.compile(
+    r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to allocate (\d+) bytes"
+)
+
+
+def _host_call(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], seeded: bool = False) -> Any:
+    """Run a device op's host kernel: device randomness, CUDA's out-of-memory error where the
+    host has no memory for a result, and a resizable `out=` for a kernel that resizes it."""
+    try:
+        return rng.run(func, args, kwargs) if seeded else func(*args, **kwargs)
+    except RuntimeError as error:
+        text = str(error)
+        found = _HOST_OUT_OF_MEMORY.search(text)
+        if found is not None:
+            memory.allocator.stats.num_ooms += 1
+            raise torch.OutOfMemoryError(memory.allocator.out_of_memory_message(int(found.group(1)))) from None
+        if "not resizable" not in text:
+            raise
+    # An `out=` tensor in an allocator block is resized by the kernel: CUDA's kernel would
+    # allocate a new block; here it gets memory of its own (a new allocation) and runs again.
+    written = _written(func, args, kwargs)
+    for tensor in written:
+        memory.unplace(tensor)
+    out = func(*args, **kwargs)
+    for tensor in written:
+        memory.resized(tensor)
+    return out
+
+
+def _written(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:
+    """The device tensors an op writes (its schema's mutable arguments)."""
+    found = []
+    for position, argument in enumerate(func._schema.arguments):
+        if argument.alias_info is None or not argument.alias_info.is_write:
+            continue
+        value = args[position] if position < len(args) and not argument.kwarg_only else kwargs.get(argument.name)
+        for tensor in value if isinstance(value, (tuple, list)) else (value,):
+            if isinstance(tensor, torch.Tensor) and is_device(tensor):
+                found.append(tensor)
+    return found
+
+
 def run(func: Any, plan: OpPlan, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Run an op on device tensors: device randomness, results on the device."""
-    out = rng.run(func, args, kwargs) if plan.seeded else func(*args, **kwargs)
+    out = _host_call(func, args, kwargs, plan.seeded)
     if plan.fresh:
-        _mark_all(out)
+        _place_all(out, copy=id(func) not in _EMPTY)
     return out
 
 
@@ -383,9 +384,9 @@ def _special(
         pin = kwargs.get("pin_memory") or to_copy_pins_result(to_host, non_blocking)
         if kwargs.get("pin_memory"):
             kwargs = {**kwargs, "pin_memory": False}
-        out = func(*args, **kwargs)
+        out = _host_call(func, args, kwargs) if target_device else func(*args, **kwargs)
         if target_device:
-            memory.mark(out)
+            _place_all(out)
         elif pin:
             pinned.add(out.untyped_storage())
         if source_on_device != target_device:
@@ -400,11 +401,23 @@ def _special(
             copied(to_host, (destination if to_host else source).untyped_storage(), non_blocking)
         return out
     if kind == _RESIZE:
-        out = func(*args, **kwargs)
         if on_device:
-            memory.resized(args[0])
-        return out
-    # _RECORD_STREAM: bookkeeping of the caching allocator; nothing to do on the CPU.
+            _grow_for_resize(func, args)
+        return func(*args, **kwargs)
+    # _RECORD_STREAM: the caching allocator's bookkeeping (the block waits for the stream).
     if on_device:
+        memory.record_stream(args[0], args[1].stream_id)
         return None
     return func(*args, **kwargs)
+
+
+def _grow_for_resize(func: Any, args: tuple[Any, ...]) -> None:
+    """Before `resize_` / `resize_as_` of a device tensor past its storage: a new block."""
+    tensor = args[0]
+    shape = args[1] if func is _aten.resize_.default else args[1].shape
+    numel = 1
+    for size in shape:
+        numel *= int(size)
+    needed = (int(tensor.storage_offset()) + numel) * tensor.element_size()
+    if needed > tensor.untyped_storage().nbytes():
+        memory.grow(tensor, needed)

@@ -48,6 +48,7 @@ class CUDAGraph:
         self._work: dict[int, int] = {}
         self._seen: dict[int, dict[int, int]] = {}
         self._pool = (0, next(_pool_ids))
+        self._memory: Any = None  # the allocator holding its private pool, while it does
         self._mode = "global"
         self._thread = 0
 
@@ -67,6 +68,9 @@ class CUDAGraph:
             )
         if pool is not None:
             self._pool = tuple(pool)
+        # Its allocations come from its private pool, kept while the graph lives.
+        self._memory = device.memory.allocator
+        self._memory.use_pool(self.pool_key(), 1)
         self._mode = capture_error_mode
         self._thread = threading.get_ident()
         self.capturing = True
@@ -149,9 +153,19 @@ class CUDAGraph:
     def reset(self) -> None:
         self._ops.clear()
         self._captured = False
+        memory, self._memory = self._memory, None
+        if memory is not None:
+            memory.use_pool(self.pool_key(), -1)
+
+    def __del__(self) -> None:
+        self.reset()
 
     def pool(self) -> tuple[int, int]:
         return self._pool
+
+    def pool_key(self) -> int:
+        """The allocator's key of the graph's private memory pool."""
+        return -self._pool[1]
 
     def enable_debug_mode(self) -> None:
         """Nothing to debug: the emulation keeps no CUDA graph."""

@@ -13,10 +13,12 @@ from typing import Any, cast
 
 import torch
 import torch.utils._device
+from torch.utils._python_dispatch import _disable_current_modes
 
 from csan_lint.runtime.emulation import device as emulated
 from csan_lint.runtime.emulation import generic, streams
 from csan_lint.runtime.emulation.device import CPU, CUDA, is_device, is_pinned_host, naming_host
+from csan_lint.runtime.emulation.gaps import EmulationGap
 
 _TensorBase = torch._C.TensorBase
 _device_get = _TensorBase.__dict__["device"].__get__
@@ -29,6 +31,14 @@ _base_type = _TensorBase.type
 _base_tensor = torch.tensor
 _base_as_tensor = torch.as_tensor
 _to_copy = torch.ops.aten._to_copy.default
+
+
+def _on_device(tensor: torch.Tensor) -> bool:
+    """Whether `tensor` is on the device: its storage, or for a wrapper subclass (a nested
+    jagged tensor), the device it was made with (its inner tensors')."""
+    if is_device(tensor):
+        return True
+    return type(tensor) is not torch.Tensor and _device_get(tensor) == CUDA
 
 
 def _tensor_device(self: torch.Tensor) -> torch.device:
@@ -72,6 +82,20 @@ def _is_index(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+_base_parse_to = torch._C._nn._parse_to
+
+
+def parse_to(*args: Any, **kwargs: Any) -> Any:
+    """`torch._C._nn._parse_to` (what `Tensor.to` parses its arguments with, and libraries such
+    as tensordict call): a bare index (`to(0)`, `to(device=0)`) is the accelerator, as on a CUDA
+    build; the CPU build's parser refuses it."""
+    if _is_index(kwargs.get("device")):
+        kwargs = {**kwargs, "device": torch.device("cuda", kwargs["device"])}
+    if args and _is_index(args[0]):
+        args = (torch.device("cuda", args[0]), *args[1:])
+    return _base_parse_to(*args, **kwargs)
+
+
 def _tensor_to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
     if args and isinstance(args[0], torch.Tensor):
         other, rest = args[0], args[1:]
@@ -82,24 +106,22 @@ def _tensor_to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
     else:
         # `_parse_to` knows every form of `to` but refuses `copy=True`.
         parse_kwargs = {name: value for name, value in kwargs.items() if name != "copy"}
-        if _is_index(parse_kwargs.get("device")):  # `to(0)`: the accelerator, as on a CUDA build
-            parse_kwargs["device"] = torch.device("cuda", parse_kwargs["device"])
         if args and _is_index(args[0]):
             args = (torch.device("cuda", args[0]), *args[1:])
         copy = kwargs.get("copy", False)
         try:
-            device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*args, **parse_kwargs)
+            device, dtype, non_blocking, memory_format = parse_to(*args, **parse_kwargs)
         except RuntimeError:
             if not args:
                 raise
             # `copy=True` given positionally: always the last positional argument.
-            device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*args[:-1], **parse_kwargs)
+            device, dtype, non_blocking, memory_format = parse_to(*args[:-1], **parse_kwargs)
             copy = True
     if device is None or device.type not in ("cuda", "cpu"):
         return _base_to(self, *args, **kwargs)
     if device.type == "cuda":
         streams.check_device(device)
-    source_on_device = is_device(self)
+    source_on_device = _on_device(self)
     if (device.type == "cuda") != source_on_device:
         return _move(self, device, dtype, non_blocking, memory_format)
     # No move: what is left (dtype, copy, layout) happens where the tensor is.
@@ -111,6 +133,20 @@ def _tensor_to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
     return _base_to(self, self.dtype, **rest_kwargs)
 
 
+_base_tensor_new = _TensorBase.__new__
+
+
+def _tensor_new(*args: Any, **kwargs: Any) -> Any:
+    """`torch.Tensor.__new__(cls, ...)`: a subclass made from a tensor (`super().__new__(cls, t)`,
+    as tensordict's MemoryMappedTensor does) aliases it in C++; dispatched through a mode, the
+    alias would come back with a Python object of its own, which the subclass's cannot replace.
+    (Taking `*args` alone keeps torch._dynamo's check of this function's signature content.)"""
+    if len(args) == 2 and not kwargs and isinstance(args[1], torch.Tensor) and args[0] is not torch.Tensor:
+        with _disable_current_modes():
+            return _base_tensor_new(*args)
+    return _base_tensor_new(*args, **kwargs)
+
+
 def _tensor_cuda(
     self: torch.Tensor, device: Any = None, non_blocking: bool = False, memory_format: Any = torch.preserve_format
 ) -> torch.Tensor:
@@ -119,7 +155,7 @@ def _tensor_cuda(
 
 
 def _tensor_cpu(self: torch.Tensor, memory_format: Any = torch.preserve_format) -> torch.Tensor:
-    if is_device(self):
+    if _on_device(self):
         return _move(self, CPU, None, False, memory_format)
     return _base_to(self, CPU, memory_format=memory_format)
 
@@ -187,6 +223,8 @@ def _factory(base: Any) -> Any:
             if target is None:
                 return base(data, *args, **kwargs)
             return _tensor_to(data, target, *args, **kwargs)
+        if kwargs.get("pin_memory") and (target is None or target.type == "cpu"):
+            return _pinned(base(data, *args, **{**kwargs, "pin_memory": False}))
         if target is None or target.type != "cuda":
             return base(data, *args, device=device, **kwargs)
         streams.check_device(target)
@@ -199,6 +237,21 @@ def _factory(base: Any) -> Any:
     return factory
 
 
+def _names_host(device: Any, args: tuple[Any, ...]) -> bool:
+    """Whether a factory call makes a host tensor: `device="cpu"`, or no device and (for a
+    `*_like` or `new_*` call) a host tensor as its model."""
+    if device is not None:
+        return not _is_index(device) and torch.device(device).type == "cpu"
+    model = args[0] if args and isinstance(args[0], torch.Tensor) else None
+    return model is None or not _on_device(model)
+
+
+def _pinned(tensor: torch.Tensor) -> torch.Tensor:
+    """`tensor` in pinned memory from the host allocator, keeping `requires_grad`."""
+    out = _tensor_pin_memory(tensor.detach())
+    return out.requires_grad_() if tensor.requires_grad else out
+
+
 def _device_named(base: Any) -> Any:
     """A factory with a `device=` argument as the user names it: a bare index (`zeros(2,
     device=0)`) is the accelerator, as on a CUDA build (the CPU build's argument parser refuses
@@ -207,6 +260,9 @@ def _device_named(base: Any) -> Any:
 
     def call(*args: Any, **kwargs: Any) -> torch.Tensor:
         device = kwargs.get("device")
+        if kwargs.get("pin_memory") and _names_host(device, args):
+            with naming_host():
+                return _pinned(base(*args, **{**kwargs, "pin_memory": False}))
         if device is None:
             return base(*args, **kwargs)
         if _is_index(device):
@@ -225,6 +281,10 @@ _FACTORIES = (
     "empty", "empty_strided", "zeros", "ones", "full", "rand", "randn", "randint", "randperm",
     "arange", "linspace", "logspace", "eye", "scalar_tensor", "tril_indices", "triu_indices",
     "empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "randint_like",
+)  # fmt: skip
+_SPARSE_FACTORIES = (
+    "sparse_coo_tensor", "sparse_csr_tensor", "sparse_csc_tensor", "sparse_bsr_tensor", "sparse_bsc_tensor",
+    "sparse_compressed_tensor",
 )  # fmt: skip
 _NEW_FACTORIES = ("new_empty", "new_empty_strided", "new_zeros", "new_ones", "new_full")
 
@@ -324,11 +384,12 @@ def _storage_to(self: torch.UntypedStorage, *, device: Any, non_blocking: bool =
         if on_device:
             streams.check_device(target)
         return self
-    copy = torch.UntypedStorage(self.nbytes())
-    copy.copy_(self)
     if target.type == "cuda":
         streams.check_device(target)
-        emulated.memory.mark_storage(copy)
+        copy = emulated.memory.new_storage(self.nbytes())
+    else:
+        copy = torch.UntypedStorage(self.nbytes())
+    copy.copy_(self)
     emulated.copied(to_host=on_device, host=copy if on_device else self, non_blocking=non_blocking)
     return copy
 
@@ -340,10 +401,9 @@ def _storage_cuda(self: torch.UntypedStorage, device: Any = None, non_blocking: 
 
 def _storage_clone(self: torch.UntypedStorage) -> torch.UntypedStorage:
     # torch's clone builds `UntypedStorage(n, device=self.device)`, which the CPU build refuses.
-    copy = torch.UntypedStorage(self.nbytes())
+    on_device = _storage_on_device(self)
+    copy = emulated.memory.new_storage(self.nbytes()) if on_device else torch.UntypedStorage(self.nbytes())
     copy.copy_(self)
-    if _storage_on_device(self):
-        emulated.memory.mark_storage(copy)
     return copy
 
 
@@ -355,12 +415,38 @@ def _storage_new(cls: type, *args: Any, device: Any = None, **kwargs: Any) -> to
             kwargs["device"] = device
         return cast(torch.UntypedStorage, _base_storage_new(cls, *args, **kwargs))
     streams.check_device(device)
-    storage = cast(torch.UntypedStorage, _base_storage_new(cls, *args, **kwargs))
-    emulated.memory.mark_storage(storage)
+    host = cast(torch.UntypedStorage, _base_storage_new(cls, *args, **kwargs))
+    storage = emulated.memory.new_storage(host.nbytes())
+    if args and not isinstance(args[0], int):  # made from data: the bytes, else undefined
+        storage.copy_(host)
     return storage
 
 
+_base_storage_resize = torch.UntypedStorage.resize_
+
+
+def _storage_resize(self: torch.UntypedStorage, size: int) -> torch.UntypedStorage:
+    if size != self.nbytes() and emulated.memory.is_block(self):
+        # Its memory is the allocator's segment, not its own: a StorageImpl cannot be re-pointed.
+        raise EmulationGap("resizing a device storage in place (`UntypedStorage.resize_`)")
+    return cast(torch.UntypedStorage, _base_storage_resize(self, size))
+
+
+def _sparse_factory(base: Any) -> Any:
+    """A sparse factory: sparse tensors are not emulated on the device."""
+
+    def factory(*args: Any, device: Any = None, **kwargs: Any) -> torch.Tensor:
+        if device is not None and (_is_index(device) or torch.device(device).type == "cuda"):
+            raise EmulationGap(f"sparse tensors on the device (`torch.{base.__name__}(..., device=...)`)")
+        return base(*args, device=device, **kwargs)
+
+    factory.__name__ = base.__name__
+    factory.__doc__ = base.__doc__
+    return factory
+
+
 STORAGE_ATTRIBUTES: dict[str, Any] = {
+    "resize_": _storage_resize,
     "__new__": _storage_new,
     "device": property(_storage_device),
     "clone": _storage_clone,
@@ -394,6 +480,7 @@ def _autocast_exit(self: Any, *exc: Any) -> Any:
 AUTOCAST_ATTRIBUTES: dict[str, Any] = {"__enter__": _autocast_enter, "__exit__": _autocast_exit}
 
 TENSOR_ATTRIBUTES: dict[str, Any] = {
+    "__new__": staticmethod(_tensor_new),
     "device": property(_tensor_device),
     "is_cuda": property(_tensor_is_cuda),
     "is_cpu": property(_tensor_is_cpu),
@@ -415,6 +502,7 @@ TORCH_FUNCTIONS: dict[str, Any] = {
     "Generator": Generator,
     "device": Device,
     **{name: _device_named(getattr(torch, name)) for name in _FACTORIES},
+    **{name: _sparse_factory(getattr(torch, name)) for name in _SPARSE_FACTORIES},
 }
 
 

@@ -253,7 +253,9 @@ def test_profiler_annotations_and_capability_queries_work():
     assert torch.cuda.is_bf16_supported()
     free, total = torch.cuda.mem_get_info()
     x = torch.empty(1024, device="cuda")
-    assert torch.cuda.mem_get_info()[0] == free - 4096 and total > free - 4096
+    # The caching allocator takes a 2 MiB segment for a small request: free memory is what no
+    # segment holds.
+    assert torch.cuda.mem_get_info() == (free - 2**21, total)
     del x
 
 

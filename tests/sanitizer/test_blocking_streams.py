@@ -174,7 +174,7 @@ def test_the_trace_says_the_stream_is_blocking_and_replays_the_same(tmp_path):
             y = x * 2  # csan-lint: ignore[CSL101,CSL201] (blocking: ordered after the fill)
         y.sum()  # csan-lint: ignore[CSL102,CSL201] (the default stream waits for a blocking one)
     records = [json.loads(line) for line in path.read_text().splitlines()]
-    assert {"event": "stream_created", "stream": handle.value, "blocking": True} in records
+    assert {"event": "stream_created", "stream": handle.value, "blocking": True, "stack": None} in records
     replayed = Tracker()
     replay(path, replayed)
     assert sanitizer.errors == [] and replayed.errors == []
