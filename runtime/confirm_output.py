@@ -129,6 +129,7 @@ def report_from_json(data: Mapping[str, Any]) -> RuntimeErrorReport:
         )
         if allocation
         else None,
+        reallocation=_access(data.get("reallocation")),
     )
 
 

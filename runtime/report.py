@@ -19,6 +19,7 @@ from csan_lint.runtime.tracker import (
     CAPTURE_BEGIN_OPERATOR,
     CAPTURE_END_OPERATOR,
     FREE_OPERATOR,
+    REALLOCATION_OPERATOR,
 )
 
 
@@ -37,11 +38,20 @@ def _short(operator: str) -> str:
     return operator.split("(", 1)[0].strip() or "?"
 
 
+def _at(record: AccessRecord) -> str:
+    """The innermost user frame when known: " (model.py:44)", else ""."""
+    frames = _shown_frames(record.stack)
+    return f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+
+
 def _site(record: AccessRecord) -> str:
     """`op` on stream, with the innermost user frame when known: "`aten::mul` on stream 7 (model.py:44)"."""
-    frames = _shown_frames(record.stack)
-    where = f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
-    return f"`{_short(record.operator)}` on {stream_name(record.stream)}{where}"
+    return f"`{_short(record.operator)}` on {_where(record)}"
+
+
+def _where(record: AccessRecord) -> str:
+    """The stream, with the innermost user frame when known: "stream 7 (model.py:44)"."""
+    return f"{stream_name(record.stream)}{_at(record)}"
 
 
 def message(report: RuntimeErrorReport) -> str:
@@ -66,9 +76,11 @@ def message(report: RuntimeErrorReport) -> str:
             "is not forked from the capture stream"
         )
     if kind == kinds.FREE_IN_USE:
+        again = report.reallocation
+        reused = f" and handed out again to an allocation on {_where(again)}" if again is not None else ""
         return (
-            f"a block allocated on {stream_name(cur.stream)} is freed while {_site(prev)} may still use it "
-            "(no record_stream, no ordering before the free)"
+            f"a block allocated on {stream_name(cur.stream)} is freed{_at(cur)}{reused} while {_site(prev)} "
+            "may still use it (no record_stream, no ordering before the reuse)"
         )
     if prev.operator == ALLOCATION_OPERATOR:
         return (
@@ -114,6 +126,8 @@ def _describe(record: AccessRecord, is_memory: bool, label: str) -> str:
     operator = _short(record.operator)
     if record.operator == FREE_OPERATOR:
         return f"Freed for reuse on {stream_name(record.stream)}"
+    if record.operator == REALLOCATION_OPERATOR:
+        return f"{label}: allocated again on {stream_name(record.stream)}"
     if record.operator == ALLOCATION_OPERATOR:
         return f"{label}: allocated on {stream_name(record.stream)}, reusing a block its earlier work may still use"
     if not is_memory:
@@ -134,6 +148,9 @@ def render_text(report: RuntimeErrorReport) -> str:
             f"  {_describe(report.previous, is_memory, 'Previous access' if is_memory else 'Previously')}, from:"
         )
         lines += _format_stack(report.previous.stack)
+    if report.reallocation is not None:
+        lines.append(f"  {_describe(report.reallocation, is_memory, 'Reallocation')}, from:")
+        lines += _format_stack(report.reallocation.stack)
     allocation = report.allocation
     if allocation is not None:
         lines.append(
@@ -162,7 +179,8 @@ def _access_json(record: AccessRecord) -> dict[str, Any]:
 
 
 def to_json(report: RuntimeErrorReport) -> dict[str, Any]:
-    """The same data for machines; stacks are the user's frames, innermost last."""
+    """The same data for machines; stacks are the user's frames, innermost last. `reallocation`
+    (a free-in-use's third site, null for other kinds) was added after the other keys."""
     allocation = report.allocation
     return {
         "kind": report.kind,
@@ -178,4 +196,5 @@ def to_json(report: RuntimeErrorReport) -> dict[str, Any]:
         },
         "current": _access_json(report.current),
         "previous": None if report.previous is None else _access_json(report.previous),
+        "reallocation": None if report.reallocation is None else _access_json(report.reallocation),
     }

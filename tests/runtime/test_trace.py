@@ -34,7 +34,8 @@ def _run(t) -> None:
     t.stream_recorded(0x1000, S2)
     t.stream_queried(S2, False)
     t.event_queried(1, True)
-    t.freed(0x1000, capture_stack())  # S1 not covered: free-in-use
+    t.freed(0x1000, capture_stack())  # S1 not covered...
+    t.allocated(0x1000, 256, S0, capture_stack())  # ...and the block is reused: free-in-use
     t.allocated(0x9000, 128, None)  # pinned host memory
     t.kernel_launched(S1, "copy_", [Access(0x9000, 64, True, "self")], capture_stack())
     t.host_accessed(0x9000, 64, False, "tolist", capture_stack())
