@@ -270,6 +270,8 @@ class SanitizerMode(TorchDispatchMode):
             if seen:
                 with self.lock:
                     self._resolve_pending(seen)
+                if len(self.errors) != self.errors_seen:  # the allocation reused a freed block in use
+                    self._new_errors()
             return
         assert first is not None  # set with device's first entry
         stream = self.current_stream() if self.device_stream is None else self.device_stream(first)
