@@ -8,8 +8,8 @@ WRITE_AFTER_READ = "write-after-read"
 WRITE_AFTER_WRITE = "write-after-write"
 """Two writes on different streams with no ordering between them."""
 FREE_IN_USE = "free-in-use"
-"""A block freed while another stream's access is neither ordered before the allocating
-stream nor covered by `record_stream`: the caching allocator may hand it out again at once."""
+"""A freed block handed out again (an allocation its stream's pool may serve) before the
+allocating stream is ordered after another stream's use of it, with no `record_stream`."""
 HOST_READ_PENDING = "host-read-pending"
 """The host reads memory that a non-blocking copy may still be writing."""
 HOST_WRITE_PENDING = "host-write-pending"
