@@ -222,12 +222,13 @@ def test_block_belongs_to_the_stream_it_was_allocated_on(emulated):
         x = torch.tensor([1.0, 2.0], device="cuda")  # no kernel: the allocation alone names `side`
     x.add_(1)
     del x
-    z = torch.empty(2, device="cuda")  # the default stream's pool: not the block's
+    kept = torch.empty(2, device="cuda")  # the default stream's pool: not the block's
     assert emulated.errors == []
     with torch.cuda.stream(side):
-        z = torch.empty(2, device="cuda")
+        torch.empty(2, device="cuda")
     report = only(emulated.errors, kinds.FREE_IN_USE)
     assert report.allocation.stream == side.cuda_stream
+    del kept
 
 
 # -- pinned memory and non-blocking copies -------------------------------------------------------
