@@ -183,9 +183,10 @@ def test_the_pool_may_hand_the_block_to_any_allocation_of_its_stream_it_can_serv
 def test_a_freed_block_handed_to_another_stream_races_its_unordered_use():
     # An allocator (model) that hands the bytes to another stream: that stream's work must be
     # ordered after the use too; the using stream's own is.
-    assert [e.kind for e in _side_read_then_free(lambda t: None, reallocate=lambda t: t.allocated(BASE, 64, S2))] == [
-        kinds.FREE_IN_USE
-    ]
+    for ptr, size in ((BASE, 64), (BASE + 128, 512), (BASE - 64, 65)):  # any byte of the block
+        errors = _side_read_then_free(lambda t: None, reallocate=lambda t, at=(ptr, size): t.allocated(*at, S2))
+        assert [e.kind for e in errors] == [kinds.FREE_IN_USE]
+    assert _side_read_then_free(lambda t: None, reallocate=lambda t: t.allocated(BASE + 256, 64, S2)) == []
 
 
 def test_a_graph_pool_or_pinned_allocation_at_the_bytes_is_no_reuse():
