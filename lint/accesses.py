@@ -66,6 +66,7 @@ from csan_lint.lint.values import (
 )
 from csan_lint.lint.vocabulary import (
     HOST_ATTRIBUTES,
+    ORDERING_METHODS,
     VIEW_ATTRIBUTES,
     VIEW_METHODS,
 )
@@ -176,6 +177,13 @@ class FunctionAnalysis(
         self.runs_on_default = False
 
     # ---- driver
+
+    def _statement(self, node: cst.BaseStatement | cst.BaseSmallStatement) -> None:
+        """Blocks released before a statement that may allocate are judged there (`_reuse_released`):
+        waits and syncs right after a release still order their reuse."""
+        if self.state is not None and self.live.released and not _allocates_nothing(node):
+            self._reuse_released()
+        super()._statement(node)
 
     def run_function(self, body: cst.BaseSuite) -> None:
         self.entry_stream = self.live.current
@@ -504,3 +512,20 @@ class FunctionAnalysis(
         found = self.hazards.setdefault(key, hazard)
         if origin is not None and (found.origin is None or origin < found.origin) and found.release is release:
             self.hazards[key] = hazard  # several producers: name one, the same on every run
+
+
+def _allocates_nothing(node: cst.BaseStatement | cst.BaseSmallStatement) -> bool:
+    """A statement that hands out no device memory: `pass`, `del`, a docstring, or a call of a
+    stream's or event's ordering method (`s.wait_stream(t)`, `torch.cuda.synchronize()`)."""
+    smalls = node.body if isinstance(node, cst.SimpleStatementLine) else [node]
+    return all(
+        isinstance(small, (cst.Pass, cst.Del))
+        or isinstance(small, cst.Expr)
+        and (
+            isinstance(small.value, cst.SimpleString)
+            or isinstance(small.value, cst.Call)
+            and isinstance(small.value.func, cst.Attribute)
+            and small.value.func.attr.value in ORDERING_METHODS
+        )
+        for small in smalls
+    )

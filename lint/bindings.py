@@ -455,13 +455,24 @@ class Bindings:
     # ---- lifetimes
 
     def _release(self, key: str, where: cst.CSTNode | None) -> None:
-        """The name's last reference dies at `where`: uses on other streams must be ordered."""
+        """The name's last reference dies at `where`: its block goes back to its allocating
+        stream's pool, and uses on other streams must be ordered before that stream's next
+        allocation (`_reuse_released`), which may get it."""
         tensor = self.live.tensors.get(key)
         if tensor is None or tensor.alloc is None or tensor.escaped:
             return
-        for use in tensor.uses:
-            if _unprotected(use, tensor, tensor.alloc):
-                self._hazard(HazardKind.FREE_IN_USE, key, use.access, tensor.alloc, where)
+        if any(_unprotected(use, tensor, tensor.alloc) for use in tensor.uses):
+            self.live.released[key, where] = tensor
+
+    def _reuse_released(self) -> None:
+        """Released blocks may be handed out here: a use not ordered by now before the
+        allocating stream (a wait since the release orders it) races the reuse."""
+        released, self.live.released = self.live.released, {}
+        for (key, where), tensor in released.items():
+            assert tensor.alloc is not None  # only such tensors are released for judging
+            for use in tensor.uses:
+                if _unprotected(use, tensor, tensor.alloc):
+                    self._hazard(HazardKind.FREE_IN_USE, key, use.access, tensor.alloc, where)
 
     def _free(self, key: str, where: cst.Call) -> None:
         """`x.untyped_storage().resize_(0)` frees the memory at once, whoever allocated it (the
@@ -476,11 +487,13 @@ class Bindings:
                 self._hazard(HazardKind.FREE_IN_USE, key, use.access, alloc, where)
 
     def _release_all(self, where: cst.CSTNode | None) -> None:
+        """The function returns: its locals die, and the caller may allocate at once."""
         if self.function is None:
             return  # module globals live until exit
         for key in list(self.live.tensors):
             if "." not in key:  # `self.x` outlives the call
                 self._release(key, where)
+        self._reuse_released()
 
     def _pass(self, expr: cst.BaseExpression, caller: str) -> None:
         """A value handed to the caller, who goes on on stream `caller`: it escapes, and is read

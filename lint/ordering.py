@@ -291,13 +291,20 @@ class FlowState:
     """Names bound to StreamContext objects -> the stream they make current."""
     facts: Facts = NO_FACTS
     """What the tests on the way here say (lint/pathfacts.py)."""
+    released: dict[tuple[str, cst.CSTNode | None], TrackedTensor] = field(default_factory=dict)
+    """Tensors whose last reference died (name, release; None: the return) with a use on another stream not yet
+    ordered before their allocating stream: judged where that stream may allocate again."""
 
     def copy(self) -> FlowState:
-        return FlowState(self.current, dict(self.tensors), dict(self.streams), dict(self.contexts), self.facts)
+        return FlowState(
+            self.current, dict(self.tensors), dict(self.streams), dict(self.contexts), self.facts, dict(self.released)
+        )
 
     def update_marks(self, update: Callable[[frozenset[Mark]], frozenset[Mark]]) -> None:
         for key, tensor in self.tensors.items():
             self.tensors[key] = tensor.with_marks(update)
+        for released, tensor in self.released.items():
+            self.released[released] = tensor.with_marks(update)
 
 
 def _path_of(token: str, stream: str) -> str | None:
@@ -401,6 +408,9 @@ def join_states(states: Iterable[FlowState | None]) -> FlowState | None:
         for key, tensor in state.tensors.items():
             mine = result.tensors.get(key)
             result.tensors[key] = tensor if mine is None else join_tensor(mine, tensor, kept, sides)
+        for released, tensor in state.released.items():  # released on some path: judged on every one
+            mine = result.released.get(released)
+            result.released[released] = tensor if mine is None else join_tensor(mine, tensor, kept, sides)
         result.streams = _join_bindings(result.streams, state.streams)
         result.contexts = join_contexts(result.contexts, state.contexts)
         result.facts &= state.facts

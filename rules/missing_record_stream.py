@@ -23,8 +23,9 @@ class MissingRecordStream(Rule):
     ## What it does
     Flags the use, on a stream other than the one that allocated it, of a tensor created in
     the function whose last reference then dies (`del x`, rebinding the name, the next loop
-    iteration, the function returning without the tensor escaping) before the allocating
-    stream is ordered after that use and without `x.record_stream(stream)`. Also flags
+    iteration, the function returning without the tensor escaping) and whose block may be
+    handed out again before the allocating stream is ordered after that use, without
+    `x.record_stream(stream)`. Also flags
     `x.record_stream(s)` where `s` is the stream that allocated `x` in the function (inside
     `with torch.cuda.stream(s):`, `s` is `current_stream()`): the call protects nothing.
 
@@ -37,7 +38,11 @@ class MissingRecordStream(Rule):
     ## Assumptions
     The caching allocator hands a block released on its allocating stream to that stream's
     next allocation at once: every use on another stream must be ordered before the allocating
-    stream, or recorded, when the last reference dies (rebinding, `del`, return). A function
+    stream, or recorded, by the time anything may be allocated after the last reference dies
+    (rebinding, `del`, return). Waits and syncs right after the release (`del x` then
+    `torch.cuda.current_stream().wait_stream(s)`, with only `del`s, waits, syncs and `pass`
+    between) order the reuse; any other statement may allocate (a branch or a loop is taken to,
+    so a wait under `if` does not count), and so may the caller once the function returns. A function
     called `record_stream(t, s)` (or named with that suffix, FSDP's
     `_no_dispatch_record_stream`) records like `t.record_stream(s)`; a record of a view of `t`
     (`t.view(-1)`, `t[0]`, `t.data`) records `t`'s block. A name that is None on a
@@ -244,20 +249,100 @@ class MissingRecordStream(Rule):
                 return z
             """
         ),
+        Valid(
+            """
+            import torch
+
+            def offload(side):
+                x = torch.ones(8, device="cuda")
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    y = x * 2
+                del x  # the block goes back to the current stream's pool...
+                torch.cuda.current_stream().wait_stream(side)  # ...which waits before allocating again
+                z = torch.zeros(8, device="cuda")
+                return y, z
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def step(layers, prefetch_stream):
+                with torch.cuda.stream(prefetch_stream):
+                    layer = layers[0].to("cuda", non_blocking=True)
+                torch.cuda.current_stream().wait_stream(prefetch_stream)
+                out = layer * 2
+                layer = None
+                # the prefetch stream may reuse the layer's block: it waits for its use first
+                prefetch_stream.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(prefetch_stream):
+                    layers.append(layers[1].to("cuda", non_blocking=True))
+                return out
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def producer(s, out):
+                x = torch.randn(8, device="cuda")
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    out.copy_(x)
+                x = torch.zeros(8, device="cuda")  # allocated before the old block is released
+                torch.cuda.current_stream().wait_stream(s)
+                return x
+            """
+        ),
     ]
     INVALID = [
         Invalid(
             """
             import torch
 
-            def producer(s):
-                x = torch.randn(8, device="cuda")
-                s.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(s):
+            def offload(side):
+                x = torch.ones(8, device="cuda")
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
                     y = x * 2
                 del x
-                torch.cuda.current_stream().wait_stream(s)
-                return y
+                z = torch.zeros(8, device="cuda")
+                torch.cuda.current_stream().wait_stream(side)
+                return y, z
+            """,
+            lines=(7,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            def offload(side, sync):
+                x = torch.ones(8, device="cuda")
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    y = x * 2
+                del x
+                if sync:
+                    torch.cuda.current_stream().wait_stream(side)
+                z = torch.zeros(8, device="cuda")
+                return y, z
+            """,
+            lines=(7,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            def step(layers, prefetch_stream):
+                with torch.cuda.stream(prefetch_stream):
+                    layer = layers[0].to("cuda", non_blocking=True)
+                torch.cuda.current_stream().wait_stream(prefetch_stream)
+                out = layer * 2
+                layer = None
+                with torch.cuda.stream(prefetch_stream):
+                    layers.append(layers[1].to("cuda", non_blocking=True))
+                return out
             """,
             lines=(7,),
         ),
@@ -299,21 +384,6 @@ class MissingRecordStream(Rule):
                 if keep:
                     x.record_stream(s)
                 del x
-            """,
-            lines=(7,),
-        ),
-        Invalid(
-            """
-            import torch
-
-            def producer(s, out):
-                x = torch.randn(8, device="cuda")
-                s.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(s):
-                    out.copy_(x)
-                x = torch.zeros(8, device="cuda")
-                torch.cuda.current_stream().wait_stream(s)
-                return x
             """,
             lines=(7,),
         ),

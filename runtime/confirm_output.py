@@ -144,6 +144,7 @@ def report_from_json(data: Mapping[str, Any]) -> RuntimeErrorReport:
         if allocation
         else None,
         stream_sites=_stream_sites(data),
+        reallocation=_access(data.get("reallocation")),
     )
 
 

@@ -319,3 +319,50 @@ def capture_is_lenient(mode: str) -> bool:
     """Whether a capture in `mode` lets another thread's launches go on (the engine then does
     not report them as launched outside the capture)."""
     return mode != "global"
+
+
+# -- the caching allocator's block sizes -----------------------------------------------------
+
+CACHING_ALLOCATOR = Source(
+    "torch 2.13, c10/cuda/CUDACachingAllocator.cpp (round_size, get_allocation_size, get_pool)",
+    "kMinBlockSize = 512: all sizes are rounded to at least 512 bytes; kSmallSize = 1048576: "
+    "largest 'small' allocation is 1 MiB; kSmallBuffer = 2 MiB, kLargeBuffer = 20 MiB, "
+    "kMinLargeAlloc = 10 MiB, kRoundLarge = 2 MiB; a block is cached per stream and pool",
+)
+MIN_BLOCK_SIZE = 512
+"""kMinBlockSize: every request is rounded up to a multiple of this."""
+SMALL_SIZE = 1 << 20
+"""kSmallSize: requests up to this come from the small pool, larger ones from the large pool;
+a block of one pool never serves the other's requests."""
+SMALL_BUFFER = 2 << 20
+"""kSmallBuffer: a small-pool segment."""
+LARGE_BUFFER = 20 << 20
+"""kLargeBuffer: a segment for large requests under kMinLargeAlloc."""
+MIN_LARGE_ALLOC = 10 << 20
+"""kMinLargeAlloc."""
+ROUND_LARGE = 2 << 20
+"""kRoundLarge: larger segments are rounded up to a multiple of this."""
+
+
+def round_size(size: int) -> int:
+    """The block size the caching allocator serves a request of `size` bytes with."""
+    if size < MIN_BLOCK_SIZE:
+        return MIN_BLOCK_SIZE
+    return -(-size // MIN_BLOCK_SIZE) * MIN_BLOCK_SIZE
+
+
+def allocation_size(size: int) -> int:
+    """The segment the caching allocator asks the driver for, to serve a rounded request."""
+    if size <= SMALL_SIZE:
+        return SMALL_BUFFER
+    if size < MIN_LARGE_ALLOC:
+        return LARGE_BUFFER
+    return -(-size // ROUND_LARGE) * ROUND_LARGE
+
+
+def may_serve(block_size: int, request: int) -> bool:
+    """Whether a cached block that served a request of `block_size` bytes may be handed (split
+    if larger) to a request of `request` bytes on its stream: same pool, large enough once both
+    are rounded."""
+    block, wanted = round_size(block_size), round_size(request)
+    return wanted <= block and (wanted <= SMALL_SIZE) == (block <= SMALL_SIZE)

@@ -56,7 +56,9 @@ class AllocationRecord(NamedTuple):
 class RuntimeErrorReport:
     """One detected error. `previous` is None for errors with a single site (capture on the
     default stream, a wait on an unrecorded event); `allocation` is None when no memory is
-    involved (capture and event errors)."""
+    involved (capture and event errors). A free-in-use has three sites: `current` is the free,
+    `previous` the other stream's use, `reallocation` the allocation the freed block may have
+    been handed out to before that use was done (None for every other kind)."""
 
     kind: str
     current: AccessRecord
@@ -65,6 +67,7 @@ class RuntimeErrorReport:
     stream_sites: tuple[tuple[int, Stack], ...] = ()
     """(stream, the stack that created it) for the streams the report names whose creation was
     seen: reports name a stream by where it was made, not by its handle."""
+    reallocation: AccessRecord | None = None
 
     @property
     def severity(self) -> str:

@@ -10,6 +10,8 @@ READ_AFTER_WRITE = "read-after-write"
 WRITE_AFTER_READ = "write-after-read"
 WRITE_AFTER_WRITE = "write-after-write"
 FREE_IN_USE = "free-in-use"
+"""A freed block handed out again (an allocation its stream's pool may serve) before the
+allocating stream is ordered after another stream's use of it, with no `record_stream`."""
 HOST_READ_PENDING = "host-read-pending"
 HOST_WRITE_PENDING = "host-write-pending"
 CAPTURE_ON_DEFAULT_STREAM = "capture-on-default-stream"

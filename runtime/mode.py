@@ -11,14 +11,15 @@ CPU ops touching pinned memory that a device copy used (host accesses).
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Sequence
+from functools import partial
 from sys import _getframe
 from threading import get_ident
 from typing import Any
 
 import torch
 from torch._ops import OpOverload
-from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from csan_lint.runtime.cuda_semantics import copy_effect
@@ -141,10 +142,9 @@ class SanitizerMode(TorchDispatchMode):
         # Allocations announced by the allocator callback (ptr -> (stream, stack)) whose size
         # is learnt when an op first shows their storage.
         self.pending: dict[int, Any] = {}
-        # Host blocks a device copy used (storage base -> weak ref): later CPU ops on them
-        # are host accesses. The weak ref tells a dead block from a new one at that address.
-        self.host_blocks: dict[int, StorageWeakRef] = {}
-        self._host_sweep_at = 64
+        # Host blocks a device copy used (storage base -> weak ref to the storage): later CPU
+        # ops on them are host accesses. The block's state in the engine ends when it dies.
+        self.host_blocks: dict[int, weakref.ref[torch.UntypedStorage]] = {}
         # Accesses of the kernels captured into the running CUDA graph: they run at replay,
         # not now (None: no capture running).
         self.capture: list[Access] | None = None
@@ -278,6 +278,8 @@ class SanitizerMode(TorchDispatchMode):
             if seen:
                 with self.lock:
                     self._resolve_pending(seen)
+                if len(self.errors) != self.errors_seen:  # the allocation reused a freed block in use
+                    self._new_errors()
             return
         assert first is not None  # set with device's first entry
         stream = self.current_stream() if self.device_stream is None else self.device_stream(first)
@@ -364,40 +366,40 @@ class SanitizerMode(TorchDispatchMode):
                 self.host_blocks.pop(base, None)
 
     def _pin(self, tensor: torch.Tensor) -> None:
-        """A pinned host block a device copy uses: its later CPU ops are host accesses."""
-        base = storage_base(tensor)
+        """A pinned host block a device copy uses: its later CPU ops are host accesses. It is a
+        new block to the engine (what a dead block at its bytes left is forgotten: the host
+        allocator reuses a block only once the copies using it are done), until it dies."""
+        storage = tensor.untyped_storage()
+        base = storage.data_ptr()
         known = self.host_blocks.get(base)
-        if known is not None and not known.expired():
+        if known is not None and known() is storage:
             return
-        if known is not None:
-            # A dead block's address handed out again: the host allocator reuses a block
-            # only once the copies using it are done, so its old state is no hazard.
-            self._forget_host_block(base)
-        self.host_blocks[base] = StorageWeakRef(tensor.untyped_storage())
-        if len(self.host_blocks) >= self._host_sweep_at:
-            self._sweep_host_blocks()
-
-    def _forget_host_block(self, base: int) -> None:
-        # The tracker backfilled the block (no allocating stream): freeing it checks nothing.
-        del self.host_blocks[base]
+        self.host_blocks[base] = weakref.ref(storage, partial(self._host_block_died, base))
         with self.lock:
-            self.tracker.freed(base)
+            self.tracker.allocated(base, storage.nbytes(), None)
 
-    def _sweep_host_blocks(self) -> None:
-        for base, ref in list(self.host_blocks.items()):
-            if ref.expired():
-                self._forget_host_block(base)
-        self._host_sweep_at = max(64, 2 * len(self.host_blocks))
+    def _host_block_died(self, base: int, ref: weakref.ref[torch.UntypedStorage]) -> None:
+        """A host block's pending accesses end with it: a later block at its bytes starts clean."""
+        if self.host_blocks.get(base) is not ref:
+            return  # replaced (a device block took the address on the emulated device)
+        del self.host_blocks[base]
+        try:
+            with self.lock:
+                self.tracker.freed(base)
+        except Exception as exc:  # a sanitizer bug must not break the user's program
+            self.checking = False
+            self.on_internal_error(exc)
+
+    def __exit__(self, *exc: Any) -> Any:
+        # Host blocks are watched while the mode is on: their deaths after it are no event.
+        self.host_blocks.clear()
+        return super().__exit__(*exc)
 
     def _host_access(self, operator: str, host: Sequence[tuple[torch.Tensor, str, bool, bool]]) -> None:
         stack = None
         for tensor, _, is_write, _ in host:
             base = storage_base(tensor)
-            ref = self.host_blocks.get(base)
-            if ref is None:
-                continue
-            if ref.expired():
-                self._forget_host_block(base)  # a new block at a dead one's address
+            if base not in self.host_blocks:
                 continue
             ptr, size = byte_extent(tensor)
             if size == 0:

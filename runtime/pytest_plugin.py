@@ -311,13 +311,19 @@ class _ReportFile:
         self.file.close()
 
 
+FREED_KEPT = 4096
+"""Freed blocks whose allocating test is remembered for a free-in-use reported at a later
+allocation (the oldest is forgotten past it: that race is then charged to the running test)."""
+
+
 class _Owners:
     """Which test allocated each live device block (gpu_trace's allocation callbacks), so that
-    a free-in-use race is charged to that test whenever the block dies."""
+    a free-in-use race is charged to that test whenever the block dies and is reused."""
 
     def __init__(self) -> None:
         self.test: str | None = None
         self.by_block: dict[int, str | None] = {}
+        self.freed: dict[int, str | None] = {}  # the last block freed at each address: its test
         self._callbacks: list[tuple[Any, Any]] = []
 
     def register(self) -> None:
@@ -342,7 +348,10 @@ class _Owners:
         self.by_block[ptr] = self.test
 
     def _freed(self, ptr: int) -> None:
-        self.by_block.pop(ptr, None)
+        self.freed.pop(ptr, None)
+        self.freed[ptr] = self.by_block.pop(ptr, None)
+        if len(self.freed) > FREED_KEPT:
+            del self.freed[next(iter(self.freed))]
 
     def charged(self, report: RuntimeErrorReport, running: str | None) -> str | None:
         """The test a race belongs to: for a free in use, the test that allocated the block
@@ -351,7 +360,7 @@ class _Owners:
 
         if report.kind != kinds.FREE_IN_USE or report.allocation is None:
             return running
-        return self.by_block.get(report.allocation.ptr) or running
+        return self.freed.get(report.allocation.ptr) or running
 
 
 def _trace_out(config: pytest.Config) -> Any:
@@ -411,7 +420,7 @@ class CsanSession:
             self.sanitizer.listeners.append(self._race)
             self.sanitizer.internal_listeners.append(self._internal_error)
             self.sanitizer.enable()
-            self.owners.register()  # after the sanitizer's: a free's race is charged before forgetting
+            self.owners.register()  # after the sanitizer's callbacks
 
     def _write(self, record: dict[str, Any]) -> None:
         if self.report is not None:

@@ -30,6 +30,7 @@ from csan_lint.runtime.tracker import (
     CAPTURE_BEGIN_OPERATOR,
     CAPTURE_END_OPERATOR,
     FREE_OPERATOR,
+    REALLOCATION_OPERATOR,
 )
 
 Sites = Mapping[int, Stack]
@@ -95,12 +96,16 @@ def placement(report: RuntimeErrorReport) -> tuple[str, Frame | None]:
     return "current", placed_frame(report.current.stack)
 
 
+def _at(record: AccessRecord) -> str:
+    """The frame a report points at, when known: " at model.py:44", else ""."""
+    frame = placed_frame(record.stack)
+    return f" at {frame.filename}:{frame.lineno}" if frame else ""
+
+
 def _access_site(record: AccessRecord, sites: Sites) -> str:
     """`op` at the frame a report points at, on its stream: "`aten::mul` at model.py:44 on
     stream created at model.py:12 (side)"."""
-    frame = placed_frame(record.stack)
-    where = f" at {frame.filename}:{frame.lineno}" if frame else ""
-    return f"`{_short(record.operator)}`{where} on {stream_name(record.stream, sites)}"
+    return f"`{_short(record.operator)}`{_at(record)} on {stream_name(record.stream, sites)}"
 
 
 def message(report: RuntimeErrorReport) -> str:
@@ -128,9 +133,15 @@ def message(report: RuntimeErrorReport) -> str:
             "is not forked from the capture stream"
         )
     if kind == kinds.FREE_IN_USE:
+        again = report.reallocation
+        reused = (
+            f" and handed out again to an allocation on {stream_name(again.stream, sites)}{_at(again)}"
+            if again is not None
+            else ""
+        )
         return (
-            f"a block allocated on {on_current} is freed while {_access_site(prev, sites)} may still use it "
-            "(no record_stream, no ordering before the free)"
+            f"a block allocated on {on_current} is freed{_at(cur)}{reused} while {_access_site(prev, sites)} "
+            "may still use it (no record_stream, no ordering before the reuse)"
         )
     if prev.operator == ALLOCATION_OPERATOR:
         return (
@@ -171,6 +182,8 @@ def _describe(record: AccessRecord, is_memory: bool, label: str, sites: Sites) -
     stream = stream_name(record.stream, sites)
     if record.operator == FREE_OPERATOR:
         return f"Freed for reuse on {stream}"
+    if record.operator == REALLOCATION_OPERATOR:
+        return f"{label}: allocated again on {stream}"
     if record.operator == ALLOCATION_OPERATOR:
         return f"{label}: allocated on {stream}, reusing a block its earlier work may still use"
     if not is_memory:
@@ -191,6 +204,9 @@ def render_text(report: RuntimeErrorReport) -> str:
         label = "Previous access" if is_memory else "Previously"
         lines.append(f"  {_describe(report.previous, is_memory, label, sites)}, from:")
         lines += _format_stack(report.previous.stack)
+    if report.reallocation is not None:
+        lines.append(f"  {_describe(report.reallocation, is_memory, 'Reallocation', sites)}, from:")
+        lines += _format_stack(report.reallocation.stack)
     allocation = report.allocation
     if allocation is not None:
         lines.append(
@@ -242,7 +258,8 @@ def _access_json(record: AccessRecord, sites: Sites) -> dict[str, Any]:
 def to_json(report: RuntimeErrorReport) -> dict[str, Any]:
     """The same data for machines; stacks are the user's frames, innermost last. `site`: where
     the report is placed (`placement`). Each stream comes with its name (`stream_name`) and,
-    when seen, where it was made (`stream_created`)."""
+    when seen, where it was made (`stream_created`). `reallocation` (a free-in-use's third
+    site, null for other kinds) was added after the other keys."""
     allocation = report.allocation
     sites = dict(report.stream_sites)
     side, frame = placement(report)
@@ -265,4 +282,5 @@ def to_json(report: RuntimeErrorReport) -> dict[str, Any]:
         },
         "current": _access_json(report.current, sites),
         "previous": None if report.previous is None else _access_json(report.previous, sites),
+        "reallocation": None if report.reallocation is None else _access_json(report.reallocation, sites),
     }

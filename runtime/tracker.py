@@ -22,17 +22,26 @@ launch on the default stream waits for every blocking stream's.
 Allocations. A new block may be one that earlier work on its stream used: the allocating
 stream's last launch before the allocation stands as a write of the whole block (not a new
 launch), so that a stream not ordered after it races the block's earlier use.
+
+Frees. The caching allocator hands a freed block (no `record_stream`) to a later allocation on
+its stream at once, so a free is a hazard only if that allocation comes before the stream is
+ordered after the other streams' uses: the free-in-use is reported at such a reallocation
+(reuse.py says which allocations may get the block), naming the free, the use and the
+reallocation. A free whose stream is ordered after those uses before it allocates again
+(`s.wait_stream(other)`) is safe, and so is one never followed by an allocation on its stream:
+nothing reuses the block (the allocator gives cached blocks back to the driver only through
+`cudaFree`, which waits for the device), so nothing is reported at the end of a run.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Container, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from csan_lint.runtime import kinds
 from csan_lint.runtime.cells import Cell, Clock, Epoch
-from csan_lint.runtime.cuda_semantics import UNRECORDED_EVENT
+from csan_lint.runtime.cuda_semantics import UNRECORDED_EVENT, may_serve
 from csan_lint.runtime.events import (
     DEFAULT_STREAM,
     HOST,
@@ -42,9 +51,12 @@ from csan_lint.runtime.events import (
     RuntimeErrorReport,
 )
 from csan_lint.runtime.extents import Pattern, is_approximated, pattern
+from csan_lint.runtime.reuse import FreedBlock, FreedBlocks
 from csan_lint.runtime.stacks import EMPTY_STACK, Stack, innermost_user_frame
 
 FREE_OPERATOR = "free"
+REALLOCATION_OPERATOR = "reallocation"
+"""The operator of the allocation a freed block may be handed out to (a free-in-use's third site)."""
 ALLOCATION_OPERATOR = "allocation"
 """The operator of an allocation's pseudo-write: the block's earlier use on its stream."""
 CAPTURE_BEGIN_OPERATOR = "capture_begin"
@@ -121,6 +133,7 @@ class Tracker:
         self._host_version = 0
         self._events: dict[int, Clock | None] = {}  # None: created, never recorded
         self._allocations: dict[int, _Allocation] = {}
+        self._freed = FreedBlocks()  # freed blocks another stream may still use, until reused
         self._bases: list[int] = []  # sorted allocation bases, to find the block holding a view
         self._capture: _Capture | None = None
         # Streams that synchronize with the legacy default stream, each with its device's
@@ -153,6 +166,7 @@ class Tracker:
             "streams": len(self._streams),
             "events": len(self._events),
             "allocations": len(self._allocations),
+            "freed_in_use": len(self._freed),
             "intervals": sum(len(a.cells) for a in self._allocations.values()),
             "reads": sum(len(c.reads) for a in self._allocations.values() for c in a.cells),
             "partial": sum(len(c.partial or ()) for a in self._allocations.values() for c in a.cells),
@@ -288,6 +302,8 @@ class Tracker:
                 break
             self._remove(old)
             i -= 1
+        if len(self._freed):
+            self._check_reuse(ptr, size, stream, stack)
         write = None
         if stream is not None and self._capture is None:  # a capture allocates from the graph's own pool
             last = self._clock(stream).get(stream, 0)
@@ -299,48 +315,61 @@ class Tracker:
         bases.insert(i, ptr)
 
     def freed(self, ptr: int, stack: Stack | None = None) -> None:
-        """The caching allocator may hand the block out again at once, for work on its stream:
-        every other stream's access must be ordered before that stream or covered by record_stream
-        (that work's next launch, on a blocking stream or the default one, also waits for the
-        legacy default stream's ordering)."""
+        """The block goes back to its stream's pool. Another stream's accesses not ordered before
+        that stream's next work (on a blocking stream or the default one, that work also waits
+        for the legacy default stream's ordering) nor covered by record_stream are kept with it,
+        to check the allocation it may be handed out to (the module docstring)."""
         allocation = self._allocations.get(ptr)
         if allocation is None:
             return  # allocated before we were watching, never used since: nothing to check
         owner = allocation.stream
         if owner is not None:
-            clock = self._clock(owner)
-            if self._blocking and (owner in self._legacy_defaults or owner in self._blocking):
-                clock = dict(clock)
-                self._legacy_sync(owner, clock)
+            clock = self._issue_clock(owner)
             recorded = allocation.recorded or ()
+            uses: dict[tuple[int, int], Epoch] = {}  # one per launch, however many intervals it spans
             for cell in allocation.cells:
-                write = cell.write
-                # The owner's own accesses are ordered: most blocks are only ever used on their stream.
-                if write is not None and write[1] != owner:
-                    self._check_free(write, owner, clock, recorded, allocation, stack)
-                for epoch in cell.reads.values():
-                    if epoch[1] != owner:
-                        self._check_free(epoch, owner, clock, recorded, allocation, stack)
-                for epoch in cell.partial or ():
-                    self._check_free(epoch, owner, clock, recorded, allocation, stack)
+                for epoch in (cell.write, *cell.reads.values(), *(cell.partial or ())):
+                    # The owner's own accesses are ordered; the host's are the host allocator's to wait for.
+                    if epoch is not None and epoch[1] not in (owner, HOST) and epoch[1] not in recorded:
+                        if clock.get(epoch[1], 0) < epoch[0]:
+                            uses[epoch[0], epoch[1]] = epoch
+            if uses:
+                access = _new_access(Access, (allocation.ptr, allocation.end - allocation.ptr, True, "", False, None))
+                free = (self._seq, owner, FREE_OPERATOR, access, stack)
+                self._freed.add(FreedBlock(allocation.record(), free, list(uses.values())))
         self._remove(allocation)
 
-    def _check_free(
-        self,
-        epoch: Epoch,
-        owner: int,
-        clock: Clock,
-        recorded: Container[int],
-        allocation: _Allocation,
-        stack: Stack | None,
-    ) -> None:
-        """A free races an access of another stream not ordered before the owner's next work
-        (nor covered by record_stream); the host's accesses are the host allocator's to wait for."""
-        stream = epoch[1]
-        if stream == owner or stream == HOST or stream in recorded or clock.get(stream, 0) >= epoch[0]:
-            return
-        access = _new_access(Access, (allocation.ptr, allocation.end - allocation.ptr, True, "", False, None))
-        self._race(kinds.FREE_IN_USE, (self._seq, owner, FREE_OPERATOR, access, stack), epoch, allocation)
+    def _issue_clock(self, stream: int) -> Clock:
+        """What `stream`'s next work is ordered after: its clock, joined for a blocking stream (or
+        the default one) with the legacy default stream's ordering (a copy then)."""
+        clock = self._clock(stream)
+        if self._blocking and (stream in self._legacy_defaults or stream in self._blocking):
+            clock = dict(clock)
+            self._legacy_sync(stream, clock)
+        return clock
+
+    def _check_reuse(self, ptr: int, size: int, stream: int | None, stack: Stack | None) -> None:
+        """An allocation on `stream` may get a freed block: the one at its bytes, or one its pool
+        may hand out (reuse.py). Each use of that block `stream` is not ordered after races it.
+        A freed block of this stream's that it is now ordered after is retired: safe for good."""
+        freed = self._freed
+        reused = freed.take_overlapping(ptr, ptr + size)
+        if stream is None or self._capture is not None:
+            return  # pinned host memory, or a graph's private pool: never a stream pool's block
+        clock = self._issue_clock(stream)
+        reallocation = AccessRecord(stream, REALLOCATION_OPERATOR, "", True, stack or EMPTY_STACK)
+        for block in freed.of_stream(stream):
+            unordered = [use for use in block.uses if clock.get(use[1], 0) < use[0]]
+            if not unordered or may_serve(block.allocation.size, size):
+                freed.remove(block)
+                if unordered:
+                    reused.append(block._replace(uses=unordered))
+            else:
+                block.uses[:] = unordered
+        for block in reused:
+            for use in block.uses:
+                if use[1] != stream and clock.get(use[1], 0) < use[0]:
+                    self._race(kinds.FREE_IN_USE, block.free, use, block.allocation, reallocation)
 
     def stream_recorded(self, ptr: int, stream: int) -> None:
         """`record_stream(stream)` on the block holding ptr: the allocator will wait for that
@@ -517,7 +546,7 @@ class Tracker:
         races, approximated = cell.check(lo, hi, clock, epoch, shape, is_write)
         self._approximated += approximated
         for kind, previous in races:
-            self._race(race_kinds[kind], epoch, previous, allocation)
+            self._race(race_kinds[kind], epoch, previous, allocation.record())
 
     # -- CUDA graph capture -----------------------------------------------------------------------
 
@@ -568,7 +597,14 @@ class Tracker:
 
     # -- reporting -----------------------------------------------------------------------------------
 
-    def _race(self, kind: str, current: Epoch, previous: Epoch, allocation: _Allocation) -> None:
+    def _race(
+        self,
+        kind: str,
+        current: Epoch,
+        previous: Epoch,
+        allocation: AllocationRecord,
+        reallocation: AccessRecord | None = None,
+    ) -> None:
         if allocation.stack:
             where: object = innermost_user_frame(allocation.stack) or allocation.ptr
         else:
@@ -584,8 +620,13 @@ class Tracker:
         if key in self.reported:
             return
         self.reported.add(key)
-        sites = self._sites_of(current[1], previous[1], allocation.stream)
-        self._errors.append(RuntimeErrorReport(kind, _record(current), _record(previous), allocation.record(), sites))
+        again = () if reallocation is None else (reallocation.stream,)
+        sites = self._sites_of(current[1], previous[1], allocation.stream, *again)
+        self._errors.append(
+            RuntimeErrorReport(
+                kind, _record(current), _record(previous), allocation, stream_sites=sites, reallocation=reallocation
+            )
+        )
 
     def _report(self, kind: str, current: AccessRecord, previous: AccessRecord | None) -> None:
         """Errors that involve no memory (events, capture): deduplicated by kind and sites."""

@@ -28,12 +28,8 @@ from typing import cast
 
 import torch
 
-SMALL_SIZE = 1 << 20  # kSmallSize: requests up to this come from the small pool
-SMALL_BUFFER = 2 << 20  # kSmallBuffer: a small-pool segment
-LARGE_BUFFER = 20 << 20  # kLargeBuffer: a segment for requests under kMinLargeAlloc
-MIN_LARGE_ALLOC = 10 << 20  # kMinLargeAlloc
-ROUND_LARGE = 2 << 20  # kRoundLarge
-MIN_BLOCK_SIZE = 512  # kMinBlockSize: every request is rounded up to a multiple of this
+from csan_lint.runtime.cuda_semantics import MIN_BLOCK_SIZE, SMALL_SIZE, allocation_size, round_size
+
 DEFAULT_MEMORY = 80 * 2**30
 MEMORY_VARIABLE = "CSAN_LINT_DEVICE_MEMORY"
 _POOLS = ("small_pool", "large_pool")
@@ -61,21 +57,6 @@ def memory_size_from_environment() -> int:
         return parse_size(text)
     except ValueError as error:
         raise ValueError(f"{MEMORY_VARIABLE}: {error}") from None
-
-
-def round_size(size: int) -> int:
-    if size < MIN_BLOCK_SIZE:
-        return MIN_BLOCK_SIZE
-    return -(-size // MIN_BLOCK_SIZE) * MIN_BLOCK_SIZE
-
-
-def allocation_size(size: int) -> int:
-    """The segment CUDA's allocator asks the driver for, to serve a rounded request."""
-    if size <= SMALL_SIZE:
-        return SMALL_BUFFER
-    if size < MIN_LARGE_ALLOC:
-        return LARGE_BUFFER
-    return -(-size // ROUND_LARGE) * ROUND_LARGE
 
 
 def format_size(size: int) -> str:

@@ -59,8 +59,9 @@ def test_a_keeps_a_block_used_on_a_side_stream():
     kept.append(x)  # alive past the test, like a failure's traceback keeps its locals
 
 
-def test_b_drops_it():
+def test_b_drops_it_and_allocates_again():
     kept.clear()
+    torch.empty(4, device="cuda")  # the default stream's pool may hand out the kept block
 """
 
 

@@ -146,8 +146,9 @@ def test_recording_a_tensor_on_its_allocating_stream_protects_nothing() -> None:
             z = y + 1
         y.record_stream(torch.cuda.current_stream())
         del y
+        w = x + 1  # may get y's block: the current stream has not waited for s
         torch.cuda.current_stream().wait_stream(s)
-        return z
+        return z, w
     """
     assert codes(source) == {("CSL201", 8)}
 

@@ -191,8 +191,8 @@ def test_two_blocking_streams_are_not_ordered_with_each_other():
 
 
 def test_a_block_of_a_blocking_stream_used_on_the_default_stream_may_be_freed():
-    """Its next user, the blocking stream's next launch, waits for the default stream's work;
-    a block of a non-blocking stream freed the same way is in use."""
+    """Its next user, the blocking stream's next allocation, waits for the default stream's
+    work; a block of a non-blocking stream freed the same way and reallocated is in use."""
     t = Tracker()
     t.stream_created(S1, blocking=True)
     t.stream_created(S2)
@@ -202,6 +202,7 @@ def test_a_block_of_a_blocking_stream_used_on_the_default_stream_may_be_freed():
         t.kernel_launched(stream, "fill", [Access(ptr, SIZE, True, "self")])
         t.kernel_launched(DEFAULT_STREAM, "sum", [Access(ptr, SIZE, False, "self")])
         t.freed(ptr)
+        t.allocated(ptr, SIZE, stream)
     assert [(e.kind, e.previous.stream) for e in t.errors] == [
         (kinds.READ_AFTER_WRITE, S2),
         (kinds.FREE_IN_USE, DEFAULT_STREAM),

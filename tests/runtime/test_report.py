@@ -45,6 +45,7 @@ def _scenario(kind: str) -> Tracker:
         t.allocated(BASE, 64, S0, capture_stack())
         t.kernel_launched(S1, "read", read, capture_stack())
         t.freed(BASE, capture_stack())
+        t.allocated(BASE, 64, S0, capture_stack())  # handed out again before S1's read is done
     elif kind == kinds.HOST_READ_PENDING:
         t.kernel_launched(S1, "copy_", write, capture_stack())
         t.host_accessed(BASE, 64, False, "tolist", capture_stack())
@@ -93,14 +94,31 @@ def test_text_names_both_accesses_and_hides_library_frames():
 def test_json_carries_user_frames_innermost_last():
     (report,) = _scenario(kinds.FREE_IN_USE).errors
     data = to_json(report)
-    assert set(data) == {"kind", "severity", "message", "site", "allocation", "current", "previous"}
+    assert set(data) == {"kind", "severity", "message", "site", "allocation", "current", "previous", "reallocation"}
     assert set(data["current"]) == {
         "stream", "stream_name", "stream_created", "operator", "argument", "is_write", "stack",
     }  # fmt: skip
+    assert set(data["reallocation"]) == set(data["current"])
     assert data["allocation"]["ptr"] == BASE and data["allocation"]["stream"] == S0
+    assert (data["current"]["operator"], data["reallocation"]["operator"]) == ("free", "reallocation")
     innermost = data["previous"]["stack"][-1]
     assert innermost["file"] == __file__ and innermost["function"] == "_scenario"
     assert all(is_user_file(f["file"]) for f in data["current"]["stack"])
+    assert [frame["line"] for frame in data["reallocation"]["stack"]][-1] > innermost["line"]
+
+
+def test_a_free_in_use_names_the_free_the_use_and_the_reallocation():
+    text = render_text(_scenario(kinds.FREE_IN_USE).errors[0])
+    assert "is freed at " in text and "handed out again to an allocation on the default stream at " in text
+    assert "Freed for reuse on the default stream, from:" in text
+    assert "Previous access: stream 1001, reading" in text
+    assert "Reallocation: allocated again on the default stream, from:" in text
+    assert text.count(", in _scenario") == 4  # free, use, reallocation, allocation
+
+
+def test_other_kinds_have_no_reallocation():
+    data = to_json(_scenario(kinds.READ_AFTER_WRITE).errors[0])
+    assert data["reallocation"] is None
 
 
 def test_json_of_capture_error_has_no_allocation():

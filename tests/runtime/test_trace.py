@@ -35,7 +35,8 @@ def _run(t) -> None:
     t.stream_recorded(0x1000, S2)
     t.stream_queried(S2, False)
     t.event_queried(1, True)
-    t.freed(0x1000, capture_stack())  # S1 not covered: free-in-use
+    t.freed(0x1000, capture_stack())  # S1 not covered...
+    t.allocated(0x1000, 256, S0, capture_stack())  # ...and the block is reused: free-in-use
     t.allocated(0x9000, 128, None)  # pinned host memory
     t.kernel_launched(S1, "copy_", [Access(0x9000, 64, True, "self")], capture_stack())
     t.host_accessed(0x9000, 64, False, "tolist", capture_stack())
@@ -148,6 +149,43 @@ def test_version_1_traces_still_read(tmp_path):
     tracker = Tracker()
     replay(path, tracker)
     assert [e.kind for e in tracker.errors] == ["read-after-write"]
+
+
+def _recorded_free(tmp_path, *after_free: str):
+    """A version 2 trace as the sanitizer wrote it before frees were judged at reuse: a block of
+    the default stream read on stream 1001, freed, then `after_free`."""
+    return _trace(
+        tmp_path,
+        '{"format":"csan-trace","version":2}',
+        '{"event":"stream_created","stream":1001}',
+        '{"event":"allocated","ptr":4096,"size":512,"stream":0,"stack":[["train.py",3,"<module>"]]}',
+        '{"event":"kernel_launched","stream":0,"operator":"aten::fill_.Scalar","accesses":[{"ptr":4096,"size":512,'
+        '"is_write":true,"argument":"self","is_output":false}],"stack":[["train.py",4,"<module>"]]}',
+        '{"event":"event_created","event_id":7}',
+        '{"event":"event_recorded","event_id":7,"stream":0}',
+        '{"event":"event_waited","event_id":7,"stream":1001,"stack":[["train.py",5,"<module>"]]}',
+        '{"event":"kernel_launched","stream":1001,"operator":"aten::mul.Tensor","accesses":[{"ptr":4096,"size":512,'
+        '"is_write":false,"argument":"self","is_output":false}],"stack":[["train.py",7,"<module>"]]}',
+        '{"event":"freed","ptr":4096,"stack":[["train.py",8,"<module>"]]}',
+        *after_free,
+    )
+
+
+def test_traces_recorded_before_replay_with_frees_judged_at_reuse(tmp_path):
+    reuse = '{"event":"allocated","ptr":4096,"size":512,"stream":0,"stack":[["train.py",10,"<module>"]]}'
+    wait = [
+        '{"event":"event_recorded","event_id":7,"stream":1001}',
+        '{"event":"event_waited","event_id":7,"stream":0,"stack":[["train.py",9,"<module>"]]}',
+    ]
+    lines = {}
+    for name, after_free in (("no reuse", []), ("reuse", [reuse]), ("wait, reuse", [*wait, reuse])):
+        tracker = Tracker()
+        replay(_recorded_free(tmp_path, *after_free), tracker)
+        lines[name] = [
+            (e.kind, e.current.stack[-1].lineno, e.previous.stack[-1].lineno, e.reallocation.stack[-1].lineno)
+            for e in tracker.errors
+        ]
+    assert lines == {"no reuse": [], "reuse": [("free-in-use", 8, 7, 10)], "wait, reuse": []}
 
 
 def test_trace_events_cover_the_engine_api():

@@ -6,10 +6,11 @@ from __future__ import annotations
 import sys
 
 from csan_lint.runtime import kinds
-from csan_lint.runtime.cuda_semantics import UNRECORDED_EVENT
-from csan_lint.runtime.events import HOST, Access
+from csan_lint.runtime.cuda_semantics import MIN_BLOCK_SIZE, SMALL_SIZE, UNRECORDED_EVENT
+from csan_lint.runtime.events import DEFAULT_STREAM, HOST, Access
+from csan_lint.runtime.reuse import POOL_CAP
 from csan_lint.runtime.stacks import capture_stack, resolve
-from csan_lint.runtime.tracker import Tracker
+from csan_lint.runtime.tracker import REALLOCATION_OPERATOR, Tracker
 
 S0, S1, S2 = 0, 1001, 1002
 BASE = 0x100000
@@ -71,19 +72,48 @@ def test_access_past_a_known_block_is_clipped_and_unknown_memory_backfilled():
     ]
 
 
-# -- (b) free-in-use ----------------------------------------------------------------------------
+# -- (b) free-in-use: judged at the block's reuse ------------------------------------------------
 
 
-def _side_read_then_free(ordering) -> list:
+def _side_read_then_free(ordering, reallocate=lambda t: t.allocated(BASE, 256, S0), recorded=None) -> list:
+    """A block of S0 read on S1, freed (after `record_stream(recorded)` if given); `ordering`
+    runs between the free and the next allocation on S0 (`reallocate`), which may get the block."""
     t = Tracker()
     t.allocated(BASE, 256, S0)
     t.kernel_launched(S0, "fill_", [Access(BASE, 256, True, "self")])
     t.event_recorded(1, S0)
     t.event_waited(1, S1)
     t.kernel_launched(S1, "mul", [Access(BASE, 256, False, "self")])
-    ordering(t)
+    if recorded is not None:
+        t.stream_recorded(BASE + 16, recorded)
     t.freed(BASE)
+    ordering(t)
+    reallocate(t)
     return t.errors
+
+
+def _join(t: Tracker, waiter: int = S0, waited: int = S1, event: int = 2) -> None:
+    t.event_recorded(event, waited)
+    t.event_waited(event, waiter)
+
+
+def test_reallocation_before_the_owner_is_ordered_after_the_use_races_the_free():
+    t = Tracker()
+    t.allocated(BASE, 256, S0, capture_stack())
+    t.kernel_launched(S1, "mul", [Access(BASE, 256, False, "self")], capture_stack())
+    t.freed(BASE, capture_stack()); free_line = sys._getframe().f_lineno  # noqa: E702  # fmt: skip
+    assert t.errors == []  # the free alone races nothing: the block may never be reused
+    t.allocated(BASE, 256, S0, capture_stack()); again_line = sys._getframe().f_lineno  # noqa: E702  # fmt: skip
+    (error,) = t.errors
+    assert (error.kind, error.current.operator, error.previous.stream, error.allocation.stream) == (
+        kinds.FREE_IN_USE,
+        "free",
+        S1,
+        S0,
+    )
+    assert (error.reallocation.stream, error.reallocation.operator) == (S0, REALLOCATION_OPERATOR)
+    assert resolve(error.current.stack)[-1].lineno == free_line
+    assert resolve(error.reallocation.stack)[-1].lineno == again_line
 
 
 def test_free_while_side_stream_uses_block():
@@ -93,20 +123,36 @@ def test_free_while_side_stream_uses_block():
     ]
 
 
+def test_owner_waiting_for_the_user_before_it_allocates_again_is_clean():
+    # transformers' offloaded cache: the prefetch stream waits for the default stream after
+    # freeing, before its next allocation (`prefetch_stream.wait_stream(default_stream)`).
+    assert _side_read_then_free(_join) == []
+
+
+def test_free_never_followed_by_an_allocation_on_its_stream_is_clean():
+    assert _side_read_then_free(lambda t: None, reallocate=lambda t: None) == []
+    assert _side_read_then_free(lambda t: None, reallocate=lambda t: t.allocated(BASE, 256, S1)) == []
+
+
 def test_record_stream_covers_the_free():
-    assert _side_read_then_free(lambda t: t.stream_recorded(BASE + 16, S1)) == []
+    assert _side_read_then_free(lambda t: None, recorded=S1) == []
 
 
 def test_record_stream_of_another_stream_does_not_cover():
-    assert [e.kind for e in _side_read_then_free(lambda t: t.stream_recorded(BASE, S2))] == [kinds.FREE_IN_USE]
+    assert [e.kind for e in _side_read_then_free(lambda t: None, recorded=S2)] == [kinds.FREE_IN_USE]
 
 
-def test_owner_ordered_after_side_stream_covers_the_free():
-    def join(t):
-        t.event_recorded(2, S1)
-        t.event_waited(2, S0)
+def test_owner_ordered_after_side_stream_before_the_free_covers_it():
+    def join_then_free(t):
+        t.allocated(BASE, 256, S0)
+        t.kernel_launched(S1, "mul", [Access(BASE, 256, False, "self")])
+        _join(t)
+        t.freed(BASE)
+        t.allocated(BASE, 256, S0)
 
-    assert _side_read_then_free(join) == []
+    t = Tracker()
+    join_then_free(t)
+    assert t.errors == [] and t.stats()["freed_in_use"] == 0
 
 
 def test_host_sync_covers_the_free():
@@ -115,16 +161,81 @@ def test_host_sync_covers_the_free():
     assert [e.kind for e in _side_read_then_free(lambda t: t.stream_queried(S1, False))] == [kinds.FREE_IN_USE]
 
 
+def test_the_pool_may_hand_the_block_to_any_allocation_of_its_stream_it_can_serve():
+    # The allocator picks among its stream's cached blocks: the address an allocation gets is not
+    # the program's to rely on, so a smaller one elsewhere still races the free.
+    elsewhere = BASE + 0x10000
+    errors = _side_read_then_free(lambda t: None, reallocate=lambda t: t.allocated(elsewhere, 128, S0))
+    assert [e.kind for e in errors] == [kinds.FREE_IN_USE]
+    # A larger request, or one from the other pool (large blocks), cannot get it: the block stays
+    # pending, and the owner's later wait retires it.
+    t = Tracker()
+    t.allocated(BASE, 256, S0)
+    t.kernel_launched(S1, "mul", [Access(BASE, 256, False, "self")])
+    t.freed(BASE)
+    t.allocated(elsewhere, 1024, S0)  # over the 512 bytes the 256-byte request was served with
+    t.allocated(elsewhere + 0x1000, SMALL_SIZE + 1, S0)
+    assert t.errors == [] and t.stats()["freed_in_use"] == 1
+    _join(t)
+    t.allocated(elsewhere + 0x200000, 64, S0)
+    assert t.errors == [] and t.stats()["freed_in_use"] == 0
+
+
+def test_a_freed_block_handed_to_another_stream_races_its_unordered_use():
+    # An allocator (model) that hands the bytes to another stream: that stream's work must be
+    # ordered after the use too; the using stream's own is.
+    for ptr, size in ((BASE, 64), (BASE + 128, 512), (BASE - 64, 65)):  # any byte of the block
+        errors = _side_read_then_free(lambda t: None, reallocate=lambda t, at=(ptr, size): t.allocated(*at, S2))
+        assert [e.kind for e in errors] == [kinds.FREE_IN_USE]
+    assert _side_read_then_free(lambda t: None, reallocate=lambda t: t.allocated(BASE + 256, 64, S2)) == []
+
+
+def test_a_graph_pool_or_pinned_allocation_at_the_bytes_is_no_reuse():
+    def capture(t):
+        t.capture_began(S2)
+        t.allocated(BASE, 256, S2)
+        t.capture_ended(S2)
+
+    assert _side_read_then_free(lambda t: None, reallocate=capture) == []
+    assert _side_read_then_free(lambda t: None, reallocate=lambda t: t.allocated(BASE, 256, None)) == []
+
+
+def test_a_blocking_owner_is_ordered_by_the_legacy_default_stream():
+    t = Tracker()
+    t.stream_created(S2, blocking=True)
+    t.allocated(BASE, 256, S2)
+    t.kernel_launched(S1, "mul", [Access(BASE, 256, False, "self")])
+    t.freed(BASE)
+    _join(t, DEFAULT_STREAM, S1)  # the default stream waits for S1: S2's next work does too
+    t.allocated(BASE, 256, S2)
+    assert t.errors == []
+
+
 def test_free_releases_shadow_state_and_block_reuse_is_new():
     t = Tracker()
     t.allocated(BASE, 256, S0)
     t.kernel_launched(S1, "fill_", [Access(BASE, 256, True, "self")])
     t.stream_recorded(BASE, S1)
     t.freed(BASE)
-    assert t.stats()["allocations"] == 0
+    assert t.stats()["allocations"] == 0 and t.stats()["freed_in_use"] == 0
     t.allocated(BASE, 256, S0)
     t.kernel_launched(S0, "fill_", [Access(BASE, 256, True, "self")])
     assert t.errors == []  # the allocator waited for S1 (record_stream)
+
+
+def test_freed_blocks_awaiting_reuse_stay_bounded():
+    t = Tracker()
+    count = 10 * POOL_CAP
+    size = [MIN_BLOCK_SIZE * (i + 1) for i in range(count)]  # each rounds above the last: no reuse
+    for i in range(count):
+        ptr = BASE + SMALL_SIZE * i
+        t.allocated(ptr, size[i], S0)
+        t.kernel_launched(S1, "mul", [Access(ptr, size[i], False, "self")])
+        t.freed(ptr)
+    assert t.stats()["freed_in_use"] == POOL_CAP
+    assert t.errors == []
+    t.allocated(BASE + SMALL_SIZE * (count - 1), size[-1], S0)  # the newest is still known
+    assert [(e.kind, e.allocation.size) for e in t.errors] == [(kinds.FREE_IN_USE, size[-1])]
 
 
 # -- (c) host accesses --------------------------------------------------------------------------

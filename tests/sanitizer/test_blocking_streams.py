@@ -31,7 +31,9 @@ def test_a_blocking_stream_is_ordered_with_the_default_stream_both_ways():
     with torch.cuda.stream(side):
         y = x * 2  # waits for the default stream's fill
     y.add_(1)  # the default stream waits for the blocking stream's mul
-    del y  # y's block may go to the blocking stream's next launch, which waits for the add_
+    del y  # y's block may go to the blocking stream's next allocation, which waits for the add_
+    with torch.cuda.stream(side):
+        torch.empty(64, device="cuda")
 
 
 def test_a_stream_from_external_made_blocking_is_ordered_too():
@@ -50,7 +52,10 @@ def test_a_pool_stream_wrapped_as_external_is_not_blocking():
     with torch.cuda.stream(side):
         y = x * 2  # races the fill
     y.add_(1)  # races the mul
-    del x, y  # each block is freed for its stream while the other stream may still use it
+    del x, y  # each block is freed for its stream while the other stream may still use it...
+    torch.empty(64, device="cuda")  # ...and handed out again: x's block
+    with torch.cuda.stream(side):
+        torch.empty(64, device="cuda")  # y's block
 """
 
 

@@ -161,16 +161,46 @@ def test_writes_through_a_set_tensor_are_writes_of_its_new_storage(emulated):
 # -- the caching allocator -------------------------------------------------------------------------
 
 
-def test_free_while_another_stream_uses_the_block(emulated):
+def test_free_while_another_stream_uses_the_block_races_its_reuse(emulated):
     x = torch.ones(8, device="cuda")
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         y = x * 2; use_line = here()  # noqa: E702  # fmt: skip
-    del x
+    del x; free_line = here()  # noqa: E702  # fmt: skip
+    assert emulated.errors == []  # nothing reused the block yet
+    z = torch.empty(8, device="cuda"); again_line = here()  # noqa: E702  # fmt: skip
     report = only(emulated.errors, kinds.FREE_IN_USE)
-    assert line(report.previous) == use_line
-    del y
+    assert (line(report.current), line(report.previous), line(report.reallocation)) == (
+        free_line,
+        use_line,
+        again_line,
+    )
+    del y, z
+
+
+def test_allocating_stream_waiting_for_the_user_before_it_allocates_again_is_clean(emulated):
+    # transformers' offloaded cache: layers prefetched on a private stream, used on the default
+    # stream, freed; the prefetch stream waits for the default stream before its next allocation.
+    prefetch = torch.cuda.Stream()
+    with torch.cuda.stream(prefetch):
+        layer = torch.ones(8, device="cuda")
+    torch.cuda.current_stream().wait_stream(prefetch)
+    out = layer * 2
+    del layer
+    prefetch.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(prefetch):
+        layer = torch.ones(8, device="cuda")
+    assert emulated.errors == []
+    with torch.cuda.stream(prefetch):  # the same without the wait
+        victim = torch.ones(8, device="cuda")
+    torch.cuda.current_stream().wait_stream(prefetch)
+    out = victim * 2
+    del victim
+    with torch.cuda.stream(prefetch):
+        layer = torch.ones(8, device="cuda")
+    assert only(emulated.errors, kinds.FREE_IN_USE).allocation.stream == prefetch.cuda_stream
+    del out, layer
 
 
 def test_free_after_record_stream_is_clean(emulated):
@@ -181,8 +211,9 @@ def test_free_after_record_stream_is_clean(emulated):
         y = x * 2
     x.record_stream(side)
     del x
+    z = torch.empty(8, device="cuda")
     assert emulated.errors == []
-    del y
+    del y, z
 
 
 def test_block_belongs_to_the_stream_it_was_allocated_on(emulated):
@@ -191,8 +222,13 @@ def test_block_belongs_to_the_stream_it_was_allocated_on(emulated):
         x = torch.tensor([1.0, 2.0], device="cuda")  # no kernel: the allocation alone names `side`
     x.add_(1)
     del x
+    kept = torch.empty(2, device="cuda")  # the default stream's pool: not the block's
+    assert emulated.errors == []
+    with torch.cuda.stream(side):
+        torch.empty(2, device="cuda")
     report = only(emulated.errors, kinds.FREE_IN_USE)
     assert report.allocation.stream == side.cuda_stream
+    del kept
 
 
 # -- pinned memory and non-blocking copies -------------------------------------------------------

@@ -229,15 +229,32 @@ def test_a_device_block_at_a_pinned_address_is_never_freed_as_host_memory():
     mode = make_mode(rec, host=host, pinned=True)
     with mode:
         buffer.copy_(dev, non_blocking=True)
-    assert base(buffer) in mode.host_blocks
-    # On the emulated device one address space holds both: the address becomes a device block's.
-    host.clear()
-    mode.pending[base(buffer)] = (STREAM, None)
-    with mode:
+        assert base(buffer) in mode.host_blocks
+        assert [name for name, _ in rec.calls] == ["allocated", "kernel_launched"]  # the host block, the copy
+        # On the emulated device one address space holds both: the address becomes a device block's.
+        host.clear()
+        mode.pending[base(buffer)] = (STREAM, None)
         buffer.add_(1)
-    assert mode.host_blocks == {}
+        assert mode.host_blocks == {}
+        del buffer  # the storage dies as a device block's: not freed as host memory
     assert [name for name, _ in rec.calls][-2:] == ["allocated", "kernel_launched"]
     assert "freed" not in [name for name, _ in rec.calls]
+
+
+def test_a_pinned_block_is_freed_when_it_dies_and_forgotten_when_the_mode_ends():
+    dev = torch.ones(4)
+    buffers = [torch.zeros(4), torch.zeros(8)]
+    host = {base(b) for b in buffers}
+    rec = Recorder()
+    mode = make_mode(rec, host=host, pinned=True)
+    with mode:
+        for buffer in buffers:
+            buffer[:4].copy_(dev, non_blocking=True)
+        dead = base(buffers.pop(0))
+        assert ("freed", (dead,)) in rec.calls and len(mode.host_blocks) == 1
+    assert mode.host_blocks == {}
+    del buffers[0]
+    assert [args for name, args in rec.calls if name == "freed"] == [(dead,)]
 
 
 def test_blocking_copy_to_host_syncs_and_does_not_track_host_memory():
