@@ -176,7 +176,8 @@ def confirm(suite: Suite, folder: Path, out: Path) -> dict:
     except json.JSONDecodeError:
         result["error"] = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
         return result
-    tests = document.get("tests", [])
+    # `<outside any test>` (the stream code run while pytest imported the tests) is not a test
+    tests = [test for test in document.get("tests", []) if not test["nodeid"].startswith("<")]
     result["tests"] = {o: sum(1 for t in tests if t["outcome"] == o) for o in {t["outcome"] for t in tests}}
     result["summary"] = document.get("summary", {})
     return result
