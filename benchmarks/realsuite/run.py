@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from runs import NICE, PytestRun, confirm, race_sites, run_pytest, selection_args, static_findings
-from suites import HERE, Suite, load, materialize, shadow_with_bug, site_packages, version_problems
+from suites import HERE, Bug, Suite, load, materialize, shadow_with_bug, site_packages, version_problems
 
 FIDELITY = HERE.parent / "torch_cuda" / "fidelity.py"
 
@@ -50,24 +51,41 @@ def _failed(run: PytestRun) -> set[str]:
     return {n for n, e in run.outcomes.items() if e["outcome"] in ("failed", "error")}
 
 
-def measure_suite(suite: Suite, out: Path, bugs: bool) -> dict:
+def _median_ratio(checked: list[float], plain: list[float]) -> float | None:
+    return statistics.median(checked) / statistics.median(plain) if min(plain) > 0 else None
+
+
+def measure_suite(suite: Suite, out: Path, bugs: bool, repeat: int) -> dict:
+    """The suite unchecked and checked, `repeat` interleaved times (the overhead is the ratio of
+    medians; outcomes are the first pair's, race sites and internal errors those of every run)."""
     scratch = out / "scratch"
     folder = materialize(suite, scratch)
     selection = selection_args(suite, folder, out)
-    print(f"[{suite.name}] running unchecked (pytest --csan-emulate) ...", file=sys.stderr, flush=True)
-    plain = run_pytest(suite, folder, selection, "emulate", out, f"{suite.name}-emulate")
-    print(f"[{suite.name}] running checked (pytest --csan) ...", file=sys.stderr, flush=True)
-    checked = run_pytest(suite, folder, selection, "csan", out, f"{suite.name}-csan")
-    sites = race_sites(checked, [folder])
+    pairs = []
+    for i in range(repeat):
+        print(
+            f"[{suite.name}] run {i + 1}/{repeat}: unchecked (pytest --csan-emulate) ...", file=sys.stderr, flush=True
+        )
+        plain = run_pytest(suite, folder, selection, "emulate", out, f"{suite.name}-emulate-{i}")
+        print(f"[{suite.name}] run {i + 1}/{repeat}: checked (pytest --csan) ...", file=sys.stderr, flush=True)
+        pairs.append((plain, run_pytest(suite, folder, selection, "csan", out, f"{suite.name}-csan-{i}")))
+    plain, checked = pairs[0]
+    sites: dict[str, list[str]] = {}
+    for _, run in pairs:
+        for site, tests in race_sites(run, [folder]).items():
+            known = sites.setdefault(site, [])
+            known += [test for test in tests if test not in known]
     result: dict = {
         "subset": suite.subset,
         "runs": {run.mode: _run_summary(run) for run in (plain, checked)},
         "gap_candidates": _failure_groups(plain),
         "fail_only_checked": _failure_groups(checked, _failed(checked) - _failed(plain)),
         "race_sites": sites,
-        "internal_errors": [e.get("message", e) for e in checked.internal_errors],
-        "overhead_wall": checked.wall / plain.wall if plain.wall else None,
-        "overhead_tests": checked.tests_seconds / plain.tests_seconds if plain.tests_seconds else None,
+        "race_sites_per_run": [len(race_sites(run, [folder])) for _, run in pairs],
+        "internal_errors": [e.get("message", e) for _, run in pairs for e in run.internal_errors],
+        "overhead_wall": _median_ratio([c.wall for _, c in pairs], [p.wall for p, _ in pairs]),
+        "overhead_tests": _median_ratio([c.tests_seconds for _, c in pairs], [p.tests_seconds for p, _ in pairs]),
+        "repeat": repeat,
     }
     if suite.confirm:
         print(f"[{suite.name}] running csan-lint --confirm ...", file=sys.stderr, flush=True)
@@ -93,7 +111,9 @@ def _run_summary(run: PytestRun) -> dict:
     }
 
 
-def _measure_bug(suite: Suite, bug, index: int, folder: Path, selection: list[str], out: Path, intact: dict) -> dict:
+def _measure_bug(
+    suite: Suite, bug: Bug, index: int, folder: Path, selection: list[str], out: Path, intact: dict
+) -> dict:
     shadow = out / f"shadow-{suite.name}-{index}"
     broken = shadow_with_bug(bug, shadow)
     before = set(static_findings(site_packages() / bug.file))
@@ -140,6 +160,9 @@ def _rows(name: str, result: dict) -> list[tuple[str, ...]]:
         checked = mode == "csan"
         label = ("--csan" if checked else "--csan-emulate") + (" (time limit)" if run["timed_out"] else "")
         overhead = f"{_ratio(result['overhead_wall'])} wall, {_ratio(result['overhead_tests'])} tests"
+        if result["repeat"] > 1:
+            per_run = "/".join(str(n) for n in result["race_sites_per_run"])
+            overhead += f" (medians of {result['repeat']} runs; race sites per run {per_run})"
         counts = (str(run[key]) for key in ("run", "passed", "failed", "skipped"))
         races = str(len(result["race_sites"])) if checked else ""
         rows.append((name, label, *counts, races, f"{run['wall']:.1f}", overhead if checked else ""))
@@ -201,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="folder for results.json and the logs (default: a new temporary one)")
     parser.add_argument("--torch-test-cuda", type=Path, help="a copy of torch's test/test_cuda.py (tag v2.13.0)")
     parser.add_argument("--no-bugs", action="store_true", help="skip the deliberate bugs")
+    parser.add_argument("--repeat", type=int, default=1, help="interleaved unchecked/checked runs (medians)")
     args = parser.parse_args(argv)
     versions, suites = load()
     known = [s.name for s in suites] + ["torch_cuda"]
@@ -219,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict] = {}
     for suite in suites:
         if suite.name in chosen:
-            results[suite.name] = measure_suite(suite, out, bugs=not args.no_bugs)
+            results[suite.name] = measure_suite(suite, out, bugs=not args.no_bugs, repeat=args.repeat)
             (out / "results.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
     if "torch_cuda" in chosen:
         results["torch_cuda"] = measure_torch_cuda(args.torch_test_cuda, out)
