@@ -9,7 +9,7 @@ shadow copy of the installed package put first on PYTHONPATH) is looked for stat
 run did not have). PyTorch's TestCuda selection runs through benchmarks/torch_cuda/fidelity.py
 when a copy of torch's test/test_cuda.py is given.
 
-    python benchmarks/realsuite/run.py [--suite NAME]... [--out DIR] [--torch-test-cuda PATH] [--no-bugs]
+    python benchmarks/realsuite/run.py [--suite NAME]... [--out DIR] [--repeat N] [--no-bugs] [--torch-test-cuda PATH]
 
 Prints the figures per suite and writes results.json, the run logs, the sanitizer's JSON Lines
 and `csan-lint --confirm`'s JSON to --out. Which failures are emulation gaps and which races are
