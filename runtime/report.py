@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from csan_lint.runtime import kinds
+from csan_lint.runtime.capture import CAPTURE_BEGIN_OPERATOR, CAPTURE_END_OPERATOR
 from csan_lint.runtime.events import (
     DEFAULT_STREAM,
     HOST,
@@ -25,13 +26,7 @@ from csan_lint.runtime.stacks import (
     user_frames,
     wrapper_frames,
 )
-from csan_lint.runtime.tracker import (
-    ALLOCATION_OPERATOR,
-    CAPTURE_BEGIN_OPERATOR,
-    CAPTURE_END_OPERATOR,
-    FREE_OPERATOR,
-    REALLOCATION_OPERATOR,
-)
+from csan_lint.runtime.tracker import ALLOCATION_OPERATOR, FREE_OPERATOR, REALLOCATION_OPERATOR
 
 Sites = Mapping[int, Stack]
 """Stream -> the stack that created it (`RuntimeErrorReport.stream_sites`)."""

@@ -37,9 +37,9 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from typing import Any
 
 from csan_lint.runtime import kinds
+from csan_lint.runtime.capture import CAPTURE_BEGIN_OPERATOR, GraphCapture
 from csan_lint.runtime.cells import Cell, Clock, Epoch
 from csan_lint.runtime.cuda_semantics import UNRECORDED_EVENT, may_serve
 from csan_lint.runtime.events import (
@@ -51,16 +51,15 @@ from csan_lint.runtime.events import (
     RuntimeErrorReport,
 )
 from csan_lint.runtime.extents import Pattern, is_approximated, pattern
+from csan_lint.runtime.reports import Reports
 from csan_lint.runtime.reuse import FreedBlock, FreedBlocks
-from csan_lint.runtime.stacks import EMPTY_STACK, Stack, innermost_user_frame
+from csan_lint.runtime.stacks import EMPTY_STACK, Stack
 
 FREE_OPERATOR = "free"
 REALLOCATION_OPERATOR = "reallocation"
 """The operator of the allocation a freed block may be handed out to (a free-in-use's third site)."""
 ALLOCATION_OPERATOR = "allocation"
 """The operator of an allocation's pseudo-write: the block's earlier use on its stream."""
-CAPTURE_BEGIN_OPERATOR = "capture_begin"
-CAPTURE_END_OPERATOR = "capture_end"
 WAIT_EVENT_OPERATOR = "wait_event"
 
 _new_access = tuple.__new__  # Access(...) without the Python-level NamedTuple constructor (hot paths)
@@ -97,34 +96,8 @@ class _Allocation:
         return AllocationRecord(self.ptr, self.end - self.ptr, self.stream, self.stack or EMPTY_STACK)
 
 
-class _Capture:
-    """A graph being captured. Event records and waits between its streams are graph edges:
-    they order nothing now, so they live in the capture's own clocks, never the streams'."""
-
-    __slots__ = ("clocks", "events", "lenient", "side", "stack", "stream")
-
-    def __init__(self, stream: int, begin_seq: int, stack: Stack | None, lenient: bool) -> None:
-        self.stream = stream
-        self.stack = stack
-        self.lenient = lenient
-        self.side: dict[int, tuple[int, str, Stack | None]] = {}  # last launch per side stream
-        # Per stream in the graph (the capture stream, and each stream that waited on an
-        # event recorded in the graph): what of the graph it is ordered after.
-        self.clocks: dict[int, Clock] = {stream: {stream: begin_seq}}
-        self.events: dict[int, Clock] = {}  # events recorded in the graph
-
-
-def _record(epoch: Epoch) -> AccessRecord:
-    _seq, stream, operator, access, stack = epoch
-    argument = access.argument or ("output" if access.is_output else "")
-    return AccessRecord(stream, operator, argument, access.is_write, stack or EMPTY_STACK)
-
-
 class Tracker:
-    """Consumes stream, event, memory and kernel events; collects every error, deduplicated by
-    (allocation, kind, previous site, current site), where a site is (operator, innermost user
-    frame) and an allocation is its allocation site when known (a loop that races once per
-    iteration gives one report), else its pointer."""
+    """Consumes stream, event, memory and kernel events; collects every error (`Reports`)."""
 
     def __init__(self) -> None:
         self._seq = 0
@@ -135,21 +108,20 @@ class Tracker:
         self._allocations: dict[int, _Allocation] = {}
         self._freed = FreedBlocks()  # freed blocks another stream may still use, until reused
         self._bases: list[int] = []  # sorted allocation bases, to find the block holding a view
-        self._capture: _Capture | None = None
+        self._capture: GraphCapture | None = None
         # Streams that synchronize with the legacy default stream, each with its device's
         # (one per device: stream_created's `default_stream`), and those default streams.
         self._blocking: dict[int, int] = {}
         self._legacy_defaults: set[int] = set()
         self._approximated = 0
-        self._errors: list[RuntimeErrorReport] = []
-        self.reported: set[tuple[Any, ...]] = set()
+        self._streams[DEFAULT_STREAM] = _Stream()
+        self._reports = Reports()
+        self._errors = self._reports.errors
+        self.reported = self._reports.reported
         """Keys (sites, kind) of the errors reported so far: each is reported once. A driver
         clears it to have them reported again (the pytest plugin, at each test)."""
-        self._streams[DEFAULT_STREAM] = _Stream()
-        self.stream_sites: dict[int, Stack] = {}
-        """Where each stream was made (the latest creation of a handle), for naming it."""
-        self.event_sites: dict[int, Stack] = {}
-        """Where each event was created (CUDA makes an event at its first record)."""
+        self.stream_sites = self._reports.stream_sites
+        self.event_sites = self._reports.event_sites
 
     # -- results -------------------------------------------------------------------------
 
@@ -259,7 +231,7 @@ class Tracker:
         snapshot = self._events.get(event)
         if snapshot is None:
             current = AccessRecord(stream, WAIT_EVENT_OPERATOR, "", False, stack or EMPTY_STACK)
-            self._report(kinds.WAIT_UNRECORDED_EVENT, current, None)
+            self._reports.report(kinds.WAIT_UNRECORDED_EVENT, current, None)
             return
         self._join(self._clock(stream), snapshot)
 
@@ -369,7 +341,7 @@ class Tracker:
         for block in reused:
             for use in block.uses:
                 if use[1] != stream and clock.get(use[1], 0) < use[0]:
-                    self._race(kinds.FREE_IN_USE, block.free, use, block.allocation, reallocation)
+                    self._reports.race(kinds.FREE_IN_USE, block.free, use, block.allocation, reallocation)
 
     def stream_recorded(self, ptr: int, stream: int) -> None:
         """`record_stream(stream)` on the block holding ptr: the allocator will wait for that
@@ -437,7 +409,9 @@ class Tracker:
             self._legacy_sync(stream, clock)
         clock[stream] = seq
         if self._capture is not None and not outside_capture:
-            self._captured_launch(stream, operator, stack, clock, seq)
+            unjoined = self._capture.launched(stream, operator, stack, seq)
+            if unjoined is not None:
+                self._reports.report(kinds.UNJOINED_CAPTURE_FORK, *unjoined)
         allocations = self._allocations
         for access in accesses:
             ptr, size, is_write, _argument, _is_output, layout = access
@@ -546,7 +520,7 @@ class Tracker:
         races, approximated = cell.check(lo, hi, clock, epoch, shape, is_write)
         self._approximated += approximated
         for kind, previous in races:
-            self._race(race_kinds[kind], epoch, previous, allocation.record())
+            self._reports.race(race_kinds[kind], epoch, previous, allocation.record())
 
     # -- CUDA graph capture -----------------------------------------------------------------------
 
@@ -556,94 +530,16 @@ class Tracker:
         graph are the program's live work, not a side stream it forgot to fork."""
         if stream == DEFAULT_STREAM:
             current = AccessRecord(stream, CAPTURE_BEGIN_OPERATOR, "", False, stack or EMPTY_STACK)
-            self._report(kinds.CAPTURE_ON_DEFAULT_STREAM, current, None)
+            self._reports.report(kinds.CAPTURE_ON_DEFAULT_STREAM, current, None)
             return
         self._seq += 1
         self._clock(stream)[stream] = self._seq
-        self._capture = _Capture(stream, self._seq, stack, lenient)
-
-    def _captured_launch(self, stream: int, operator: str, stack: Stack | None, clock: Clock, seq: int) -> None:
-        capture = self._capture
-        assert capture is not None
-        graph_clock = capture.clocks.get(stream)
-        if graph_clock is None:
-            # Not forked from the capture stream: this work is not part of the graph.
-            if not capture.lenient:
-                current = AccessRecord(stream, operator, "", False, stack or EMPTY_STACK)
-                self._report(kinds.UNJOINED_CAPTURE_FORK, current, self._capture_begin(capture))
-            return
-        graph_clock[stream] = seq
-        if stream != capture.stream:
-            capture.side[stream] = (seq, operator, stack)
+        self._capture = GraphCapture(stream, self._seq, stack, lenient)
 
     def capture_ended(self, stream: int, stack: Stack | None = None) -> None:
-        """Capture must end on its stream, after the capture stream joined every side stream used."""
         capture = self._capture
         if capture is None:
             return  # its begin failed (default stream) and was reported then
         self._capture = None
-        end = AccessRecord(stream, CAPTURE_END_OPERATOR, "", False, stack or EMPTY_STACK)
-        if stream != capture.stream:
-            self._report(kinds.UNJOINED_CAPTURE_FORK, end, self._capture_begin(capture))
-        clock = capture.clocks[capture.stream]
-        for side, (seq, operator, side_stack) in capture.side.items():
-            if clock.get(side, 0) < seq:
-                previous = AccessRecord(side, operator, "", False, side_stack or EMPTY_STACK)
-                self._report(kinds.UNJOINED_CAPTURE_FORK, end, previous)
-
-    @staticmethod
-    def _capture_begin(capture: _Capture) -> AccessRecord:
-        return AccessRecord(capture.stream, CAPTURE_BEGIN_OPERATOR, "", False, capture.stack or EMPTY_STACK)
-
-    # -- reporting -----------------------------------------------------------------------------------
-
-    def _race(
-        self,
-        kind: str,
-        current: Epoch,
-        previous: Epoch,
-        allocation: AllocationRecord,
-        reallocation: AccessRecord | None = None,
-    ) -> None:
-        if allocation.stack:
-            where: object = innermost_user_frame(allocation.stack) or allocation.ptr
-        else:
-            where = allocation.ptr
-        key = (
-            where,
-            kind,
-            previous[2],
-            innermost_user_frame(previous[4]),
-            current[2],
-            innermost_user_frame(current[4]),
-        )
-        if key in self.reported:
-            return
-        self.reported.add(key)
-        again = () if reallocation is None else (reallocation.stream,)
-        sites = self._sites_of(current[1], previous[1], allocation.stream, *again)
-        self._errors.append(
-            RuntimeErrorReport(
-                kind, _record(current), _record(previous), allocation, stream_sites=sites, reallocation=reallocation
-            )
-        )
-
-    def _report(self, kind: str, current: AccessRecord, previous: AccessRecord | None) -> None:
-        """Errors that involve no memory (events, capture): deduplicated by kind and sites."""
-        key = (
-            None,
-            kind,
-            previous and previous.operator,
-            previous and innermost_user_frame(previous.stack),
-            current.operator,
-            innermost_user_frame(current.stack),
-        )
-        if key in self.reported:
-            return
-        self.reported.add(key)
-        sites = self._sites_of(current.stream, previous and previous.stream)
-        self._errors.append(RuntimeErrorReport(kind, current, previous, None, sites))
-
-    def _sites_of(self, *streams: int | None) -> tuple[tuple[int, Stack], ...]:
-        known = self.stream_sites
-        return tuple((s, known[s]) for s in dict.fromkeys(streams) if s is not None and s in known)
+        for current, previous in capture.ended(stream, stack):
+            self._reports.report(kinds.UNJOINED_CAPTURE_FORK, current, previous)
