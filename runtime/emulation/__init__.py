@@ -53,6 +53,7 @@ from csan_lint.runtime.emulation import (
     streams,
     tensors,
 )
+from csan_lint.runtime import eager_compile
 from csan_lint.runtime.patches import Patches
 
 __all__ = [
@@ -200,6 +201,7 @@ def activate() -> None:
     for owner, name, value in _patches():
         _state.patches.set(owner, name, value)
     _state.patches.set_items(_builtins._get_builtin_table(), tensors.script_builtins())
+    eager_compile.run_eagerly(_state.patches)  # dynamo cannot trace under the device's dispatch mode
     device.active = True
     _state.mode = device.DeviceMode()
     _state.mode.__enter__()
