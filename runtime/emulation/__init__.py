@@ -43,6 +43,7 @@ import torch.utils._device
 from torch.jit import _builtins
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
+from csan_lint.runtime import eager_compile
 from csan_lint.runtime.emulation import (
     autograd_streams,
     children,
@@ -53,7 +54,6 @@ from csan_lint.runtime.emulation import (
     streams,
     tensors,
 )
-from csan_lint.runtime import eager_compile
 from csan_lint.runtime.patches import Patches
 
 __all__ = [
