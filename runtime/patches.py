@@ -30,5 +30,9 @@ class Patches:
         if original is not None:
             self.set(owner, name, make(original))
 
+    def on_restore(self, undo: Callable[[], object]) -> None:
+        """Call `undo()` when restored, in reverse order with the attributes set so far."""
+        self._stack.callback(undo)
+
     def restore(self) -> None:
         self._stack.close()

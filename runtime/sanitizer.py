@@ -13,7 +13,7 @@ from typing import IO, Any
 
 import torch
 
-from csan_lint.runtime import torch_internals
+from csan_lint.runtime import eager_compile, torch_internals
 from csan_lint.runtime.cuda_semantics import ACTIONS, UNRECORDED_EVENT, capture_is_lenient
 from csan_lint.runtime.devices import CudaStreamFlags, DeviceStreams
 from csan_lint.runtime.events import Access, RuntimeErrorReport
@@ -440,6 +440,7 @@ class Sanitizer:
         patches.wrap(torch.Tensor, "tolist", host_read("aten::tolist"))
         patches.wrap(torch.Tensor, "numpy", host_read("aten::numpy"))
         patches.wrap(threading.Thread, "_bootstrap_inner", thread_bootstrap)
+        eager_compile.run_eagerly(patches)  # compiled code's ops are checked like eager ones
 
     # Each runs under `_guard`; their stacks start in our frames, which reports hide.
 

@@ -46,6 +46,7 @@ import torch.utils._device
 from torch.jit import _builtins
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
+from csan_lint.runtime import eager_compile
 from csan_lint.runtime.emulation import (
     autograd_streams,
     children,
@@ -207,6 +208,7 @@ def activate() -> None:
     for owner, name, value in _patches():
         _state.patches.set(owner, name, value)
     _state.patches.set_items(_builtins._get_builtin_table(), tensors.script_builtins())
+    eager_compile.run_eagerly(_state.patches)  # dynamo cannot trace under the device's dispatch mode
     device.active = True
     children.export()
     _state.mode = device.DeviceMode()

@@ -1,7 +1,7 @@
 """What a first run on a GPU would hit, each shown on the emulated device where it can be and on
 a real GPU under `requires_cuda` (benchmarks/gpu/check.sh runs those): enabling and disabling
-in one process, the device-generic torch.Event / torch.Stream, events recorded before checking
-began, and blocking streams on two devices."""
+in one process, the device-generic torch.Event / torch.Stream, `torch.compile`d code, events
+recorded before checking began, and blocking streams on two devices."""
 
 from __future__ import annotations
 
@@ -107,6 +107,21 @@ def test_a_wait_on_a_never_recorded_generic_event_is_reported(device):
         torch.Event("cuda").wait()
         torch.Stream("cuda").wait_event(torch.Event("cuda"))
     assert [error.kind for error in sanitizer.errors] == [kinds.WAIT_UNRECORDED_EVENT] * 2
+
+
+def _unsynced_side_read(x: torch.Tensor, side: torch.cuda.Stream) -> torch.Tensor:
+    with torch.cuda.stream(side):
+        return x * 2  # reads x, written on the default stream, with no wait
+
+
+def test_a_race_inside_a_compiled_function_is_reported(device):
+    with Sanitizer(device=device) as sanitizer:
+        x = torch.ones(N, device="cuda")
+        x.add_(1)
+        torch.compile(_unsynced_side_read, fullgraph=True)(x, torch.cuda.Stream())
+        torch.cuda.synchronize()
+    assert [error.kind for error in sanitizer.errors] == [kinds.READ_AFTER_WRITE]
+    assert innermost_user_frame(sanitizer.errors[0].current.stack).function == "_unsynced_side_read"
 
 
 # -- events recorded before checking began ----------------------------------------------------

@@ -71,3 +71,13 @@ def test_torchs_external_stream_constructor_is_wrapped_and_restored_exactly():
     patches.restore()
     assert seen == [(torch.cuda.ExternalStream, 0x7F10)]
     assert vars(torch.cuda.ExternalStream)["__new__"] is constructor
+
+
+def test_on_restore_runs_in_reverse_order_with_the_attributes():
+    patches = Patches()
+    seen: list[object] = []
+    patches.set(Child, "own", "patched")
+    patches.on_restore(lambda: seen.append(Child.own))
+    patches.set(Child, "own", "patched again")
+    patches.restore()
+    assert seen == ["patched"] and Child.own == "own"
