@@ -207,6 +207,7 @@ class Tracker:
 
     def event_deleted(self, event: int) -> None:
         self._events.pop(event, None)
+        self.event_sites.pop(event, None)  # a later event may get the handle
 
     def event_recorded(self, event: int, stream: int) -> None:
         capture = self._capture

@@ -72,10 +72,10 @@ class _ActivateAfterTorch(importlib.abc.MetaPathFinder):
 
 
 class _ActivatingLoader(importlib.abc.Loader):
-    def __init__(self, loader: Any) -> None:
+    def __init__(self, loader: importlib.abc.Loader) -> None:
         self.loader = loader
 
-    def create_module(self, spec: Any) -> ModuleType | None:
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
         return self.loader.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
