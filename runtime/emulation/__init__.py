@@ -1,7 +1,8 @@
 """The emulated CUDA device: unmodified GPU test code runs on a CPU-only torch build.
 
 While active, `torch.cuda.is_available()` is True, tensors made with `device="cuda"` (or
-moved there) report `cuda:0` and keep their data in CPU memory, and the `torch.cuda`
+moved there) report `cuda:0` (or `cuda:k` of `CSAN_LINT_DEVICES` devices) and keep their data
+in CPU memory, and the `torch.cuda`
 stream/event/graph API is a faithful fake that fires the `torch.cuda._gpu_trace` callbacks
 the CUDA runtime fires, so a sanitizer listening to them works the same on both.
 
@@ -62,11 +63,13 @@ __all__ = [
     "activate",
     "current_stream_handle",
     "deactivate",
+    "device_count",
     "emulated",
     "is_active",
     "is_blocking_stream",
     "is_device",
     "is_pinned",
+    "tensor_stream",
 ]
 
 # Cheap per-op queries for a sanitizer stacked on the emulation (no Stream object, no getter).
@@ -74,6 +77,16 @@ is_device = device.is_device
 is_pinned = device.is_pinned_host
 current_stream_handle = autograd_streams.op_stream
 is_blocking_stream = streams.is_blocking
+device_count = streams.device_count
+
+
+def tensor_stream(tensor: torch.Tensor) -> int:
+    """The engine id of the stream an op on device tensor `tensor` runs on: its device's
+    current stream (the op's, on the current device)."""
+    index = device.device_index(tensor)
+    if index == streams.current_index():
+        return autograd_streams.op_stream()
+    return streams.current_key(index)
 
 
 class _State:

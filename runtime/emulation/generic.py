@@ -44,11 +44,12 @@ def _set_stream_by_id(stream_id: int = 0, device_index: int = 0, device_type: in
 
 
 def _current_stream_triple(device: Any = None) -> tuple[int, int, int]:
-    return streams.current_handle(), 0, streams.CUDA_TYPE
+    stream = streams.current_stream(device)
+    return stream.stream_id, stream.device_index, streams.CUDA_TYPE
 
 
 def _default_stream_triple(device: Any = None) -> tuple[int, int, int]:
-    return streams.DEFAULT_STREAM, 0, streams.CUDA_TYPE
+    return streams.DEFAULT_STREAM, streams.check_device(device), streams.CUDA_TYPE
 
 
 def _device_index(device_index: Any) -> int | None:
@@ -103,7 +104,7 @@ RAW_CUDA_FUNCTIONS: dict[str, Any] = {
     "_cuda_setStream": _set_stream_by_id,
     "_cuda_getCurrentStream": _current_stream_triple,
     "_cuda_getDefaultStream": _default_stream_triple,
-    "_cuda_getCurrentRawStream": lambda device=None: streams.current_handle(),
+    "_cuda_getCurrentRawStream": lambda device=None: streams.current_stream(device).stream_id,
     "_cuda_getStreamFromExternal": lambda stream_ptr, device_index=0: (stream_ptr, 0, streams.CUDA_TYPE),
     "_cuda_setDevice": streams.set_device,
     "_cuda_getDevice": streams.current_device,
@@ -114,8 +115,8 @@ RAW_CUDA_FUNCTIONS: dict[str, Any] = {
     "_cuda_isCurrentStreamCapturing": streams.is_current_stream_capturing,
     "_cuda_isInBadFork": streams.returns(False),
     "_cuda_getAllocatorBackend": streams.returns("native"),
-    "_cuda_memoryStats": lambda device=None: cuda_state.memory_stats(),
-    "_cuda_resetPeakMemoryStats": lambda device=None: cuda_state.reset_peak_memory_stats(),
+    "_cuda_memoryStats": cuda_state.memory_stats,
+    "_cuda_resetPeakMemoryStats": cuda_state.reset_peak_memory_stats,
     "_cuda_resetAccumulatedMemoryStats": streams.no_op,
     "_cuda_clearCublasWorkspaces": streams.no_op,
     "_cuda_get_sync_debug_mode": streams.returns(0),
