@@ -4,6 +4,9 @@ multi-GPU code runs as on a machine with that many GPUs, checked by the sanitize
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -206,3 +209,78 @@ def test_a_copy_from_a_tensor_written_on_an_unordered_side_stream_is_reported() 
             x.mul_(2)
         x.to("cuda:1")  # read on device 0's default stream
         assert _kinds(sanitizer) == ["read-after-write"]
+
+
+# -- pytest --csan-devices --------------------------------------------------------------------
+
+MULTI_GPU_SUITE = '''
+import subprocess
+import sys
+
+import pytest
+import torch
+
+two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+
+
+@two_gpus
+def test_work_on_the_second_gpu():
+    x = torch.ones(8, device="cuda:1")
+    with torch.cuda.device(1):
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            x.mul_(2)
+        torch.cuda.current_stream().wait_stream(side)
+    assert x.sum().item() == 16
+
+
+@two_gpus
+def test_race_on_the_second_gpu():
+    x = torch.ones(8, device="cuda:1")
+    side = torch.cuda.Stream(device=1)
+    with torch.cuda.stream(side):
+        x.mul_(2)
+
+
+def test_a_child_process_has_the_same_devices():
+    code = "import torch; print(torch.cuda.device_count())"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == str(torch.cuda.device_count())
+'''
+
+
+@pytest.mark.parametrize("where", ["flag", "ini"])
+def test_pytest_runs_multi_gpu_tests_on_csan_devices(tmp_path, where):
+    (tmp_path / "test_multi_gpu.py").write_text(MULTI_GPU_SUITE)
+    options = ["--csan", "--csan-device", "emulated"]
+    if where == "flag":
+        options += ["--csan-devices", "2"]
+    else:
+        (tmp_path / "pytest.ini").write_text("[pytest]\ncsan_devices = 2\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rfs", "-p", "no:cacheprovider", *options, "test_multi_gpu.py"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={name: value for name, value in os.environ.items() if name != DEVICES_VARIABLE},
+    )
+    out = done.stdout
+    assert done.returncode == 1, out[-3000:] + done.stderr[-2000:]
+    assert "1 failed, 2 passed" in out and "skipped" not in out, out[-3000:]
+    assert "FAILED test_multi_gpu.py::test_race_on_the_second_gpu" in out
+
+
+def test_pytest_refuses_a_bad_device_count(tmp_path):
+    (tmp_path / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--csan", "--csan-device", "emulated"]
+        + ["--csan-devices", "0", "test_nothing.py"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 4
+    assert "--csan-devices: CSAN_LINT_DEVICES: expected a number of devices from 1 to 64, got '0'" in done.stderr
