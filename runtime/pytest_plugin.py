@@ -153,22 +153,22 @@ def _set_device_count(config: pytest.Config, options: Any) -> None:
     """`--csan-devices`: the emulation reads (and child processes inherit) it from the
     environment when it starts; given back at the end of the session."""
     from csan_lint.runtime import emulation
-    from csan_lint.runtime.emulation import streams
+    from csan_lint.runtime.emulation import machine
 
     count = _setting(config, "csan_devices", options)
     if not count:
         return
-    saved = os.environ.get(streams.DEVICES_VARIABLE)
-    os.environ[streams.DEVICES_VARIABLE] = str(count)
+    saved = os.environ.get(machine.DEVICES_VARIABLE)
+    os.environ[machine.DEVICES_VARIABLE] = str(count)
     try:
-        wanted = streams.device_count_from_environment()
+        wanted = machine.device_count_from_environment()
     except ValueError as error:
-        _restore(streams.DEVICES_VARIABLE, saved)
+        _restore(machine.DEVICES_VARIABLE, saved)
         raise pytest.UsageError(f"--csan-devices: {error}") from None
-    if emulation.is_active() and wanted != streams.device_count():
-        _restore(streams.DEVICES_VARIABLE, saved)
+    if emulation.is_active() and wanted != machine.DEVICE_COUNT:
+        _restore(machine.DEVICES_VARIABLE, saved)
         raise pytest.UsageError(
-            f"--csan-devices {wanted}: the emulated device is already on with {streams.device_count()} devices"
+            f"--csan-devices {wanted}: the emulated device is already on with {machine.DEVICE_COUNT} devices"
         )
     config.stash[_DEVICES_SAVED] = saved
 
@@ -201,7 +201,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
         _restore(MEMORY_VARIABLE, config.stash[_MEMORY_SAVED])
     if _DEVICES_SAVED in config.stash:
-        from csan_lint.runtime.emulation.streams import DEVICES_VARIABLE
+        from csan_lint.runtime.emulation.machine import DEVICES_VARIABLE
 
         _restore(DEVICES_VARIABLE, config.stash[_DEVICES_SAVED])
 

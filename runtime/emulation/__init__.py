@@ -21,7 +21,8 @@ Modules: device.py (the dispatch mode and pinned memory), memory.py (which stora
 device's), allocator.py (CUDA's caching allocator over host segments), gaps.py (`EmulationGap`
 for what is not emulated), tensors.py (Tensor and Storage attributes), streams.py (streams,
 events, syncs, queries), graphs.py (CUDA graphs), generic.py, autograd_streams.py,
-cuda_state.py (memory statistics, RNG state), children.py (child processes
+cuda_state.py (memory statistics, RNG state), machine.py (the device count and properties),
+children.py (child processes
 get the device, not the sanitizer).
 
 Known gaps: threads started before `activate()` have no device (dispatch modes are per
@@ -54,6 +55,7 @@ from csan_lint.runtime.emulation import (
     device,
     generic,
     graphs,
+    machine,
     streams,
     tensors,
 )
@@ -115,8 +117,8 @@ def _cuda_functions() -> dict[str, Any]:
         "get_device_name": streams.get_device_name,
         "get_device_capability": streams.get_device_capability,
         "get_device_properties": streams.get_device_properties,
-        "_lazy_init": streams.no_op,
-        "init": streams.no_op,
+        "_lazy_init": machine.no_op,
+        "init": machine.no_op,
         "is_initialized": streams.is_available,
         "_exchange_device": streams.exchange_device,
         "_maybe_exchange_device": streams.exchange_device,
@@ -140,13 +142,13 @@ def _cuda_functions() -> dict[str, Any]:
         "set_rng_state": cuda_state.set_rng_state,
         "get_rng_state_all": cuda_state.get_rng_state_all,
         "set_rng_state_all": cuda_state.set_rng_state_all,
-        "ipc_collect": streams.no_op,
-        "set_sync_debug_mode": streams.no_op,
-        "get_sync_debug_mode": streams.returns(0),
-        "is_bf16_supported": streams.returns(True),
-        "get_allocator_backend": streams.returns("native"),
+        "ipc_collect": machine.no_op,
+        "set_sync_debug_mode": machine.no_op,
+        "get_sync_debug_mode": machine.returns(0),
+        "is_bf16_supported": machine.returns(True),
+        "get_allocator_backend": machine.returns("native"),
         "_sleep": streams.sleep,
-        "cudart": streams.returns(generic.cudart),
+        "cudart": machine.returns(generic.cudart),
         "ExternalStream": generic.ExternalStream,
         **generic.LEGACY_TYPES,
     }
@@ -184,8 +186,8 @@ def _patches() -> list[tuple[Any, str, Any]]:
         (torch.cuda.graphs, "graph", graphs.graph),
         (torch.cuda.graphs, "graph_pool_handle", graphs.graph_pool_handle),
         (torch.cuda.graphs, "is_current_stream_capturing", streams.is_current_stream_capturing),
-        (torch.cuda.nvtx, "_nvtx", streams.Nvtx()),
-        (torch.cuda.memory, "get_allocator_backend", streams.returns("native")),
+        (torch.cuda.nvtx, "_nvtx", machine.Nvtx()),
+        (torch.cuda.memory, "get_allocator_backend", machine.returns("native")),
         (torch.version, "cuda", generic.CUDA_VERSION),
         (torch, "Stream", streams.GenericStream),
         (torch.autograd, "backward", autograd_streams.joined(torch.autograd.backward)),

@@ -22,7 +22,7 @@ from torch.cuda import _gpu_trace
 from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 
 from csan_lint.runtime.cuda_semantics import CAPTURE_FORBIDDEN, copy_effect, to_copy_pins_result
-from csan_lint.runtime.emulation import allocator, autograd_streams, streams
+from csan_lint.runtime.emulation import allocator, autograd_streams, machine, streams
 from csan_lint.runtime.emulation.memory import DeviceMemory, Registry
 from csan_lint.runtime.op_plans import HOST_SYNC, PLANS, OpPlan, plan_of
 
@@ -82,7 +82,7 @@ def reset() -> None:
     device's memory size is read from `CSAN_LINT_DEVICE_MEMORY` (allocator.py)."""
     global memory, pinned, pinned_pool
     memory.registry.on_free = None
-    memory = DeviceMemory(allocator.DEFAULT_MEMORY, streams.DEVICE_COUNT)
+    memory = DeviceMemory(allocator.DEFAULT_MEMORY, machine.DEVICE_COUNT)
     set_memory_size(allocator.memory_size_from_environment())
     pinned = Registry()
     pinned_pool = _PinnedPool()
@@ -92,7 +92,7 @@ def set_memory_size(size: int) -> None:
     """Each device's memory from now on (a child process was activated before its settings)."""
     for device_allocator in memory.allocators:
         device_allocator.capacity = size
-    streams.DeviceProperties.total_memory = size
+    machine.DeviceProperties.total_memory = size
 
 
 def is_device(tensor: torch.Tensor) -> bool:
@@ -290,7 +290,7 @@ class DeviceMode(TorchDispatchMode):
             if special == _PLAIN:
                 return func(*args, **kwargs)
             return _special(special, func, args, kwargs, False, -1)
-        if streams.DEVICE_COUNT == 1:
+        if machine.DEVICE_COUNT == 1:
             if on_host and plan.pointwise:
                 _different_devices("cuda:0", "cpu")
             return _launch(plan, special, func, args, kwargs, on_device, to_device)
@@ -309,11 +309,19 @@ class DeviceMode(TorchDispatchMode):
 
 
 def _different_devices(one: str, two: str) -> None:
-    raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, {one} and {two}!")
+    raise RuntimeError(
+        f"Expected all tensors to be on the same device, but found at least two devices, {one} and {two}!"
+    )
 
 
 def _launch(
-    plan: OpPlan, special: int, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], on_device: bool, to_device: int
+    plan: OpPlan,
+    special: int,
+    func: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    on_device: bool,
+    to_device: int,
 ) -> Any:
     """An op on device tensors, on the current device."""
     # As on CUDA, the host waits for the current stream after these (a traced sync).

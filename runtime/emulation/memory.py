@@ -43,9 +43,7 @@ class Registry:
         self.blocks: dict[int, Block] = {}
         self.on_free = on_free
 
-    def add(
-        self, storage: torch.UntypedStorage, block: allocator.Block | None = None, device: int = 0
-    ) -> Block | None:
+    def add(self, storage: torch.UntypedStorage, block: allocator.Block | None = None, device: int = 0) -> Block | None:
         key = storage._cdata
         if key in self.blocks:
             return None

@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import ctypes
 import itertools
-import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -37,11 +36,9 @@ from torch.cuda import _gpu_trace
 
 from csan_lint.runtime.cuda_semantics import CAPTURE_FORBIDDEN
 from csan_lint.runtime.devices import stream_key
+from csan_lint.runtime.emulation import machine
 from csan_lint.runtime.emulation.gaps import EmulationGap
 
-DEVICE_COUNT = 1
-DEVICES_VARIABLE = "CSAN_LINT_DEVICES"
-MAX_DEVICES = 64
 DEFAULT_STREAM = 0
 # c10's pool: 32 streams per priority level, handed out round-robin, for at most 4 levels
 # (a modern GPU's priority range is wider and gets clamped to that).
@@ -110,8 +107,8 @@ _raw_stream_ids = itertools.count(RAW_STREAM_BASE)
 def reset() -> None:
     """Fresh device state: no pool yet, every thread back on device 0's default stream. The
     number of devices is read from `CSAN_LINT_DEVICES`."""
-    global _local, _generation, DEVICE_COUNT
-    DEVICE_COUNT = device_count_from_environment()
+    global _local, _generation
+    machine.DEVICE_COUNT = machine.device_count_from_environment()
     _pools.clear()
     _local = threading.local()
     _generation += 1
@@ -122,16 +119,6 @@ def reset() -> None:
     launched.clear()
     _known_done.clear()
     _blocking.clear()
-
-
-def device_count_from_environment() -> int:
-    """How many devices the emulated machine has: `CSAN_LINT_DEVICES`, else 1."""
-    text = os.environ.get(DEVICES_VARIABLE, "").strip()
-    if not text:
-        return 1
-    if not text.isdigit() or not 1 <= int(text) <= MAX_DEVICES:
-        raise ValueError(f"{DEVICES_VARIABLE}: expected a number of devices from 1 to {MAX_DEVICES}, got {text!r}")
-    return int(text)
 
 
 def _pool(device: int) -> _Pool:
@@ -251,7 +238,7 @@ def mark_done(handle: int | None = None, upto: int | None = None, device: int | 
     stream's, or every stream's of `device`) is done."""
     if handle is not None:
         chosen: Any = (handle,)
-    elif device is None or DEVICE_COUNT == 1:
+    elif device is None or machine.DEVICE_COUNT == 1:
         chosen = launched
     else:
         chosen = [stream for stream in launched if device_of(stream) == device]
@@ -300,7 +287,7 @@ def check_device(device: Any) -> int:
         index = int(device)
     if index < 0:
         return current_index()
-    if index >= DEVICE_COUNT:
+    if index >= machine.DEVICE_COUNT:
         raise RuntimeError("CUDA error: invalid device ordinal")
     return index
 
@@ -663,7 +650,7 @@ def is_available() -> bool:
 
 
 def device_count() -> int:
-    return DEVICE_COUNT
+    return machine.DEVICE_COUNT
 
 
 def current_device() -> int:
@@ -681,25 +668,9 @@ def exchange_device(device: int) -> int:
     return switch(check_device(device))
 
 
-class DeviceProperties:
-    """What `get_device_properties` answers: a plausible modern GPU."""
-
-    name = "csan-lint emulated CUDA device"
-    major = 9
-    minor = 0
-    total_memory = 80 * 2**30
-    multi_processor_count = 132
-    is_integrated = False
-    is_multi_gpu_board = False
-    warp_size = 32
-
-    def __repr__(self) -> str:
-        return f"_CudaDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor})"
-
-
-def get_device_properties(device: Any = None) -> DeviceProperties:
+def get_device_properties(device: Any = None) -> machine.DeviceProperties:
     check_device(device)
-    return DeviceProperties()
+    return machine.DeviceProperties()
 
 
 def get_device_name(device: Any = None) -> str:
@@ -709,22 +680,3 @@ def get_device_name(device: Any = None) -> str:
 def get_device_capability(device: Any = None) -> tuple[int, int]:
     properties = get_device_properties(device)
     return properties.major, properties.minor
-
-
-class Nvtx:
-    """NVTX ranges and marks: annotations for a profiler, nothing to do here (the CPU
-    build's stub raises instead)."""
-
-    def __getattr__(self, name: str) -> Callable[..., int]:
-        return returns(0)
-
-
-def no_op(*args: Any, **kwargs: Any) -> None:
-    """For the calls that have nothing to do on an emulated device (`empty_cache`, `init`)."""
-
-
-def returns(value: Any) -> Callable[..., Any]:
-    def answer(*args: Any, **kwargs: Any) -> Any:
-        return value
-
-    return answer

@@ -1,5 +1,5 @@
 """`torch.Tensor`, `torch.UntypedStorage` and factory attributes of the emulated device:
-device tensors report `cuda:0` and `is_cuda`; `.to("cuda")`, `.cuda()`, `.cpu()`,
+device tensors report their device (`cuda:k`) and `is_cuda`; `.to("cuda")`, `.cuda()`, `.cpu()`,
 `torch.tensor(..., device="cuda")` move data across the (emulated) host/device boundary as
 the `_to_copy` a CUDA build dispatches, so every mode on the stack sees that op; pinned
 memory and `torch.Generator(device="cuda")` are emulated too. These patches are global, so
@@ -16,7 +16,7 @@ import torch.utils._device
 from torch.utils._python_dispatch import _disable_current_modes
 
 from csan_lint.runtime.emulation import device as emulated
-from csan_lint.runtime.emulation import generic, streams
+from csan_lint.runtime.emulation import generic, machine, streams
 from csan_lint.runtime.emulation.device import CPU, CUDA, is_device, is_pinned_host, naming_host
 from csan_lint.runtime.emulation.gaps import EmulationGap
 
@@ -41,7 +41,7 @@ def _on_device(tensor: torch.Tensor) -> bool:
     return type(tensor) is not torch.Tensor and _device_get(tensor) == CUDA
 
 
-_DEVICES = [torch.device("cuda", index) for index in range(streams.MAX_DEVICES)]
+_DEVICES = [torch.device("cuda", index) for index in range(machine.MAX_DEVICES)]
 
 
 def _tensor_device(self: torch.Tensor) -> torch.device:

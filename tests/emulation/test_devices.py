@@ -14,7 +14,7 @@ import torch
 from torch.cuda import _gpu_trace
 
 from csan_lint.runtime import emulation
-from csan_lint.runtime.emulation.streams import DEVICES_VARIABLE
+from csan_lint.runtime.emulation.machine import DEVICES_VARIABLE
 from csan_lint.runtime.sanitizer import Sanitizer
 
 
@@ -213,7 +213,7 @@ def test_a_copy_from_a_tensor_written_on_an_unordered_side_stream_is_reported() 
 
 # -- pytest --csan-devices --------------------------------------------------------------------
 
-MULTI_GPU_SUITE = '''
+MULTI_GPU_SUITE = """
 import subprocess
 import sys
 
@@ -247,7 +247,7 @@ def test_a_child_process_has_the_same_devices():
     code = "import torch; print(torch.cuda.device_count())"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == str(torch.cuda.device_count())
-'''
+"""
 
 
 @pytest.mark.parametrize("where", ["flag", "ini"])
