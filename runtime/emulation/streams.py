@@ -168,6 +168,13 @@ def on_device(index: int) -> Iterator[None]:
         switch(previous)
 
 
+def current_streams() -> dict[int, int]:
+    """Engine ids of the calling thread's current streams, by device (those it has set)."""
+    found = dict(getattr(_local, "parked", {}))
+    found[current_index()] = current_handle()
+    return found
+
+
 def current_key(index: int) -> int:
     """The engine id of device `index`'s current stream in the calling thread."""
     if index == current_index():
@@ -223,8 +230,10 @@ def current_handle() -> int:
 
 
 def select(handle: int) -> None:
-    """Make stream `handle` (an engine id of the current device) the calling thread's current
-    stream."""
+    """Make stream `handle` (an engine id) the calling thread's current stream, its device the
+    current device (as autograd's stream guard does for a node)."""
+    if machine.DEVICE_COUNT > 1:
+        switch(device_of(handle))
     _local.stream = handle
 
 

@@ -284,3 +284,21 @@ def test_pytest_refuses_a_bad_device_count(tmp_path):
     )
     assert done.returncode == 4
     assert "--csan-devices: CSAN_LINT_DEVICES: expected a number of devices from 1 to 64, got '0'" in done.stderr
+
+
+@pytest.mark.usefixtures("two_devices")
+def test_backward_on_cuda_1_runs_on_its_forward_streams_and_restores_each_devices_stream() -> None:
+    with Sanitizer(device="emulated") as sanitizer:
+        w = torch.randn(8, 8, device="cuda:1", requires_grad=True)
+        x = torch.randn(4, 8, device="cuda:1")
+        side = torch.cuda.Stream(device=1)
+        side.wait_stream(torch.cuda.current_stream(1))
+        with torch.cuda.stream(side):
+            y = (x @ w).relu().sum()
+        torch.cuda.current_stream(1).wait_stream(side)
+        y.backward()  # from device 0: the root gradient is made on device 1's current stream
+        assert torch.cuda.current_device() == 0
+        assert torch.cuda.current_stream(1) == torch.cuda.default_stream(1)
+        assert w.grad is not None and w.grad.get_device() == 1
+        w.grad.sum()  # device 1's default stream was made to wait for the pass's streams
+        assert sanitizer.errors == []
