@@ -29,7 +29,7 @@ Known gaps: threads started before `activate()` have no device (dispatch modes a
 thread); sparse device tensors (an `EmulationGap`) and `DataParallel`'s scatter are not
 emulated; torch's
 C++ names the CPU when it means "the tensor's device", so a host leaf moved to the device
-gets its gradient on the device.
+gets its gradient on the device (and one moved between devices, on the one it was moved to).
 """
 
 from __future__ import annotations

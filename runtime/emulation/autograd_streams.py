@@ -27,8 +27,8 @@ from typing import Any
 
 import torch
 
-from csan_lint.runtime.emulation import streams
 from csan_lint.runtime.devices import stream_key
+from csan_lint.runtime.emulation import streams
 from csan_lint.runtime.emulation.device import device_index, is_device
 
 MAX_TAGS = 1 << 16
