@@ -2,9 +2,10 @@
 handle 0, so the sanitizer gives the engine one id per (device, handle): the handle itself,
 except for the default streams of devices other than 0. It also remembers each stream's device,
 so that `torch.cuda.synchronize(device=k)` (one trace callback, no argument, fired under
-device k) orders only device k's streams. The emulated device has one device and needs none
-of this. `CudaStreamFlags` asks the CUDA runtime whether a stream made outside torch's pool is
-blocking."""
+device k) orders only device k's streams. An emulated machine of several devices uses the same
+ids (its handles are these ids already; its trace callbacks name each default stream 0, as a
+GPU's do). `CudaStreamFlags` asks the CUDA runtime whether a stream made outside torch's pool
+is blocking."""
 
 from __future__ import annotations
 

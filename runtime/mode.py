@@ -282,7 +282,13 @@ class SanitizerMode(TorchDispatchMode):
                     self._new_errors()
             return
         assert first is not None  # set with device's first entry
-        stream = self.current_stream() if self.device_stream is None else self.device_stream(first)
+        if self.device_stream is None:
+            stream = self.current_stream()
+        else:
+            source = args[1] if plan.kind == COPY and nargs > 1 else None
+            # c10 copies between devices on the source's device: copy_(destination, source).
+            on = source if isinstance(source, torch.Tensor) and self.is_device(source) else first
+            stream = self.device_stream(on)
         host_sync = plan.kind == HOST_SYNC and plan.syncs_host(args, kwargs)
         if plan.kind == COPY and host:
             position = plan.non_blocking_position

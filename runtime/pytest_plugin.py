@@ -53,6 +53,7 @@ INI_OPTIONS: dict[str, tuple[Literal["bool", "string"], str]] = {
     "csan_report_only": ("bool", "report races without failing the tests (as --csan-report-only)"),
     "csan_ignore": ("string", "runtime codes (CSL9xx) whose races neither fail nor show (as --csan-ignore)"),
     "csan_device_memory": ("string", "the emulated device's memory, e.g. 16GiB (as --csan-device-memory)"),
+    "csan_devices": ("string", "how many devices the emulated machine has (as --csan-devices)"),
 }
 BETWEEN_TESTS = "code run outside any test (collection, fixtures' teardown)"
 """Who is named for a stream left current outside any test."""
@@ -72,6 +73,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--csan-device-memory",
         metavar="SIZE",
         help="the emulated device's memory (16GiB, 512MiB, bytes; default 80GiB): past it, torch.OutOfMemoryError",
+    )
+    group.addoption(
+        "--csan-devices",
+        metavar="N",
+        help="how many devices the emulated machine has (default 1): cuda:0 to cuda:N-1",
     )
     group.addoption("--csan-report", metavar="PATH", help="write every report to PATH (JSON Lines)")
     group.addoption(
@@ -106,6 +112,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 _MEMORY_SAVED = pytest.StashKey[str | None]()
 """The environment's device memory size before `--csan-device-memory` set it."""
+_DEVICES_SAVED = pytest.StashKey[str | None]()
+"""The environment's device count before `--csan-devices` set it."""
 _EMULATION_OWNED = pytest.StashKey[bool]()
 """Set on a config whose plugin turned the emulated device on (and turns it off at the end)."""
 
@@ -120,6 +128,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
         return
     if _device(early_config, options) == "emulated":
         _set_device_memory(early_config, options)
+        _set_device_count(early_config, options)
         _own_emulation(early_config)
 
 
@@ -138,6 +147,37 @@ def _set_device_memory(config: pytest.Config, options: Any) -> None:
         raise pytest.UsageError(f"--csan-device-memory: {error}") from None
     config.stash[_MEMORY_SAVED] = os.environ.get(MEMORY_VARIABLE)
     os.environ[MEMORY_VARIABLE] = size
+
+
+def _set_device_count(config: pytest.Config, options: Any) -> None:
+    """`--csan-devices`: the emulation reads (and child processes inherit) it from the
+    environment when it starts; given back at the end of the session."""
+    from csan_lint.runtime import emulation
+    from csan_lint.runtime.emulation import machine
+
+    count = _setting(config, "csan_devices", options)
+    if not count:
+        return
+    saved = os.environ.get(machine.DEVICES_VARIABLE)
+    os.environ[machine.DEVICES_VARIABLE] = str(count)
+    try:
+        wanted = machine.device_count_from_environment()
+    except ValueError as error:
+        _restore(machine.DEVICES_VARIABLE, saved)
+        raise pytest.UsageError(f"--csan-devices: {error}") from None
+    if emulation.is_active() and wanted != machine.DEVICE_COUNT:
+        _restore(machine.DEVICES_VARIABLE, saved)
+        raise pytest.UsageError(
+            f"--csan-devices {wanted}: the emulated device is already on with {machine.DEVICE_COUNT} devices"
+        )
+    config.stash[_DEVICES_SAVED] = saved
+
+
+def _restore(variable: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(variable, None)
+    else:
+        os.environ[variable] = value
 
 
 def _own_emulation(config: pytest.Config) -> None:
@@ -159,11 +199,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if _MEMORY_SAVED in config.stash:
         from csan_lint.runtime.emulation.allocator import MEMORY_VARIABLE
 
-        saved = config.stash[_MEMORY_SAVED]
-        if saved is None:
-            os.environ.pop(MEMORY_VARIABLE, None)
-        else:
-            os.environ[MEMORY_VARIABLE] = saved
+        _restore(MEMORY_VARIABLE, config.stash[_MEMORY_SAVED])
+    if _DEVICES_SAVED in config.stash:
+        from csan_lint.runtime.emulation.machine import DEVICES_VARIABLE
+
+        _restore(DEVICES_VARIABLE, config.stash[_DEVICES_SAVED])
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -86,8 +86,8 @@ class Sanitizer:
         self._graphs: weakref.WeakKeyDictionary[Any, list[Access]] = weakref.WeakKeyDictionary()
         self._writer: Any = None
         self._current_stream: Callable[[], int] = _current_stream
-        # On a real GPU (several devices): engine ids of (device, stream handle), and the
-        # stream an op on a tensor runs on; None on the emulated device (one device).
+        # With several devices: engine ids of (device, stream handle), and the stream an op on
+        # a tensor runs on; None on an emulated machine of one device.
         self._device_streams: DeviceStreams | None = None
         self._device_stream: Callable[[torch.Tensor], int] | None = None
         # Whether a stream an ExternalStream wraps synchronizes with the legacy default stream.
@@ -152,6 +152,14 @@ class Sanitizer:
             self.mode.is_pinned = emulation.is_pinned
             self._current_stream = emulation.current_stream_handle
             self._is_blocking = emulation.is_blocking_stream
+            if emulation.device_count() > 1:
+                # Its handles are the engine's ids already; its trace callbacks name every
+                # device's default stream 0, as a GPU's do.
+                self._device_streams = DeviceStreams(torch.cuda.current_device, torch.cuda.device_count)
+                self.hooks.streams = self._device_streams
+                self._device_stream = emulation.tensor_stream
+            else:
+                self._device_streams = self.hooks.streams = self._device_stream = None
         else:
             self.mode.is_device, self.mode.is_pinned = _is_cuda, _is_pinned
             self._device_streams = DeviceStreams(torch.cuda.current_device, torch.cuda.device_count)

@@ -1,7 +1,8 @@
 """The emulated CUDA device: unmodified GPU test code runs on a CPU-only torch build.
 
 While active, `torch.cuda.is_available()` is True, tensors made with `device="cuda"` (or
-moved there) report `cuda:0` and keep their data in CPU memory, and the `torch.cuda`
+moved there) report `cuda:0` (or `cuda:k` of `CSAN_LINT_DEVICES` devices) and keep their data
+in CPU memory, and the `torch.cuda`
 stream/event/graph API is a faithful fake that fires the `torch.cuda._gpu_trace` callbacks
 the CUDA runtime fires, so a sanitizer listening to them works the same on both.
 
@@ -20,14 +21,15 @@ Modules: device.py (the dispatch mode and pinned memory), memory.py (which stora
 device's), allocator.py (CUDA's caching allocator over host segments), gaps.py (`EmulationGap`
 for what is not emulated), tensors.py (Tensor and Storage attributes), streams.py (streams,
 events, syncs, queries), graphs.py (CUDA graphs), generic.py, autograd_streams.py,
-cuda_state.py (memory statistics, RNG state), children.py (child processes
+cuda_state.py (memory statistics, RNG state), machine.py (the device count and properties),
+children.py (child processes
 get the device, not the sanitizer).
 
 Known gaps: threads started before `activate()` have no device (dispatch modes are per
 thread); sparse device tensors (an `EmulationGap`) and `DataParallel`'s scatter are not
 emulated; torch's
 C++ names the CPU when it means "the tensor's device", so a host leaf moved to the device
-gets its gradient on the device.
+gets its gradient on the device (and one moved between devices, on the one it was moved to).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from csan_lint.runtime.emulation import (
     device,
     generic,
     graphs,
+    machine,
     streams,
     tensors,
 )
@@ -63,11 +66,13 @@ __all__ = [
     "activate",
     "current_stream_handle",
     "deactivate",
+    "device_count",
     "emulated",
     "is_active",
     "is_blocking_stream",
     "is_device",
     "is_pinned",
+    "tensor_stream",
 ]
 
 # Cheap per-op queries for a sanitizer stacked on the emulation (no Stream object, no getter).
@@ -75,6 +80,16 @@ is_device = device.is_device
 is_pinned = device.is_pinned_host
 current_stream_handle = autograd_streams.op_stream
 is_blocking_stream = streams.is_blocking
+device_count = streams.device_count
+
+
+def tensor_stream(tensor: torch.Tensor) -> int:
+    """The engine id of the stream an op on device tensor `tensor` runs on: its device's
+    current stream (the op's, on the current device)."""
+    index = device.device_index(tensor)
+    if index == streams.current_index():
+        return autograd_streams.op_stream()
+    return streams.current_key(index)
 
 
 class _State:
@@ -103,8 +118,8 @@ def _cuda_functions() -> dict[str, Any]:
         "get_device_name": streams.get_device_name,
         "get_device_capability": streams.get_device_capability,
         "get_device_properties": streams.get_device_properties,
-        "_lazy_init": streams.no_op,
-        "init": streams.no_op,
+        "_lazy_init": machine.no_op,
+        "init": machine.no_op,
         "is_initialized": streams.is_available,
         "_exchange_device": streams.exchange_device,
         "_maybe_exchange_device": streams.exchange_device,
@@ -128,13 +143,13 @@ def _cuda_functions() -> dict[str, Any]:
         "set_rng_state": cuda_state.set_rng_state,
         "get_rng_state_all": cuda_state.get_rng_state_all,
         "set_rng_state_all": cuda_state.set_rng_state_all,
-        "ipc_collect": streams.no_op,
-        "set_sync_debug_mode": streams.no_op,
-        "get_sync_debug_mode": streams.returns(0),
-        "is_bf16_supported": streams.returns(True),
-        "get_allocator_backend": streams.returns("native"),
+        "ipc_collect": machine.no_op,
+        "set_sync_debug_mode": machine.no_op,
+        "get_sync_debug_mode": machine.returns(0),
+        "is_bf16_supported": machine.returns(True),
+        "get_allocator_backend": machine.returns("native"),
         "_sleep": streams.sleep,
-        "cudart": streams.returns(generic.cudart),
+        "cudart": machine.returns(generic.cudart),
         "ExternalStream": generic.ExternalStream,
         **generic.LEGACY_TYPES,
     }
@@ -172,8 +187,8 @@ def _patches() -> list[tuple[Any, str, Any]]:
         (torch.cuda.graphs, "graph", graphs.graph),
         (torch.cuda.graphs, "graph_pool_handle", graphs.graph_pool_handle),
         (torch.cuda.graphs, "is_current_stream_capturing", streams.is_current_stream_capturing),
-        (torch.cuda.nvtx, "_nvtx", streams.Nvtx()),
-        (torch.cuda.memory, "get_allocator_backend", streams.returns("native")),
+        (torch.cuda.nvtx, "_nvtx", machine.Nvtx()),
+        (torch.cuda.memory, "get_allocator_backend", machine.returns("native")),
         (torch.version, "cuda", generic.CUDA_VERSION),
         (torch, "Stream", streams.GenericStream),
         (torch.autograd, "backward", autograd_streams.joined(torch.autograd.backward)),

@@ -27,8 +27,9 @@ from typing import Any
 
 import torch
 
+from csan_lint.runtime.devices import stream_key
 from csan_lint.runtime.emulation import streams
-from csan_lint.runtime.emulation.device import is_device
+from csan_lint.runtime.emulation.device import device_index, is_device
 
 MAX_TAGS = 1 << 16
 FIRST_USE = "csan_first_use"
@@ -188,7 +189,7 @@ def _find_first_uses(roots: list[Any]) -> None:
 
 
 def _wait(waiting: int, on: int) -> None:
-    streams.Stream(stream_id=waiting).wait_stream(streams.Stream(stream_id=on))
+    streams.view(waiting).wait_stream(streams.view(on))
 
 
 def joined(entry: Callable[..., Any]) -> Callable[..., Any]:
@@ -199,14 +200,16 @@ def joined(entry: Callable[..., Any]) -> Callable[..., Any]:
         passes = getattr(_local, "passes", None)
         if passes is None:
             passes = _local.passes = []
-        running = _Pass(streams.current_handle())
-        passes.append(running)
+        caller, callers = streams.current_handle(), streams.current_streams()
         roots = args[0] if args else kwargs.get("tensors", kwargs.get("outputs", ()))
-        nodes = [
-            root.grad_fn
-            for root in ((roots,) if isinstance(roots, torch.Tensor) else roots)
-            if isinstance(root, torch.Tensor) and root.grad_fn is not None
+        roots = [
+            root for root in ((roots,) if isinstance(roots, torch.Tensor) else roots) if isinstance(root, torch.Tensor)
         ]
+        nodes = [root.grad_fn for root in roots if root.grad_fn is not None]
+        # The root gradients are made on the caller's current stream of the roots' device.
+        device = next((device_index(root) for root in roots if is_device(root)), None)
+        running = _Pass(caller if device is None else streams.current_key(device))
+        passes.append(running)
         for node in nodes:
             _hook(node)
         if _tags:
@@ -215,9 +218,12 @@ def joined(entry: Callable[..., Any]) -> Callable[..., Any]:
             return entry(*args, **kwargs)
         finally:
             passes.remove(running)
-            streams.select(running.ambient)
-            for stream in running.used - {running.ambient}:
-                _wait(running.ambient, stream)
+            for stream in (*callers.values(), caller):  # each device's current stream as it was
+                streams.select(stream)
+            for stream in running.used - set(callers.values()):
+                # the caller's current stream on the stream's device waits for it
+                owner = streams.device_of(stream)
+                _wait(callers.get(owner, stream_key(streams.DEFAULT_STREAM, owner)), stream)
 
     run_pass.__name__ = entry.__name__
     run_pass.__doc__ = entry.__doc__

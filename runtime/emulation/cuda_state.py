@@ -13,8 +13,7 @@ from csan_lint.runtime.emulation.allocator import CachingAllocator, Statistics
 
 
 def _allocator(device: Any) -> CachingAllocator:
-    streams.check_device(device)
-    return emulated.memory.allocator
+    return emulated.memory.allocators[streams.check_device(device)]
 
 
 def memory_allocated(device: Any = None) -> int:
@@ -47,7 +46,9 @@ def memory_stats(device: Any = None) -> dict[str, int]:
 
 
 def empty_cache() -> None:
-    emulated.memory.allocator.empty_cache()
+    """Every device's free segments (c10 empties each device's allocator)."""
+    for allocator in emulated.memory.allocators:
+        allocator.empty_cache()
 
 
 def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
@@ -88,7 +89,8 @@ def set_rng_state(new_state: torch.Tensor, device: Any = "cuda") -> None:
 
 
 def get_rng_state_all() -> list[torch.Tensor]:
-    return [emulated.rng.generator.get_state()]
+    """One state per device: the devices share one generator."""
+    return [emulated.rng.generator.get_state() for _ in range(streams.device_count())]
 
 
 def set_rng_state_all(new_states: Any) -> None:

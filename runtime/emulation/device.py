@@ -22,7 +22,7 @@ from torch.cuda import _gpu_trace
 from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 
 from csan_lint.runtime.cuda_semantics import CAPTURE_FORBIDDEN, copy_effect, to_copy_pins_result
-from csan_lint.runtime.emulation import allocator, autograd_streams, streams
+from csan_lint.runtime.emulation import allocator, autograd_streams, machine, streams
 from csan_lint.runtime.emulation.memory import DeviceMemory, Registry
 from csan_lint.runtime.op_plans import HOST_SYNC, PLANS, OpPlan, plan_of
 
@@ -82,16 +82,17 @@ def reset() -> None:
     device's memory size is read from `CSAN_LINT_DEVICE_MEMORY` (allocator.py)."""
     global memory, pinned, pinned_pool
     memory.registry.on_free = None
-    memory = DeviceMemory(allocator.DEFAULT_MEMORY)
+    memory = DeviceMemory(allocator.DEFAULT_MEMORY, machine.DEVICE_COUNT)
     set_memory_size(allocator.memory_size_from_environment())
     pinned = Registry()
     pinned_pool = _PinnedPool()
 
 
 def set_memory_size(size: int) -> None:
-    """The device's memory from now on (a child process was activated before its settings)."""
-    memory.allocator.capacity = size
-    streams.DeviceProperties.total_memory = size
+    """Each device's memory from now on (a child process was activated before its settings)."""
+    for device_allocator in memory.allocators:
+        device_allocator.capacity = size
+    machine.DeviceProperties.total_memory = size
 
 
 def is_device(tensor: torch.Tensor) -> bool:
@@ -100,6 +101,25 @@ def is_device(tensor: torch.Tensor) -> bool:
         return tensor.untyped_storage()._cdata in memory.registry.blocks
     except (RuntimeError, NotImplementedError, TypeError):
         return False  # no storage: sparse, nested, wrapper subclasses
+
+
+def device_index(tensor: torch.Tensor) -> int:
+    """The device a device tensor lives on."""
+    return memory.registry.blocks[tensor.untyped_storage()._cdata].device
+
+
+def _first_device(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int, int]:
+    """(the device of the first device tensor among the arguments, of another one: -1 if none)."""
+    first = other = -1
+    for value in (*args, *kwargs.values()):
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(item, torch.Tensor) and is_device(item):
+                index = device_index(item)
+                if first < 0:
+                    first = index
+                elif index != first and other < 0:
+                    other = index
+    return first, other
 
 
 def is_pinned_host(tensor: torch.Tensor) -> bool:
@@ -243,15 +263,16 @@ class DeviceMode(TorchDispatchMode):
             return func(*args, **kwargs)  # a thread that outlived the emulation
         plan = PLANS.get(id(func)) or plan_of(func)
         special = _SPECIAL.get(id(func), _PLAIN)
+        if streams.deferred:
+            streams.flush()
         device = kwargs.get("device")
-        to_device = False
+        to_device = -1  # the device the op's results go to, when it names one
         if device is not None and _names_wrapper(args):
             return NotImplemented  # `device=` is for the subclass's inner tensors (see below)
         if device is not None:
             if device.type == "cuda":
-                streams.check_device(device)
+                to_device = streams.check_device(device)
                 kwargs = {**kwargs, "device": CPU}
-                to_device = True
             elif kwargs.get("pin_memory"):
                 kwargs = {**kwargs, "pin_memory": False}
                 out = func(*args, **kwargs)
@@ -265,34 +286,64 @@ class DeviceMode(TorchDispatchMode):
             # The subclass's own dispatch runs the op on its inner tensors, which come back
             # here with the device named as the user named it.
             return NotImplemented
-        if not (on_device or to_device):
+        if not on_device and to_device < 0:
             if special == _PLAIN:
                 return func(*args, **kwargs)
-            return _special(special, func, args, kwargs, False, False)
+            return _special(special, func, args, kwargs, False, -1)
+        if machine.DEVICE_COUNT == 1:
+            if on_host and plan.pointwise:
+                _different_devices("cuda:0", "cpu")
+            return _launch(plan, special, func, args, kwargs, on_device, to_device)
+        # Several devices: the op runs under its tensors' device (c10's device guard); a copy
+        # between devices runs on the source's.
+        first, other = _first_device(args, kwargs) if on_device else (-1, -1)
         if on_host and plan.pointwise:
-            raise RuntimeError(
-                "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
+            _different_devices(f"cuda:{max(first, to_device)}", "cpu")
+        if other >= 0 and plan.pointwise and special != _COPY_INTO:
+            _different_devices(f"cuda:{first}", f"cuda:{other}")
+        index = first if first >= 0 and special in (_COPY_TO, _COPY_INTO) else max(to_device, first)
+        if special == _COPY_INTO and other >= 0:
+            index = other  # copy_(destination, source): the source's device
+        with streams.on_device(index):
+            return _launch(plan, special, func, args, kwargs, on_device, to_device)
+
+
+def _different_devices(one: str, two: str) -> None:
+    raise RuntimeError(
+        f"Expected all tensors to be on the same device, but found at least two devices, {one} and {two}!"
+    )
+
+
+def _launch(
+    plan: OpPlan,
+    special: int,
+    func: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    on_device: bool,
+    to_device: int,
+) -> Any:
+    """An op on device tensors, on the current device."""
+    # As on CUDA, the host waits for the current stream after these (a traced sync).
+    host_sync = on_device and plan.kind == HOST_SYNC and plan.syncs_host(args, kwargs)
+    if streams.capturing:
+        graph = streams.capturing.get(streams.current_handle())
+        # Allocator bookkeeping (record_stream, resize_) happens at once, even in a capture.
+        if graph is not None and special not in (_RECORD_STREAM, _RESIZE):
+            if host_sync:
+                raise RuntimeError(CAPTURE_FORBIDDEN)
+            return graph.record(
+                func, plan, args, kwargs, lambda: _execute(plan, special, func, args, kwargs, on_device, to_device)
             )
-        # As on CUDA, the host waits for the current stream after these (a traced sync).
-        host_sync = on_device and plan.kind == HOST_SYNC and plan.syncs_host(args, kwargs)
-        if streams.capturing:
-            graph = streams.capturing.get(streams.current_handle())
-            # Allocator bookkeeping (record_stream, resize_) happens at once, even in a capture.
-            if graph is not None and special not in (_RECORD_STREAM, _RESIZE):
-                if host_sync:
-                    raise RuntimeError(CAPTURE_FORBIDDEN)
-                return graph.record(
-                    func, plan, args, kwargs, lambda: _execute(plan, special, func, args, kwargs, on_device, to_device)
-                )
-        if special != _RECORD_STREAM:
-            streams.note_launch(autograd_streams.op_stream())
-        out = _execute(plan, special, func, args, kwargs, on_device, to_device)
-        if on_device:
-            # Also under no_grad: a custom Function's node is made before its forward runs.
-            autograd_streams.tag_forward()
-        if host_sync:
-            sync_current()
-        return out
+    if special != _RECORD_STREAM:
+        streams.note_launch(autograd_streams.op_stream())
+    out = _execute(plan, special, func, args, kwargs, on_device, to_device)
+    if on_device:
+        # Also under no_grad: a custom Function's node is made before its forward runs.
+        autograd_streams.tag_forward()
+    if host_sync:
+        sync_current()
+    return out
 
 
 def _execute(
@@ -302,7 +353,7 @@ def _execute(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     on_device: bool,
-    to_device: bool,
+    to_device: int,
 ) -> Any:
     if special == _PLAIN:
         return run(func, plan, args, kwargs)
@@ -371,21 +422,24 @@ def run(func: Any, plan: OpPlan, args: tuple[Any, ...], kwargs: dict[str, Any]) 
 
 
 def _special(
-    kind: int, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], on_device: bool, to_device: bool
+    kind: int, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], on_device: bool, to_device: int
 ) -> Any:
     if kind == _COPY_TO:
         # _to_copy: to the device when asked (`device="cuda"`), to the host when the user
         # asked (`.cpu()`, `.to("cpu")`), else where the source is: torch's own code (a
         # backward formula) names the device it sees, the CPU, meaning "the same device".
         source_on_device = is_device(args[0])
-        target_device = to_device or (source_on_device and not getattr(_host_named, "active", False))
+        target_device = to_device >= 0 or (source_on_device and not getattr(_host_named, "active", False))
         non_blocking = kwargs.get("non_blocking", False)
         to_host = source_on_device and not target_device
         pin = kwargs.get("pin_memory") or to_copy_pins_result(to_host, non_blocking)
         if kwargs.get("pin_memory"):
             kwargs = {**kwargs, "pin_memory": False}
         out = _host_call(func, args, kwargs) if target_device else func(*args, **kwargs)
-        if target_device:
+        if source_on_device and to_device >= 0 and device_index(args[0]) != to_device:
+            with streams.between_devices(device_index(args[0]), to_device):
+                _place_all(out)  # allocated on the destination's current stream
+        elif target_device:
             _place_all(out)
         elif pin:
             pinned.add(out.untyped_storage())
@@ -395,6 +449,9 @@ def _special(
     if kind == _COPY_INTO:
         destination, source = args[0], args[1]
         non_blocking = args[2] if len(args) > 2 else kwargs.get("non_blocking", False)
+        if is_device(destination) and is_device(source) and device_index(destination) != device_index(source):
+            with streams.between_devices(device_index(source), device_index(destination)):
+                return func(*args, **kwargs)
         out = func(*args, **kwargs)
         to_host = is_device(source)
         if is_device(destination) != to_host:
@@ -406,7 +463,7 @@ def _special(
         return func(*args, **kwargs)
     # _RECORD_STREAM: the caching allocator's bookkeeping (the block waits for the stream).
     if on_device:
-        memory.record_stream(args[0], args[1].stream_id)
+        memory.record_stream(args[0], streams.key_of(args[1]))
         return None
     return func(*args, **kwargs)
 

@@ -12,7 +12,7 @@ from typing import Any, cast
 
 import torch
 
-from csan_lint.runtime.emulation import cuda_state, device, streams
+from csan_lint.runtime.emulation import cuda_state, device, machine, streams
 from csan_lint.runtime.emulation.device import CUDA, is_device
 
 CUDA_VERSION = "12.8"
@@ -44,11 +44,12 @@ def _set_stream_by_id(stream_id: int = 0, device_index: int = 0, device_type: in
 
 
 def _current_stream_triple(device: Any = None) -> tuple[int, int, int]:
-    return streams.current_handle(), 0, streams.CUDA_TYPE
+    stream = streams.current_stream(device)
+    return stream.stream_id, stream.device_index, streams.CUDA_TYPE
 
 
 def _default_stream_triple(device: Any = None) -> tuple[int, int, int]:
-    return streams.DEFAULT_STREAM, 0, streams.CUDA_TYPE
+    return streams.DEFAULT_STREAM, streams.check_device(device), streams.CUDA_TYPE
 
 
 def _device_index(device_index: Any) -> int | None:
@@ -87,13 +88,13 @@ ACCELERATOR_FUNCTIONS: dict[str, Any] = {
     "_accelerator_getStream": lambda device_index=None: streams.current_stream(_device_index(device_index)),
     "_accelerator_setStream": _set_stream,
     "_accelerator_synchronizeDevice": _synchronize_device,
-    "_accelerator_isAllocatorInitialized": streams.returns(True),
-    "_accelerator_emptyCache": streams.no_op,
+    "_accelerator_isAllocatorInitialized": machine.returns(True),
+    "_accelerator_emptyCache": machine.no_op,
     "_accelerator_emptyHostCache": lambda: device.pinned_pool.empty_cache(),
     "_accelerator_getDeviceStats": lambda device_index=None: cuda_state.memory_stats(),
     "_accelerator_getMemoryInfo": _memory_info,
     "_accelerator_resetPeakStats": lambda device_index=None: cuda_state.reset_peak_memory_stats(),
-    "_accelerator_resetAccumulatedStats": streams.no_op,
+    "_accelerator_resetAccumulatedStats": machine.no_op,
     "_accelerator_getDeviceCapability": lambda device_index=None: {},
 }
 """`torch._C` functions behind `torch.accelerator.*` (their names in torch 2.13)."""
@@ -103,7 +104,7 @@ RAW_CUDA_FUNCTIONS: dict[str, Any] = {
     "_cuda_setStream": _set_stream_by_id,
     "_cuda_getCurrentStream": _current_stream_triple,
     "_cuda_getDefaultStream": _default_stream_triple,
-    "_cuda_getCurrentRawStream": lambda device=None: streams.current_handle(),
+    "_cuda_getCurrentRawStream": lambda device=None: streams.current_stream(device).stream_id,
     "_cuda_getStreamFromExternal": lambda stream_ptr, device_index=0: (stream_ptr, 0, streams.CUDA_TYPE),
     "_cuda_setDevice": streams.set_device,
     "_cuda_getDevice": streams.current_device,
@@ -112,14 +113,14 @@ RAW_CUDA_FUNCTIONS: dict[str, Any] = {
     "_cuda_maybeExchangeDevice": streams.exchange_device,
     "_cuda_synchronize": lambda: streams.synchronize(),
     "_cuda_isCurrentStreamCapturing": streams.is_current_stream_capturing,
-    "_cuda_isInBadFork": streams.returns(False),
-    "_cuda_getAllocatorBackend": streams.returns("native"),
-    "_cuda_memoryStats": lambda device=None: cuda_state.memory_stats(),
-    "_cuda_resetPeakMemoryStats": lambda device=None: cuda_state.reset_peak_memory_stats(),
-    "_cuda_resetAccumulatedMemoryStats": streams.no_op,
-    "_cuda_clearCublasWorkspaces": streams.no_op,
-    "_cuda_get_sync_debug_mode": streams.returns(0),
-    "_cuda_set_sync_debug_mode": streams.no_op,
+    "_cuda_isInBadFork": machine.returns(False),
+    "_cuda_getAllocatorBackend": machine.returns("native"),
+    "_cuda_memoryStats": cuda_state.memory_stats,
+    "_cuda_resetPeakMemoryStats": cuda_state.reset_peak_memory_stats,
+    "_cuda_resetAccumulatedMemoryStats": machine.no_op,
+    "_cuda_clearCublasWorkspaces": machine.no_op,
+    "_cuda_get_sync_debug_mode": machine.returns(0),
+    "_cuda_set_sync_debug_mode": machine.no_op,
     "_host_emptyCache": lambda: device.pinned_pool.empty_cache(),
 }
 """`torch._C` functions of a CUDA build that torch's Python helpers and test bases call."""
@@ -151,7 +152,7 @@ class Cudart:
         return any(base <= ptr and ptr + size <= base + length for base, length in self.registered.items())
 
     def __getattr__(self, name: str) -> Any:
-        return streams.returns(0)
+        return machine.returns(0)
 
 
 cudart = Cudart()

@@ -28,11 +28,12 @@ from csan_lint.runtime.emulation.gaps import EmulationGap
 class Block(weakref.ref[torch.UntypedStorage]):
     """A weak reference to a registered storage that remembers what its free must report."""
 
-    __slots__ = ("key", "ptr", "size", "block")
+    __slots__ = ("key", "ptr", "size", "block", "device")
     key: int
     ptr: int
     size: int
     block: allocator.Block | None  # None: a storage the allocator did not place (zero bytes)
+    device: int
 
 
 class Registry:
@@ -42,7 +43,7 @@ class Registry:
         self.blocks: dict[int, Block] = {}
         self.on_free = on_free
 
-    def add(self, storage: torch.UntypedStorage, block: allocator.Block | None = None) -> Block | None:
+    def add(self, storage: torch.UntypedStorage, block: allocator.Block | None = None, device: int = 0) -> Block | None:
         key = storage._cdata
         if key in self.blocks:
             return None
@@ -51,6 +52,7 @@ class Registry:
         entry.ptr = storage.data_ptr()
         entry.size = storage.nbytes()
         entry.block = block
+        entry.device = device
         self.blocks[key] = entry
         return entry
 
@@ -62,29 +64,37 @@ class Registry:
 
 
 class DeviceMemory:
-    """The device's storages and its caching allocator."""
+    """The devices' storages and a caching allocator per device."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, devices: int = 1) -> None:
         self.registry = Registry(self._freed)
-        self.allocator = allocator.CachingAllocator(capacity, streams.pending, _launches)
+        self.allocators = [
+            allocator.CachingAllocator(capacity, streams.pending, _launches, device) for device in range(devices)
+        ]
+
+    @property
+    def allocator(self) -> allocator.CachingAllocator:
+        """The current device's allocator."""
+        return self.allocators[streams.current_index()]
 
     def _freed(self, entry: Block) -> None:
         if entry.block is not None:
-            self.allocator.free(entry.block)
+            self.allocators[entry.device].free(entry.block)
         if entry.size:
             _gpu_trace.MemoryDeallocationCallbacks.fire_callbacks(entry.ptr)
 
     def new_storage(self, nbytes: int) -> torch.UntypedStorage:
-        """A device storage of `nbytes` from the allocator (its bytes undefined)."""
+        """A storage of `nbytes` on the current device from its allocator (its bytes undefined)."""
+        device = streams.current_index()
         if not nbytes:
             storage = torch.UntypedStorage(0)
-            self.registry.add(storage)
+            self.registry.add(storage, device=device)
             return storage
         stream = streams.current_handle()
         graph = streams.capturing.get(stream) if streams.capturing else None
-        block = self.allocator.malloc(nbytes, stream if graph is None else graph.pool_key())
+        block = self.allocators[device].malloc(nbytes, stream if graph is None else graph.pool_key())
         storage = allocator.block_storage(block, nbytes)
-        self.registry.add(storage, block)
+        self.registry.add(storage, block, device)
         _gpu_trace.MemoryAllocationCallbacks.fire_callbacks(block.ptr)
         return storage
 
@@ -129,7 +139,7 @@ class DeviceMemory:
             return
         target = torch.UntypedStorage(old.nbytes())
         target.copy_(old)
-        if self.registry.add(target) is not None and target.nbytes():
+        if self.registry.add(target, device=entry.device) is not None and target.nbytes():
             _gpu_trace.MemoryAllocationCallbacks.fire_callbacks(target.data_ptr())
         # The kernel set the new shape before it failed: the tensor is empty until it resizes.
         tensor.set_(target, tensor.storage_offset(), (0,), (1,))
@@ -142,7 +152,7 @@ class DeviceMemory:
     def record_stream(self, tensor: torch.Tensor, stream: int) -> None:
         entry = self.registry.blocks.get(tensor.untyped_storage()._cdata)
         if entry is not None and entry.block is not None:
-            self.allocator.record_stream(entry.block, stream)
+            self.allocators[entry.device].record_stream(entry.block, stream)
 
     def resized(self, tensor: torch.Tensor) -> None:
         """A storage outside the segments that a kernel grew moved to new memory: the

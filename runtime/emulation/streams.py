@@ -8,8 +8,13 @@ takes its "not done" branch, is still checked: `Stream.query()` answers False on
 work was launched on the stream (the host cannot know it finished), and True when asked again
 with no new work, or after a sync; `Event.query()` answers False once for a record made while
 its stream had such work, then True. A polling loop ends on its second query, and only a True
-answer orders the host after the work (the sanitizer treats it like a sync). One device
-(`cuda:0`).
+answer orders the host after the work (the sanitizer treats it like a sync).
+
+Several devices (`CSAN_LINT_DEVICES`, default 1): each has its own pool, default stream and, per
+thread, current stream; each thread has a current device. A pool stream's handle carries its
+device (real `cudaStream_t`s differ across devices); every device's default stream has handle 0,
+as on a GPU, so the emulation keeps its streams under the engine's ids (`runtime/devices.py`:
+device k's default stream is -2 - k) and fires each trace callback under the stream's device.
 
 Streams made by `cudart().cudaStreamCreate` (default flags) are blocking: they synchronize with
 the legacy default stream (handle 0). `is_blocking` tells the sanitizer, which asks when an
@@ -22,30 +27,35 @@ import ctypes
 import itertools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 from torch.cuda import _gpu_trace
 
 from csan_lint.runtime.cuda_semantics import CAPTURE_FORBIDDEN
+from csan_lint.runtime.devices import stream_key
+from csan_lint.runtime.emulation import machine
 from csan_lint.runtime.emulation.gaps import EmulationGap
 
-DEVICE_COUNT = 1
 DEFAULT_STREAM = 0
 # c10's pool: 32 streams per priority level, handed out round-robin, for at most 4 levels
 # (a modern GPU's priority range is wider and gets clamped to that).
 STREAMS_PER_POOL = 32
 PRIORITY_LEVELS = 4
 _STREAM_TYPE_BITS = 5  # a pool stream's handle: (priority level + 1) << 5 | slot
+_DEVICE_SHIFT = 8  # a pool stream of device k: k << 8 | its handle on device 0
 RAW_STREAM_BASE = 1 << 20  # handles of streams made outside the pool, above every pool handle
 CUDA_TYPE = 1  # c10::DeviceType::CUDA
 
 
 class _Pool:
-    """Which pool slot the next `Stream()` of each priority gets, and whether the pool exists."""
+    """Which pool slot the next `Stream()` of each priority gets on one device, and whether the
+    pool exists."""
 
-    def __init__(self) -> None:
+    def __init__(self, device: int) -> None:
+        self.device = device
         self.created = False
         self.counters = [0] * PRIORITY_LEVELS
         self.lock = threading.Lock()
@@ -56,23 +66,24 @@ class _Pool:
                 # c10 creates the whole pool on the first request (slot-major), firing one
                 # stream-creation callback per stream.
                 self.created = True
-                for slot in range(STREAMS_PER_POOL):
-                    for level in range(PRIORITY_LEVELS):
-                        _gpu_trace.StreamCreationCallbacks.fire_callbacks(_handle(level, slot))
+                with on_device(self.device):
+                    for slot in range(STREAMS_PER_POOL):
+                        for level in range(PRIORITY_LEVELS):
+                            _gpu_trace.StreamCreationCallbacks.fire_callbacks(self.handle(level, slot))
             level = min(max(-int(priority), 0), PRIORITY_LEVELS - 1)
             slot = self.counters[level] % STREAMS_PER_POOL
             self.counters[level] += 1
-        return _handle(level, slot)
+        return self.handle(level, slot)
+
+    def handle(self, level: int, slot: int) -> int:
+        return self.device << _DEVICE_SHIFT | ((level + 1) << _STREAM_TYPE_BITS) | slot
 
 
-def _handle(level: int, slot: int) -> int:
-    return ((level + 1) << _STREAM_TYPE_BITS) | slot
-
-
-_pool = _Pool()
-# .stream: this thread's current stream handle; .previous: the ones `with stream:` replaced
+_pools: dict[int, _Pool] = {}
+# .stream: the engine id of this thread's current stream on its current device (.device);
+# .parked: the other devices' current streams; .previous: what `with stream:` replaced.
 _local = threading.local()
-# One Stream object per handle for current_stream()/default_stream(): a sanitizer asks per op.
+# One Stream object per engine id for current_stream()/default_stream(): a sanitizer asks per op.
 _views: dict[int, Stream] = {}
 # Event handles never repeat in a process, so an event of an earlier activation can't be
 # taken for a new one; `_generation` tells which activation an event was created in.
@@ -87,38 +98,125 @@ _captured_events: dict[int, tuple[Any, dict[int, int]]] = {}
 # or a query that answered True): the rest is pending as far as the program can know.
 launched: dict[int, int] = {}
 _known_done: dict[int, int] = {}
-# Handles of the blocking streams made outside the pool (never reused, like event handles).
-_blocking: set[int] = set()
+# Handles of the blocking streams made outside the pool (never reused, like event handles),
+# with their devices.
+_blocking: dict[int, int] = {}
 _raw_stream_ids = itertools.count(RAW_STREAM_BASE)
 
 
 def reset() -> None:
-    """Fresh device state: no pool yet, every thread back on the default stream."""
-    global _pool, _local, _generation
-    _pool = _Pool()
+    """Fresh device state: no pool yet, every thread back on device 0's default stream. The
+    number of devices is read from `CSAN_LINT_DEVICES`."""
+    global _local, _generation
+    machine.DEVICE_COUNT = machine.device_count_from_environment()
+    _pools.clear()
     _local = threading.local()
     _generation += 1
     _views.clear()
     capturing.clear()
     _captured_events.clear()
+    deferred.clear()
     launched.clear()
     _known_done.clear()
     _blocking.clear()
 
 
+def _pool(device: int) -> _Pool:
+    pool = _pools.get(device)
+    if pool is None:
+        pool = _pools.setdefault(device, _Pool(device))
+    return pool
+
+
+def key_of(stream: Any) -> int:
+    """The engine id of a stream object (device k's default stream: -2 - k)."""
+    return stream_key(stream.stream_id, stream.device_index)
+
+
+def device_of(key: int) -> int:
+    """The device of the stream with engine id `key`."""
+    if key < -1:
+        return -2 - key
+    if key >= RAW_STREAM_BASE:
+        return _blocking.get(key, 0)
+    return key >> _DEVICE_SHIFT
+
+
+def current_index() -> int:
+    """The calling thread's current device."""
+    return getattr(_local, "device", 0)
+
+
+def switch(index: int) -> int:
+    """Make device `index` the calling thread's current device: the previous one."""
+    previous = current_index()
+    if index != previous:
+        parked = _local.__dict__.setdefault("parked", {})
+        parked[previous] = current_handle()
+        _local.stream = parked.get(index, stream_key(DEFAULT_STREAM, index))
+        _local.device = index
+    return previous
+
+
+@contextmanager
+def on_device(index: int) -> Iterator[None]:
+    """Device `index` current in the block (as c10's device guard makes it)."""
+    previous = switch(index)
+    try:
+        yield
+    finally:
+        switch(previous)
+
+
+def current_streams() -> dict[int, int]:
+    """Engine ids of the calling thread's current streams, by device (those it has set)."""
+    found = dict(getattr(_local, "parked", {}))
+    found[current_index()] = current_handle()
+    return found
+
+
+def current_key(index: int) -> int:
+    """The engine id of device `index`'s current stream in the calling thread."""
+    if index == current_index():
+        return current_handle()
+    return getattr(_local, "parked", {}).get(index, stream_key(DEFAULT_STREAM, index))
+
+
+# Barriers of copies between devices that the host has not issued yet: they follow the copy,
+# which a sanitizer stacked on the emulation sees only when the copy's dispatch returns.
+deferred: list[tuple[int, int]] = []
+
+
+@contextmanager
+def between_devices(source: int, destination: int) -> Iterator[None]:
+    """A copy between devices, as c10's: the source's current stream waits for the
+    destination's, the block runs on the destination device (its result is allocated there),
+    and after the copy the destination's current stream waits for the source's."""
+    source_key, destination_key = current_key(source), current_key(destination)
+    _block(view(destination_key).record_event(), view(source_key))
+    with on_device(destination):
+        yield
+    deferred.append((source_key, destination_key))
+
+
+def flush() -> None:
+    """Issue the barriers of the copies between devices made so far (see `between_devices`)."""
+    while deferred:
+        source_key, destination_key = deferred.pop(0)
+        _block(view(source_key).record_event(), view(destination_key))
+
+
 def create_blocking_stream() -> int:
-    """A new stream with CUDA's default flags (`cudaStreamCreate`): its handle."""
+    """A new stream with CUDA's default flags (`cudaStreamCreate`) on the current device: its
+    handle."""
     handle = next(_raw_stream_ids)
-    _blocking.add(handle)
+    _blocking[handle] = current_index()
     return handle
 
 
 def destroy_stream(handle: int) -> bool:
     """`cudaStreamDestroy`: whether `handle` was a stream made by `create_blocking_stream`."""
-    if handle not in _blocking:
-        return False
-    _blocking.discard(handle)
-    return True
+    return _blocking.pop(handle, None) is not None
 
 
 def is_blocking(handle: int) -> bool:
@@ -127,12 +225,15 @@ def is_blocking(handle: int) -> bool:
 
 
 def current_handle() -> int:
-    """The calling thread's current stream handle (hot path: no Stream object)."""
+    """The engine id of the calling thread's current stream (hot path: no Stream object)."""
     return getattr(_local, "stream", DEFAULT_STREAM)
 
 
 def select(handle: int) -> None:
-    """Make `handle` the calling thread's current stream."""
+    """Make stream `handle` (an engine id) the calling thread's current stream, its device the
+    current device (as autograd's stream guard does for a node)."""
+    if machine.DEVICE_COUNT > 1:
+        switch(device_of(handle))
     _local.stream = handle
 
 
@@ -141,10 +242,16 @@ def note_launch(handle: int) -> None:
     launched[handle] = launched.get(handle, 0) + 1
 
 
-def mark_done(handle: int | None = None, upto: int | None = None) -> None:
-    """The host knows the stream's work (up to launch count `upto`; all streams when `handle`
-    is None) is done."""
-    for stream in launched if handle is None else (handle,):
+def mark_done(handle: int | None = None, upto: int | None = None, device: int | None = None) -> None:
+    """The host knows the stream's work (up to launch count `upto`; when `handle` is None, every
+    stream's, or every stream's of `device`) is done."""
+    if handle is not None:
+        chosen: Any = (handle,)
+    elif device is None or machine.DEVICE_COUNT == 1:
+        chosen = launched
+    else:
+        chosen = [stream for stream in launched if device_of(stream) == device]
+    for stream in chosen:
         count = launched.get(stream, 0) if upto is None else upto
         if _known_done.get(stream, 0) < count:
             _known_done[stream] = count
@@ -178,18 +285,18 @@ def sleep(cycles: int) -> None:
 def check_device(device: Any) -> int:
     """The device index `device` names (None: the current one); an invalid one raises as CUDA."""
     if device is None:
-        return 0
+        return current_index()
     if isinstance(device, str):
         device = torch.device(device)
     if isinstance(device, torch.device):
         if device.type != "cuda":
             raise ValueError(f"Expected a cuda device, but got: {device}")
-        index = 0 if device.index is None else device.index
+        index = current_index() if device.index is None else device.index
     else:
         index = int(device)
     if index < 0:
-        return 0
-    if index >= DEVICE_COUNT:
+        return current_index()
+    if index >= machine.DEVICE_COUNT:
         raise RuntimeError("CUDA error: invalid device ordinal")
     return index
 
@@ -236,22 +343,26 @@ class GenericStream(_TorchStream, metaclass=_DeviceGeneric):
     def route(device: Any = None, *, priority: int = 0, **kwargs: Any) -> Any:
         if kwargs or not _names_cuda(device):
             return _TorchStream(device, priority=priority, **kwargs) if device is not None else _TorchStream(**kwargs)
-        check_device(device)
+        index = check_device(device)
         return _TorchStream.__new__(
-            GenericStream, stream_id=_pool.take(priority), device_index=0, device_type=CUDA_TYPE
+            GenericStream, stream_id=_pool(index).take(priority), device_index=index, device_type=CUDA_TYPE
         )
 
     def query(self) -> bool:
         """False once after new work (see the module's policy), then True."""
-        if pending(self.stream_id):
-            mark_done(self.stream_id)
+        key = key_of(self)
+        if pending(key):
+            mark_done(key)
             return False
         return True
 
     def synchronize(self) -> None:
-        forbid_during_capture(self.stream_id)
-        _gpu_trace.StreamSynchronizationCallbacks.fire_callbacks(self.stream_id)
-        mark_done(self.stream_id)
+        key = key_of(self)
+        forbid_during_capture(key)
+        flush()
+        with on_device(self.device_index):
+            _gpu_trace.StreamSynchronizationCallbacks.fire_callbacks(self.stream_id)
+        mark_done(key)
 
     # c10's Stream::wait(event) and record: no Python Event method runs (as in torch's C).
     def wait_event(self, event: GenericEvent) -> None:  # type: ignore[override]
@@ -267,18 +378,18 @@ class GenericStream(_TorchStream, metaclass=_DeviceGeneric):
         _block(stream.record_event(), self)
 
     def is_capturing(self) -> bool:
-        return self.stream_id in capturing
+        return key_of(self) in capturing
 
     def __enter__(self) -> GenericStream:
-        previous = getattr(_local, "previous", None)
-        if previous is None:
-            previous = _local.previous = []
-        previous.append(current_handle())
-        _local.stream = self.stream_id
+        # As torch's: the stream's device becomes current, and its stream this one.
+        device = switch(self.device_index)
+        _local.__dict__.setdefault("previous", []).append((device, current_handle()))
+        _local.stream = key_of(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _local.stream = _local.previous.pop()
+        device, _local.stream = _local.previous.pop()
+        switch(device)
 
 
 class Stream(GenericStream):
@@ -291,11 +402,11 @@ class Stream(GenericStream):
     def __new__(cls, device: Any = None, priority: int = 0, **kwargs: Any) -> Stream:
         if "stream_id" in kwargs:
             handle = int(kwargs["stream_id"])
-            check_device(kwargs.get("device_index"))
+            index = check_device(kwargs.get("device_index"))
         else:
-            check_device(device)
-            handle = _pool.take(priority)
-        return super().__new__(cls, stream_id=handle, device_index=0, device_type=CUDA_TYPE)
+            index = check_device(device)
+            handle = _pool(index).take(priority)
+        return super().__new__(cls, stream_id=handle, device_index=index, device_type=CUDA_TYPE)
 
     @property
     def cuda_stream(self) -> int:
@@ -312,7 +423,7 @@ class Stream(GenericStream):
 
     @property
     def priority(self) -> int:
-        return -max((self.stream_id >> _STREAM_TYPE_BITS) - 1, 0)
+        return -max(((self.stream_id & ((1 << _DEVICE_SHIFT) - 1)) >> _STREAM_TYPE_BITS) - 1, 0)
 
     # The emulated Stream takes and returns the emulated Event, as torch.cuda.Stream takes
     # torch.cuda.Event rather than the torch.Event its base class declares: [override].
@@ -338,13 +449,13 @@ class Stream(GenericStream):
         return ctypes.c_void_p(self.stream_id)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Stream) and other.stream_id == self.stream_id
+        return isinstance(other, Stream) and key_of(other) == key_of(self)
 
     def __hash__(self) -> int:
         return hash((self.stream_id, self.device))
 
     def __repr__(self) -> str:
-        return f"<torch.cuda.Stream device=cuda:0 cuda_stream={self.stream_id:#x}>"
+        return f"<torch.cuda.Stream device=cuda:{self.device_index} cuda_stream={self.stream_id:#x}>"
 
     def __cuda_stream__(self) -> tuple[int, int]:
         return (0, self.stream_id)
@@ -374,6 +485,7 @@ class GenericEvent(metaclass=_DeviceGeneric):
         self.blocking = blocking
         self.interprocess = interprocess
         self._handle = 0
+        self._device = 0
         self._generation = 0
         self._recorded_at = 0.0
         # (stream handle, its launch count) at the last record: what the event waits for.
@@ -385,7 +497,7 @@ class GenericEvent(metaclass=_DeviceGeneric):
 
     @property
     def device(self) -> torch.device | None:
-        return torch.device("cuda", 0) if self._handle else None
+        return torch.device("cuda", self._device) if self._handle else None
 
     def record(self, stream: GenericStream | None = None) -> None:
         _record(self, current_stream() if stream is None else stream)
@@ -430,7 +542,7 @@ class GenericEvent(metaclass=_DeviceGeneric):
             _gpu_trace.EventDeletionCallbacks.fire_callbacks(self._handle)
 
     def __repr__(self) -> str:
-        return f"torch.Event device_type=cuda, device_index=0, event_flag=0, event_id={self._handle}"
+        return f"torch.Event device_type=cuda, device_index={self._device}, event_flag=0, event_id={self._handle}"
 
 
 class Event(GenericEvent):
@@ -459,17 +571,22 @@ class Event(GenericEvent):
 
 
 def _record(event: GenericEvent, stream: GenericStream) -> None:
-    """c10's event record: the handle made on the first one."""
-    if not event._handle:
-        event._handle = next(_event_ids)
-        event._generation = _generation
-        _gpu_trace.EventCreationCallbacks.fire_callbacks(event._handle)
-    event._recorded_at = time.perf_counter()
-    event._recorded_work = (stream.stream_id, launched.get(stream.stream_id, 0))
-    _gpu_trace.EventRecordCallbacks.fire_callbacks(event._handle, stream.stream_id)
-    graph = capturing.get(stream.stream_id)
+    """c10's event record (under the stream's device): the handle made on the first one."""
+    if deferred:
+        flush()
+    key = key_of(stream)
+    with on_device(stream.device_index):
+        if not event._handle:
+            event._handle = next(_event_ids)
+            event._device = stream.device_index
+            event._generation = _generation
+            _gpu_trace.EventCreationCallbacks.fire_callbacks(event._handle)
+        event._recorded_at = time.perf_counter()
+        event._recorded_work = (key, launched.get(key, 0))
+        _gpu_trace.EventRecordCallbacks.fire_callbacks(event._handle, stream.stream_id)
+    graph = capturing.get(key)
     if graph is not None:
-        _captured_events[event._handle] = (graph, graph.snapshot(stream.stream_id))
+        _captured_events[event._handle] = (graph, graph.snapshot(key))
     else:
         _captured_events.pop(event._handle, None)
 
@@ -478,52 +595,59 @@ def _block(event: GenericEvent, stream: GenericStream) -> None:
     """c10's event block (cudaStreamWaitEvent): nothing for a never-recorded event."""
     if not event._handle:
         return
-    _gpu_trace.EventWaitCallbacks.fire_callbacks(event._handle, stream.stream_id)
+    if deferred:
+        flush()
+    with on_device(stream.device_index):
+        _gpu_trace.EventWaitCallbacks.fire_callbacks(event._handle, stream.stream_id)
     captured = _captured_events.get(event._handle)
     if captured is not None and captured[0].capturing:
         graph, snapshot = captured
-        graph.join(stream.stream_id, snapshot)
-        capturing[stream.stream_id] = graph
+        key = key_of(stream)
+        graph.join(key, snapshot)
+        capturing[key] = graph
 
 
 # -- torch.cuda module functions -----------------------------------------------------------
 
 
-def _view(handle: int) -> Stream:
-    stream = _views.get(handle)
+def view(key: int) -> Stream:
+    """The Stream object of the stream with engine id `key`."""
+    stream = _views.get(key)
     if stream is None:
-        stream = _views[handle] = Stream(stream_id=handle, device_index=0, device_type=CUDA_TYPE)
+        handle = DEFAULT_STREAM if key < -1 else key
+        stream = _views[key] = Stream(stream_id=handle, device_index=device_of(key), device_type=CUDA_TYPE)
     return stream
 
 
 def current_stream(device: Any = None) -> Stream:
-    if device is not None:
-        check_device(device)
-    return _view(current_handle())
+    if device is None:
+        return view(current_handle())
+    return view(current_key(check_device(device)))
 
 
 def default_stream(device: Any = None) -> Stream:
-    if device is not None:
-        check_device(device)
-    return _view(DEFAULT_STREAM)
+    return view(stream_key(DEFAULT_STREAM, check_device(device)))
 
 
 def set_stream(stream: Stream | None) -> None:
     if stream is None:
         return
-    _local.stream = stream.stream_id
+    _set_stream_by_id(stream.stream_id, stream.device_index, CUDA_TYPE)
 
 
 def _set_stream_by_id(stream_id: int, device_index: int, device_type: int) -> None:
-    check_device(device_index)
-    _local.stream = stream_id
+    # As `torch._C._cuda_setStream`: the stream's device becomes current too.
+    switch(check_device(device_index))
+    _local.stream = stream_key(stream_id, device_index)
 
 
 def synchronize(device: Any = None) -> None:
-    check_device(device)
+    index = check_device(device)
     forbid_during_capture()
-    _gpu_trace.DeviceSynchronizationCallbacks.fire_callbacks()
-    mark_done()
+    flush()
+    with on_device(index):
+        _gpu_trace.DeviceSynchronizationCallbacks.fire_callbacks()
+    mark_done(device=index)
 
 
 def is_current_stream_capturing() -> bool:
@@ -535,44 +659,27 @@ def is_available() -> bool:
 
 
 def device_count() -> int:
-    return DEVICE_COUNT
+    return machine.DEVICE_COUNT
 
 
 def current_device() -> int:
-    return 0
+    return current_index()
 
 
 def set_device(device: Any) -> None:
-    check_device(device)
+    switch(check_device(device))
 
 
 def exchange_device(device: int) -> int:
     """`torch.cuda._exchange_device`: select `device`, answer the previous one (-1: none)."""
     if device < 0:
         return -1
+    return switch(check_device(device))
+
+
+def get_device_properties(device: Any = None) -> machine.DeviceProperties:
     check_device(device)
-    return 0
-
-
-class DeviceProperties:
-    """What `get_device_properties` answers: a plausible modern GPU."""
-
-    name = "csan-lint emulated CUDA device"
-    major = 9
-    minor = 0
-    total_memory = 80 * 2**30
-    multi_processor_count = 132
-    is_integrated = False
-    is_multi_gpu_board = False
-    warp_size = 32
-
-    def __repr__(self) -> str:
-        return f"_CudaDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor})"
-
-
-def get_device_properties(device: Any = None) -> DeviceProperties:
-    check_device(device)
-    return DeviceProperties()
+    return machine.DeviceProperties()
 
 
 def get_device_name(device: Any = None) -> str:
@@ -582,22 +689,3 @@ def get_device_name(device: Any = None) -> str:
 def get_device_capability(device: Any = None) -> tuple[int, int]:
     properties = get_device_properties(device)
     return properties.major, properties.minor
-
-
-class Nvtx:
-    """NVTX ranges and marks: annotations for a profiler, nothing to do here (the CPU
-    build's stub raises instead)."""
-
-    def __getattr__(self, name: str) -> Callable[..., int]:
-        return returns(0)
-
-
-def no_op(*args: Any, **kwargs: Any) -> None:
-    """For the calls that have nothing to do on an emulated device (`empty_cache`, `init`)."""
-
-
-def returns(value: Any) -> Callable[..., Any]:
-    def answer(*args: Any, **kwargs: Any) -> Any:
-        return value
-
-    return answer

@@ -1,5 +1,5 @@
 """`torch.Tensor`, `torch.UntypedStorage` and factory attributes of the emulated device:
-device tensors report `cuda:0` and `is_cuda`; `.to("cuda")`, `.cuda()`, `.cpu()`,
+device tensors report their device (`cuda:k`) and `is_cuda`; `.to("cuda")`, `.cuda()`, `.cpu()`,
 `torch.tensor(..., device="cuda")` move data across the (emulated) host/device boundary as
 the `_to_copy` a CUDA build dispatches, so every mode on the stack sees that op; pinned
 memory and `torch.Generator(device="cuda")` are emulated too. These patches are global, so
@@ -16,7 +16,7 @@ import torch.utils._device
 from torch.utils._python_dispatch import _disable_current_modes
 
 from csan_lint.runtime.emulation import device as emulated
-from csan_lint.runtime.emulation import generic, streams
+from csan_lint.runtime.emulation import generic, machine, streams
 from csan_lint.runtime.emulation.device import CPU, CUDA, is_device, is_pinned_host, naming_host
 from csan_lint.runtime.emulation.gaps import EmulationGap
 
@@ -41,10 +41,18 @@ def _on_device(tensor: torch.Tensor) -> bool:
     return type(tensor) is not torch.Tensor and _device_get(tensor) == CUDA
 
 
+_DEVICES = [torch.device("cuda", index) for index in range(machine.MAX_DEVICES)]
+
+
 def _tensor_device(self: torch.Tensor) -> torch.device:
     if is_device(self):
-        return CUDA
+        return _DEVICES[emulated.device_index(self)]
     return _device_get(self)
+
+
+def _current() -> torch.device:
+    """`torch.device("cuda", current device)`: what a bare "cuda" names."""
+    return _DEVICES[streams.current_index()]
 
 
 def _tensor_is_cuda(self: torch.Tensor) -> bool:
@@ -57,7 +65,7 @@ def _tensor_is_cpu(self: torch.Tensor) -> bool:
 
 def _tensor_get_device(self: torch.Tensor) -> int:
     if is_device(self):
-        return 0
+        return emulated.device_index(self)
     return _base_get_device(self)
 
 
@@ -119,9 +127,11 @@ def _tensor_to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
             copy = True
     if device is None or device.type not in ("cuda", "cpu"):
         return _base_to(self, *args, **kwargs)
-    if device.type == "cuda":
-        streams.check_device(device)
     source_on_device = _on_device(self)
+    if device.type == "cuda":
+        index = streams.check_device(device)
+        if source_on_device and is_device(self) and emulated.device_index(self) != index:
+            return _move(self, _DEVICES[index], dtype, non_blocking, memory_format)  # to another device
     if (device.type == "cuda") != source_on_device:
         return _move(self, device, dtype, non_blocking, memory_format)
     # No move: what is left (dtype, copy, layout) happens where the tensor is.
@@ -150,7 +160,7 @@ def _tensor_new(*args: Any, **kwargs: Any) -> Any:
 def _tensor_cuda(
     self: torch.Tensor, device: Any = None, non_blocking: bool = False, memory_format: Any = torch.preserve_format
 ) -> torch.Tensor:
-    target = CUDA if device is None else torch.device("cuda", streams.check_device(device))
+    target = _DEVICES[streams.check_device(device)]
     return _tensor_to(self, target, non_blocking=non_blocking, memory_format=memory_format)
 
 
@@ -206,7 +216,7 @@ def _tensor_type(self: torch.Tensor, dtype: Any = None, non_blocking: bool = Fal
         dtype = "torch." + dtype[len("torch.cuda.") :]
     out = _base_type(self, dtype, non_blocking, **kwargs)
     if to_device and not is_device(out):
-        return _move(out, CUDA, None, non_blocking, None)
+        return _move(out, _current(), None, non_blocking, None)
     if not to_device and is_device(out):
         return _move(out, CPU, None, non_blocking, None)
     return out
@@ -227,9 +237,9 @@ def _factory(base: Any) -> Any:
             return _pinned(base(data, *args, **{**kwargs, "pin_memory": False}))
         if target is None or target.type != "cuda":
             return base(data, *args, device=device, **kwargs)
-        streams.check_device(target)
+        index = streams.check_device(target)
         requires_grad = kwargs.pop("requires_grad", False)
-        out = _move(base(data, *args, **kwargs), CUDA, None, False, None)
+        out = _move(base(data, *args, **kwargs), _DEVICES[index], None, False, None)
         return out.requires_grad_() if requires_grad else out
 
     factory.__name__ = base.__name__
@@ -303,7 +313,7 @@ _device_tensor = _factory(_base_tensor)
 
 def _tensor_new_tensor(self: torch.Tensor, data: Any, *, device: Any = None, **kwargs: Any) -> torch.Tensor:
     # The C++ `new_tensor` takes the device it sees, the CPU; the device's own is wanted.
-    target = CUDA if device is None and is_device(self) else device
+    target = _tensor_device(self) if device is None and is_device(self) else device
     if target is not None and torch.device(target).type == "cuda":
         kwargs.setdefault("dtype", self.dtype)
         return _device_tensor(data, device=target, **kwargs)
@@ -369,8 +379,9 @@ def _storage_on_device(storage: torch.UntypedStorage) -> bool:
 
 
 def _storage_device(self: torch.UntypedStorage) -> torch.device:
-    if _storage_on_device(self):
-        return CUDA
+    entry = emulated.memory.registry.blocks.get(self._cdata)
+    if entry is not None:
+        return _DEVICES[entry.device]
     return _storage_device_get(self)
 
 

@@ -1,8 +1,8 @@
 """Several CUDA devices on a real GPU machine (not runnable here: the torch calls are played
 by hand, or answered by monkeypatched torch entry points as a two-device CUDA build answers them;
-the emulated device has one device). Every device's default stream has handle 0, so the sanitizer gives the engine one
-id per (device, stream); a device sync orders that device only; an op runs on its tensors'
-device's stream."""
+tests/emulation/test_devices.py runs the same on an emulated machine of two devices). Every
+device's default stream has handle 0, so the sanitizer gives the engine one id per (device,
+stream); a device sync orders that device only; an op runs on its tensors' device's stream."""
 
 from __future__ import annotations
 

@@ -1,0 +1,304 @@
+"""An emulated machine of several devices (`CSAN_LINT_DEVICES`, `--csan-devices`): each device
+has its own default stream, pool streams and current stream, each thread a current device, and
+multi-GPU code runs as on a machine with that many GPUs, checked by the sanitizer."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+import torch
+from torch.cuda import _gpu_trace
+
+from csan_lint.runtime import emulation
+from csan_lint.runtime.emulation.machine import DEVICES_VARIABLE
+from csan_lint.runtime.sanitizer import Sanitizer
+
+
+@pytest.fixture
+def two_devices(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv(DEVICES_VARIABLE, "2")
+    emulation.activate()
+    try:
+        yield
+    finally:
+        emulation.deactivate()
+
+
+def test_one_device_by_default_and_cuda_1_is_an_invalid_ordinal(device: None) -> None:
+    assert torch.cuda.device_count() == 1
+    with pytest.raises(RuntimeError, match="invalid device ordinal"):
+        torch.ones(2, device="cuda:1")
+    with pytest.raises(RuntimeError, match="invalid device ordinal"):
+        torch.cuda.set_device(1)
+
+
+def test_a_bad_device_count_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(DEVICES_VARIABLE, "two")
+    with pytest.raises(ValueError, match="CSAN_LINT_DEVICES: expected a number of devices"):
+        emulation.activate()
+    assert not emulation.is_active()
+
+
+@pytest.mark.usefixtures("two_devices")
+def test_tensors_on_cuda_1_report_their_device_and_move_between_devices() -> None:
+    assert torch.cuda.device_count() == 2
+    x = torch.arange(4.0, device="cuda:1")
+    assert x.device == torch.device("cuda", 1) and x.device.index == 1 and x.get_device() == 1
+    assert (x + 1).device.index == 1 and x.untyped_storage().device.index == 1
+    assert torch.ones(2, device="cuda").device.index == 0  # the current device
+    y = x.to("cuda:0")
+    assert y.device.index == 0 and y.tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert y.cuda(1).get_device() == 1 and y.to(1).get_device() == 1
+    assert torch.tensor([1, 2], device=torch.device("cuda", 1)).get_device() == 1
+    with pytest.raises(RuntimeError, match="found at least two devices, cuda:1 and cuda:0"):
+        x + y
+    z = torch.zeros(4, device="cuda:1")
+    z.copy_(y)  # a copy between devices
+    assert z.get_device() == 1 and z.tolist() == y.tolist()
+
+
+@pytest.mark.usefixtures("two_devices")
+def test_the_current_device_follows_device_contexts_and_set_device() -> None:
+    assert torch.cuda.current_device() == 0
+    with torch.cuda.device(1):
+        assert torch.cuda.current_device() == 1
+        assert torch.ones(1, device="cuda").get_device() == 1
+        assert torch.ones(1).cuda().get_device() == 1
+    assert torch.cuda.current_device() == 0
+    torch.cuda.set_device(1)
+    assert torch.cuda.current_device() == 1 and torch.cuda.current_stream().device_index == 1
+    torch.cuda.set_device(0)
+    with pytest.raises(RuntimeError, match="invalid device ordinal"):
+        torch.ones(1, device="cuda:2")
+
+
+@pytest.mark.usefixtures("two_devices")
+def test_each_device_has_its_own_default_and_current_stream() -> None:
+    default0, default1 = torch.cuda.default_stream(0), torch.cuda.default_stream(1)
+    assert default0.cuda_stream == default1.cuda_stream == 0  # handle 0 on every GPU
+    assert default0 != default1 and default1.device == torch.device("cuda", 1)
+    side = torch.cuda.Stream(device=1)
+    assert side.device_index == 1 and side.cuda_stream != torch.cuda.Stream(device=0).cuda_stream
+    with torch.cuda.stream(side):  # as torch: device 1 current, with its stream `side`
+        assert torch.cuda.current_device() == 1
+        assert torch.cuda.current_stream() == side == torch.cuda.current_stream(1)
+        assert torch.cuda.current_stream(0) == default0
+    assert torch.cuda.current_device() == 0
+    assert torch.cuda.current_stream(1) == default1
+    with side:
+        assert torch.cuda.current_stream(1) == side
+    assert torch.cuda.current_stream(1) == default1
+
+
+@pytest.mark.usefixtures("two_devices")
+def test_trace_callbacks_name_a_default_stream_0_under_its_device() -> None:
+    seen: list[tuple[int, int]] = []
+
+    def recorded(event: int, stream: int) -> None:
+        seen.append((stream, torch.cuda.current_device()))
+
+    _gpu_trace.EventRecordCallbacks.add_callback(recorded)
+    try:
+        torch.cuda.default_stream(1).record_event()
+        torch.cuda.default_stream(0).record_event()
+    finally:
+        _gpu_trace.EventRecordCallbacks.callback_list.remove(recorded)
+    assert seen == [(0, 1), (0, 0)]
+    assert torch.cuda.current_device() == 0
+
+
+@pytest.mark.usefixtures("two_devices")
+def test_memory_statistics_are_per_device() -> None:
+    before = torch.cuda.memory_allocated(0)
+    x = torch.empty(1024, device="cuda:1")
+    assert torch.cuda.memory_allocated(1) >= x.nbytes
+    assert torch.cuda.memory_allocated(0) == before
+    assert len(torch.cuda.get_rng_state_all()) == 2
+
+
+# -- under the sanitizer ---------------------------------------------------------------------
+
+
+def _kinds(sanitizer: Sanitizer) -> list[str]:
+    return [report.kind for report in sanitizer.errors]
+
+
+@pytest.mark.usefixtures("two_devices")
+def test_a_race_between_device_1s_side_stream_and_its_default_stream_is_reported() -> None:
+    with Sanitizer(device="emulated") as sanitizer:
+        x = torch.ones(64, device="cuda:1")
+        side = torch.cuda.Stream(device=1)
+        with torch.cuda.stream(side):
+            x.mul_(2)
+        assert _kinds(sanitizer) == ["write-after-write"]
+
+
+@pytest.mark.usefixtures("two_devices")
+def test_ops_on_cuda_1_run_on_device_1s_current_stream_not_device_0s() -> None:
+    with Sanitizer(device="emulated") as sanitizer:
+        x = torch.ones(64, device="cuda:1")
+        side0 = torch.cuda.Stream(device=0)
+        with torch.cuda.stream(side0):  # device 0's stream: an op on cuda:1 is not on it
+            x.mul_(2)  # device 1's default stream, where x was made: ordered
+        side1 = torch.cuda.Stream(device=1)
+        side1.wait_stream(torch.cuda.default_stream(1))
+        with torch.cuda.stream(side1):
+            x.add_(1)
+        torch.cuda.default_stream(1).wait_stream(side1)
+        x.sum()
+        assert sanitizer.errors == []
+
+
+@pytest.mark.usefixtures("two_devices")
+def test_default_streams_of_two_devices_are_not_ordered_with_each_other() -> None:
+    with Sanitizer(device="emulated") as sanitizer:
+        x = torch.ones(64, device="cuda:0")
+        side = torch.cuda.Stream(device=0)
+        side.wait_stream(torch.cuda.default_stream(0))
+        with torch.cuda.stream(side):
+            x.mul_(2)
+        torch.cuda.default_stream(1).wait_stream(side)  # device 1's default, not device 0's
+        x.add_(1)
+        assert _kinds(sanitizer) == ["write-after-write"]
+
+
+@pytest.mark.usefixtures("two_devices")
+def test_a_device_sync_orders_only_its_own_devices_streams() -> None:
+    with Sanitizer(device="emulated") as sanitizer:
+        x = torch.ones(64, device="cuda:1")
+        side = torch.cuda.Stream(device=1)
+        side.wait_stream(torch.cuda.default_stream(1))
+        with torch.cuda.stream(side):
+            x.mul_(2)
+        torch.cuda.synchronize(0)
+        x.add_(1)  # device 1's default stream: device 0's sync did not order it
+        assert _kinds(sanitizer) == ["write-after-write"]
+        side.wait_stream(torch.cuda.default_stream(1))
+        with torch.cuda.stream(side):
+            x.mul_(2)
+        torch.cuda.synchronize(1)
+        x.add_(1)
+        assert _kinds(sanitizer) == ["write-after-write"]
+
+
+@pytest.mark.usefixtures("two_devices")
+def test_a_copy_between_devices_is_ordered_on_both_sides() -> None:
+    with Sanitizer(device="emulated") as sanitizer:
+        x = torch.ones(64, device="cuda:0")
+        y = x.to("cuda:1")
+        y.add_(1)  # device 1's default stream waits for the copy
+        x.mul_(2)  # device 0's default stream ran the copy
+        z = torch.empty(64, device="cuda:0")
+        z.copy_(y)
+        z.sum(), y.sum()
+        assert sanitizer.errors == []
+        assert z.tolist() == [2.0] * 64
+
+
+@pytest.mark.usefixtures("two_devices")
+def test_a_copy_from_a_tensor_written_on_an_unordered_side_stream_is_reported() -> None:
+    with Sanitizer(device="emulated") as sanitizer:
+        x = torch.ones(64, device="cuda:0")
+        side = torch.cuda.Stream(device=0)
+        side.wait_stream(torch.cuda.default_stream(0))
+        with torch.cuda.stream(side):
+            x.mul_(2)
+        x.to("cuda:1")  # read on device 0's default stream
+        assert _kinds(sanitizer) == ["read-after-write"]
+
+
+# -- pytest --csan-devices --------------------------------------------------------------------
+
+MULTI_GPU_SUITE = """
+import subprocess
+import sys
+
+import pytest
+import torch
+
+two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+
+
+@two_gpus
+def test_work_on_the_second_gpu():
+    x = torch.ones(8, device="cuda:1")
+    with torch.cuda.device(1):
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            x.mul_(2)
+        torch.cuda.current_stream().wait_stream(side)
+    assert x.sum().item() == 16
+
+
+@two_gpus
+def test_race_on_the_second_gpu():
+    x = torch.ones(8, device="cuda:1")
+    side = torch.cuda.Stream(device=1)
+    with torch.cuda.stream(side):
+        x.mul_(2)
+
+
+def test_a_child_process_has_the_same_devices():
+    code = "import torch; print(torch.cuda.device_count())"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == str(torch.cuda.device_count())
+"""
+
+
+@pytest.mark.parametrize("where", ["flag", "ini"])
+def test_pytest_runs_multi_gpu_tests_on_csan_devices(tmp_path, where):
+    (tmp_path / "test_multi_gpu.py").write_text(MULTI_GPU_SUITE)
+    options = ["--csan", "--csan-device", "emulated"]
+    if where == "flag":
+        options += ["--csan-devices", "2"]
+    else:
+        (tmp_path / "pytest.ini").write_text("[pytest]\ncsan_devices = 2\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rfs", "-p", "no:cacheprovider", *options, "test_multi_gpu.py"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={name: value for name, value in os.environ.items() if name != DEVICES_VARIABLE},
+    )
+    out = done.stdout
+    assert done.returncode == 1, out[-3000:] + done.stderr[-2000:]
+    assert "1 failed, 2 passed" in out and "skipped" not in out, out[-3000:]
+    assert "FAILED test_multi_gpu.py::test_race_on_the_second_gpu" in out
+
+
+def test_pytest_refuses_a_bad_device_count(tmp_path):
+    (tmp_path / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--csan", "--csan-device", "emulated"]
+        + ["--csan-devices", "0", "test_nothing.py"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 4
+    assert "--csan-devices: CSAN_LINT_DEVICES: expected a number of devices from 1 to 64, got '0'" in done.stderr
+
+
+@pytest.mark.usefixtures("two_devices")
+def test_backward_on_cuda_1_runs_on_its_forward_streams_and_restores_each_devices_stream() -> None:
+    with Sanitizer(device="emulated") as sanitizer:
+        w = torch.randn(8, 8, device="cuda:1", requires_grad=True)
+        x = torch.randn(4, 8, device="cuda:1")
+        side = torch.cuda.Stream(device=1)
+        side.wait_stream(torch.cuda.current_stream(1))
+        with torch.cuda.stream(side):
+            y = (x @ w).relu().sum()
+        torch.cuda.current_stream(1).wait_stream(side)
+        y.backward()  # from device 0: the root gradient is made on device 1's current stream
+        assert torch.cuda.current_device() == 0
+        assert torch.cuda.current_stream(1) == torch.cuda.default_stream(1)
+        assert w.grad is not None and w.grad.get_device() == 1
+        w.grad.sum()  # device 1's default stream was made to wait for the pass's streams
+        assert sanitizer.errors == []
