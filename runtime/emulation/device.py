@@ -36,13 +36,23 @@ _to_copy = _aten._to_copy.default
 class _PinnedPool:
     """The caching host allocator behind `pin_memory()`: blocks of a power-of-two size, a
     freed one handed out again to a request of its size once no non-blocking copy that used it
-    is pending (as CUDA's host allocator waits for the copy's event), kept until emptied."""
+    is pending (as CUDA's host allocator waits for the copy's event), kept until emptied.
+    Threads pin memory while others copy: a lock makes handing out a block and the tensor
+    taking it one step, so no two threads get the same free block."""
 
     def __init__(self) -> None:
         self.blocks: list[torch.UntypedStorage] = []
         self.copies: dict[int, tuple[int, int]] = {}  # block -> (stream, its launch count)
+        self.lock = threading.Lock()
 
-    def allocate(self, nbytes: int) -> torch.UntypedStorage:
+    def new_tensor(self, like: torch.Tensor) -> torch.Tensor:
+        """A contiguous tensor of `like`'s shape and dtype in a block of the pool (bytes undefined)."""
+        with self.lock:
+            block = self._allocate(like.nbytes)
+            # torch's stubs lack the schema's default `stride=[]` (contiguous) of this overload.
+            return torch.empty(0, dtype=like.dtype).set_(block, 0, like.shape)  # type: ignore[call-overload]
+
+    def _allocate(self, nbytes: int) -> torch.UntypedStorage:
         size = 1 << max(nbytes - 1, 0).bit_length()
         for block in self.blocks:
             if block.nbytes() == size and self._free(block):
@@ -61,13 +71,15 @@ class _PinnedPool:
     def copied(self, storage: torch.UntypedStorage) -> None:
         """A non-blocking copy on the current stream used pinned `storage`."""
         key = storage._cdata
-        if any(block._cdata == key for block in self.blocks):
-            handle = streams.current_handle()
-            self.copies[key] = (handle, streams.launched.get(handle, 0))
+        with self.lock:
+            if any(block._cdata == key for block in self.blocks):
+                handle = streams.current_handle()
+                self.copies[key] = (handle, streams.launched.get(handle, 0))
 
     def empty_cache(self) -> None:
         """`torch._C._host_emptyCache()`: give back the free blocks."""
-        self.blocks = [block for block in self.blocks if not self._free(block)]
+        with self.lock:
+            self.blocks = [block for block in self.blocks if not self._free(block)]
 
 
 memory = DeviceMemory(allocator.DEFAULT_MEMORY)
