@@ -9,29 +9,35 @@ from collections.abc import Callable
 
 
 class EngineLock:
-    """A reentrant lock that can hold back work until its holder leaves: a storage's death (a
-    free callback, a pinned host block's end) may come on the thread that is inside the engine,
+    """A reentrant lock that can hold back work until it is let go: a storage's death (a free
+    callback, a pinned host block's end) may come on the thread that is inside the engine,
     from a garbage collection that an allocation of the engine's own code set off. Run at
     once, it would change the engine's state under the call that is updating it; an entry that
-    finds `inside()` true queues itself with `later()`, and runs when the lock is let go."""
+    finds `inside()` true queues itself with `later()`, and runs once no thread holds the lock
+    on the releasing thread's behalf (each queued action takes the lock itself)."""
 
     def __init__(self) -> None:
-        self._lock = threading.RLock()
-        self._local = threading.local()
-
-    def acquire(self) -> None:
-        self._lock.acquire()
-        local = self._local
-        local.depth = getattr(local, "depth", 0) + 1
+        lock = threading.RLock()
+        # The C methods themselves on the hot path (an op's bookkeeping takes the lock once).
+        self.acquire = lock.acquire
+        self._release = lock.release
+        # RLock's own ownership test (threading.Condition's): whether this thread holds it.
+        self.inside: Callable[[], bool] = lock._is_owned  # type: ignore[attr-defined]
+        self._queued: list[Callable[[], None]] = []
 
     def release(self) -> None:
-        local = self._local
-        local.depth -= 1
-        self._lock.release()
-        if not local.depth:
-            queued = getattr(local, "queued", None)
-            while queued:  # each takes the lock again; it handles its own failures
-                queued.pop(0)()
+        self._release()
+        if self._queued and not self.inside():
+            self._run_queued()
+
+    def _run_queued(self) -> None:
+        queued = self._queued
+        while queued:
+            try:
+                action = queued.pop(0)
+            except IndexError:  # another thread ran the last one
+                return
+            action()  # it handles its own failures
 
     def __enter__(self) -> EngineLock:
         self.acquire()
@@ -40,14 +46,6 @@ class EngineLock:
     def __exit__(self, *exc: object) -> None:
         self.release()
 
-    def inside(self) -> bool:
-        """Whether this thread holds the lock (an entry now would nest in another)."""
-        return bool(getattr(self._local, "depth", 0))
-
     def later(self, action: Callable[[], None]) -> None:
         """Run `action` once this thread lets the lock go."""
-        local = self._local
-        queued = getattr(local, "queued", None)
-        if queued is None:
-            queued = local.queued = []
-        queued.append(action)
+        self._queued.append(action)

@@ -30,6 +30,11 @@ def frequent_thread_switches() -> Iterator[None]:
         sys.setswitchinterval(previous)
 
 
+def _pin(sources: list[torch.Tensor], indices: range, ready: queue.SimpleQueue[tuple[int, torch.Tensor]]) -> None:
+    for index in indices:
+        ready.put((index, sources[index].pin_memory()))
+
+
 def _pin_in_threads_and_copy() -> int:
     """Rounds of worker threads pinning tensors while this thread copies them to the device
     non-blocking and drops them; how many device copies differ from their source."""
@@ -38,11 +43,9 @@ def _pin_in_threads_and_copy() -> int:
         sources = [torch.randn(64) for _ in range(TENSORS)]
         ready: queue.SimpleQueue[tuple[int, torch.Tensor]] = queue.SimpleQueue()
 
-        def pin(indices: range) -> None:
-            for index in indices:
-                ready.put((index, sources[index].pin_memory()))
-
-        workers = [threading.Thread(target=pin, args=(range(k, TENSORS, THREADS),)) for k in range(THREADS)]
+        workers = [
+            threading.Thread(target=_pin, args=(sources, range(k, TENSORS, THREADS), ready)) for k in range(THREADS)
+        ]
         for worker in workers:
             worker.start()
         copies = {}
