@@ -13,8 +13,8 @@ class EngineLock:
     callback, a pinned host block's end) may come on the thread that is inside the engine,
     from a garbage collection that an allocation of the engine's own code set off. Run at
     once, it would change the engine's state under the call that is updating it; an entry that
-    finds `inside()` true queues itself with `later()`, and runs once no thread holds the lock
-    on the releasing thread's behalf (each queued action takes the lock itself)."""
+    finds `inside()` true queues itself with `later()`, and runs when the lock is let go (each
+    queued action takes the lock itself)."""
 
     def __init__(self) -> None:
         lock = threading.RLock()
@@ -47,5 +47,5 @@ class EngineLock:
         self.release()
 
     def later(self, action: Callable[[], None]) -> None:
-        """Run `action` once this thread lets the lock go."""
+        """Run `action` once the lock is let go (by the thread that holds it now, or another)."""
         self._queued.append(action)
