@@ -12,12 +12,14 @@ the C++ side off again."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import torch
 import torch.cuda._gpu_trace as gpu_trace
 
 from csan_lint.runtime.devices import DeviceStreams
+from csan_lint.runtime.engine_lock import EngineLock
 from csan_lint.runtime.stacks import Stack
 
 
@@ -35,7 +37,7 @@ class GpuTraceHooks:
         *,
         current_stream: Callable[[], int],
         after: Callable[[], None],
-        lock: Any,
+        lock: EngineLock,
         stack: Callable[[], Stack],
         streams: DeviceStreams | None = None,
     ) -> None:
@@ -108,6 +110,9 @@ class GpuTraceHooks:
 
         def callback(*args: Any) -> None:
             if not self.active:
+                return
+            if lock.inside():  # a storage died inside an engine call (a garbage collection there)
+                lock.later(partial(callback, *args))
                 return
             try:
                 # acquire/release, not `with`: the context manager protocol costs twice as much.

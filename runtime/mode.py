@@ -23,6 +23,7 @@ from torch._ops import OpOverload
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from csan_lint.runtime.cuda_semantics import copy_effect
+from csan_lint.runtime.engine_lock import EngineLock
 from csan_lint.runtime.events import Access
 from csan_lint.runtime.extents import Layout, is_approximated, pattern
 from csan_lint.runtime.op_plans import ALLOCATE, COPY, HOST_SYNC, PLANS, RESULT, SKIP, OpPlan, plan_of
@@ -113,7 +114,7 @@ class SanitizerMode(TorchDispatchMode):
         errors: Sequence[Any] = (),
         on_errors: Callable[[], None] | None = None,
         on_skipped: Callable[[str], None] | None = None,
-        lock: Any = None,
+        lock: EngineLock | None = None,
         device_stream: Callable[[torch.Tensor], int] | None = None,
     ) -> None:
         super().__init__()
@@ -134,7 +135,7 @@ class SanitizerMode(TorchDispatchMode):
         self.skipped_types: set[str] = set()
         self.on_skipped = on_skipped
         # Threads share the tracker; the mode, the trace callbacks and the wrappers take turns.
-        self.lock = lock if lock is not None else threading.RLock()
+        self.lock = lock if lock is not None else EngineLock()
         self.checking = True
         # Ids of the code objects where stack walks end: the frames outside a test runner's
         # call into the user's code are never the user's (see capture_stack).
@@ -386,6 +387,9 @@ class SanitizerMode(TorchDispatchMode):
 
     def _host_block_died(self, base: int, ref: weakref.ref[torch.UntypedStorage]) -> None:
         """A host block's pending accesses end with it: a later block at its bytes starts clean."""
+        if self.lock.inside():  # it died inside an engine call (a garbage collection there)
+            self.lock.later(partial(self._host_block_died, base, ref))
+            return
         if self.host_blocks.get(base) is not ref:
             return  # replaced (a device block took the address on the emulated device)
         del self.host_blocks[base]

@@ -16,6 +16,7 @@ import torch
 from csan_lint.runtime import eager_compile, torch_internals
 from csan_lint.runtime.cuda_semantics import ACTIONS, UNRECORDED_EVENT, capture_is_lenient
 from csan_lint.runtime.devices import CudaStreamFlags, DeviceStreams
+from csan_lint.runtime.engine_lock import EngineLock
 from csan_lint.runtime.events import Access, RuntimeErrorReport
 from csan_lint.runtime.gpu_trace import GpuTraceHooks
 from csan_lint.runtime.mode import SanitizerMode, storage_base
@@ -81,7 +82,7 @@ class Sanitizer:
         self.broken = False
         self._paused = False
         self._activated_emulation = False
-        self._lock = threading.RLock()
+        self._lock = EngineLock()
         self._patches = Patches()
         self._graphs: weakref.WeakKeyDictionary[Any, list[Access]] = weakref.WeakKeyDictionary()
         self._writer: Any = None

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import re
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch.cuda import _gpu_trace
@@ -36,38 +37,59 @@ _to_copy = _aten._to_copy.default
 class _PinnedPool:
     """The caching host allocator behind `pin_memory()`: blocks of a power-of-two size, a
     freed one handed out again to a request of its size once no non-blocking copy that used it
-    is pending (as CUDA's host allocator waits for the copy's event), kept until emptied."""
+    is pending (as CUDA's host allocator waits for the copy's event), kept until emptied.
+    Each hand-out is a new storage on the block's bytes, which dies with its last tensor as a
+    pinned storage does on CUDA (the sanitizer ends the block's state then). Threads pin
+    memory while others copy: a lock makes handing out a block and the tensor taking it one
+    step, so no two threads get the same free block."""
 
     def __init__(self) -> None:
         self.blocks: list[torch.UntypedStorage] = []
-        self.copies: dict[int, tuple[int, int]] = {}  # block -> (stream, its launch count)
+        self.users: dict[int, weakref.ref[torch.UntypedStorage]] = {}  # block's ptr -> its hand-out
+        self.copies: dict[int, tuple[int, int]] = {}  # block's ptr -> (stream, its launch count)
+        self.lock = threading.Lock()
 
-    def allocate(self, nbytes: int) -> torch.UntypedStorage:
+    def new_tensor(self, like: torch.Tensor) -> torch.Tensor:
+        """A contiguous tensor of `like`'s shape and dtype in a block of the pool (bytes undefined)."""
+        with self.lock:
+            storage = self._allocate(like.nbytes)
+            # torch's stubs lack the schema's default `stride=[]` (contiguous) of this overload.
+            return torch.empty(0, dtype=like.dtype).set_(storage, 0, like.shape)  # type: ignore[call-overload]
+
+    def _allocate(self, nbytes: int) -> torch.UntypedStorage:
         size = 1 << max(nbytes - 1, 0).bit_length()
-        for block in self.blocks:
-            if block.nbytes() == size and self._free(block):
-                return block
-        block = torch.UntypedStorage(size)
-        pinned.add(block)
-        self.blocks.append(block)
-        return block
+        block = next((block for block in self.blocks if block.nbytes() == size and self._free(block)), None)
+        if block is None:
+            block = torch.UntypedStorage(size)
+            self.blocks.append(block)
+        ptr = block.data_ptr()
+        storage = cast(torch.UntypedStorage, torch._C._construct_storage_from_data_pointer(ptr, CPU, size))
+        storage.__dict__["_csan_block"] = block  # its bytes outlive the pool (after empty_cache)
+        pinned.add(storage)
+        self.users[ptr] = weakref.ref(storage)
+        return storage
 
     def _free(self, block: torch.UntypedStorage) -> bool:
-        if torch._C._storage_Use_Count(block._cdata) > 1:
-            return False  # a tensor still uses it (the pool holds the other reference)
-        copy = self.copies.get(block._cdata)
+        ptr = block.data_ptr()
+        user = self.users.get(ptr)
+        if user is not None and user() is not None:
+            return False  # a tensor still uses it
+        copy = self.copies.get(ptr)
         return copy is None or not streams.pending(*copy)
 
     def copied(self, storage: torch.UntypedStorage) -> None:
         """A non-blocking copy on the current stream used pinned `storage`."""
-        key = storage._cdata
-        if any(block._cdata == key for block in self.blocks):
-            handle = streams.current_handle()
-            self.copies[key] = (handle, streams.launched.get(handle, 0))
+        ptr = storage.data_ptr()
+        with self.lock:
+            user = self.users.get(ptr)
+            if user is not None and user() is storage:
+                handle = streams.current_handle()
+                self.copies[ptr] = (handle, streams.launched.get(handle, 0))
 
     def empty_cache(self) -> None:
         """`torch._C._host_emptyCache()`: give back the free blocks."""
-        self.blocks = [block for block in self.blocks if not self._free(block)]
+        with self.lock:
+            self.blocks = [block for block in self.blocks if not self._free(block)]
 
 
 memory = DeviceMemory(allocator.DEFAULT_MEMORY)

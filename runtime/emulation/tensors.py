@@ -176,10 +176,7 @@ def _tensor_pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
     if is_pinned_host(self):
         return self
     # From the host allocator's pool (a freed block comes back), laid out contiguously.
-    block = emulated.pinned_pool.allocate(self.nbytes)
-    # torch's stubs lack the schema's default `stride=[]` (contiguous) of this overload.
-    out = torch.empty(0, dtype=self.dtype).set_(block, 0, self.shape)  # type: ignore[call-overload]
-    return out.copy_(self)
+    return emulated.pinned_pool.new_tensor(self).copy_(self)
 
 
 def _tensor_is_pinned(self: torch.Tensor, device: Any = None) -> bool:

@@ -6,7 +6,6 @@ stream); a device sync orders that device only; an op runs on its tensors' devic
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 
 import pytest
@@ -15,6 +14,7 @@ from torch.cuda import _gpu_trace
 
 from csan_lint.runtime import kinds
 from csan_lint.runtime.devices import DeviceStreams, stream_key
+from csan_lint.runtime.engine_lock import EngineLock
 from csan_lint.runtime.events import Access
 from csan_lint.runtime.gpu_trace import GpuTraceHooks
 from csan_lint.runtime.mode import SanitizerMode
@@ -44,7 +44,7 @@ class TwoGpus:
             self._fail,
             current_stream=lambda: 0,
             after=lambda: None,
-            lock=threading.RLock(),
+            lock=EngineLock(),
             stack=tuple,
             streams=self.streams,
         )
@@ -160,7 +160,7 @@ def two_devices(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[TwoDeviceBuil
         _raise,
         current_stream=current,
         after=lambda: None,
-        lock=threading.RLock(),
+        lock=EngineLock(),
         stack=tuple,
         streams=keys,
     )

@@ -61,3 +61,33 @@ def test_a_dead_pinned_block_leaves_no_state_and_a_live_one_is_watched():
         del host
         assert sanitizer.tracker.stats()["allocations"] == 1
         assert sanitizer.mode.host_blocks == {}
+
+
+def test_a_pinned_block_handed_out_again_is_a_new_block_to_the_engine():
+    with sanitize(device="emulated") as sanitizer:
+        tracker = sanitizer.tracker
+        seen = []
+        allocated, freed = tracker.allocated, tracker.freed
+
+        def on_allocated(ptr, size, stream, stack=None):
+            seen.append(("allocated", ptr, stream))
+            allocated(ptr, size, stream, stack=stack)
+
+        def on_freed(ptr, stack=None):
+            seen.append(("freed", ptr))
+            freed(ptr, stack=stack)
+
+        tracker.allocated, tracker.freed = on_allocated, on_freed
+        first = torch.ones(64).pin_memory()
+        ptr = first.data_ptr()
+        on_device = first.to("cuda", non_blocking=True)
+        torch.cuda.synchronize()
+        del first  # its copy is done: the pool may hand the block out again
+        second = torch.full((64,), 2.0).pin_memory()
+        assert second.data_ptr() == ptr
+        on_device.copy_(second, non_blocking=True)
+        torch.cuda.synchronize()
+    host_events = [event for event in seen if event[1] == ptr]
+    assert host_events == [("allocated", ptr, None), ("freed", ptr), ("allocated", ptr, None)]
+    assert on_device.tolist() == [2.0] * 64
+    assert sanitizer.errors == [] and sanitizer.internal_errors == []
