@@ -50,6 +50,7 @@ from csan_lint.lint.ordering import (
     launch_key,
 )
 from csan_lint.lint.recognize import is_exit_stack
+from csan_lint.lint.regions import Region, disjoint, region_of
 from csan_lint.lint.returns import Returns
 from csan_lint.lint.scan import body_of, used_as_tensors
 from csan_lint.lint.streams import Streams
@@ -352,6 +353,13 @@ class FunctionAnalysis(
             for element in node.slice:
                 for key in index_names(element.slice):
                     self._demote(key)
+            base = dotted_name(node.value)
+            region = region_of(node)
+            if region is not None and base is not None and base in self.live.tensors:
+                for element in node.slice:
+                    self._eval(element)
+                self._access(base, node.value, write=False, region=region)
+                return
             for child in children(node):
                 self._eval(child)
         elif is_host_test(node) or self._key_lookup(node):  # `x is None`, `"key" in d`: a Python bool, no kernel
@@ -411,6 +419,7 @@ class FunctionAnalysis(
             for element in expr.elements:
                 self._write_target(element.value, assigned=assigned)
             return
+        region = region_of(expr)
         base = expr
         while True:
             if isinstance(base, cst.Subscript):
@@ -433,7 +442,7 @@ class FunctionAnalysis(
             return
         holder = self.held_by.get(key) if key is not None else self._holder(base)
         if key is not None and key not in self.live.streams:
-            self._access(key, base, write=True)
+            self._access(key, base, write=True, region=region)
         else:
             self._eval(base)
         if holder is not None and holder not in self.live.streams:
@@ -459,13 +468,15 @@ class FunctionAnalysis(
         stream: str | None = None,
         after: frozenset[str] = frozenset(),
         produced: Produced = "written",
+        region: Region | None = None,
     ) -> None:
         """A kernel on the current stream (or `stream`, for a called function's) reads or writes
-        `key` (a write: as `produced` says): check it, then record it, ordered before `after` too."""
+        `key` (a write: as `produced` says; `region`: the part a basic index reached): check it
+        against the accesses to parts it may overlap, then record it, ordered before `after` too."""
         if write and self.tested:
             self._rebound(key)  # in place: what its tests said no longer holds
         tensor = self.live.tensors.get(key) or self._caller_written(key, node) or TrackedTensor()
-        access = replace(self._make_access(node, write=write), produced=produced)
+        access = replace(self._make_access(node, write=write), produced=produced, region=region)
         if stream is not None:
             access = replace(access, stream=stream)
         stream = access.stream
@@ -477,6 +488,8 @@ class FunctionAnalysis(
                 self.live.tensors[key] = replace(tensor, reads=tensor.reads | quiet)
             return
         for last in in_report_order(tensor.writes):
+            if disjoint(last.access.region, region):
+                continue
             if (path := last.unordered(stream, distinct)) is not None:
                 kind = HazardKind.WRITE_AFTER_WRITE if write else HazardKind.READ_AFTER_WRITE
                 other, on = path  # a stream chosen at run time is named by its racing choice
@@ -487,6 +500,8 @@ class FunctionAnalysis(
                 )
         if write:
             for read in in_report_order(tensor.reads):
+                if disjoint(read.access.region, region):
+                    continue
                 if (path := read.unordered(stream, distinct)) is not None:
                     other, on = path
                     self._hazard(
@@ -496,8 +511,12 @@ class FunctionAnalysis(
         for reads, writes in self.captures:
             (writes if write else reads).add(key)
         self.live.tensors[launch_key(stream)] = TrackedTensor(writes=frozenset({replace(mark, access=LAUNCH_ACCESS)}))
-        if write:
+        if write and region is None:
             tensor = replace(tensor, writes=frozenset({mark}), reads=frozenset())
+        elif write:  # a part: what other parts last had stays theirs
+            writes = frozenset(m for m in tensor.writes if m.access.region != region)
+            reads = frozenset(m for m in tensor.reads if m.access.region != region)
+            tensor = replace(tensor, writes=writes | {mark}, reads=reads)
         else:
             tensor = replace(tensor, reads=frozenset(r for r in tensor.reads if r.access.stream != stream) | {mark})
         if tensor.alloc is not None and stream != tensor.alloc:

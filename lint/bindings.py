@@ -29,6 +29,7 @@ from csan_lint.lint.ordering import (
     MarkUpdate,
     Rebound,
     TrackedTensor,
+    Within,
     distinct,
     issued_on,
     item_key,
@@ -325,7 +326,7 @@ class Bindings:
         elif value.kind == "host":
             state.tensors[key] = TrackedTensor()
         elif value.kind == "alias" and value.source in state.tensors:
-            source = state.tensors[value.source]
+            source = state.tensors[value.source].with_marks(Within(value.region))
             state.tensors[key] = replace(source, uses=frozenset(), alloc=None, escaped=False)
         elif value.kind == "alias" and owned and value.source in self.maybe_tensors:
             self.maybe_tensors.add(key)

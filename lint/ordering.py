@@ -32,6 +32,7 @@ from csan_lint.lint.analysis import api
 from csan_lint.lint.interpret import Loop
 from csan_lint.lint.pathfacts import NO_FACTS, Facts, contradicts, implies, without
 from csan_lint.lint.recognize import OR, join_contexts, one_stream
+from csan_lint.lint.regions import Region, disjoint
 from csan_lint.lint.summaries import ANY_OTHER
 from csan_lint.runtime import kinds
 
@@ -76,6 +77,8 @@ class Access:
     stream's last launch before it (its `after` is that launch's), and a use on another stream
     must be ordered after it; `by the caller`: a parameter, written before the function was
     entered on the stream current then; `moved`: a module's parameters moved in place."""
+    region: Region | None = None
+    """The part of the tensor a basic index reached (`x[:, :1]`, lint/regions.py); None: all of it."""
 
 
 @dataclass(frozen=True)
@@ -175,6 +178,20 @@ class TrackedTensor:
         if writes is self.writes and reads is self.reads and uses is self.uses:
             return self
         return replace(self, writes=writes, reads=reads, uses=uses)
+
+
+class Within:
+    """The accesses an alias of a part of a tensor inherits (`top = buf[:, :1]`): those that may
+    reach that part, each then taken to reach all of the alias, whose own indices are its own."""
+
+    def __init__(self, region: Region | None) -> None:
+        self.region = region
+
+    def __call__(self, marks: frozenset[Mark]) -> frozenset[Mark]:
+        if self.region is None or not marks:
+            return marks
+        kept = (mark for mark in marks if not disjoint(mark.access.region, self.region))
+        return frozenset(replace(mark, access=replace(mark.access, region=None)) for mark in kept)
 
 
 _ON = "@"

@@ -33,6 +33,7 @@ from csan_lint.lint.names import (
 from csan_lint.lint.nodes import children, target_names
 from csan_lint.lint.ordering import FlowState
 from csan_lint.lint.recognize import one_stream
+from csan_lint.lint.regions import Region, region_of
 from csan_lint.lint.vocabulary import (
     ALLOCATING_METHODS,
     ALLOCATORS,
@@ -71,6 +72,8 @@ class Value:
     as tokens)."""
     source: str | None = None
     items: tuple[str, ...] = ()
+    region: Region | None = None
+    """For an alias made by a basic index (`top = buf[:, :1]`), the part of `source` it is."""
 
 
 def loop_tensors(target: cst.BaseExpression, iterable: cst.BaseExpression) -> set[str]:
@@ -357,7 +360,7 @@ class Values:
         if isinstance(expr, cst.Attribute) and expr.attr.value in VIEW_ATTRIBUTES:
             return self._alias_of(expr.value)
         if isinstance(expr, cst.Subscript):
-            return self._alias_of(expr.value)
+            return replace(self._alias_of(expr.value), region=region_of(expr))
         if isinstance(expr, cst.BinaryOperation) and builds_string(expr):
             return Value("other")
         if isinstance(expr, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison)):
