@@ -138,6 +138,8 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         self.state = HostState(out_of=dict(carried or {}), pinned=frozenset(module.pinned))
         self.next_call = carried is not None
         """This run is the function called again: `carried` are the uploads its last call left running."""
+        if self.next_call:
+            self.role = "called again, meeting the uploads its last call left running"
         self.exits: list[HostState] = []
         self.statement = None
         self.loops = []
