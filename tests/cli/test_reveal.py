@@ -1,0 +1,229 @@
+"""`csan-lint reveal FILE:LINE`, end to end: the state it prints at a line of a small module
+(values, orderings, the host's pending copies), the scopes it says are not interpreted, and the
+errors on bad input. tests/cli/cases/reveal* hold its whole output as goldens."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from csan_lint.lint import cli
+
+MODULE = """\
+import torch
+
+
+def f(x, s, n):
+    y = x * 2
+    with torch.cuda.stream(s):
+        z = y + 1
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        w = y + 2
+    for _ in range(n):
+        with torch.cuda.stream(s):
+            v = y + 3
+        y = x * 3
+    return z, w, v
+
+
+def helper(t):
+    return t + 1
+
+
+def g(x, s):
+    with torch.cuda.stream(s):
+        return helper(x)
+    unreachable = x + 1
+
+
+def download(x, flag):
+    host = torch.empty(4, pin_memory=True)
+    host.copy_(x, non_blocking=True)
+    if flag:
+        print(host)
+    elif flag is None:
+        pass
+    torch.cuda.synchronize()
+    done = host
+
+
+class Holder:
+    size = 4
+"""
+
+
+def line_of(text: str, source: str = MODULE) -> int:
+    return next(number for number, line in enumerate(source.splitlines(), 1) if line.strip() == text)
+
+
+@pytest.fixture
+def module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model.py").write_text(MODULE)
+    return tmp_path / "model.py"
+
+
+def reveal(*arguments: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli.main, ["reveal", *arguments])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def state(line: int, analysis: str = "streams") -> dict[str, Any]:
+    """The one run's state that `--format json` shows at `line`."""
+    status, out, err = reveal(f"model.py:{line}", "--format", "json")
+    assert status == 0, err
+    report = json.loads(out)["analyses"][analysis]
+    assert report["status"] == "interpreted", report
+    [run] = report["runs"]
+    return dict(run["state"])
+
+
+def test_a_write_on_the_current_stream_is_not_ordered_before_the_side_stream_it_is_read_on(module: Path) -> None:
+    found = state(line_of("z = y + 1"))
+    assert found["current_stream"] == "s"
+    [write] = found["values"]["y"]["last_writes"]
+    assert (write["how"], write["stream"], write["at"]) == ("written", "<current>", "5:5 y")
+    assert "s" not in write["ordered_before"]
+    assert "z" not in found["values"]  # the state before the statement: `z` is not bound yet
+
+
+def test_a_wait_orders_the_write_before_the_waiting_stream(module: Path) -> None:
+    found = state(line_of("w = y + 2"))
+    [write] = found["values"]["y"]["last_writes"]
+    assert "s" in write["ordered_before"]
+    [read] = found["values"]["y"]["reads_since"]
+    assert (read["how"], read["stream"], read["at"]) == ("read", "s", "7:13 y")
+    assert found["last_launch_ordered_before"]["<current>"] == ["<current>", "s"]
+
+
+def test_in_a_loop_the_state_is_the_join_of_every_pass(module: Path) -> None:
+    status, out, _ = reveal(f"model.py:{line_of('v = y + 3')}", "--format", "json")
+    [run] = json.loads(out)["analyses"]["streams"]["runs"]
+    assert run["visits"] > 1
+    writes = {(write["at"], tuple(write["ordered_before"])) for write in run["state"]["values"]["y"]["last_writes"]}
+    # the write before the loop (waited for), and the previous pass's write at the loop's end (not)
+    assert writes == {("5:5 y", ("<current>", "s")), (f"{line_of('y = x * 3')}:9 y", ("<current>",))}
+
+
+def test_a_pending_non_blocking_download_is_in_the_host_state(module: Path) -> None:
+    found = state(line_of("if flag:"), "host")
+    [copy] = found["pending_downloads"]["host"]
+    assert copy["copy"].startswith(f"{line_of('host.copy_(x, non_blocking=True)')}:5 host.copy_(x")
+    assert copy["synced_by"] == ["<current>"]
+    assert found["pinned"] == ["host"]
+    assert state(line_of("done = host"), "host")["pending_downloads"] == {}  # the sync waited for it
+
+
+def test_the_text_output_says_the_same(module: Path) -> None:
+    status, out, err = reveal(f"model.py:{line_of('z = y + 1')}")
+    assert status == 0 and err == ""
+    assert out.startswith(f"model.py:{line_of('z = y + 1')}: z = y + 1\nscope: function f (line 4)\n")
+    assert "streams (lint/streamflow.py): interpreted\n  its own run: the state at its visit\n" in out
+    assert "          - written on <current> at 5:5 y in f; ordered_before: <current>\n" in out
+    assert "host (lint/hostflow.py): interpreted\n" in out
+
+
+def test_path_facts_and_an_elif(module: Path) -> None:
+    status, out, _ = reveal(f"model.py:{line_of('elif flag is None:')}", "--format", "json")
+    assert status == 0
+    assert json.loads(out)["statement"] == "elif flag is None:"
+    status, out, _ = reveal(f"model.py:{line_of('print(host)')}", "--format", "json")
+    report = json.loads(out)["analyses"]["streams"]
+    assert report["status"].startswith("not interpreted: no stream code reaches it")
+
+
+def test_a_function_only_summarised_for_its_callers_is_not_interpreted(module: Path) -> None:
+    status, out, _ = reveal(f"model.py:{line_of('return t + 1')}")
+    assert status == 0
+    assert "streams (lint/streamflow.py): not interpreted: no stream code reaches it" in out
+    assert "time(s) only to summarise it for its callers" in out
+
+
+def test_a_line_after_a_return_is_not_reached(module: Path) -> None:
+    status, out, _ = reveal(f"model.py:{line_of('unreachable = x + 1')}", "--format", "json")
+    assert status == 0
+    report = json.loads(out)["analyses"]["streams"]
+    assert report["status"].startswith("not reached")
+    assert report["runs"] == [{"run": "its own run", "visits": 0, "state": None}]
+
+
+def test_a_class_body_is_not_interpreted(module: Path) -> None:
+    status, out, _ = reveal(f"model.py:{line_of('size = 4')}")
+    assert status == 0
+    assert "scope: class Holder" in out
+    assert "streams (lint/streamflow.py): not interpreted: the analysis does not interpret class bodies" in out
+
+
+def test_stream_and_context_bindings_and_path_facts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = """\
+import torch
+
+side = torch.cuda.Stream()
+ctx = torch.cuda.stream(side)
+with ctx:
+    a = torch.ones(2)
+if torch.cuda.is_available() and ready:
+    b = a + 1
+"""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model.py").write_text(source)
+    status, out, _ = reveal(f"model.py:{line_of('b = a + 1', source)}", "--format", "json")
+    assert status == 0
+    found = json.loads(out)
+    assert found["scope"] == {"kind": "module", "name": "<module>", "line": 1}
+    [run] = found["analyses"]["streams"]["runs"]
+    assert run["state"]["streams"] == {"side": "side"}
+    assert run["state"]["stream_contexts"] == {"ctx": "side"}
+    assert run["state"]["values"]["a"]["allocated_on"] == "side"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["missing.py:3"], "error: missing.py: cannot read file: No such file or directory\n"),
+        (["model.py:900"], "error: model.py:900: line out of range: the file has "),
+        (["model.py:0"], "error: model.py:0: line out of range: the file has "),
+        (["model.py:3"], "error: model.py:3: no statement at this line"),
+        (["model.py"], "error: `model.py`: give a file and a line, as in `csan-lint reveal src/model.py:12`\n"),
+        (["model.py:x"], "error: `model.py:x`: give a file and a line"),
+    ],
+)
+def test_bad_input_is_a_located_error(module: Path, arguments: list[str], message: str) -> None:
+    status, out, err = reveal(*arguments)
+    assert (status, out) == (2, "")
+    assert err.startswith(message)
+
+
+def test_a_file_that_does_not_parse_is_a_located_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "broken.py").write_text("import torch\nwith torch.cuda.stream(s)\n    pass\n")
+    status, out, err = reveal("broken.py:2")
+    assert (status, out) == (2, "")
+    assert err.startswith("error: broken.py:2:") and "syntax error" in err
+
+
+def test_the_output_does_not_depend_on_hash_seeds(module: Path) -> None:
+    """Sets of accesses iterate by their nodes' hashes: the output is sorted, so runs agree."""
+    line = line_of("v = y + 3")
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-m", "csan_lint", "reveal", f"model.py:{line}", "--format", "json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            check=True,
+        ).stdout
+        for seed in ("1", "2")
+    }
+    assert len(outputs) == 1
