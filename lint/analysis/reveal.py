@@ -15,7 +15,7 @@ from symbolic arguments); a function no run of its own interprets says so.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,11 +30,12 @@ from csan_lint.lint.interpret import SUMMARY, Probe, probing
 from csan_lint.lint.model import Spellings
 from csan_lint.lint.nodes import parse_module, remembered_subtrees
 from csan_lint.lint.ordering import FlowState
-from csan_lint.lint.positions import positions
+from csan_lint.lint.positions import Positions, positions
 from csan_lint.lint.streamflow import analyse
 from csan_lint.lint.values import code_of
 
 _DESCRIBE: dict[type, Callable[[Any, Where], dict[str, object]]] = {FlowState: describe_flow, HostState: describe_host}
+Ranges = Mapping[cst.CSTNode, CodeRange] | Positions
 _CODE_WIDTH = 60
 """Longer code in a state is cut: a place names an expression, it does not quote a block."""
 
@@ -73,7 +74,7 @@ class _Statements(cst.CSTVisitor):
     """Every statement (a line's, a compound's, an `elif`, each of a one-line suite) with its
     place and the definitions around it."""
 
-    def __init__(self, ranges: Any) -> None:
+    def __init__(self, ranges: Ranges) -> None:
         self.ranges = ranges
         self.found: list[_Statement] = []
         self.scopes: list[cst.FunctionDef | cst.ClassDef] = []
@@ -93,7 +94,7 @@ class _Statements(cst.CSTVisitor):
             self.scopes.pop()
 
     def _add(self, node: cst.CSTNode) -> None:
-        where: CodeRange = self.ranges[node]
+        where = self.ranges[node]
         self.found.append(_Statement(node, where.start.line, where.start.column, where.end.line, tuple(self.scopes)))
 
 
@@ -154,7 +155,7 @@ def _statement_at(statements: Sequence[_Statement], line: int, path: str) -> _St
     raise RevealError(f"{path}:{line}: no statement at this line (a blank line, a comment, `else:` or a decorator?)")
 
 
-def _scope(target: _Statement, ranges: Any) -> dict[str, object]:
+def _scope(target: _Statement, ranges: Ranges) -> dict[str, object]:
     if not target.scopes:
         return {"kind": "module", "name": "<module>", "line": 1}
     scope = target.scopes[-1]
@@ -163,10 +164,10 @@ def _scope(target: _Statement, ranges: Any) -> dict[str, object]:
     return {"kind": kind, "name": name, "line": ranges[scope].start.line}
 
 
-def _where(ranges: Any) -> Where:
+def _where(ranges: Ranges) -> Where:
     def where(node: cst.CSTNode) -> tuple[int, int, str] | None:
         try:
-            found: CodeRange = ranges[node]
+            found = ranges[node]
         except KeyError:  # a node the analysis made (a probe, a stream's last launch)
             return None
         code = " ".join(code_of(node).split())  # type: ignore[arg-type]
@@ -224,7 +225,7 @@ def _lines(state: dict[str, Any], depth: int) -> list[str]:
 def _value(label: str, value: object, depth: int, *, keep: bool = False) -> list[str]:
     """`label: value`, nested by indent; an access or a copy on one line (`_phrase`)."""
     indent = "  " * depth
-    if value in (None, False, [], {}) and not keep:
+    if (value is None or value is False or value == [] or value == {}) and not keep:
         return []
     if isinstance(value, dict) and value:
         return [f"{indent}{label}:", *(line for k, v in value.items() for line in _value(k, v, depth + 1))]
@@ -252,14 +253,17 @@ _PHRASES = (
 
 
 def _phrase(item: dict[str, Any]) -> str:
-    """`written on <current> at 4:5 y in f; ordered before: <current>`: the fields that make a
+    """`written on <current> at 4:5 y in f; ordered_before: <current>`: the fields that make a
     phrase, then the others that say something, as `key: value`."""
-    parts, shown = [], set()
+    parts: list[str] = []
+    shown: set[str] = set()
     for keys, template in _PHRASES:
         if all(key in item for key in keys):
             parts.append(template.format(**item))
             shown.update(keys)
     parts += [
-        f"{key}: {_scalar(value)}" for key, value in item.items() if key not in shown and value not in ([], None, False)
+        f"{key}: {_scalar(value)}"
+        for key, value in item.items()
+        if key not in shown and not (value is None or value is False or value == [])
     ]
     return "; ".join(parts)

@@ -187,6 +187,36 @@ if torch.cuda.is_available() and ready:
     assert run["state"]["values"]["a"]["allocated_on"] == "side"
 
 
+def test_the_scope_is_the_innermost_function_and_a_continued_line_is_its_statement(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = """\
+import torch
+
+
+def outer(x, s):
+    def inner(t):
+        with torch.cuda.stream(s):
+            u = t + 1
+        return u
+
+    y = inner(
+        x,
+    )
+    return y
+"""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model.py").write_text(source)
+    status, out, _ = reveal(f"model.py:{line_of('u = t + 1', source)}", "--format", "json")
+    found = json.loads(out)
+    assert found["scope"] == {"kind": "function", "name": "outer.inner", "line": 5}
+    assert found["analyses"]["streams"]["status"] == "interpreted"
+    status, out, _ = reveal(f"model.py:{line_of('x,', source)}", "--format", "json")
+    found = json.loads(out)
+    assert (status, found["statement"], found["statement_line"]) == (0, "y = inner(", line_of("y = inner(", source))
+    assert found["scope"]["name"] == "outer"
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
