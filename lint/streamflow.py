@@ -402,7 +402,7 @@ def _cross_method(
                 entry=entry,
             )
             analysis.callers_join = CallersJoin(f"{owner}.{method}", functions)
-            analysis.role = "again, after the methods that leave self attributes written on a side stream"
+            analysis.role = "from what the class's other methods leave written on a side stream"
             analysis.run_function(function.body)
 
 

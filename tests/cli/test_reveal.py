@@ -133,10 +133,9 @@ def test_the_text_output_says_the_same(module: Path) -> None:
     assert "host (lint/hostflow.py): interpreted\n" in out
 
 
-def test_path_facts_and_an_elif(module: Path) -> None:
-    status, out, _ = reveal(f"model.py:{line_of('elif flag is None:')}", "--format", "json")
-    assert status == 0
-    assert json.loads(out)["statement"] == "elif flag is None:"
+def test_an_elif_is_a_statement_and_a_function_without_stream_code_is_not_interpreted(module: Path) -> None:
+    found = state(line_of("elif flag is None:"), "host")  # the path where `if flag:` did not read it
+    assert [copy["stream"] for copy in found["pending_downloads"]["host"]] == ["<current>"]
     status, out, _ = reveal(f"model.py:{line_of('print(host)')}", "--format", "json")
     report = json.loads(out)["analyses"]["streams"]
     assert report["status"].startswith("not interpreted: no stream code reaches it")
@@ -172,7 +171,8 @@ side = torch.cuda.Stream()
 ctx = torch.cuda.stream(side)
 with ctx:
     a = torch.ones(2)
-if torch.cuda.is_available() and ready:
+if ready:
+    side.wait_stream(torch.cuda.current_stream())
     b = a + 1
 """
     monkeypatch.chdir(tmp_path)
@@ -185,6 +185,32 @@ if torch.cuda.is_available() and ready:
     assert run["state"]["streams"] == {"side": "side"}
     assert run["state"]["stream_contexts"] == {"ctx": "side"}
     assert run["state"]["values"]["a"]["allocated_on"] == "side"
+    assert run["state"]["path_facts"] == ["ready"]
+
+
+def test_a_method_run_from_what_the_other_methods_leave(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = """\
+import torch
+
+
+class Loader:
+    def __init__(self):
+        self.side = torch.cuda.Stream()
+
+    def load(self, x):
+        with torch.cuda.stream(self.side):
+            self.buf = x * 2
+
+    def use(self):
+        return self.buf + 1
+"""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model.py").write_text(source)
+    status, out, _ = reveal(f"model.py:{line_of('return self.buf + 1', source)}", "--format", "json")
+    [run] = json.loads(out)["analyses"]["streams"]["runs"]
+    assert run["run"] == "from what the class's other methods leave written on a side stream"
+    [write] = run["state"]["values"]["self.buf"]["last_writes"]
+    assert (write["stream"], write["in"], write["ordered_before"]) == ("self.side", "Loader.load", ["self.side"])
 
 
 def test_the_scope_is_the_innermost_function_and_a_continued_line_is_its_statement(
