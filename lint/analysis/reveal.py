@@ -24,6 +24,7 @@ from libcst.metadata import CodeRange
 
 from csan_lint.lint.describe import Where, describe_flow, describe_host
 from csan_lint.lint.engine import syntax_error_finding
+from csan_lint.lint.files import might_have_findings
 from csan_lint.lint.hostflow import host_hazards
 from csan_lint.lint.hoststate import HostState
 from csan_lint.lint.interpret import SUMMARY, Probe, probing
@@ -50,6 +51,10 @@ _HOST_SKIP = (
     "graph capture or a non-blocking copy (lint/hostflow.py)"
 )
 _CLASS_BODY = "not interpreted: the analysis does not interpret class bodies, only their methods"
+_PREFILTERED = (
+    "note: a lint run skips this file: its code names no stream API, project wrapper or non-blocking copy "
+    "(the prefilter, lint/files.py); below is what the analysis finds all the same"
+)
 _NOT_REACHED = (
     "not reached: no path the analysis follows gets here (after a return, raise, break or continue, "
     "or in a branch a device fact rules out)"
@@ -122,6 +127,7 @@ def reveal(source: str, path: str, line: int, spellings: Spellings) -> dict[str,
         "statement": lines[target.start - 1].strip(),
         "statement_line": target.start,
         "scope": _scope(target, ranges),
+        "skipped_by_prefilter": not might_have_findings(source, spellings.leaves()),
     }
     if isinstance(scope, cst.ClassDef):
         result["analyses"] = {"streams": {"status": _CLASS_BODY}, "host": {"status": _CLASS_BODY}}
@@ -200,6 +206,8 @@ def format_text(result: dict[str, object]) -> str:
     where = f"line {scope['line']}" if scope["kind"] != "module" else "the module body"
     out = [f"{result['path']}:{result['statement_line']}: {result['statement']}"]
     out.append(f"scope: {scope['kind']} {scope['name']} ({where})" if scope["kind"] != "module" else f"scope: {where}")
+    if result["skipped_by_prefilter"]:
+        out.append(_PREFILTERED)
     analyses: Any = result["analyses"]
     for name, source in (("streams", "lint/streamflow.py"), ("host", "lint/hostflow.py")):
         report = analyses[name]

@@ -243,6 +243,34 @@ def outer(x, s):
     assert found["scope"]["name"] == "outer"
 
 
+def test_the_projects_settings_apply(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stream context the project declares makes its stream current, as in a lint run."""
+    source = """\
+import torch
+from mypkg.cuda_utils import on_stream
+
+
+def f(x, s):
+    y = x * 2
+    with on_stream(s):
+        z = y + 1
+    return z
+"""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model.py").write_text(source)
+    line = line_of("z = y + 1", source)
+    status, out, _ = reveal(f"model.py:{line}")
+    assert status == 0 and "\nnote: a lint run skips this file: its code names no stream API" in out
+    assert state(line)["current_stream"] == "<current>"
+    (tmp_path / "pyproject.toml").write_text('[tool.csan-lint]\nstream-contexts = ["mypkg.cuda_utils.on_stream"]\n')
+    assert state(line)["current_stream"] == "s"
+    status, out, _ = reveal(f"model.py:{line}")
+    assert (
+        "note:" not in out
+        and json.loads(reveal(f"model.py:{line}", "--format", "json")[1])["skipped_by_prefilter"] is False
+    )
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
