@@ -15,6 +15,7 @@ from symbolic arguments); a function no run of its own interprets says so.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,7 @@ from csan_lint.lint.values import code_of
 
 _DESCRIBE: dict[type, Callable[[Any, Where], dict[str, object]]] = {FlowState: describe_flow, HostState: describe_host}
 Ranges = Mapping[cst.CSTNode, CodeRange] | Positions
+_LINE_BREAK = re.compile(r"\r\n?|\n")
 _CODE_WIDTH = 60
 """Longer code in a state is cut: a place names an expression, it does not quote a block."""
 
@@ -112,7 +114,7 @@ def reveal(source: str, path: str, line: int, spellings: Spellings) -> dict[str,
     except cst.ParserSyntaxError as error:
         finding = syntax_error_finding(error, source, path)
         raise RevealError(f"{path}:{finding.line}:{finding.column}: {finding.message}") from None
-    lines = source.splitlines()
+    lines = _LINE_BREAK.split(source.removesuffix("\n").removesuffix("\r"))  # as the parser counts them
     if not 1 <= line <= len(lines):
         raise RevealError(f"{path}:{line}: line out of range: the file has {len(lines)} line(s)")
     ranges = positions(module)
