@@ -161,11 +161,16 @@ class Interpreter(ABC, Generic[State, Frame]):
         for statement in body:
             if self.state is None:
                 return
+            self._probe(statement)
             self._statement(statement)
 
-    def _statement(self, node: cst.BaseStatement | cst.BaseSmallStatement) -> None:
+    def _probe(self, node: cst.CSTNode) -> None:
+        """`node` is about to run: `csan-lint reveal` may want the state here, before anything
+        an interpreter does first (streamflow judges released blocks before an allocation)."""
         if (probe := _PROBE.get()) is not None:
             probe.seen(self, node)
+
+    def _statement(self, node: cst.BaseStatement | cst.BaseSmallStatement) -> None:
         if isinstance(node, cst.SimpleStatementLine):
             for small in node.body:
                 if self.state is None:
@@ -223,8 +228,7 @@ class Interpreter(ABC, Generic[State, Frame]):
 
     def _elif(self, node: cst.If) -> None:
         """An `elif`: to a reader, a statement of its own (`csan-lint reveal` stops there too)."""
-        if (probe := _PROBE.get()) is not None:
-            probe.seen(self, node)
+        self._probe(node)
         self._if(node)
 
     def _loop(self, node: cst.For | cst.While) -> None:
@@ -306,6 +310,7 @@ class Interpreter(ABC, Generic[State, Frame]):
         for statement in node.body.body:
             raised_from.append(self.state.copy() if self.state is not None else None)
             if self.state is not None:
+                self._probe(statement)
                 self._statement(statement)
         body_end = self.state
         raised_from.append(body_end)

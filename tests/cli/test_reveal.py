@@ -188,6 +188,32 @@ if ready:
     assert run["state"]["path_facts"] == ["ready"]
 
 
+def test_a_released_tensor_is_pending_at_the_next_allocation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The state before the statement, before the interpreter judges the release there."""
+    source = """\
+import torch
+
+
+def f(s):
+    x = torch.empty(4, device="cuda")
+    with torch.cuda.stream(s):
+        y = x * 2
+    del x
+    z = torch.empty(4, device="cuda")
+    return y, z
+"""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model.py").write_text(source)
+    line = line_of('z = torch.empty(4, device="cuda")', source)
+    status, out, _ = reveal(f"model.py:{line}", "--format", "json")
+    [run] = json.loads(out)["analyses"]["streams"]["runs"]
+    [released] = run["state"]["released_pending"]
+    assert (released["name"], released["released_at"], released["allocated_on"]) == ("x", "8:5 del x", "<current>")
+    [use] = released["uses_on_other_streams"]
+    assert (use["stream"], use["at"], use["ordered_before"]) == ("s", "7:13 x", ["s"])
+    assert "x" not in run["state"]["values"]
+
+
 def test_a_method_run_from_what_the_other_methods_leave(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     source = """\
 import torch
