@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import libcst as cst
 
+from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.bindings import Bindings
 from csan_lint.lint.callers import NO_CALLERS, CallersJoin
 from csan_lint.lint.calls import Calls
@@ -67,6 +68,7 @@ from csan_lint.lint.values import (
 from csan_lint.lint.vocabulary import (
     HOST_ATTRIBUTES,
     ORDERING_METHODS,
+    TENSOR_ATTRIBUTES,
     VIEW_ATTRIBUTES,
     VIEW_METHODS,
 )
@@ -118,6 +120,8 @@ class FunctionAnalysis(
         a method that swaps it out (lint/dataswap.py)."""
         self.recorded_somewhere: set[str] = set()
         """Names `record_stream`ed on some path: their lifetime is handed to the allocator."""
+        self.annotated_params: frozenset[str] = frozenset()
+        """Parameters annotated as tensors (`produced_by_caller`): what their hazards assume."""
         self.caller_streams: frozenset[str] = frozenset()
         """Every parameter's name: a stream the caller passed in is one it can join."""
         self.orders_after_default = False
@@ -311,7 +315,7 @@ class FunctionAnalysis(
                 self._access(node.value, node, write=False)
         elif isinstance(node, cst.Attribute):
             key = dotted_name(node)
-            if key is not None and key in self.live.tensors:
+            if key is not None and (key in self.live.tensors or self._assumed_tensor(key)):
                 self._access(key, node, write=False)
             elif node.attr.value not in HOST_ATTRIBUTES:
                 self._eval(node.value)
@@ -345,6 +349,13 @@ class FunctionAnalysis(
         else:
             for child in children(node):
                 self._eval(child)
+
+    def _assumed_tensor(self, key: str) -> bool:
+        """An attribute the analysis has not seen written, read as a tensor (`p.grad`, or used as
+        one in the function), is the caller's work when `attributes-written-by-caller` holds."""
+        if key.rpartition(".")[2] in TENSOR_ATTRIBUTES or key in self.used_as_tensors:
+            return self._assumes(assumed.ATTRIBUTES_WRITTEN_BY_CALLER)
+        return False
 
     def _comprehension(self, node: Comprehension) -> None:
         """A comprehension has its own scope: its targets shadow the enclosing names of the same
@@ -506,12 +517,42 @@ class FunctionAnalysis(
             return
         origin = origin if origin != self.function else None
         hazard = Hazard(
-            kind, tensor, access, other, release, self.function, origin, produced, returned, dropped, handed_by
+            kind,
+            tensor,
+            access,
+            other,
+            release,
+            self.function,
+            origin,
+            produced,
+            returned,
+            dropped,
+            handed_by,
+            assumptions=self._rests_on(tensor, produced, handed_by),
         )
         key = (kind, tensor, access.node, other)
         found = self.hazards.setdefault(key, hazard)
         if origin is not None and (found.origin is None or origin < found.origin) and found.release is release:
             self.hazards[key] = hazard  # several producers: name one, the same on every run
+
+    def _rests_on(self, tensor: str, produced: Produced, handed_by: str | None) -> frozenset[str]:
+        """The assumptions a hazard of this function takes for granted: the producer of a value
+        written by the caller, the stream the function is entered on, a hand-over through `self`."""
+        rests: set[str] = set()
+        if produced == "by the caller" and "." in tensor and not self.orders_after_default:
+            rests.add(assumed.ATTRIBUTES_WRITTEN_BY_CALLER)
+        elif produced == "by the caller" and "." not in tensor:
+            annotated = tensor in self.annotated_params
+            rests.add(
+                assumed.ANNOTATED_PARAMETERS_WRITTEN_BY_CALLER
+                if annotated
+                else assumed.UNANNOTATED_PARAMETERS_WRITTEN_BY_CALLER
+            )
+        if self.entry_stream != CURRENT:
+            rests.add(assumed.ENTRY_STREAM_FROM_CALLS)
+        if handed_by is not None:
+            rests.add(assumed.CONTAINER_HANDOVER)
+        return frozenset(rests)
 
 
 def _allocates_nothing(node: cst.BaseStatement | cst.BaseSmallStatement) -> bool:

@@ -13,6 +13,7 @@ from dataclasses import replace
 import libcst as cst
 
 from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.effects import Helpers, probe_key
 from csan_lint.lint.getters import getter_holder
 from csan_lint.lint.handover import handed_out, records, stash_dropped
@@ -347,6 +348,8 @@ class Bindings:
         tensor = self.live.tensors.get(name) if name is not None else None
         owner = (self.function or "").rpartition(".")[0]
         if name is None or tensor is None or tensor.pool is None or self.silent or self.helpers is None or not owner:
+            return
+        if not self.helpers.assumptions.holds(assumed.CONTAINER_HANDOVER):
             return
         if not container.startswith("self.") or container.count(".") != 1:
             return

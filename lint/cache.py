@@ -116,6 +116,7 @@ def settings_key(config: Config) -> str:
         "ignore": list(config.ignore),
         "per_file_ignores": sorted((pattern, list(codes)) for pattern, codes in config.per_file_ignores.items()),
         "spellings": dataclasses.asdict(config.spellings),
+        "assumptions": config.assumptions.key(),
     }
     return hashlib.blake2b(json.dumps(settings, sort_keys=True).encode(), digest_size=12).hexdigest()
 

@@ -340,6 +340,12 @@ def main() -> None:
 )
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Read settings from this TOML file.")
 @click.option(
+    "--assume",
+    multiple=True,
+    metavar="NAME=on|off",
+    help="Switch one of the analysis' assumptions on or off (docs/analysis.md lists them).",
+)
+@click.option(
     "--force-exclude",
     is_flag=True,
     help="Apply `exclude` and .gitignore to paths named on the command line too (for pre-commit).",
@@ -392,6 +398,7 @@ def check(
     extend_select: tuple[str, ...],
     ignore: tuple[str, ...],
     config_file: str | None,
+    assume: tuple[str, ...],
     force_exclude: bool,
     stdin_filename: str | None,
     statistics: bool,
@@ -444,7 +451,9 @@ def check(
         _fail("stdin is linted only: --confirm, --fix and --diff need files")
     targets = [stdin_filename or "."] if from_stdin else list(paths) or ["."]
     try:
-        config = load_config(targets, config_file, _split(select), _split(ignore), _split(extend_select) or ())
+        config = load_config(
+            targets, config_file, _split(select), _split(ignore), _split(extend_select) or (), _split(assume) or ()
+        )
     except ConfigError as error:
         _fail(str(error))
     machine = output_format != "text" or quiet

@@ -18,6 +18,7 @@ from typing import Any
 import pathspec
 
 from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis.assumptions import BY_NAME, DEFAULT_ASSUMPTIONS, Assumptions
 from csan_lint.lint.files import display_path
 from csan_lint.lint.model import NO_SPELLINGS, Spellings
 from csan_lint.lint.registry import all_rules
@@ -30,9 +31,10 @@ SPELLING_KEYS = {setting.replace("_", "-"): setting for setting in api.SETTINGS}
 """The project's own wrappers of the stream API (lint/model.py `Spellings`), each a list of dotted callables."""
 KEYS = (
     "select", "extend-select", "ignore", "exclude", "per-file-ignores", "respect-gitignore", "confirm",
-    *SPELLING_KEYS,
+    "assumptions", *SPELLING_KEYS,
 )  # fmt: skip
-"""`confirm` is the sub-table of `csan-lint --confirm`: checked at load by the code that reads it."""
+"""`confirm` is the sub-table of `csan-lint --confirm`: checked at load by the code that reads it;
+`assumptions` a table of the analysis' assumptions switched on or off (docs/analysis.md)."""
 ALL = "ALL"
 """The selector of every code, the opt-in `unused-noqa` included (as in ruff)."""
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
@@ -59,6 +61,7 @@ class Config:
     respect_gitignore: bool = True
     confirm: Mapping[str, Any] = field(default_factory=dict)
     spellings: Spellings = NO_SPELLINGS
+    assumptions: Assumptions = DEFAULT_ASSUMPTIONS
 
     @cached_property
     def _selected(self) -> frozenset[str]:
@@ -170,6 +173,7 @@ def _parse_table(table: Mapping[str, Any], where: str, root: Path, source: Path)
     spellings = Spellings(
         **{attribute: _callables(table.get(key, []), f"{where}: {key}") for key, attribute in SPELLING_KEYS.items()}
     )
+    assumptions = _assumptions(table.get("assumptions", {}), f"{where}: assumptions")
     config = Config(
         root=root,
         source=source,
@@ -181,6 +185,7 @@ def _parse_table(table: Mapping[str, Any], where: str, root: Path, source: Path)
         respect_gitignore=respect_gitignore,
         confirm=confirm,
         spellings=spellings,
+        assumptions=assumptions,
     )
     if confirm:
         _check_confirm_table(config)
@@ -204,6 +209,37 @@ def _check_confirm_table(config: Config) -> None:
         resolve_settings(config, {})
     except ConfirmUsageError as error:
         raise ConfigError(str(error)) from None
+
+
+def _assumptions(value: object, where: str) -> Assumptions:
+    """`{name = true/false}`, each name one of the analysis' assumptions."""
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected a table of assumption = true/false")
+    for name, switch in value.items():
+        _check_assumption(name, where)
+        if not isinstance(switch, bool):
+            raise ConfigError(f"{where}: {name}: expected true or false, got {switch!r}")
+    return Assumptions.from_switches(value.items())
+
+
+def _check_assumption(name: str, where: str) -> None:
+    if name not in BY_NAME:
+        raise ConfigError(f"{where}: unknown assumption `{name}`{_suggestion(name, sorted(BY_NAME))}")
+
+
+def parse_switches(switches: Sequence[str], where: str = "--assume") -> list[tuple[str, bool]]:
+    """`NAME=on` / `NAME=off` (also true/false) from the command line."""
+    parsed = []
+    for switch in switches:
+        name, equals, value = switch.partition("=")
+        _check_assumption(name.strip(), where)
+        if not equals or value.strip().lower() not in _SWITCH_VALUES:
+            raise ConfigError(f"{where}: `{switch}`: expected NAME=on or NAME=off")
+        parsed.append((name.strip(), _SWITCH_VALUES[value.strip().lower()]))
+    return parsed
+
+
+_SWITCH_VALUES = {"on": True, "true": True, "off": False, "false": False}
 
 
 def _callables(value: object, where: str) -> tuple[str, ...]:
@@ -258,10 +294,11 @@ def load_config(
     select: Sequence[str] | None = None,
     ignore: Sequence[str] | None = None,
     extend_select: Sequence[str] = (),
+    assume: Sequence[str] = (),
 ) -> Config:
     """The run's config: the file (`config_file`, else the one found from `paths`), then the
     command line on top: `select` replaces the file's selection, `ignore` and `extend_select`
-    add to theirs."""
+    add to theirs, and `assume` (`NAME=on|off`) switches assumptions on top of the file's."""
     source = Path(os.path.abspath(config_file)) if config_file is not None else find_config_file(paths)
     if source is None:
         config = Config(root=Path.cwd())
@@ -280,4 +317,6 @@ def load_config(
     if ignore:
         check_selectors(ignore, "--ignore")
         config = replace(config, ignore=(*config.ignore, *ignore))
+    if assume:
+        config = replace(config, assumptions=config.assumptions.switched(parse_switches(assume)))
     return config

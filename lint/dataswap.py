@@ -21,6 +21,7 @@ import libcst as cst
 
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Kind
+from csan_lint.lint.analysis.assumptions import DATA_SWAP
 from csan_lint.lint.bindings import rebound_storage
 from csan_lint.lint.hostfacts import may_not_block
 from csan_lint.lint.modulestate import state_items
@@ -55,7 +56,16 @@ def swapped_out(
         for swap in outside:
             access = Access(swap.target, CURRENT, False, swap.statement, name)
             tensor = rebound_storage(swap.target) or ""
-            hazard = Hazard(HazardKind.FREE_IN_USE, tensor, access, stream, swap.target, name, installer)
+            hazard = Hazard(
+                HazardKind.FREE_IN_USE,
+                tensor,
+                access,
+                stream,
+                swap.target,
+                name,
+                installer,
+                assumptions=frozenset({DATA_SWAP}),
+            )
             hazards.setdefault((HazardKind.FREE_IN_USE, tensor, swap.target, stream), hazard)
 
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Collection
 
 import libcst as cst
 
+from csan_lint.lint.analysis.assumptions import DEFAULT_STREAM_JOIN
 from csan_lint.lint.effects import PROBE_ACCESS
 from csan_lint.lint.names import DEFAULT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import descendants
@@ -59,6 +60,7 @@ class DefaultJoins:
     """Whether the function makes the default stream current (a block, `set_stream`)."""
     _definite: Callable[[str], bool]
     _make_access: Callable[..., Access]
+    _assumes: Callable[[str], bool]
 
     def _is_default(self, stream: str) -> bool:
         """`default_stream()`, a name or `self.x` bound to it, or a block entered on it by every
@@ -76,6 +78,8 @@ class DefaultJoins:
         current = self.live.current
         if self.function is None or not self._is_default(waiter) or self._is_default(current):
             return
+        if not self._assumes(DEFAULT_STREAM_JOIN):
+            return
         if current != self.entry_stream or not self._definite(current) or not self._definite(token):
             return
         if isinstance(argument, cst.Name) and argument.value in self.loop_items:
@@ -87,7 +91,13 @@ class DefaultJoins:
         self.live.tensors[_probe_key(token)] = TrackedTensor(writes=frozenset({Mark(PROBE_ACCESS, frozenset({token}))}))
         access = self._make_access(node, write=False)
         self.default_joins[node] = Hazard(
-            HazardKind.READ_AFTER_WRITE, "", access, token, function=self.function, default_join=True
+            HazardKind.READ_AFTER_WRITE,
+            "",
+            access,
+            token,
+            function=self.function,
+            default_join=True,
+            assumptions=frozenset({DEFAULT_STREAM_JOIN}),
         )
 
     def _joined(self, stream: str) -> bool:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
 from csan_lint.lint.interpret import SUMMARY
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.ordering import (
@@ -107,8 +108,11 @@ class Helpers:
         package: PackageIndex | None = None,
         relative: Mapping[str, str] | None = None,
         classes: Mapping[str, Sequence[str]] | None = None,
+        assumptions: Assumptions = DEFAULT_ASSUMPTIONS,
     ) -> None:
         self.imports = imports
+        self.assumptions = assumptions
+        """What the module's analysis assumes where code does not show it (lint/analysis/assumptions.py)."""
         self.functions = functions
         self.globals = globals_
         self.package = package

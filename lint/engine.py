@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
+from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
 from csan_lint.lint.model import NO_SPELLINGS, Finding, Spellings
 from csan_lint.lint.nodes import parse_module, remembered_subtrees
 from csan_lint.lint.recognize import stream_code_lines_in
@@ -26,14 +27,16 @@ def lint_source(
     rules: Sequence[type[Rule]] | None = None,
     package: PackageIndex | None = None,
     spellings: Spellings = NO_SPELLINGS,
+    assumptions: Assumptions = DEFAULT_ASSUMPTIONS,
 ) -> list[Finding]:
     """Parse, analyse, run the given rules (default: all). Pure: no file I/O, no config, no
     suppressions (the shell applies those). `package`: the other linted modules, whose
     functions' summaries calls to them use (without it, only this module's are followed).
-    `spellings`: the project's own wrappers of the stream API. A file that does not parse returns exactly one
+    `spellings`: the project's own wrappers of the stream API; `assumptions`: those switched
+    from their defaults (lint/analysis/assumptions.py). A file that does not parse returns exactly one
     Finding with code "CSL001", message "syntax error: <the parser's message>", at the error's
     1-based line/column, span = that line. Findings sorted by (line, column, code)."""
-    return lint_and_recognize(source, path, rules, package, spellings)[0]
+    return lint_and_recognize(source, path, rules, package, spellings, assumptions)[0]
 
 
 def lint_and_recognize(
@@ -42,6 +45,7 @@ def lint_and_recognize(
     rules: Sequence[type[Rule]] | None = None,
     package: PackageIndex | None = None,
     spellings: Spellings = NO_SPELLINGS,
+    assumptions: Assumptions = DEFAULT_ASSUMPTIONS,
     *,
     stream_code: bool = False,
 ) -> tuple[list[Finding], frozenset[int]]:
@@ -53,7 +57,7 @@ def lint_and_recognize(
     except cst.ParserSyntaxError as error:
         return [syntax_error_finding(error, source, path)], frozenset()
     with remembered_subtrees():  # the analysis and the rules walk each function body many times
-        flow = analyse(module, path, source, package, spellings)
+        flow = analyse(module, path, source, package, spellings, assumptions)
         findings = [finding for rule in (all_rules() if rules is None else rules) for finding in rule().check(flow)]
     findings.sort(key=lambda finding: (finding.line, finding.column, finding.code))
     lines = stream_code_lines_in(module, spellings=spellings) if stream_code else frozenset()

@@ -554,6 +554,7 @@ def host_location(flow: ModuleFlow, hazard: HostHazard) -> Location:
         "end_line": where.end.line,
         "end_column": where.end.column + 1,
         "span": Span(span.start.line, span.end.line),
+        "assumptions": (),
     }
 
 

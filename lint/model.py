@@ -55,6 +55,8 @@ class Finding:
     """The fix as insertions (`--fix`); empty when no edit is certain. Not part of a finding's
     identity: two findings that say the same thing at the same place are one finding."""
     fix_safety: FixSafety = field(default="safe", compare=False)
+    assumptions: tuple[str, ...] = field(default=(), compare=False)
+    """The analysis' assumptions the finding rests on (lint/analysis/assumptions.py, by name)."""
 
 
 @dataclass(frozen=True)

@@ -146,6 +146,8 @@ class Hazard:
     default_join: bool = False
     """`access` is a wait of the default stream on side stream (or event) `other`, written for a
     join of the caller's stream, which may be another one (lint/defaultjoin.py)."""
+    assumptions: frozenset[str] = frozenset()
+    """The assumptions (lint/analysis/assumptions.py) without which it would not be reported."""
 
 
 @dataclass(frozen=True)

@@ -95,6 +95,7 @@ def finding_to_dict(finding: Finding) -> dict[str, Any]:
         "end_column": finding.end_column,
         "span": {"start_line": finding.span.start_line, "end_line": finding.span.end_line},
         "fix": finding.fix,
+        "assumptions": list(finding.assumptions),
     }
 
 

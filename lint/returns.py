@@ -14,6 +14,8 @@ from dataclasses import replace
 import libcst as cst
 
 from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis import assumptions as assumed
+from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS
 from csan_lint.lint.callers import CallersJoin
 from csan_lint.lint.effects import Helpers, probe_key
 from csan_lint.lint.names import ImportTable, dotted_name
@@ -30,7 +32,7 @@ from csan_lint.lint.ordering import (
     issued_on,
 )
 from csan_lint.lint.recognize import OR
-from csan_lint.lint.scan import kept_tensor_params, tensor_annotation
+from csan_lint.lint.scan import kept_tensor_params, tensor_annotation, used_as_tensors
 from csan_lint.lint.streams import stream_token
 from csan_lint.lint.summaries import RETURNED, returned_key, returned_position
 from csan_lint.lint.values import Value, called_or_named
@@ -84,14 +86,34 @@ class Returns:
         self.caller_kept = kept_tensor_params(function) & self.caller_owned if self.caller_owned else frozenset()
         self.caller_streams = frozenset(param.name.value for param in params)
         self.orders_after_default = _waits_on_default(function, self.imports)
+        self.annotated_params = frozenset(
+            param.name.value
+            for param in params
+            if param.annotation is not None and tensor_annotation(param.annotation.annotation)
+        )
+        unannotated = self._assumes(assumed.UNANNOTATED_PARAMETERS_WRITTEN_BY_CALLER)
+        used = used_as_tensors(function.body, self.imports) if unannotated else frozenset()
         for param in params:
             name = param.name.value
-            annotation = param.annotation
-            if name in self.maybe_tensors and annotation is not None and tensor_annotation(annotation.annotation):
+            if name in self.maybe_tensors and self._assumes_written(param, used):
                 access = Access(param.name, written_on, True, function, self.function, "by the caller")
                 self.live.tensors[name] = TrackedTensor(
                     writes=frozenset({Mark(access, issued_on(written_on))}), unsure=True
                 )
+
+    def _assumes_written(self, param: cst.Param, used: frozenset[str]) -> bool:
+        """Whether the parameter (that may be a tensor) is taken as written by the caller, by
+        the assumption its annotation, or lack of one, falls under (`used`: the names the body
+        uses as tensors, computed only when unannotated parameters may be taken so)."""
+        annotation = param.annotation
+        if annotation is not None:
+            return tensor_annotation(annotation.annotation) and self._assumes(
+                assumed.ANNOTATED_PARAMETERS_WRITTEN_BY_CALLER
+            )
+        return param.name.value in used
+
+    def _assumes(self, name: str) -> bool:
+        return (self.helpers.assumptions if self.helpers is not None else DEFAULT_ASSUMPTIONS).holds(name)
 
     def _caller_written(self, key: str, node: cst.CSTNode) -> TrackedTensor | None:
         """An attribute first used here (`self.buf`, `bucket.grad_data`) is taken as ready, unless
@@ -99,7 +121,9 @@ class Returns:
         uses were written on the GPU before the call, by the caller, whose stream is the one
         current at entry; a side stream may be current there. Its write is ordered, on each
         path, before what the entry stream's probe is ordered before by now."""
-        if not self.orders_after_default or "." not in key or key.startswith("\0"):
+        if "." not in key or key.startswith("\0"):
+            return None
+        if not (self.orders_after_default or self._assumes(assumed.ATTRIBUTES_WRITTEN_BY_CALLER)):
             return None
         access = Access(node, self.entry_stream, True, node, self.function, "by the caller")
         probe = self.live.tensors.get(probe_key(self.entry_stream))

@@ -70,9 +70,11 @@ class Rule:
         end_line: int,
         end_column: int,
         span: Span,
+        assumptions: tuple[str, ...] = (),
         **fields: str,
     ) -> Finding:
-        """A finding of this rule, message and help filled from the rule's templates."""
+        """A finding of this rule, message and help filled from the rule's templates;
+        `assumptions`: the names of those it rests on."""
         return Finding(
             path=path,
             line=line,
@@ -83,4 +85,5 @@ class Rule:
             end_column=end_column,
             span=span,
             fix=self.fix_title.format(**fields) if self.fix_title else None,
+            assumptions=assumptions,
         )

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
 from csan_lint.lint.budget import BudgetExceeded, cpu_budget
 from csan_lint.lint.cache import Hit, ResultCache, Stat, content_hash, file_stat, index_key
 from csan_lint.lint.config import Config
@@ -130,6 +131,8 @@ class _Job:
     once the prefilter has rejected 96% of the files."""
     spellings: Spellings = NO_SPELLINGS
     """The project's own wrappers of the stream API."""
+    assumptions: Assumptions = DEFAULT_ASSUMPTIONS
+    """The analysis' assumptions switched from their defaults."""
     stream_code: bool = False
     """Also recognize the file's stream code on the same tree (`--confirm` needs it)."""
 
@@ -144,12 +147,13 @@ def lint_source(
     rules: Sequence[type[Rule]] | None = None,
     package: PackageIndex | None = None,
     spellings: Spellings = NO_SPELLINGS,
+    assumptions: Assumptions = DEFAULT_ASSUMPTIONS,
 ) -> list[Finding]:
     """`csan_lint.lint.engine.lint_source`, imported on first use: the engine pulls in libcst,
     which a run whose files all fail the prefilter (or hit the cache) never needs."""
     from csan_lint.lint.engine import lint_source as engine_lint_source
 
-    return engine_lint_source(source, path, rules, package, spellings)
+    return engine_lint_source(source, path, rules, package, spellings, assumptions)
 
 
 _Outcome = tuple[list[Finding], frozenset[int] | None]
@@ -166,10 +170,10 @@ def _lint_job(job: _Job) -> _Outcome:
                 from csan_lint.lint.engine import lint_and_recognize  # libcst: once a file needs parsing
 
                 findings, recognized = lint_and_recognize(
-                    job.source, job.path, job.rules, job.package, job.spellings, stream_code=True
+                    job.source, job.path, job.rules, job.package, job.spellings, job.assumptions, stream_code=True
                 )
             else:
-                findings = lint_source(job.source, job.path, job.rules, job.package, job.spellings)
+                findings = lint_source(job.source, job.path, job.rules, job.package, job.spellings, job.assumptions)
     except BudgetExceeded:
         return [diagnostic(job.path, BUDGET_CODE, _over_budget())], None
     except Exception as error:  # a crash on one file is that file's diagnostic; the run goes on
@@ -216,7 +220,16 @@ def _job(source: str, path: Path, shown: str, config: Config) -> _Job:
     unused_noqa = config.reports_unused_noqa(path)
     engine = might_have_findings(source, config.spellings.leaves()) and bool(config.rules_for(path))
     rules = config.rules_for(path) if engine or unused_noqa else ()
-    return _Job(shown, source, rules, None, unused_noqa, syntax_only=not engine, spellings=config.spellings)
+    return _Job(
+        shown,
+        source,
+        rules,
+        None,
+        unused_noqa,
+        syntax_only=not engine,
+        spellings=config.spellings,
+        assumptions=config.assumptions,
+    )
 
 
 def lint_text(source: str, path: Path, config: Config) -> LintResult:
@@ -437,6 +450,7 @@ def _lint_stale(
             package,
             config.reports_unused_noqa(file.path),
             spellings=config.spellings,
+            assumptions=config.assumptions,
             stream_code=stream_code,
         )
         for file in stale

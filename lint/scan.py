@@ -100,8 +100,9 @@ _FROM_HOST_DATA = HOST_TENSORS | {"torch.tensor", "torch.as_tensor"}
 
 
 def used_as_tensors(body: cst.BaseSuite, imports: ImportTable) -> frozenset[str]:
-    """Names the function uses as device tensors: receivers of a method only tensors have
-    (`x.div_(...)`, `loss.backward()`) and operands of a torch op (`torch.sum(x)`), not of a move
+    """Names and attributes (`x`, `self.buf`) the function uses as device tensors: receivers of a
+    method only tensors have (`x.div_(...)`, `loss.backward()`), the source of an in-place copy
+    (`buf.copy_(src)`) and operands of a torch op (`torch.sum(x)`), not of a move
     (`batch.to(device)`: a batch from a loader lives on the host). What unknown code returned to
     such a name is taken as a tensor (`losses = self.forward_step(batch)`)."""
     used: set[str] = set()
@@ -109,14 +110,20 @@ def used_as_tensors(body: cst.BaseSuite, imports: ImportTable) -> frozenset[str]
         if type(current) is not cst.Call:
             continue
         func = current.func
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+        if isinstance(func, cst.Attribute) and (receiver := dotted_name(func.value)) is not None:
             method = func.attr.value
             if (_tensor_method(method) or method == "backward") and method not in _MOVES:
-                used.add(func.value.value)
+                used.add(receiver)
+            if (
+                api.method_op(method)[0] == api.COPY_INTO
+                and current.args
+                and (source := dotted_name(current.args[0].value))
+            ):
+                used.add(source)
         if (qualified := imports.qualified(func)) is not None:
             torch_op = qualified.rpartition(".")[0] in TENSOR_MODULES and qualified not in HOST_TORCH
             if torch_op and qualified not in _FROM_HOST_DATA:
-                used.update(arg.value.value for arg in current.args if isinstance(arg.value, cst.Name))
+                used.update(name for arg in current.args if (name := dotted_name(arg.value)) is not None)
     return frozenset(used)
 
 

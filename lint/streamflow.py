@@ -23,7 +23,9 @@ from libcst.metadata import CodeRange
 
 from csan_lint.lint.accesses import FunctionAnalysis
 from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.api import Kind
+from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
 from csan_lint.lint.callers import CallersJoin
 from csan_lint.lint.carried import Carried, event_waiters, unrecorded_carried
 from csan_lint.lint.dataswap import swapped_out
@@ -54,13 +56,14 @@ from csan_lint.lint.summaries import PackageIndex
 
 
 class Location(TypedDict):
-    """`Rule.finding()`'s position arguments."""
+    """`Rule.finding()`'s position arguments, and the assumptions the finding there rests on."""
 
     line: int
     column: int
     end_line: int
     end_column: int
     span: Span
+    assumptions: tuple[str, ...]
 
 
 @dataclass
@@ -82,6 +85,8 @@ class ModuleFlow:
     """Tensors used unrecorded beside a recorded one from the same holder (lint/siblings.py)."""
     carried: list[Carried] = field(default_factory=list)
     """Tensors used unrecorded where a stream waits on the event they came with (lint/carried.py)."""
+    assumptions: Assumptions = field(default=DEFAULT_ASSUMPTIONS, repr=False)
+    """What the analysis was told to assume (lint/analysis/assumptions.py)."""
 
     def range(self, node: cst.CSTNode) -> CodeRange:
         if self._positions is None:
@@ -98,6 +103,7 @@ class ModuleFlow:
             "end_line": where.end.line,
             "end_column": where.end.column + 1,
             "span": Span(span.start.line, span.end.line),
+            "assumptions": tuple(sorted(hazard.assumptions)),
         }
 
     def line(self, node: cst.CSTNode) -> int:
@@ -157,12 +163,18 @@ def _code(stream: str, current: str) -> str:
 
 
 def analyse(
-    module: cst.Module, path: str, source: str, package: PackageIndex | None = None, spellings: Spellings = NO_SPELLINGS
+    module: cst.Module,
+    path: str,
+    source: str,
+    package: PackageIndex | None = None,
+    spellings: Spellings = NO_SPELLINGS,
+    assumptions: Assumptions = DEFAULT_ASSUMPTIONS,
 ) -> ModuleFlow:
     """Interprets the module body and every function that has a `with` statement, then the
     public methods of classes whose methods leave `self` attributes written on a side stream.
     `package`: the other linted modules, for calls to functions imported from them;
-    `spellings`: the project's own wrappers of the stream API."""
+    `spellings`: the project's own wrappers of the stream API; `assumptions`: what to assume
+    where the code does not show a producer or a stream (lint/analysis/assumptions.py)."""
     imports = ImportTable(spellings)
     functions: list[tuple[str, cst.FunctionDef]] = []
     classes: dict[str, list[str]] = {}
@@ -180,12 +192,17 @@ def analyse(
             package,
             resolve_relative(relative, path),
             classes,
+            assumptions,
         )
         if module_has_with or everywhere:
             FunctionAnalysis(imports, hazards, function=None, helpers=helpers).run(module.body)
         exits: dict[str, FlowState] = {}
         swapped_in: dict[str, set[str]] = {}
-        entered_on = entry_streams(module.body, imports, source, helpers.functions, helpers.globals)
+        entered_on = (
+            entry_streams(module.body, imports, source, helpers.functions, helpers.globals)
+            if assumptions.holds(assumed.ENTRY_STREAM_FROM_CALLS)
+            else {}
+        )
         with_blocks = {name for name, function in functions if has_with(body_of(function.body))}
         recorders = (
             {name for name, function in functions if records_streams(function)}
@@ -193,9 +210,9 @@ def analyse(
             else set()
         )
         for name, function in functions:
-            if name in recorders:
+            if name in recorders and assumptions.holds(assumed.RECORDED_SIBLINGS):
                 siblings.extend(unrecorded_siblings(function, imports, helpers.contexts))
-        waiters = event_waiters(source)
+        waiters = event_waiters(source) if assumptions.holds(assumed.EVENT_CARRIED) else frozenset()
         recorder_names = frozenset(name.rpartition(".")[2] for name in recorders)
         for name, function in functions:
             if name.rpartition(".")[2] in waiters:
@@ -217,10 +234,14 @@ def analyse(
             and (summary := helpers.imported(name, imports.qualified(cst.Name(name)))) is not None
             and any(effect.stream != CURRENT for effect in summary.effects)
         }
-        ambient = {owner: ambient_streams(owner, functions, imports) for owner in classes}
+        ambient = (
+            {owner: ambient_streams(owner, functions, imports) for owner in classes}
+            if assumptions.holds(assumed.KEPT_CURRENT_STREAM)
+            else {}
+        )
         kept_defaults: dict[str, set[str]] = {}
         default_waiters: set[str] = set()  # judged with no stream block of their own (lint/defaultjoin.py)
-        if _mentions(source, Kind.DEFAULT_STREAM):
+        if _mentions(source, Kind.DEFAULT_STREAM) and assumptions.holds(assumed.DEFAULT_STREAM_JOIN):
             kept_defaults = {owner: kept_default_streams(owner, functions, imports) for owner in classes}
             default_waiters = {
                 name for name, f in functions if waits_into_default(f, imports, _owner_ambient(name, kept_defaults))
@@ -254,7 +275,7 @@ def analyse(
                     exits[name] = end
         for owner in classes:
             _cross_method(owner, functions, exits, helpers, hazards, source)
-            if swapped_in:
+            if swapped_in and assumptions.holds(assumed.DATA_SWAP):
                 swapped_out(owner, functions, swapped_in, hazards)
     return ModuleFlow(
         path,
@@ -266,6 +287,7 @@ def analyse(
         functions=functions,
         siblings=siblings,
         carried=carried,
+        assumptions=assumptions,
     )
 
 

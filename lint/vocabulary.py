@@ -22,6 +22,8 @@ HOST_ATTRIBUTES = frozenset(
         "is_leaf", "names", "is_sparse", "is_quantized", "itemsize", "nbytes",
     }
 )  # fmt: skip
+TENSOR_ATTRIBUTES = frozenset({"grad", "data"})
+"""Attributes that hold a tensor of any tensor (or are None): `p.grad`, `p.data`."""
 SYNC_METHODS = api.methods(Receiver.TENSOR, kinds=(Kind.HOST_SYNC,)) | {
     m.name for m in api.METHODS if m.receiver is Receiver.TENSOR and m.op.direction is Direction.TO_HOST
 }

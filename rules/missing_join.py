@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
+from csan_lint.lint.analysis.assumptions import STALE_STREAM_CAPTURE
 from csan_lint.lint.deferred import StaleCapture, stale_captures
 from csan_lint.lint.edits import attach, current_stream_code, join_before_use
 from csan_lint.lint.model import Finding, Span
@@ -459,6 +460,8 @@ class MissingJoin(Rule):
                 fields = message_fields(hazard, current_stream_code(flow))
                 finding = self.finding(flow.path, **flow.location(hazard), **fields)
                 yield finding if hazard.returned else attach(finding, join_before_use(flow, hazard))
+        if not flow.assumptions.holds(STALE_STREAM_CAPTURE):
+            return
         for capture in stale_captures(flow.source, flow.imports, flow.functions, flow.spellings):
             yield self._stale(flow, capture)
 
@@ -483,6 +486,7 @@ class MissingJoin(Rule):
             end_column=where.end.column + 1,
             span=Span(min(lines), max(lines)),
             fix=self.stale_capture_fix.format(**fields),
+            assumptions=(STALE_STREAM_CAPTURE,),
         )
 
     def _default_join(self, flow: ModuleFlow, hazard: Hazard) -> Finding:

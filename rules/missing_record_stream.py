@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import libcst as cst
 
+from csan_lint.lint.analysis.assumptions import EVENT_CARRIED, RECORDED_SIBLINGS
 from csan_lint.lint.carried import Carried
 from csan_lint.lint.edits import attach, current_stream_code, record_after_use
 from csan_lint.lint.model import Finding, Span
@@ -442,9 +443,9 @@ class MissingRecordStream(Rule):
                 kept = hazard.dropped or hazard.handed_by is not None
                 yield finding if kept else attach(finding, record_after_use(flow, hazard))
         for sibling in flow.siblings:
-            yield self._sibling(flow, sibling)
+            yield replace(self._sibling(flow, sibling), assumptions=(RECORDED_SIBLINGS,))
         for carried in flow.carried:
-            yield self._carried(flow, carried)
+            yield replace(self._carried(flow, carried), assumptions=(EVENT_CARRIED,))
 
     sibling_message = (
         "'{tensor}' is used on {stream} with no record_stream, though line {record_line} records its sibling"
@@ -504,6 +505,7 @@ class MissingRecordStream(Rule):
             other="another stream",
             other_code=fields["stream_code"],
             release="",
+            assumptions=(),
             **fields,
         )
         return replace(finding, message=message.format(**fields), fix=fix.format(**fields))

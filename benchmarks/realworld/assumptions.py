@@ -1,0 +1,143 @@
+"""What each of the analysis' assumptions finds and costs, on code we did not write.
+
+For each assumption (lint/analysis/assumptions.py) the build is run with it flipped from its
+default, and compared with the build as it ships:
+- the development corpus, whole files (`precision_recall.py --whole-files`): bugs found, false
+  positives, known bugs found with their fix clean;
+- whole repositories (`lint_repos.py`): findings gone and new, the gone ones with the labels
+  TRIAGE.md gave them (true / plausible / false), the new ones to be read.
+
+    python benchmarks/realworld/assumptions.py --csan-lint .venv/bin/csan-lint [--only NAME ...]
+        [--tree LABEL=DIR ...] [--json OUT]
+
+Run it with the Python that has csan-lint installed (the table is read from the package). The
+held-out sets are never used here: a default chosen on them would be fitted to them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from csan_lint.lint.analysis.assumptions import ASSUMPTIONS
+
+HERE = Path(__file__).resolve().parent
+
+REPOS = (
+    "facebookresearch/fairscale",
+    "NVIDIA/apex",
+    "huggingface/accelerate",
+    "huggingface/trl",
+    "pytorch/torchtune",
+    "huggingface/pytorch-image-models",
+    "pytorch/torchrec",
+    "NVIDIA/TransformerEngine",
+    "deepspeedai/DeepSpeed",
+    "NVIDIA/Megatron-LM",
+    "huggingface/diffusers",
+)
+"""The repositories TRIAGE.md labels the findings of (lint_repos.py's list, less the two it never triaged)."""
+_ROW = re.compile(
+    r"^\| (?P<repo>[^|]+?) \| (?P<path>[^|:]+):(?P<lines>[^|]+?) \| (?P<rules>CSL[^|]+?) \| "
+    r"(?P<label>true|plausible|false) \|"
+)
+
+
+def triage_labels() -> dict[tuple[str, str, str], str]:
+    """(repo's short name, path:line, rule) -> the last label TRIAGE.md gave it; a row of several
+    lines (`45, 55 (×2)`) or rules (`CSL201, CSL102`) labels each."""
+    labels = {}
+    for line in (HERE / "TRIAGE.md").read_text(encoding="utf-8").splitlines():
+        match = _ROW.match(line)
+        if not match:
+            continue
+        numbers = re.findall(r"(?<![×\d])\d+", match["lines"])
+        for number in numbers:
+            for rule in re.findall(r"CSL\d+", match["rules"]):
+                labels[(match["repo"].strip(), f"{match['path'].strip()}:{number}", rule)] = match["label"]
+    return labels
+
+
+def _short(repo: str) -> str:
+    """TRIAGE.md's name of a repository: `apex`, `timm`, `Megatron`, a tree's label as given."""
+    name = repo.rpartition("/")[2]
+    return {"pytorch-image-models": "timm", "Megatron-LM": "Megatron"}.get(name, name)
+
+
+def wrapper(linter: str, switch: str | None, directory: Path) -> str:
+    """An executable that runs `linter` with one `--assume` switch (the scripts take an executable)."""
+    path = directory / f"csan-lint-{switch or 'default'}"
+    extra = f" --assume {switch}" if switch else ""
+    path.write_text(f'#!/bin/sh\nexec {linter} "$@"{extra}\n', encoding="utf-8")
+    path.chmod(0o755)
+    return str(path)
+
+
+def corpus(linter: str, out: Path) -> dict[str, int]:
+    subprocess.run(
+        [sys.executable, str(HERE / "precision_recall.py"), "--csan-lint", linter, "--whole-files", "--json", str(out)],
+        check=True,
+        capture_output=True,
+    )
+    totals = json.loads(out.read_text())["totals"]
+    return {key: totals[key] for key in ("tp", "fp", "fn", "known_bugs_both") if key in totals}
+
+
+def repositories(linter: str, trees: list[str], out: Path) -> set[tuple[str, str, str]]:
+    command = [sys.executable, str(HERE / "lint_repos.py"), "--csan-lint", linter, "--json", str(out)]
+    for repo in REPOS:
+        command += ["--repo", repo]
+    for tree in trees:
+        command += ["--tree", tree]
+    subprocess.run(command, check=True, capture_output=True)
+    return {(_short(f["repo"]), f"{f['path']}:{f['line']}", f["code"]) for f in json.loads(out.read_text())}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--csan-lint", dest="linter", default="csan-lint")
+    parser.add_argument("--only", action="append", default=[], metavar="NAME", help="measure only these (repeatable)")
+    parser.add_argument("--tree", action="append", default=[], metavar="LABEL=DIR", help="as lint_repos.py's")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    labels = triage_labels()
+    results = []
+    with tempfile.TemporaryDirectory() as scratch:
+        directory = Path(scratch)
+        base_linter = wrapper(args.linter, None, directory)
+        base_corpus = corpus(base_linter, directory / "base-corpus.json")
+        base_repos = repositories(base_linter, args.tree, directory / "base-repos.json")
+        print(f"default build: corpus {base_corpus}; repositories {len(base_repos)} findings")
+        for entry in ASSUMPTIONS:
+            if args.only and entry.name not in args.only:
+                continue
+            switch = f"{entry.name}={'off' if entry.default else 'on'}"
+            linter = wrapper(args.linter, switch, directory)
+            flipped_corpus = corpus(linter, directory / f"{entry.name}-corpus.json")
+            flipped = repositories(linter, args.tree, directory / f"{entry.name}-repos.json")
+            gone = Counter(labels.get(key, "unlabelled") for key in base_repos - flipped)
+            new = sorted(flipped - base_repos)
+            result = {
+                "switch": switch,
+                "corpus": flipped_corpus,
+                "repositories_gone": dict(gone),
+                "repositories_new": [list(key) for key in new],
+            }
+            results.append(result)
+            delta = {key: flipped_corpus[key] - base_corpus[key] for key in base_corpus}
+            print(f"{switch}: corpus {flipped_corpus} (delta {delta}); repositories gone {dict(gone)}, new {len(new)}")
+            for key in new:
+                print(f"    new: {' '.join(key)}")
+    if args.json:
+        args.json.write_text(json.dumps({"default": base_corpus, "flips": results}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

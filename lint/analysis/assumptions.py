@@ -1,0 +1,362 @@
+"""What the analysis assumes where it cannot see: one named, documented, switchable entry each.
+
+A value whose producer the function does not show (a parameter, an attribute set elsewhere),
+the stream a function is entered on, or a shape of code taken as evidence of another stream:
+each is an `Assumption` here. The analysis asks `Assumptions.holds(name)` where it makes one,
+and a hazard records the assumptions it rests on, so that a finding says what it took for
+granted and a user can switch an assumption off (`[tool.csan-lint.assumptions]`,
+`--assume NAME=off`). docs/analysis.md is generated from this table; the defaults are decided
+by measuring each one on code we did not write (benchmarks/realworld/assumptions.py).
+Pure data: no libcst, no torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Assumption:
+    name: str
+    summary: str
+    """One line: what is taken for granted."""
+    doc: str
+    """Why, what it finds, what it costs (the measurement behind its default)."""
+    default: bool
+    rules: tuple[str, ...]
+    """The rule codes whose findings may rest on it."""
+    example: str
+    """A module whose findings change with the assumption (docs and tests run it both ways)."""
+    when_on: tuple[tuple[str, int], ...]
+    """The example's findings (code, line) when the assumption holds."""
+    when_off: tuple[tuple[str, int], ...]
+    """And when it does not."""
+    evidence: bool = False
+    """A shape of code taken as evidence of a second stream (a detector), rather than a
+    producer or entry stream assumed where none is visible."""
+
+
+ANNOTATED_PARAMETERS_WRITTEN_BY_CALLER = "annotated-parameters-written-by-caller"
+UNANNOTATED_PARAMETERS_WRITTEN_BY_CALLER = "unannotated-parameters-written-by-caller"
+ATTRIBUTES_WRITTEN_BY_CALLER = "attributes-written-by-caller"
+ENTRY_STREAM_FROM_CALLS = "entry-stream-from-calls"
+KEPT_CURRENT_STREAM = "kept-current-stream-is-callers"
+RECORDED_SIBLINGS = "recorded-sibling-evidence"
+EVENT_CARRIED = "event-carried-evidence"
+DATA_SWAP = "data-swap-release"
+CONTAINER_HANDOVER = "container-handover"
+DEFAULT_STREAM_JOIN = "default-stream-join"
+STALE_STREAM_CAPTURE = "stale-stream-capture"
+
+ASSUMPTIONS: tuple[Assumption, ...] = (
+    Assumption(
+        ANNOTATED_PARAMETERS_WRITTEN_BY_CALLER,
+        "A parameter annotated as a tensor was written by the caller, on the stream current at entry.",
+        "Its producer is the caller, whose last kernels ran on the stream it called from: a side "
+        "stream that uses it needs a wait first. Quiet where every caller in the linted code forks "
+        "that stream itself.",
+        example="""\
+import torch
+
+
+def scale(x: torch.Tensor, side: torch.cuda.Stream) -> torch.Tensor:
+    with torch.cuda.stream(side):
+        y = x * 2
+    torch.cuda.current_stream().wait_stream(side)
+    return y
+""",
+        when_on=(("CSL101", 6),),
+        when_off=(),
+        default=True,
+        rules=("CSL101", "CSL102", "CSL103", "CSL201"),
+    ),
+    Assumption(
+        UNANNOTATED_PARAMETERS_WRITTEN_BY_CALLER,
+        "An unannotated parameter the function uses as a tensor was written by the caller, on the "
+        "stream current at entry.",
+        "The same as for annotated parameters, for parameters whose kind the signature does not "
+        "say but the body does (an in-place method, an arithmetic operand, a copy source). Off: "
+        "such a parameter may be anything, and is taken as ready.",
+        example="""\
+import torch
+
+
+def scale(x, side):
+    with torch.cuda.stream(side):
+        x.mul_(2)
+    torch.cuda.current_stream().wait_stream(side)
+""",
+        when_on=(("CSL101", 6),),
+        when_off=(),
+        default=False,
+        rules=("CSL101", "CSL201"),
+    ),
+    Assumption(
+        ATTRIBUTES_WRITTEN_BY_CALLER,
+        "An attribute first used in a function (`self.buf`, `p.grad`) was written before the "
+        "call, on the stream current at entry.",
+        "Off, an attribute is taken as ready unless the function makes a stream wait on "
+        "`default_stream()`: that wait says the data it uses were written on the device before "
+        "the call. On, every attribute a side stream uses first is taken as the caller's work.",
+        example="""\
+import torch
+
+
+def reduce(param, out, side):
+    with torch.cuda.stream(side):
+        out.copy_(param.grad)
+    torch.cuda.current_stream().wait_stream(side)
+""",
+        when_on=(("CSL101", 6),),
+        when_off=(),
+        default=False,
+        rules=("CSL101", "CSL201"),
+    ),
+    Assumption(
+        ENTRY_STREAM_FROM_CALLS,
+        "A function every call of which (in its module) is made inside `with stream(S):` is entered on S.",
+        "Its body then runs on S, and its tensor parameters were written by the caller on the "
+        "stream current before the block. Off, every function is entered on its caller's current "
+        "stream.",
+        example="""\
+import torch
+
+
+class Reducer:
+    def hook(self, grad):
+        with torch.cuda.stream(self.post):
+            self.reduce(grad)
+
+    def reduce(self, grad):
+        out = grad * 2
+        self.comm.wait_stream(self.post)
+        with torch.cuda.stream(self.comm):
+            total = out.sum()
+        torch.cuda.current_stream().wait_stream(self.comm)
+        return total
+""",
+        when_on=(),
+        when_off=(("CSL101", 13), ("CSL201", 15)),
+        default=True,
+        rules=("CSL101", "CSL102", "CSL201"),
+    ),
+    Assumption(
+        KEPT_CURRENT_STREAM,
+        "A stream kept in `__init__` from `current_stream()` and never rebound is the stream "
+        "current where the object's other methods are called.",
+        "An offloader keeps `self.compute = current_stream()` to order its side stream after the "
+        "user's stream. Off, it is a stream of its own.",
+        example="""\
+import torch
+
+
+class Prefetcher:
+    def __init__(self):
+        self.compute = torch.cuda.current_stream()
+        self.copy = torch.cuda.Stream()
+
+    def prefetch(self, x: torch.Tensor) -> torch.Tensor:
+        self.copy.wait_stream(self.compute)
+        with torch.cuda.stream(self.copy):
+            y = x * 2
+        torch.cuda.current_stream().wait_stream(self.copy)
+        return y
+""",
+        when_on=(),
+        when_off=(("CSL101", 12),),
+        default=True,
+        rules=("CSL101", "CSL102"),
+    ),
+    Assumption(
+        RECORDED_SIBLINGS,
+        "A function that records one tensor of an object on its stream says the object's other "
+        "tensors it uses there came from another stream too (lint/siblings.py).",
+        "The `record_stream` is the evidence of a hand-over between streams that the function does not otherwise show.",
+        example="""\
+import torch
+
+
+def combine(node, output):
+    residual = node.state.residual
+    extra = node.state.extra
+    out = output + extra
+    out = out + residual
+    residual.record_stream(torch.cuda.current_stream())
+    node.state.residual = None
+    return out
+""",
+        when_on=(("CSL201", 7),),
+        when_off=(),
+        default=True,
+        rules=("CSL201",),
+        evidence=True,
+    ),
+    Assumption(
+        EVENT_CARRIED,
+        "A function that waits on an event read from an object says the object's tensors were "
+        "made on the stream that recorded it (lint/carried.py).",
+        "The wait is the evidence of a producer on another stream, whose allocator may reuse the "
+        "tensors' blocks once the object is dropped.",
+        example="""\
+import torch
+
+
+class Worker:
+    async def consume(self, queue):
+        with torch.cuda.stream(self.stream):
+            while True:
+                batch = await queue.get()
+                ready = batch.pop("ready", None)
+                if ready is not None:
+                    self.stream.wait_event(ready.event)
+                await self.step(**batch)
+""",
+        when_on=(("CSL201", 12),),
+        when_off=(),
+        default=True,
+        rules=("CSL201",),
+        evidence=True,
+    ),
+    Assumption(
+        DATA_SWAP,
+        "Weights swapped out through `.data` release memory a side stream swapped in (lint/dataswap.py).",
+        "A method that rebinds `p.data` to host memory frees the device block the copy stream "
+        "allocated, while the caller's kernels may still read it.",
+        example="""\
+import torch
+
+
+class Offloader:
+    def __init__(self, module):
+        self.module = module
+        self.stream = torch.cuda.Stream()
+
+    def swap_in(self):
+        with torch.cuda.stream(self.stream):
+            for p in self.module.parameters():
+                p.data = p.data.to("cuda", non_blocking=True)
+        torch.cuda.current_stream().wait_stream(self.stream)
+
+    def swap_out(self):
+        for p in self.module.parameters():
+            p.data = torch.empty_like(p.data, device="cpu")
+""",
+        when_on=(("CSL201", 17),),
+        when_off=(),
+        default=True,
+        rules=("CSL201",),
+        evidence=True,
+    ),
+    Assumption(
+        CONTAINER_HANDOVER,
+        "A tensor a method keeps in `self.c[k]` and another method hands back is used and "
+        "dropped by that method's caller, on the caller's stream (lint/handover.py).",
+        "So one allocated on a side stream needs `record_stream` for the caller's stream.",
+        example="""\
+import torch
+
+
+class Offloader:
+    def __init__(self):
+        self.h2d = torch.cuda.Stream()
+        self.state = {}
+
+    def reload(self):
+        with torch.cuda.stream(self.h2d):
+            for label, cpu in self.state.items():
+                gpu = cpu.to("cuda", non_blocking=True)
+                self.state[label] = gpu
+
+    def tensor_pop(self, label):
+        return self.state.pop(label)
+""",
+        when_on=(("CSL201", 12),),
+        when_off=(),
+        default=True,
+        rules=("CSL201",),
+        evidence=True,
+    ),
+    Assumption(
+        DEFAULT_STREAM_JOIN,
+        "A function that makes `default_stream()` wait on a side stream meant to join its "
+        "caller's stream (lint/defaultjoin.py).",
+        "Under a caller's side stream or a graph capture the default stream is another stream, "
+        "and the join orders nothing the caller does next.",
+        example="""\
+import torch
+
+
+class Reducer:
+    def finish(self):
+        torch.cuda.default_stream().wait_stream(self.comm)
+""",
+        when_on=(("CSL102", 6),),
+        when_off=(),
+        default=True,
+        rules=("CSL102",),
+        evidence=True,
+    ),
+    Assumption(
+        STALE_STREAM_CAPTURE,
+        "A callable that captures `current_stream()` when it is built runs later, on another "
+        "stream (lint/deferred.py).",
+        "Its kernels launch on the stream of build time while its runner orders its results "
+        "after the stream current at run time.",
+        example="""\
+import functools
+import torch
+
+
+def backward(op, x, dy, out):
+    gemm = functools.partial(
+        wgrad_kernel,
+        stream=torch.cuda.current_stream().cuda_stream,
+    )
+    if op.delay:
+        op.store.put([x, dy, out], gemm)
+    else:
+        gemm(x, dy, out)
+""",
+        when_on=(("CSL102", 8),),
+        when_off=(),
+        default=True,
+        rules=("CSL102",),
+        evidence=True,
+    ),
+)
+
+BY_NAME: Mapping[str, Assumption] = {assumption.name: assumption for assumption in ASSUMPTIONS}
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    """The assumptions switched away from their defaults in one run."""
+
+    on: frozenset[str] = frozenset()
+    off: frozenset[str] = frozenset()
+
+    def holds(self, name: str) -> bool:
+        assert name in BY_NAME, name
+        return name in self.on or (BY_NAME[name].default and name not in self.off)
+
+    @classmethod
+    def from_switches(cls, switches: Iterable[tuple[str, bool]]) -> Assumptions:
+        """Later switches win; each name must be in the table (the caller reports which is not)."""
+        chosen = dict(switches)
+        return cls(
+            frozenset(name for name, value in chosen.items() if value),
+            frozenset(name for name, value in chosen.items() if not value),
+        )
+
+    def switched(self, switches: Iterable[tuple[str, bool]]) -> Assumptions:
+        """These switches on top of this run's."""
+        mine = [*((name, True) for name in self.on), *((name, False) for name in self.off)]
+        return Assumptions.from_switches([*mine, *switches])
+
+    def key(self) -> list[str]:
+        """A stable spelling for the cache key: only what differs from the defaults."""
+        return sorted(f"{name}={'on' if self.holds(name) else 'off'}" for name in self.on | self.off)
+
+
+DEFAULT_ASSUMPTIONS = Assumptions()
