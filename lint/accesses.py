@@ -32,6 +32,7 @@ from csan_lint.lint.ordering import (
     CURRENT,
     HOST,
     LAUNCH_ACCESS,
+    LAUNCHES,
     UNKNOWN,
     Access,
     FlowLoop,
@@ -146,6 +147,9 @@ class FunctionAnalysis(
         `None`, for the function's summary (`Summary.allocates`)."""
         self.maybe_none: set[str] = set()
         """Names bound to `None` somewhere in the function: an argument that may be `None`."""
+        self.touched_after_work: set[str] = set()
+        """Local names used while work launched here on another stream was pending: only they
+        may hold a way to join it when returned (`_return`)."""
         self.callers_blocks: dict[cst.CSTNode, bool] = {}
         """Allocations on the caller's stream before any launch on it here, on every pass: the
         block may still be in use by the caller's work only, which a caller that forks the
@@ -187,7 +191,14 @@ class FunctionAnalysis(
         waits and syncs right after a release still order their reuse."""
         if self.state is not None and self.live.released and not _allocates_nothing(node):
             self._reuse_released()
+        if self.state is not None and self._side_work_pending():
+            self.touched_after_work.update(_names_outside_returns(node))
         super()._statement(node)
+
+    def _side_work_pending(self) -> bool:
+        """Whether this path launched work on a stream other than the entry stream."""
+        entry = launch_key(self.entry_stream)
+        return any(key.startswith(LAUNCHES) and key != entry for key in self.live.tensors)
 
     def run_function(self, body: cst.BaseSuite) -> None:
         self.entry_stream = self.live.current
@@ -300,7 +311,8 @@ class FunctionAnalysis(
         self.maybe_tensors.update(loop_tensors(target, iterable))
         owned = self.caller_owned - self.bound
         self.callers_items.update(name for name, container in iterated_items(target, iterable) if container in owned)
-        self.borrowed.update(state_items(target, iterable) - self.callers_items)
+        kept_views = state_items(target, iterable, views=True) & self.used_as_tensors  # keys or values used as tensors
+        self.borrowed.update((state_items(target, iterable) | kept_views) - self.callers_items)
         self.loop_items.update(target_names(target))
         self._bind_items(target, iterable)
 
@@ -353,7 +365,8 @@ class FunctionAnalysis(
     def _assumed_tensor(self, key: str) -> bool:
         """An attribute the analysis has not seen written, read as a tensor (`p.grad`, or used as
         one in the function), is the caller's work when `attributes-written-by-caller` holds."""
-        if key.rpartition(".")[2] in TENSOR_ATTRIBUTES or key in self.used_as_tensors:
+        last = key.rpartition(".")[2]
+        if last in TENSOR_ATTRIBUTES or (key in self.used_as_tensors and last not in HOST_ATTRIBUTES):
             return self._assumes(assumed.ATTRIBUTES_WRITTEN_BY_CALLER)
         return False
 
@@ -553,6 +566,21 @@ class FunctionAnalysis(
         if handed_by is not None:
             rests.add(assumed.CONTAINER_HANDOVER)
         return frozenset(rests)
+
+
+def _names_outside_returns(node: cst.CSTNode) -> set[str]:
+    """The names a statement uses, but those only returned (`return loss` hands `loss` back; it
+    does not put anything into it)."""
+    names: set[str] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Return):
+            continue
+        if isinstance(current, cst.Name):
+            names.add(current.value)
+        stack.extend(children(current))
+    return names
 
 
 def _allocates_nothing(node: cst.BaseStatement | cst.BaseSmallStatement) -> bool:

@@ -1,4 +1,4 @@
-"""docs/analysis.md, generated from the table of assumptions: `python -m csan_lint.lint.assumption_docs > docs/analysis.md`.
+"""docs/analysis.md, generated from the table of assumptions (`COMMAND` says how).
 
 Each entry's example is linted with the assumption on and off, so the page shows what it changes
 as the code does it, not as someone remembered it.

@@ -50,9 +50,11 @@ _GENERIC_API = (
     re.compile(r"torch(?<!\wtorch)\s*\.\s*" + _alternatives(api.GENERIC_CLASSES) + r"\s*\("),
     re.compile(r"accelerator(?<!\waccelerator)\s*\.\s*" + _API + r"\b"),
     re.compile(r"get_device_module(?<!\wget_device_module)\s*\([^()]*\)\s*\.\s*" + _API + r"\b"),
+    re.compile(r"getattr(?<!\wgetattr)\s*\(\s*torch\s*,[^()]*\)\s*\.\s*" + _API + r"\b"),
 )
 """The device-generic spellings: `torch.Stream()`, `torch.Event()` (made here: a mere annotation
-passes a stream made elsewhere), `torch.accelerator.current_stream`, `get_device_module(d).Stream`."""
+passes a stream made elsewhere), `torch.accelerator.current_stream`, `get_device_module(d).Stream`,
+`getattr(torch, self.device).stream(s)`."""
 _GENERIC_ALIAS = (
     re.compile(r"get_accelerator(?<!\wget_accelerator)\b"),
     re.compile(r"=\s*torch\s*\.\s*get_device_module\b"),
@@ -63,7 +65,7 @@ _GENERIC_ALIAS = (
 )
 """An accelerator object (DeepSpeed's `get_accelerator()`, `torch.get_device_module()`), after which
 `accel.Stream()` needs no `torch` in front, and imports of the generic names."""
-_GENERIC_NEEDS = tuple(sorted(api.generic_words() | {"accelerator", "get_device_module"}))
+_GENERIC_NEEDS = tuple(sorted(api.generic_words() | {"accelerator", "get_device_module", "getattr"}))
 """Text that either generic pattern needs to match: substring checks first."""
 _NON_BLOCKING = re.compile(api.NON_BLOCKING + r"\s*=\s*(?!False\b)")
 """Any non-blocking copy that is not spelled off; it needs no `cuda` in the file (the tensor may

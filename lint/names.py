@@ -241,10 +241,18 @@ class ImportTable:
         return api.SPELLING_NAMES.get(full, full)
 
     def _through_accelerator(self, expr: cst.BaseExpression) -> str | None:
-        """`get_accelerator().stream` -> `torch.cuda.stream`; None for any other expression."""
+        """`get_accelerator().stream` -> `torch.cuda.stream`, and a device module looked up by
+        name, `getattr(torch, device).stream` (`torch.cuda` on a CUDA device); None for any other
+        expression."""
         if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Call):
-            if self.qualified(expr.value.func) in ACCELERATOR_FACTORIES:
+            call = expr.value
+            if self.qualified(call.func) in ACCELERATOR_FACTORIES:
                 return api.accelerator_member(expr.attr.value)
+            if isinstance(call.func, cst.Name) and call.func.value == "getattr" and len(call.args) == 2:
+                module = dotted_name(call.args[0].value)
+                if module is not None and self._aliases.get(module) == "torch":
+                    full = f"torch.cuda.{expr.attr.value}"
+                    return api.SPELLING_NAMES.get(full, full)
         return None
 
 

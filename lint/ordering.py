@@ -481,10 +481,14 @@ LAUNCH_ACCESS = Access(_LAUNCH_NODE, "", True, _LAUNCH_NODE)
 """Stands for the last launch on a stream: the mark under `launch_key(stream)`."""
 
 
+LAUNCHES = "\0launch:"
+"""The prefix of every stream's `launch_key`."""
+
+
 def launch_key(stream: str) -> str:
     """The state key of a stream's last launch (no name in source spells it): an allocation on
     the stream is ordered wherever that launch is."""
-    return f"\0launch:{stream}"
+    return f"{LAUNCHES}{stream}"
 
 
 @dataclass

@@ -54,6 +54,7 @@ class Returns:
     silent: int
     entry_stream: str
     bound: set[str]
+    touched_after_work: set[str]
     caller_owned: frozenset[str]
     caller_kept: frozenset[str]
     borrowed: set[str]
@@ -174,7 +175,7 @@ class Returns:
         event the caller can reach (`self.done`, a parameter)."""
         value = node.value if node is not None else None
         noted = self._note_returned(value) if value is not None else []
-        handed_back = value is not None and any(key not in self.live.tensors for key in called_or_named(value))
+        handed_back = value is not None and any(self._may_hold_work(key) for key in called_or_named(value))
         callers = (self.caller_owned - self.bound) | self.borrowed
         if node is not None and value is not None and not self._waitable_handed_back(value):
             self._unjoined_results([item for item in noted if tracked_key(item[1]) not in callers], node)
@@ -251,6 +252,14 @@ class Returns:
         return summary is not None and any(
             returned_position(effect.key) in (position, None) for effect in summary.returned
         )
+
+    def _may_hold_work(self, key: str) -> bool:
+        """Whether a returned name may give the caller a way to join the side-stream work: not
+        a tensor, and not a local bound, and left untouched, before any of that work was
+        launched (`loss = closure()` at an optimizer step's start holds none of it)."""
+        if key in self.live.tensors:
+            return False
+        return not (key.isidentifier() and key in self.bound and key not in self.touched_after_work)
 
     def _waitable_handed_back(self, value: cst.BaseExpression) -> bool:
         """The return hands back more than tensors: an event, a stream, an object that may hold

@@ -110,21 +110,32 @@ def used_as_tensors(body: cst.BaseSuite, imports: ImportTable) -> frozenset[str]
         if type(current) is not cst.Call:
             continue
         func = current.func
-        if isinstance(func, cst.Attribute) and (receiver := dotted_name(func.value)) is not None:
+        if isinstance(func, cst.Attribute) and (receiver := _holder(func.value)) is not None:
             method = func.attr.value
             if (_tensor_method(method) or method == "backward") and method not in _MOVES:
                 used.add(receiver)
             if (
                 api.method_op(method)[0] == api.COPY_INTO
                 and current.args
-                and (source := dotted_name(current.args[0].value))
+                and (source := _holder(current.args[0].value))
             ):
                 used.add(source)
         if (qualified := imports.qualified(func)) is not None:
             torch_op = qualified.rpartition(".")[0] in TENSOR_MODULES and qualified not in HOST_TORCH
             if torch_op and qualified not in _FROM_HOST_DATA:
-                used.update(name for arg in current.args if (name := dotted_name(arg.value)) is not None)
+                used.update(name for arg in current.args if (name := _holder(arg.value)) is not None)
     return frozenset(used)
+
+
+def _holder(node: cst.BaseExpression) -> str | None:
+    """What a tensor expression is kept in: `x`, `self.buf`, or the container of an item
+    (`state` for `state[key]`); None for metadata (`x.shape`) and anything else."""
+    if isinstance(node, cst.Subscript):
+        node = node.value
+    name = dotted_name(node)
+    if name is None or name.rpartition(".")[2] in HOST_ATTRIBUTES:
+        return None
+    return name
 
 
 def kept_tensor_params(function: cst.FunctionDef) -> frozenset[str]:

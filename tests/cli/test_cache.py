@@ -17,6 +17,7 @@ from csan_lint.lint import cache, runner
 from csan_lint.lint.cache import CACHE_DIR_NAME
 from csan_lint.lint.cli import main
 from csan_lint.lint.config import Config, load_config
+from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS
 from csan_lint.lint.model import NO_SPELLINGS
 from csan_lint.lint.registry import all_rules
 from csan_lint.lint.runner import INTERNAL_ERROR_CODE, lint_paths
@@ -40,9 +41,9 @@ def parse_count(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     parsed: list[str] = []
     real = runner.lint_source
 
-    def counting(source: str, path: str, rules=None, package=None, spellings=NO_SPELLINGS):
+    def counting(source: str, path: str, rules=None, package=None, spellings=NO_SPELLINGS, assumptions=None):
         parsed.append(path)
-        return real(source, path, rules, package, spellings)
+        return real(source, path, rules, package, spellings, assumptions or DEFAULT_ASSUMPTIONS)
 
     monkeypatch.setattr(runner, "lint_source", counting)
     return parsed
