@@ -541,7 +541,13 @@ def rule(code: str | None, show_all: bool) -> None:
     help="Output format.",
 )
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Read settings from this TOML file.")
-def reveal(location: str, output_format: str, config_file: str | None) -> None:
+@click.option(
+    "--assume",
+    multiple=True,
+    metavar="NAME=on|off",
+    help="Switch one of the analysis' assumptions on or off (docs/analysis.md lists them).",
+)
+def reveal(location: str, output_format: str, config_file: str | None, assume: tuple[str, ...]) -> None:
     """Show what the static analysis knows before the statement at FILE:LINE: each tracked value's last
     writes, reads and what they are ordered before, the streams, the current stream, the host's pending
     copies (like mypy's reveal_type; docs/reveal.md)."""
@@ -560,8 +566,8 @@ def reveal(location: str, output_format: str, config_file: str | None) -> None:
     if not isinstance(source, str):
         _fail(f"{path}: {source.message}")
     try:
-        config = load_config([path], config_file)
-        result = reveal_at(source, path, int(line), config.spellings)
+        config = load_config([path], config_file, assume=_split(assume) or ())
+        result = reveal_at(source, path, int(line), config.spellings, config.assumptions)
     except (ConfigError, RevealError) as error:
         _fail(str(error))
     except Exception as error:  # a bug, not the input: say so plainly, not as a traceback

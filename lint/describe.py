@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 import libcst as cst
 
 from csan_lint.lint.hoststate import Block, Capture, HostState, Pending
-from csan_lint.lint.ordering import FlowState, Mark, TrackedTensor, launch_key
+from csan_lint.lint.ordering import LAUNCHES, FlowState, Mark, TrackedTensor
 from csan_lint.lint.pathfacts import describe_fact
 
 Where = Callable[[cst.CSTNode], tuple[int, int, str] | None]
@@ -35,8 +35,8 @@ def describe_flow(state: FlowState, where: Where) -> dict[str, object]:
     values, launches, before_entry = {}, {}, {}
     for key in sorted(state.tensors):
         tensor = state.tensors[key]
-        if key.startswith(launch_key("")):
-            launches[key.removeprefix(launch_key(""))] = _tokens(tensor.writes)
+        if key.startswith(LAUNCHES):
+            launches[key.removeprefix(LAUNCHES)] = _tokens(tensor.writes)
         elif key.startswith("\0"):  # no name in source spells it
             before_entry[key[1:]] = _tokens(tensor.writes)
         else:

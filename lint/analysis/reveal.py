@@ -1,8 +1,8 @@
 """`csan-lint reveal FILE:LINE`: what the static analysis knows before the statement at a line
 (as mypy's `reveal_type` shows a type), to see why it reports a finding, or does not.
 
-The file is analysed as `csan-lint FILE` would analyse it alone (the project's settings, no other
-module's summaries), with a `Probe` (lint/interpret.py) in the control-flow driver that copies
+The file is analysed as `csan-lint FILE` would analyse it alone (the project's settings and
+assumptions, no other module's summaries), with a `Probe` (lint/interpret.py) in the control-flow driver that copies
 the state each time a run reaches the statement. A statement may be reached several times in one
 run (a loop's passes, a `try` body's handlers...): what is shown is the join of those states,
 which is what holds at the line on every path the analysis followed (at a loop's fixpoint too).
@@ -23,6 +23,7 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import CodeRange
 
+from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
 from csan_lint.lint.describe import Where, describe_flow, describe_host
 from csan_lint.lint.engine import syntax_error_finding
 from csan_lint.lint.files import might_have_findings
@@ -105,10 +106,12 @@ class _Statements(cst.CSTVisitor):
         self.found.append(_Statement(node, where.start.line, where.start.column, where.end.line, tuple(self.scopes)))
 
 
-def reveal(source: str, path: str, line: int, spellings: Spellings) -> dict[str, object]:
+def reveal(
+    source: str, path: str, line: int, spellings: Spellings, assumptions: Assumptions = DEFAULT_ASSUMPTIONS
+) -> dict[str, object]:
     """What each analysis knows before the statement at `line` of `source` (the file at `path`),
-    as JSON-able data. Raises RevealError for a file that does not parse or a line that holds
-    no statement."""
+    with the project's `spellings` and `assumptions`, as JSON-able data. Raises RevealError for
+    a file that does not parse or a line that holds no statement."""
     try:
         module = parse_module(source)
     except cst.ParserSyntaxError as error:
@@ -139,7 +142,7 @@ def reveal(source: str, path: str, line: int, spellings: Spellings) -> dict[str,
     streams, host = Probe(targets, body[0]), Probe(targets, body[0])
     with remembered_subtrees():
         with probing(streams):
-            flow = analyse(module, path, source, None, spellings)
+            flow = analyse(module, path, source, None, spellings, assumptions)
         with probing(host):
             host_hazards(flow)
     result["analyses"] = {"streams": _report(streams, _STREAMS_SKIP, where), "host": _report(host, _HOST_SKIP, where)}

@@ -297,6 +297,35 @@ def f(x, s):
     )
 
 
+def test_assumptions_apply(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An annotated parameter is written by the caller (on by default); `--assume` switches it."""
+    source = """\
+import torch
+
+
+def h(x: torch.Tensor, s):
+    with torch.cuda.stream(s):
+        z = x + 1
+    return z
+"""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model.py").write_text(source)
+    [write] = state(7)["values"]["x"]["last_writes"]
+    assert (write["how"], write["stream"], write["at"], write["ordered_before"]) == (
+        "by the caller",
+        "<current>",
+        "4:7 x",
+        ["<current>"],
+    )
+    status, out, err = reveal(
+        "model.py:7", "--format", "json", "--assume", "annotated-parameters-written-by-caller=off"
+    )
+    [run] = json.loads(out)["analyses"]["streams"]["runs"]
+    assert (status, run["state"]["values"]["x"]["last_writes"]) == (0, [])
+    status, out, err = reveal("model.py:7", "--assume", "no-such-assumption=on")
+    assert (status, out) == (2, "") and err.startswith("error: --assume: unknown assumption `no-such-assumption`")
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
