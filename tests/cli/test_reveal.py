@@ -297,6 +297,32 @@ def f(x, s):
     )
 
 
+def test_a_function_run_again_with_the_uploads_its_last_call_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = """\
+import torch
+
+
+class Staging:
+    def __init__(self, n):
+        self.host = torch.empty(n, pin_memory=True)
+        self.device = torch.empty(n, device="cuda")
+
+    def send(self, values):
+        self.host[:] = values
+        self.device.copy_(self.host, non_blocking=True)
+"""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model.py").write_text(source)
+    status, out, _ = reveal(f"model.py:{line_of('self.host[:] = values', source)}", "--format", "json")
+    first, again = json.loads(out)["analyses"]["host"]["runs"]
+    assert (first["run"], first["state"]["pending_uploads"]) == ("its own run", {})
+    assert again["run"] == "called again, meeting the uploads its last call left running"
+    [upload] = again["state"]["pending_uploads"]["self.host"]
+    assert upload["copy"].startswith(f"{line_of('self.device.copy_(self.host, non_blocking=True)', source)}:9 ")
+
+
 def test_assumptions_apply(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An annotated parameter is written by the caller (on by default); `--assume` switches it."""
     source = """\
