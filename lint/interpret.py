@@ -4,7 +4,8 @@ Both walk a function body statement by statement over their own abstract state; 
 share is how control flow moves that state: branches run on copies and join, loops iterate
 to a fixpoint (bounded), `break`/`continue` states join at the loop's exit and head, and a
 `try` handler starts from the join of every point the body could raise at. A subclass
-supplies the state's join, the simple statements, `with`, and the expression hooks.
+supplies the state's join, the simple statements, `with`, and the expression hooks. While a
+`Probe` is active (`probing`), each statement's state is offered to it first (`csan-lint reveal`).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class Probe:
     """Per run (by its place in `runs`), a copy of the state at each visit of a target."""
 
     def seen(self, interpreter: Interpreter[Any, Any], node: cst.CSTNode) -> None:
-        """`interpreter` is about to run `node`, on a live path."""
+        """`interpreter` is about to run `node`, on a live path (`interpreter.state`)."""
         if (node is self.entry or node in self.targets) and interpreter not in self.runs:
             self.runs.append(interpreter)
         if node in self.targets:
@@ -167,7 +168,7 @@ class Interpreter(ABC, Generic[State, Frame]):
     def _probe(self, node: cst.CSTNode) -> None:
         """`node` is about to run: `csan-lint reveal` may want the state here, before anything
         an interpreter does first (streamflow judges released blocks before an allocation)."""
-        if (probe := _PROBE.get()) is not None:
+        if (probe := _PROBE.get()) is not None and self.state is not None:  # an `elif` may be unreachable
             probe.seen(self, node)
 
     def _statement(self, node: cst.BaseStatement | cst.BaseSmallStatement) -> None:
