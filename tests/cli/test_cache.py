@@ -14,10 +14,10 @@ import pytest
 from click.testing import CliRunner
 
 from csan_lint.lint import cache, runner
+from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS
 from csan_lint.lint.cache import CACHE_DIR_NAME
 from csan_lint.lint.cli import main
 from csan_lint.lint.config import Config, load_config
-from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS
 from csan_lint.lint.model import NO_SPELLINGS
 from csan_lint.lint.registry import all_rules
 from csan_lint.lint.runner import INTERNAL_ERROR_CODE, lint_paths

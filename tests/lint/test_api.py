@@ -4,12 +4,15 @@ table (the prefilter, `--confirm`'s words, the settings) knows every spelling in
 
 from __future__ import annotations
 
+import textwrap
+
 import libcst as cst
 import pytest
 
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Direction, Kind, Operation, Receiver
 from csan_lint.lint.config import SPELLING_KEYS
+from csan_lint.lint.engine import lint_source
 from csan_lint.lint.files import might_have_findings
 from csan_lint.lint.model import Spellings
 from csan_lint.lint.names import ImportTable
@@ -195,3 +198,20 @@ def test_text_gates_know_the_projects_spellings() -> None:
     source = "e = new_event()\ns.wait_event(e)\n"
     assert api.mentions(frozenset({Kind.EVENT_CREATE}), _PROJECT).search(source)
     assert not api.mentions(frozenset({Kind.EVENT_CREATE})).search(source)
+
+
+def test_a_device_module_looked_up_by_name_is_torch_cuda() -> None:
+    """`getattr(torch, self.device).stream(s)` (torchao's CPU offload optimizer): device-generic
+    code picks the module at run time; on a CUDA device it is `torch.cuda`."""
+    source = textwrap.dedent(
+        """
+        import torch
+
+        def step(self, x):
+            with getattr(torch, self.device).stream(self.stream):
+                y = x * 2
+            return y
+        """
+    )
+    assert might_have_findings(source, frozenset())
+    assert [(f.code, f.line) for f in lint_source(source, "m.py")] == [("CSL102", 7)]

@@ -161,3 +161,17 @@ def test_a_swap_out_inside_a_block_is_not_judged() -> None:
         "                tensor.data",
     )
     assert findings(source) == []
+
+
+@pytest.mark.parametrize("view", ["self.queue.items()", "self.queue.keys()"])
+def test_the_keys_of_a_kept_container_used_as_tensors_outlive_the_call(view: str) -> None:
+    """An optimizer that keeps its device parameters as the keys of `self.queue` and copies
+    the updated host values back into them on a side stream: the caller's forward reads them."""
+    target = "p, ready" if view.endswith("items()") else "p"
+    source = GROUP.format(item=target, items=view, write="p.copy_(self.host[p], non_blocking=True)", join="")
+    assert findings(source) == [("CSL102", WRITE_LINE)]
+
+
+def test_the_keys_of_a_kept_container_used_only_on_the_host_are_not_tensors() -> None:
+    source = GROUP.format(item="name, p", items="self.named.items()", write="self.log.append(name)", join="")
+    assert findings(source) == []
