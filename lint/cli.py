@@ -1,4 +1,5 @@
-"""`csan-lint`: `check [PATHS]` (what a bare `csan-lint PATHS` runs), `rule CODE`, `server`.
+"""`csan-lint`: `check [PATHS]` (what a bare `csan-lint PATHS` runs), `rule CODE`, `reveal FILE:LINE`,
+`server`.
 
 The command line over `load_config` + `lint_paths` + the reporters. Exit status: 0 clean, 1
 findings, 2 usage, config or internal error (a file the tool could not check is an error too: the
@@ -527,6 +528,51 @@ def rule(code: str | None, show_all: bool) -> None:
         _fail("give a rule code (`csan-lint rule CSL101`) or --all")
     else:
         click.echo(_explain(code), nl=False)
+
+
+@main.command(epilog="Exit status: 0 shown, 2 a missing file, a bad location or a line with no statement.")
+@click.argument("location", metavar="FILE:LINE")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Read settings from this TOML file.")
+@click.option(
+    "--assume",
+    multiple=True,
+    metavar="NAME=on|off",
+    help="Switch one of the analysis' assumptions on or off (docs/analysis.md lists them).",
+)
+def reveal(location: str, output_format: str, config_file: str | None, assume: tuple[str, ...]) -> None:
+    """Show what the static analysis knows before the statement at FILE:LINE: each tracked value's last
+    writes, reads and what they are ordered before, the streams, the current stream, the host's pending
+    copies (like mypy's reveal_type; docs/reveal.md)."""
+    import json
+
+    from csan_lint.lint.analysis.reveal import RevealError, format_text
+    from csan_lint.lint.analysis.reveal import reveal as reveal_at
+    from csan_lint.lint.config import ConfigError, load_config
+    from csan_lint.lint.runner import decode_source, read_bytes
+
+    path, _, line = location.rpartition(":")
+    if not path or not line.isdigit():
+        _fail(f"`{location}`: give a file and a line, as in `csan-lint reveal src/model.py:12`")
+    data = read_bytes(Path(path), path)
+    source = decode_source(data, path) if isinstance(data, bytes) else data
+    if not isinstance(source, str):
+        _fail(f"{path}: {source.message}")
+    try:
+        config = load_config([path], config_file, assume=_split(assume) or ())
+        result = reveal_at(source, path, int(line), config.spellings, config.assumptions)
+    except (ConfigError, RevealError) as error:
+        _fail(str(error))
+    except Exception as error:  # a bug, not the input: say so plainly, not as a traceback
+        _fail(f"internal error: {type(error).__name__}: {error}")
+    click.echo(json.dumps(result, indent=2) + "\n" if output_format == "json" else format_text(result), nl=False)
 
 
 @main.command()

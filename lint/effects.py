@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
+from csan_lint.lint.interpret import SUMMARY
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.ordering import (
     CURRENT,
@@ -283,6 +284,7 @@ class Helpers:
             analysis = FunctionAnalysis(
                 self.imports, {}, function=name, params=tensor_params(function), helpers=self, probes=tokens
             )
+            analysis.role = SUMMARY
             analysis.live.streams.update(dict.fromkeys(on_current, CURRENT))
             analysis.run_function(function.body)
             if analysis.yields:

@@ -55,7 +55,7 @@ def lint_and_recognize(
     try:
         module = parse_module(source)
     except cst.ParserSyntaxError as error:
-        return [_syntax_error(error, source, path)], frozenset()
+        return [syntax_error_finding(error, source, path)], frozenset()
     with remembered_subtrees():  # the analysis and the rules walk each function body many times
         flow = analyse(module, path, source, package, spellings, assumptions)
         findings = [finding for rule in (all_rules() if rules is None else rules) for finding in rule().check(flow)]
@@ -64,7 +64,7 @@ def lint_and_recognize(
     return findings, lines
 
 
-def _syntax_error(error: cst.ParserSyntaxError, source: str, path: str) -> Finding:
+def syntax_error_finding(error: cst.ParserSyntaxError, source: str, path: str) -> Finding:
     """CPython's account when it rejects the source too: libcst's native parser often reports
     the line after the error (`def f(:` at 2:1). libcst's own only for code CPython accepts."""
     return python_syntax_error(source, path) or syntax_error(

@@ -51,7 +51,7 @@ from csan_lint.lint.hoststate import (
     forget_token,
     join_host_states,
 )
-from csan_lint.lint.interpret import Interpreter, Loop
+from csan_lint.lint.interpret import OWN_RUN, Interpreter, Loop
 from csan_lint.lint.model import Span, Spellings
 from csan_lint.lint.names import (
     CURRENT_STREAM,
@@ -138,6 +138,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         self.state = HostState(out_of=dict(carried or {}), pinned=frozenset(module.pinned))
         self.next_call = carried is not None
         """This run is the function called again: `carried` are the uploads its last call left running."""
+        self.role = "called again, meeting the uploads its last call left running" if self.next_call else OWN_RUN
         self.exits: list[HostState] = []
         self.statement = None
         self.loops = []

@@ -4,13 +4,16 @@ Both walk a function body statement by statement over their own abstract state; 
 share is how control flow moves that state: branches run on copies and join, loops iterate
 to a fixpoint (bounded), `break`/`continue` states join at the loop's exit and head, and a
 `try` handler starts from the join of every point the body could raise at. A subclass
-supplies the state's join, the simple statements, `with`, and the expression hooks.
+supplies the state's join, the simple statements, `with`, and the expression hooks. While a
+`Probe` is active (`probing`), each statement's state is offered to it first (`csan-lint reveal`).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, Self, TypeVar
 
@@ -41,6 +44,49 @@ class Loop(Generic[State]):
 Frame = TypeVar("Frame", bound=Loop[Any])
 
 
+@dataclass
+class Probe:
+    """What `csan-lint reveal` asks of the interpreters (lint/analysis/reveal.py): the state
+    before `targets` (the statement at the line asked about) on each visit, by run; and which
+    runs started the scope that holds it (`entry`: its first statement, seen by every run of it)."""
+
+    targets: frozenset[cst.CSTNode]
+    entry: cst.CSTNode
+    runs: list[Interpreter[Any, Any]] = field(default_factory=list)
+    """Every interpreter that ran the scope, in the order they started."""
+    visits: dict[int, list[Any]] = field(default_factory=dict)
+    """Per run (by its place in `runs`), a copy of the state at each visit of a target."""
+
+    def seen(self, interpreter: Interpreter[Any, Any], node: cst.CSTNode) -> None:
+        """`interpreter` is about to run `node`, on a live path (`interpreter.state`)."""
+        if (node is self.entry or node in self.targets) and interpreter not in self.runs:
+            self.runs.append(interpreter)
+        if node in self.targets:
+            self.visits.setdefault(self.runs.index(interpreter), []).append(interpreter.live.copy())
+
+    def state_at(self, run: int) -> Any:
+        """The join of the states run `run` had at the targets (what held on every path it
+        followed there, a loop's passes included); None if it never got there."""
+        visits = self.visits.get(run)
+        return self.runs[run]._join(visits) if visits else None
+
+
+OWN_RUN = "its own run"
+SUMMARY = "a summary for a caller"
+
+_PROBE: ContextVar[Probe | None] = ContextVar("csan_lint_probe", default=None)
+
+
+@contextmanager
+def probing(probe: Probe) -> Iterator[Probe]:
+    """Every interpreter run inside the block reports to `probe`."""
+    token = _PROBE.set(probe)
+    try:
+        yield probe
+    finally:
+        _PROBE.reset(token)
+
+
 class Interpreter(ABC, Generic[State, Frame]):
     """Runs statements over `state` (None: the path cannot reach here); `loops` holds a frame
     per loop being run, of the kind `_loop_frame` makes."""
@@ -54,6 +100,9 @@ class Interpreter(ABC, Generic[State, Frame]):
     imports: ImportTable
     index_facts: tuple[IndexFacts, ...] = ()
     """What the passes being run know of their counted loops' indices (lint/loopindex.py)."""
+    role: str = OWN_RUN
+    """Which run of its body this is (`csan-lint reveal` names it): `OWN_RUN`, `SUMMARY` (a
+    callee run for its caller's summary, not shown), or another run's own words."""
 
     @property
     def live(self) -> State:
@@ -113,7 +162,14 @@ class Interpreter(ABC, Generic[State, Frame]):
         for statement in body:
             if self.state is None:
                 return
+            self._probe(statement)
             self._statement(statement)
+
+    def _probe(self, node: cst.CSTNode) -> None:
+        """`node` is about to run: `csan-lint reveal` may want the state here, before anything
+        an interpreter does first (streamflow judges released blocks before an allocation)."""
+        if (probe := _PROBE.get()) is not None and self.state is not None:  # an `elif` may be unreachable
+            probe.seen(self, node)
 
     def _statement(self, node: cst.BaseStatement | cst.BaseSmallStatement) -> None:
         if isinstance(node, cst.SimpleStatementLine):
@@ -154,7 +210,7 @@ class Interpreter(ABC, Generic[State, Frame]):
             if known:
                 self.run(node.body.body)
             elif isinstance(node.orelse, cst.If):
-                self._if(node.orelse)
+                self._elif(node.orelse)
             elif isinstance(node.orelse, cst.Else):
                 self.run(node.orelse.body.body)
             return
@@ -166,10 +222,15 @@ class Interpreter(ABC, Generic[State, Frame]):
         self.state = entry
         self._polled(node.test, outcome=False)
         if isinstance(node.orelse, cst.If):
-            self._if(node.orelse)
+            self._elif(node.orelse)
         elif isinstance(node.orelse, cst.Else):
             self.run(node.orelse.body.body)
         self.state = self._join([then, self.state])
+
+    def _elif(self, node: cst.If) -> None:
+        """An `elif`: to a reader, a statement of its own (`csan-lint reveal` stops there too)."""
+        self._probe(node)
+        self._if(node)
 
     def _loop(self, node: cst.For | cst.While) -> None:
         if isinstance(node, cst.For):
@@ -250,6 +311,7 @@ class Interpreter(ABC, Generic[State, Frame]):
         for statement in node.body.body:
             raised_from.append(self.state.copy() if self.state is not None else None)
             if self.state is not None:
+                self._probe(statement)
                 self._statement(statement)
         body_end = self.state
         raised_from.append(body_end)

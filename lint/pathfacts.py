@@ -232,3 +232,16 @@ def about(facts: Facts, name: str) -> bool:
 def without(facts: Facts, name: str) -> Facts:
     """`facts` once `name` is rebound: those of other names."""
     return frozenset(fact for fact in facts if not about(frozenset({fact}), name)) if about(facts, name) else facts
+
+
+def describe_fact(fact: Fact) -> str:
+    """A fact as a test that holds (`method != 2`, `x is None`, `not flag`), for a reader."""
+    if fact.kind in ("truthy", "falsy"):
+        return fact.name if fact.kind == "truthy" else f"not {fact.name}"
+    values = sorted(map(repr, fact.values))
+    member = fact.kind == "in"
+    if len(values) == 1:
+        identity = _singletons(fact.values)
+        operator = ("is" if member else "is not") if identity else ("==" if member else "!=")
+        return f"{fact.name} {operator} {values[0]}"
+    return f"{fact.name} {fact.kind} ({', '.join(values)})"

@@ -424,6 +424,7 @@ def _cross_method(
                 entry=entry,
             )
             analysis.callers_join = CallersJoin(f"{owner}.{method}", functions)
+            analysis.role = "from what the class's other methods leave written on a side stream"
             analysis.run_function(function.body)
 
 
