@@ -322,8 +322,9 @@ class Helpers:
             for key, tensor in end.tensors.items()
             if (key in names and key not in analysis.bound) or (key.startswith("self.") and key.count(".") == 1)
             for mark in tensor.writes | tensor.reads
-            if meaningful(mark.access.stream) and (mark.access.write or mark.access.stream != CURRENT)
-        }  # a read on the caller's stream is the read of the argument the call makes anyway
+            if meaningful(mark.access.stream)
+            and (mark.access.write or mark.access.stream != CURRENT or key.startswith("self."))
+        }  # a read of an argument on the caller's stream is the read the call makes anyway; of `self.x`, not
         returned = {
             Effect(returned_key(position), mark.access.stream, True, outside(mark.after))
             for position, mark in analysis.returned
@@ -443,7 +444,8 @@ class Effects:
                 mark = Mark(access, after | issued_on(stream), self.live.facts)
                 self.live.tensors[key] = TrackedTensor(writes=frozenset({mark}))
                 continue
-            if stream != self.live.current:
+            if stream != self.live.current or effect.key not in found.summary.names:
+                # on another stream; or an object's tensor the call reaches itself, not through its arguments
                 self._access(key, call, write=effect.write, stream=stream, after=after)
                 continue
             if not effect.write:
