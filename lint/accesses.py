@@ -49,6 +49,7 @@ from csan_lint.lint.ordering import (
     join_states,
     launch_key,
 )
+from csan_lint.lint.pathfacts import contradicts
 from csan_lint.lint.recognize import is_exit_stack
 from csan_lint.lint.regions import Region, disjoint, region_of
 from csan_lint.lint.returns import Returns
@@ -488,7 +489,7 @@ class FunctionAnalysis(
                 self.live.tensors[key] = replace(tensor, reads=tensor.reads | quiet)
             return
         for last in in_report_order(tensor.writes):
-            if disjoint(last.access.region, region):
+            if disjoint(last.access.region, region) or self._on_other_paths(last):
                 continue
             if (path := last.unordered(stream, distinct)) is not None:
                 kind = HazardKind.WRITE_AFTER_WRITE if write else HazardKind.READ_AFTER_WRITE
@@ -500,7 +501,7 @@ class FunctionAnalysis(
                 )
         if write:
             for read in in_report_order(tensor.reads):
-                if disjoint(read.access.region, region):
+                if disjoint(read.access.region, region) or self._on_other_paths(read):
                     continue
                 if (path := read.unordered(stream, distinct)) is not None:
                     other, on = path
@@ -514,14 +515,20 @@ class FunctionAnalysis(
         if write and region is None:
             tensor = replace(tensor, writes=frozenset({mark}), reads=frozenset())
         elif write:  # a part: what other parts last had stays theirs
-            writes = frozenset(m for m in tensor.writes if m.access.region != region)
-            reads = frozenset(m for m in tensor.reads if m.access.region != region)
-            tensor = replace(tensor, writes=writes | {mark}, reads=reads)
+            other_parts = frozenset(m for m in tensor.writes if m.access.region != region)
+            their_reads = frozenset(m for m in tensor.reads if m.access.region != region)
+            tensor = replace(tensor, writes=other_parts | {mark}, reads=their_reads)
         else:
             tensor = replace(tensor, reads=frozenset(r for r in tensor.reads if r.access.stream != stream) | {mark})
         if tensor.alloc is not None and stream != tensor.alloc:
             tensor = replace(tensor, uses=frozenset(u for u in tensor.uses if u.access != access) | {mark})
         self.live.tensors[key] = tensor
+
+    def _on_other_paths(self, mark: Mark) -> bool:
+        """The access was made only on paths this one is not on: the tests on the way here
+        contradict those on the way there (`if nhwc:` then, later, `if not nhwc:`)."""
+        facts = self.live.facts
+        return bool(facts) and bool(mark.facts) and contradicts(mark.facts | facts)
 
     def _hazard(
         self,

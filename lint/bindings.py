@@ -326,7 +326,7 @@ class Bindings:
         elif value.kind == "host":
             state.tensors[key] = TrackedTensor()
         elif value.kind == "alias" and value.source in state.tensors:
-            source = state.tensors[value.source].with_marks(Within(value.region))
+            source = state.tensors[value.source].with_marks(Within(value.region, state.facts))
             state.tensors[key] = replace(source, uses=frozenset(), alloc=None, escaped=False)
         elif value.kind == "alias" and owned and value.source in self.maybe_tensors:
             self.maybe_tensors.add(key)

@@ -20,6 +20,7 @@ from csan_lint.lint.ordering import HOST, FlowState, MarkUpdate
 from csan_lint.lint.recognize import PARTIAL
 from csan_lint.lint.values import Value, freed_storage, is_barrier, is_constructor, is_inplace
 from csan_lint.lint.vocabulary import (
+    AUTOGRAD_BOOKKEEPING,
     COLLECTIVES,
     CONTAINER_METHODS,
     HOST_METHODS,
@@ -112,6 +113,11 @@ class Calls:
         """A call into code other than torch's: stream and tensor methods, builtins, the rest.
         `asked`: the ids of arguments the callee only asks for metadata (not read)."""
         func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in AUTOGRAD_BOOKKEEPING:
+            for arg in node.args:  # the tensors are kept, not read; a kernel computing one still runs
+                if isinstance(arg.value, cst.Call):
+                    self._eval(arg.value)
+            return
         if isinstance(func, cst.Attribute):
             if self._stream_method(node, func):
                 return

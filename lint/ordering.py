@@ -182,15 +182,21 @@ class TrackedTensor:
 
 class Within:
     """The accesses an alias of a part of a tensor inherits (`top = buf[:, :1]`): those that may
-    reach that part, each then taken to reach all of the alias, whose own indices are its own."""
+    reach that part on the path it is bound on (`facts`), each then taken to reach all of the
+    alias, whose own indices are its own."""
 
-    def __init__(self, region: Region | None) -> None:
-        self.region = region
+    def __init__(self, region: Region | None, facts: Facts = NO_FACTS) -> None:
+        self.region, self.facts = region, facts
 
     def __call__(self, marks: frozenset[Mark]) -> frozenset[Mark]:
         if self.region is None or not marks:
             return marks
-        kept = (mark for mark in marks if not disjoint(mark.access.region, self.region))
+        kept = (
+            mark
+            for mark in marks
+            if not disjoint(mark.access.region, self.region)
+            and not (self.facts and mark.facts and contradicts(mark.facts | self.facts))
+        )
         return frozenset(replace(mark, access=replace(mark.access, region=None)) for mark in kept)
 
 

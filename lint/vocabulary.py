@@ -22,6 +22,8 @@ HOST_ATTRIBUTES = frozenset(
         "is_leaf", "names", "is_sparse", "is_quantized", "itemsize", "nbytes",
     }
 )  # fmt: skip
+AUTOGRAD_BOOKKEEPING = frozenset({"save_for_backward", "mark_dirty", "mark_non_differentiable"})
+"""Methods of an autograd function's `ctx` that keep tensors for later, reading none of their data."""
 TENSOR_ATTRIBUTES = frozenset({"grad", "data"})
 """Attributes that hold a tensor of any tensor (or are None): `p.grad`, `p.data`."""
 SYNC_METHODS = api.methods(Receiver.TENSOR, kinds=(Kind.HOST_SYNC,)) | {

@@ -93,3 +93,55 @@ def _region(code: str):
 def test_disjoint_regions(a: str, b: str, apart: bool) -> None:
     assert disjoint(_region(a), _region(b)) is apart
     assert disjoint(_region(b), _region(a)) is apart
+
+
+BRANCHES = """
+import torch
+
+def halo(src, s1, s3, n, nhwc):
+    pad = torch.empty([4, n + 2, n + 2], device="cuda")
+    s1.wait_stream(torch.cuda.current_stream())
+    s3.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s3):
+        if nhwc:
+            pad[:, 1:n + 1, :].copy_(src)
+        else:
+            pad[:, :, 1:n + 1].copy_(src)
+    with torch.cuda.stream(s1):
+        if nhwc:
+            top = pad[:, :1, :]
+        else:
+            top = pad[:, :, :1]
+        top.zero_()
+    torch.cuda.current_stream().wait_stream(s1)
+    torch.cuda.current_stream().wait_stream(s3)
+    return pad
+"""
+
+
+def test_an_alias_inherits_only_the_accesses_of_its_own_path() -> None:
+    """Each layout writes its own interior and takes its own border: the other layout's write,
+    made on a path the test rules out, overlaps the border but never runs with it."""
+    assert findings(BRANCHES) == []
+
+
+def test_a_layout_mixing_both_paths_still_races() -> None:
+    assert findings(BRANCHES.replace("top = pad[:, :, :1]", "top = pad[:, :1, :]")) == [("CSL102", 18)]
+
+
+def test_saving_tensors_for_backward_reads_none_of_their_data() -> None:
+    source = """
+    import torch
+
+    class Halo(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, src, s3):
+            pad = torch.empty_like(src)
+            s3.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s3):
+                pad.copy_(src)
+            ctx.save_for_backward(pad, src)
+            torch.cuda.current_stream().wait_stream(s3)
+            return pad
+    """
+    assert findings(source) == []
