@@ -68,7 +68,7 @@ from csan_lint.lint.nodes import literal_items
 from csan_lint.lint.ordering import CURRENT, DEFAULT
 from csan_lint.lint.recognize import entered_streams, one_stream
 from csan_lint.lint.streamflow import Location, ModuleFlow
-from csan_lint.lint.values import code_of, is_barrier
+from csan_lint.lint.values import code_of, is_barrier, is_host_test, is_reference
 from csan_lint.lint.views import viewed
 from csan_lint.lint.vocabulary import SYNC_METHODS, UPLOAD_METHODS
 from csan_lint.runtime import kinds
@@ -336,6 +336,10 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
                 self._eval(node.value)
         elif isinstance(node, cst.NamedExpr):
             self._assign([node.target], node.value)
+        elif is_host_test(node):  # `x is not None`: compares Python objects, reads no data
+            operands = (node.left, *(target.comparator for target in node.comparisons))
+            for operand in (operand for operand in operands if not is_reference(operand)):
+                self._eval(operand)
         else:
             for child in host_children(node):
                 self._eval(child)

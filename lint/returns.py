@@ -8,6 +8,7 @@ the other parts (bindings, values, accesses).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
@@ -289,8 +290,9 @@ class Returns:
         )
 
     def _reachable_event(self, token: str) -> bool:
-        """An event the caller holds too: stored on `self`, or passed in."""
-        root = token.removeprefix("event:").split(".", 1)[0]
+        """An event the caller holds too: stored on `self`, or passed in (also an item of
+        what was: `state["done"][i]`)."""
+        root = re.split(r"[.\[]", token.removeprefix("event:"), maxsplit=1)[0]
         return token.startswith("event:") and (root in ("self", "cls") or root in self.caller_streams)
 
     def _bind_returned(self, target: cst.BaseExpression, returned: dict[int | None, Mark]) -> None:
