@@ -514,9 +514,9 @@ class FunctionAnalysis(
         self.live.tensors[launch_key(stream)] = TrackedTensor(writes=frozenset({replace(mark, access=LAUNCH_ACCESS)}))
         if write and region is None:
             tensor = replace(tensor, writes=frozenset({mark}), reads=frozenset())
-        elif write:  # a part: what other parts last had stays theirs
-            other_parts = frozenset(m for m in tensor.writes if m.access.region != region)
-            their_reads = frozenset(m for m in tensor.reads if m.access.region != region)
+        elif write:  # a part: what the parts it cannot overlap last had stays theirs
+            other_parts = frozenset(m for m in tensor.writes if disjoint(m.access.region, region))
+            their_reads = frozenset(m for m in tensor.reads if disjoint(m.access.region, region))
             tensor = replace(tensor, writes=other_parts | {mark}, reads=their_reads)
         else:
             tensor = replace(tensor, reads=frozenset(r for r in tensor.reads if r.access.stream != stream) | {mark})
