@@ -53,6 +53,7 @@ from csan_lint.runtime.emulation import (
     autograd_streams,
     children,
     cuda_state,
+    current,
     device,
     generic,
     graphs,
@@ -87,9 +88,9 @@ def tensor_stream(tensor: torch.Tensor) -> int:
     """The engine id of the stream an op on device tensor `tensor` runs on: its device's
     current stream (the op's, on the current device)."""
     index = device.device_index(tensor)
-    if index == streams.current_index():
+    if index == current.current_index():
         return autograd_streams.op_stream()
-    return streams.current_key(index)
+    return current.current_key(index)
 
 
 class _State:
@@ -113,22 +114,22 @@ def _cuda_functions() -> dict[str, Any]:
     return {
         "is_available": streams.is_available,
         "device_count": streams.device_count,
-        "current_device": streams.current_device,
-        "set_device": streams.set_device,
+        "current_device": current.current_device,
+        "set_device": current.set_device,
         "get_device_name": streams.get_device_name,
         "get_device_capability": streams.get_device_capability,
         "get_device_properties": streams.get_device_properties,
         "_lazy_init": machine.no_op,
         "init": machine.no_op,
         "is_initialized": streams.is_available,
-        "_exchange_device": streams.exchange_device,
-        "_maybe_exchange_device": streams.exchange_device,
+        "_exchange_device": current.exchange_device,
+        "_maybe_exchange_device": current.exchange_device,
         "Stream": streams.Stream,
         "Event": streams.Event,
         "current_stream": streams.current_stream,
         "default_stream": streams.default_stream,
-        "set_stream": streams.set_stream,
-        "_set_stream_by_id": streams._set_stream_by_id,
+        "set_stream": current.set_stream,
+        "_set_stream_by_id": current.set_stream_by_id,
         "synchronize": streams.synchronize,
         "is_current_stream_capturing": streams.is_current_stream_capturing,
         "CUDAGraph": graphs.CUDAGraph,

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from csan_lint.runtime.devices import stream_key
-from csan_lint.runtime.emulation import streams
+from csan_lint.runtime.emulation import current, streams
 from csan_lint.runtime.emulation.device import device_index, is_device
 
 MAX_TAGS = 1 << 16
@@ -68,24 +68,24 @@ def tag_forward() -> None:
         if len(_tags) >= MAX_TAGS:
             for old in list(_tags)[: MAX_TAGS // 2]:
                 del _tags[old]
-        _tags[node] = streams.current_handle()
+        _tags[node] = current.current_handle()
 
 
 def op_stream() -> int:
     """The stream an op issued now runs on: the current one, which a backward pass sets to each
     node's stream as the node starts (here for a node no pre-hook of ours announced)."""
     if not _tags:
-        return streams.current_handle()
+        return current.current_handle()
     node = _current_node()
     if node is not None:
         _enter(node, ())
-    return streams.current_handle()
+    return current.current_handle()
 
 
 def _running() -> _Pass:
     passes = getattr(_local, "passes", None)
     if not passes:
-        passes = _local.passes = [_Pass(streams.current_handle())]  # a pass we did not see start
+        passes = _local.passes = [_Pass(current.current_handle())]  # a pass we did not see start
     return passes[-1]
 
 
@@ -106,7 +106,7 @@ def _enter(node: Any, grads: tuple[Any, ...]) -> None:
         for grad in grads:
             if isinstance(grad, torch.Tensor) and is_device(grad):
                 grad.record_stream(target)
-    elif streams.current_handle() == running.accumulating_on:
+    elif current.current_handle() == running.accumulating_on:
         streams.select(stream)  # back from the accumulation (a hook's own stream is left alone)
     running.node, running.stream, running.accumulating_on = sequence_nr, stream, -1
     running.used.add(stream)
@@ -200,7 +200,7 @@ def joined(entry: Callable[..., Any]) -> Callable[..., Any]:
         passes = getattr(_local, "passes", None)
         if passes is None:
             passes = _local.passes = []
-        caller, callers = streams.current_handle(), streams.current_streams()
+        caller, callers = current.current_handle(), current.current_streams()
         roots = args[0] if args else kwargs.get("tensors", kwargs.get("outputs", ()))
         roots = [
             root for root in ((roots,) if isinstance(roots, torch.Tensor) else roots) if isinstance(root, torch.Tensor)
@@ -208,7 +208,7 @@ def joined(entry: Callable[..., Any]) -> Callable[..., Any]:
         nodes = [root.grad_fn for root in roots if root.grad_fn is not None]
         # The root gradients are made on the caller's current stream of the roots' device.
         device = next((device_index(root) for root in roots if is_device(root)), None)
-        running = _Pass(caller if device is None else streams.current_key(device))
+        running = _Pass(caller if device is None else current.current_key(device))
         passes.append(running)
         for node in nodes:
             _hook(node)
@@ -223,7 +223,7 @@ def joined(entry: Callable[..., Any]) -> Callable[..., Any]:
             for stream in running.used - set(callers.values()):
                 # the caller's current stream on the stream's device waits for it
                 owner = streams.device_of(stream)
-                _wait(callers.get(owner, stream_key(streams.DEFAULT_STREAM, owner)), stream)
+                _wait(callers.get(owner, stream_key(current.DEFAULT_STREAM, owner)), stream)
 
     run_pass.__name__ = entry.__name__
     run_pass.__doc__ = entry.__doc__

@@ -7,13 +7,13 @@ from typing import Any
 
 import torch
 
+from csan_lint.runtime.emulation import current, streams
 from csan_lint.runtime.emulation import device as emulated
-from csan_lint.runtime.emulation import streams
 from csan_lint.runtime.emulation.allocator import CachingAllocator, Statistics
 
 
 def _allocator(device: Any) -> CachingAllocator:
-    return emulated.memory.allocators[streams.check_device(device)]
+    return emulated.memory.allocators[current.check_device(device)]
 
 
 def memory_allocated(device: Any = None) -> int:
@@ -79,12 +79,12 @@ def initial_seed() -> int:
 
 
 def get_rng_state(device: Any = "cuda") -> torch.Tensor:
-    streams.check_device(device)
+    current.check_device(device)
     return emulated.rng.generator.get_state()
 
 
 def set_rng_state(new_state: torch.Tensor, device: Any = "cuda") -> None:
-    streams.check_device(device)
+    current.check_device(device)
     emulated.rng.generator.set_state(new_state)
 
 

@@ -23,7 +23,7 @@ from torch.cuda import _gpu_trace
 from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 
 from csan_lint.runtime.cuda_semantics import CAPTURE_FORBIDDEN, copy_effect, to_copy_pins_result
-from csan_lint.runtime.emulation import allocator, autograd_streams, machine, streams
+from csan_lint.runtime.emulation import allocator, autograd_streams, current, machine, streams
 from csan_lint.runtime.emulation.memory import DeviceMemory, Registry
 from csan_lint.runtime.op_plans import HOST_SYNC, PLANS, OpPlan, plan_of
 
@@ -83,7 +83,7 @@ class _PinnedPool:
         with self.lock:
             user = self.users.get(ptr)
             if user is not None and user() is storage:
-                handle = streams.current_handle()
+                handle = current.current_handle()
                 self.copies[ptr] = (handle, streams.launched.get(handle, 0))
 
     def empty_cache(self) -> None:
@@ -170,14 +170,14 @@ def copied(to_host: bool, host: torch.UntypedStorage, non_blocking: bool) -> Non
         if effect.sync_traced:
             sync_current()
         else:  # the host waited, and no callback says so
-            streams.mark_done(streams.current_handle())
+            streams.mark_done(current.current_handle())
     if effect.host_pending:
         pinned_pool.copied(host)
 
 
 def sync_current() -> None:
     """A blocking copy between host and device: CUDA syncs the current stream (and traces it)."""
-    handle = streams.current_handle()
+    handle = current.current_handle()
     streams.forbid_during_capture(handle)
     _gpu_trace.StreamSynchronizationCallbacks.fire_callbacks(handle)
     streams.mark_done(handle)
@@ -293,7 +293,7 @@ class DeviceMode(TorchDispatchMode):
             return NotImplemented  # `device=` is for the subclass's inner tensors (see below)
         if device is not None:
             if device.type == "cuda":
-                to_device = streams.check_device(device)
+                to_device = current.check_device(device)
                 kwargs = {**kwargs, "device": CPU}
             elif kwargs.get("pin_memory"):
                 kwargs = {**kwargs, "pin_memory": False}
@@ -326,7 +326,7 @@ class DeviceMode(TorchDispatchMode):
         index = first if first >= 0 and special in (_COPY_TO, _COPY_INTO) else max(to_device, first)
         if special == _COPY_INTO and other >= 0:
             index = other  # copy_(destination, source): the source's device
-        with streams.on_device(index):
+        with current.on_device(index):
             return _launch(plan, special, func, args, kwargs, on_device, to_device)
 
 
@@ -349,7 +349,7 @@ def _launch(
     # As on CUDA, the host waits for the current stream after these (a traced sync).
     host_sync = on_device and plan.kind == HOST_SYNC and plan.syncs_host(args, kwargs)
     if streams.capturing:
-        graph = streams.capturing.get(streams.current_handle())
+        graph = streams.capturing.get(current.current_handle())
         # Allocator bookkeeping (record_stream, resize_) happens at once, even in a capture.
         if graph is not None and special not in (_RECORD_STREAM, _RESIZE):
             if host_sync:

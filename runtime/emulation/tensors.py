@@ -15,8 +15,8 @@ import torch
 import torch.utils._device
 from torch.utils._python_dispatch import _disable_current_modes
 
+from csan_lint.runtime.emulation import current, generic, machine
 from csan_lint.runtime.emulation import device as emulated
-from csan_lint.runtime.emulation import generic, machine, streams
 from csan_lint.runtime.emulation.device import CPU, CUDA, is_device, is_pinned_host, naming_host
 from csan_lint.runtime.emulation.gaps import EmulationGap
 
@@ -52,7 +52,7 @@ def _tensor_device(self: torch.Tensor) -> torch.device:
 
 def _current() -> torch.device:
     """`torch.device("cuda", current device)`: what a bare "cuda" names."""
-    return _DEVICES[streams.current_index()]
+    return _DEVICES[current.current_index()]
 
 
 def _tensor_is_cuda(self: torch.Tensor) -> bool:
@@ -129,7 +129,7 @@ def _tensor_to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
         return _base_to(self, *args, **kwargs)
     source_on_device = _on_device(self)
     if device.type == "cuda":
-        index = streams.check_device(device)
+        index = current.check_device(device)
         if source_on_device and is_device(self) and emulated.device_index(self) != index:
             return _move(self, _DEVICES[index], dtype, non_blocking, memory_format)  # to another device
     if (device.type == "cuda") != source_on_device:
@@ -160,7 +160,7 @@ def _tensor_new(*args: Any, **kwargs: Any) -> Any:
 def _tensor_cuda(
     self: torch.Tensor, device: Any = None, non_blocking: bool = False, memory_format: Any = torch.preserve_format
 ) -> torch.Tensor:
-    target = _DEVICES[streams.check_device(device)]
+    target = _DEVICES[current.check_device(device)]
     return _tensor_to(self, target, non_blocking=non_blocking, memory_format=memory_format)
 
 
@@ -234,7 +234,7 @@ def _factory(base: Any) -> Any:
             return _pinned(base(data, *args, **{**kwargs, "pin_memory": False}))
         if target is None or target.type != "cuda":
             return base(data, *args, device=device, **kwargs)
-        index = streams.check_device(target)
+        index = current.check_device(target)
         requires_grad = kwargs.pop("requires_grad", False)
         out = _move(base(data, *args, **kwargs), _DEVICES[index], None, False, None)
         return out.requires_grad_() if requires_grad else out
@@ -332,7 +332,7 @@ class Generator(torch._C.Generator, metaclass=_GeneratorType):
         target = CPU if device is None else torch.device(device)
         if target.type != "cuda":
             return torch._C.Generator(target)
-        streams.check_device(target)
+        current.check_device(target)
         return super().__new__(cls)
 
     # torch's stubs declare `device` a plain attribute; at runtime it is a read-only property too.
@@ -390,10 +390,10 @@ def _storage_to(self: torch.UntypedStorage, *, device: Any, non_blocking: bool =
     on_device = _storage_on_device(self)
     if (target.type == "cuda") == on_device:
         if on_device:
-            streams.check_device(target)
+            current.check_device(target)
         return self
     if target.type == "cuda":
-        streams.check_device(target)
+        current.check_device(target)
         copy = emulated.memory.new_storage(self.nbytes())
     else:
         copy = torch.UntypedStorage(self.nbytes())
@@ -403,7 +403,7 @@ def _storage_to(self: torch.UntypedStorage, *, device: Any, non_blocking: bool =
 
 
 def _storage_cuda(self: torch.UntypedStorage, device: Any = None, non_blocking: bool = False) -> torch.UntypedStorage:
-    target = torch.device("cuda", streams.check_device(device))
+    target = torch.device("cuda", current.check_device(device))
     return _storage_to(self, device=target, non_blocking=non_blocking)
 
 
@@ -422,7 +422,7 @@ def _storage_new(cls: type, *args: Any, device: Any = None, **kwargs: Any) -> to
         if device is not None:
             kwargs["device"] = device
         return cast(torch.UntypedStorage, _base_storage_new(cls, *args, **kwargs))
-    streams.check_device(device)
+    current.check_device(device)
     host = cast(torch.UntypedStorage, _base_storage_new(cls, *args, **kwargs))
     storage = emulated.memory.new_storage(host.nbytes())
     if args and not isinstance(args[0], int):  # made from data: the bytes, else undefined
