@@ -383,22 +383,24 @@ def _storage_device(self: torch.UntypedStorage) -> torch.device:
 
 
 def _storage_to(self: torch.UntypedStorage, *, device: Any, non_blocking: bool = False) -> torch.UntypedStorage:
-    # What `torch.load` restores a "cuda:0" storage with (and `storage.cuda()`).
+    """torch's `_to` (torch/_utils.py) on the emulated device: what `torch.load` restores a
+    "cuda:k" storage with, and `storage.cuda(k)`. A storage already there is itself; else a new
+    one on the target (device k's, on its current stream) gets the bytes by one `copy_`, which the
+    device dispatches as the copy it is (host and device, or two devices)."""
     target = torch.device(device)
     if target.type not in ("cuda", "cpu"):
         return _base_storage_to(self, device=device, non_blocking=non_blocking)
-    on_device = _storage_on_device(self)
-    if (target.type == "cuda") == on_device:
-        if on_device:
-            current.check_device(target)
-        return self
     if target.type == "cuda":
-        current.check_device(target)
-        copy = emulated.memory.new_storage(self.nbytes())
+        target = _DEVICES[current.check_device(target)]
+    if _storage_device(self) == target:
+        return self
+    if target.type == "cpu":
+        pin = non_blocking and _storage_on_device(self)  # as torch's `_to`: a pinned landing
+        copy = torch.empty(self.nbytes(), dtype=torch.uint8, pin_memory=pin).untyped_storage()
     else:
-        copy = torch.UntypedStorage(self.nbytes())
-    copy.copy_(self)
-    emulated.copied(to_host=on_device, host=copy if on_device else self, non_blocking=non_blocking)
+        with current.on_device(target.index):
+            copy = emulated.memory.new_storage(self.nbytes())
+    copy.copy_(self, non_blocking)
     return copy
 
 

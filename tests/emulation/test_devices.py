@@ -120,6 +120,43 @@ def test_memory_statistics_are_per_device() -> None:
     assert len(torch.cuda.get_rng_state_all()) == 2
 
 
+@pytest.mark.usefixtures("two_devices")
+def test_every_spelling_of_a_move_to_device_1_lands_there_with_the_bytes() -> None:
+    host = torch.arange(4.0)
+    on_0 = host.to("cuda:0")
+    for source in (host, on_0):
+        moved = [
+            source.cuda(1),
+            source.to("cuda:1"),
+            source.to(torch.device("cuda", 1)),
+            source.to(1),
+            source.to(device=1, dtype=torch.float64),
+        ]
+        assert [tensor.get_device() for tensor in moved] == [1] * 5
+        assert all(tensor.tolist() == [0.0, 1.0, 2.0, 3.0] for tensor in moved)
+
+
+@pytest.mark.usefixtures("two_devices")
+def test_storages_move_to_device_k_as_torchs_storage_to_does() -> None:
+    values = torch.arange(4.0)
+    before = torch.cuda.memory_allocated(1)
+    for storage in (values.untyped_storage(), values.to("cuda:0").untyped_storage()):
+        moved = [storage.cuda(1), storage.to(device="cuda:1"), storage.to(device=torch.device("cuda", 1))]
+        assert [copy.device for copy in moved] == [torch.device("cuda", 1)] * 3
+        assert all(
+            torch.tensor([], device="cuda:1").set_(copy).view(torch.float32).tolist() == values.tolist()
+            for copy in moved
+        )
+    assert torch.cuda.memory_allocated(1) > before  # device 1's allocator holds the copies
+    on_1 = values.to("cuda:1").untyped_storage()
+    assert on_1.cuda(1) is on_1 and on_1.to(device="cuda:1") is on_1  # already there: itself
+    assert on_1.cuda(0).device == torch.device("cuda", 0)
+    typed = values.storage().cuda(1)  # the legacy TypedStorage goes through the untyped one
+    assert typed.device == torch.device("cuda", 1) and typed.tolist() == values.tolist()
+    with pytest.raises(RuntimeError, match="invalid device ordinal"):
+        values.untyped_storage().cuda(2)
+
+
 # -- under the sanitizer ---------------------------------------------------------------------
 
 
@@ -208,6 +245,52 @@ def test_a_copy_from_a_tensor_written_on_an_unordered_side_stream_is_reported() 
         with torch.cuda.stream(side):
             x.mul_(2)
         x.to("cuda:1")  # read on device 0's default stream
+        assert _kinds(sanitizer) == ["read-after-write"]
+
+
+@pytest.mark.usefixtures("two_devices")
+def test_a_copy_between_devices_orders_only_the_two_current_streams() -> None:
+    # Copy.cu: the source's current stream waits for the destination's current stream, not for
+    # its other streams: a read of the destination on device 1's side stream races the copy.
+    with Sanitizer(device="emulated") as sanitizer:
+        source = torch.ones(64, device="cuda:0")
+        destination = torch.zeros(64, device="cuda:1")
+        side = torch.cuda.Stream(device=1)
+        side.wait_stream(torch.cuda.default_stream(1))
+        with torch.cuda.stream(side):
+            destination.sum()
+        destination.copy_(source)
+        assert _kinds(sanitizer) == ["write-after-read"]
+
+
+@pytest.mark.usefixtures("two_devices")
+def test_a_copy_into_device_1_waits_for_its_current_streams_reads_and_orders_later_use() -> None:
+    with Sanitizer(device="emulated") as sanitizer:
+        source = torch.ones(64, device="cuda:0")
+        destination = torch.zeros(64, device="cuda:1")
+        side = torch.cuda.Stream(device=1)
+        side.wait_stream(torch.cuda.default_stream(1))
+        with torch.cuda.stream(side):  # device 1's current stream while the copy is issued
+            destination.sum()
+            destination.copy_(source)
+            destination.mul_(2)
+        assert sanitizer.errors == []
+        assert destination.tolist() == [2.0] * 64
+
+
+@pytest.mark.usefixtures("two_devices")
+def test_a_storage_moved_between_devices_is_a_checked_copy() -> None:
+    with Sanitizer(device="emulated") as sanitizer:
+        x = torch.ones(64, device="cuda:0")
+        moved = x.untyped_storage().cuda(1)
+        y = torch.tensor([], device="cuda:1").set_(moved).view(torch.float32)
+        y.add_(1)  # device 1's current stream waits for the copy
+        assert sanitizer.errors == []
+        side = torch.cuda.Stream(device=0)
+        side.wait_stream(torch.cuda.default_stream(0))
+        with torch.cuda.stream(side):
+            x.mul_(2)
+        x.untyped_storage().cuda(1)  # read on device 0's default stream: unordered after `side`
         assert _kinds(sanitizer) == ["read-after-write"]
 
 
