@@ -11,7 +11,9 @@ node run before it. When the stream changes from one node to the next, the new s
 waits for the previous one. When a node returns, each device gradient it hands a node on
 another stream is recorded on that stream, which waits for this one, and the engine's
 accumulation of several branches' gradients runs there (CUDA's InputBuffer::add). When
-`backward()`/`grad()` returns, the caller's stream waits for every stream the pass used.
+`backward()`/`grad()` returns, the caller's stream waits for every stream the pass used. The
+node of a copy between devices hands its source's gradient back on the source's device (a copy
+between devices again), as CUDA's does, so a leaf's gradient accumulates on the leaf's device.
 
 Limits: sequence numbers are per thread, so a graph built across threads can mix tags; a node
 whose gradients go to nodes on two other streams accumulates on its own; a leaf's first use
@@ -38,6 +40,10 @@ FIRST_USE = "csan_first_use"
 _next_sequence_nr = torch._C._autograd._get_sequence_nr
 _current_node = torch._C._current_autograd_node
 _tags: dict[int, int] = {}  # node sequence number -> stream handle its forward op ran on
+# Node sequence number of a copy between devices -> (index of the source's gradient, the
+# source's device): on a CPU build the node's formula, `grad.to(source.options())`, names the
+# CPU and leaves the gradient where it is; CUDA's moves it back to the source's device.
+_moves: dict[int, tuple[int, int]] = {}
 _local = threading.local()  # .passes: the backward passes running in this thread, innermost last
 
 
@@ -57,6 +63,7 @@ class _Pass:
 
 def reset() -> None:
     _tags.clear()
+    _moves.clear()
     _local.__dict__.clear()
 
 
@@ -69,6 +76,17 @@ def tag_forward() -> None:
             for old in list(_tags)[: MAX_TAGS // 2]:
                 del _tags[old]
         _tags[node] = current.current_handle()
+
+
+def tag_move(source: torch.Tensor, gradient_index: int) -> None:
+    """A copy between devices of `source` ran: the node autograd just made for it (if any) hands
+    back its gradient (input `gradient_index`) on `source`'s device."""
+    if source.requires_grad and torch.is_grad_enabled():
+        node = _next_sequence_nr() - 1
+        if len(_moves) >= MAX_TAGS:
+            for old in list(_moves)[: MAX_TAGS // 2]:
+                del _moves[old]
+        _moves[node] = (gradient_index, device_index(source))
 
 
 def op_stream() -> int:
@@ -159,8 +177,18 @@ def _entering(grads: tuple[Any, ...]) -> None:
     _enter(torch._C._current_autograd_node(), grads)
 
 
-def _returning(grads: tuple[Any, ...], _outputs: tuple[Any, ...]) -> None:
-    _produced(torch._C._current_autograd_node(), grads)
+def _returning(grads: tuple[Any, ...], _outputs: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    node = torch._C._current_autograd_node()
+    move = _moves.pop(node._sequence_nr(), None)
+    if move is not None:
+        index, device = move
+        grad = grads[index] if index < len(grads) else None
+        if isinstance(grad, torch.Tensor) and is_device(grad) and device_index(grad) != device:
+            grads = (*grads[:index], grad.to(f"cuda:{device}"), *grads[index + 1 :])  # a copy between devices
+        else:
+            move = None
+    _produced(node, grads)
+    return grads if move is not None else None
 
 
 def _find_first_uses(roots: list[Any]) -> None:

@@ -461,6 +461,7 @@ def _special(
         if source_on_device and to_device >= 0 and device_index(args[0]) != to_device:
             with streams.between_devices(device_index(args[0]), to_device):
                 _place_all(out)  # allocated on the destination's current stream
+            autograd_streams.tag_move(args[0], 0)
         elif target_device:
             _place_all(out)
         elif pin:
@@ -473,7 +474,9 @@ def _special(
         non_blocking = args[2] if len(args) > 2 else kwargs.get("non_blocking", False)
         if is_device(destination) and is_device(source) and device_index(destination) != device_index(source):
             with streams.between_devices(device_index(source), device_index(destination)):
-                return func(*args, **kwargs)
+                out = func(*args, **kwargs)
+            autograd_streams.tag_move(source, 1)
+            return out
         out = func(*args, **kwargs)
         to_host = is_device(source)
         if is_device(destination) != to_host:

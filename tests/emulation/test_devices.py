@@ -385,3 +385,44 @@ def test_backward_on_cuda_1_runs_on_its_forward_streams_and_restores_each_device
         assert w.grad is not None and w.grad.get_device() == 1
         w.grad.sum()  # device 1's default stream was made to wait for the pass's streams
         assert sanitizer.errors == []
+
+
+@pytest.mark.usefixtures("two_devices")
+def test_a_leaf_on_cuda_1_accumulates_its_gradient_on_device_1() -> None:
+    with Sanitizer(device="emulated") as sanitizer:
+        w = torch.ones(8, device="cuda:1", requires_grad=True)
+        with torch.cuda.device(1):
+            (w * 2).sum().backward()
+            (w * 3).sum().backward()  # accumulated into the same gradient
+            assert torch.cuda.current_device() == 1
+        assert w.grad is not None and w.grad.get_device() == 1 and w.grad.tolist() == [5.0] * 8
+        w.grad.add_(1)  # device 1's current stream is ordered after the passes
+        assert sanitizer.errors == []
+        side = torch.cuda.Stream(device=1)
+        with torch.cuda.stream(side):
+            w.grad.mul_(2)  # a side stream the passes did not order
+        assert _kinds(sanitizer) == ["write-after-write"]
+
+
+@pytest.mark.usefixtures("two_devices")
+def test_gradients_of_leaves_on_two_devices_land_on_each_leafs_device() -> None:
+    # The backward of a copy between devices moves the gradient back to the source's device
+    # (autograd's `grad.to(source.options())`), with the copy's ordering on both devices.
+    with Sanitizer(device="emulated") as sanitizer:
+        w0 = torch.ones(8, device="cuda:0", requires_grad=True)
+        w1 = torch.ones(8, device="cuda:1", requires_grad=True)
+        for _ in range(2):
+            ((w0 * 2).to("cuda:1") * w1).sum().backward()
+        assert w0.grad is not None and w1.grad is not None
+        assert (w0.grad.get_device(), w1.grad.get_device()) == (0, 1)
+        assert w0.grad.tolist() == [4.0] * 8 and w1.grad.tolist() == [4.0] * 8
+        held = torch.cuda.memory_allocated(0)
+        w0.grad = None
+        assert torch.cuda.memory_allocated(0) < held  # the gradient was device 0's memory
+        source = torch.ones(8, device="cuda:0", requires_grad=True)
+        destination = torch.zeros(8, device="cuda:1")
+        destination.copy_(source * 2)
+        (destination * 3).sum().backward()
+        assert source.grad is not None and source.grad.get_device() == 0 and source.grad.tolist() == [6.0] * 8
+        source.grad.add_(1), w1.grad.add_(1)
+        assert sanitizer.errors == []
