@@ -246,22 +246,31 @@ def _names_wrapper(args: tuple[Any, ...]) -> bool:
 
 
 class _CudaRng:
-    """The device's own generator: seeded ops on device tensors draw from it, so
-    `torch.cuda.manual_seed` reproduces device randomness without touching the CPU stream."""
+    """Each device's own generator, as CUDA's default generator per device: seeded ops on device
+    tensors draw from their device's (the op runs under it), so `torch.cuda.manual_seed`
+    reproduces one device's randomness without touching the CPU's or another device's."""
 
     def __init__(self) -> None:
-        self.generator = torch.Generator()
+        self.generators: list[torch.Generator] = []
         self.lock = threading.Lock()
+
+    def of(self, device: int) -> torch.Generator:
+        """Device `device`'s generator (made on first use, with CUDA's default seed)."""
+        generators = self.generators
+        while len(generators) <= device:
+            generators.append(torch.Generator())
+        return generators[device]
 
     def run(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         host = torch.default_generator
+        generator = self.of(current.current_index())
         with self.lock:
             saved = host.get_state()
-            host.set_state(self.generator.get_state())
+            host.set_state(generator.get_state())
             try:
                 return func(*args, **kwargs)
             finally:
-                self.generator.set_state(host.get_state())
+                generator.set_state(host.get_state())
                 host.set_state(saved)
 
 

@@ -127,11 +127,12 @@ class CUDAGraph:
         if plan.seeded:
             # CUDA gives a captured op its random offsets at each replay: the capture itself
             # draws nothing from the device's generator.
-            state = device.rng.generator.get_state()
+            generator = device.rng.of(current.current_index())
+            state = generator.get_state()
             try:
                 out = execute()
             finally:
-                device.rng.generator.set_state(state)
+                generator.set_state(state)
         else:
             out = execute()
         if plan.fresh:

@@ -157,6 +157,34 @@ def test_storages_move_to_device_k_as_torchs_storage_to_does() -> None:
         values.untyped_storage().cuda(2)
 
 
+@pytest.mark.usefixtures("two_devices")
+def test_each_device_has_its_own_generator_seeded_as_cudas() -> None:
+    torch.cuda.manual_seed_all(3)  # every device: the same seed gives the same draws
+    assert torch.equal(torch.rand(5, device="cuda:0").cpu(), torch.rand(5, device="cuda:1").cpu())
+    state_1 = torch.cuda.get_rng_state(device=1)
+    torch.cuda.manual_seed(5)  # the current device only
+    assert torch.equal(torch.cuda.get_rng_state(device=1), state_1)
+    assert not torch.equal(torch.cuda.get_rng_state(0), state_1)
+    assert (torch.cuda.initial_seed(), torch.cuda.current_device()) == (5, 0)
+    with torch.cuda.device(1):
+        assert torch.cuda.initial_seed() == 3
+        torch.cuda.manual_seed(9)
+    assert torch.cuda.initial_seed() == 5
+    state_0 = torch.cuda.get_rng_state("cuda:0")
+    first = torch.randn(4, device="cuda:1").cpu()  # device 1's draw leaves device 0's state
+    assert torch.equal(torch.cuda.get_rng_state(0), state_0)
+    torch.cuda.set_rng_state(torch.cuda.get_rng_state(1), device=1)
+    torch.cuda.manual_seed(9)  # device 0 now seeded as device 1 was: draws as it drew
+    assert torch.equal(torch.randn(4, device="cuda:0").cpu(), first)
+    with torch.cuda.device(1):
+        torch.cuda.manual_seed(11)
+    states = torch.cuda.get_rng_state_all()
+    draws = [torch.rand(3, device=f"cuda:{index}").cpu() for index in (0, 1)]
+    torch.cuda.set_rng_state_all(states)
+    assert all(torch.equal(torch.rand(3, device=f"cuda:{index}").cpu(), draws[index]) for index in (0, 1))
+    assert not torch.equal(draws[0], draws[1])
+
+
 # -- under the sanitizer ---------------------------------------------------------------------
 
 
