@@ -100,6 +100,8 @@ _captured_events: dict[int, tuple[Any, dict[int, int]]] = {}
 # or a query that answered True): the rest is pending as far as the program can know.
 launched: dict[int, int] = {}
 _known_done: dict[int, int] = {}
+# Guards those counts: threads launch and synchronize at once (a GPU's driver keeps them safely).
+_counts_lock = threading.Lock()
 # Handles of the blocking streams made outside the pool (never reused, like event handles),
 # with their devices.
 _blocking: dict[int, int] = {}
@@ -194,22 +196,24 @@ def select(handle: int) -> None:
 
 def note_launch(handle: int) -> None:
     """Work was launched on stream `handle` (pending until a sync or a True query)."""
-    launched[handle] = launched.get(handle, 0) + 1
+    with _counts_lock:
+        launched[handle] = launched.get(handle, 0) + 1
 
 
 def mark_done(handle: int | None = None, upto: int | None = None, device: int | None = None) -> None:
     """The host knows the stream's work (up to launch count `upto`; when `handle` is None, every
     stream's, or every stream's of `device`) is done."""
-    if handle is not None:
-        chosen: Any = (handle,)
-    elif device is None or machine.DEVICE_COUNT == 1:
-        chosen = launched
-    else:
-        chosen = [stream for stream in launched if device_of(stream) == device]
-    for stream in chosen:
-        count = launched.get(stream, 0) if upto is None else upto
-        if _known_done.get(stream, 0) < count:
-            _known_done[stream] = count
+    with _counts_lock:
+        if handle is not None:
+            chosen: Any = (handle,)
+        elif device is None or machine.DEVICE_COUNT == 1:
+            chosen = launched
+        else:
+            chosen = [stream for stream in launched if device_of(stream) == device]
+        for stream in chosen:
+            count = launched.get(stream, 0) if upto is None else upto
+            if _known_done.get(stream, 0) < count:
+                _known_done[stream] = count
 
 
 def pending(handle: int, upto: int | None = None) -> bool:
