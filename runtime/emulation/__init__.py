@@ -81,7 +81,7 @@ is_device = device.is_device
 is_pinned = device.is_pinned_host
 current_stream_handle = autograd_streams.op_stream
 is_blocking_stream = streams.is_blocking
-device_count = streams.device_count
+device_count = current.device_count
 
 
 def tensor_stream(tensor: torch.Tensor) -> int:
@@ -112,16 +112,16 @@ def _bootstrap_inner(thread: threading.Thread) -> None:
 
 def _cuda_functions() -> dict[str, Any]:
     return {
-        "is_available": streams.is_available,
-        "device_count": streams.device_count,
+        "is_available": current.is_available,
+        "device_count": current.device_count,
         "current_device": current.current_device,
         "set_device": current.set_device,
-        "get_device_name": streams.get_device_name,
-        "get_device_capability": streams.get_device_capability,
-        "get_device_properties": streams.get_device_properties,
+        "get_device_name": current.get_device_name,
+        "get_device_capability": current.get_device_capability,
+        "get_device_properties": current.get_device_properties,
         "_lazy_init": machine.no_op,
         "init": machine.no_op,
-        "is_initialized": streams.is_available,
+        "is_initialized": current.is_available,
         "_exchange_device": current.exchange_device,
         "_maybe_exchange_device": current.exchange_device,
         "Stream": streams.Stream,

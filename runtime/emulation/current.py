@@ -1,6 +1,7 @@
-"""Which device, and on each device which stream, is current for the calling thread: c10's
-thread-local current device and per-device current stream, as `torch.cuda.device`,
-`set_device`, `torch.cuda.stream` and c10's device guards change them.
+"""The devices as a thread sees them: which device, and on each device which stream, is current
+(c10's thread-local current device and per-device current stream, as `torch.cuda.device`,
+`set_device`, `torch.cuda.stream` and c10's device guards change them), how a device is named
+(`check_device`), and what the machine's devices answer about themselves.
 
 Streams are named by their engine ids (`runtime/devices.py`: device k's default stream is
 -2 - k; a pool stream's handle carries its device), so one thread-local id says which stream is
@@ -141,3 +142,25 @@ def exchange_device(device: int) -> int:
     if device < 0:
         return -1
     return switch(check_device(device))
+
+
+def is_available() -> bool:
+    return True
+
+
+def device_count() -> int:
+    return machine.DEVICE_COUNT
+
+
+def get_device_properties(device: Any = None) -> machine.DeviceProperties:
+    check_device(device)
+    return machine.DeviceProperties()
+
+
+def get_device_name(device: Any = None) -> str:
+    return get_device_properties(device).name
+
+
+def get_device_capability(device: Any = None) -> tuple[int, int]:
+    properties = get_device_properties(device)
+    return properties.major, properties.minor

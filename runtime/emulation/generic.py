@@ -56,8 +56,8 @@ def _device_index(device_index: Any) -> int | None:
     """A device index as torch.accelerator checks it (None or -1: the current device)."""
     if device_index is None or device_index < 0:
         return None
-    if device_index >= streams.device_count():
-        raise RuntimeError(f"Device index value {device_index} is out of index range [0, {streams.device_count()})")
+    if device_index >= current.device_count():
+        raise RuntimeError(f"Device index value {device_index} is out of index range [0, {current.device_count()})")
     return device_index
 
 
@@ -108,7 +108,7 @@ RAW_CUDA_FUNCTIONS: dict[str, Any] = {
     "_cuda_getStreamFromExternal": lambda stream_ptr, device_index=0: (stream_ptr, 0, current.CUDA_TYPE),
     "_cuda_setDevice": current.set_device,
     "_cuda_getDevice": current.current_device,
-    "_cuda_getDeviceCount": streams.device_count,
+    "_cuda_getDeviceCount": current.device_count,
     "_cuda_exchangeDevice": current.exchange_device,
     "_cuda_maybeExchangeDevice": current.exchange_device,
     "_cuda_synchronize": lambda: streams.synchronize(),

@@ -576,25 +576,3 @@ def synchronize(device: Any = None) -> None:
 
 def is_current_stream_capturing() -> bool:
     return current_handle() in capturing
-
-
-def is_available() -> bool:
-    return True
-
-
-def device_count() -> int:
-    return machine.DEVICE_COUNT
-
-
-def get_device_properties(device: Any = None) -> machine.DeviceProperties:
-    check_device(device)
-    return machine.DeviceProperties()
-
-
-def get_device_name(device: Any = None) -> str:
-    return get_device_properties(device).name
-
-
-def get_device_capability(device: Any = None) -> tuple[int, int]:
-    properties = get_device_properties(device)
-    return properties.major, properties.minor
