@@ -185,6 +185,36 @@ def test_each_device_has_its_own_generator_seeded_as_cudas() -> None:
     assert not torch.equal(draws[0], draws[1])
 
 
+@pytest.mark.usefixtures("two_devices")
+def test_a_copy_between_devices_fires_copy_cus_two_way_barrier_on_the_current_streams() -> None:
+    # cuda_semantics.COPY_BETWEEN_DEVICES: the destination's current stream records, the source's
+    # waits; the copy; the source's records, the destination's waits (each under its device).
+    fired: list[tuple[str, int, int, int]] = []  # (callback, event, stream handle, device)
+
+    def recorded(event: int, stream: int) -> None:
+        fired.append(("record", event, stream, torch.cuda.current_device()))
+
+    def waited(event: int, stream: int) -> None:
+        fired.append(("wait", event, stream, torch.cuda.current_device()))
+
+    source = torch.ones(8, device="cuda:0")
+    side_0, side_1 = torch.cuda.Stream(device=0), torch.cuda.Stream(device=1)
+    _gpu_trace.EventRecordCallbacks.add_callback(recorded)
+    _gpu_trace.EventWaitCallbacks.add_callback(waited)
+    try:
+        with torch.cuda.stream(side_1), torch.cuda.stream(side_0):  # both devices' current streams
+            moved = source.to("cuda:1")
+        torch.cuda.synchronize()
+    finally:
+        _gpu_trace.EventRecordCallbacks.callback_list.remove(recorded)
+        _gpu_trace.EventWaitCallbacks.callback_list.remove(waited)
+    assert moved.get_device() == 1
+    (_, before, *first), (_, before_waited, *second), (_, after, *third), (_, after_waited, *fourth) = fired
+    assert (before, after) == (before_waited, after_waited) and before != after
+    handle_0, handle_1 = side_0.cuda_stream, side_1.cuda_stream
+    assert [first, second, third, fourth] == [[handle_1, 1], [handle_0, 0], [handle_0, 0], [handle_1, 1]]
+
+
 # -- under the sanitizer ---------------------------------------------------------------------
 
 
