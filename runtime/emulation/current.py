@@ -96,7 +96,8 @@ def current_key(index: int) -> int:
     """The engine id of device `index`'s current stream in the calling thread."""
     if index == current_index():
         return current_handle()
-    return getattr(_local, "parked", {}).get(index, stream_key(DEFAULT_STREAM, index))
+    parked: dict[int, int] = getattr(_local, "parked", {})
+    return parked.get(index, stream_key(DEFAULT_STREAM, index))
 
 
 def check_device(device: Any) -> int:
