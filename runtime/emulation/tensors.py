@@ -328,17 +328,21 @@ class Generator(torch._C.Generator, metaclass=_GeneratorType):
     """`torch.Generator(device="cuda")`: a CPU generator (device ops run on the CPU) that
     reports the device; every generator still passes `isinstance(g, torch.Generator)`."""
 
+    index: int
+    """The device it reports (`cuda` alone: the current device, as CUDA's)."""
+
     def __new__(cls, device: Any = None) -> Any:
         target = CPU if device is None else torch.device(device)
         if target.type != "cuda":
             return torch._C.Generator(target)
-        current.check_device(target)
-        return super().__new__(cls)
+        generator = super().__new__(cls)
+        generator.index = current.check_device(target)
+        return generator
 
     # torch's stubs declare `device` a plain attribute; at runtime it is a read-only property too.
     @property
     def device(self) -> torch.device:  # type: ignore[override]
-        return CUDA
+        return _DEVICES[self.index]
 
 
 _base_device = torch.device

@@ -183,6 +183,13 @@ def test_each_device_has_its_own_generator_seeded_as_cudas() -> None:
     torch.cuda.set_rng_state_all(states)
     assert all(torch.equal(torch.rand(3, device=f"cuda:{index}").cpu(), draws[index]) for index in (0, 1))
     assert not torch.equal(draws[0], draws[1])
+    generator = torch.Generator(device="cuda:1")  # a generator of one's own reports its device
+    with torch.cuda.device(1):
+        assert generator.device == torch.Generator(device="cuda").device == torch.device("cuda", 1)
+    generator.manual_seed(4)
+    first = torch.randn(3, device="cuda:1", generator=generator).cpu()
+    generator.manual_seed(4)
+    assert torch.equal(torch.randn(3, device="cuda:1", generator=generator).cpu(), first)
 
 
 @pytest.mark.usefixtures("two_devices")
