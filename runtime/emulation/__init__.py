@@ -122,6 +122,7 @@ def _cuda_functions() -> dict[str, Any]:
         "_lazy_init": machine.no_op,
         "init": machine.no_op,
         "is_initialized": current.is_available,
+        "_initialized": True,  # what `_lazy_init` leaves; checkpoint saves device RNG states only then
         "_exchange_device": current.exchange_device,
         "_maybe_exchange_device": current.exchange_device,
         "Stream": streams.Stream,

@@ -222,6 +222,27 @@ def test_a_copy_between_devices_fires_copy_cus_two_way_barrier_on_the_current_st
     assert [first, second, third, fourth] == [[handle_1, 1], [handle_0, 0], [handle_0, 0], [handle_1, 1]]
 
 
+@pytest.mark.usefixtures("two_devices")
+@pytest.mark.parametrize("index", [0, 1])
+def test_checkpoint_recomputes_dropout_with_the_devices_saved_random_state(index: int) -> None:
+    # torch.utils.checkpoint saves each device's state (only once torch.cuda is initialized) and
+    # restores it for the recomputation: the same mask, the same gradient.
+    from torch.utils.checkpoint import checkpoint
+
+    def dropout(x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.dropout(x * 2, 0.5, training=True)
+
+    x = torch.randn(256, device=f"cuda:{index}", requires_grad=True)
+    torch.cuda.manual_seed_all(1)
+    dropout(x).sum().backward()
+    assert x.grad is not None
+    plain, x.grad = x.grad, None
+    torch.cuda.manual_seed_all(1)
+    checkpoint(dropout, x, use_reentrant=False).sum().backward()
+    assert x.grad is not None and x.grad.get_device() == index
+    assert torch.equal(x.grad.cpu(), plain.cpu()) and 0 < int((plain == 0).sum()) < 256
+
+
 # -- under the sanitizer ---------------------------------------------------------------------
 
 
