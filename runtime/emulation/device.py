@@ -257,8 +257,10 @@ class _CudaRng:
     def of(self, device: int) -> torch.Generator:
         """Device `device`'s generator (made on first use, with CUDA's default seed)."""
         generators = self.generators
-        while len(generators) <= device:
-            generators.append(torch.Generator())
+        if device >= len(generators):
+            with self.lock:  # threads may ask for a new device's at once
+                while len(generators) <= device:
+                    generators.append(torch.Generator())
         return generators[device]
 
     def run(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -399,8 +399,8 @@ def _storage_to(self: torch.UntypedStorage, *, device: Any, non_blocking: bool =
     if _storage_device(self) == target:
         return self
     if target.type == "cpu":
-        pin = non_blocking and _storage_on_device(self)  # as torch's `_to`: a pinned landing
-        copy = torch.empty(self.nbytes(), dtype=torch.uint8, pin_memory=pin).untyped_storage()
+        # As torch's `_to`: a non-blocking copy from the device lands in pinned memory.
+        copy = torch.empty(self.nbytes(), dtype=torch.uint8, pin_memory=non_blocking).untyped_storage()
     else:
         with current.on_device(target.index):
             copy = emulated.memory.new_storage(self.nbytes())
