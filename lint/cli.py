@@ -58,6 +58,14 @@ CONFIRM_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         help="With --confirm: where the tests run (default auto: CUDA if available, else the emulated device).",
     ),
     click.option(
+        "--devices",
+        type=int,
+        default=None,
+        metavar="N",
+        help="With --confirm: how many devices the emulated machine has (default 1): the tests see cuda:0 to "
+        "cuda:N-1 (pytest's --csan-devices).",
+    ),
+    click.option(
         "--timeout",
         type=float,
         default=None,

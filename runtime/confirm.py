@@ -92,6 +92,8 @@ class ConfirmSettings:
     """`--baseline FILE`: an earlier JSON report; only races it does not have are shown."""
     trace_out: str | None = None
     """`--trace-out FILE`: the sanitized run drawn as a Chrome trace (docs/trace-format.md)."""
+    devices: int | None = None
+    """`--devices N`: the emulated machine's device count (pytest's `--csan-devices`); None: 1."""
 
 
 def _suggest(word: str, choices: Sequence[str]) -> str:
@@ -169,7 +171,19 @@ def resolve_settings(config: Config, options: Mapping[str, Any]) -> ConfirmSetti
         keyword=options.get("keyword") or None,
         baseline=options.get("baseline") or None,
         trace_out=os.path.abspath(options["trace_out"]) if options.get("trace_out") else None,
+        devices=_devices(options.get("devices"), device),
     )
+
+
+def _devices(value: object, device: str) -> int | None:
+    """`--devices N` (its upper bound is the emulation's, checked by the pytest plugin)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfirmUsageError(f"--devices: expected a number of devices (1 or more), got {value!r}")
+    if device == "cuda":
+        raise ConfirmUsageError("--devices sets the emulated machine's devices; --device cuda runs on the real ones")
+    return value
 
 
 def _workers(value: object) -> int:
@@ -325,7 +339,13 @@ def main(
         progress = _ProgressBar() if _show_progress(settings) else None
         with tempfile.TemporaryDirectory(prefix="csan-confirm-") as workdir:
             run_settings = RunSettings(
-                settings.device, settings.timeout, Path(workdir), settings.workers, settings.keyword, settings.trace_out
+                settings.device,
+                settings.timeout,
+                Path(workdir),
+                settings.workers,
+                settings.keyword,
+                settings.trace_out,
+                devices=settings.devices,
             )
             runner = Runner(run_settings, progress)
             try:

@@ -68,6 +68,8 @@ class RunSettings:
     """pytest's `-k` expression: only the tests it matches run."""
     trace_out: str | None = None
     """`--csan-trace-out` of the first pytest process (FILE-N.ext for the Nth, after a crash)."""
+    devices: int | None = None
+    """`--csan-devices`: the emulated machine's device count (None: the plugin's default)."""
     python: str = sys.executable
 
 
@@ -227,6 +229,7 @@ class Runner:
             self.settings.python, "-m", "pytest", *targets, *plugins, *_overrides(workers),
             "--csan" if probe is not None else "--csan-unchecked",
             f"--csan-device={self.settings.device}", "--csan-report-only",
+            *((f"--csan-devices={self.settings.devices}",) if self.settings.devices else ()),
             f"--csan-report={report}", "--csan-report-parts",
             "--continue-on-collection-errors", "-p", "no:cacheprovider", "-q",
             *(f"--ignore={path}" for path in ignore),  # for files found under directory targets

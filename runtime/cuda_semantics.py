@@ -278,6 +278,17 @@ LEGACY_DEFAULT_STREAM_PER_DEVICE = Source(
     "blocking streams",
 )
 
+COPY_BETWEEN_DEVICES = Source(
+    "torch 2.13, aten/src/ATen/native/cuda/Copy.cu (copy_device_to_device)",
+    "We always perform the copy on the source device, using the current stream on the source "
+    "device, and we fully synchronize on both src and dst's current streams for completion of the "
+    "copy. ... src waits on dst barrier (src already waits on src) ... dst waits on src barrier "
+    "(dst already waits on dst). We cannot operate on dst's copy until the copy is complete.",
+)
+"""A copy between devices (`copy_`, `.to("cuda:k")`, a storage's `.cuda(k)`): the source device's
+current stream waits for the destination's current stream, runs the copy, and the destination's
+current stream then waits for it: both current streams are ordered, no other stream is."""
+
 WAIT_ON_EVENT_RECORDED_EARLIER = Source(
     "csan-lint's reading of cudaStreamWaitEvent for an event recorded before checking began",
     "the event was recorded (its handle exists) at a point the engine did not see: the wait "

@@ -1,12 +1,6 @@
-"""The happens-before engine: vector clocks per stream and for the host, FastTrack-style state
-per allocation. Torch-free; fed by the same calls live (torch integration) and from a trace.
-
-Clocks. Every launch takes the next global sequence number `seq`; a stream's clock maps each
-stream to the last `seq` of that stream known to be complete before the stream's next work.
-An access (stream p, seq n) is ordered before stream t's current work iff clock[t][p] >= n.
-The host has a clock too (id HOST): syncs join into it, and since the host issues every launch,
-each stream joins the host clock before its next work. That join is lazy (a version number),
-so a sync costs O(streams) once and a launch stays O(1).
+"""The happens-before engine: vector clocks per stream and for the host (clocks.py: what is
+ordered after what), FastTrack-style state per allocation (here: what each access is checked
+against). Torch-free; fed by the same calls live (torch integration) and from a trace.
 
 Memory. Per allocation, the byte range is cut into intervals (one for the whole block, the
 common case), each with its access state (cells.py): the last write epoch and the last read
@@ -14,10 +8,6 @@ epoch per stream, never a growing list of reads (CSAN's cost grows with the read
 last write), and what a later access may still race besides them (strided accesses, accesses
 a write was not ordered after). A contiguous access cuts intervals at its ends; a strided one
 cuts none and is compared byte-exactly with what each interval it spans holds.
-
-Blocking streams (an `ExternalStream` over a stream created with default flags) synchronize with
-the legacy default stream: a launch on one waits for the default stream's work so far, and a
-launch on the default stream waits for every blocking stream's.
 
 Allocations. A new block may be one that earlier work on its stream used: the allocating
 stream's last launch before the allocation stands as a write of the whole block (not a new
@@ -39,11 +29,10 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 
 from csan_lint.runtime import kinds
-from csan_lint.runtime.capture import CAPTURE_BEGIN_OPERATOR, GraphCapture
 from csan_lint.runtime.cells import Cell, Clock, Epoch
-from csan_lint.runtime.cuda_semantics import UNRECORDED_EVENT, may_serve
+from csan_lint.runtime.clocks import Clocks
+from csan_lint.runtime.cuda_semantics import may_serve
 from csan_lint.runtime.events import (
-    DEFAULT_STREAM,
     HOST,
     Access,
     AccessRecord,
@@ -51,7 +40,6 @@ from csan_lint.runtime.events import (
     RuntimeErrorReport,
 )
 from csan_lint.runtime.extents import Pattern, is_approximated, pattern
-from csan_lint.runtime.reports import Reports
 from csan_lint.runtime.reuse import FreedBlock, FreedBlocks
 from csan_lint.runtime.stacks import EMPTY_STACK, Stack
 
@@ -60,20 +48,11 @@ REALLOCATION_OPERATOR = "reallocation"
 """The operator of the allocation a freed block may be handed out to (a free-in-use's third site)."""
 ALLOCATION_OPERATOR = "allocation"
 """The operator of an allocation's pseudo-write: the block's earlier use on its stream."""
-WAIT_EVENT_OPERATOR = "wait_event"
 
 _new_access = tuple.__new__  # Access(...) without the Python-level NamedTuple constructor (hot paths)
 
 _DEVICE_KINDS = (kinds.READ_AFTER_WRITE, kinds.WRITE_AFTER_READ, kinds.WRITE_AFTER_WRITE)
 _HOST_KINDS = (kinds.HOST_READ_PENDING, kinds.HOST_WRITE_PENDING, kinds.HOST_WRITE_PENDING)
-
-
-class _Stream:
-    __slots__ = ("clock", "host_version")
-
-    def __init__(self) -> None:
-        self.clock: Clock = {}
-        self.host_version = -1  # joins the host clock before its first work
 
 
 class _Allocation:
@@ -96,32 +75,17 @@ class _Allocation:
         return AllocationRecord(self.ptr, self.end - self.ptr, self.stream, self.stack or EMPTY_STACK)
 
 
-class Tracker:
-    """Consumes stream, event, memory and kernel events; collects every error (`Reports`)."""
+class Tracker(Clocks):
+    """Consumes stream, event, memory and kernel events; collects every error (`Reports`). The
+    ordering of streams, events, syncs and captures is its base's (`Clocks`); the memory state
+    and the accesses checked against that ordering are here."""
 
     def __init__(self) -> None:
-        self._seq = 0
-        self._streams: dict[int, _Stream] = {}
-        self._host: Clock = {}
-        self._host_version = 0
-        self._events: dict[int, Clock | None] = {}  # None: created, never recorded
+        super().__init__()
         self._allocations: dict[int, _Allocation] = {}
         self._freed = FreedBlocks()  # freed blocks another stream may still use, until reused
         self._bases: list[int] = []  # sorted allocation bases, to find the block holding a view
-        self._capture: GraphCapture | None = None
-        # Streams that synchronize with the legacy default stream, each with its device's
-        # (one per device: stream_created's `default_stream`), and those default streams.
-        self._blocking: dict[int, int] = {}
-        self._legacy_defaults: set[int] = set()
         self._approximated = 0
-        self._streams[DEFAULT_STREAM] = _Stream()
-        self._reports = Reports()
-        self._errors = self._reports.errors
-        self.reported = self._reports.reported
-        """Keys (sites, kind) of the errors reported so far: each is reported once. A driver
-        clears it to have them reported again (the pytest plugin, at each test)."""
-        self.stream_sites = self._reports.stream_sites
-        self.event_sites = self._reports.event_sites
 
     # -- results -------------------------------------------------------------------------
 
@@ -145,117 +109,6 @@ class Tracker:
             "approximated": self._approximated,
             "errors": len(self._errors),
         }
-
-    # -- streams and events ---------------------------------------------------------------
-
-    def _clock(self, stream: int) -> Clock:
-        """The stream's clock, created if unseen (backfill) and caught up with the host's."""
-        state = self._streams.get(stream)
-        if state is None:
-            state = self._streams[stream] = _Stream()
-        if state.host_version != self._host_version:
-            self._join(state.clock, self._host)
-            state.host_version = self._host_version
-        return state.clock
-
-    @staticmethod
-    def _join(into: Clock, other: Clock) -> bool:
-        changed = False
-        for stream, seq in other.items():
-            if into.get(stream, 0) < seq:
-                into[stream] = seq
-                changed = True
-        return changed
-
-    def _host_join(self, clock: Clock) -> None:
-        if self._join(self._host, clock):
-            self._host_version += 1
-
-    def stream_created(
-        self, stream: int, blocking: bool = False, default_stream: int = DEFAULT_STREAM, stack: Stack | None = None
-    ) -> None:
-        """A duplicate creation keeps the stream's clock (pool handles repeat) and takes the new
-        `blocking`: whether it synchronizes with the legacy default stream of its device,
-        `default_stream` (each device has its own: cuda_semantics.LEGACY_DEFAULT_STREAM_PER_DEVICE),
-        and the new `stack` (where the user made it, for reports)."""
-        if stack:
-            self.stream_sites[stream] = stack
-        if stream not in self._streams:
-            self._streams[stream] = _Stream()
-        if blocking and stream != default_stream:
-            self._blocking[stream] = default_stream
-        else:
-            self._blocking.pop(stream, None)
-        self._legacy_defaults = set(self._blocking.values())
-
-    def _legacy_sync(self, stream: int, clock: Clock) -> None:
-        """A launch on the default stream waits for the blocking streams' work, and a launch on a
-        blocking stream for the default stream's."""
-        default = self._blocking.get(stream)
-        if default is None:  # a default stream: its device's blocking streams
-            for blocking, its_default in self._blocking.items():
-                if its_default == stream:
-                    self._join(clock, self._clock(blocking))
-        else:
-            self._join(clock, self._clock(default))
-
-    def event_created(self, event: int, stack: Stack | None = None) -> None:
-        """A duplicate creation means the deletion was missed: the event starts unrecorded again."""
-        self._events[event] = None
-        if stack:
-            self.event_sites[event] = stack
-
-    def event_deleted(self, event: int) -> None:
-        self._events.pop(event, None)
-        self.event_sites.pop(event, None)  # a later event may get the handle
-
-    def event_recorded(self, event: int, stream: int) -> None:
-        capture = self._capture
-        if capture is not None and stream in capture.clocks:
-            capture.events[event] = dict(capture.clocks[stream])  # a graph node, not a live record
-            return
-        self._events[event] = dict(self._clock(stream))
-
-    def event_waited(self, event: int, stream: int, stack: Stack | None = None) -> None:
-        """`stream` waits for `event`; a never-recorded event orders nothing (reported as a warning);
-        an event this engine never heard of was recorded before it began (cuda_semantics)."""
-        capture = self._capture
-        if capture is not None and event in capture.events:
-            # A graph edge: `stream` joins the graph (or joins back), ordered after the node.
-            self._join(capture.clocks.setdefault(stream, {}), capture.events[event])
-            return
-        if event != UNRECORDED_EVENT and event not in self._events:
-            # Recorded before this engine began (before the sanitizer's enable() or restart()):
-            # CUDA names an event only once recorded (UNRECORDED_EVENT until then), so this is no
-            # wait-unrecorded; it orders the waiter after work this engine never saw.
-            return
-        snapshot = self._events.get(event)
-        if snapshot is None:
-            current = AccessRecord(stream, WAIT_EVENT_OPERATOR, "", False, stack or EMPTY_STACK)
-            self._reports.report(kinds.WAIT_UNRECORDED_EVENT, current, None)
-            return
-        self._join(self._clock(stream), snapshot)
-
-    def stream_synchronized(self, stream: int) -> None:
-        self._host_join(self._clock(stream))
-
-    def event_synchronized(self, event: int) -> None:
-        snapshot = self._events.get(event)
-        if snapshot is not None:
-            self._host_join(snapshot)
-
-    def device_synchronized(self) -> None:
-        for stream in list(self._streams):
-            self._host_join(self._clock(stream))
-
-    def stream_queried(self, stream: int, done: bool) -> None:
-        """A query that answers True orders the host after the stream's work, like a sync."""
-        if done:
-            self.stream_synchronized(stream)
-
-    def event_queried(self, event: int, done: bool) -> None:
-        if done:
-            self.event_synchronized(event)
 
     # -- memory ------------------------------------------------------------------------------
 
@@ -311,15 +164,6 @@ class Tracker:
                 free = (self._seq, owner, FREE_OPERATOR, access, stack)
                 self._freed.add(FreedBlock(allocation.record(), free, list(uses.values())))
         self._remove(allocation)
-
-    def _issue_clock(self, stream: int) -> Clock:
-        """What `stream`'s next work is ordered after: its clock, joined for a blocking stream (or
-        the default one) with the legacy default stream's ordering (a copy then)."""
-        clock = self._clock(stream)
-        if self._blocking and (stream in self._legacy_defaults or stream in self._blocking):
-            clock = dict(clock)
-            self._legacy_sync(stream, clock)
-        return clock
 
     def _check_reuse(self, ptr: int, size: int, stream: int | None, stack: Stack | None) -> None:
         """An allocation on `stream` may get a freed block: the one at its bytes, or one its pool
@@ -522,25 +366,3 @@ class Tracker:
         self._approximated += approximated
         for kind, previous in races:
             self._reports.race(race_kinds[kind], epoch, previous, allocation.record())
-
-    # -- CUDA graph capture -----------------------------------------------------------------------
-
-    def capture_began(self, stream: int, stack: Stack | None = None, lenient: bool = False) -> None:
-        """Capture on the default stream fails in CUDA; elsewhere, a capture begins on `stream`.
-        `lenient`: a thread-local or relaxed capture, where launches on streams outside the
-        graph are the program's live work, not a side stream it forgot to fork."""
-        if stream == DEFAULT_STREAM:
-            current = AccessRecord(stream, CAPTURE_BEGIN_OPERATOR, "", False, stack or EMPTY_STACK)
-            self._reports.report(kinds.CAPTURE_ON_DEFAULT_STREAM, current, None)
-            return
-        self._seq += 1
-        self._clock(stream)[stream] = self._seq
-        self._capture = GraphCapture(stream, self._seq, stack, lenient)
-
-    def capture_ended(self, stream: int, stack: Stack | None = None) -> None:
-        capture = self._capture
-        if capture is None:
-            return  # its begin failed (default stream) and was reported then
-        self._capture = None
-        for current, previous in capture.ended(stream, stack):
-            self._reports.report(kinds.UNJOINED_CAPTURE_FORK, current, previous)

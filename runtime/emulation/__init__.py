@@ -53,6 +53,7 @@ from csan_lint.runtime.emulation import (
     autograd_streams,
     children,
     cuda_state,
+    current,
     device,
     generic,
     graphs,
@@ -80,16 +81,16 @@ is_device = device.is_device
 is_pinned = device.is_pinned_host
 current_stream_handle = autograd_streams.op_stream
 is_blocking_stream = streams.is_blocking
-device_count = streams.device_count
+device_count = current.device_count
 
 
 def tensor_stream(tensor: torch.Tensor) -> int:
     """The engine id of the stream an op on device tensor `tensor` runs on: its device's
     current stream (the op's, on the current device)."""
     index = device.device_index(tensor)
-    if index == streams.current_index():
+    if index == current.current_index():
         return autograd_streams.op_stream()
-    return streams.current_key(index)
+    return current.current_key(index)
 
 
 class _State:
@@ -111,33 +112,34 @@ def _bootstrap_inner(thread: threading.Thread) -> None:
 
 def _cuda_functions() -> dict[str, Any]:
     return {
-        "is_available": streams.is_available,
-        "device_count": streams.device_count,
-        "current_device": streams.current_device,
-        "set_device": streams.set_device,
-        "get_device_name": streams.get_device_name,
-        "get_device_capability": streams.get_device_capability,
-        "get_device_properties": streams.get_device_properties,
+        "is_available": current.is_available,
+        "device_count": current.device_count,
+        "current_device": current.current_device,
+        "set_device": current.set_device,
+        "get_device_name": current.get_device_name,
+        "get_device_capability": current.get_device_capability,
+        "get_device_properties": current.get_device_properties,
         "_lazy_init": machine.no_op,
         "init": machine.no_op,
-        "is_initialized": streams.is_available,
-        "_exchange_device": streams.exchange_device,
-        "_maybe_exchange_device": streams.exchange_device,
+        "is_initialized": current.is_available,
+        "_initialized": True,  # what `_lazy_init` leaves; checkpoint saves device RNG states only then
+        "_exchange_device": current.exchange_device,
+        "_maybe_exchange_device": current.exchange_device,
         "Stream": streams.Stream,
         "Event": streams.Event,
         "current_stream": streams.current_stream,
         "default_stream": streams.default_stream,
-        "set_stream": streams.set_stream,
-        "_set_stream_by_id": streams._set_stream_by_id,
+        "set_stream": current.set_stream,
+        "_set_stream_by_id": current.set_stream_by_id,
         "synchronize": streams.synchronize,
         "is_current_stream_capturing": streams.is_current_stream_capturing,
         "CUDAGraph": graphs.CUDAGraph,
         "graph": graphs.graph,
         "graph_pool_handle": graphs.graph_pool_handle,
         "manual_seed": cuda_state.manual_seed,
-        "manual_seed_all": cuda_state.manual_seed,
+        "manual_seed_all": cuda_state.manual_seed_all,
         "seed": cuda_state.seed,
-        "seed_all": cuda_state.seed,
+        "seed_all": cuda_state.seed_all,
         "initial_seed": cuda_state.initial_seed,
         "get_rng_state": cuda_state.get_rng_state,
         "set_rng_state": cuda_state.set_rng_state,

@@ -305,8 +305,9 @@ class CachingAllocator:
                 del self.pool_users[pool]
 
     def record_stream(self, block: Block, stream: int) -> None:
-        if stream != block.stream:
-            block.uses.add(stream)
+        with self.lock:  # as c10's recordStream: a free in another thread swaps `uses`
+            if stream != block.stream:
+                block.uses.add(stream)
 
     def free(self, block: Block) -> None:
         with self.lock:

@@ -11,7 +11,9 @@ node run before it. When the stream changes from one node to the next, the new s
 waits for the previous one. When a node returns, each device gradient it hands a node on
 another stream is recorded on that stream, which waits for this one, and the engine's
 accumulation of several branches' gradients runs there (CUDA's InputBuffer::add). When
-`backward()`/`grad()` returns, the caller's stream waits for every stream the pass used.
+`backward()`/`grad()` returns, the caller's stream waits for every stream the pass used. The
+node of a copy between devices hands its source's gradient back on the source's device (a copy
+between devices again), as CUDA's does, so a leaf's gradient accumulates on the leaf's device.
 
 Limits: sequence numbers are per thread, so a graph built across threads can mix tags; a node
 whose gradients go to nodes on two other streams accumulates on its own; a leaf's first use
@@ -28,7 +30,7 @@ from typing import Any
 import torch
 
 from csan_lint.runtime.devices import stream_key
-from csan_lint.runtime.emulation import streams
+from csan_lint.runtime.emulation import current, streams
 from csan_lint.runtime.emulation.device import device_index, is_device
 
 MAX_TAGS = 1 << 16
@@ -38,6 +40,10 @@ FIRST_USE = "csan_first_use"
 _next_sequence_nr = torch._C._autograd._get_sequence_nr
 _current_node = torch._C._current_autograd_node
 _tags: dict[int, int] = {}  # node sequence number -> stream handle its forward op ran on
+# Node sequence number of a copy between devices -> (index of the source's gradient, the
+# source's device): on a CPU build the node's formula, `grad.to(source.options())`, names the
+# CPU and leaves the gradient where it is; CUDA's moves it back to the source's device.
+_moves: dict[int, tuple[int, int]] = {}
 _local = threading.local()  # .passes: the backward passes running in this thread, innermost last
 
 
@@ -57,6 +63,7 @@ class _Pass:
 
 def reset() -> None:
     _tags.clear()
+    _moves.clear()
     _local.__dict__.clear()
 
 
@@ -68,24 +75,35 @@ def tag_forward() -> None:
         if len(_tags) >= MAX_TAGS:
             for old in list(_tags)[: MAX_TAGS // 2]:
                 del _tags[old]
-        _tags[node] = streams.current_handle()
+        _tags[node] = current.current_handle()
+
+
+def tag_move(source: torch.Tensor, gradient_index: int) -> None:
+    """A copy between devices of `source` ran: the node autograd just made for it (if any) hands
+    back its gradient (input `gradient_index`) on `source`'s device."""
+    if source.requires_grad and torch.is_grad_enabled():
+        node = _next_sequence_nr() - 1
+        if len(_moves) >= MAX_TAGS:
+            for old in list(_moves)[: MAX_TAGS // 2]:
+                del _moves[old]
+        _moves[node] = (gradient_index, device_index(source))
 
 
 def op_stream() -> int:
     """The stream an op issued now runs on: the current one, which a backward pass sets to each
     node's stream as the node starts (here for a node no pre-hook of ours announced)."""
     if not _tags:
-        return streams.current_handle()
+        return current.current_handle()
     node = _current_node()
     if node is not None:
         _enter(node, ())
-    return streams.current_handle()
+    return current.current_handle()
 
 
 def _running() -> _Pass:
     passes = getattr(_local, "passes", None)
     if not passes:
-        passes = _local.passes = [_Pass(streams.current_handle())]  # a pass we did not see start
+        passes = _local.passes = [_Pass(current.current_handle())]  # a pass we did not see start
     return passes[-1]
 
 
@@ -106,7 +124,7 @@ def _enter(node: Any, grads: tuple[Any, ...]) -> None:
         for grad in grads:
             if isinstance(grad, torch.Tensor) and is_device(grad):
                 grad.record_stream(target)
-    elif streams.current_handle() == running.accumulating_on:
+    elif current.current_handle() == running.accumulating_on:
         streams.select(stream)  # back from the accumulation (a hook's own stream is left alone)
     running.node, running.stream, running.accumulating_on = sequence_nr, stream, -1
     running.used.add(stream)
@@ -159,8 +177,18 @@ def _entering(grads: tuple[Any, ...]) -> None:
     _enter(torch._C._current_autograd_node(), grads)
 
 
-def _returning(grads: tuple[Any, ...], _outputs: tuple[Any, ...]) -> None:
-    _produced(torch._C._current_autograd_node(), grads)
+def _returning(grads: tuple[Any, ...], _outputs: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    node = torch._C._current_autograd_node()
+    move = _moves.pop(node._sequence_nr(), None)
+    if move is not None:
+        index, device = move
+        grad = grads[index] if index < len(grads) else None
+        if isinstance(grad, torch.Tensor) and is_device(grad) and device_index(grad) != device:
+            grads = (*grads[:index], grad.to(f"cuda:{device}"), *grads[index + 1 :])  # a copy between devices
+        else:
+            move = None
+    _produced(node, grads)
+    return grads if move is not None else None
 
 
 def _find_first_uses(roots: list[Any]) -> None:
@@ -200,7 +228,7 @@ def joined(entry: Callable[..., Any]) -> Callable[..., Any]:
         passes = getattr(_local, "passes", None)
         if passes is None:
             passes = _local.passes = []
-        caller, callers = streams.current_handle(), streams.current_streams()
+        caller, callers = current.current_handle(), current.current_streams()
         roots = args[0] if args else kwargs.get("tensors", kwargs.get("outputs", ()))
         roots = [
             root for root in ((roots,) if isinstance(roots, torch.Tensor) else roots) if isinstance(root, torch.Tensor)
@@ -208,7 +236,7 @@ def joined(entry: Callable[..., Any]) -> Callable[..., Any]:
         nodes = [root.grad_fn for root in roots if root.grad_fn is not None]
         # The root gradients are made on the caller's current stream of the roots' device.
         device = next((device_index(root) for root in roots if is_device(root)), None)
-        running = _Pass(caller if device is None else streams.current_key(device))
+        running = _Pass(caller if device is None else current.current_key(device))
         passes.append(running)
         for node in nodes:
             _hook(node)
@@ -223,7 +251,7 @@ def joined(entry: Callable[..., Any]) -> Callable[..., Any]:
             for stream in running.used - set(callers.values()):
                 # the caller's current stream on the stream's device waits for it
                 owner = streams.device_of(stream)
-                _wait(callers.get(owner, stream_key(streams.DEFAULT_STREAM, owner)), stream)
+                _wait(callers.get(owner, stream_key(current.DEFAULT_STREAM, owner)), stream)
 
     run_pass.__name__ = entry.__name__
     run_pass.__doc__ = entry.__doc__

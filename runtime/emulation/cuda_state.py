@@ -1,5 +1,5 @@
 """`torch.cuda`'s memory statistics and random state on the emulated device: the caching
-allocator's counters (allocator.py) and the device's own generator."""
+allocator's counters (allocator.py) and each device's own generator."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from typing import Any
 
 import torch
 
+from csan_lint.runtime.emulation import current, machine
 from csan_lint.runtime.emulation import device as emulated
-from csan_lint.runtime.emulation import streams
 from csan_lint.runtime.emulation.allocator import CachingAllocator, Statistics
 
 
 def _allocator(device: Any) -> CachingAllocator:
-    return emulated.memory.allocators[streams.check_device(device)]
+    return emulated.memory.allocators[current.check_device(device)]
 
 
 def memory_allocated(device: Any = None) -> int:
@@ -66,33 +66,46 @@ def mem_get_info(device: Any = None) -> tuple[int, int]:
     return allocator.capacity - memory_reserved(device), allocator.capacity
 
 
+def _generator(device: Any = None) -> torch.Generator:
+    """The generator of `device` (None, "cuda": the current device's)."""
+    return emulated.rng.of(current.check_device(device))
+
+
 def manual_seed(seed: int) -> None:
-    emulated.rng.generator.manual_seed(int(seed))
+    """`torch.cuda.manual_seed`: the current device's generator."""
+    _generator().manual_seed(int(seed))
+
+
+def manual_seed_all(seed: int) -> None:
+    for index in range(machine.DEVICE_COUNT):
+        emulated.rng.of(index).manual_seed(int(seed))
 
 
 def seed() -> None:
-    emulated.rng.generator.seed()
+    _generator().seed()
+
+
+def seed_all() -> None:
+    """As torch's: a random seed drawn on device 0, then given to every device."""
+    manual_seed_all(emulated.rng.of(0).seed())
 
 
 def initial_seed() -> int:
-    return emulated.rng.generator.initial_seed()
+    return _generator().initial_seed()
 
 
 def get_rng_state(device: Any = "cuda") -> torch.Tensor:
-    streams.check_device(device)
-    return emulated.rng.generator.get_state()
+    return _generator(device).get_state()
 
 
 def set_rng_state(new_state: torch.Tensor, device: Any = "cuda") -> None:
-    streams.check_device(device)
-    emulated.rng.generator.set_state(new_state)
+    _generator(device).set_state(new_state)
 
 
 def get_rng_state_all() -> list[torch.Tensor]:
-    """One state per device: the devices share one generator."""
-    return [emulated.rng.generator.get_state() for _ in range(streams.device_count())]
+    return [emulated.rng.of(index).get_state() for index in range(machine.DEVICE_COUNT)]
 
 
 def set_rng_state_all(new_states: Any) -> None:
-    for state in new_states:
-        emulated.rng.generator.set_state(state)
+    for index, state in enumerate(new_states):
+        set_rng_state(state, index)

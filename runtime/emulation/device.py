@@ -23,7 +23,7 @@ from torch.cuda import _gpu_trace
 from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 
 from csan_lint.runtime.cuda_semantics import CAPTURE_FORBIDDEN, copy_effect, to_copy_pins_result
-from csan_lint.runtime.emulation import allocator, autograd_streams, machine, streams
+from csan_lint.runtime.emulation import allocator, autograd_streams, current, machine, streams
 from csan_lint.runtime.emulation.memory import DeviceMemory, Registry
 from csan_lint.runtime.op_plans import HOST_SYNC, PLANS, OpPlan, plan_of
 
@@ -83,7 +83,7 @@ class _PinnedPool:
         with self.lock:
             user = self.users.get(ptr)
             if user is not None and user() is storage:
-                handle = streams.current_handle()
+                handle = current.current_handle()
                 self.copies[ptr] = (handle, streams.launched.get(handle, 0))
 
     def empty_cache(self) -> None:
@@ -170,14 +170,14 @@ def copied(to_host: bool, host: torch.UntypedStorage, non_blocking: bool) -> Non
         if effect.sync_traced:
             sync_current()
         else:  # the host waited, and no callback says so
-            streams.mark_done(streams.current_handle())
+            streams.mark_done(current.current_handle())
     if effect.host_pending:
         pinned_pool.copied(host)
 
 
 def sync_current() -> None:
     """A blocking copy between host and device: CUDA syncs the current stream (and traces it)."""
-    handle = streams.current_handle()
+    handle = current.current_handle()
     streams.forbid_during_capture(handle)
     _gpu_trace.StreamSynchronizationCallbacks.fire_callbacks(handle)
     streams.mark_done(handle)
@@ -246,22 +246,33 @@ def _names_wrapper(args: tuple[Any, ...]) -> bool:
 
 
 class _CudaRng:
-    """The device's own generator: seeded ops on device tensors draw from it, so
-    `torch.cuda.manual_seed` reproduces device randomness without touching the CPU stream."""
+    """Each device's own generator, as CUDA's default generator per device: seeded ops on device
+    tensors draw from their device's (the op runs under it), so `torch.cuda.manual_seed`
+    reproduces one device's randomness without touching the CPU's or another device's."""
 
     def __init__(self) -> None:
-        self.generator = torch.Generator()
+        self.generators: list[torch.Generator] = []
         self.lock = threading.Lock()
+
+    def of(self, device: int) -> torch.Generator:
+        """Device `device`'s generator (made on first use, with CUDA's default seed)."""
+        generators = self.generators
+        if device >= len(generators):
+            with self.lock:  # threads may ask for a new device's at once
+                while len(generators) <= device:
+                    generators.append(torch.Generator())
+        return generators[device]
 
     def run(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         host = torch.default_generator
+        generator = self.of(current.current_index())
         with self.lock:
             saved = host.get_state()
-            host.set_state(self.generator.get_state())
+            host.set_state(generator.get_state())
             try:
                 return func(*args, **kwargs)
             finally:
-                self.generator.set_state(host.get_state())
+                generator.set_state(host.get_state())
                 host.set_state(saved)
 
 
@@ -293,7 +304,7 @@ class DeviceMode(TorchDispatchMode):
             return NotImplemented  # `device=` is for the subclass's inner tensors (see below)
         if device is not None:
             if device.type == "cuda":
-                to_device = streams.check_device(device)
+                to_device = current.check_device(device)
                 kwargs = {**kwargs, "device": CPU}
             elif kwargs.get("pin_memory"):
                 kwargs = {**kwargs, "pin_memory": False}
@@ -326,7 +337,7 @@ class DeviceMode(TorchDispatchMode):
         index = first if first >= 0 and special in (_COPY_TO, _COPY_INTO) else max(to_device, first)
         if special == _COPY_INTO and other >= 0:
             index = other  # copy_(destination, source): the source's device
-        with streams.on_device(index):
+        with current.on_device(index):
             return _launch(plan, special, func, args, kwargs, on_device, to_device)
 
 
@@ -349,7 +360,7 @@ def _launch(
     # As on CUDA, the host waits for the current stream after these (a traced sync).
     host_sync = on_device and plan.kind == HOST_SYNC and plan.syncs_host(args, kwargs)
     if streams.capturing:
-        graph = streams.capturing.get(streams.current_handle())
+        graph = streams.capturing.get(current.current_handle())
         # Allocator bookkeeping (record_stream, resize_) happens at once, even in a capture.
         if graph is not None and special not in (_RECORD_STREAM, _RESIZE):
             if host_sync:
@@ -461,6 +472,7 @@ def _special(
         if source_on_device and to_device >= 0 and device_index(args[0]) != to_device:
             with streams.between_devices(device_index(args[0]), to_device):
                 _place_all(out)  # allocated on the destination's current stream
+            autograd_streams.tag_move(args[0], 0)
         elif target_device:
             _place_all(out)
         elif pin:
@@ -473,7 +485,9 @@ def _special(
         non_blocking = args[2] if len(args) > 2 else kwargs.get("non_blocking", False)
         if is_device(destination) and is_device(source) and device_index(destination) != device_index(source):
             with streams.between_devices(device_index(source), device_index(destination)):
-                return func(*args, **kwargs)
+                out = func(*args, **kwargs)
+            autograd_streams.tag_move(source, 1)
+            return out
         out = func(*args, **kwargs)
         to_host = is_device(source)
         if is_device(destination) != to_host:

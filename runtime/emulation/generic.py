@@ -12,7 +12,7 @@ from typing import Any, cast
 
 import torch
 
-from csan_lint.runtime.emulation import cuda_state, device, machine, streams
+from csan_lint.runtime.emulation import cuda_state, current, device, machine, streams
 from csan_lint.runtime.emulation.device import CUDA, is_device
 
 CUDA_VERSION = "12.8"
@@ -24,7 +24,7 @@ class ExternalStream(streams.Stream):
     torch's is, so the sanitizer wraps the same `__new__` on both devices)."""
 
     def __new__(cls, stream_ptr: int, device: Any = None, **kwargs: Any) -> ExternalStream:
-        stream = super().__new__(cls, stream_id=stream_ptr, device_index=streams.check_device(device))
+        stream = super().__new__(cls, stream_id=stream_ptr, device_index=current.check_device(device))
         return cast(ExternalStream, stream)
 
 
@@ -36,28 +36,28 @@ def _stream_of(stream: Any) -> streams.Stream:
 
 
 def _set_stream(stream: Any) -> None:
-    streams.set_stream(_stream_of(stream))
+    current.set_stream(_stream_of(stream))
 
 
 def _set_stream_by_id(stream_id: int = 0, device_index: int = 0, device_type: int = 0) -> None:
-    streams._set_stream_by_id(stream_id, device_index, device_type)
+    current.set_stream_by_id(stream_id, device_index, device_type)
 
 
 def _current_stream_triple(device: Any = None) -> tuple[int, int, int]:
     stream = streams.current_stream(device)
-    return stream.stream_id, stream.device_index, streams.CUDA_TYPE
+    return stream.stream_id, stream.device_index, current.CUDA_TYPE
 
 
 def _default_stream_triple(device: Any = None) -> tuple[int, int, int]:
-    return streams.DEFAULT_STREAM, streams.check_device(device), streams.CUDA_TYPE
+    return current.DEFAULT_STREAM, current.check_device(device), current.CUDA_TYPE
 
 
 def _device_index(device_index: Any) -> int | None:
     """A device index as torch.accelerator checks it (None or -1: the current device)."""
     if device_index is None or device_index < 0:
         return None
-    if device_index >= streams.device_count():
-        raise RuntimeError(f"Device index value {device_index} is out of index range [0, {streams.device_count()})")
+    if device_index >= current.device_count():
+        raise RuntimeError(f"Device index value {device_index} is out of index range [0, {current.device_count()})")
     return device_index
 
 
@@ -81,10 +81,10 @@ def _own(function: Any) -> Any:
 
 ACCELERATOR_FUNCTIONS: dict[str, Any] = {
     "_accelerator_getAccelerator": lambda: torch.device("cuda"),
-    "_accelerator_getDeviceIndex": streams.current_device,
-    "_accelerator_setDeviceIndex": streams.set_device,
-    "_accelerator_exchangeDevice": streams.exchange_device,
-    "_accelerator_maybeExchangeDevice": streams.exchange_device,
+    "_accelerator_getDeviceIndex": current.current_device,
+    "_accelerator_setDeviceIndex": current.set_device,
+    "_accelerator_exchangeDevice": current.exchange_device,
+    "_accelerator_maybeExchangeDevice": current.exchange_device,
     "_accelerator_getStream": lambda device_index=None: streams.current_stream(_device_index(device_index)),
     "_accelerator_setStream": _set_stream,
     "_accelerator_synchronizeDevice": _synchronize_device,
@@ -105,12 +105,12 @@ RAW_CUDA_FUNCTIONS: dict[str, Any] = {
     "_cuda_getCurrentStream": _current_stream_triple,
     "_cuda_getDefaultStream": _default_stream_triple,
     "_cuda_getCurrentRawStream": lambda device=None: streams.current_stream(device).stream_id,
-    "_cuda_getStreamFromExternal": lambda stream_ptr, device_index=0: (stream_ptr, 0, streams.CUDA_TYPE),
-    "_cuda_setDevice": streams.set_device,
-    "_cuda_getDevice": streams.current_device,
-    "_cuda_getDeviceCount": streams.device_count,
-    "_cuda_exchangeDevice": streams.exchange_device,
-    "_cuda_maybeExchangeDevice": streams.exchange_device,
+    "_cuda_getStreamFromExternal": lambda stream_ptr, device_index=0: (stream_ptr, 0, current.CUDA_TYPE),
+    "_cuda_setDevice": current.set_device,
+    "_cuda_getDevice": current.current_device,
+    "_cuda_getDeviceCount": current.device_count,
+    "_cuda_exchangeDevice": current.exchange_device,
+    "_cuda_maybeExchangeDevice": current.exchange_device,
     "_cuda_synchronize": lambda: streams.synchronize(),
     "_cuda_isCurrentStreamCapturing": streams.is_current_stream_capturing,
     "_cuda_isInBadFork": machine.returns(False),

@@ -28,7 +28,7 @@ from csan_lint.runtime.cuda_semantics import (
     CAPTURE_ON_DEFAULT_STREAM,
     capture_forbids_sync,
 )
-from csan_lint.runtime.emulation import device, streams
+from csan_lint.runtime.emulation import current, device, streams
 
 _pool_ids = itertools.count(1)
 
@@ -39,7 +39,7 @@ class CUDAGraph:
     def __init__(self, keep_graph: bool = False) -> None:
         self.capturing = False
         self._captured = False
-        self._stream = streams.DEFAULT_STREAM
+        self._stream = current.DEFAULT_STREAM
         # (op, arguments, keyword arguments, captured results or None for in-place work)
         self._ops: list[tuple[Any, tuple[Any, ...], dict[str, Any], Any]] = []
         # Per capturing stream: how much work it captured, and how far it has seen (through
@@ -53,8 +53,8 @@ class CUDAGraph:
         self._thread = 0
 
     def capture_begin(self, pool: Any = None, capture_error_mode: str = "global", **kwargs: Any) -> None:
-        handle = streams.current_handle()
-        if handle == streams.DEFAULT_STREAM:
+        handle = current.current_handle()
+        if handle == current.DEFAULT_STREAM:
             raise RuntimeError(CAPTURE_ON_DEFAULT_STREAM.quote)
         if self._captured or self.capturing:
             raise RuntimeError(
@@ -82,7 +82,7 @@ class CUDAGraph:
     def capture_end(self) -> None:
         if not self.capturing:
             raise RuntimeError("CUDAGraph::capture_end called without a capture in progress")
-        if streams.current_handle() != self._stream:
+        if current.current_handle() != self._stream:
             raise RuntimeError("Capture must end on the same stream it began on.")
         self.capturing = False
         for handle in [h for h, graph in streams.capturing.items() if graph is self]:
@@ -118,7 +118,7 @@ class CUDAGraph:
     def record(self, func: Any, plan: Any, args: tuple[Any, ...], kwargs: dict[str, Any], execute: Any) -> Any:
         """One op issued on a capturing stream: `execute()` runs it the way the emulation
         would outside a capture."""
-        stream = streams.current_handle()
+        stream = current.current_handle()
         self._work[stream] += 1
         if plan.writes is not None:
             results = [args[position] if position < len(args) else kwargs[name] for position, name in plan.writes]
@@ -127,11 +127,12 @@ class CUDAGraph:
         if plan.seeded:
             # CUDA gives a captured op its random offsets at each replay: the capture itself
             # draws nothing from the device's generator.
-            state = device.rng.generator.get_state()
+            generator = device.rng.of(current.current_index())
+            state = generator.get_state()
             try:
                 out = execute()
             finally:
-                device.rng.generator.set_state(state)
+                generator.set_state(state)
         else:
             out = execute()
         if plan.fresh:

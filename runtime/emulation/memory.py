@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 import torch
 from torch.cuda import _gpu_trace
 
-from csan_lint.runtime.emulation import allocator, streams
+from csan_lint.runtime.emulation import allocator, current, streams
 from csan_lint.runtime.emulation.gaps import EmulationGap
 
 
@@ -75,7 +75,7 @@ class DeviceMemory:
     @property
     def allocator(self) -> allocator.CachingAllocator:
         """The current device's allocator."""
-        return self.allocators[streams.current_index()]
+        return self.allocators[current.current_index()]
 
     def _freed(self, entry: Block) -> None:
         if entry.block is not None:
@@ -85,12 +85,12 @@ class DeviceMemory:
 
     def new_storage(self, nbytes: int) -> torch.UntypedStorage:
         """A storage of `nbytes` on the current device from its allocator (its bytes undefined)."""
-        device = streams.current_index()
+        device = current.current_index()
         if not nbytes:
             storage = torch.UntypedStorage(0)
             self.registry.add(storage, device=device)
             return storage
-        stream = streams.current_handle()
+        stream = current.current_handle()
         graph = streams.capturing.get(stream) if streams.capturing else None
         block = self.allocators[device].malloc(nbytes, stream if graph is None else graph.pool_key())
         storage = allocator.block_storage(block, nbytes)

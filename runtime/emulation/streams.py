@@ -10,11 +10,9 @@ with no new work, or after a sync; `Event.query()` answers False once for a reco
 its stream had such work, then True. A polling loop ends on its second query, and only a True
 answer orders the host after the work (the sanitizer treats it like a sync).
 
-Several devices (`CSAN_LINT_DEVICES`, default 1): each has its own pool, default stream and, per
-thread, current stream; each thread has a current device. A pool stream's handle carries its
-device (real `cudaStream_t`s differ across devices); every device's default stream has handle 0,
-as on a GPU, so the emulation keeps its streams under the engine's ids (`runtime/devices.py`:
-device k's default stream is -2 - k) and fires each trace callback under the stream's device.
+Several devices (`CSAN_LINT_DEVICES`, default 1): each has its own pool and default stream (which
+stream is current, per thread and device: current.py). A pool stream's handle carries its
+device; each trace callback fires under the stream's device, as on a GPU.
 
 Streams made by `cudart().cudaStreamCreate` (default flags) are blocking: they synchronize with
 the legacy default stream (handle 0). `is_blocking` tells the sanitizer, which asks when an
@@ -36,10 +34,18 @@ from torch.cuda import _gpu_trace
 
 from csan_lint.runtime.cuda_semantics import CAPTURE_FORBIDDEN
 from csan_lint.runtime.devices import stream_key
-from csan_lint.runtime.emulation import machine
+from csan_lint.runtime.emulation import current, machine
+from csan_lint.runtime.emulation.current import (
+    CUDA_TYPE,
+    DEFAULT_STREAM,
+    check_device,
+    current_handle,
+    current_index,
+    current_key,
+    on_device,
+)
 from csan_lint.runtime.emulation.gaps import EmulationGap
 
-DEFAULT_STREAM = 0
 # c10's pool: 32 streams per priority level, handed out round-robin, for at most 4 levels
 # (a modern GPU's priority range is wider and gets clamped to that).
 STREAMS_PER_POOL = 32
@@ -47,7 +53,6 @@ PRIORITY_LEVELS = 4
 _STREAM_TYPE_BITS = 5  # a pool stream's handle: (priority level + 1) << 5 | slot
 _DEVICE_SHIFT = 8  # a pool stream of device k: k << 8 | its handle on device 0
 RAW_STREAM_BASE = 1 << 20  # handles of streams made outside the pool, above every pool handle
-CUDA_TYPE = 1  # c10::DeviceType::CUDA
 
 
 class _Pool:
@@ -80,9 +85,6 @@ class _Pool:
 
 
 _pools: dict[int, _Pool] = {}
-# .stream: the engine id of this thread's current stream on its current device (.device);
-# .parked: the other devices' current streams; .previous: what `with stream:` replaced.
-_local = threading.local()
 # One Stream object per engine id for current_stream()/default_stream(): a sanitizer asks per op.
 _views: dict[int, Stream] = {}
 # Event handles never repeat in a process, so an event of an earlier activation can't be
@@ -98,6 +100,8 @@ _captured_events: dict[int, tuple[Any, dict[int, int]]] = {}
 # or a query that answered True): the rest is pending as far as the program can know.
 launched: dict[int, int] = {}
 _known_done: dict[int, int] = {}
+# Guards those counts: threads launch and synchronize at once (a GPU's driver keeps them safely).
+_counts_lock = threading.Lock()
 # Handles of the blocking streams made outside the pool (never reused, like event handles),
 # with their devices.
 _blocking: dict[int, int] = {}
@@ -107,10 +111,10 @@ _raw_stream_ids = itertools.count(RAW_STREAM_BASE)
 def reset() -> None:
     """Fresh device state: no pool yet, every thread back on device 0's default stream. The
     number of devices is read from `CSAN_LINT_DEVICES`."""
-    global _local, _generation
+    global _generation
     machine.DEVICE_COUNT = machine.device_count_from_environment()
     _pools.clear()
-    _local = threading.local()
+    current.reset()
     _generation += 1
     _views.clear()
     capturing.clear()
@@ -142,46 +146,6 @@ def device_of(key: int) -> int:
     return key >> _DEVICE_SHIFT
 
 
-def current_index() -> int:
-    """The calling thread's current device."""
-    return getattr(_local, "device", 0)
-
-
-def switch(index: int) -> int:
-    """Make device `index` the calling thread's current device: the previous one."""
-    previous = current_index()
-    if index != previous:
-        parked = _local.__dict__.setdefault("parked", {})
-        parked[previous] = current_handle()
-        _local.stream = parked.get(index, stream_key(DEFAULT_STREAM, index))
-        _local.device = index
-    return previous
-
-
-@contextmanager
-def on_device(index: int) -> Iterator[None]:
-    """Device `index` current in the block (as c10's device guard makes it)."""
-    previous = switch(index)
-    try:
-        yield
-    finally:
-        switch(previous)
-
-
-def current_streams() -> dict[int, int]:
-    """Engine ids of the calling thread's current streams, by device (those it has set)."""
-    found = dict(getattr(_local, "parked", {}))
-    found[current_index()] = current_handle()
-    return found
-
-
-def current_key(index: int) -> int:
-    """The engine id of device `index`'s current stream in the calling thread."""
-    if index == current_index():
-        return current_handle()
-    return getattr(_local, "parked", {}).get(index, stream_key(DEFAULT_STREAM, index))
-
-
 # Barriers of copies between devices that the host has not issued yet: they follow the copy,
 # which a sanitizer stacked on the emulation sees only when the copy's dispatch returns.
 deferred: list[tuple[int, int]] = []
@@ -189,9 +153,9 @@ deferred: list[tuple[int, int]] = []
 
 @contextmanager
 def between_devices(source: int, destination: int) -> Iterator[None]:
-    """A copy between devices, as c10's: the source's current stream waits for the
-    destination's, the block runs on the destination device (its result is allocated there),
-    and after the copy the destination's current stream waits for the source's."""
+    """A copy between devices (cuda_semantics.COPY_BETWEEN_DEVICES): the source's current stream
+    waits for the destination's, the block runs on the destination device (its result is
+    allocated there), and after the copy the destination's current stream waits for the source's."""
     source_key, destination_key = current_key(source), current_key(destination)
     _block(view(destination_key).record_event(), view(source_key))
     with on_device(destination):
@@ -224,37 +188,32 @@ def is_blocking(handle: int) -> bool:
     return handle in _blocking
 
 
-def current_handle() -> int:
-    """The engine id of the calling thread's current stream (hot path: no Stream object)."""
-    return getattr(_local, "stream", DEFAULT_STREAM)
-
-
 def select(handle: int) -> None:
     """Make stream `handle` (an engine id) the calling thread's current stream, its device the
     current device (as autograd's stream guard does for a node)."""
-    if machine.DEVICE_COUNT > 1:
-        switch(device_of(handle))
-    _local.stream = handle
+    current.make_current(handle, device_of(handle) if machine.DEVICE_COUNT > 1 else current_index())
 
 
 def note_launch(handle: int) -> None:
     """Work was launched on stream `handle` (pending until a sync or a True query)."""
-    launched[handle] = launched.get(handle, 0) + 1
+    with _counts_lock:
+        launched[handle] = launched.get(handle, 0) + 1
 
 
 def mark_done(handle: int | None = None, upto: int | None = None, device: int | None = None) -> None:
     """The host knows the stream's work (up to launch count `upto`; when `handle` is None, every
     stream's, or every stream's of `device`) is done."""
-    if handle is not None:
-        chosen: Any = (handle,)
-    elif device is None or machine.DEVICE_COUNT == 1:
-        chosen = launched
-    else:
-        chosen = [stream for stream in launched if device_of(stream) == device]
-    for stream in chosen:
-        count = launched.get(stream, 0) if upto is None else upto
-        if _known_done.get(stream, 0) < count:
-            _known_done[stream] = count
+    with _counts_lock:
+        if handle is not None:
+            chosen: Any = (handle,)
+        elif device is None or machine.DEVICE_COUNT == 1:
+            chosen = launched
+        else:
+            chosen = [stream for stream in launched if device_of(stream) == device]
+        for stream in chosen:
+            count = launched.get(stream, 0) if upto is None else upto
+            if _known_done.get(stream, 0) < count:
+                _known_done[stream] = count
 
 
 def pending(handle: int, upto: int | None = None) -> bool:
@@ -280,25 +239,6 @@ def forbid_during_capture(handle: int | None = None) -> None:
 def sleep(cycles: int) -> None:
     """`torch.cuda._sleep`: a spin kernel on the current stream; only its timing is lost."""
     note_launch(current_handle())
-
-
-def check_device(device: Any) -> int:
-    """The device index `device` names (None: the current one); an invalid one raises as CUDA."""
-    if device is None:
-        return current_index()
-    if isinstance(device, str):
-        device = torch.device(device)
-    if isinstance(device, torch.device):
-        if device.type != "cuda":
-            raise ValueError(f"Expected a cuda device, but got: {device}")
-        index = current_index() if device.index is None else device.index
-    else:
-        index = int(device)
-    if index < 0:
-        return current_index()
-    if index >= machine.DEVICE_COUNT:
-        raise RuntimeError("CUDA error: invalid device ordinal")
-    return index
 
 
 _TorchStream = torch._C.Stream
@@ -381,15 +321,11 @@ class GenericStream(_TorchStream, metaclass=_DeviceGeneric):
         return key_of(self) in capturing
 
     def __enter__(self) -> GenericStream:
-        # As torch's: the stream's device becomes current, and its stream this one.
-        device = switch(self.device_index)
-        _local.__dict__.setdefault("previous", []).append((device, current_handle()))
-        _local.stream = key_of(self)
+        current.enter_stream(key_of(self), self.device_index)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        device, _local.stream = _local.previous.pop()
-        switch(device)
+        current.exit_stream()
 
 
 class Stream(GenericStream):
@@ -629,18 +565,6 @@ def default_stream(device: Any = None) -> Stream:
     return view(stream_key(DEFAULT_STREAM, check_device(device)))
 
 
-def set_stream(stream: Stream | None) -> None:
-    if stream is None:
-        return
-    _set_stream_by_id(stream.stream_id, stream.device_index, CUDA_TYPE)
-
-
-def _set_stream_by_id(stream_id: int, device_index: int, device_type: int) -> None:
-    # As `torch._C._cuda_setStream`: the stream's device becomes current too.
-    switch(check_device(device_index))
-    _local.stream = stream_key(stream_id, device_index)
-
-
 def synchronize(device: Any = None) -> None:
     index = check_device(device)
     forbid_during_capture()
@@ -652,40 +576,3 @@ def synchronize(device: Any = None) -> None:
 
 def is_current_stream_capturing() -> bool:
     return current_handle() in capturing
-
-
-def is_available() -> bool:
-    return True
-
-
-def device_count() -> int:
-    return machine.DEVICE_COUNT
-
-
-def current_device() -> int:
-    return current_index()
-
-
-def set_device(device: Any) -> None:
-    switch(check_device(device))
-
-
-def exchange_device(device: int) -> int:
-    """`torch.cuda._exchange_device`: select `device`, answer the previous one (-1: none)."""
-    if device < 0:
-        return -1
-    return switch(check_device(device))
-
-
-def get_device_properties(device: Any = None) -> machine.DeviceProperties:
-    check_device(device)
-    return machine.DeviceProperties()
-
-
-def get_device_name(device: Any = None) -> str:
-    return get_device_properties(device).name
-
-
-def get_device_capability(device: Any = None) -> tuple[int, int]:
-    properties = get_device_properties(device)
-    return properties.major, properties.minor

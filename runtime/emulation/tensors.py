@@ -15,8 +15,8 @@ import torch
 import torch.utils._device
 from torch.utils._python_dispatch import _disable_current_modes
 
+from csan_lint.runtime.emulation import current, generic, machine
 from csan_lint.runtime.emulation import device as emulated
-from csan_lint.runtime.emulation import generic, machine, streams
 from csan_lint.runtime.emulation.device import CPU, CUDA, is_device, is_pinned_host, naming_host
 from csan_lint.runtime.emulation.gaps import EmulationGap
 
@@ -52,7 +52,7 @@ def _tensor_device(self: torch.Tensor) -> torch.device:
 
 def _current() -> torch.device:
     """`torch.device("cuda", current device)`: what a bare "cuda" names."""
-    return _DEVICES[streams.current_index()]
+    return _DEVICES[current.current_index()]
 
 
 def _tensor_is_cuda(self: torch.Tensor) -> bool:
@@ -129,7 +129,7 @@ def _tensor_to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
         return _base_to(self, *args, **kwargs)
     source_on_device = _on_device(self)
     if device.type == "cuda":
-        index = streams.check_device(device)
+        index = current.check_device(device)
         if source_on_device and is_device(self) and emulated.device_index(self) != index:
             return _move(self, _DEVICES[index], dtype, non_blocking, memory_format)  # to another device
     if (device.type == "cuda") != source_on_device:
@@ -160,7 +160,7 @@ def _tensor_new(*args: Any, **kwargs: Any) -> Any:
 def _tensor_cuda(
     self: torch.Tensor, device: Any = None, non_blocking: bool = False, memory_format: Any = torch.preserve_format
 ) -> torch.Tensor:
-    target = _DEVICES[streams.check_device(device)]
+    target = _DEVICES[current.check_device(device)]
     return _tensor_to(self, target, non_blocking=non_blocking, memory_format=memory_format)
 
 
@@ -234,7 +234,7 @@ def _factory(base: Any) -> Any:
             return _pinned(base(data, *args, **{**kwargs, "pin_memory": False}))
         if target is None or target.type != "cuda":
             return base(data, *args, device=device, **kwargs)
-        index = streams.check_device(target)
+        index = current.check_device(target)
         requires_grad = kwargs.pop("requires_grad", False)
         out = _move(base(data, *args, **kwargs), _DEVICES[index], None, False, None)
         return out.requires_grad_() if requires_grad else out
@@ -328,17 +328,21 @@ class Generator(torch._C.Generator, metaclass=_GeneratorType):
     """`torch.Generator(device="cuda")`: a CPU generator (device ops run on the CPU) that
     reports the device; every generator still passes `isinstance(g, torch.Generator)`."""
 
+    index: int
+    """The device it reports (`cuda` alone: the current device, as CUDA's)."""
+
     def __new__(cls, device: Any = None) -> Any:
         target = CPU if device is None else torch.device(device)
         if target.type != "cuda":
             return torch._C.Generator(target)
-        streams.check_device(target)
-        return super().__new__(cls)
+        generator = super().__new__(cls)
+        generator.index = current.check_device(target)
+        return generator
 
     # torch's stubs declare `device` a plain attribute; at runtime it is a read-only property too.
     @property
     def device(self) -> torch.device:  # type: ignore[override]
-        return CUDA
+        return _DEVICES[self.index]
 
 
 _base_device = torch.device
@@ -383,27 +387,29 @@ def _storage_device(self: torch.UntypedStorage) -> torch.device:
 
 
 def _storage_to(self: torch.UntypedStorage, *, device: Any, non_blocking: bool = False) -> torch.UntypedStorage:
-    # What `torch.load` restores a "cuda:0" storage with (and `storage.cuda()`).
+    """torch's `_to` (torch/_utils.py) on the emulated device: what `torch.load` restores a
+    "cuda:k" storage with, and `storage.cuda(k)`. A storage already there is itself; else a new
+    one on the target (device k's, on its current stream) gets the bytes by one `copy_`, which the
+    device dispatches as the copy it is (host and device, or two devices)."""
     target = torch.device(device)
     if target.type not in ("cuda", "cpu"):
         return _base_storage_to(self, device=device, non_blocking=non_blocking)
-    on_device = _storage_on_device(self)
-    if (target.type == "cuda") == on_device:
-        if on_device:
-            streams.check_device(target)
-        return self
     if target.type == "cuda":
-        streams.check_device(target)
-        copy = emulated.memory.new_storage(self.nbytes())
+        target = _DEVICES[current.check_device(target)]
+    if _storage_device(self) == target:
+        return self
+    if target.type == "cpu":
+        # As torch's `_to`: a non-blocking copy from the device lands in pinned memory.
+        copy = torch.empty(self.nbytes(), dtype=torch.uint8, pin_memory=non_blocking).untyped_storage()
     else:
-        copy = torch.UntypedStorage(self.nbytes())
-    copy.copy_(self)
-    emulated.copied(to_host=on_device, host=copy if on_device else self, non_blocking=non_blocking)
+        with current.on_device(target.index):
+            copy = emulated.memory.new_storage(self.nbytes())
+    copy.copy_(self, non_blocking)
     return copy
 
 
 def _storage_cuda(self: torch.UntypedStorage, device: Any = None, non_blocking: bool = False) -> torch.UntypedStorage:
-    target = torch.device("cuda", streams.check_device(device))
+    target = torch.device("cuda", current.check_device(device))
     return _storage_to(self, device=target, non_blocking=non_blocking)
 
 
@@ -422,7 +428,7 @@ def _storage_new(cls: type, *args: Any, device: Any = None, **kwargs: Any) -> to
         if device is not None:
             kwargs["device"] = device
         return cast(torch.UntypedStorage, _base_storage_new(cls, *args, **kwargs))
-    streams.check_device(device)
+    current.check_device(device)
     host = cast(torch.UntypedStorage, _base_storage_new(cls, *args, **kwargs))
     storage = emulated.memory.new_storage(host.nbytes())
     if args and not isinstance(args[0], int):  # made from data: the bytes, else undefined

@@ -120,6 +120,129 @@ def test_memory_statistics_are_per_device() -> None:
     assert len(torch.cuda.get_rng_state_all()) == 2
 
 
+@pytest.mark.usefixtures("two_devices")
+def test_every_spelling_of_a_move_to_device_1_lands_there_with_the_bytes() -> None:
+    host = torch.arange(4.0)
+    on_0 = host.to("cuda:0")
+    for source in (host, on_0):
+        moved = [
+            source.cuda(1),
+            source.to("cuda:1"),
+            source.to(torch.device("cuda", 1)),
+            source.to(1),
+            source.to(device=1, dtype=torch.float64),
+        ]
+        assert [tensor.get_device() for tensor in moved] == [1] * 5
+        assert all(tensor.tolist() == [0.0, 1.0, 2.0, 3.0] for tensor in moved)
+
+
+@pytest.mark.usefixtures("two_devices")
+def test_storages_move_to_device_k_as_torchs_storage_to_does() -> None:
+    values = torch.arange(4.0)
+    before = torch.cuda.memory_allocated(1)
+    for storage in (values.untyped_storage(), values.to("cuda:0").untyped_storage()):
+        moved = [storage.cuda(1), storage.to(device="cuda:1"), storage.to(device=torch.device("cuda", 1))]
+        assert [copy.device for copy in moved] == [torch.device("cuda", 1)] * 3
+        assert all(
+            torch.tensor([], device="cuda:1").set_(copy).view(torch.float32).tolist() == values.tolist()
+            for copy in moved
+        )
+    assert torch.cuda.memory_allocated(1) > before  # device 1's allocator holds the copies
+    on_1 = values.to("cuda:1").untyped_storage()
+    assert on_1.cuda(1) is on_1 and on_1.to(device="cuda:1") is on_1  # already there: itself
+    assert on_1.cuda(0).device == torch.device("cuda", 0)
+    typed = values.storage().cuda(1)  # the legacy TypedStorage goes through the untyped one
+    assert typed.device == torch.device("cuda", 1) and typed.tolist() == values.tolist()
+    with pytest.raises(RuntimeError, match="invalid device ordinal"):
+        values.untyped_storage().cuda(2)
+
+
+@pytest.mark.usefixtures("two_devices")
+def test_each_device_has_its_own_generator_seeded_as_cudas() -> None:
+    torch.cuda.manual_seed_all(3)  # every device: the same seed gives the same draws
+    assert torch.equal(torch.rand(5, device="cuda:0").cpu(), torch.rand(5, device="cuda:1").cpu())
+    state_1 = torch.cuda.get_rng_state(device=1)
+    torch.cuda.manual_seed(5)  # the current device only
+    assert torch.equal(torch.cuda.get_rng_state(device=1), state_1)
+    assert not torch.equal(torch.cuda.get_rng_state(0), state_1)
+    assert (torch.cuda.initial_seed(), torch.cuda.current_device()) == (5, 0)
+    with torch.cuda.device(1):
+        assert torch.cuda.initial_seed() == 3
+        torch.cuda.manual_seed(9)
+    assert torch.cuda.initial_seed() == 5
+    state_0 = torch.cuda.get_rng_state("cuda:0")
+    first = torch.randn(4, device="cuda:1").cpu()  # device 1's draw leaves device 0's state
+    assert torch.equal(torch.cuda.get_rng_state(0), state_0)
+    torch.cuda.set_rng_state(torch.cuda.get_rng_state(1), device=1)
+    torch.cuda.manual_seed(9)  # device 0 now seeded as device 1 was: draws as it drew
+    assert torch.equal(torch.randn(4, device="cuda:0").cpu(), first)
+    with torch.cuda.device(1):
+        torch.cuda.manual_seed(11)
+    states = torch.cuda.get_rng_state_all()
+    draws = [torch.rand(3, device=f"cuda:{index}").cpu() for index in (0, 1)]
+    torch.cuda.set_rng_state_all(states)
+    assert all(torch.equal(torch.rand(3, device=f"cuda:{index}").cpu(), draws[index]) for index in (0, 1))
+    assert not torch.equal(draws[0], draws[1])
+    generator = torch.Generator(device="cuda:1")  # a generator of one's own reports its device
+    with torch.cuda.device(1):
+        assert generator.device == torch.Generator(device="cuda").device == torch.device("cuda", 1)
+    generator.manual_seed(4)
+    first = torch.randn(3, device="cuda:1", generator=generator).cpu()
+    generator.manual_seed(4)
+    assert torch.equal(torch.randn(3, device="cuda:1", generator=generator).cpu(), first)
+
+
+@pytest.mark.usefixtures("two_devices")
+def test_a_copy_between_devices_fires_copy_cus_two_way_barrier_on_the_current_streams() -> None:
+    # cuda_semantics.COPY_BETWEEN_DEVICES: the destination's current stream records, the source's
+    # waits; the copy; the source's records, the destination's waits (each under its device).
+    fired: list[tuple[str, int, int, int]] = []  # (callback, event, stream handle, device)
+
+    def recorded(event: int, stream: int) -> None:
+        fired.append(("record", event, stream, torch.cuda.current_device()))
+
+    def waited(event: int, stream: int) -> None:
+        fired.append(("wait", event, stream, torch.cuda.current_device()))
+
+    source = torch.ones(8, device="cuda:0")
+    side_0, side_1 = torch.cuda.Stream(device=0), torch.cuda.Stream(device=1)
+    _gpu_trace.EventRecordCallbacks.add_callback(recorded)
+    _gpu_trace.EventWaitCallbacks.add_callback(waited)
+    try:
+        with torch.cuda.stream(side_1), torch.cuda.stream(side_0):  # both devices' current streams
+            moved = source.to("cuda:1")
+        torch.cuda.synchronize()
+    finally:
+        _gpu_trace.EventRecordCallbacks.callback_list.remove(recorded)
+        _gpu_trace.EventWaitCallbacks.callback_list.remove(waited)
+    assert moved.get_device() == 1
+    (_, before, *first), (_, before_waited, *second), (_, after, *third), (_, after_waited, *fourth) = fired
+    assert (before, after) == (before_waited, after_waited) and before != after
+    handle_0, handle_1 = side_0.cuda_stream, side_1.cuda_stream
+    assert [first, second, third, fourth] == [[handle_1, 1], [handle_0, 0], [handle_0, 0], [handle_1, 1]]
+
+
+@pytest.mark.usefixtures("two_devices")
+@pytest.mark.parametrize("index", [0, 1])
+def test_checkpoint_recomputes_dropout_with_the_devices_saved_random_state(index: int) -> None:
+    # torch.utils.checkpoint saves each device's state (only once torch.cuda is initialized) and
+    # restores it for the recomputation: the same mask, the same gradient.
+    from torch.utils.checkpoint import checkpoint
+
+    def dropout(x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.dropout(x * 2, 0.5, training=True)
+
+    x = torch.randn(256, device=f"cuda:{index}", requires_grad=True)
+    torch.cuda.manual_seed_all(1)
+    dropout(x).sum().backward()
+    assert x.grad is not None
+    plain, x.grad = x.grad, None
+    torch.cuda.manual_seed_all(1)
+    checkpoint(dropout, x, use_reentrant=False).sum().backward()
+    assert x.grad is not None and x.grad.get_device() == index
+    assert torch.equal(x.grad.cpu(), plain.cpu()) and 0 < int((plain == 0).sum()) < 256
+
+
 # -- under the sanitizer ---------------------------------------------------------------------
 
 
@@ -208,6 +331,52 @@ def test_a_copy_from_a_tensor_written_on_an_unordered_side_stream_is_reported() 
         with torch.cuda.stream(side):
             x.mul_(2)
         x.to("cuda:1")  # read on device 0's default stream
+        assert _kinds(sanitizer) == ["read-after-write"]
+
+
+@pytest.mark.usefixtures("two_devices")
+def test_a_copy_between_devices_orders_only_the_two_current_streams() -> None:
+    # Copy.cu: the source's current stream waits for the destination's current stream, not for
+    # its other streams: a read of the destination on device 1's side stream races the copy.
+    with Sanitizer(device="emulated") as sanitizer:
+        source = torch.ones(64, device="cuda:0")
+        destination = torch.zeros(64, device="cuda:1")
+        side = torch.cuda.Stream(device=1)
+        side.wait_stream(torch.cuda.default_stream(1))
+        with torch.cuda.stream(side):
+            destination.sum()
+        destination.copy_(source)
+        assert _kinds(sanitizer) == ["write-after-read"]
+
+
+@pytest.mark.usefixtures("two_devices")
+def test_a_copy_into_device_1_waits_for_its_current_streams_reads_and_orders_later_use() -> None:
+    with Sanitizer(device="emulated") as sanitizer:
+        source = torch.ones(64, device="cuda:0")
+        destination = torch.zeros(64, device="cuda:1")
+        side = torch.cuda.Stream(device=1)
+        side.wait_stream(torch.cuda.default_stream(1))
+        with torch.cuda.stream(side):  # device 1's current stream while the copy is issued
+            destination.sum()
+            destination.copy_(source)
+            destination.mul_(2)
+        assert sanitizer.errors == []
+        assert destination.tolist() == [2.0] * 64
+
+
+@pytest.mark.usefixtures("two_devices")
+def test_a_storage_moved_between_devices_is_a_checked_copy() -> None:
+    with Sanitizer(device="emulated") as sanitizer:
+        x = torch.ones(64, device="cuda:0")
+        moved = x.untyped_storage().cuda(1)
+        y = torch.tensor([], device="cuda:1").set_(moved).view(torch.float32)
+        y.add_(1)  # device 1's current stream waits for the copy
+        assert sanitizer.errors == []
+        side = torch.cuda.Stream(device=0)
+        side.wait_stream(torch.cuda.default_stream(0))
+        with torch.cuda.stream(side):
+            x.mul_(2)
+        x.untyped_storage().cuda(1)  # read on device 0's default stream: unordered after `side`
         assert _kinds(sanitizer) == ["read-after-write"]
 
 
@@ -301,4 +470,45 @@ def test_backward_on_cuda_1_runs_on_its_forward_streams_and_restores_each_device
         assert torch.cuda.current_stream(1) == torch.cuda.default_stream(1)
         assert w.grad is not None and w.grad.get_device() == 1
         w.grad.sum()  # device 1's default stream was made to wait for the pass's streams
+        assert sanitizer.errors == []
+
+
+@pytest.mark.usefixtures("two_devices")
+def test_a_leaf_on_cuda_1_accumulates_its_gradient_on_device_1() -> None:
+    with Sanitizer(device="emulated") as sanitizer:
+        w = torch.ones(8, device="cuda:1", requires_grad=True)
+        with torch.cuda.device(1):
+            (w * 2).sum().backward()
+            (w * 3).sum().backward()  # accumulated into the same gradient
+            assert torch.cuda.current_device() == 1
+        assert w.grad is not None and w.grad.get_device() == 1 and w.grad.tolist() == [5.0] * 8
+        w.grad.add_(1)  # device 1's current stream is ordered after the passes
+        assert sanitizer.errors == []
+        side = torch.cuda.Stream(device=1)
+        with torch.cuda.stream(side):
+            w.grad.mul_(2)  # a side stream the passes did not order
+        assert _kinds(sanitizer) == ["write-after-write"]
+
+
+@pytest.mark.usefixtures("two_devices")
+def test_gradients_of_leaves_on_two_devices_land_on_each_leafs_device() -> None:
+    # The backward of a copy between devices moves the gradient back to the source's device
+    # (autograd's `grad.to(source.options())`), with the copy's ordering on both devices.
+    with Sanitizer(device="emulated") as sanitizer:
+        w0 = torch.ones(8, device="cuda:0", requires_grad=True)
+        w1 = torch.ones(8, device="cuda:1", requires_grad=True)
+        for _ in range(2):
+            ((w0 * 2).to("cuda:1") * w1).sum().backward()
+        assert w0.grad is not None and w1.grad is not None
+        assert (w0.grad.get_device(), w1.grad.get_device()) == (0, 1)
+        assert w0.grad.tolist() == [4.0] * 8 and w1.grad.tolist() == [4.0] * 8
+        held = torch.cuda.memory_allocated(0)
+        w0.grad = None
+        assert torch.cuda.memory_allocated(0) < held  # the gradient was device 0's memory
+        source = torch.ones(8, device="cuda:0", requires_grad=True)
+        destination = torch.zeros(8, device="cuda:1")
+        destination.copy_(source * 2)
+        (destination * 3).sum().backward()
+        assert source.grad is not None and source.grad.get_device() == 0 and source.grad.tolist() == [6.0] * 8
+        source.grad.add_(1), w1.grad.add_(1)
         assert sanitizer.errors == []

@@ -170,6 +170,14 @@ def test_allocation_precedes_the_sync_of_a_blocking_copy(trace):
     assert [entry[0] for entry in trace[before:]] == ["allocated", "freed"]  # no sync
 
 
+def test_a_storage_moved_to_the_device_is_one_blocking_copy_like_a_tensor(trace):
+    # torch's storage `_to`: a new device storage and one `copy_` (one memcpy_and_sync).
+    host = torch.arange(3.0).untyped_storage()
+    moved = host.cuda()
+    assert trace.names() == ["allocated", "stream_synchronized"]
+    assert trace[-2] == ("allocated", moved.data_ptr())
+
+
 def test_waiting_on_a_never_recorded_event_fires_nothing(trace):
     event = torch.cuda.Event()
     torch.cuda.current_stream().wait_event(event)
