@@ -4,8 +4,8 @@ A sanitized parent (`pytest --csan`, and so `csan-lint --confirm`, which runs it
 emulated device names a directory in `CSAN_LINT_CHILD_REPORTS`, next to the variable that
 makes its children emulated (emulation/children.py). A child that sees both runs the sanitizer
 too, once it imports torch, and appends each race to a JSON Lines file of its own in that
-directory, `{"type": "race", "report": <report.to_json> + "child": {"pid", "argv"}}`, flushed
-the moment the race is found. Written as found, not at exit: multiprocessing's fork and
+directory, flushed the moment the race is found:
+    {"type": "race", "report": <report.to_json>, "child": {"pid", "argv"[, "forked_from"]}} Written as found, not at exit: multiprocessing's fork and
 forkserver workers end in `os._exit` (no atexit handler, no finalizer runs), a child that
 crashes later has lost nothing, and a pool worker that outlives a test has its races charged
 to the test that was running when they happened. A child's own failure to check is a
@@ -37,23 +37,22 @@ COMMAND_SHOWN = 100
 """Characters of a child's command line shown in a message (all of it is in the JSON)."""
 
 
-def _this_process() -> dict[str, Any]:
-    return {"pid": os.getpid(), "argv": list(getattr(sys, "orig_argv", sys.argv))}
-
-
 def describe(child: dict[str, Any]) -> str:
-    """`child process 1234 (python -c 'import torch; ...')`: the command line cut short."""
+    """`child process 1234 (`python -c 'import torch; ...'`)`, the command line cut short; a
+    fork says which process it is a copy of (its command line is that process's)."""
     argv = [os.path.basename(child["argv"][0]), *child["argv"][1:]] if child.get("argv") else []
     command = textwrap.shorten(shlex.join(argv), COMMAND_SHOWN, placeholder=" ...") if argv else "?"
-    return f"child process {child.get('pid', '?')} ({command})"
+    forked = f" forked from {child['forked_from']}" if child.get("forked_from") else ""
+    return f"child process {child.get('pid', '?')}{forked} (`{command}`)"
 
 
 class ChildWriter:
     """The child's end: one file per process, opened at its first line (a clean child leaves
-    none); a fork of this process (a different pid) opens its own."""
+    none); a fork of `started_in`, the process the sanitizer started in, opens its own."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, started_in: int) -> None:
         self.directory = directory
+        self.started_in = started_in
         self.file: IO[str] | None = None
         self.pid: int | None = None
 
@@ -63,7 +62,10 @@ class ChildWriter:
             handle, path = tempfile.mkstemp(prefix=f"{self.pid}-", suffix=".jsonl", dir=self.directory)
             self.file = os.fdopen(handle, "w", encoding="utf-8")
         assert self.file is not None
-        self.file.write(json.dumps({**record, "child": _this_process()}) + "\n")
+        child = {"pid": self.pid, "argv": list(getattr(sys, "orig_argv", sys.argv))}
+        if self.pid != self.started_in:
+            child["forked_from"] = self.started_in
+        self.file.write(json.dumps({**record, "child": child}) + "\n")
         self.file.flush()
 
     def race(self, report: RuntimeErrorReport) -> None:
@@ -88,7 +90,7 @@ def start_in_child() -> None:
     directory = os.environ.get(REPORTS_VARIABLE)
     if not directory or _Started.sanitizer is not None:
         return
-    writer = ChildWriter(directory)
+    writer = ChildWriter(directory, os.getpid())
     try:
         from csan_lint.runtime.sanitizer import Sanitizer
 
@@ -119,6 +121,10 @@ class ChildRace:
     and the message saying which process it happened in."""
 
     report: dict[str, Any]
+
+    @property
+    def kind(self) -> str:
+        return str(self.report.get("kind"))
 
     @property
     def severity(self) -> str:
@@ -153,7 +159,7 @@ class ChildReports:
                 if record.get("type") == "race":
                     report = dict(record["report"])
                     report["child"] = child
-                    report["message"] = f"{report.get('message') or report.get('kind')} (in {describe(child)})"
+                    report["message"] = f"in {describe(child)}: {report.get('message') or report.get('kind')}"
                     races.append(ChildRace(report))
                 elif record.get("type") == "internal-error":
                     errors.append(f"{describe(child)}: {record.get('message')}")
@@ -191,7 +197,7 @@ def _after_fork_in_child() -> None:
     sanitizer = _Forks.sanitizer
     if sanitizer is None:
         return
-    writer = ChildWriter(_Forks.directory)
+    writer = ChildWriter(_Forks.directory, os.getppid())
     sanitizer.listeners[:] = [writer.race]
     sanitizer.internal_listeners[:] = [writer.internal_error]
 

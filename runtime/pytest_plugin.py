@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 
+from csan_lint.runtime import child_races
 from csan_lint.runtime.block_owners import BlockOwners
 from csan_lint.runtime.pytest_report import REPORT_VERSION, ReportFile, ReportMerger, is_xdist_controller, worker_id
 
@@ -279,11 +280,11 @@ def _entry_codes() -> set[int]:
     return {id(f.__code__) for f in functions if f is not None}
 
 
-def _render(reports: list[RuntimeErrorReport]) -> str:
+def _render(reports: list[RuntimeErrorReport | child_races.ChildRace]) -> str:
     from csan_lint.runtime.report import render_text
 
     try:
-        return "\n\n".join(render_text(r) for r in reports)
+        return "\n\n".join(r.text() if isinstance(r, child_races.ChildRace) else render_text(r) for r in reports)
     except Exception as error:  # a rendering bug must not become the user's failure
         kinds = ", ".join(r.kind for r in reports)
         return f"csan: {kinds} (internal error while rendering: {type(error).__name__}: {error})"
@@ -334,6 +335,12 @@ class CsanSession:
         self.late: list[tuple[str, RuntimeErrorReport]] = []
         """Races charged to a test that had ended when they were found (a late free)."""
         self.owners = BlockOwners()
+        self.children: child_races.ChildReports | None = None
+        """Where the checked children of an emulated run write their races."""
+        self.child_keys: set[tuple[Any, ...]] = set()
+        """The children's races reported in this test (`race_key`): each once, as the parent's are."""
+        self.outside: list[child_races.ChildRace] = []
+        """Children's races found after the last test: they fail the run, as late ones do."""
         worker = {"worker": worker_id(config)} if worker_id(config) else {}
         self._write({"type": "session", "version": REPORT_VERSION, "device": self.device, **worker})
         checked = _setting(config, "csan") and not config.getoption("csan_unchecked")
@@ -341,12 +348,16 @@ class CsanSession:
         if checked:
             from csan_lint.runtime.sanitizer import Sanitizer
 
+            child_races.stop_in_child()  # a nested `pytest --csan`: this session checks its process
             self.sanitizer = Sanitizer(self.device, self.trace.file if self.trace is not None else None)
             self.sanitizer.stack_stop.update(_entry_codes())
             self.sanitizer.listeners.append(self._race)
             self.sanitizer.internal_listeners.append(self._internal_error)
             self.sanitizer.enable()
             self.owners.register()  # after the sanitizer's callbacks
+            if self.device == "emulated":  # its children are emulated: they check themselves too
+                self.children = child_races.ChildReports()
+                child_races.follow_forks(self.sanitizer, self.children.directory)
 
     def _write(self, record: dict[str, Any]) -> None:
         if self.report is not None:
@@ -361,7 +372,7 @@ class CsanSession:
             _warn(f"csan: a race found after {owner} ended, charged to it:\n{_render([report])}")
         self._write({"type": "race", "nodeid": owner, "report": to_json(report)})
 
-    def _shown(self, report: RuntimeErrorReport) -> bool:
+    def _shown(self, report: RuntimeErrorReport | child_races.ChildRace) -> bool:
         """Not ignored by its code (`--csan-ignore`), nor by a `# noqa` for it where it is reported."""
         from csan_lint.runtime import kinds
         from csan_lint.runtime.confirm_filter import suppressed_at
@@ -371,7 +382,7 @@ class CsanSession:
         code = kinds.code_of(report.kind)
         if code in self.ignored:
             return False
-        site = race_site(to_json(report))
+        site = race_site(report.report if isinstance(report, child_races.ChildRace) else to_json(report))
         return site is None or not suppressed_at(site[0], site[1], code)
 
     def _restore_default_streams(self, owner: str | None) -> None:
@@ -397,6 +408,27 @@ class CsanSession:
     def _internal_error(self, message: str) -> None:
         self._write({"type": "internal-error", "nodeid": self.nodeid, "message": message})
 
+    def _from_children(self) -> list[child_races.ChildRace]:
+        """The races child processes wrote since the last look, charged to the running test
+        (None: after the last test), each once per test; a child's internal error is said."""
+        if self.children is None:
+            return []
+        races, errors = self.children.collect()
+        for message in errors:
+            self._internal_error(message)
+            _warn(f"csan: internal error in a {message}")
+        if self.sanitizer is not None and self.sanitizer.paused:  # the test opted out
+            return []
+        from csan_lint.runtime.confirm_verdict import race_key
+
+        new = []
+        for race in races:
+            if race_key(race.report) not in self.child_keys:
+                self.child_keys.add(race_key(race.report))
+                self._write({"type": "race", "nodeid": self.nodeid, "report": race.report})
+                new.append(race)
+        return new
+
     # -- per test ----------------------------------------------------------------------
 
     @pytest.hookimpl(tryfirst=True)
@@ -418,6 +450,7 @@ class CsanSession:
             sanitizer.restart()  # the previous test's internal error left the state unsure
             self.owners.register()
         sanitizer.tracker.reported.clear()  # each test gets its own reports, as under xdist
+        self.child_keys.clear()
         marker = item.get_closest_marker("csan")
         sanitizer.paused = marker is not None and not marker.kwargs.get("enabled", True)
 
@@ -448,9 +481,10 @@ class CsanSession:
             result = yield
         finally:
             elsewhere = {id(report) for _, report in self.late[late:]}
-            found = [
+            found: list[RuntimeErrorReport | child_races.ChildRace] = [
                 report for report in sanitizer.errors[before:] if id(report) not in elsewhere and self._shown(report)
             ]
+            found += [race for race in self._from_children() if self._shown(race)]
             if found:
                 text = _render(found)
                 item.add_report_section(when, "csan", text)
@@ -507,7 +541,11 @@ class CsanSession:
         self.owners.test = None
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        """Tests that failed on the emulated device's gaps, said apart from the program's failures."""
+        """Tests that failed on the emulated device's gaps, said apart from the program's failures;
+        children's races found after the last test."""
+        if self.outside:
+            terminalreporter.section("csan: races in child processes after the last test", red=True)
+            terminalreporter.line(_render(list(self.outside)))
         if not self.gaps:
             return
         terminalreporter.section("csan: failed on the emulated device's gaps, not on the tests' code", red=True)
@@ -515,13 +553,18 @@ class CsanSession:
             terminalreporter.line(f"{nodeid}: {gap}")
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """A late race fails the run (no test of its own is left to fail)."""
-        races = [report for _, report in self.late if report.severity == "error" and self._shown(report)]
+        """A late race, or a child's after the last test, fails the run (no test of its own is left to fail)."""
+        self.outside += self._from_children()
+        found: list[RuntimeErrorReport | child_races.ChildRace] = [report for _, report in self.late]
+        races = [report for report in found + self.outside if report.severity == "error" and self._shown(report)]
         if races and not self.report_only and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.owners.unregister()
+        if self.children is not None:
+            child_races.follow_forks(None)
+            self.children.close()
         if self.sanitizer is not None:
             self.sanitizer.disable()
         if self.trace is not None:
