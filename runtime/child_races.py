@@ -5,11 +5,13 @@ emulated device names a directory in `CSAN_LINT_CHILD_REPORTS`, next to the vari
 makes its children emulated (emulation/children.py). A child that sees both runs the sanitizer
 too, once it imports torch, and appends each race to a JSON Lines file of its own in that
 directory, flushed the moment the race is found:
-    {"type": "race", "report": <report.to_json>, "child": {"pid", "argv"[, "forked_from"]}} Written as found, not at exit: multiprocessing's fork and
-forkserver workers end in `os._exit` (no atexit handler, no finalizer runs), a child that
-crashes later has lost nothing, and a pool worker that outlives a test has its races charged
-to the test that was running when they happened. A child's own failure to check is a
-`{"type": "internal-error", "message", "child"}` line.
+    {"type": "race", "report": <report.to_json>, "child": {"pid", "argv"[, "forked_from"]}}
+    {"type": "internal-error", "message": ..., "child": ...}     (the child's own failure to check)
+Written as found, not at exit: multiprocessing's fork and forkserver workers end in `os._exit`
+(no atexit handler, no finalizer runs), a child that crashes later has lost nothing, and a pool
+worker that outlives a test has its races charged to the test that was running when they
+happened. A child that crashes before its race is found reported nothing: its test's own
+outcome (a non-zero exit, a broken pool) says so; nothing is invented for it.
 
 The parent reads the files' new complete lines after each test phase (`ChildReports.collect`).
 A child forked from the parent inherits the parent's sanitizer: `follow_forks` points it at
@@ -134,7 +136,7 @@ class ChildRace:
         """The race as the parent's are rendered, under a line naming the child."""
         from csan_lint.runtime.confirm_output import render_race
 
-        return f"csan: in {describe(self.report['child'])}:\n{render_race(self.report)}"
+        return render_race(self.report)
 
 
 class ChildReports:
