@@ -8,7 +8,9 @@ A project turns them on in its ini file instead (`csan`, `csan_device`, `csan_re
 wins. `--csan-ignore CODES` and a `# noqa: CSL9xx` where a race is reported keep it from failing
 its test.
 
-`--csan-report PATH` streams JSON Lines (pytest_report.py says what they hold).
+`--csan-report PATH` streams JSON Lines (pytest_report.py says what they hold). On the
+emulated device the tests' child processes are checked too, and a child's race is its test's
+(child_races.py).
 
 Tests are isolated from each other: each starts on the default stream of every device (a test
 that leaves another stream current, say a CUDA graph capture that raised, is named once and the
