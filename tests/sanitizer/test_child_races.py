@@ -29,6 +29,7 @@ import subprocess
 import sys
 
 import torch
+import torch.multiprocessing
 
 RACY = {RACY_CHILD.format(wait="")!r}
 CLEAN = {RACY_CHILD.format(wait="side.wait_stream(torch.cuda.current_stream())")!r}
@@ -43,7 +44,7 @@ def side_read(_=None):
     a = torch.ones(1 << 10, device="cuda")
     side = torch.cuda.Stream()
     with torch.cuda.stream(side):
-        b = a * 2  # the spawned workers' race
+        b = a * 2  # the children's race
     torch.cuda.synchronize()
     return 0
 
@@ -66,6 +67,17 @@ def test_forked_child():
     child.start()
     child.join()
     assert child.exitcode == 0
+
+
+def test_forkserver_child():
+    child = multiprocessing.get_context("forkserver").Process(target=side_read)
+    child.start()
+    child.join()
+    assert child.exitcode == 0
+
+
+def test_torch_spawned_child():
+    torch.multiprocessing.spawn(side_read, nprocs=1)
 """
 
 
@@ -77,7 +89,7 @@ def test_races_of_children_fail_the_tests_that_started_them(pytester: pytest.Pyt
     pytester.makepyfile(test_children=CHILD_TESTS)
     path = pytester.path / "csan.jsonl"
     result = pytester.runpytest_subprocess("--csan", "--csan-device", "emulated", f"--csan-report={path}")
-    result.assert_outcomes(failed=3, passed=1)
+    result.assert_outcomes(failed=5, passed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
         [
@@ -89,7 +101,13 @@ def test_races_of_children_fail_the_tests_that_started_them(pytester: pytest.Pyt
     result.stdout.fnmatch_lines(["csan: in child process * forked from * (`python *pytest*`):"])
     records = [json.loads(line) for line in path.read_text().splitlines()]
     races = {r["nodeid"].split("::")[1]: r["report"] for r in records if r["type"] == "race"}
-    assert sorted(races) == ["test_forked_child", "test_racy_child", "test_spawned_workers"]  # two workers: one
+    assert sorted(races) == [  # a pool of two workers racing the same way: one report
+        "test_forked_child",
+        "test_forkserver_child",
+        "test_racy_child",
+        "test_spawned_workers",
+        "test_torch_spawned_child",
+    ]
     child = races["test_racy_child"]
     assert child["kind"] == "read-after-write"
     assert child["child"]["argv"][1:] == ["-c", RACY_CHILD.format(wait="")]
@@ -97,14 +115,16 @@ def test_races_of_children_fail_the_tests_that_started_them(pytester: pytest.Pyt
     assert child["message"].startswith(f"in child process {child['child']['pid']} (`python -c ")
     assert (child["current"]["stack"][-1]["line"], child["previous"]["stack"][-1]["line"]) == (7, 3)
     source = (pytester.path / "test_children.py").read_text()
-    for name in ("test_spawned_workers", "test_forked_child"):
+    for name in ("test_spawned_workers", "test_forked_child", "test_forkserver_child", "test_torch_spawned_child"):
         worker = races[name]
         assert worker["current"]["stack"][-1] == {
             "file": str(pytester.path / "test_children.py"),
-            "line": line_of("        b = a * 2  # the spawned workers' race", source),
+            "line": line_of("        b = a * 2  # the children's race", source),
             "function": "side_read",
         }
     assert "spawn_main" in " ".join(races["test_spawned_workers"]["child"]["argv"])
+    assert "spawn_main" in " ".join(races["test_torch_spawned_child"]["child"]["argv"])
+    assert "multiprocessing.forkserver" in " ".join(races["test_forkserver_child"]["child"]["argv"])
     assert races["test_forked_child"]["child"]["forked_from"] != races["test_forked_child"]["child"]["pid"]
     ended = {r["nodeid"].split("::")[1]: r["outcome"] for r in records if r["type"] == "test-end"}
     assert ended["test_clean_child"] == "passed"
