@@ -130,6 +130,33 @@ def test_races_of_children_fail_the_tests_that_started_them(pytester: pytest.Pyt
     assert ended["test_clean_child"] == "passed"
 
 
+RACY_AT_SESSION_END = f"""
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.hookimpl(tryfirst=True)  # before the csan session reads its children for the last time
+def pytest_sessionfinish(session):
+    subprocess.run([sys.executable, "-c", {RACY_CHILD.format(wait="")!r}], check=True, timeout=300)
+"""
+
+
+def test_a_race_of_a_child_started_after_the_last_test_fails_the_run(pytester: pytest.Pytester):
+    pytester.makeconftest(RACY_AT_SESSION_END)
+    pytester.makepyfile(test_nothing="def test_passes():\n    pass\n")
+    path = pytester.path / "csan.jsonl"
+    result = pytester.runpytest_subprocess("--csan", "--csan-device", "emulated", f"--csan-report={path}")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        ["*csan: races in child processes after the last test*", "csan: in child process * (`python -c *"]
+    )
+    races = [json.loads(line) for line in path.read_text().splitlines() if '"race"' in line]
+    assert [(race["nodeid"], race["report"]["kind"]) for race in races] == [(None, "read-after-write")]
+
+
 def test_the_parent_reads_only_complete_lines_and_each_once(tmp_path, monkeypatch):
     monkeypatch.delenv(REPORTS_VARIABLE, raising=False)
     reports = ChildReports()
