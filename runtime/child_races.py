@@ -111,7 +111,8 @@ def start_in_child() -> None:
 
 
 def stop_in_child() -> None:
-    """A session of its own (a nested `pytest --csan`) takes over checking this process."""
+    """Another sanitizer enabled in this child (a nested `pytest --csan`, the user's own
+    `sanitize()`) takes over checking it: its races are its own run's."""
     sanitizer, _Started.sanitizer = _Started.sanitizer, None
     if sanitizer is not None:
         sanitizer.disable()

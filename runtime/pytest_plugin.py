@@ -350,7 +350,6 @@ class CsanSession:
         if checked:
             from csan_lint.runtime.sanitizer import Sanitizer
 
-            child_races.stop_in_child()  # a nested `pytest --csan`: this session checks its process
             self.sanitizer = Sanitizer(self.device, self.trace.file if self.trace is not None else None)
             self.sanitizer.stack_stop.update(_entry_codes())
             self.sanitizer.listeners.append(self._race)

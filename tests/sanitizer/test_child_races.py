@@ -157,6 +157,42 @@ def test_a_race_of_a_child_started_after_the_last_test_fails_the_run(pytester: p
     assert [(race["nodeid"], race["report"]["kind"]) for race in races] == [(None, "read-after-write")]
 
 
+NESTED_RUN = """
+import subprocess
+import sys
+
+
+def test_runs_a_sanitized_suite_of_its_own():
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--csan", "--csan-device", "emulated"]
+    done = subprocess.run([*command, "inner/test_inner.py"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr  # the inner run failed its racy test
+    assert "CUDA stream sanitizer: 1 race(s)" in done.stdout
+"""
+
+INNER_RACE = """
+import torch
+
+
+def test_inner_race():
+    a = torch.ones(1 << 10, device="cuda")
+    with torch.cuda.stream(torch.cuda.Stream()):
+        b = a * 2
+    torch.cuda.synchronize()
+"""
+
+
+def test_a_child_running_pytest_csan_reports_to_its_own_run_only(pytester: pytest.Pytester):
+    """The child's own sanitizer takes over from the one started for the parent: the race is
+    the inner run's failure, not the outer test's too."""
+    pytester.makepyfile(test_outer=NESTED_RUN)
+    (pytester.path / "inner").mkdir()
+    (pytester.path / "inner" / "test_inner.py").write_text(INNER_RACE)
+    path = pytester.path / "csan.jsonl"
+    result = pytester.runpytest_subprocess("--csan", "--csan-device=emulated", f"--csan-report={path}", "test_outer.py")
+    result.assert_outcomes(passed=1)
+    assert [json.loads(line)["type"] for line in path.read_text().splitlines()] == ["session", "test-start", "test-end"]
+
+
 def test_the_parent_reads_only_complete_lines_and_each_once(tmp_path, monkeypatch):
     monkeypatch.delenv(REPORTS_VARIABLE, raising=False)
     reports = ChildReports()
