@@ -57,6 +57,12 @@ def test_clean_child():
     run(CLEAN)
 
 
+def test_child_killed_after_its_race():
+    code = RACY + "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == -9, done.stderr  # no exit handler ran: the race was written as found
+
+
 def test_spawned_workers():
     with multiprocessing.get_context("spawn").Pool(2) as pool:
         assert pool.map(side_read, [0, 1]) == [0, 0]
@@ -89,7 +95,7 @@ def test_races_of_children_fail_the_tests_that_started_them(pytester: pytest.Pyt
     pytester.makepyfile(test_children=CHILD_TESTS)
     path = pytester.path / "csan.jsonl"
     result = pytester.runpytest_subprocess("--csan", "--csan-device", "emulated", f"--csan-report={path}")
-    result.assert_outcomes(failed=5, passed=1)
+    result.assert_outcomes(failed=6, passed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
         [
@@ -100,8 +106,10 @@ def test_races_of_children_fail_the_tests_that_started_them(pytester: pytest.Pyt
     )
     result.stdout.fnmatch_lines(["csan: in child process * forked from * (`python *pytest*`):"])
     records = [json.loads(line) for line in path.read_text().splitlines()]
-    races = {r["nodeid"].split("::")[1]: r["report"] for r in records if r["type"] == "race"}
-    assert sorted(races) == [  # a pool of two workers racing the same way: one report
+    raced = [(r["nodeid"].split("::")[1], r["report"]) for r in records if r["type"] == "race"]
+    races = dict(raced)
+    assert sorted(name for name, _ in raced) == [  # a pool of two workers racing the same way: one report
+        "test_child_killed_after_its_race",
         "test_forked_child",
         "test_forkserver_child",
         "test_racy_child",
