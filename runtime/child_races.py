@@ -59,16 +59,21 @@ class ChildWriter:
         self.pid: int | None = None
 
     def _write(self, record: dict[str, Any]) -> None:
-        if self.pid != os.getpid():
-            self.pid = os.getpid()
-            handle, path = tempfile.mkstemp(prefix=f"{self.pid}-", suffix=".jsonl", dir=self.directory)
-            self.file = os.fdopen(handle, "w", encoding="utf-8")
-        assert self.file is not None
-        child = {"pid": self.pid, "argv": list(getattr(sys, "orig_argv", sys.argv))}
-        if self.pid != self.started_in:
+        """One line, flushed; where the directory is gone (the parent's session ended before
+        this child did), the record goes to stderr instead of breaking the child."""
+        child: dict[str, Any] = {"pid": os.getpid(), "argv": list(getattr(sys, "orig_argv", sys.argv))}
+        if child["pid"] != self.started_in:
             child["forked_from"] = self.started_in
-        self.file.write(json.dumps({**record, "child": child}) + "\n")
-        self.file.flush()
+        line = json.dumps({**record, "child": child})
+        try:
+            if self.pid != child["pid"]:
+                handle, _ = tempfile.mkstemp(prefix=f"{child['pid']}-", suffix=".jsonl", dir=self.directory)
+                self.file, self.pid = os.fdopen(handle, "w", encoding="utf-8"), child["pid"]
+            assert self.file is not None
+            self.file.write(line + "\n")
+            self.file.flush()
+        except OSError as error:
+            sys.stderr.write(f"csan: the parent run's directory cannot take this child's report ({error}):\n{line}\n")
 
     def race(self, report: RuntimeErrorReport) -> None:
         from csan_lint.runtime.report import to_json
@@ -104,10 +109,7 @@ def start_in_child() -> None:
     except Exception as error:
         message = f"the sanitizer did not start in this child: {type(error).__name__}: {error}"
         sys.stderr.write(f"csan: {message}\n")
-        try:
-            writer.internal_error(message)
-        except OSError:
-            pass  # the parent's directory is gone: it has ended
+        writer.internal_error(message)
 
 
 def stop_in_child() -> None:

@@ -267,3 +267,11 @@ def test_confirm_reports_a_race_of_a_child_process(tmp_path, run_confirm):
     text = run_confirm(tmp_path, output="text")
     assert text.returncode == 1, text.stderr
     assert "CSL101 confirmed" in text.stdout and "[the race: in child process " in text.stdout
+
+
+def test_a_child_outliving_its_parents_directory_says_its_race_on_stderr(tmp_path, capsys):
+    from csan_lint.runtime.child_races import ChildWriter
+
+    ChildWriter(str(tmp_path / "gone"), os.getpid()).internal_error("the sanitizer did not start")
+    said = capsys.readouterr().err
+    assert "cannot take this child's report" in said and '"message": "the sanitizer did not start"' in said
