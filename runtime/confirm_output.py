@@ -13,6 +13,7 @@ from typing import Any
 
 from csan_lint.lint.output import finding_to_dict
 from csan_lint.lint.runner import rule_names
+from csan_lint.runtime.child_races import describe
 from csan_lint.runtime.confirm_verdict import (
     CAUSES_OF_EXIT_2,
     CONFIRMED,
@@ -149,7 +150,9 @@ def report_from_json(data: Mapping[str, Any]) -> RuntimeErrorReport:
 
 
 def render_race(data: Mapping[str, Any]) -> str:
-    return render_text(report_from_json(data))
+    """The report as the sanitizer renders it; a child process's under a line naming it."""
+    text = render_text(report_from_json(data))
+    return f"csan: in {describe(data['child'])}:\n{text}" if data.get("child") else text
 
 
 def format_text(
@@ -170,9 +173,11 @@ def format_text(
     lines: list[str] = []
     for verdict in verdicts:
         finding = verdict.finding
+        child = verdict.race.get("child") if verdict.race else None
         lines.append(
             f"{finding.path}:{finding.line}:{finding.column}: {finding.code} {verdict.verdict}  "
             f"{verdict.reason}{_tests_suffix(verdict.tests) if verdict.verdict != ERROR else ''}"
+            + (f" [the race: in {describe(child)}]" if child else "")
         )
         if verdict.verdict == CONFIRMED and finding.fix:
             lines.append(f"    help: {finding.fix}")

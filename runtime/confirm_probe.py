@@ -29,7 +29,7 @@ from typing import IO, Any
 
 import pytest
 
-from csan_lint.runtime.pytest_plugin import is_xdist_controller, worker_id
+from csan_lint.runtime.pytest_report import is_xdist_controller, worker_id
 
 OPTION = "--csan-confirm-probe"
 UNCHECKED_CONTEXT = "<not sanitized>"

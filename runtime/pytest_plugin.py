@@ -8,16 +8,9 @@ A project turns them on in its ini file instead (`csan`, `csan_device`, `csan_re
 wins. `--csan-ignore CODES` and a `# noqa: CSL9xx` where a race is reported keep it from failing
 its test.
 
-`--csan-report PATH` streams JSON Lines, flushed line by line so that a crash loses nothing
-(under pytest-xdist each worker streams its own `PATH.gwN`, and the controller appends them
-whole to PATH when the session ends, so one worker's lines never interleave with another's):
-    {"type": "session", "version": 1, "device": "emulated" | "cuda"[, "worker": "gw0" under xdist]}
-    {"type": "test-start", "nodeid": ...}
-    {"type": "race", "nodeid": ..., "report": <report JSON>}
-    {"type": "internal-error", "nodeid": ..., "message": ...}
-    {"type": "test-end", "nodeid": ..., "outcome": "passed" | "failed" | "skipped" | "error", "longrepr": ...,
-     "reason": "<exception type>: <its message's first line>" | null, "gap": <emulation gap> | null}
-    {"type": "stream-leak", "nodeid": ..., "device": N, "stream": handle}
+`--csan-report PATH` streams JSON Lines (pytest_report.py says what they hold). On the
+emulated device the tests' child processes are checked too, and a child's race is its test's
+(child_races.py).
 
 Tests are isolated from each other: each starts on the default stream of every device (a test
 that leaves another stream current, say a CUDA graph capture that raised, is named once and the
@@ -30,21 +23,22 @@ worker's terminal output); a late race also fails the run when it is not under x
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import sys
 import warnings
 from collections.abc import Generator
-from typing import IO, TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
+
+from csan_lint.runtime import child_races
+from csan_lint.runtime.block_owners import BlockOwners
+from csan_lint.runtime.pytest_report import REPORT_VERSION, ReportFile, ReportMerger, is_xdist_controller, worker_id
 
 if TYPE_CHECKING:
     from csan_lint.runtime.events import RuntimeErrorReport
     from csan_lint.runtime.sanitizer import Sanitizer
 
-REPORT_VERSION = 1
 DEVICES = ("auto", "cuda", "emulated")
 INI_OPTIONS: dict[str, tuple[Literal["bool", "string"], str]] = {
     "csan": ("bool", "run every test under the CUDA stream sanitizer (as --csan)"),
@@ -215,7 +209,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if is_xdist_controller(config):  # it runs no test: its workers each have a session
         path = _setting(config, "csan_report")
         if path and not config.getoption("csan_report_parts"):
-            config.pluginmanager.register(_ReportMerger(path), "csan-report-merger")
+            config.pluginmanager.register(ReportMerger(path), "csan-report-merger")
         return
     # Before collection: test modules evaluate `skipif(not torch.cuda.is_available())` on import.
     config.pluginmanager.register(CsanSession(config), "csan-session")
@@ -279,45 +273,6 @@ def _warn(message: str) -> None:
         pass  # warnings turned into errors (-W error) must not break the user's run
 
 
-def worker_id(config: pytest.Config) -> str | None:
-    """The pytest-xdist worker this process is (`gw0`, ...); None outside xdist's workers."""
-    workerinput = getattr(config, "workerinput", None)
-    return str(workerinput["workerid"]) if workerinput else None
-
-
-def is_xdist_controller(config: pytest.Config) -> bool:
-    """The process that hands tests to pytest-xdist workers and runs none itself."""
-    return worker_id(config) is None and getattr(config.option, "dist", "no") != "no"
-
-
-def report_parts(path: str) -> list[str]:
-    """The workers' parts of a report, `PATH.gw0`, `PATH.gw1`, ... in worker order."""
-    directory, name = os.path.split(os.path.abspath(path))
-    pattern = re.compile(re.escape(name) + r"\.gw(\d+)$")
-    found = [(int(match[1]), entry) for entry in os.listdir(directory) if (match := pattern.match(entry))]
-    return [os.path.join(directory, entry) for _, entry in sorted(found)]
-
-
-class _ReportMerger:
-    """On the pytest-xdist controller: PATH gets each worker's part, whole, once all are done."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        try:
-            open(path, "w", encoding="utf-8").close()
-            for stale in report_parts(path):  # an earlier run's, with more workers
-                os.remove(stale)
-        except OSError as error:
-            raise pytest.UsageError(f"--csan-report: cannot write {path}: {error.strerror}") from None
-
-    def pytest_unconfigure(self) -> None:
-        with open(self.path, "ab") as merged:
-            for part in report_parts(self.path):
-                with open(part, "rb") as lines:
-                    merged.write(lines.read())
-                os.remove(part)
-
-
 def _entry_codes() -> set[int]:
     """pytest's calls into test functions and fixtures (code ids): stack walks stop there.
     The functions live as long as pytest's modules, so their ids stay theirs."""
@@ -327,80 +282,14 @@ def _entry_codes() -> set[int]:
     return {id(f.__code__) for f in functions if f is not None}
 
 
-def _render(reports: list[RuntimeErrorReport]) -> str:
+def _render(reports: list[RuntimeErrorReport | child_races.ChildRace]) -> str:
     from csan_lint.runtime.report import render_text
 
     try:
-        return "\n\n".join(render_text(r) for r in reports)
+        return "\n\n".join(r.text() if isinstance(r, child_races.ChildRace) else render_text(r) for r in reports)
     except Exception as error:  # a rendering bug must not become the user's failure
         kinds = ", ".join(r.kind for r in reports)
         return f"csan: {kinds} (internal error while rendering: {type(error).__name__}: {error})"
-
-
-class _ReportFile:
-    """JSON Lines, flushed after each line."""
-
-    def __init__(self, path: str) -> None:
-        self.file: IO[str] = open(path, "w", encoding="utf-8")
-
-    def write(self, record: dict[str, Any]) -> None:
-        self.file.write(json.dumps(record) + "\n")
-        self.file.flush()
-
-    def close(self) -> None:
-        self.file.close()
-
-
-FREED_KEPT = 4096
-"""Freed blocks whose allocating test is remembered for a free-in-use reported at a later
-allocation (the oldest is forgotten past it: that race is then charged to the running test)."""
-
-
-class _Owners:
-    """Which test allocated each live device block (gpu_trace's allocation callbacks), so that
-    a free-in-use race is charged to that test whenever the block dies and is reused."""
-
-    def __init__(self) -> None:
-        self.test: str | None = None
-        self.by_block: dict[int, str | None] = {}
-        self.freed: dict[int, str | None] = {}  # the last block freed at each address: its test
-        self._callbacks: list[tuple[Any, Any]] = []
-
-    def register(self) -> None:
-        """(Again) last in the callback lists: the sanitizer reports a free before we forget it."""
-        import torch.cuda._gpu_trace as gpu_trace
-
-        self.unregister()
-        self._callbacks = [
-            (gpu_trace.MemoryAllocationCallbacks, self._allocated),
-            (gpu_trace.MemoryDeallocationCallbacks, self._freed),
-        ]
-        for registry, callback in self._callbacks:
-            registry.add_callback(callback)
-
-    def unregister(self) -> None:
-        for registry, callback in self._callbacks:
-            if callback in registry.callback_list:
-                registry.callback_list.remove(callback)
-        self._callbacks = []
-
-    def _allocated(self, ptr: int) -> None:
-        self.by_block[ptr] = self.test
-
-    def _freed(self, ptr: int) -> None:
-        self.freed.pop(ptr, None)
-        self.freed[ptr] = self.by_block.pop(ptr, None)
-        if len(self.freed) > FREED_KEPT:
-            del self.freed[next(iter(self.freed))]
-
-    def charged(self, report: RuntimeErrorReport, running: str | None) -> str | None:
-        """The test a race belongs to: for a free in use, the test that allocated the block
-        (the running one when the block was allocated outside any test)."""
-        from csan_lint.runtime import kinds
-
-        if report.kind != kinds.FREE_IN_USE or report.allocation is None:
-            return running
-        return self.freed.get(report.allocation.ptr) or running
 
 
 def _trace_out(config: pytest.Config) -> Any:
@@ -429,7 +318,7 @@ class CsanSession:
         if path and worker_id(config) is not None:
             path = f"{path}.{worker_id(config)}"
         try:
-            self.report = _ReportFile(path) if path else None
+            self.report = ReportFile(path) if path else None
         except OSError as error:
             raise pytest.UsageError(f"--csan-report: cannot write {path}: {error.strerror}") from None
         if self.device == "emulated":
@@ -447,7 +336,13 @@ class CsanSession:
         self.ignored = _ignored_codes(_setting(config, "csan_ignore"))
         self.late: list[tuple[str, RuntimeErrorReport]] = []
         """Races charged to a test that had ended when they were found (a late free)."""
-        self.owners = _Owners()
+        self.owners = BlockOwners()
+        self.children: child_races.ChildReports | None = None
+        """Where the checked children of an emulated run write their races."""
+        self.child_keys: set[tuple[Any, ...]] = set()
+        """The children's races reported in this test (`race_key`): each once, as the parent's are."""
+        self.outside: list[child_races.ChildRace] = []
+        """Children's races found after the last test: they fail the run, as late ones do."""
         worker = {"worker": worker_id(config)} if worker_id(config) else {}
         self._write({"type": "session", "version": REPORT_VERSION, "device": self.device, **worker})
         checked = _setting(config, "csan") and not config.getoption("csan_unchecked")
@@ -461,6 +356,9 @@ class CsanSession:
             self.sanitizer.internal_listeners.append(self._internal_error)
             self.sanitizer.enable()
             self.owners.register()  # after the sanitizer's callbacks
+            if self.device == "emulated":  # its children are emulated: they check themselves too
+                self.children = child_races.ChildReports()
+                child_races.follow_forks(self.sanitizer, self.children.directory)
 
     def _write(self, record: dict[str, Any]) -> None:
         if self.report is not None:
@@ -475,7 +373,7 @@ class CsanSession:
             _warn(f"csan: a race found after {owner} ended, charged to it:\n{_render([report])}")
         self._write({"type": "race", "nodeid": owner, "report": to_json(report)})
 
-    def _shown(self, report: RuntimeErrorReport) -> bool:
+    def _shown(self, report: RuntimeErrorReport | child_races.ChildRace) -> bool:
         """Not ignored by its code (`--csan-ignore`), nor by a `# noqa` for it where it is reported."""
         from csan_lint.runtime import kinds
         from csan_lint.runtime.confirm_filter import suppressed_at
@@ -485,7 +383,7 @@ class CsanSession:
         code = kinds.code_of(report.kind)
         if code in self.ignored:
             return False
-        site = race_site(to_json(report))
+        site = race_site(report.report if isinstance(report, child_races.ChildRace) else to_json(report))
         return site is None or not suppressed_at(site[0], site[1], code)
 
     def _restore_default_streams(self, owner: str | None) -> None:
@@ -511,6 +409,27 @@ class CsanSession:
     def _internal_error(self, message: str) -> None:
         self._write({"type": "internal-error", "nodeid": self.nodeid, "message": message})
 
+    def _from_children(self) -> list[child_races.ChildRace]:
+        """The races child processes wrote since the last look, charged to the running test
+        (None: after the last test), each once per test; a child's internal error is said."""
+        if self.children is None:
+            return []
+        races, errors = self.children.collect()
+        for message in errors:
+            self._internal_error(message)
+            _warn(f"csan: internal error in a {message}")
+        if self.sanitizer is not None and self.sanitizer.paused:  # the test opted out
+            return []
+        from csan_lint.runtime.confirm_verdict import race_key
+
+        new = []
+        for race in races:
+            if race_key(race.report) not in self.child_keys:
+                self.child_keys.add(race_key(race.report))
+                self._write({"type": "race", "nodeid": self.nodeid, "report": race.report})
+                new.append(race)
+        return new
+
     # -- per test ----------------------------------------------------------------------
 
     @pytest.hookimpl(tryfirst=True)
@@ -532,6 +451,7 @@ class CsanSession:
             sanitizer.restart()  # the previous test's internal error left the state unsure
             self.owners.register()
         sanitizer.tracker.reported.clear()  # each test gets its own reports, as under xdist
+        self.child_keys.clear()
         marker = item.get_closest_marker("csan")
         sanitizer.paused = marker is not None and not marker.kwargs.get("enabled", True)
 
@@ -562,9 +482,10 @@ class CsanSession:
             result = yield
         finally:
             elsewhere = {id(report) for _, report in self.late[late:]}
-            found = [
+            found: list[RuntimeErrorReport | child_races.ChildRace] = [
                 report for report in sanitizer.errors[before:] if id(report) not in elsewhere and self._shown(report)
             ]
+            found += [race for race in self._from_children() if self._shown(race)]
             if found:
                 text = _render(found)
                 item.add_report_section(when, "csan", text)
@@ -621,7 +542,11 @@ class CsanSession:
         self.owners.test = None
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        """Tests that failed on the emulated device's gaps, said apart from the program's failures."""
+        """Tests that failed on the emulated device's gaps, said apart from the program's failures;
+        children's races found after the last test."""
+        if self.outside:
+            terminalreporter.section("csan: races in child processes after the last test", red=True)
+            terminalreporter.line(_render(list(self.outside)))
         if not self.gaps:
             return
         terminalreporter.section("csan: failed on the emulated device's gaps, not on the tests' code", red=True)
@@ -629,13 +554,18 @@ class CsanSession:
             terminalreporter.line(f"{nodeid}: {gap}")
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """A late race fails the run (no test of its own is left to fail)."""
-        races = [report for _, report in self.late if report.severity == "error" and self._shown(report)]
+        """A late race, or a child's after the last test, fails the run (no test of its own is left to fail)."""
+        self.outside += self._from_children()
+        found: list[RuntimeErrorReport | child_races.ChildRace] = [report for _, report in self.late]
+        races = [report for report in found + self.outside if report.severity == "error" and self._shown(report)]
         if races and not self.report_only and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.owners.unregister()
+        if self.children is not None:
+            child_races.follow_forks(None)
+            self.children.close()
         if self.sanitizer is not None:
             self.sanitizer.disable()
         if self.trace is not None:

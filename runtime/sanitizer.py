@@ -140,6 +140,9 @@ class Sanitizer:
     def enable(self) -> Sanitizer:
         if self.enabled:
             return self
+        from csan_lint.runtime import child_races
+
+        child_races.stop_in_child()  # a child's own checker (a nested `pytest --csan`) takes over
         self.device = resolve_device(self.requested_device)
         torch_internals.check(real_cuda=self.device == "cuda")
         if self.device == "emulated":

@@ -23,7 +23,7 @@ for what is not emulated), tensors.py (Tensor and Storage attributes), streams.p
 events, syncs, queries), graphs.py (CUDA graphs), generic.py, autograd_streams.py,
 cuda_state.py (memory statistics, RNG state), machine.py (the device count and properties),
 children.py (child processes
-get the device, not the sanitizer).
+get the device; the sanitizer too when the parent runs sanitized: runtime/child_races.py).
 
 Known gaps: threads started before `activate()` have no device (dispatch modes are per
 thread); sparse device tensors (an `EmulationGap`) and `DataParallel`'s scatter are not

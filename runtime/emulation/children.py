@@ -7,9 +7,9 @@ The way coverage.py reaches subprocesses: while the emulation is on, the environ
 `PYTHONPATH`, whose `sitecustomize` every new interpreter imports at start-up. When the variable
 is set, it installs an import hook that turns the emulated device on right after the child
 imports torch (a child that never imports torch pays nothing, not even torch's import), then
-hands over to the user's own `sitecustomize`, if any. Only the device: races in a child are not
-checked (the sanitizer runs in the parent). The parent's device memory size
-(`CSAN_LINT_DEVICE_MEMORY`) reaches the child through the same environment.
+hands over to the user's own `sitecustomize`, if any. When the parent runs sanitized, the child
+is checked too and its races reach the parent's run (runtime/child_races.py). The parent's
+device memory size (`CSAN_LINT_DEVICE_MEMORY`) reaches the child through the same environment.
 """
 
 from __future__ import annotations
@@ -80,9 +80,7 @@ class _ActivatingLoader(importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         self.loader.exec_module(module)
-        from csan_lint.runtime import emulation
-
-        emulation.activate()
+        _turn_on()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.loader, name)
@@ -93,8 +91,14 @@ def start_child() -> None:
     if os.environ.get(ENVIRONMENT) != "1":
         return
     if "torch" in sys.modules:  # imported already (a .pth file did): at once
-        from csan_lint.runtime import emulation
-
-        emulation.activate()
+        _turn_on()
         return
     sys.meta_path.insert(0, _ActivateAfterTorch())
+
+
+def _turn_on() -> None:
+    """The emulated device, and the sanitizer when the parent runs sanitized."""
+    from csan_lint.runtime import child_races, emulation
+
+    emulation.activate()
+    child_races.start_in_child()
