@@ -51,7 +51,7 @@ from csan_lint.lint.ordering import (
 )
 from csan_lint.lint.pathfacts import contradicts
 from csan_lint.lint.recognize import is_exit_stack
-from csan_lint.lint.regions import Region, disjoint, region_of
+from csan_lint.lint.regions import Region, disjoint, region_names, region_of
 from csan_lint.lint.returns import Returns
 from csan_lint.lint.scan import body_of, used_as_tensors
 from csan_lint.lint.streams import Streams
@@ -149,6 +149,8 @@ class FunctionAnalysis(
         `None`, for the function's summary (`Summary.allocates`)."""
         self.maybe_none: set[str] = set()
         """Names bound to `None` somewhere in the function: an argument that may be `None`."""
+        self.indexed_by: set[str] = set()
+        """Names some access's region depends on (`i` of `buf[i]`): rebinding one unplaces it."""
         self.touched_after_work: set[str] = set()
         """Local names used while work launched here on another stream was pending: only they
         may hold a way to join it when returned (`_return`)."""
@@ -478,6 +480,8 @@ class FunctionAnalysis(
             self._rebound(key)  # in place: what its tests said no longer holds
         tensor = self.live.tensors.get(key) or self._caller_written(key, node) or TrackedTensor()
         access = replace(self._make_access(node, write=write), produced=produced, region=region)
+        if region is not None:
+            self.indexed_by.update(region_names(region))
         if stream is not None:
             access = replace(access, stream=stream)
         stream = access.stream

@@ -29,6 +29,7 @@ from csan_lint.lint.ordering import (
     MarkUpdate,
     Rebound,
     TrackedTensor,
+    Unplaced,
     Within,
     distinct,
     issued_on,
@@ -90,6 +91,7 @@ class Bindings:
     entry_stream: str
     tested: set[str]
     """Names the path facts have tested: rebinding one of them drops what was known of it."""
+    indexed_by: set[str]
     stream_tests: dict[str, tuple[str, str, bool]]
     """Names bound to a test of two streams' identity (`on_side = current_stream() != s`)."""
     _is_stream: Callable[[cst.BaseExpression], bool]
@@ -239,6 +241,8 @@ class Bindings:
 
     def _rebound(self, key: str) -> None:
         """`key` gets a new value: nothing known of its old one holds."""
+        if key in self.indexed_by:
+            self.live.update_marks(Unplaced(key))
         if any(name == key or name.startswith(f"{key}.") for name in self.tested):
             self.live.facts = without(self.live.facts, key)
             self.live.update_marks(Rebound(key))

@@ -32,7 +32,7 @@ from csan_lint.lint.analysis import api
 from csan_lint.lint.interpret import Loop
 from csan_lint.lint.pathfacts import NO_FACTS, Facts, contradicts, implies, without
 from csan_lint.lint.recognize import OR, join_contexts, one_stream
-from csan_lint.lint.regions import Region, disjoint
+from csan_lint.lint.regions import Region, disjoint, mentions
 from csan_lint.lint.summaries import ANY_OTHER
 from csan_lint.runtime import kinds
 
@@ -198,6 +198,22 @@ class Within:
             and not (self.facts and mark.facts and contradicts(mark.facts | self.facts))
         )
         return frozenset(replace(mark, access=replace(mark.access, region=None)) for mark in kept)
+
+
+class Unplaced:
+    """`name` is rebound: a part of a tensor indexed by it (`buf[i]` before `i` moved on) is no
+    longer known to be apart from anything, so the access is taken to reach all of it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, marks: frozenset[Mark]) -> frozenset[Mark]:
+        if not any(mentions(mark.access.region, self.name) for mark in marks):
+            return marks
+        return frozenset(
+            replace(mark, access=replace(mark.access, region=None)) if mentions(mark.access.region, self.name) else mark
+            for mark in marks
+        )
 
 
 _ON = "@"

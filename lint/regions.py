@@ -11,6 +11,7 @@ prove away, as the runtime's strided extents do (runtime/extents.py).
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import libcst as cst
@@ -46,6 +47,28 @@ def disjoint(a: Region | None, b: Region | None) -> bool:
     if a is None or b is None:
         return False
     return any(_apart(left, right) for left, right in zip(a, b, strict=False))
+
+
+def region_names(region: Region) -> set[str]:
+    """The names a region's bounds are written with (`i` and `n` of `buf[i:n + 1]`)."""
+    return {
+        found
+        for interval in region
+        for bound in interval
+        if bound is not None
+        for term, _ in bound[0]
+        for found in re.findall(r"(?<![\w.])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*", term)
+    }
+
+
+def mentions(region: Region | None, name: str) -> bool:
+    """Whether a bound of `region` depends on `name` (which a rebinding of it invalidates)."""
+    if region is None:
+        return False
+    word = re.compile(rf"(?<![\w.]){re.escape(name)}(?![\w])")
+    return any(
+        word.search(term) for interval in region for bound in interval if bound is not None for term, _ in bound[0]
+    )
 
 
 def _apart(a: Interval, b: Interval) -> bool:

@@ -145,3 +145,23 @@ def test_saving_tensors_for_backward_reads_none_of_their_data() -> None:
             return pad
     """
     assert findings(source) == []
+
+
+def test_a_part_indexed_by_a_loop_variable_is_not_apart_once_it_moves_on() -> None:
+    """`out[i]` written on a side stream in one pass is `out[i - 1]` in the next: apart from
+    `out[i - 1]` in the same pass, not across the rebinding of `i`."""
+    source = """
+    import torch
+
+    def steps(xs, side, n):
+        out = [None] * n
+        for i in range(n):
+            if i < n - 1:
+                with torch.cuda.stream(side):
+                    y = xs[i] * 2
+                    out[i] = y
+            if i > 0:
+                out[i - 1].squeeze_(-1)
+        return out
+    """
+    assert ("CSL102", 12) in findings(source)
