@@ -260,6 +260,8 @@ class Returns:
         launched (`loss = closure()` at an optimizer step's start holds none of it)."""
         if key in self.live.tensors:
             return False
+        if key in self.live.streams:
+            return True  # the stream itself: the caller can wait on it
         return not (key.isidentifier() and key in self.bound and key not in self.touched_after_work)
 
     def _waitable_handed_back(self, value: cst.BaseExpression) -> bool:

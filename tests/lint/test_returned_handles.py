@@ -47,5 +47,19 @@ def test_a_value_touched_after_the_side_work_may_hand_it_back(after: str) -> Non
     assert findings(STEP.format(after=after)) == []
 
 
+def test_the_stream_itself_hands_the_work_back() -> None:
+    source = """
+    import torch
+
+    def write(x):
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            x.mul_(2)
+        return side
+    """
+    assert findings(source) == []
+
+
 def test_the_join_still_orders_the_work() -> None:
     assert findings(STEP.format(after="torch.cuda.current_stream().wait_stream(self.stream)")) == []
