@@ -25,23 +25,14 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+import lint_repos
+
 from csan_lint.lint.analysis.assumptions import ASSUMPTIONS
 
 HERE = Path(__file__).resolve().parent
 
-REPOS = (
-    "facebookresearch/fairscale",
-    "NVIDIA/apex",
-    "huggingface/accelerate",
-    "huggingface/trl",
-    "pytorch/torchtune",
-    "huggingface/pytorch-image-models",
-    "pytorch/torchrec",
-    "NVIDIA/TransformerEngine",
-    "deepspeedai/DeepSpeed",
-    "NVIDIA/Megatron-LM",
-    "huggingface/diffusers",
-)
+NOT_TRIAGED = ("pytorch/pytorch", "vllm-project/vllm")
+REPOS = tuple(repo for repo in lint_repos.REPOS if repo not in NOT_TRIAGED)
 """The repositories TRIAGE.md labels the findings of (lint_repos.py's list, less the two it never triaged)."""
 _ROW = re.compile(
     r"^\| (?P<repo>[^|]+?) \| (?P<path>[^|:]+):(?P<lines>[^|]+?) \| (?P<rules>CSL[^|]+?) \| "
