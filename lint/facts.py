@@ -150,8 +150,9 @@ class ModuleFlow:
     def location(self, hazard: Hazard | HostHazard) -> Location:
         """`finding()` keyword arguments: the access's 1-based position, the span of its block
         (or statement), and the assumptions the hazard rests on."""
+        assumed: tuple[str, ...] = ()
         if isinstance(hazard, HostHazard):
-            node, span_node, assumed = hazard.node, hazard.span_node, ()
+            node, span_node = hazard.node, hazard.span_node
         else:
             node, span_node = hazard.access.node, hazard.access.span_node
             assumed = tuple(sorted(hazard.assumptions))

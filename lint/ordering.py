@@ -165,7 +165,8 @@ class Hazard:
 
     @property
     def missing(self) -> Missing:
-        """The ordering that would have prevented it (`Missing`)."""
+        """The ordering that would have prevented a race (`Missing`); a FREE_IN_USE is
+        prevented by a record instead, whatever this says."""
         return Missing.FORK if self.other == CURRENT else Missing.JOIN
 
 
