@@ -1,5 +1,5 @@
-"""What the analysis tells the rules: one module's facts (`ModuleFlow`), each computed once by
-the analysis (lint/streamflow.py's `analyse`), and the types of those facts.
+"""What the analysis tells the rules: one module's facts (`ModuleFlow`), each computed once
+(lint/analysis/driver.py), and the types of those facts.
 
 A rule reads these and words them; it starts no analysis (tests/rules/test_rule_imports.py
 says which modules a rule may import). The stream hazards' types live with the ordering model

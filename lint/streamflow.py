@@ -1,7 +1,6 @@
 """Stream-flow analysis of a module: which functions to interpret, how methods of a class
-hand `self` attributes to each other; `analyse` computes every fact the rules read
-(`ModuleFlow`, lint/facts.py): stream hazards here, host hazards (lint/hostflow.py), stale
-stream captures (lint/deferred.py).
+hand `self` attributes to each other; `analyse` makes the `ModuleFlow` the rules read
+(lint/facts.py) with the stream hazards, and lint/analysis/driver.py adds the other facts.
 
 The interpreter itself is lint/accesses.py, its ordering model lint/ordering.py.
 
@@ -29,10 +28,8 @@ from csan_lint.lint.callers import CallersJoin
 from csan_lint.lint.carried import event_waiters, unrecorded_carried
 from csan_lint.lint.dataswap import swapped_out
 from csan_lint.lint.defaultjoin import waits_into_default
-from csan_lint.lint.deferred import stale_captures
 from csan_lint.lint.effects import Helpers
 from csan_lint.lint.facts import Carried, ModuleFlow, Sibling
-from csan_lint.lint.hostflow import host_hazards
 from csan_lint.lint.model import NO_SPELLINGS, Spellings
 from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, SET_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import descendants, parse_module
@@ -170,7 +167,7 @@ def analyse(
             _cross_method(owner, functions, exits, helpers, hazards, source)
             if swapped_in and assumptions.holds(assumed.DATA_SWAP):
                 swapped_out(owner, functions, swapped_in, hazards)
-    flow = ModuleFlow(
+    return ModuleFlow(
         path,
         module,
         list(hazards.values()),
@@ -182,10 +179,6 @@ def analyse(
         carried=carried,
         assumptions=assumptions,
     )
-    flow.host_hazards = host_hazards(flow)
-    if assumptions.holds(assumed.STALE_STREAM_CAPTURE):
-        flow.stale_captures = stale_captures(source, imports, functions, spellings)
-    return flow
 
 
 def _mentions(source: str, kind: Kind) -> bool:

@@ -1,6 +1,6 @@
 """The facts the rules classify are computed by the analysis, once per module: the ordering a
 stream hazard lacks, the host hazards and the stale stream captures are on `ModuleFlow` when
-`analyse` returns, whichever rules run."""
+the driver returns, whichever rules run."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ import textwrap
 import libcst as cst
 
 from csan_lint.lint.analysis.assumptions import STALE_STREAM_CAPTURE, Assumptions
+from csan_lint.lint.analysis.driver import module_facts
 from csan_lint.lint.facts import HazardKind, Missing, ModuleFlow
-from csan_lint.lint.streamflow import analyse
 from csan_lint.runtime.kinds import HOST_READ_PENDING
 
 
 def flow_of(source: str, assumptions: Assumptions | None = None) -> ModuleFlow:
     source = textwrap.dedent(source)
     if assumptions is None:
-        return analyse(cst.parse_module(source), "m.py", source)
-    return analyse(cst.parse_module(source), "m.py", source, assumptions=assumptions)
+        return module_facts(cst.parse_module(source), "m.py", source)
+    return module_facts(cst.parse_module(source), "m.py", source, assumptions=assumptions)
 
 
 def test_a_side_stream_reading_the_current_streams_result_lacks_a_fork() -> None:
