@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 import libcst as cst
 
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Receiver
+from csan_lint.lint.facts import Carried
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.nodes import target_names
 from csan_lint.lint.recognize import NO_FUNCTIONS, ContextFunctions
@@ -51,23 +51,6 @@ _ITERATING = frozenset({"zip", "enumerate", "iter", "reversed", "sorted", "map",
 """Builtins that go through a container: what they take holds the values, it is not one."""
 _MADE = (cst.Dict, cst.List, cst.Tuple, cst.Set, cst.DictComp, cst.ListComp, cst.SetComp, cst.SimpleString)
 """Values a function makes itself: what they hold was made here, not handed over."""
-
-
-@dataclass(frozen=True)
-class Carried:
-    """A tensor read from a holder whose event a stream waits on, used there unrecorded."""
-
-    tensor: str
-    """`b.x`, `b`: what the finding names."""
-    use: cst.CSTNode
-    statement: cst.CSTNode
-    event: str
-    """The waited event, as code."""
-    wait: cst.Call
-    stream: str
-    """The waiting stream, as code."""
-    current: bool
-    """Whether that is the current stream where the wait is (else a stream the use enters)."""
 
 
 def unrecorded_carried(

@@ -1,4 +1,4 @@
-"""Deferred callables that capture the current stream (CSL102's stale stream).
+"""Deferred callables that capture the current stream (CSL104, stale-stream-capture).
 
 `functools.partial(kernel, stream=torch.cuda.current_stream().cuda_stream)`, or a lambda or a
 nested `def` that uses a stream its function bound to `current_stream()`: the stream is fixed
@@ -23,13 +23,13 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import cast
 
 import libcst as cst
 
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Kind
+from csan_lint.lint.facts import StaleCapture
 from csan_lint.lint.model import Spellings
 from csan_lint.lint.names import CURRENT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import children, literal_items, target_names
@@ -43,22 +43,6 @@ _REBINDING = (cst.AugAssign, cst.For, cst.NamedExpr, cst.AnnAssign, cst.AsName)
 """Nodes that bind names other than by `=` (`+=`, `for`, `:=`, `as`): such a name is not (only) a stream."""
 _CALLS_AT_ONCE = frozenset({"map", "filter", "sorted", "min", "max", "reduce"})
 """Builtins (and `functools.reduce`) that call the callable they are given before returning."""
-
-
-@dataclass(frozen=True)
-class StaleCapture:
-    """A callable built with the current stream fixed in it, that leaves its function."""
-
-    name: str
-    """The callable as the message names it: `'name'` it is bound to, else `a lambda`, `'partial(f, ...)'`."""
-    capture: cst.BaseExpression
-    """The expression that holds the stream of build time (the report's position)."""
-    built: cst.CSTNode
-    """The `partial(...)` call, the lambda or the nested `def`."""
-    escape: cst.CSTNode
-    """Where it leaves the function: the storing, passing or returning statement or call."""
-    how: str
-    """How it leaves: "stored in 'self.fn'", "passed to 'store.put'", "returned"."""
 
 
 def stale_captures(

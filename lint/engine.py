@@ -1,4 +1,4 @@
-"""Source text in, findings out: parse, analyse the stream flow once, run the rules on it.
+"""Source text in, findings out: parse, compute the module's facts once, run the rules on them.
 
 Pure on purpose: no file I/O, no configuration, no suppressions. The command line, the
 pre-commit hook and `--confirm` all apply those on top of this one function.
@@ -11,12 +11,12 @@ from collections.abc import Sequence
 import libcst as cst
 
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
+from csan_lint.lint.analysis.driver import module_facts
 from csan_lint.lint.model import NO_SPELLINGS, Finding, Spellings
 from csan_lint.lint.nodes import parse_module, remembered_subtrees
 from csan_lint.lint.recognize import stream_code_lines_in
 from csan_lint.lint.registry import all_rules
 from csan_lint.lint.rule import Rule
-from csan_lint.lint.streamflow import analyse
 from csan_lint.lint.summaries import PackageIndex
 from csan_lint.lint.syntax import python_syntax_error, syntax_error
 
@@ -57,7 +57,7 @@ def lint_and_recognize(
     except cst.ParserSyntaxError as error:
         return [syntax_error_finding(error, source, path)], frozenset()
     with remembered_subtrees():  # the analysis and the rules walk each function body many times
-        flow = analyse(module, path, source, package, spellings, assumptions)
+        flow = module_facts(module, path, source, package, spellings, assumptions)
         findings = [finding for rule in (all_rules() if rules is None else rules) for finding in rule().check(flow)]
     findings.sort(key=lambda finding: (finding.line, finding.column, finding.code))
     lines = stream_code_lines_in(module, spellings=spellings) if stream_code else frozenset()

@@ -22,13 +22,14 @@ same-module function that synchronizes anywhere in its body orders the host afte
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import lru_cache
 
 import libcst as cst
 
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Kind, Receiver
+from csan_lint.lint.facts import HostHazard, ModuleFlow
 from csan_lint.lint.hostfacts import (
     ModuleFacts,
     downloads,
@@ -43,6 +44,7 @@ from csan_lint.lint.hostfacts import (
 )
 from csan_lint.lint.hostorder import HostOrdering
 from csan_lint.lint.hoststate import (
+    CAPTURE,
     Block,
     Capture,
     Copy,
@@ -52,7 +54,7 @@ from csan_lint.lint.hoststate import (
     join_host_states,
 )
 from csan_lint.lint.interpret import OWN_RUN, Interpreter, Loop
-from csan_lint.lint.model import Span, Spellings
+from csan_lint.lint.model import Spellings
 from csan_lint.lint.names import (
     CURRENT_STREAM,
     DEFAULT_STREAM,
@@ -67,14 +69,11 @@ from csan_lint.lint.names import (
 from csan_lint.lint.nodes import literal_items
 from csan_lint.lint.ordering import CURRENT, DEFAULT
 from csan_lint.lint.recognize import entered_streams, one_stream
-from csan_lint.lint.streamflow import Location, ModuleFlow
 from csan_lint.lint.values import code_of, is_barrier, is_host_test, is_reference
 from csan_lint.lint.views import viewed
 from csan_lint.lint.vocabulary import SYNC_METHODS, UPLOAD_METHODS
 from csan_lint.runtime import kinds
 
-CAPTURE = "<capture>"
-"""The side stream `torch.cuda.graph` captures on when given none."""
 _MAX_LOOP_PASSES = 6
 
 _METADATA = frozenset(
@@ -98,21 +97,6 @@ _SYNCING_BUILTINS = frozenset({"int", "float", "bool"})
 _STORING_METHODS = frozenset(
     {"append", "extend", "insert", "appendleft", "put", "put_nowait", "setdefault", "update", "add", "push"}
 )
-
-
-@dataclass(frozen=True)
-class HostHazard:
-    """One host-side finding: `kind` is the runtime error kind that would confirm it."""
-
-    kind: str
-    node: cst.CSTNode
-    """Where the finding points: the host access, the wait, `capture_begin`, the side block's item."""
-    span_node: cst.CSTNode
-    fields: tuple[tuple[str, str], ...]
-    """Raw message fields: names as written, streams as tokens (`<current>`); `fields()` words them."""
-    copies: frozenset[Copy] = frozenset()
-    """The pending copies a host access races with (several after a join): the first in the
-    source is named, chosen by position once positions are known, never by node identity."""
 
 
 class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
@@ -539,66 +523,9 @@ def _host_hazards(module: cst.Module, source: str, spellings: Spellings) -> tupl
 
 
 def host_hazards(flow: ModuleFlow) -> tuple[HostHazard, ...]:
-    """Every host-side hazard of the module; cached, since five rules read it. Most modules are
-    skipped without a walk (`api.mentions`)."""
+    """Every host-side hazard of the module, for `ModuleFlow.host_hazards` (lint/streamflow.py's
+    `analyse`). Most modules are skipped without a walk (`api.mentions`)."""
     starts = frozenset({Kind.EVENT_CREATE, Kind.CAPTURE, Kind.CAPTURE_BEGIN})  # or a non-blocking copy
     if not api.mentions(starts, flow.spellings, frozenset({api.NON_BLOCKING})).search(flow.source):
         return ()
     return _host_hazards(flow.module, flow.source, flow.spellings)
-
-
-def host_location(flow: ModuleFlow, hazard: HostHazard) -> Location:
-    """`finding()` keyword arguments for a host hazard."""
-    where = flow.range(hazard.node)
-    span = flow.range(hazard.span_node)
-    return {
-        "line": where.start.line,
-        "column": where.start.column + 1,
-        "end_line": where.end.line,
-        "end_column": where.end.column + 1,
-        "span": Span(span.start.line, span.end.line),
-        "assumptions": (),
-    }
-
-
-def describe(stream: str) -> str:
-    if stream == CURRENT:
-        return "the current stream"
-    if stream == CAPTURE:
-        return "the capture stream"
-    if stream == DEFAULT:
-        return "the default stream"
-    return f"stream '{stream}'"
-
-
-def expression(stream: str) -> str:
-    if stream in (CURRENT, CAPTURE):
-        return "torch.cuda.current_stream()"
-    if stream == DEFAULT:
-        return f"{DEFAULT_STREAM}()"
-    return stream
-
-
-def first_copy(flow: ModuleFlow, hazard: HostHazard) -> Copy | None:
-    """The pending copy a message names: the first in the source, the same on every run."""
-
-    def start(copy: Copy) -> tuple[int, int, str]:
-        position = flow.range(copy.node).start
-        return position.line, position.column, copy.stream
-
-    return min(hazard.copies, key=start, default=None)
-
-
-def fields(flow: ModuleFlow, hazard: HostHazard) -> dict[str, str]:
-    """Message fields of a hazard: its own, plus `{stream}`/`{stream_code}`, and the first pending
-    copy's `{copy_line}` and stream."""
-    result = dict(hazard.fields)
-    first = first_copy(flow, hazard)
-    if first is not None:
-        result["copy_line"] = str(flow.line(first.node))
-        result["stream"] = first.stream
-    for name in ("stream", "capture"):
-        if name in result:
-            result[f"{name}_code"] = expression(result[name])
-            result[name] = describe(result[name])
-    return result

@@ -15,6 +15,9 @@ import libcst as cst
 from csan_lint.lint.ordering import CURRENT, UNKNOWN
 from csan_lint.lint.recognize import join_contexts
 
+CAPTURE = "<capture>"
+"""The side stream `torch.cuda.graph` captures on when given none."""
+
 
 @dataclass(frozen=True)
 class Copy:

@@ -57,6 +57,17 @@ class HazardKind(Enum):
     FREE_IN_USE = kinds.FREE_IN_USE
 
 
+class Missing(Enum):
+    """The ordering a stream hazard lacks: which stream should have waited for which."""
+
+    FORK = "fork"
+    """The access is on a stream entered after the conflicting access on the current stream:
+    that stream should have waited for the current one before its block."""
+    JOIN = "join"
+    """The conflicting access is on another stream (a side stream, the default stream): the
+    access's stream should have waited for that one before the access."""
+
+
 Produced = Literal["written", "allocated", "by the caller", "moved"]
 
 
@@ -151,6 +162,12 @@ class Hazard:
     join of the caller's stream, which may be another one (lint/defaultjoin.py)."""
     assumptions: frozenset[str] = frozenset()
     """The assumptions (lint/analysis/assumptions.py) without which it would not be reported."""
+
+    @property
+    def missing(self) -> Missing:
+        """The ordering that would have prevented a race (`Missing`); a FREE_IN_USE is
+        prevented by a record instead, whatever this says."""
+        return Missing.FORK if self.other == CURRENT else Missing.JOIN
 
 
 @dataclass(frozen=True)

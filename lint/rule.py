@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, ClassVar
 from csan_lint.lint.model import Finding, Span
 
 if TYPE_CHECKING:
-    from csan_lint.lint.streamflow import ModuleFlow
+    from csan_lint.lint.facts import ModuleFlow
 
 
 @dataclass(frozen=True)

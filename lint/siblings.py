@@ -33,11 +33,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 import libcst as cst
 
 from csan_lint.lint.analysis import api
+from csan_lint.lint.facts import Sibling
 from csan_lint.lint.names import CURRENT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import children, target_names, target_parts
 from csan_lint.lint.recognize import NO_FUNCTIONS, ContextFunctions, entered_streams
@@ -71,25 +71,6 @@ _STREAM_OR_EVENT = re.compile(r"(?i)(?:stream|event)s?$")
 
 Held = tuple[str, str]
 """(holder, attribute): `node.state` and `residual` for `node.state.residual`."""
-
-
-@dataclass(frozen=True)
-class Sibling:
-    """A tensor read from `holder` and used on the stream that a record of its sibling names."""
-
-    tensor: str
-    """`h.b`, as the finding names it."""
-    use: cst.CSTNode
-    """Its first use where the recorded stream is current."""
-    statement: cst.CSTNode
-    """The statement of the use."""
-    recorded: str
-    """`h.a`, the sibling that is recorded."""
-    record: cst.Call
-    stream: str
-    """The record's stream argument, as code."""
-    current: bool
-    """Whether that is the current stream where the record is (else a stream the use enters)."""
 
 
 def unrecorded_siblings(

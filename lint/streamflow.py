@@ -1,5 +1,6 @@
 """Stream-flow analysis of a module: which functions to interpret, how methods of a class
-hand `self` attributes to each other, and what the rules read (`ModuleFlow`).
+hand `self` attributes to each other; `analyse` makes the `ModuleFlow` the rules read
+(lint/facts.py) with the stream hazards, and lint/analysis/driver.py adds the other facts.
 
 The interpreter itself is lint/accesses.py, its ordering model lint/ordering.py.
 
@@ -15,11 +16,8 @@ Positions are computed only when a module has hazards (lint/positions.py), since
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TypedDict
 
 import libcst as cst
-from libcst.metadata import CodeRange
 
 from csan_lint.lint.accesses import FunctionAnalysis
 from csan_lint.lint.analysis import api
@@ -27,16 +25,15 @@ from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.api import Kind
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
 from csan_lint.lint.callers import CallersJoin
-from csan_lint.lint.carried import Carried, event_waiters, unrecorded_carried
+from csan_lint.lint.carried import event_waiters, unrecorded_carried
 from csan_lint.lint.dataswap import swapped_out
 from csan_lint.lint.defaultjoin import waits_into_default
 from csan_lint.lint.effects import Helpers
-from csan_lint.lint.model import NO_SPELLINGS, Span, Spellings
+from csan_lint.lint.facts import Carried, ModuleFlow, Sibling
+from csan_lint.lint.model import NO_SPELLINGS, Spellings
 from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, SET_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import descendants, parse_module
-from csan_lint.lint.ordering import CURRENT, DEFAULT, FlowState, Hazard, Mark, TrackedTensor, join_states, join_tensor
-from csan_lint.lint.positions import Positions, positions
-from csan_lint.lint.recognize import OR
+from csan_lint.lint.ordering import CURRENT, FlowState, Hazard, Mark, TrackedTensor, join_states, join_tensor
 from csan_lint.lint.scan import (
     body_of,
     call_text_counts,
@@ -51,115 +48,8 @@ from csan_lint.lint.scan import (
     self_calls,
     tensor_params,
 )
-from csan_lint.lint.siblings import Sibling, unrecorded_siblings
+from csan_lint.lint.siblings import unrecorded_siblings
 from csan_lint.lint.summaries import PackageIndex
-
-
-class Location(TypedDict):
-    """`Rule.finding()`'s position arguments, and the assumptions the finding there rests on."""
-
-    line: int
-    column: int
-    end_line: int
-    end_column: int
-    span: Span
-    assumptions: tuple[str, ...]
-
-
-@dataclass
-class ModuleFlow:
-    """What the rules read: the module's hazards, and where its nodes are (computed on demand)."""
-
-    path: str
-    module: cst.Module
-    hazards: list[Hazard]
-    _positions: Mapping[cst.CSTNode, CodeRange] | Positions | None = field(default=None, repr=False)
-    source: str = field(default="", repr=False)
-    """The module's text, for rules that prefilter on it (hostflow.py)."""
-    spellings: Spellings = field(default=NO_SPELLINGS, repr=False)
-    """The project's own wrappers of the stream API, for hostflow.py's names."""
-    imports: ImportTable = field(default_factory=ImportTable, repr=False)
-    functions: Sequence[tuple[str, cst.FunctionDef]] = field(default=(), repr=False)
-    """Every function of the module, nested ones too, as scan read them (for deferred.py)."""
-    siblings: list[Sibling] = field(default_factory=list)
-    """Tensors used unrecorded beside a recorded one from the same holder (lint/siblings.py)."""
-    carried: list[Carried] = field(default_factory=list)
-    """Tensors used unrecorded where a stream waits on the event they came with (lint/carried.py)."""
-    assumptions: Assumptions = field(default=DEFAULT_ASSUMPTIONS, repr=False)
-    """What the analysis was told to assume (lint/analysis/assumptions.py)."""
-
-    def range(self, node: cst.CSTNode) -> CodeRange:
-        if self._positions is None:
-            self._positions = positions(self.module)
-        return self._positions[node]
-
-    def location(self, hazard: Hazard) -> Location:
-        """`finding()` keyword arguments: the access's 1-based position and the block's span."""
-        where = self.range(hazard.access.node)
-        span = self.range(hazard.access.span_node)
-        return {
-            "line": where.start.line,
-            "column": where.start.column + 1,
-            "end_line": where.end.line,
-            "end_column": where.end.column + 1,
-            "span": Span(span.start.line, span.end.line),
-            "assumptions": tuple(sorted(hazard.assumptions)),
-        }
-
-    def line(self, node: cst.CSTNode) -> int:
-        return self.range(node).start.line
-
-
-def message_fields(hazard: Hazard, current: str = f"{CURRENT_STREAM}()") -> dict[str, str]:
-    """What rule templates may name: `{tensor}`; `{stream}` (the offending access's) and `{other}`
-    as prose ("side stream 's'"), `{waiter}` the offending stream in short, `{stream_code}` and
-    `{other_code}` as code for fixes, with the current stream spelled `current` (as the module's
-    fixes spell it); `{verb}`; `{produced}`, what the conflicting access did ("written", or
-    "allocated": its memory may still be in use by work launched there before)."""
-    verb = "written" if hazard.access.write else "read"
-    if hazard.returned:  # the caller's next use, after the function returns
-        return {
-            "tensor": hazard.tensor,
-            "stream": f"the caller's stream after '{hazard.handed_by or hazard.function}' "
-            + ("hands it over" if hazard.handed_by else "returns"),
-            "waiter": "the caller's stream",
-            "other": _describe(hazard.other),
-            "stream_code": current,
-            "other_code": _code(hazard.other, current),
-            "verb": "used",
-            "produced": _PRODUCED["moved"] if hazard.produced == "moved" else "written",
-        }
-    return {
-        "tensor": hazard.tensor,
-        "stream": _describe(hazard.access.stream),
-        "waiter": _describe(hazard.access.stream),
-        "other": _describe(hazard.other) + (f" in {hazard.origin}()" if hazard.origin else ""),
-        "stream_code": _code(hazard.access.stream, current),
-        "other_code": _code(hazard.other, current),
-        "verb": "first used" if hazard.produced == "allocated" else verb,  # a read or a write races alike
-        "produced": _PRODUCED.get(hazard.produced, hazard.produced),
-    }
-
-
-_PRODUCED = {"by the caller": "written by the caller", "moved": "moved in place (its parameters copied)"}
-"""How a message says what the conflicting write did, where its word alone does not."""
-
-
-def _describe(stream: str) -> str:
-    """Prose for a stream token; of a stream chosen at run time, only the side streams it may be."""
-    if stream == DEFAULT:
-        return "the default stream"
-    sides = OR.join(choice for choice in stream.split(OR) if choice != CURRENT)
-    return f"side stream '{sides}'" if sides else "the current stream"
-
-
-def _code(stream: str, current: str) -> str:
-    """Source for a stream token, the current stream spelled `current`; of a stream chosen at run
-    time, its first side stream (waiting on it orders each path: on the others it is a stream
-    the current one need not wait for, or the current stream itself)."""
-    spelled = {CURRENT: current, DEFAULT: f"{DEFAULT_STREAM}()"}
-    sides = [choice for choice in stream.split(OR) if choice != CURRENT]
-    return spelled.get(sides[0], sides[0]) if sides else current
 
 
 def analyse(

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from csan_lint.lint.hostflow import fields, host_hazards, host_location
+from csan_lint.lint.facts import ModuleFlow
 from csan_lint.lint.model import Finding
 from csan_lint.lint.rule import Invalid, Rule, Valid
-from csan_lint.lint.streamflow import ModuleFlow
+from csan_lint.lint.wording import host_fields
 from csan_lint.runtime.kinds import CAPTURE_ON_DEFAULT_STREAM
 
 
@@ -147,6 +147,6 @@ class CaptureOnDefaultStream(Rule):
     ]
 
     def check(self, flow: ModuleFlow) -> Iterator[Finding]:
-        for hazard in host_hazards(flow):
+        for hazard in flow.host_hazards:
             if hazard.kind == CAPTURE_ON_DEFAULT_STREAM:
-                yield self.finding(flow.path, **host_location(flow, hazard), **fields(flow, hazard))
+                yield self.finding(flow.path, **flow.location(hazard), **host_fields(flow, hazard))

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from csan_lint.lint.edits import attach, current_stream_code, wait_before_overwrite
+from csan_lint.lint.edits import Fix, attach, current_stream_code, join_before_use, wait_before_block
+from csan_lint.lint.facts import Hazard, HazardKind, Missing, ModuleFlow
 from csan_lint.lint.model import Finding
-from csan_lint.lint.ordering import HazardKind
 from csan_lint.lint.rule import Invalid, Rule, Valid
-from csan_lint.lint.streamflow import ModuleFlow, message_fields
+from csan_lint.lint.wording import message_fields
 from csan_lint.runtime.kinds import WRITE_AFTER_READ
 
 
@@ -220,3 +220,12 @@ class CrossStreamOverwrite(Rule):
                 fields = message_fields(hazard, current_stream_code(flow))
                 finding = self.finding(flow.path, **flow.location(hazard), **fields)
                 yield attach(finding, wait_before_overwrite(flow, hazard))
+
+
+def wait_before_overwrite(flow: ModuleFlow, hazard: Hazard) -> Fix | None:
+    """Order the overwriting stream after the read. A read on the current stream is waited for
+    just before the overwriting block (as CSL101 fixes); a read on a named stream, just before
+    the overwriting statement (as CSL102 fixes)."""
+    if hazard.missing is Missing.FORK:
+        return wait_before_block(flow, hazard)
+    return join_before_use(flow, hazard)

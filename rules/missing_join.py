@@ -5,14 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
-from csan_lint.lint.analysis.assumptions import STALE_STREAM_CAPTURE
-from csan_lint.lint.deferred import StaleCapture, stale_captures
 from csan_lint.lint.edits import attach, current_stream_code, join_before_use
-from csan_lint.lint.model import Finding, Span
-from csan_lint.lint.ordering import CURRENT, Hazard, HazardKind
+from csan_lint.lint.facts import Hazard, HazardKind, Missing, ModuleFlow
+from csan_lint.lint.model import Finding
 from csan_lint.lint.rule import Invalid, Rule, Valid
-from csan_lint.lint.streamflow import ModuleFlow, message_fields
-from csan_lint.lint.values import code_of
+from csan_lint.lint.wording import message_fields
 from csan_lint.runtime.kinds import READ_AFTER_WRITE, WRITE_AFTER_WRITE
 
 
@@ -26,17 +23,12 @@ class MissingJoin(Rule):
     or an `e.query()` seen returning True: in the branch it guards, after `while not e.query():`).
     Loops are followed around: a result produced on `s` at the end of one iteration and used at the
     start of the next counts.
-    Also flags a callable built with the current stream fixed in it — `functools.partial(kernel,
-    stream=torch.cuda.current_stream().cuda_stream)`, a lambda or a nested `def` handing a stream
-    bound to `current_stream()` to a call — that leaves its function to run later (stored in an
-    attribute, a container or through a call, or returned), at the captured stream.
+    A callable that fixes the current stream when it is built and runs later is CSL104's
+    (`stale-stream-capture`; reported as CSL102 before).
 
     ## Why is this bad?
     Leaving the `with` block does not wait for the work launched in it. The current stream
     goes on at once and can read the result before the side stream has written it.
-    A callable run later launches its work on the stream fixed when it was built, while whoever
-    runs it orders the consumers of its results after the stream current when it runs: those
-    waits do not cover that work. Resolving the stream inside the callable captures nothing.
 
     ## Assumptions
     Every use after the block may run before the side stream's work: a read, a write, passing
@@ -48,15 +40,6 @@ class MissingJoin(Rule):
     A stream kept in `__init__` from `current_stream()` (`self.compute`) and rebound by no other
     method is the current stream of whoever calls the object's methods (a kept `default_stream()`
     is not: a caller on a side stream is the bug it hides).
-
-    A callable holding the current stream is not reported when it is only called in the function
-    that builds it, handed to a `with` item or to a builtin that calls it at once (`map`,
-    `sorted`), or registered by a call whose handle that function `remove()`s; nor when it uses the
-    stream only to enter it (`with torch.cuda.stream(s):`: it says where its work runs) or to order
-    (`wait_stream`, `record_stream`, an event's `record`/`wait`), nor for a `current_stream()` read
-    inside a stream block (the block's stream, chosen explicitly). Any other call it is passed to
-    is taken to keep it, including one that calls it at once; a stream reached through an alias
-    made inside the callable, or through an attribute (`self.s = current_stream()`), is not followed.
 
     A join into the default stream is not a join of the caller's stream: what a function leaves
     pending and hands back is used next on the stream current when it was entered, the default
@@ -138,12 +121,6 @@ class MissingJoin(Rule):
     )
     fix_title = "join before the use: `{stream_code}.wait_stream({other_code})`"
     confirmed_by = (READ_AFTER_WRITE, WRITE_AFTER_WRITE)
-    stale_capture_message = (
-        "{callable} is built with the current stream fixed in it ('{capture}') and is {how} at line"
-        " {escape_line} to run later: its work is launched on the stream current when it was built, so the"
-        " waits that order its results after the stream current when it runs do not cover it"
-    )
-    stale_capture_fix = "resolve the stream when {callable} runs (`{current}` inside it) instead of capturing it"
 
     VALID = [
         Valid(
@@ -298,19 +275,6 @@ class MissingJoin(Rule):
                 return total
             """
         ),
-        Valid(
-            """
-            import functools
-            import torch
-
-            def backward(op, x, dy, out):
-                gemm = functools.partial(wgrad_kernel, stream=None)  # the kernel asks current_stream() itself
-                if op.delay:
-                    op.store.put([x, dy, out], gemm)
-                else:
-                    gemm(x, dy, out)
-            """
-        ),
     ]
     INVALID = [
         Invalid(
@@ -419,20 +383,6 @@ class MissingJoin(Rule):
         ),
         Invalid(
             """
-            import functools
-            import torch
-
-            def backward(op, x, dy, out):
-                gemm = functools.partial(wgrad_kernel, stream=torch.cuda.current_stream().cuda_stream)
-                if op.delay:
-                    op.store.put([x, dy, out], gemm)
-                else:
-                    gemm(x, dy, out)
-            """,
-            lines=(5,),
-        ),
-        Invalid(
-            """
             import torch
 
             class Reducer:
@@ -453,41 +403,13 @@ class MissingJoin(Rule):
         for hazard in flow.hazards:
             if hazard.default_join:
                 yield self._default_join(flow, hazard)
-            elif hazard.other != CURRENT and hazard.kind in (
+            elif hazard.missing is Missing.JOIN and hazard.kind in (
                 HazardKind.READ_AFTER_WRITE,
                 HazardKind.WRITE_AFTER_WRITE,
             ):
                 fields = message_fields(hazard, current_stream_code(flow))
                 finding = self.finding(flow.path, **flow.location(hazard), **fields)
                 yield finding if hazard.returned else attach(finding, join_before_use(flow, hazard))
-        if not flow.assumptions.holds(STALE_STREAM_CAPTURE):
-            return
-        for capture in stale_captures(flow.source, flow.imports, flow.functions, flow.spellings):
-            yield self._stale(flow, capture)
-
-    def _stale(self, flow: ModuleFlow, capture: StaleCapture) -> Finding:
-        """At the captured stream, spanning the callable's making to where it leaves."""
-        where = flow.range(capture.capture)
-        lines = [flow.line(node) for node in (capture.built, capture.capture, capture.escape)]
-        fields = {
-            "callable": capture.name,
-            "capture": code_of(capture.capture),
-            "how": capture.how,
-            "escape_line": str(flow.line(capture.escape)),
-            "current": current_stream_code(flow),
-        }
-        return Finding(
-            path=flow.path,
-            line=where.start.line,
-            column=where.start.column + 1,
-            code=self.code,
-            message=self.stale_capture_message.format(**fields),
-            end_line=where.end.line,
-            end_column=where.end.column + 1,
-            span=Span(min(lines), max(lines)),
-            fix=self.stale_capture_fix.format(**fields),
-            assumptions=(STALE_STREAM_CAPTURE,),
-        )
 
     def _default_join(self, flow: ModuleFlow, hazard: Hazard) -> Finding:
         current = current_stream_code(flow)

@@ -8,14 +8,22 @@ from dataclasses import replace
 import libcst as cst
 
 from csan_lint.lint.analysis.assumptions import EVENT_CARRIED, RECORDED_SIBLINGS
-from csan_lint.lint.carried import Carried
-from csan_lint.lint.edits import attach, current_stream_code, record_after_use
-from csan_lint.lint.model import Finding, Span
+from csan_lint.lint.edits import (
+    Fix,
+    attach,
+    binds,
+    current_stream_code,
+    insertion,
+    is_name,
+    module_context,
+    scope,
+    spelled_stream,
+)
+from csan_lint.lint.facts import CURRENT, Carried, Hazard, HazardKind, ModuleFlow, Sibling
+from csan_lint.lint.model import Edit, Finding, Span
 from csan_lint.lint.names import dotted_name
-from csan_lint.lint.ordering import Hazard, HazardKind
 from csan_lint.lint.rule import Invalid, Rule, Valid
-from csan_lint.lint.siblings import Sibling
-from csan_lint.lint.streamflow import ModuleFlow, message_fields
+from csan_lint.lint.wording import message_fields
 from csan_lint.runtime.kinds import FREE_IN_USE
 
 
@@ -543,3 +551,48 @@ def _stash(drop: cst.Del | cst.Call | cst.Assign) -> str:
     else:
         held = drop.func.value if isinstance(drop.func, cst.Attribute) else drop.func
     return dotted_name(held) or "its container"
+
+
+def record_after_use(flow: ModuleFlow, hazard: Hazard) -> Fix | None:
+    """`t.record_stream(s)` right after the block (or statement) that used `t` on `s`,
+    so the allocator waits for `s` before reusing `t`'s memory. Not when `t` is released inside
+    that block: after it the name no longer means the tensor that was used.
+
+    A statement that leaves the function (`return t + 1`) gets the call just before it: the
+    allocator waits for the recorded streams' work up to the free, wherever the call stands."""
+    anchor = hazard.access.span_node
+    stream, tensor = hazard.access.stream, hazard.tensor
+    if not (is_name(tensor) and (stream == CURRENT or is_name(stream))):
+        return None
+    if (
+        isinstance(anchor, cst.With)
+        and stream == CURRENT
+        or not isinstance(anchor, (cst.With, cst.SimpleStatementLine))
+    ):
+        return None
+    where = flow.range(anchor)
+    line = where.end.line + 1
+    if _leaves(anchor) or hazard.returned:  # before the tensor is handed over
+        if isinstance(anchor, cst.With):
+            return None
+        line = where.start.line
+    if hazard.release is not None and where.start.line <= flow.line(hazard.release) <= where.end.line:
+        return None
+    context = module_context(flow.module)
+    if isinstance(anchor, cst.With) and (binds(anchor, stream) or binds(anchor, tensor)):
+        return None
+    spelled = spelled_stream(context, stream)
+    if spelled is None:
+        return None
+    edit = Edit(line, where.start.line, f"{tensor}.record_stream({spelled.code})", scope(flow, anchor))
+    return insertion(flow, context, edit, spelled)
+
+
+def _leaves(statement: cst.With | cst.SimpleStatementLine) -> bool:
+    """Control never reaches the line after the statement: it ends in `return`, `raise`..."""
+    last: cst.CSTNode = statement
+    while isinstance(last, cst.With):
+        last = last.body if isinstance(last.body, cst.SimpleStatementSuite) else last.body.body[-1]
+    if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) and last.body:
+        return isinstance(last.body[-1], (cst.Return, cst.Raise, cst.Break, cst.Continue))
+    return False

@@ -6,10 +6,10 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from csan_lint.lint.edits import attach, current_stream_code, wait_before_block
+from csan_lint.lint.facts import HazardKind, Missing, ModuleFlow
 from csan_lint.lint.model import Finding
-from csan_lint.lint.ordering import CURRENT, HazardKind
 from csan_lint.lint.rule import Invalid, Rule, Valid
-from csan_lint.lint.streamflow import ModuleFlow, message_fields
+from csan_lint.lint.wording import message_fields
 from csan_lint.runtime.kinds import READ_AFTER_WRITE, WRITE_AFTER_WRITE
 
 
@@ -406,7 +406,7 @@ class MissingWaitStream(Rule):
 
     def check(self, flow: ModuleFlow) -> Iterator[Finding]:
         for hazard in flow.hazards:
-            if hazard.other == CURRENT and hazard.kind in (
+            if hazard.missing is Missing.FORK and hazard.kind in (
                 HazardKind.READ_AFTER_WRITE,
                 HazardKind.WRITE_AFTER_WRITE,
             ):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from csan_lint.lint.hostflow import fields, host_hazards, host_location
+from csan_lint.lint.facts import ModuleFlow
 from csan_lint.lint.model import Finding
 from csan_lint.lint.rule import Invalid, Rule, Valid
-from csan_lint.lint.streamflow import ModuleFlow
+from csan_lint.lint.wording import host_fields
 from csan_lint.runtime.kinds import HOST_WRITE_PENDING
 
 _RESTAGED = """
@@ -212,10 +212,10 @@ class PinnedSourceOverwrite(Rule):
     ]
 
     def check(self, flow: ModuleFlow) -> Iterator[Finding]:
-        for hazard in host_hazards(flow):
+        for hazard in flow.host_hazards:
             if hazard.kind == HOST_WRITE_PENDING:
-                values = fields(flow, hazard)
+                values = host_fields(flow, hazard)
                 values["through"] = f" through its view '{values['view']}'" if "view" in values else ""
                 whose = "the previous call's" if "previous_call" in values else "the"
                 values["copy"] = f"{whose} non-blocking copy out of it"
-                yield self.finding(flow.path, **host_location(flow, hazard), **values)
+                yield self.finding(flow.path, **flow.location(hazard), **values)

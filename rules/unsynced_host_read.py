@@ -4,11 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from csan_lint.lint.edits import attach, sync_before_read
-from csan_lint.lint.hostflow import fields, host_hazards, host_location
-from csan_lint.lint.model import Finding
+from csan_lint.lint.edits import (
+    Fix,
+    ancestors,
+    attach,
+    holds,
+    insertion,
+    is_name,
+    may_switch_stream,
+    module_context,
+    scope,
+    spelled_stream,
+    statement_of,
+)
+from csan_lint.lint.facts import CURRENT, HostHazard, ModuleFlow
+from csan_lint.lint.model import Edit, Finding
 from csan_lint.lint.rule import Invalid, Rule, Valid
-from csan_lint.lint.streamflow import ModuleFlow
+from csan_lint.lint.wording import first_copy, host_fields
 from csan_lint.runtime.kinds import HOST_READ_PENDING
 
 
@@ -209,7 +221,31 @@ class UnsyncedHostRead(Rule):
     ]
 
     def check(self, flow: ModuleFlow) -> Iterator[Finding]:
-        for hazard in host_hazards(flow):
+        for hazard in flow.host_hazards:
             if hazard.kind == HOST_READ_PENDING:
-                finding = self.finding(flow.path, **host_location(flow, hazard), **fields(flow, hazard))
+                finding = self.finding(flow.path, **flow.location(hazard), **host_fields(flow, hazard))
                 yield attach(finding, sync_before_read(flow, hazard))
+
+
+def sync_before_read(flow: ModuleFlow, hazard: HostHazard) -> Fix | None:
+    """`s.synchronize()` just before the statement whose host read would see the copy
+    unfinished. A copy made on the current stream is synced as `torch.cuda.current_stream()`
+    only where that is still the stream current (no stream block around the read)."""
+    copy = first_copy(flow, hazard)
+    stream = copy.stream if copy is not None else dict(hazard.fields).get("stream", "")
+    if not (stream == CURRENT or is_name(stream)) or len({other.stream for other in hazard.copies}) > 1:
+        return None
+    context = module_context(flow.module)
+    statement = statement_of(flow, hazard.node)
+    if statement is None or copy is not None and holds(flow.range(statement), flow.range(copy.node)):
+        return None  # a copy read in the statement that makes it (`.to(..., non_blocking=True).tolist()`)
+    outer = ancestors(flow, hazard.node)
+    if outer is None or stream == CURRENT and any(may_switch_stream(context, node) for node in outer):
+        return None
+    spelled = spelled_stream(context, stream)
+    if spelled is None:
+        return None
+    start = flow.line(statement)
+    return insertion(
+        flow, context, Edit(start, start, f"{spelled.code}.synchronize()", scope(flow, statement)), spelled
+    )

@@ -318,10 +318,10 @@ def backward(op, x, dy, out):
     else:
         gemm(x, dy, out)
 """,
-        when_on=(("CSL102", 8),),
+        when_on=(("CSL104", 8),),
         when_off=(),
         default=True,
-        rules=("CSL102",),
+        rules=("CSL104",),
         evidence=True,
     ),
 )

@@ -1,5 +1,5 @@
 """A callable built with the current stream fixed in it (a partial, a lambda, a nested def) that
-leaves its function runs later on the stream of build time: CSL102 at the captured stream, unless
+leaves its function runs later on the stream of build time: CSL104 (stale-stream-capture) at the captured stream, unless
 the callable is only called where it is built or uses the stream only to enter it or to order."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import pytest
 
 from csan_lint.lint.engine import lint_source
 from csan_lint.lint.model import NO_SPELLINGS, Spellings
-from csan_lint.rules.missing_join import MissingJoin
+from csan_lint.rules.stale_stream_capture import StaleStreamCapture
 
 
 def findings(source: str, spellings: Spellings = NO_SPELLINGS) -> list[tuple[str, int]]:
-    found = lint_source(textwrap.dedent(source), "m.py", rules=[MissingJoin], spellings=spellings)
+    found = lint_source(textwrap.dedent(source), "m.py", rules=[StaleStreamCapture], spellings=spellings)
     return sorted((f.code, f.line) for f in found)
 
 
@@ -35,8 +35,8 @@ def backward(op, x, dy, out):
 
 
 def test_a_partial_kept_for_later_with_the_current_stream_handle_is_flagged_at_the_capture() -> None:
-    found = lint_source(textwrap.dedent(DELAYED), "m.py", rules=[MissingJoin])
-    assert [(f.code, f.line) for f in found] == [("CSL102", 8)]
+    found = lint_source(textwrap.dedent(DELAYED), "m.py", rules=[StaleStreamCapture])
+    assert [(f.code, f.line) for f in found] == [("CSL104", 8)]
     assert "'gemm' is built with the current stream fixed in it" in found[0].message
     assert "passed to 'op.store.put' at line 11" in found[0].message
     assert "resolve the stream when 'gemm' runs" in (found[0].fix or "")
@@ -78,7 +78,7 @@ def build(self, x, key, side):
     ],
 )
 def test_a_callable_holding_the_current_stream_that_leaves_the_function_is_flagged(build: str, line: int) -> None:
-    assert findings(BUILD.format(body=build)) == [("CSL102", line)]
+    assert findings(BUILD.format(body=build)) == [("CSL104", line)]
 
 
 NESTED = """
@@ -98,7 +98,7 @@ def test_a_nested_def_launching_on_a_captured_stream_and_returned_is_flagged_at_
     found = lint_source(
         textwrap.dedent(NESTED.format(body="fused_kernel(grad, x, stream=stream.cuda_stream)")),
         "m.py",
-        rules=[MissingJoin],
+        rules=[StaleStreamCapture],
     )
     assert [(f.line, f.column) for f in found] == [(8, 38)]
     assert "'hook' is built with the current stream fixed in it ('stream.cuda_stream') and is returned" in (
@@ -161,8 +161,8 @@ def test_a_hook_registered_by_a_method_and_kept_is_flagged() -> None:
 
             param.register_hook(reduce)
     """
-    found = lint_source(textwrap.dedent(source), "m.py", rules=[MissingJoin])
-    assert [(f.code, f.line) for f in found] == [("CSL102", 10)]
+    found = lint_source(textwrap.dedent(source), "m.py", rules=[StaleStreamCapture])
+    assert [(f.code, f.line) for f in found] == [("CSL104", 10)]
     assert "'reduce' is built with the current stream fixed in it ('stream')" in found[0].message
     assert "passed to 'param.register_hook' at line 13" in found[0].message
 
@@ -177,4 +177,4 @@ def test_a_project_current_stream_wrapper_is_a_current_stream() -> None:
         self.run = functools.partial(kernel, x, get_stream())
     """
     assert findings(source) == []
-    assert findings(source, Spellings(current_stream=("pkg.streams.get_stream",))) == [("CSL102", 7)]
+    assert findings(source, Spellings(current_stream=("pkg.streams.get_stream",))) == [("CSL104", 7)]
