@@ -149,6 +149,9 @@ class FunctionAnalysis(
         `None`, for the function's summary (`Summary.allocates`)."""
         self.maybe_none: set[str] = set()
         """Names bound to `None` somewhere in the function: an argument that may be `None`."""
+        self.rebound_by_calls: set[str] = set()
+        """Attributes a called function bound to new tensors (`self.x = ...` in the callee):
+        this function's summary passes that on, a new value, not a write of the old one."""
         self.indexed_by: set[str] = set()
         """Names some access's region depends on (`i` of `buf[i]`): rebinding one unplaces it."""
         self.touched_after_work: set[str] = set()

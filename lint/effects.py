@@ -306,7 +306,7 @@ class Helpers:
         def outside(after: frozenset[str]) -> frozenset[str]:
             return frozenset(token for token in after if meaningful(token))
 
-        rebound = {key for key in analysis.bound if key.startswith("self.")}
+        rebound = {key for key in analysis.bound | analysis.rebound_by_calls if key.startswith("self.")}
         orders = []
         for token in sorted(tokens):
             after = end.tensors[probe_key(token)].writes
@@ -389,6 +389,7 @@ class Effects:
     silent: int
     tokens: set[str]
     returned_by: dict[int, dict[int | None, Mark]]
+    rebound_by_calls: set[str]
     _stream: Callable[[cst.BaseExpression], str | None]
     _access: Callable[..., None]
 
@@ -439,6 +440,7 @@ class Effects:
                 )
         for effect, key, stream, after in effects:
             if effect.rebound:
+                self.rebound_by_calls.add(key)
                 assert self.statement is not None
                 access = Access(call, stream, True, self.block or self.statement, self.function)
                 mark = Mark(access, after | issued_on(stream), self.live.facts)
