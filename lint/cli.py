@@ -23,7 +23,7 @@ from csan_lint import __version__
 
 if TYPE_CHECKING:
     from csan_lint.lint.config import Config
-    from csan_lint.lint.runner import LintResult
+    from csan_lint.lint.runner import LintResult, StagedLint
 
 # The rest of the linter is imported where a command needs it: `--version`, `--help` and
 # `rule` stay cheap, and a pre-commit run on one file loads only what linting it takes.
@@ -156,10 +156,18 @@ def _replay(trace: str, output_format: str, exit_zero: bool, quiet: bool) -> int
     return EXIT_CLEAN if status == EXIT_FINDINGS and exit_zero else status
 
 
-def _confirm(result: LintResult, paths: list[str], config: Any, options: dict[str, Any]) -> int:
+def _confirm(staged: StagedLint, paths: list[str], config: Any, options: dict[str, Any]) -> int:
+    """`--confirm` on the static pass so far: the syntax checks of the files the prefilter
+    rejected go on in the background while the tests start, and are waited for before the verdicts."""
     from csan_lint.runtime.confirm import main as confirm_main  # checks its own requirements (torch)
 
-    return confirm_main(result.findings, paths, config, options, result.stream_code)
+    with staged:
+        first = staged.first
+        if staged.checking and not options["quiet"]:
+            click.echo(f"Checking the syntax of the other {staged.checking} file(s) in the background.", err=True)
+        return confirm_main(
+            first.findings, paths, config, options, first.stream_code, all_findings=lambda: staged.result().findings
+        )
 
 
 def _diff(result: LintResult, config: Any, unsafe: bool, quiet: bool) -> int:
@@ -412,7 +420,7 @@ def check(
     from csan_lint.lint.config import ConfigError, load_config
     from csan_lint.lint.output import format_rule_list
     from csan_lint.lint.registry import all_rules
-    from csan_lint.lint.runner import lint_paths
+    from csan_lint.lint.runner import lint_in_stages
 
     if list_rules:
         click.echo(format_rule_list(all_rules()), nl=False)
@@ -454,9 +462,16 @@ def check(
         if from_stdin:
             result = _lint_stdin(stdin_filename, config, force_exclude)
         else:
-            result = lint_paths(
-                targets, config, cache=not no_cache, progress=progress, force_exclude=force_exclude, stream_code=confirm
+            staged = lint_in_stages(
+                targets,
+                config,
+                cache=not no_cache,
+                progress=progress,
+                force_exclude=force_exclude,
+                stream_code=confirm,
+                checks_later=confirm,
             )
+            result = staged.first if confirm else staged.result()
     except Exception as error:  # a bug outside any one file: say so plainly, not as a traceback
         _fail(f"internal error: {type(error).__name__}: {error}")
     finally:
@@ -466,7 +481,7 @@ def check(
         click.echo("warning: No Python files found under the given path(s)", err=True)
     if confirm:
         options = {**confirm_options, "output_format": output_format, "quiet": quiet, "exit_zero": exit_zero}
-        raise SystemExit(_confirm(result, targets, config, options))
+        raise SystemExit(_confirm(staged, targets, config, options))
     if diff:
         raise SystemExit(_diff(result, config, unsafe_fixes, quiet))
     fixed = None

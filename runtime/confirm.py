@@ -21,7 +21,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -285,9 +285,12 @@ def main(
     config: Config,
     options: dict[str, Any],
     stream_code: Mapping[str, frozenset[int]] | None = None,
+    all_findings: Callable[[], list[Finding]] | None = None,
 ) -> int:
     """The `--confirm` run over the stream code under `paths` and the findings of the static pass
-    (`stream_code`: what it recognized as stream code, path -> lines, on its own trees)."""
+    (`stream_code`: what it recognized as stream code, path -> lines, on its own trees).
+    `all_findings`: the static pass's findings once its last checks are done, when `findings`
+    lacks some that cannot choose tests (syntax checks left running while the tests start)."""
     started = time.monotonic()
     try:
         settings = resolve_settings(config, options)
@@ -346,6 +349,8 @@ def main(
         _say(settings, f"No test imports a module with stream code (looked in: {_shown_paths(test_paths)}).")
     else:
         _say(settings, "No stream code and no finding under the paths: no test to run.")
+    if all_findings is not None:
+        findings = all_findings()
     verdicts, runtime_only = decide(findings, result, selection.reaching, paths)
     verdicts, runtime_only, hidden = shown(verdicts, runtime_only, config, baseline)
     failures = failures_of(result, unchecked)
