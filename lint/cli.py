@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 STATIC_FORMATS = ("text", "json", "sarif", "github")
-CONFIRM_FORMATS = ("text", "json", "junit")
+CONFIRM_FORMATS = ("text", "json", "junit", "sarif")
 REPLAY_FORMATS = ("text", "json", "chrome")
 REPLAY_OPTIONS = frozenset({"replay", "output_format", "exit_zero", "quiet", "paths"})
 """What `--replay TRACE` reads; any other option or a path given with it is an error."""
@@ -324,7 +324,7 @@ def main() -> None:
     default="text",
     show_default=True,
     help="Output format: text, json (docs/json-format.md), sarif (SARIF 2.1.0), github (workflow "
-    "annotations); with --confirm: text, json or junit (docs/ci.md); with --replay: text, json or chrome "
+    "annotations); with --confirm: text, json, junit or sarif (docs/ci.md); with --replay: text, json or chrome "
     "(a Chrome/Perfetto trace).",
 )
 @click.option(

@@ -373,6 +373,20 @@ def main(
         click.echo(
             format_junit(verdicts, runtime_only, fail_on=settings.fail_on, device=device, failures=failures), nl=False
         )
+    elif settings.output_format == "sarif":
+        from csan_lint.runtime.confirm_sarif import format_confirm_sarif
+
+        sarif = format_confirm_sarif(
+            verdicts,
+            runtime_only,
+            fail_on=settings.fail_on,
+            device=device,
+            test_files=selection.test_files,
+            tests=list(result.tests.values()),
+            failures=failures,
+            not_shown=summary_of(hidden),
+        )
+        click.echo(sarif, nl=False)
     else:
         click.echo(
             format_text(
