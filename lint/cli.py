@@ -13,6 +13,7 @@ import re
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -24,6 +25,7 @@ from csan_lint import __version__
 if TYPE_CHECKING:
     from csan_lint.lint.config import Config
     from csan_lint.lint.runner import LintResult, StagedLint
+    from csan_lint.runtime.warm_python import WarmPython
 
 # The rest of the linter is imported where a command needs it: `--version`, `--help` and
 # `rule` stay cheap, and a pre-commit run on one file loads only what linting it takes.
@@ -156,9 +158,12 @@ def _replay(trace: str, output_format: str, exit_zero: bool, quiet: bool) -> int
     return EXIT_CLEAN if status == EXIT_FINDINGS and exit_zero else status
 
 
-def _confirm(staged: StagedLint, paths: list[str], config: Any, options: dict[str, Any]) -> int:
+def _confirm(
+    staged: StagedLint, paths: list[str], config: Any, options: dict[str, Any], warm: WarmPython | None
+) -> int:
     """`--confirm` on the static pass so far: the syntax checks of the files the prefilter
-    rejected go on in the background while the tests start, and are waited for before the verdicts."""
+    rejected go on in the background while the tests start, and are waited for before the
+    verdicts; the tests run in `warm`, the interpreter started (importing torch) before the lint."""
     from csan_lint.runtime.confirm import main as confirm_main  # checks its own requirements (torch)
 
     with staged:
@@ -166,7 +171,13 @@ def _confirm(staged: StagedLint, paths: list[str], config: Any, options: dict[st
         if staged.checking and not options["quiet"]:
             click.echo(f"Checking the syntax of the other {staged.checking} file(s) in the background.", err=True)
         return confirm_main(
-            first.findings, paths, config, options, first.stream_code, all_findings=lambda: staged.result().findings
+            first.findings,
+            paths,
+            config,
+            options,
+            first.stream_code,
+            all_findings=lambda: staged.result().findings,
+            warm=warm,
         )
 
 
@@ -456,6 +467,11 @@ def check(
         _fail(str(error))
     machine = output_format != "text" or quiet
     progress = None if machine or from_stdin else _ProgressBar()
+    warm = None
+    if confirm:  # its tests' interpreter imports torch while the static pass runs
+        from csan_lint.runtime.warm_python import WarmPython
+
+        warm = WarmPython(sys.executable)
     if confirm and not quiet:  # the first of --confirm's phases: each says what it does, in CI logs too
         click.echo(f"Linting {', '.join(targets)}...", err=True)
     try:
@@ -481,7 +497,8 @@ def check(
         click.echo("warning: No Python files found under the given path(s)", err=True)
     if confirm:
         options = {**confirm_options, "output_format": output_format, "quiet": quiet, "exit_zero": exit_zero}
-        raise SystemExit(_confirm(staged, targets, config, options))
+        with warm or nullcontext():
+            raise SystemExit(_confirm(staged, targets, config, options, warm))
     if diff:
         raise SystemExit(_diff(result, config, unsafe_fixes, quiet))
     fixed = None

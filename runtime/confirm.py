@@ -56,6 +56,7 @@ from csan_lint.runtime.confirm_verdict import (
     needs_unchecked_run,
     real,
 )
+from csan_lint.runtime.warm_python import WarmPython
 
 EXIT_CLEAN, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 CONFIG_KEYS = ("tests", "timeout", "device", "fail-on")
@@ -286,11 +287,13 @@ def main(
     options: dict[str, Any],
     stream_code: Mapping[str, frozenset[int]] | None = None,
     all_findings: Callable[[], list[Finding]] | None = None,
+    warm: WarmPython | None = None,
 ) -> int:
     """The `--confirm` run over the stream code under `paths` and the findings of the static pass
     (`stream_code`: what it recognized as stream code, path -> lines, on its own trees).
     `all_findings`: the static pass's findings once its last checks are done, when `findings`
-    lacks some that cannot choose tests (syntax checks left running while the tests start)."""
+    lacks some that cannot choose tests (syntax checks left running while the tests start).
+    `warm`: an interpreter started before the static pass, for the first pytest process."""
     started = time.monotonic()
     try:
         settings = resolve_settings(config, options)
@@ -328,7 +331,13 @@ def main(
         progress = _ProgressBar() if _show_progress(settings) else None
         with tempfile.TemporaryDirectory(prefix="csan-confirm-") as workdir:
             run_settings = RunSettings(
-                settings.device, settings.timeout, Path(workdir), settings.workers, settings.keyword, settings.trace_out
+                settings.device,
+                settings.timeout,
+                Path(workdir),
+                settings.workers,
+                settings.keyword,
+                settings.trace_out,
+                warm=warm,
             )
             runner = Runner(run_settings, progress)
             try:

@@ -44,6 +44,7 @@ from csan_lint.runtime.confirm_verdict import (
     StreamLeak,
     TestRun,
 )
+from csan_lint.runtime.warm_python import WarmPython
 
 POLL_SECONDS = 0.05
 COLLECTION_TIMEOUT_FLOOR = 120.0
@@ -69,6 +70,8 @@ class RunSettings:
     trace_out: str | None = None
     """`--csan-trace-out` of the first pytest process (FILE-N.ext for the Nth, after a crash)."""
     python: str = sys.executable
+    warm: WarmPython | None = None
+    """An interpreter started early (torch imported) for the first pytest process."""
 
 
 def short_reason(longrepr: str | None) -> str | None:
@@ -237,7 +240,10 @@ class Runner:
         result = _Pass()
         tails = _Tails(workdir, (probe_out.name, report.name))
         with open(log_path, "wb") as log, _terminated_as_exit():
-            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            warm = self.settings.warm
+            process = warm.run(command, log_path) if warm is not None and warm.runs(command) else None
+            if process is None:
+                process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             try:
                 self._watch(process, tails, result)
             finally:
