@@ -294,12 +294,12 @@ def stream_code_lines_in(module: cst.Module, *, spellings: Spellings = NO_SPELLI
 def _collect(node: cst.CSTNode, imports: ImportTable, functions: list[cst.FunctionDef]) -> None:
     """Imports, accelerator bindings and function definitions anywhere in the module."""
     for child in children(node):
-        kind = type(child)  # libcst's node classes are final: `is` spares isinstance's ABC machinery
-        if kind is cst.Import or kind is cst.ImportFrom or kind is cst.Assign:
+        # libcst's node classes are final: `type(...) is` spares isinstance's ABC machinery
+        if type(child) is cst.Import or type(child) is cst.ImportFrom or type(child) is cst.Assign:
             imports.add(child)
-        elif kind is cst.FunctionDef:
+        elif type(child) is cst.FunctionDef:
             functions.append(child)
-        if not _is_expression(kind):
+        if not _is_expression(type(child)):
             _collect(child, imports, functions)
 
 
@@ -359,12 +359,11 @@ class _Finder:
         return found
 
     def _is_stream_code(self, node: cst.CSTNode) -> bool:
-        kind = type(node)
-        if kind is cst.Name or kind is cst.Attribute:
+        if type(node) is cst.Name or type(node) is cst.Attribute:
             return self._names_api(node)
-        if kind is cst.WithItem:
+        if type(node) is cst.WithItem:
             return entered_streams(node.item, self.imports, self.functions) is not None
-        if kind is cst.Arg:
+        if type(node) is cst.Arg:
             return node.keyword is not None and (_is_flag(node, api.NON_BLOCKING) or _is_flag(node, api.PIN_MEMORY))
         assert isinstance(node, cst.Call)
         if self.functions.streams(node) is not None:  # also `stack.enter_context(on_stream(s))`

@@ -64,12 +64,14 @@ class WarmPython:
     def run(self, command: Sequence[str], log: Path) -> subprocess.Popen[bytes] | None:
         """`command` (`python -m MODULE ARGS`) in this interpreter, as `subprocess.Popen` with
         stdout and stderr to `log` would run it from here, now; None if the interpreter died."""
-        assert self._process is not None and self._process.stdin is not None and self.runs(command)
+        assert self._process is not None and self.runs(command)
         process, self._process = self._process, None
         order = {"module": command[2], "argv": list(command[3:]), "cwd": os.getcwd(), "env": dict(os.environ)}
+        stdin = process.stdin
+        assert stdin is not None
         try:
-            process.stdin.write(json.dumps({**order, "log": str(log)}).encode() + b"\n")
-            process.stdin.close()
+            stdin.write(json.dumps({**order, "log": str(log)}).encode() + b"\n")
+            stdin.close()
         except OSError:  # it died on its imports: the caller starts a fresh one
             _end(process)
             return None
