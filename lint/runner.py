@@ -419,7 +419,7 @@ def lint_in_stages(
         recognized.update(stale_lines)
     findings.sort(key=_finding_order)
     first = LintResult(findings, files_checked, len(parsed), files_cached, frozenset(unreached), recognized)
-    background = _dealt([check.job for check in later], workers) if later else None
+    background = _dealt([check.job for check in later], workers, background=True) if later else None
     return StagedLint(first, later, background, results)
 
 
@@ -574,8 +574,8 @@ def _run(work: list[_Job], jobs: int | None, progress: Progress | None = None) -
     return _dealt(work, jobs).results(report)
 
 
-def _dealt(work: list[_Job], workers: int) -> Dealt[_Job, _Outcome]:
-    return Dealt(_lint_chunk, work, [job.cost for job in work], workers, _worker_failed)
+def _dealt(work: list[_Job], workers: int, background: bool = False) -> Dealt[_Job, _Outcome]:
+    return Dealt(_lint_chunk, work, [job.cost for job in work], workers, _worker_failed, background)
 
 
 def _worker_failed(job: _Job, error: Exception) -> _Outcome:
