@@ -2,7 +2,7 @@
 stream code, test selection), next to `ruff check` of the same tree in the same run. The time
 of each phase line `--confirm` prints is shown too. The target is printed, never asserted.
 
-    pip install transformers==5.23.0 torch==2.13.0   # the package is installed, never committed
+    pip install transformers==5.24.0 torch==2.13.0   # the package is installed, never committed
     python benchmarks/first_test_bench.py [PACKAGE_DIR] [--module transformers.cache_utils] [--repeat N]
 
 Default: the installed transformers package (found without importing it). The one test, written

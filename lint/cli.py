@@ -14,6 +14,7 @@ import re
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -24,14 +25,15 @@ from csan_lint import __version__
 
 if TYPE_CHECKING:
     from csan_lint.lint.config import Config
-    from csan_lint.lint.runner import LintResult
+    from csan_lint.lint.runner import LintResult, StagedLint
+    from csan_lint.runtime.warm_python import WarmPython
 
 # The rest of the linter is imported where a command needs it: `--version`, `--help` and
 # `rule` stay cheap, and a pre-commit run on one file loads only what linting it takes.
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 STATIC_FORMATS = ("text", "json", "sarif", "github")
-CONFIRM_FORMATS = ("text", "json", "junit")
+CONFIRM_FORMATS = ("text", "json", "junit", "sarif")
 REPLAY_FORMATS = ("text", "json", "chrome")
 REPLAY_OPTIONS = frozenset({"replay", "output_format", "exit_zero", "quiet", "paths"})
 """What `--replay TRACE` reads; any other option or a path given with it is an error."""
@@ -165,10 +167,27 @@ def _replay(trace: str, output_format: str, exit_zero: bool, quiet: bool) -> int
     return EXIT_CLEAN if status == EXIT_FINDINGS and exit_zero else status
 
 
-def _confirm(result: LintResult, paths: list[str], config: Any, options: dict[str, Any]) -> int:
+def _confirm(
+    staged: StagedLint, paths: list[str], config: Any, options: dict[str, Any], warm: WarmPython | None
+) -> int:
+    """`--confirm` on the static pass so far: the syntax checks of the files the prefilter
+    rejected go on in the background while the tests start, and are waited for before the
+    verdicts; the tests run in `warm`, the interpreter started (importing torch) before the lint."""
     from csan_lint.runtime.confirm import main as confirm_main  # checks its own requirements (torch)
 
-    return confirm_main(result.findings, paths, config, options, result.stream_code)
+    with staged:
+        first = staged.first
+        if staged.checking and not options["quiet"]:
+            click.echo(f"Checking the syntax of the other {staged.checking} file(s) in the background.", err=True)
+        return confirm_main(
+            first.findings,
+            paths,
+            config,
+            options,
+            first.stream_code,
+            all_findings=lambda: staged.result().findings,
+            warm=warm,
+        )
 
 
 def _diff(result: LintResult, config: Any, unsafe: bool, quiet: bool) -> int:
@@ -325,7 +344,7 @@ def main() -> None:
     default="text",
     show_default=True,
     help="Output format: text, json (docs/json-format.md), sarif (SARIF 2.1.0), github (workflow "
-    "annotations); with --confirm: text, json or junit (docs/ci.md); with --replay: text, json or chrome "
+    "annotations); with --confirm: text, json, junit or sarif (docs/ci.md); with --replay: text, json or chrome "
     "(a Chrome/Perfetto trace).",
 )
 @click.option(
@@ -428,7 +447,7 @@ def check(
     from csan_lint.lint.config import ConfigError, load_config
     from csan_lint.lint.output import format_rule_list
     from csan_lint.lint.registry import all_rules
-    from csan_lint.lint.runner import lint_paths
+    from csan_lint.lint.runner import lint_in_stages
 
     if list_rules:
         click.echo(format_rule_list(all_rules()), nl=False)
@@ -466,15 +485,27 @@ def check(
         _fail(str(error))
     machine = output_format != "text" or quiet
     progress = None if machine or from_stdin else _ProgressBar()
+    warm = None
+    if confirm:  # its tests' interpreter imports torch while the static pass runs
+        from csan_lint.runtime.warm_python import WarmPython
+
+        warm = WarmPython(sys.executable)
     if confirm and not quiet:  # the first of --confirm's phases: each says what it does, in CI logs too
         click.echo(f"Linting {', '.join(targets)}...", err=True)
     try:
         if from_stdin:
             result = _lint_stdin(stdin_filename, config, force_exclude)
         else:
-            result = lint_paths(
-                targets, config, cache=not no_cache, progress=progress, force_exclude=force_exclude, stream_code=confirm
+            staged = lint_in_stages(
+                targets,
+                config,
+                cache=not no_cache,
+                progress=progress,
+                force_exclude=force_exclude,
+                stream_code=confirm,
+                checks_later=confirm,
             )
+            result = staged.first if confirm else staged.result()
     except Exception as error:  # a bug outside any one file: say so plainly, not as a traceback
         _fail(f"internal error: {type(error).__name__}: {error}")
     finally:
@@ -484,7 +515,8 @@ def check(
         click.echo("warning: No Python files found under the given path(s)", err=True)
     if confirm:
         options = {**confirm_options, "output_format": output_format, "quiet": quiet, "exit_zero": exit_zero}
-        raise SystemExit(_confirm(result, targets, config, options))
+        with warm or nullcontext():
+            raise SystemExit(_confirm(staged, targets, config, options, warm))
     if diff:
         raise SystemExit(_diff(result, config, unsafe_fixes, quiet))
     fixed = None

@@ -15,8 +15,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -29,9 +28,11 @@ _NEWLINE = re.compile(r"\r\n?|\n")
 
 @dataclass(frozen=False)
 class _TokenMarks(CodegenState):
-    """Codegen that notes, per node, the token indexes where its range starts and ends."""
+    """Codegen that notes, per node, the token indexes where its range starts and ends. Keyed
+    by `id(node)`: a libcst node hashes in Python, a hook's cost on every node; the value
+    holds the node, so no id marked is reused while the marks live."""
 
-    marks: dict[cst.CSTNode, tuple[int, int]] = field(default_factory=dict)
+    marks: dict[int, tuple[cst.CSTNode, int, int]] = field(default_factory=dict)
     _starts: list[int] = field(default_factory=list)
 
     def pop_trailing_newline(self) -> None:
@@ -42,23 +43,38 @@ class _TokenMarks(CodegenState):
 
     def after_codegen(self, node: cst.CSTNode) -> None:
         start = self._starts.pop()
-        if node not in self.marks:  # a syntactic position, recorded inside, wins
-            self.marks[node] = (start, len(self.tokens))
+        if id(node) not in self.marks:  # a syntactic position, recorded inside, wins
+            self.marks[id(node)] = (node, start, len(self.tokens))
 
-    @contextmanager
-    def record_syntactic_position(
+    def record_syntactic_position(  # type: ignore[override]  # a context manager, not a generator's
         self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None, end_node: cst.CSTNode | None = None
-    ) -> Iterator[None]:
-        start = len(self.tokens)
-        try:
-            yield
-        finally:
-            end = len(self.tokens)
-            if start_node is not None:
-                start = self.marks[start_node][0]
-            if end_node is not None:
-                end = self.marks[end_node][1]
-            self.marks[node] = (start, end)
+    ) -> _SyntacticPosition:
+        return _SyntacticPosition(self, node, start_node, end_node)
+
+
+class _SyntacticPosition:
+    """`_TokenMarks.record_syntactic_position`'s context: a class, not `@contextmanager`, whose
+    generator machinery cost more than the rest of the hooks on the ~400k nodes of a big file."""
+
+    __slots__ = ("_end_node", "_marks", "_node", "_start", "_start_node")
+
+    def __init__(
+        self, marks: _TokenMarks, node: cst.CSTNode, start_node: cst.CSTNode | None, end_node: cst.CSTNode | None
+    ) -> None:
+        self._marks, self._node, self._start_node, self._end_node = marks, node, start_node, end_node
+        self._start = 0
+
+    def __enter__(self) -> None:
+        self._start = len(self._marks.tokens)
+
+    def __exit__(self, *exception: object) -> None:
+        marks = self._marks
+        start, end = self._start, len(marks.tokens)
+        if self._start_node is not None:
+            start = marks.marks[id(self._start_node)][1]
+        if self._end_node is not None:
+            end = marks.marks[id(self._end_node)][2]
+        marks.marks[id(self._node)] = (self._node, start, end)
 
 
 def positions(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange] | Positions:
@@ -80,7 +96,7 @@ class Positions:
     def __init__(self, module: cst.Module) -> None:
         state = _TokenMarks(default_indent=module.default_indent, default_newline=module.default_newline)
         module._codegen(state)
-        if module not in state.marks:
+        if id(module) not in state.marks:
             raise _HooksNotCalled
         self._marks = state.marks
         self._offsets = [0, *itertools.accumulate(map(len, state.tokens))]
@@ -88,7 +104,7 @@ class Positions:
         self._line_starts = [0, *(match.end() for match in _NEWLINE.finditer(code))]
 
     def __getitem__(self, node: cst.CSTNode) -> CodeRange:
-        start, end = self._marks[node]
+        _, start, end = self._marks[id(node)]
         return CodeRange(self._position(start), self._position(end))
 
     def _position(self, token: int) -> CodePosition:

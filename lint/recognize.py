@@ -294,12 +294,23 @@ def stream_code_lines_in(module: cst.Module, *, spellings: Spellings = NO_SPELLI
 def _collect(node: cst.CSTNode, imports: ImportTable, functions: list[cst.FunctionDef]) -> None:
     """Imports, accelerator bindings and function definitions anywhere in the module."""
     for child in children(node):
-        if isinstance(child, (cst.Import, cst.ImportFrom, cst.Assign)):
+        # libcst's node classes are final: `type(...) is` spares isinstance's ABC machinery
+        if type(child) is cst.Import or type(child) is cst.ImportFrom or type(child) is cst.Assign:
             imports.add(child)
-        elif isinstance(child, cst.FunctionDef):
+        elif type(child) is cst.FunctionDef:
             functions.append(child)
-        if not isinstance(child, cst.BaseExpression):
+        if not _is_expression(type(child)):
             _collect(child, imports, functions)
+
+
+def _is_expression(kind: type) -> bool:
+    known = _EXPRESSIONS.get(kind)
+    if known is None:
+        known = _EXPRESSIONS[kind] = issubclass(kind, cst.BaseExpression)
+    return known
+
+
+_EXPRESSIONS: dict[type, bool] = {}
 
 
 class _Finder:
@@ -310,6 +321,9 @@ class _Finder:
         self.imports = imports
         self.functions = functions
         self.found: list[cst.CSTNode] = []
+        self._api_names: dict[str, bool] = {}
+        """Dotted name -> whether it names the stream API: most names recur, and their
+        qualification depends on the name alone."""
 
     def statements(self, body: Sequence[cst.CSTNode]) -> None:
         for statement in body:
@@ -333,24 +347,25 @@ class _Finder:
         stack = list(children(root))
         while stack:
             node = stack.pop()
-            if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            kind = type(node)  # final classes: see `_collect`
+            if kind is cst.FunctionDef or kind is cst.ClassDef:
                 nested.append(node)
                 continue
-            if isinstance(node, (cst.Import, cst.ImportFrom)):
+            if kind is cst.Import or kind is cst.ImportFrom:
                 continue  # naming the API is not using it
-            found = found or self._is_stream_code(node)
+            if not found and kind in _CANDIDATES:
+                found = self._is_stream_code(node)
             stack.extend(children(node))
         return found
 
     def _is_stream_code(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, (cst.Name, cst.Attribute)):
-            return self.imports.qualified(node) in _STREAM_API
-        if isinstance(node, cst.WithItem):
+        if type(node) is cst.Name or type(node) is cst.Attribute:
+            return self._names_api(node)
+        if type(node) is cst.WithItem:
             return entered_streams(node.item, self.imports, self.functions) is not None
-        if isinstance(node, cst.Arg) and node.keyword is not None:
-            return _is_flag(node, api.NON_BLOCKING) or _is_flag(node, api.PIN_MEMORY)
-        if not isinstance(node, cst.Call):
-            return False
+        if type(node) is cst.Arg:
+            return node.keyword is not None and (_is_flag(node, api.NON_BLOCKING) or _is_flag(node, api.PIN_MEMORY))
+        assert isinstance(node, cst.Call)
         if self.functions.streams(node) is not None:  # also `stack.enter_context(on_stream(s))`
             return True
         if not isinstance(node.func, cst.Attribute):
@@ -360,6 +375,19 @@ class _Finder:
             return True
         receiver = dotted_name(node.func.value)
         return method in _EVENT_METHODS and receiver is not None and bool(_EVENT_NAME.search(receiver))
+
+    def _names_api(self, node: cst.Name | cst.Attribute) -> bool:
+        dotted = dotted_name(node)
+        if dotted is None:  # `get_accelerator().stream`: asked by its shape
+            return self.imports.qualified(node) in _STREAM_API
+        known = self._api_names.get(dotted)
+        if known is None:
+            known = self._api_names[dotted] = self.imports.qualified(node) in _STREAM_API
+        return known
+
+
+_CANDIDATES = frozenset({cst.Name, cst.Attribute, cst.WithItem, cst.Arg, cst.Call})
+"""The node types `_Finder._is_stream_code` can say yes to."""
 
 
 def _is_flag(arg: cst.Arg, keyword: str) -> bool:

@@ -18,7 +18,7 @@ import tokenize
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
@@ -28,6 +28,7 @@ from csan_lint.lint.cache import Hit, ResultCache, Stat, content_hash, file_stat
 from csan_lint.lint.config import Config
 from csan_lint.lint.files import Excluder, PathError, discover, display_path, might_have_findings
 from csan_lint.lint.model import NO_SPELLINGS, Finding, Span, Spellings
+from csan_lint.lint.pool import Dealt
 from csan_lint.lint.registry import SYNTAX_ERROR_CODE, all_rules
 from csan_lint.lint.rule import Rule
 from csan_lint.lint.summaries import PackageIndex
@@ -333,6 +334,28 @@ def lint_paths(
     paths are subject to `exclude` and .gitignore too. `stream_code`: also give the stream code
     lines of the parsed files, recognized on the engine's own tree (`LintResult.stream_code`).
     """
+    staged = lint_in_stages(
+        paths, config, jobs=jobs, cache=cache, progress=progress, force_exclude=force_exclude, stream_code=stream_code
+    )
+    with staged:
+        return staged.result()
+
+
+def lint_in_stages(
+    paths: Sequence[str],
+    config: Config,
+    *,
+    jobs: int | None = None,
+    cache: bool = False,
+    progress: Progress | None = None,
+    force_exclude: bool = False,
+    stream_code: bool = False,
+    checks_later: bool = False,
+) -> StagedLint:
+    """`lint_paths`, whose syntax-only checks (the files the prefilter rejected) go on in the
+    background with `checks_later` when there are enough of them to pay for worker processes:
+    `StagedLint.first` is ready without them (`--confirm` starts its tests on it), `result()`
+    waits for them."""
     cwd = Path.cwd()
     excluder = Excluder(config.root, config.exclude, config.respect_gitignore)
     results = ResultCache(config.root, config) if cache else None
@@ -399,16 +422,81 @@ def lint_paths(
             files_cached += 1
             if stream_code and file.hit.stream_code is not None:
                 recognized[str(file.path)] = file.hit.stream_code
+    workers = _background_workers(checks, jobs) if checks_later else 0
+    later, checks = (checks, []) if workers else ([], checks)
     if stale or checks:
         stale_findings, stale_lines = _lint_stale(
             stale, parsed, checks, config, jobs, results, index, progress, stream_code
         )
         findings.extend(stale_findings)
         recognized.update(stale_lines)
-    if results is not None:
-        results.save()
-    findings.sort(key=lambda finding: (finding.path, finding.line, finding.column, finding.code))
-    return LintResult(findings, files_checked, len(parsed), files_cached, frozenset(unreached), recognized)
+    findings.sort(key=_finding_order)
+    first = LintResult(findings, files_checked, len(parsed), files_cached, frozenset(unreached), recognized)
+    background = _dealt([check.job for check in later], workers, background=True) if later else None
+    return StagedLint(first, later, background, results)
+
+
+def _finding_order(finding: Finding) -> tuple[str, int, int, str]:
+    return finding.path, finding.line, finding.column, finding.code
+
+
+class StagedLint:
+    """A lint whose syntax-only checks may still be running in worker processes: on a big tree
+    most of a cold run's CPU is CPython's parser checking the files no rule needs to see, and
+    nothing `--confirm` selects its tests by depends on them. A context manager: leaving it
+    stops what is still running."""
+
+    def __init__(
+        self,
+        first: LintResult,
+        checks: list[_Check],
+        background: Dealt[_Job, _Outcome] | None,
+        results: ResultCache | None,
+    ) -> None:
+        self.first = first
+        """Everything but the background checks' findings: the parsed files' findings and stream code."""
+        self._checks = checks
+        self._background = background
+        self._results = results
+        self._result: LintResult | None = None
+
+    @property
+    def checking(self) -> int:
+        """Files whose syntax check is still running in the background (0 once `result()` returned)."""
+        return len(self._checks) if self._result is None else 0
+
+    def result(self) -> LintResult:
+        """The whole lint, as `lint_paths` gives it: waits for the background checks, then
+        stores them in the cache and writes it."""
+        if self._result is None:
+            findings = list(self.first.findings)
+            if self._background is not None:
+                for check, (file_findings, _) in zip(self._checks, self._background.results(), strict=True):
+                    findings.extend(file_findings)
+                    _store_check(self._results, check, file_findings)
+                findings.sort(key=_finding_order)
+            if self._results is not None:
+                self._results.save()
+            self._result = replace(self.first, findings=findings)
+        return self._result
+
+    def __enter__(self) -> StagedLint:
+        return self
+
+    def __exit__(self, *exception: object) -> None:
+        if self._background is not None:
+            self._background.cancel()
+
+
+def _background_workers(checks: Sequence[_Check], jobs: int | None) -> int:
+    """Worker processes for checks run in the background: one core is left to the caller (the
+    tests `--confirm` starts meanwhile); 0 (check now, in this process) when there is too little
+    to check to pay for starting them, or `jobs` asks for no worker process."""
+    if jobs is not None and jobs <= 1:
+        return 0
+    if sum(check.job.cost for check in checks) < PARALLEL_MIN_BYTES:
+        return 0
+    return max(1, (jobs or os.cpu_count() or 1) - 1)
 
 
 def _lint_stale(
@@ -477,9 +565,13 @@ def _lint_stale(
             )
     for check, (file_findings, _) in zip(checks, outcomes[len(work) :], strict=True):
         findings.extend(file_findings)
-        if results is not None and not any(finding.code in TOOL_ERROR_CODES for finding in file_findings):
-            results.store(check.path, check.stat, file_findings, parsed=False, digest=check.digest)
+        _store_check(results, check, file_findings)
     return findings, recognized
+
+
+def _store_check(results: ResultCache | None, check: _Check, findings: list[Finding]) -> None:
+    if results is not None and not any(finding.code in TOOL_ERROR_CODES for finding in findings):
+        results.store(check.path, check.stat, findings, parsed=False, digest=check.digest)
 
 
 def _run(work: list[_Job], jobs: int | None, progress: Progress | None = None) -> list[_Outcome]:
@@ -493,30 +585,16 @@ def _run(work: list[_Job], jobs: int | None, progress: Progress | None = None) -
             done.append(_lint_job(job))
             report(len(done), len(work))
         return done
-    # Deal the files, biggest first, round-robin into a few chunks per worker: chunks of about
-    # equal size, the biggest started first, so that no worker is left with a long tail.
-    order = sorted(range(len(work)), key=lambda index: -work[index].cost)
-    count = min(len(order), jobs * 4)
-    chunks = [order[start::count] for start in range(count)]
-    from concurrent.futures import ProcessPoolExecutor  # only a run with much to parse pays for it
+    return _dealt(work, jobs).results(report)
 
-    results: list[_Outcome] = [([], None) for _ in work]
-    finished = 0
-    with ProcessPoolExecutor(max_workers=min(jobs, len(chunks))) as pool:
-        futures = [(chunk, pool.submit(_lint_chunk, [work[index] for index in chunk])) for chunk in chunks]
-        for chunk, future in futures:
-            try:
-                chunk_results = future.result()
-            except Exception as error:  # a worker died (e.g. killed): its files get a diagnostic
-                message = f"internal error: worker process failed: {type(error).__name__}: {error}"
-                chunk_results = [
-                    ([diagnostic(work[index].path, INTERNAL_ERROR_CODE, message)], None) for index in chunk
-                ]
-            for index, file_findings in zip(chunk, chunk_results, strict=True):
-                results[index] = file_findings
-            finished += len(chunk)
-            report(finished, len(work))
-    return results
+
+def _dealt(work: list[_Job], workers: int, background: bool = False) -> Dealt[_Job, _Outcome]:
+    return Dealt(_lint_chunk, work, [job.cost for job in work], workers, _worker_failed, background)
+
+
+def _worker_failed(job: _Job, error: Exception) -> _Outcome:
+    message = f"internal error: worker process failed: {type(error).__name__}: {error}"
+    return [diagnostic(job.path, INTERNAL_ERROR_CODE, message)], None
 
 
 def _lint_chunk(chunk: list[_Job]) -> list[_Outcome]:

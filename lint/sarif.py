@@ -52,15 +52,16 @@ def _non_rule_descriptor(code: str) -> dict[str, Any]:
     }
 
 
-def _artifact_location(path: str) -> dict[str, Any]:
+def artifact_location(path: str) -> dict[str, Any]:
     """A path as the linter shows it: relative ones hang off %SRCROOT% (the working directory)."""
     if Path(path).is_absolute():
         return {"uri": Path(path).as_uri()}
     return {"uri": quote(PurePosixPath(path).as_posix()), "uriBaseId": SRCROOT}
 
 
-def _result(finding: Finding, rule_index: int) -> dict[str, Any]:
-    location = _artifact_location(finding.path)
+def finding_result(finding: Finding, rule_index: int) -> dict[str, Any]:
+    """A static finding as a result: its position, its block as the related location."""
+    location = artifact_location(finding.path)
     result: dict[str, Any] = {
         "ruleId": finding.code,
         "ruleIndex": rule_index,
@@ -96,13 +97,45 @@ def _result(finding: Finding, rule_index: int) -> dict[str, Any]:
     return result
 
 
+def static_descriptors() -> list[dict[str, Any]]:
+    """The catalog's rules, then the non-rule diagnostics."""
+    descriptors = [_rule_descriptor(rule) for rule in all_rules()]
+    return descriptors + [_non_rule_descriptor(code) for code in sorted(NON_RULE_SUMMARIES)]
+
+
+def rule_indexes(descriptors: list[dict[str, Any]]) -> dict[str, int]:
+    """Rule id -> its index among the driver's rules (a result's `ruleIndex`)."""
+    return {descriptor["id"]: position for position, descriptor in enumerate(descriptors)}
+
+
 def sarif_log(result: LintResult, cwd: Path | None = None) -> dict[str, Any]:
     """The log as a JSON-ready dict: one run, the catalog (and the non-rule diagnostics) as the
     driver's rules, one result per finding. Relative paths are relative to `cwd` (default: the
     working directory)."""
-    descriptors = [_rule_descriptor(rule) for rule in all_rules()]
-    descriptors += [_non_rule_descriptor(code) for code in sorted(NON_RULE_SUMMARIES)]
-    index = {descriptor["id"]: position for position, descriptor in enumerate(descriptors)}
+    descriptors = static_descriptors()
+    index = rule_indexes(descriptors)
+    return sarif_run_log(
+        descriptors,
+        [finding_result(finding, index[finding.code]) for finding in result.findings],
+        {"executionSuccessful": not result.has_tool_errors},
+        {
+            "filesChecked": result.files_checked,
+            "filesParsed": result.files_parsed,
+            "filesWithFindings": result.files_with_findings,
+        },
+        cwd,
+    )
+
+
+def sarif_run_log(
+    descriptors: list[dict[str, Any]],
+    results: list[dict[str, Any]],
+    invocation: dict[str, Any],
+    properties: dict[str, Any],
+    cwd: Path | None = None,
+) -> dict[str, Any]:
+    """A log of one csan-lint run (the static check's, `--confirm`'s): its rules, results, one
+    invocation and the run's properties."""
     root = (cwd or Path.cwd()).as_uri().rstrip("/") + "/"
     run = {
         "tool": {
@@ -116,13 +149,9 @@ def sarif_log(result: LintResult, cwd: Path | None = None) -> dict[str, Any]:
         },
         "originalUriBaseIds": {SRCROOT: {"uri": root}},
         "columnKind": "unicodeCodePoints",
-        "invocations": [{"executionSuccessful": not result.has_tool_errors}],
-        "results": [_result(finding, index[finding.code]) for finding in result.findings],
-        "properties": {
-            "filesChecked": result.files_checked,
-            "filesParsed": result.files_parsed,
-            "filesWithFindings": result.files_with_findings,
-        },
+        "invocations": [invocation],
+        "results": results,
+        "properties": properties,
     }
     return {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}
 

@@ -21,7 +21,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,7 @@ from csan_lint.runtime.confirm_verdict import (
     needs_unchecked_run,
     real,
 )
+from csan_lint.runtime.warm_python import WarmPython
 
 EXIT_CLEAN, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 CONFIG_KEYS = ("tests", "timeout", "device", "fail-on")
@@ -299,9 +300,14 @@ def main(
     config: Config,
     options: dict[str, Any],
     stream_code: Mapping[str, frozenset[int]] | None = None,
+    all_findings: Callable[[], list[Finding]] | None = None,
+    warm: WarmPython | None = None,
 ) -> int:
     """The `--confirm` run over the stream code under `paths` and the findings of the static pass
-    (`stream_code`: what it recognized as stream code, path -> lines, on its own trees)."""
+    (`stream_code`: what it recognized as stream code, path -> lines, on its own trees).
+    `all_findings`: the static pass's findings once its last checks are done, when `findings`
+    lacks some that cannot choose tests (syntax checks left running while the tests start).
+    `warm`: an interpreter started before the static pass, for the first pytest process."""
     started = time.monotonic()
     try:
         settings = resolve_settings(config, options)
@@ -346,6 +352,7 @@ def main(
                 settings.keyword,
                 settings.trace_out,
                 devices=settings.devices,
+                warm=warm,
             )
             runner = Runner(run_settings, progress)
             try:
@@ -366,6 +373,8 @@ def main(
         _say(settings, f"No test imports a module with stream code (looked in: {_shown_paths(test_paths)}).")
     else:
         _say(settings, "No stream code and no finding under the paths: no test to run.")
+    if all_findings is not None:
+        findings = all_findings()
     verdicts, runtime_only = decide(findings, result, selection.reaching, paths)
     verdicts, runtime_only, hidden = shown(verdicts, runtime_only, config, baseline)
     failures = failures_of(result, unchecked)
@@ -388,6 +397,20 @@ def main(
         click.echo(
             format_junit(verdicts, runtime_only, fail_on=settings.fail_on, device=device, failures=failures), nl=False
         )
+    elif settings.output_format == "sarif":
+        from csan_lint.runtime.confirm_sarif import format_confirm_sarif
+
+        sarif = format_confirm_sarif(
+            verdicts,
+            runtime_only,
+            fail_on=settings.fail_on,
+            device=device,
+            test_files=selection.test_files,
+            tests=list(result.tests.values()),
+            failures=failures,
+            not_shown=summary_of(hidden),
+        )
+        click.echo(sarif, nl=False)
     else:
         click.echo(
             format_text(

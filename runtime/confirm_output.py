@@ -253,14 +253,25 @@ def format_json(
             }
             for entry in runtime_only
         ],
-        "summary": {
-            **{name: sum(v.verdict == name for v in verdicts) for name in VERDICTS},
-            "runtime_only": len(runtime_only),
-            "tests_failed": len(failures),
-            "not_shown": dict(not_shown or {"ignored": 0, "suppressed": 0, "baseline": 0}),
-        },
+        "summary": summary_counts(verdicts, runtime_only, failures, not_shown),
     }
     return json.dumps(document, indent=2) + "\n"
+
+
+def summary_counts(
+    verdicts: Sequence[Verdict],
+    runtime_only: Sequence[RuntimeOnly],
+    failures: Sequence[TestFailure],
+    not_shown: Mapping[str, int] | None,
+) -> dict[str, Any]:
+    """The findings by verdict, the runtime-only races, the tests that did not pass, the races
+    left out: the JSON document's `summary` (and the SARIF run's)."""
+    return {
+        **{name: sum(v.verdict == name for v in verdicts) for name in VERDICTS},
+        "runtime_only": len(runtime_only),
+        "tests_failed": len(failures),
+        "not_shown": dict(not_shown or {"ignored": 0, "suppressed": 0, "baseline": 0}),
+    }
 
 
 JUNIT_SUITE = "csan-lint --confirm"

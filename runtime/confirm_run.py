@@ -44,6 +44,7 @@ from csan_lint.runtime.confirm_verdict import (
     StreamLeak,
     TestRun,
 )
+from csan_lint.runtime.warm_python import WarmPython
 
 POLL_SECONDS = 0.05
 COLLECTION_TIMEOUT_FLOOR = 120.0
@@ -71,6 +72,8 @@ class RunSettings:
     devices: int | None = None
     """`--csan-devices`: the emulated machine's device count (None: the plugin's default)."""
     python: str = sys.executable
+    warm: WarmPython | None = None
+    """An interpreter started early (torch imported) for the first pytest process."""
 
 
 def short_reason(longrepr: str | None) -> str | None:
@@ -240,7 +243,10 @@ class Runner:
         result = _Pass()
         tails = _Tails(workdir, (probe_out.name, report.name))
         with open(log_path, "wb") as log, _terminated_as_exit():
-            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            warm = self.settings.warm
+            process = warm.run(command, log_path) if warm is not None and warm.runs(command) else None
+            if process is None:
+                process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             try:
                 self._watch(process, tails, result)
             finally:

