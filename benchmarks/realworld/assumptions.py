@@ -58,7 +58,7 @@ def triage_labels() -> dict[tuple[str, str, str], str]:
 def _short(repo: str) -> str:
     """TRIAGE.md's name of a repository: `apex`, `timm`, `Megatron`, a tree's label as given."""
     name = repo.rpartition("/")[2]
-    return {"pytorch-image-models": "timm", "Megatron-LM": "Megatron"}.get(name, name)
+    return {"pytorch-image-models": "timm", "Megatron-LM": "Megatron", "TransformerEngine": "TE"}.get(name, name)
 
 
 def wrapper(linter: str, switch: str | None, directory: Path) -> str:
