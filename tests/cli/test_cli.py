@@ -41,7 +41,7 @@ def test_a_failure_outside_any_file_is_a_message_not_a_traceback(
     def broken(paths, config, **options):
         raise RuntimeError("discovery exploded")
 
-    monkeypatch.setattr(runner, "lint_paths", broken)  # the command imports it when it runs
+    monkeypatch.setattr(runner, "lint_in_stages", broken)  # the command imports it when it runs
     result = CliRunner().invoke(cli.main, ["."])
     assert result.exit_code == 2
     assert result.stderr == "error: internal error: RuntimeError: discovery exploded\n"
