@@ -110,9 +110,10 @@ class ModuleFacts:
     attributes: SelfAttributes = field(default_factory=SelfAttributes)
     """Where `self.x` attributes are bound and which are views of which (only if `pins`)."""
     pins: bool = True
-    """The module's text mentions pinning at all: if not, no expression needs looking into."""
+    """The module pins host memory somewhere (lint/analysis/uses.py): if not, no expression needs
+    looking into."""
     syncing: bool = True
-    """Likewise for `synchronize`."""
+    """The module synchronizes the device, a stream or an event somewhere: if not, no function does."""
     _syncing: dict[str, bool] = field(default_factory=dict)
 
     @cached_property

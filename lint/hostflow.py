@@ -515,14 +515,15 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         self.hazards.setdefault((kind, node), HostHazard(kind, node, span, tuple(sorted(fields.items())), copies))
 
 
-_SYNCS = api.methods(Receiver.STREAM_OR_EVENT, kinds=(Kind.HOST_SYNC,)) | {DEVICE_SYNC.rpartition(".")[2]}
-"""What `ModuleFacts.syncs` looks for, spelled: a module without it has no function that syncs."""
+_SYNCS = frozenset({api.operation(DEVICE_SYNC), api.SYNC_RECEIVER})
+"""What `ModuleFacts.syncs` looks for: a module that performs neither has no function that syncs."""
+_STARTS = (Kind.EVENT_CREATE, Kind.CAPTURE, Kind.CAPTURE_BEGIN)
+"""What the host analysis follows, with non-blocking copies: a module without any has no host hazard."""
 
 
 @lru_cache(maxsize=4)
-def _host_hazards(module: cst.Module, source: str, spellings: Spellings) -> tuple[HostHazard, ...]:
-    syncing = any(map(source.__contains__, _SYNCS))
-    facts = ModuleFacts(ImportTable(spellings), pins=api.PIN_MEMORY in source, syncing=syncing)
+def _host_hazards(module: cst.Module, spellings: Spellings, pins: bool, syncing: bool) -> tuple[HostHazard, ...]:
+    facts = ModuleFacts(ImportTable(spellings), pins=pins, syncing=syncing)
     scan_facts(module.body, facts)
     if not facts.imports.imports_torch:
         return ()
@@ -540,11 +541,12 @@ def _host_hazards(module: cst.Module, source: str, spellings: Spellings) -> tupl
 
 def host_hazards(flow: ModuleFlow) -> tuple[HostHazard, ...]:
     """Every host-side hazard of the module; cached, since five rules read it. Most modules are
-    skipped without a walk (`api.mentions`)."""
-    starts = frozenset({Kind.EVENT_CREATE, Kind.CAPTURE, Kind.CAPTURE_BEGIN})  # or a non-blocking copy
-    if not api.mentions(starts, flow.spellings, frozenset({api.NON_BLOCKING})).search(flow.source):
+    skipped without a walk: they make no event, capture no graph and copy nothing non-blocking
+    (`flow.uses`, the module's resolved calls)."""
+    uses = flow.uses
+    if not (uses.performs(*_STARTS) or uses.non_blocking):
         return ()
-    return _host_hazards(flow.module, flow.source, flow.spellings)
+    return _host_hazards(flow.module, flow.spellings, uses.pins, bool(_SYNCS & uses.ops))
 
 
 def host_location(flow: ModuleFlow, hazard: HostHazard) -> Location:

@@ -462,7 +462,7 @@ class MissingJoin(Rule):
                 yield finding if hazard.returned else attach(finding, join_before_use(flow, hazard))
         if not flow.assumptions.holds(STALE_STREAM_CAPTURE):
             return
-        for capture in stale_captures(flow.source, flow.imports, flow.functions, flow.spellings):
+        for capture in stale_captures(flow.uses, flow.imports, flow.functions):
             yield self._stale(flow, capture)
 
     def _stale(self, flow: ModuleFlow, capture: StaleCapture) -> Finding:

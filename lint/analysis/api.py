@@ -260,6 +260,7 @@ SETTINGS: Mapping[str, Kind] = {
 
 _BY_NAME: Mapping[str, Function] = {function.name: function for function in FUNCTIONS}
 _BY_METHOD: Mapping[str, Method] = {method.name: method for method in METHODS}
+_RECORDS_STREAM = tuple(m.name for m in METHODS if m.op.kind is Kind.RECORD_STREAM)
 _BY_ACCELERATOR: Mapping[str, str] = {
     spelling: entry.name
     for entry in FUNCTIONS
@@ -293,7 +294,7 @@ def method_op(name: str) -> tuple[Operation | None, bool]:
 
 def records_stream(name: str) -> bool:
     """`record_stream`, the method, or a helper named after it (`_no_dispatch_record_stream(t, s)`)."""
-    return any(name.endswith(m.name) for m in METHODS if m.op.kind is Kind.RECORD_STREAM)
+    return name.endswith(_RECORDS_STREAM)
 
 
 def names(*kinds: Kind) -> frozenset[str]:

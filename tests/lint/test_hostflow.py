@@ -22,7 +22,7 @@ from csan_lint.runtime import kinds
 def hazards(source: str) -> set[tuple[str, int]]:
     """(kind, line) of every host hazard."""
     source = textwrap.dedent(source)
-    flow = analyse(cst.parse_module(source), "m.py", source)
+    flow = analyse(cst.parse_module(source), "m.py")
     return {(hazard.kind, flow.line(hazard.node)) for hazard in host_hazards(flow)}
 
 
