@@ -75,8 +75,8 @@ def unrecorded_carried(
     recorders: frozenset[str] = frozenset(),
 ) -> list[Carried]:
     """The tensors `function` takes with an event it waits on and uses unrecorded on the waiting
-    stream (the caller picks the functions: those whose own code waits on an event, `ModuleUses`). `recorders`: the last names of the
-    module's functions that call `record_stream`."""
+    stream (the caller picks the functions: those whose own code waits on an event, `ModuleUses`).
+    `recorders`: the last names of the module's functions that call `record_stream`."""
     text = FunctionText(imports, contexts)
     text.walk(function.body)
     found = []

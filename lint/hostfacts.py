@@ -78,7 +78,7 @@ def downloads(expr: cst.BaseExpression) -> bool:
 def to_host(call: cst.Call) -> bool:
     """`x.to("cpu", ...)`, `x.to(device="cpu")`, `x.to(torch.device("cpu"))`."""
     for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value != "device":
+        if arg.keyword is not None and arg.keyword.value != api.DEVICE_KEYWORD:
             continue
         value = arg.value
         if isinstance(value, cst.Call) and value.args:

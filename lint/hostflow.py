@@ -70,34 +70,24 @@ from csan_lint.lint.recognize import entered_streams, one_stream
 from csan_lint.lint.streamflow import Location, ModuleFlow
 from csan_lint.lint.values import code_of, is_barrier, is_host_test, is_reference
 from csan_lint.lint.views import viewed
-from csan_lint.lint.vocabulary import SYNC_METHODS, UPLOAD_METHODS
+from csan_lint.lint.vocabulary import (
+    DATA_BUILTINS,
+    METADATA,
+    OUT_KEYWORD,
+    STORING_METHODS,
+    SYNC_BUILTINS,
+    SYNC_METHODS,
+    UPLOAD_METHODS,
+)
 from csan_lint.runtime import kinds
 
 CAPTURE = "<capture>"
 """The side stream `torch.cuda.graph` captures on when given none."""
 _MAX_LOOP_PASSES = 6
 
-_METADATA = frozenset(
-    {
-        "size", "dim", "ndimension", "numel", "nelement", "element_size", "stride",
-        "storage_offset", "data_ptr", "is_contiguous", "get_device", "is_pinned", "shape",
-        "dtype", "device", "ndim", "is_cuda", "requires_grad", "layout", "nbytes", "itemsize",
-        "untyped_storage",
-    }
-) | api.methods(Receiver.TENSOR, kinds=(Kind.RECORD_STREAM,))  # fmt: skip
+_LOOKS_ONLY = METADATA | api.methods(Receiver.TENSOR, kinds=(Kind.RECORD_STREAM,))
 """Attributes and methods that look at a buffer without reading its data."""
-_READING_BUILTINS = frozenset(
-    {
-        "print", "int", "float", "bool", "str", "repr", "format", "list", "tuple", "sum", "max",
-        "min", "sorted", "abs", "round", "iter", "next", "enumerate", "zip", "map", "any", "all",
-        "set", "dict", "bytes", "complex",
-    }
-)  # fmt: skip
-_SYNCING_BUILTINS = frozenset({"int", "float", "bool"})
-"""Converting a device tensor to a Python number waits for the current stream."""
-_STORING_METHODS = frozenset(
-    {"append", "extend", "insert", "appendleft", "put", "put_nowait", "setdefault", "update", "add", "push"}
-)
+_LITERALS = (cst.SimpleString, cst.Integer, cst.Float, cst.Imaginary)
 
 
 @dataclass(frozen=True)
@@ -187,7 +177,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
                 self._enter_stream(stream, item, node)
             elif isinstance(expr, cst.Call) and qualified == GRAPH_CAPTURE:
                 self._eval_args(expr, reads=False)
-                given = next((a.value for a in expr.args if a.keyword and a.keyword.value == "stream"), None)
+                given = next((a.value for a in expr.args if a.keyword and a.keyword.value == api.STREAM_KEYWORD), None)
                 capture_stream = (self._stream(given) if given is not None else None) or CAPTURE
                 captures = True
                 self.live.current = capture_stream
@@ -322,7 +312,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         if self.state is None:
             return
         if isinstance(node, (cst.Name, cst.Attribute)) and (key := dotted_name(node)) is not None:
-            if isinstance(node, cst.Attribute) and node.attr.value in _METADATA:
+            if isinstance(node, cst.Attribute) and node.attr.value in _LOOKS_ONLY:
                 return
             self._host_read(key, node)
             if isinstance(node, cst.Attribute):
@@ -332,7 +322,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         elif isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
             return
         elif isinstance(node, cst.Attribute):
-            if node.attr.value not in _METADATA:
+            if node.attr.value not in _LOOKS_ONLY:
                 self._eval(node.value)
         elif isinstance(node, cst.NamedExpr):
             self._assign([node.target], node.value)
@@ -363,11 +353,11 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
             return
         if isinstance(func, cst.Name):
             builtin = func.value
-            reading = builtin in _READING_BUILTINS and builtin not in self.facts.functions
+            reading = builtin in DATA_BUILTINS and builtin not in self.facts.functions
             self._eval_args(node, reads=reading)
             if self.facts.syncs(builtin):
                 self._host_sync(None)
-            elif builtin in _SYNCING_BUILTINS:
+            elif reading and builtin in SYNC_BUILTINS and any(self._may_be_on_device(a.value) for a in node.args):
                 self._host_sync(self.live.current)
             return
         if not isinstance(func, cst.Attribute):
@@ -385,12 +375,12 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
             self._eval_args(node, reads=False)
             self._host_sync(None)
             return
-        if method in _STORING_METHODS:
+        if method in STORING_METHODS:
             self._eval(receiver)
             for arg in node.args:
                 self._hand_off(arg.value)
             return
-        if method in _METADATA or (method in UPLOAD_METHODS and key is not None):
+        if method in _LOOKS_ONLY or (method in UPLOAD_METHODS and key is not None):
             self._eval_args(node, reads=False)
             if method in UPLOAD_METHODS and key in self.live.pinned and non_blocking(node) and not to_host(node):
                 self._upload(key, node)
@@ -415,11 +405,26 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
             self._host_sync(self.live.current)
         self._write_out(node)
 
+    def _may_be_on_device(self, expr: cst.BaseExpression) -> bool:
+        """What a syncing builtin (`print`, `int`...) may copy from the device: not a literal (of
+        a formatted string, one of its expressions), nor a host buffer followed here."""
+        if isinstance(expr, cst.FormattedString):
+            return any(
+                self._may_be_on_device(part.expression)
+                for part in expr.parts
+                if isinstance(part, cst.FormattedStringExpression)
+            )
+        if isinstance(expr, cst.ConcatenatedString):
+            return self._may_be_on_device(expr.left) or self._may_be_on_device(expr.right)
+        if isinstance(expr, _LITERALS):
+            return False
+        return not self._followed(written_buffer(expr))
+
     def _eval_args(self, node: cst.Call, *, reads: bool) -> None:
         """`reads`: the callee reads its arguments' data on the host (a torch op, `print`...);
         otherwise a buffer passed as is is handed off to unknown code."""
         for arg in node.args:
-            if arg.keyword is not None and arg.keyword.value == "out":
+            if arg.keyword is not None and arg.keyword.value == OUT_KEYWORD:
                 continue
             if reads:
                 self._eval(arg.value)
@@ -428,7 +433,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
 
     def _write_out(self, node: cst.Call) -> None:
         for arg in node.args:
-            if arg.keyword is not None and arg.keyword.value == "out":
+            if arg.keyword is not None and arg.keyword.value == OUT_KEYWORD:
                 self._host_write(arg.value, node)
 
     def _copy_into(self, receiver: cst.BaseExpression, node: cst.Call) -> None:

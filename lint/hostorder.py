@@ -30,6 +30,11 @@ class HostOrdering:
     _hazard: Callable[..., None]
     _eval_args: Callable[..., None]
 
+    def _followed(self, key: str | None) -> bool:
+        """A host buffer this analysis follows (copies pending into or out of it, or pinned)."""
+        state = self.live
+        return key is not None and (key in state.into or key in state.out_of or key in state.pinned)
+
     def _host_sync(self, token: str | None) -> None:
         drop_pending(self.live.into, token)
         drop_pending(self.live.out_of, token)
@@ -39,7 +44,7 @@ class HostOrdering:
         method, receiver = func.attr.value, func.value
         key = dotted_name(receiver)
         state = self.live
-        if key is not None and (key in state.into or key in state.out_of or key in state.pinned):
+        if self._followed(key):
             return False  # a host buffer's own method
         args = [arg.value for arg in node.args]
         capture = state.capture

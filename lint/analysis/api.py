@@ -216,6 +216,12 @@ NON_BLOCKING = "non_blocking"
 """The keyword that makes a COPY whose `blocking` is None asynchronous."""
 PIN_MEMORY = "pin_memory"
 """The keyword of tensor factories that allocate pinned host memory (`torch.empty(..., pin_memory=True)`)."""
+STREAM_KEYWORD = "stream"
+"""The keyword naming the stream a context enters or a capture runs on (`torch.cuda.stream(stream=s)`,
+`torch.cuda.graph(g, stream=s)`)."""
+DEVICE_KEYWORD = "device"
+"""The keyword naming where a copy goes or a factory allocates (`t.to(device="cpu")`,
+`torch.zeros(n, device="cpu")`): a COPY whose `direction` is EITHER is decided by it."""
 
 SPELLING_MODULES: Mapping[str, str] = {
     "torch.cuda.streams": _CUDA,
