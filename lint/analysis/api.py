@@ -9,21 +9,18 @@ Spellings reach an entry three ways:
   the receiver is cannot be read statically, so a name means one operation whatever receives it;
 - `with s:` on a stream, which enters it as `torch.cuda.stream(s)` does (lint/recognize.py).
 
-lint/names.py resolves a dotted name to its `torch.cuda` name; the interpreters, the text
-prefilter (lint/files.py), `--confirm`'s recognizer (lint/recognize.py) and the settings
-(lint/config.py) ask this table what that name, or a method's, does. No other module names an
+lint/names.py resolves a dotted name to its `torch.cuda` name; the interpreters, the choice of
+what they walk (lint/analysis/uses.py), the text prefilter (lint/files.py), `--confirm`'s
+recognizer (lint/recognize.py) and the settings (lint/config.py) ask this table what that name,
+or a method's, does. No other module names an
 API method. Pure data: no libcst, no torch.
 """
 
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
-
-from csan_lint.lint.model import NO_SPELLINGS, Spellings
 
 
 class Kind(enum.Enum):
@@ -341,40 +338,3 @@ def generic_words() -> frozenset[str]:
     `torch.Event`, `torch.accelerator.current_stream`."""
     marking = {entry.name.rpartition(".")[2] for entry in FUNCTIONS if entry.marks_stream_code}
     return GENERIC_CLASSES | (GENERIC_FUNCTIONS & marking)
-
-
-def spelled(kinds: Iterable[Kind]) -> frozenset[str]:
-    """Every last name under which a callable or a method of `kinds` may appear in the source:
-    its own, its accelerator method's, and the generic class names it goes by."""
-    wanted = frozenset(kinds)
-    found: set[str] = set()
-    for entry in FUNCTIONS:
-        if entry.op.kind in wanted:
-            found.add(entry.name.rpartition(".")[2])
-            if entry.accelerator is not None:
-                found.add(entry.accelerator)
-            found.update(alias.rpartition(".")[2] for alias, name in SPELLING_NAMES.items() if name == entry.name)
-    found.update(m.name for m in METHODS if m.op.kind in wanted)
-    return frozenset(found)
-
-
-@lru_cache(maxsize=32)
-def mentions(
-    kinds: frozenset[Kind], spellings: Spellings = NO_SPELLINGS, words: frozenset[str] = frozenset()
-) -> re.Pattern[str]:
-    """Text that every module performing one of `kinds` holds: a spelling of them in the table or
-    in the project's settings (or one of `words`). A gate that skips a walk where it finds none:
-    a comment may let a module through, no spelling keeps one out."""
-    found = spelled(kinds) | project_leaves(spellings, kinds) | words
-    return re.compile("|".join(map(re.escape, sorted(found))))
-
-
-def project_leaves(spellings: Spellings, kinds: Iterable[Kind]) -> frozenset[str]:
-    """The last names of a project's wrappers (its settings) that perform one of `kinds`."""
-    wanted = frozenset(kinds)
-    return frozenset(
-        name.rpartition(".")[2]
-        for setting, kind in SETTINGS.items()
-        if kind in wanted
-        for name in getattr(spellings, setting)
-    )
