@@ -87,7 +87,6 @@ _MAX_LOOP_PASSES = 6
 
 _LOOKS_ONLY = METADATA | api.methods(Receiver.TENSOR, kinds=(Kind.RECORD_STREAM,))
 """Attributes and methods that look at a buffer without reading its data."""
-_LITERALS = (cst.SimpleString, cst.Integer, cst.Float, cst.Imaginary)
 
 
 @dataclass(frozen=True)
@@ -404,21 +403,6 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         ):
             self._host_sync(self.live.current)
         self._write_out(node)
-
-    def _may_be_on_device(self, expr: cst.BaseExpression) -> bool:
-        """What a syncing builtin (`print`, `int`...) may copy from the device: not a literal (of
-        a formatted string, one of its expressions), nor a host buffer followed here."""
-        if isinstance(expr, cst.FormattedString):
-            return any(
-                self._may_be_on_device(part.expression)
-                for part in expr.parts
-                if isinstance(part, cst.FormattedStringExpression)
-            )
-        if isinstance(expr, cst.ConcatenatedString):
-            return self._may_be_on_device(expr.left) or self._may_be_on_device(expr.right)
-        if isinstance(expr, _LITERALS):
-            return False
-        return not self._followed(written_buffer(expr))
 
     def _eval_args(self, node: cst.Call, *, reads: bool) -> None:
         """`reads`: the callee reads its arguments' data on the host (a torch op, `print`...);
