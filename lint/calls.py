@@ -25,6 +25,7 @@ from csan_lint.lint.vocabulary import (
     CONTAINER_METHODS,
     HOST_METHODS,
     METADATA_BUILTINS,
+    OUT_KEYWORD,
     PURE_BUILTINS,
     SHAPED_LIKE,
     STORING_METHODS,
@@ -209,5 +210,5 @@ class Calls:
 
     def _write_out(self, node: cst.Call) -> None:
         for arg in node.args:
-            if arg.keyword is not None and arg.keyword.value == "out":
+            if arg.keyword is not None and arg.keyword.value == OUT_KEYWORD:
                 self._write_target(arg.value)

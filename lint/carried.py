@@ -10,7 +10,7 @@ producer's next allocation may reuse a block while the consumer's kernels still 
 else in the function shows the producer's stream, so the interpreter (lint/accesses.py) cannot
 see this; the wait is the evidence, as a record is in lint/siblings.py.
 
-For precision, only what the function's text settles is taken:
+For precision, only what the function's own code settles is taken:
 - the event is read from a holder (`b.ready`, `b["ready"]`, `b.pop("ready")`, `getattr(b, ...)`,
   or a name bound only to one), and the holders are its chain up to what a call handed over
   here (`await queue.get()`), or it is unpacked beside tensors from one (`x, ready = q.get()`);
@@ -21,21 +21,19 @@ For precision, only what the function's text settles is taken:
 - a use of the holder's tensors after the wait: an item read from a holder (`b.x`, `b["x"]`,
   `b.get("x")`) used like a tensor (lint/siblings.py's test), or a holder other than the event's
   own passed whole to a call that may launch work (`step(**batch)`);
-- nothing is reported where the function records any of the holders' tensors in any way the
-  text shows (also by passing a holder to a function of the module that calls `record_stream`),
+- nothing is reported where the function records any of the holders' tensors in any way its
+  code shows (also by passing a holder to a function of the module that calls `record_stream`),
   where a holder escapes (returned, stored, put in a container), or where the function may
   order the producer after the uses (a host sync, a wait by another stream).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 
 import libcst as cst
 
-from csan_lint.lint.analysis import api
-from csan_lint.lint.analysis.api import Receiver
+from csan_lint.lint.analysis.uses import event_wait
 from csan_lint.lint.facts import Carried
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.nodes import target_names
@@ -60,8 +58,8 @@ def unrecorded_carried(
     recorders: frozenset[str] = frozenset(),
 ) -> list[Carried]:
     """The tensors `function` takes with an event it waits on and uses unrecorded on the waiting
-    stream (the caller picks the functions: `event_waiters`). `recorders`: the last names of the
-    module's functions that call `record_stream`."""
+    stream (the caller picks the functions: those whose own code waits on an event, `ModuleUses`).
+    `recorders`: the last names of the module's functions that call `record_stream`."""
     text = FunctionText(imports, contexts)
     text.walk(function.body)
     found = []
@@ -89,106 +87,10 @@ def unrecorded_carried(
     return found
 
 
-_POSITIONAL = re.compile(r"(?![^)]*=)\s*[^)\s]")
-"""After `.wait(`: a positional argument (an event's `wait(stream)`, not `wait()` or `wait(timeout=...)`)."""
-_DEF = re.compile(r"([ \t]*)(?:async[ \t]+)?def[ \t]+(\w+)")
-
-
-_EVENT_WAITS = tuple(
-    (f"{method.name}(", True) if method.receiver is Receiver.STREAM else (f".{method.name}(", False)
-    for method in api.METHODS
-    if method.op == api.WAIT_EVENT
-)
-"""The text of each wait on an event (`s.wait_event(e)`, `e.wait(s)`), and whether a stream waits."""
-
-
-def event_waiters(source: str) -> frozenset[str]:
-    """The names of the functions whose text waits on an event, read from the source alone (a
-    walk of every function's tree costs seconds on a large package): each wait belongs to the
-    nearest `def` above it indented less."""
-    found: set[str] = set()
-    for needle, by_stream in _EVENT_WAITS:
-        at = source.find(needle)
-        while at != -1:
-            end = at + len(needle)
-            if by_stream:
-                event = _ARGUMENT.match(source, end)
-            else:
-                event = (
-                    _RECEIVER.search(source, source.rfind("\n", 0, at) + 1, at)
-                    if _POSITIONAL.match(source, end)
-                    else None
-                )
-            enclosing = _enclosing_def(source, at) if event is not None else None
-            if event is not None and enclosing is not None:
-                if _may_be_carried(source, event.group(1), enclosing[1], at):
-                    found.add(enclosing[0])
-            at = source.find(needle, end)
-    return frozenset(found)
-
-
-_ARGUMENT = re.compile(r"\s*([\w.]+(?:\[[^]\n]*\])?(?:\.(?:pop|get)\()?)")
-"""The event passed to `wait_event(`, as far as it may be read from an object."""
-_RECEIVER = re.compile(r"([\w.]+(?:\[[^]\n]*\]|\.(?:pop|get)\([^)\n]*\))?)$")
-"""The event whose `.wait(` is called."""
-
-
-def _may_be_carried(source: str, event: str, start: int, end: int) -> bool:
-    """Whether the event's text may be read from an object a call handed over: not the state of
-    `self`/`cls`; a bare name only where the function (`source[start:end]`, up to the wait)
-    unpacks it from a tuple or reads it from an object (`x, e = ...`, `e = b.pop(k)`, `e = b[k]`,
-    `e = b.e`)."""
-    if event.startswith(("self.", "cls.")):
-        return False
-    if not event.isidentifier():
-        return True
-    name = re.escape(event)
-    binding = re.compile(
-        rf"(?:,\s*{name}\b|\b{name}\s*,)[^=]*=(?!=)|\b{name}\s*=\s*[\w.]+(?:\[|\.pop\(|\.get\(|\.\w+\s*$)"
-    )
-    at = source.find(event, start, end)
-    while at != -1:  # only the lines that name it: a search of the whole text costs more
-        line, stop = source.rfind("\n", 0, at) + 1, source.find("\n", at)
-        stop = len(source) if stop == -1 else stop
-        if binding.search(source, line, stop):
-            return True
-        at = source.find(event, stop, end)
-    return False
-
-
-def _enclosing_def(source: str, at: int) -> tuple[str, int] | None:
-    """The name and offset of the nearest `def` line above offset `at` indented less than its
-    line; None at module level (met a statement of column 0 first: the walk stays in one function)."""
-    start = source.rfind("\n", 0, at) + 1
-    line = source[start:at]
-    indent = len(line) - len(line.lstrip(" \t"))
-    while start > 0 and indent > 0:
-        start = source.rfind("\n", 0, start - 1) + 1
-        match = _DEF.match(source, start)
-        if match is not None and len(match.group(1)) < indent:
-            return match.group(2), start
-        if source[start] not in " \t\n#@)]":  # a blank line, a comment, a decorator, a signature's end
-            return None
-    return None
-
-
-def _event_wait(node: cst.Call) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
-    """(waiting stream, event) of `s.wait_event(e)` and `e.wait(s)`."""
-    if not isinstance(node.func, cst.Attribute) or len(node.args) != 1:
-        return None
-    method, receiver, argument = node.func.attr.value, node.func.value, node.args[0].value
-    op, by_stream = api.method_op(method)
-    if op == api.WAIT_EVENT and by_stream:
-        return receiver, argument
-    if op == api.WAIT_EVENT and node.args[0].keyword is None:
-        return argument, receiver
-    return None
-
-
 def _event_waits(text: FunctionText) -> Iterator[tuple[cst.Call, cst.BaseExpression, cst.BaseExpression]]:
     """(call, waiting stream, event) of each wait on an event, in source order."""
     for node in text.position:
-        if isinstance(node, cst.Call) and (wait := _event_wait(node)) is not None:
+        if isinstance(node, cst.Call) and (wait := event_wait(node)) is not None:
             yield node, *wait
 
 

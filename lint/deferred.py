@@ -20,8 +20,6 @@ Quiet, because the capture cannot mislead its runner:
 
 from __future__ import annotations
 
-import bisect
-import re
 from collections.abc import Iterator, Sequence
 from typing import cast
 
@@ -29,8 +27,8 @@ import libcst as cst
 
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Kind
+from csan_lint.lint.analysis.uses import ModuleUses
 from csan_lint.lint.facts import StaleCapture
-from csan_lint.lint.model import Spellings
 from csan_lint.lint.names import CURRENT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import children, literal_items, target_names
 from csan_lint.lint.recognize import PARTIAL, entered_streams
@@ -46,63 +44,15 @@ _CALLS_AT_ONCE = frozenset({"map", "filter", "sorted", "min", "max", "reduce"})
 
 
 def stale_captures(
-    source: str, imports: ImportTable, functions: Sequence[tuple[str, cst.FunctionDef]], spellings: Spellings
+    uses: ModuleUses, imports: ImportTable, functions: Sequence[tuple[str, cst.FunctionDef]]
 ) -> tuple[StaleCapture, ...]:
     """Every callable of the module that captures the current stream and leaves its function.
-    `imports` and `functions`: the module's, as lint/scan.py read them."""
-    leaves = (*api.spelled((Kind.CURRENT_STREAM,)), *api.project_leaves(spellings, (Kind.CURRENT_STREAM,)))
-    readers = _readers(source, leaves) if imports.imports_torch else set()
+    `imports` and `functions`: the module's, as lint/scan.py read them; only the functions whose
+    own code asks for the current stream and builds a callable (`uses`) are walked."""
+    readers = uses.functions(Kind.CURRENT_STREAM) & uses.builders
     return tuple(
-        capture
-        for _, function in functions
-        if function.name.value in readers
-        for capture in _Builder(function, imports).stale()
+        capture for name, function in functions if name in readers for capture in _Builder(function, imports).stale()
     )
-
-
-_DEF = re.compile(r"def(?<![^ \t\n]def)[ \t]+(\w+)")
-"""A `def` after blanks (a literal first: see lint/files.py on regex speed); its line tells the rest."""
-
-
-def _readers(source: str, leaves: Sequence[str]) -> set[str]:
-    """Names of the `def`s that may build a callable holding their current stream: their own
-    lines (down to the next `def` indented as little) call for the current stream, and build a
-    `partial`, a `lambda` or a nested `def`. Only these are walked (walking every function costs
-    about a fifth of the parse): text is enough to choose them, not to judge them."""
-    if not any(leaf in source for leaf in leaves):
-        return set()
-    defs: list[tuple[int, int, str]] = []  # (line start, indentation, name)
-    for match in _DEF.finditer(source):
-        start, indent = _line_of(source, match.start())
-        if source[start : match.start()].strip() in ("", "async"):
-            defs.append((start, indent, match.group(1)))
-    ends = [len(source)] * len(defs)
-    open_defs: list[int] = []
-    for index, (start, indent, _) in enumerate(defs):
-        while open_defs and defs[open_defs[-1]][1] >= indent:
-            ends[open_defs.pop()] = start
-        open_defs.append(index)
-    starts = [start for start, _, _ in defs]
-    readers: set[str] = set()
-    for mention in re.finditer("(?:" + "|".join(map(re.escape, leaves)) + r")\s*\(", source):
-        start, indent = _line_of(source, mention.start())
-        above = bisect.bisect_right(starts, start) - 1
-        while above >= 0 and defs[above][1] >= indent:
-            above -= 1
-        if above < 0:
-            continue
-        text = source[defs[above][0] : ends[above]]
-        nested = above + 1 < len(defs) and starts[above + 1] < ends[above]
-        if nested or "partial" in text or "lambda" in text:
-            readers.add(defs[above][2])
-    return readers
-
-
-def _line_of(source: str, offset: int) -> tuple[int, int]:
-    """Where the line holding `offset` starts, and how deep it is indented."""
-    start = source.rfind("\n", 0, offset) + 1
-    line = source[start:offset]
-    return start, len(line) - len(line.lstrip())
 
 
 class _Builder:

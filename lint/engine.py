@@ -57,7 +57,7 @@ def lint_and_recognize(
     except cst.ParserSyntaxError as error:
         return [syntax_error_finding(error, source, path)], frozenset()
     with remembered_subtrees():  # the analysis and the rules walk each function body many times
-        flow = module_facts(module, path, source, package, spellings, assumptions)
+        flow = module_facts(module, path, package=package, spellings=spellings, assumptions=assumptions)
         findings = [finding for rule in (all_rules() if rules is None else rules) for finding in rule().check(flow)]
     findings.sort(key=lambda finding: (finding.line, finding.column, finding.code))
     lines = stream_code_lines_in(module, spellings=spellings) if stream_code else frozenset()

@@ -16,6 +16,7 @@ import libcst as cst
 from libcst.metadata import CodeRange
 
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
+from csan_lint.lint.analysis.uses import NO_USES, ModuleUses
 from csan_lint.lint.hoststate import Copy
 from csan_lint.lint.model import NO_SPELLINGS, Span, Spellings
 from csan_lint.lint.names import ImportTable
@@ -124,8 +125,8 @@ class ModuleFlow:
     hazards: list[Hazard]
     """Stream hazards: an access not ordered after a conflicting one (lint/streamflow.py)."""
     _positions: Mapping[cst.CSTNode, CodeRange] | Positions | None = field(default=None, repr=False)
-    source: str = field(default="", repr=False)
-    """The module's text, for the analyses that prefilter on it (lint/hostflow.py)."""
+    uses: ModuleUses = field(default=NO_USES, repr=False)
+    """What the module's code does with the stream API, and where (lint/analysis/uses.py)."""
     spellings: Spellings = field(default=NO_SPELLINGS, repr=False)
     """The project's own wrappers of the stream API."""
     imports: ImportTable = field(default_factory=ImportTable, repr=False)

@@ -78,7 +78,7 @@ def downloads(expr: cst.BaseExpression) -> bool:
 def to_host(call: cst.Call) -> bool:
     """`x.to("cpu", ...)`, `x.to(device="cpu")`, `x.to(torch.device("cpu"))`."""
     for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value != "device":
+        if arg.keyword is not None and arg.keyword.value != api.DEVICE_KEYWORD:
             continue
         value = arg.value
         if isinstance(value, cst.Call) and value.args:
@@ -110,9 +110,10 @@ class ModuleFacts:
     attributes: SelfAttributes = field(default_factory=SelfAttributes)
     """Where `self.x` attributes are bound and which are views of which (only if `pins`)."""
     pins: bool = True
-    """The module's text mentions pinning at all: if not, no expression needs looking into."""
+    """The module pins host memory somewhere (lint/analysis/uses.py): if not, no expression needs
+    looking into."""
     syncing: bool = True
-    """Likewise for `synchronize`."""
+    """The module synchronizes the device, a stream or an event somewhere: if not, no function does."""
     _syncing: dict[str, bool] = field(default_factory=dict)
 
     @cached_property

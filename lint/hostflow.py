@@ -71,32 +71,21 @@ from csan_lint.lint.ordering import CURRENT, DEFAULT
 from csan_lint.lint.recognize import entered_streams, one_stream
 from csan_lint.lint.values import code_of, is_barrier, is_host_test, is_reference
 from csan_lint.lint.views import viewed
-from csan_lint.lint.vocabulary import SYNC_METHODS, UPLOAD_METHODS
+from csan_lint.lint.vocabulary import (
+    DATA_BUILTINS,
+    METADATA,
+    OUT_KEYWORD,
+    STORING_METHODS,
+    SYNC_BUILTINS,
+    SYNC_METHODS,
+    UPLOAD_METHODS,
+)
 from csan_lint.runtime import kinds
 
 _MAX_LOOP_PASSES = 6
 
-_METADATA = frozenset(
-    {
-        "size", "dim", "ndimension", "numel", "nelement", "element_size", "stride",
-        "storage_offset", "data_ptr", "is_contiguous", "get_device", "is_pinned", "shape",
-        "dtype", "device", "ndim", "is_cuda", "requires_grad", "layout", "nbytes", "itemsize",
-        "untyped_storage",
-    }
-) | api.methods(Receiver.TENSOR, kinds=(Kind.RECORD_STREAM,))  # fmt: skip
+_LOOKS_ONLY = METADATA | api.methods(Receiver.TENSOR, kinds=(Kind.RECORD_STREAM,))
 """Attributes and methods that look at a buffer without reading its data."""
-_READING_BUILTINS = frozenset(
-    {
-        "print", "int", "float", "bool", "str", "repr", "format", "list", "tuple", "sum", "max",
-        "min", "sorted", "abs", "round", "iter", "next", "enumerate", "zip", "map", "any", "all",
-        "set", "dict", "bytes", "complex",
-    }
-)  # fmt: skip
-_SYNCING_BUILTINS = frozenset({"int", "float", "bool"})
-"""Converting a device tensor to a Python number waits for the current stream."""
-_STORING_METHODS = frozenset(
-    {"append", "extend", "insert", "appendleft", "put", "put_nowait", "setdefault", "update", "add", "push"}
-)
 
 
 class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
@@ -171,7 +160,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
                 self._enter_stream(stream, item, node)
             elif isinstance(expr, cst.Call) and qualified == GRAPH_CAPTURE:
                 self._eval_args(expr, reads=False)
-                given = next((a.value for a in expr.args if a.keyword and a.keyword.value == "stream"), None)
+                given = next((a.value for a in expr.args if a.keyword and a.keyword.value == api.STREAM_KEYWORD), None)
                 capture_stream = (self._stream(given) if given is not None else None) or CAPTURE
                 captures = True
                 self.live.current = capture_stream
@@ -306,7 +295,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         if self.state is None:
             return
         if isinstance(node, (cst.Name, cst.Attribute)) and (key := dotted_name(node)) is not None:
-            if isinstance(node, cst.Attribute) and node.attr.value in _METADATA:
+            if isinstance(node, cst.Attribute) and node.attr.value in _LOOKS_ONLY:
                 return
             self._host_read(key, node)
             if isinstance(node, cst.Attribute):
@@ -316,7 +305,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         elif isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
             return
         elif isinstance(node, cst.Attribute):
-            if node.attr.value not in _METADATA:
+            if node.attr.value not in _LOOKS_ONLY:
                 self._eval(node.value)
         elif isinstance(node, cst.NamedExpr):
             self._assign([node.target], node.value)
@@ -347,11 +336,11 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
             return
         if isinstance(func, cst.Name):
             builtin = func.value
-            reading = builtin in _READING_BUILTINS and builtin not in self.facts.functions
+            reading = builtin in DATA_BUILTINS and builtin not in self.facts.functions
             self._eval_args(node, reads=reading)
             if self.facts.syncs(builtin):
                 self._host_sync(None)
-            elif builtin in _SYNCING_BUILTINS:
+            elif reading and builtin in SYNC_BUILTINS and any(self._may_be_on_device(a.value) for a in node.args):
                 self._host_sync(self.live.current)
             return
         if not isinstance(func, cst.Attribute):
@@ -369,12 +358,12 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
             self._eval_args(node, reads=False)
             self._host_sync(None)
             return
-        if method in _STORING_METHODS:
+        if method in STORING_METHODS:
             self._eval(receiver)
             for arg in node.args:
                 self._hand_off(arg.value)
             return
-        if method in _METADATA or (method in UPLOAD_METHODS and key is not None):
+        if method in _LOOKS_ONLY or (method in UPLOAD_METHODS and key is not None):
             self._eval_args(node, reads=False)
             if method in UPLOAD_METHODS and key in self.live.pinned and non_blocking(node) and not to_host(node):
                 self._upload(key, node)
@@ -403,7 +392,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         """`reads`: the callee reads its arguments' data on the host (a torch op, `print`...);
         otherwise a buffer passed as is is handed off to unknown code."""
         for arg in node.args:
-            if arg.keyword is not None and arg.keyword.value == "out":
+            if arg.keyword is not None and arg.keyword.value == OUT_KEYWORD:
                 continue
             if reads:
                 self._eval(arg.value)
@@ -412,7 +401,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
 
     def _write_out(self, node: cst.Call) -> None:
         for arg in node.args:
-            if arg.keyword is not None and arg.keyword.value == "out":
+            if arg.keyword is not None and arg.keyword.value == OUT_KEYWORD:
                 self._host_write(arg.value, node)
 
     def _copy_into(self, receiver: cst.BaseExpression, node: cst.Call) -> None:
@@ -499,14 +488,15 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         self.hazards.setdefault((kind, node), HostHazard(kind, node, span, tuple(sorted(fields.items())), copies))
 
 
-_SYNCS = api.methods(Receiver.STREAM_OR_EVENT, kinds=(Kind.HOST_SYNC,)) | {DEVICE_SYNC.rpartition(".")[2]}
-"""What `ModuleFacts.syncs` looks for, spelled: a module without it has no function that syncs."""
+_SYNCS = frozenset({api.operation(DEVICE_SYNC), api.SYNC_RECEIVER})
+"""What `ModuleFacts.syncs` looks for: a module that performs neither has no function that syncs."""
+_STARTS = (Kind.EVENT_CREATE, Kind.CAPTURE, Kind.CAPTURE_BEGIN)
+"""What the host analysis follows, with non-blocking copies: a module without any has no host hazard."""
 
 
 @lru_cache(maxsize=4)
-def _host_hazards(module: cst.Module, source: str, spellings: Spellings) -> tuple[HostHazard, ...]:
-    syncing = any(map(source.__contains__, _SYNCS))
-    facts = ModuleFacts(ImportTable(spellings), pins=api.PIN_MEMORY in source, syncing=syncing)
+def _host_hazards(module: cst.Module, spellings: Spellings, pins: bool, syncing: bool) -> tuple[HostHazard, ...]:
+    facts = ModuleFacts(ImportTable(spellings), pins=pins, syncing=syncing)
     scan_facts(module.body, facts)
     if not facts.imports.imports_torch:
         return ()
@@ -523,9 +513,10 @@ def _host_hazards(module: cst.Module, source: str, spellings: Spellings) -> tupl
 
 
 def host_hazards(flow: ModuleFlow) -> tuple[HostHazard, ...]:
-    """Every host-side hazard of the module, for `ModuleFlow.host_hazards` (lint/streamflow.py's
-    `analyse`). Most modules are skipped without a walk (`api.mentions`)."""
-    starts = frozenset({Kind.EVENT_CREATE, Kind.CAPTURE, Kind.CAPTURE_BEGIN})  # or a non-blocking copy
-    if not api.mentions(starts, flow.spellings, frozenset({api.NON_BLOCKING})).search(flow.source):
+    """Every host-side hazard of the module, for `ModuleFlow.host_hazards` (lint/analysis/driver.py).
+    Most modules are skipped without a walk: they make no event, capture no graph and copy
+    nothing non-blocking (`flow.uses`, the module's resolved calls)."""
+    uses = flow.uses
+    if not (uses.performs(*_STARTS) or uses.non_blocking):
         return ()
-    return _host_hazards(flow.module, flow.source, flow.spellings)
+    return _host_hazards(flow.module, flow.spellings, uses.pins, bool(_SYNCS & uses.ops))

@@ -11,13 +11,15 @@ import libcst as cst
 
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Kind
-from csan_lint.lint.hostfacts import is_self
+from csan_lint.lint.hostfacts import is_self, written_buffer
 from csan_lint.lint.hoststate import Capture, HostState, drop_pending, forget_token, update_pending
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.ordering import CURRENT, DEFAULT, UNKNOWN, query_poll
 from csan_lint.lint.streams import stream_token
 from csan_lint.lint.values import code_of
 from csan_lint.runtime import kinds
+
+_LITERALS = (cst.SimpleString, cst.Integer, cst.Float, cst.Imaginary)
 
 
 class HostOrdering:
@@ -30,6 +32,26 @@ class HostOrdering:
     _hazard: Callable[..., None]
     _eval_args: Callable[..., None]
 
+    def _followed(self, key: str | None) -> bool:
+        """A host buffer this analysis follows (copies pending into or out of it, or pinned)."""
+        state = self.live
+        return key is not None and (key in state.into or key in state.out_of or key in state.pinned)
+
+    def _may_be_on_device(self, expr: cst.BaseExpression) -> bool:
+        """What a syncing builtin (`print`, `int`...) may copy from the device: not a literal (of
+        a formatted string, one of its expressions), nor a host buffer followed here."""
+        if isinstance(expr, cst.FormattedString):
+            return any(
+                self._may_be_on_device(part.expression)
+                for part in expr.parts
+                if isinstance(part, cst.FormattedStringExpression)
+            )
+        if isinstance(expr, cst.ConcatenatedString):
+            return self._may_be_on_device(expr.left) or self._may_be_on_device(expr.right)
+        if isinstance(expr, _LITERALS):
+            return False
+        return not self._followed(written_buffer(expr))
+
     def _host_sync(self, token: str | None) -> None:
         drop_pending(self.live.into, token)
         drop_pending(self.live.out_of, token)
@@ -39,7 +61,7 @@ class HostOrdering:
         method, receiver = func.attr.value, func.value
         key = dotted_name(receiver)
         state = self.live
-        if key is not None and (key in state.into or key in state.out_of or key in state.pinned):
+        if self._followed(key):
             return False  # a host buffer's own method
         args = [arg.value for arg in node.args]
         capture = state.capture

@@ -102,6 +102,48 @@ def children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
     return found
 
 
+_LAYOUT_FIELDS = frozenset(
+    {
+        "asynchronous", "colon", "comma", "comment", "dot", "empty_lines", "equal", "first_colon",
+        "footer", "header", "lbrace", "lbracket", "leading_lines", "leading_whitespace",
+        "lines_after_decorators", "lpar", "newline", "operator", "posonly_ind", "rbrace",
+        "rbracket", "relative", "rpar", "second_colon", "semicolon", "star", "trailing_comma",
+        "trailing_whitespace", "annotation", "returns",
+    }
+)  # fmt: skip
+"""Fields that hold layout (whitespace, punctuation, operators' tokens) or annotations: no code
+that runs is under them (a default value or a decorator is: those fields are kept)."""
+_CODE_ORDER: dict[type, tuple[str, ...] | None] = {}
+
+
+def code_children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
+    """`children` without the layout and the annotations: the sub-nodes that may hold code that
+    runs. A walk for calls goes down about half as many nodes."""
+    order = _CODE_ORDER.get(type(node), _UNLEARNT)
+    if order is _UNLEARNT:
+        fields = _ORDER.get(type(node), _UNLEARNT)
+        if fields is _UNLEARNT:
+            fields = _ORDER[type(node)] = _field_order(node)
+        order = _CODE_ORDER[type(node)] = (
+            None if fields is None else tuple(name for name in fields if not _is_layout(name))
+        )
+    if order is None:
+        return node.children
+    found: list[cst.CSTNode] = []
+    for name in order:
+        value = getattr(node, name)
+        kind = type(value)
+        if kind is tuple or kind is list:
+            found.extend(value)  # libcst's sequence fields hold nodes only
+        elif _is_node(kind):
+            found.append(value)
+    return found
+
+
+def _is_layout(field: str) -> bool:
+    return field in _LAYOUT_FIELDS or field.startswith("whitespace")
+
+
 def parameters(function: cst.FunctionDef) -> tuple[cst.Param, ...]:
     """Every named parameter, positional-only, ordinary and keyword-only (not `*args`, `**kw`)."""
     params = function.params

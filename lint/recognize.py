@@ -165,7 +165,7 @@ def is_exit_stack(node: cst.With, imports: ImportTable) -> bool:
 
 def _stream_argument(args: Sequence[cst.Arg]) -> tuple[cst.BaseExpression, ...]:
     """The stream of `torch.cuda.stream(s)` / `StreamContext(stream=s)` (none given: none)."""
-    stream = next((arg.value for arg in args if arg.keyword is None or arg.keyword.value == "stream"), None)
+    stream = next((arg.value for arg in args if arg.keyword is None or arg.keyword.value == api.STREAM_KEYWORD), None)
     return () if stream is None else (stream,)
 
 

@@ -4,9 +4,8 @@ imports, functions, classes and globals, which functions have stream blocks, and
 
 from __future__ import annotations
 
-import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -235,7 +234,7 @@ class Entry(NamedTuple):
 def entry_streams(
     body: Sequence[cst.CSTNode],
     imports: ImportTable,
-    source: str,
+    written: Counter[tuple[str, str]],
     functions: Mapping[str, cst.FunctionDef],
     globals_: frozenset[str],
 ) -> dict[str, Entry]:
@@ -244,9 +243,9 @@ def entry_streams(
     bound only to streams the function can name alike: "a or b" for a choice), or from the body of
     a function itself entered on S, outside any block. Only the bodies of stream blocks, and of
     the functions called there, are walked down to their expressions; that no call is made
-    elsewhere is read from the text: each `f(` (or `self.m(`) of the source must be one of the
-    calls found. A call in a function nested in a block runs where that function is called: not
-    counted."""
+    elsewhere is read from `written`, the module's calls of each name (`ModuleUses.calls`): each
+    call `f(...)` (or `self.m(...)`) must be one of the calls found. A call in a function nested
+    in a block runs where that function is called: not counted."""
     calls: dict[str, list[tuple[str | None, str]]] = {}
     statements: list[tuple[cst.CSTNode, str, cst.FunctionDef | None]] = [(node, "", None) for node in reversed(body)]
     while statements:
@@ -276,7 +275,7 @@ def entry_streams(
             known = set(calls)
             _record_calls(functions[callee].body, f"{owner}." if owner else "", None, functions[callee], imports, calls)
             unwalked.extend(calls.keys() - known)
-    return _entered(calls, _written_calls(source), functions, globals_)
+    return _entered(calls, written, functions, globals_)
 
 
 def _entered(
@@ -287,7 +286,7 @@ def _entered(
 ) -> dict[str, Entry]:
     """A greatest fixpoint: every function called is first taken as entered on the stream its
     calls are made on (None: only from functions not yet decided), and dropped once a call of it
-    is made on another stream, from a function not entered, or not seen at all (the text has
+    is made on another stream, from a function not entered, or not seen at all (the module makes
     more). Recursion needs no care: a cycle of calls that no block reaches enters nothing."""
     entered: dict[str, str | None] = {callee: None for callee in calls if callee in functions}
     changed = True
@@ -325,30 +324,6 @@ def _named_alike(stream: str, function: cst.FunctionDef, globals_: frozenset[str
         if choice != CURRENT and root not in ("self", "cls") and root not in globals_ and root not in names:
             return False
     return True
-
-
-_WRITTEN_CALL = re.compile(r"(?<![\w.])(?<!def )(?:(self|cls)\.)?(\w+)\(")
-
-
-def call_text_counts(source: str, leaves: Iterable[str]) -> Counter[str]:
-    """leaf -> `source.count(leaf + "(")` for every leaf at once: each `word(` of the text counts
-    for the leaves it ends with. One pass, where a count per function made big modules quadratic."""
-    wanted = set(leaves)
-    counts: Counter[str] = Counter()
-    for word, times in Counter(_WORD_CALL.findall(source)).items():
-        for start in range(len(word)):
-            if word[start:] in wanted:
-                counts[word[start:]] += times
-    return counts
-
-
-_WORD_CALL = re.compile(r"(\w+)\(")
-
-
-def _written_calls(source: str) -> Counter[tuple[str, str]]:
-    """("", f) -> how often `f(` is written, ("self"/"cls", m) -> `self.m(`/`cls.m(`: one pass
-    over the text for all callees (one search per callee made big modules quadratic)."""
-    return Counter(_WRITTEN_CALL.findall(source))
 
 
 def _block_stream(node: cst.With, function: cst.FunctionDef | None, imports: ImportTable) -> str | None:

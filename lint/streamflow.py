@@ -24,25 +24,24 @@ from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.api import Kind
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
+from csan_lint.lint.analysis.uses import NO_USES, ModuleUses, module_uses
 from csan_lint.lint.callers import CallersJoin
-from csan_lint.lint.carried import event_waiters, unrecorded_carried
+from csan_lint.lint.carried import unrecorded_carried
 from csan_lint.lint.dataswap import swapped_out
 from csan_lint.lint.defaultjoin import waits_into_default
 from csan_lint.lint.effects import Helpers
 from csan_lint.lint.facts import Carried, ModuleFlow, Sibling
 from csan_lint.lint.model import NO_SPELLINGS, Spellings
-from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, SET_STREAM, ImportTable, dotted_name
-from csan_lint.lint.nodes import descendants, parse_module
+from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, ImportTable, dotted_name
+from csan_lint.lint.nodes import parse_module
 from csan_lint.lint.ordering import CURRENT, FlowState, Hazard, Mark, TrackedTensor, join_states, join_tensor
 from csan_lint.lint.scan import (
     body_of,
-    call_text_counts,
     calls_any,
     entry_streams,
     has_with,
     is_public,
     module_globals,
-    records_streams,
     resolve_relative,
     scan,
     self_calls,
@@ -55,7 +54,7 @@ from csan_lint.lint.summaries import PackageIndex
 def analyse(
     module: cst.Module,
     path: str,
-    source: str,
+    *,
     package: PackageIndex | None = None,
     spellings: Spellings = NO_SPELLINGS,
     assumptions: Assumptions = DEFAULT_ASSUMPTIONS,
@@ -73,8 +72,9 @@ def analyse(
     hazards: dict[tuple[object, ...], Hazard] = {}
     siblings: list[Sibling] = []
     carried: list[Carried] = []
+    uses = module_uses(module, imports, functions) if imports.imports_torch else NO_USES
     if imports.imports_torch:
-        everywhere = _mentions(source, Kind.SET_STREAM) and _sets_stream(module, imports)
+        everywhere = uses.performs(Kind.SET_STREAM)
         helpers = Helpers(
             imports,
             dict(functions),
@@ -89,30 +89,25 @@ def analyse(
         exits: dict[str, FlowState] = {}
         swapped_in: dict[str, set[str]] = {}
         entered_on = (
-            entry_streams(module.body, imports, source, helpers.functions, helpers.globals)
+            entry_streams(module.body, imports, uses.calls, helpers.functions, helpers.globals)
             if assumptions.holds(assumed.ENTRY_STREAM_FROM_CALLS)
             else {}
         )
         with_blocks = {name for name, function in functions if has_with(body_of(function.body))}
-        recorders = (
-            {name for name, function in functions if records_streams(function)}
-            if _mentions(source, Kind.RECORD_STREAM)
-            else set()
-        )
+        recorders = uses.functions(api.RECORD_STREAM, nested=True)
         for name, function in functions:
             if name in recorders and assumptions.holds(assumed.RECORDED_SIBLINGS):
                 siblings.extend(unrecorded_siblings(function, imports, helpers.contexts))
-        waiters = event_waiters(source) if assumptions.holds(assumed.EVENT_CARRIED) else frozenset()
+        waiters = uses.functions(api.WAIT_EVENT) if assumptions.holds(assumed.EVENT_CARRIED) else frozenset()
         recorder_names = frozenset(name.rpartition(".")[2] for name in recorders)
         for name, function in functions:
-            if name.rpartition(".")[2] in waiters:
+            if name in waiters:
                 carried.extend(unrecorded_carried(function, imports, helpers.contexts, recorder_names))
-        calls = call_text_counts(source, (name.rpartition(".")[2] for name, _ in functions))
         writers = {  # called functions that access a tensor on another stream
             name
             for name, function in functions
             if name in with_blocks
-            and calls[name.rpartition(".")[2]] > 1
+            and uses.leaves[name.rpartition(".")[2]] > 0
             and has_with(body_of(function.body), imports, helpers.contexts)
             and (summary := helpers.summary(name)) is not None
             and any(effect.stream != CURRENT for effect in summary.effects)
@@ -120,7 +115,7 @@ def analyse(
         writers |= {
             name
             for name in (imports.names | helpers.relative.keys()) - helpers.functions.keys()
-            if f"{name}(" in source
+            if uses.calls["", name] > 0
             and (summary := helpers.imported(name, imports.qualified(cst.Name(name)))) is not None
             and any(effect.stream != CURRENT for effect in summary.effects)
         }
@@ -131,7 +126,7 @@ def analyse(
         )
         kept_defaults: dict[str, set[str]] = {}
         default_waiters: set[str] = set()  # judged with no stream block of their own (lint/defaultjoin.py)
-        if _mentions(source, Kind.DEFAULT_STREAM) and assumptions.holds(assumed.DEFAULT_STREAM_JOIN):
+        if uses.performs(Kind.DEFAULT_STREAM) and assumptions.holds(assumed.DEFAULT_STREAM_JOIN):
             kept_defaults = {owner: kept_default_streams(owner, functions, imports) for owner in classes}
             default_waiters = {
                 name for name, f in functions if waits_into_default(f, imports, _owner_ambient(name, kept_defaults))
@@ -164,14 +159,14 @@ def analyse(
                 if end is not None:
                     exits[name] = end
         for owner in classes:
-            _cross_method(owner, functions, exits, helpers, hazards, source)
+            _cross_method(owner, functions, exits, helpers, hazards, uses)
             if swapped_in and assumptions.holds(assumed.DATA_SWAP):
                 swapped_out(owner, functions, swapped_in, hazards)
     return ModuleFlow(
         path,
         module,
         list(hazards.values()),
-        source=source,
+        uses=uses,
         spellings=spellings,
         imports=imports,
         functions=functions,
@@ -179,17 +174,6 @@ def analyse(
         carried=carried,
         assumptions=assumptions,
     )
-
-
-def _mentions(source: str, kind: Kind) -> bool:
-    """Whether the text spells an operation of `kind` (`api.mentions`): else its walk is skipped."""
-    return api.mentions(frozenset({kind})).search(source) is not None
-
-
-def _sets_stream(module: cst.Module, imports: ImportTable) -> bool:
-    """Whether the module calls `torch.cuda.set_stream` (however spelled): after that, no function
-    of it can be assumed to start on the stream its caller made current."""
-    return any(type(node) is cst.Call and imports.qualified(node.func) == SET_STREAM for node in descendants(module))
 
 
 def ambient_streams(owner: str, functions: Sequence[tuple[str, cst.FunctionDef]], imports: ImportTable) -> set[str]:
@@ -268,7 +252,7 @@ def _cross_method(
     exits: Mapping[str, FlowState],
     helpers: Helpers,
     hazards: dict[tuple[object, ...], Hazard],
-    source: str,
+    uses: ModuleUses,
 ) -> None:
     """A producer method leaves `self.x` written (or read) on a side stream; a public method of
     the same class may run after it and use (or overwrite) `self.x`, so it starts from those
@@ -289,7 +273,7 @@ def _cross_method(
     if not produced:
         return
     first = {method for method in methods if is_public(method)}
-    if any(method not in first and f"self.{method}(" in source for method in produced):
+    if any(method not in first and uses.calls["self", method] > 0 for method in produced):
         for method in ("__init__", *first):
             if method in methods:
                 first |= self_calls(methods[method].body)

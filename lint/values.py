@@ -271,7 +271,7 @@ def copied_to_host(expr: cst.BaseExpression) -> bool:
     op = api.method_op(expr.func.attr.value)[0]
     if op is not None and op.kind is Kind.COPY and op.direction is Direction.TO_HOST:
         return True
-    devices = [arg.value for arg in expr.args if arg.keyword is None or arg.keyword.value == "device"][:1]
+    devices = [arg.value for arg in expr.args if arg.keyword is None or arg.keyword.value == api.DEVICE_KEYWORD][:1]
     return (
         op == api.COPY_EITHER
         and bool(devices)
@@ -493,7 +493,7 @@ class Values:
             keyword = arg.keyword.value if arg.keyword is not None else None
             if keyword == api.PIN_MEMORY and isinstance(arg.value, cst.Name) and arg.value.value == "True":
                 return True
-            if keyword == "device":
+            if keyword == api.DEVICE_KEYWORD:
                 device = arg.value
                 if (
                     isinstance(device, cst.Call)

@@ -22,6 +22,9 @@ HOST_ATTRIBUTES = frozenset(
         "is_leaf", "names", "is_sparse", "is_quantized", "itemsize", "nbytes",
     }
 )  # fmt: skip
+"""Tensor attributes that are metadata: reading one reads no data."""
+METADATA = HOST_METHODS | HOST_ATTRIBUTES
+"""A tensor's methods and attributes that look at it without reading its data."""
 AUTOGRAD_BOOKKEEPING = frozenset({"save_for_backward", "mark_dirty", "mark_non_differentiable"})
 """Methods of an autograd function's `ctx` that keep tensors for later, reading none of their data."""
 TENSOR_ATTRIBUTES = frozenset({"grad", "data"})
@@ -61,7 +64,18 @@ PURE_BUILTINS = frozenset(
 METADATA_BUILTINS = frozenset({"len", "isinstance", "issubclass", "hasattr", "id", "type", "callable"})
 """Builtins that look at a tensor without launching work on it."""
 SYNC_BUILTINS = frozenset({"int", "float", "bool", "str", "repr", "format", "print"})
-"""Builtins that copy a tensor argument's value to the host, waiting for the current stream."""
+"""Builtins that copy a device tensor argument's value to the host, waiting for the current
+stream: `int`/`float`/`bool` call `.item()`; `str`/`repr`/`format`/`print` format the tensor,
+which torch does from a copy on the host."""
+DATA_BUILTINS = SYNC_BUILTINS | frozenset(
+    {
+        "list", "tuple", "set", "dict", "sum", "max", "min", "sorted", "abs", "round", "iter",
+        "next", "enumerate", "zip", "map", "any", "all", "bytes", "complex",
+    }
+)  # fmt: skip
+"""Builtins that read their arguments' data on the host: convert, format, iterate or reduce it."""
+OUT_KEYWORD = "out"
+"""The keyword of a torch op's output tensor: written, not read."""
 TENSOR_MODULES = ("torch", "torch.nn.functional", "torch.fft", "torch.linalg", "torch.special")
 HOST_TORCH = frozenset(
     {

@@ -9,21 +9,18 @@ Spellings reach an entry three ways:
   the receiver is cannot be read statically, so a name means one operation whatever receives it;
 - `with s:` on a stream, which enters it as `torch.cuda.stream(s)` does (lint/recognize.py).
 
-lint/names.py resolves a dotted name to its `torch.cuda` name; the interpreters, the text
-prefilter (lint/files.py), `--confirm`'s recognizer (lint/recognize.py) and the settings
-(lint/config.py) ask this table what that name, or a method's, does. No other module names an
+lint/names.py resolves a dotted name to its `torch.cuda` name; the interpreters, the choice of
+what they walk (lint/analysis/uses.py), the text prefilter (lint/files.py), `--confirm`'s
+recognizer (lint/recognize.py) and the settings (lint/config.py) ask this table what that name,
+or a method's, does. No other module names an
 API method. Pure data: no libcst, no torch.
 """
 
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
-
-from csan_lint.lint.model import NO_SPELLINGS, Spellings
 
 
 class Kind(enum.Enum):
@@ -216,6 +213,12 @@ NON_BLOCKING = "non_blocking"
 """The keyword that makes a COPY whose `blocking` is None asynchronous."""
 PIN_MEMORY = "pin_memory"
 """The keyword of tensor factories that allocate pinned host memory (`torch.empty(..., pin_memory=True)`)."""
+STREAM_KEYWORD = "stream"
+"""The keyword naming the stream a context enters or a capture runs on (`torch.cuda.stream(stream=s)`,
+`torch.cuda.graph(g, stream=s)`)."""
+DEVICE_KEYWORD = "device"
+"""The keyword naming where a copy goes or a factory allocates (`t.to(device="cpu")`,
+`torch.zeros(n, device="cpu")`): a COPY whose `direction` is EITHER is decided by it."""
 
 SPELLING_MODULES: Mapping[str, str] = {
     "torch.cuda.streams": _CUDA,
@@ -260,6 +263,7 @@ SETTINGS: Mapping[str, Kind] = {
 
 _BY_NAME: Mapping[str, Function] = {function.name: function for function in FUNCTIONS}
 _BY_METHOD: Mapping[str, Method] = {method.name: method for method in METHODS}
+_RECORDS_STREAM = tuple(m.name for m in METHODS if m.op.kind is Kind.RECORD_STREAM)
 _BY_ACCELERATOR: Mapping[str, str] = {
     spelling: entry.name
     for entry in FUNCTIONS
@@ -293,7 +297,7 @@ def method_op(name: str) -> tuple[Operation | None, bool]:
 
 def records_stream(name: str) -> bool:
     """`record_stream`, the method, or a helper named after it (`_no_dispatch_record_stream(t, s)`)."""
-    return any(name.endswith(m.name) for m in METHODS if m.op.kind is Kind.RECORD_STREAM)
+    return name.endswith(_RECORDS_STREAM)
 
 
 def names(*kinds: Kind) -> frozenset[str]:
@@ -334,40 +338,3 @@ def generic_words() -> frozenset[str]:
     `torch.Event`, `torch.accelerator.current_stream`."""
     marking = {entry.name.rpartition(".")[2] for entry in FUNCTIONS if entry.marks_stream_code}
     return GENERIC_CLASSES | (GENERIC_FUNCTIONS & marking)
-
-
-def spelled(kinds: Iterable[Kind]) -> frozenset[str]:
-    """Every last name under which a callable or a method of `kinds` may appear in the source:
-    its own, its accelerator method's, and the generic class names it goes by."""
-    wanted = frozenset(kinds)
-    found: set[str] = set()
-    for entry in FUNCTIONS:
-        if entry.op.kind in wanted:
-            found.add(entry.name.rpartition(".")[2])
-            if entry.accelerator is not None:
-                found.add(entry.accelerator)
-            found.update(alias.rpartition(".")[2] for alias, name in SPELLING_NAMES.items() if name == entry.name)
-    found.update(m.name for m in METHODS if m.op.kind in wanted)
-    return frozenset(found)
-
-
-@lru_cache(maxsize=32)
-def mentions(
-    kinds: frozenset[Kind], spellings: Spellings = NO_SPELLINGS, words: frozenset[str] = frozenset()
-) -> re.Pattern[str]:
-    """Text that every module performing one of `kinds` holds: a spelling of them in the table or
-    in the project's settings (or one of `words`). A gate that skips a walk where it finds none:
-    a comment may let a module through, no spelling keeps one out."""
-    found = spelled(kinds) | project_leaves(spellings, kinds) | words
-    return re.compile("|".join(map(re.escape, sorted(found))))
-
-
-def project_leaves(spellings: Spellings, kinds: Iterable[Kind]) -> frozenset[str]:
-    """The last names of a project's wrappers (its settings) that perform one of `kinds`."""
-    wanted = frozenset(kinds)
-    return frozenset(
-        name.rpartition(".")[2]
-        for setting, kind in SETTINGS.items()
-        if kind in wanted
-        for name in getattr(spellings, setting)
-    )

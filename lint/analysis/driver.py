@@ -21,15 +21,15 @@ from csan_lint.lint.summaries import PackageIndex
 def module_facts(
     module: cst.Module,
     path: str,
-    source: str,
+    *,
     package: PackageIndex | None = None,
     spellings: Spellings = NO_SPELLINGS,
     assumptions: Assumptions = DEFAULT_ASSUMPTIONS,
 ) -> ModuleFlow:
     """The stream flow (lint/streamflow.py: stream hazards, siblings, carried tensors), then the
     host hazards (lint/hostflow.py) and the stale stream captures (lint/deferred.py) on it."""
-    flow = analyse(module, path, source, package, spellings, assumptions)
+    flow = analyse(module, path, package=package, spellings=spellings, assumptions=assumptions)
     flow.host_hazards = host_hazards(flow)
     if assumptions.holds(STALE_STREAM_CAPTURE):
-        flow.stale_captures = stale_captures(source, flow.imports, flow.functions, spellings)
+        flow.stale_captures = stale_captures(flow.uses, flow.imports, flow.functions)
     return flow

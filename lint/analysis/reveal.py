@@ -142,7 +142,7 @@ def reveal(
     streams, host = Probe(targets, body[0]), Probe(targets, body[0])
     with remembered_subtrees():
         with probing(streams):
-            flow = analyse(module, path, source, None, spellings, assumptions)
+            flow = analyse(module, path, spellings=spellings, assumptions=assumptions)
         with probing(host):
             host_hazards(flow)
     result["analyses"] = {"streams": _report(streams, _STREAMS_SKIP, where), "host": _report(host, _HOST_SKIP, where)}

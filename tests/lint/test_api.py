@@ -193,13 +193,6 @@ def test_project_spellings_pass_the_prefilter_by_their_last_name() -> None:
     assert might_have_findings(source, _PROJECT.leaves())
 
 
-def test_text_gates_know_the_projects_spellings() -> None:
-    """A gate built from the table alone would skip a module that makes its events by a factory."""
-    source = "e = new_event()\ns.wait_event(e)\n"
-    assert api.mentions(frozenset({Kind.EVENT_CREATE}), _PROJECT).search(source)
-    assert not api.mentions(frozenset({Kind.EVENT_CREATE})).search(source)
-
-
 def test_a_device_module_looked_up_by_name_is_torch_cuda() -> None:
     """`getattr(torch, self.device).stream(s)` (torchao's CPU offload optimizer): device-generic
     code picks the module at run time; on a CUDA device it is `torch.cuda`."""

@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import textwrap
 
+import libcst as cst
 import pytest
 
-from csan_lint.lint.carried import event_waiters
+from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis.uses import module_uses
 from csan_lint.lint.engine import lint_source
+from csan_lint.lint.names import ImportTable
+from csan_lint.lint.scan import scan
 
 
 def findings(source: str) -> list[tuple[str, int]]:
@@ -185,35 +189,44 @@ def test_an_event_of_the_callers_object_is_no_evidence(header: str, binding: str
     assert findings(source) == []
 
 
-def test_only_functions_whose_text_may_wait_on_a_carried_event_are_walked() -> None:
-    source = textwrap.dedent(
-        """
+def waiters(source: str) -> frozenset[str]:
+    """The functions whose own code waits on an event: the ones lint/carried.py walks."""
+    module = cst.parse_module(textwrap.dedent(source))
+    imports, functions = ImportTable(), []
+    scan(module.body, imports, functions, "", {}, [])
+    return module_uses(module, imports, functions).functions(api.WAIT_EVENT)
+
+
+def test_the_functions_walked_are_those_whose_code_waits_on_an_event() -> None:
+    source = """
+        import torch
+
         def own(self):
             self.stream.wait_event(self.ready)
-
-        def made(s):
-            e = s.record_event()
-            torch.cuda.current_stream().wait_event(e)
 
         def timed(work):
             work.wait(timeout=5)
 
-        def unpacked(queue):
+        def handle(work):
+            work.wait()
+
+        def commented(queue):
+            # torch.cuda.current_stream().wait_event(ready); ready.wait(stream)
             x, ready = queue.get()
-            torch.cuda.current_stream().wait_event(ready)
+            return "s.wait_event(ready)"
 
         def popped(queue):
             batch = queue.get()
             for t in batch:
                 batch.pop("ready").wait(torch.cuda.current_stream())
         """
-    )
-    assert event_waiters(source) == {"unpacked", "popped"}
+    assert waiters(source) == {"own", "popped"}
 
 
 def test_a_wait_in_a_function_with_a_wrapped_signature_or_at_module_level() -> None:
-    source = textwrap.dedent(
-        """
+    source = """
+        import torch
+
         def wrapped(
             queue,
         ) -> None:
@@ -223,5 +236,4 @@ def test_a_wait_in_a_function_with_a_wrapped_signature_or_at_module_level() -> N
         x, ready = queue.get()
         torch.cuda.current_stream().wait_event(ready)
         """
-    )
-    assert event_waiters(source) == {"wrapped"}
+    assert waiters(source) == {"wrapped"}

@@ -37,7 +37,7 @@ def orders(source: str, name: str) -> dict[str, frozenset[str]]:
 def hazards(source: str, package: PackageIndex | None = None) -> set[tuple[str, int, str, str]]:
     """(kind, line, tensor, other stream) for each hazard, and the producer when it is named."""
     source = textwrap.dedent(source)
-    flow = analyse(cst.parse_module(source), "m.py", source, package)
+    flow = analyse(cst.parse_module(source), "m.py", package=package)
     return {(hazard.kind.name, flow.line(hazard.access.node), hazard.tensor, hazard.other) for hazard in flow.hazards}
 
 

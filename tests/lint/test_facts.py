@@ -17,8 +17,8 @@ from csan_lint.runtime.kinds import HOST_READ_PENDING
 def flow_of(source: str, assumptions: Assumptions | None = None) -> ModuleFlow:
     source = textwrap.dedent(source)
     if assumptions is None:
-        return module_facts(cst.parse_module(source), "m.py", source)
-    return module_facts(cst.parse_module(source), "m.py", source, assumptions=assumptions)
+        return module_facts(cst.parse_module(source), "m.py")
+    return module_facts(cst.parse_module(source), "m.py", assumptions=assumptions)
 
 
 def test_a_side_stream_reading_the_current_streams_result_lacks_a_fork() -> None:

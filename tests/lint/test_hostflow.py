@@ -22,7 +22,7 @@ from csan_lint.runtime import kinds
 def hazards(source: str) -> set[tuple[str, int]]:
     """(kind, line) of every host hazard."""
     source = textwrap.dedent(source)
-    flow = analyse(cst.parse_module(source), "m.py", source)
+    flow = analyse(cst.parse_module(source), "m.py")
     return {(hazard.kind, flow.line(hazard.node)) for hazard in host_hazards(flow)}
 
 
@@ -75,6 +75,34 @@ def test_syncs_that_cover_the_copy(inside: str, between: str) -> None:
 def test_syncs_that_do_not_cover_the_copy(inside: str, between: str) -> None:
     line = 12 + between.count("\n")
     assert hazards(DOWNLOAD.format(inside=inside, between=between)) == {(kinds.HOST_READ_PENDING, line)}
+
+
+@pytest.mark.parametrize("builtin", ["int(y)", "float(y)", "bool(y)", "str(y)", "repr(y)", "format(y)", "print(y)"])
+def test_a_builtin_that_converts_or_formats_a_device_tensor_syncs_the_current_stream(builtin: str) -> None:
+    """`int` calls `.item()`; `str`, `repr`, `format` and `print` format from a copy on the host:
+    each waits for the current stream, which waited for `s`."""
+    between = f"torch.cuda.current_stream().wait_stream(s); {builtin}"
+    assert hazards(DOWNLOAD.format(inside="pass", between=between)) == set()
+
+
+@pytest.mark.parametrize("builtin", ["print('waiting')", "str(3)", "print(f'step {1}')", "int('8')"])
+def test_a_builtin_given_only_literals_syncs_nothing(builtin: str) -> None:
+    between = f"torch.cuda.current_stream().wait_stream(s); {builtin}"
+    assert hazards(DOWNLOAD.format(inside="pass", between=between)) == {(kinds.HOST_READ_PENDING, 12)}
+
+
+def test_converting_the_pending_host_buffer_reads_it_and_syncs_nothing() -> None:
+    """`int(host)` reads host memory: no device work is waited for, the other copy stays pending."""
+    source = """
+    import torch
+
+    def f(x, z):
+        host = x.to("cpu", non_blocking=True)
+        other = z.to("cpu", non_blocking=True)
+        n = int(host)
+        return other.tolist()
+    """
+    assert hazards(source) == {(kinds.HOST_READ_PENDING, 7), (kinds.HOST_READ_PENDING, 8)}
 
 
 READ = """

@@ -35,7 +35,7 @@ class Reducer:
 
 def _unordered_lines(**fields: str) -> set[int]:
     source = textwrap.dedent(JOINED_BY_A_LOOP.format(**fields))
-    flow = analyse(cst.parse_module(source), "m.py", source)
+    flow = analyse(cst.parse_module(source), "m.py")
     return {flow.line(h.access.node) for h in flow.hazards if h.kind is HazardKind.READ_AFTER_WRITE}
 
 
@@ -86,7 +86,7 @@ def test_work_launched_between_the_waits_is_not_joined() -> None:
             return y + 1
         """
     )
-    flow = analyse(cst.parse_module(source), "m.py", source)
+    flow = analyse(cst.parse_module(source), "m.py")
     assert {flow.line(h.access.node) for h in flow.hazards if h.kind is HazardKind.READ_AFTER_WRITE} == {11}
 
 
@@ -106,5 +106,5 @@ def test_a_loop_over_a_list_of_named_streams_joins_each_of_them(listed: str, uno
             z = y + 1
         """
     )
-    flow = analyse(cst.parse_module(source), "m.py", source)
+    flow = analyse(cst.parse_module(source), "m.py")
     assert {flow.line(h.access.node) for h in flow.hazards if h.kind is HazardKind.READ_AFTER_WRITE} == unordered

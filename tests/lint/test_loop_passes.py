@@ -26,7 +26,7 @@ def f(s):
 
 def _raw_lines(source: str) -> set[int]:
     source = textwrap.dedent(source)
-    flow = analyse(cst.parse_module(source), "m.py", source)
+    flow = analyse(cst.parse_module(source), "m.py")
     return {flow.line(h.access.node) for h in flow.hazards if h.kind is HazardKind.READ_AFTER_WRITE}
 
 

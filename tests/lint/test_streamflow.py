@@ -22,7 +22,7 @@ RAW, WAW, WAR, FREE = (
 
 def _flow(source: str) -> ModuleFlow:
     source = textwrap.dedent(source)
-    return analyse(cst.parse_module(source), "m.py", source)
+    return analyse(cst.parse_module(source), "m.py")
 
 
 def hazards(source: str, *kinds: HazardKind) -> set[tuple[str, str, int, str, str]]:
@@ -775,7 +775,7 @@ def test_method_helpers_of_the_same_class() -> None:
 def test_long_operator_chains_do_not_exhaust_the_stack() -> None:
     chain = " + ".join(["x"] * 1100)  # deeper than the default recursion limit; libcst parses it slowly
     source = f"import torch\n\ndef f(x, s):\n    with torch.cuda.stream(s):\n        y = {chain}\n    return y\n"
-    assert analyse(cst.parse_module(source), "m.py", source).hazards == []
+    assert analyse(cst.parse_module(source), "m.py").hazards == []
 
 
 def test_a_stream_chosen_on_a_branch_is_judged_on_each_choice() -> None:
