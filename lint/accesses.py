@@ -26,7 +26,7 @@ from csan_lint.lint.interpret import Interpreter
 from csan_lint.lint.modules import ModuleMoves, moved_module
 from csan_lint.lint.modulestate import state_items
 from csan_lint.lint.names import GRAPH_CAPTURE, ImportTable, dotted_name
-from csan_lint.lint.nodes import children, target_names
+from csan_lint.lint.nodes import children, names_outside_returns, target_names
 from csan_lint.lint.numbers import used_as_numbers
 from csan_lint.lint.ordering import (
     CURRENT,
@@ -199,7 +199,7 @@ class FunctionAnalysis(
         if self.state is not None and self.live.released and not _allocates_nothing(node):
             self._reuse_released()
         if self.state is not None and self._side_work_pending():
-            self.touched_after_work.update(_names_outside_returns(node))
+            self.touched_after_work.update(names_outside_returns(node))
         super()._statement(node)
 
     def _side_work_pending(self) -> bool:
@@ -580,40 +580,6 @@ class FunctionAnalysis(
         found = self.hazards.setdefault(key, hazard)
         if origin is not None and (found.origin is None or origin < found.origin) and found.release is release:
             self.hazards[key] = hazard  # several producers: name one, the same on every run
-
-    def _rests_on(self, tensor: str, produced: Produced, handed_by: str | None) -> frozenset[str]:
-        """The assumptions a hazard of this function takes for granted: the producer of a value
-        written by the caller, the stream the function is entered on, a hand-over through `self`."""
-        rests: set[str] = set()
-        if produced == "by the caller" and "." in tensor and not self.orders_after_default:
-            rests.add(assumed.ATTRIBUTES_WRITTEN_BY_CALLER)
-        elif produced == "by the caller" and "." not in tensor:
-            annotated = tensor in self.annotated_params
-            rests.add(
-                assumed.ANNOTATED_PARAMETERS_WRITTEN_BY_CALLER
-                if annotated
-                else assumed.UNANNOTATED_PARAMETERS_WRITTEN_BY_CALLER
-            )
-        if self.entry_stream != CURRENT:
-            rests.add(assumed.ENTRY_STREAM_FROM_CALLS)
-        if handed_by is not None:
-            rests.add(assumed.CONTAINER_HANDOVER)
-        return frozenset(rests)
-
-
-def _names_outside_returns(node: cst.CSTNode) -> set[str]:
-    """The names a statement uses, but those only returned (`return loss` hands `loss` back; it
-    does not put anything into it)."""
-    names: set[str] = set()
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.Return):
-            continue
-        if isinstance(current, cst.Name):
-            names.add(current.value)
-        stack.extend(children(current))
-    return names
 
 
 def _allocates_nothing(node: cst.BaseStatement | cst.BaseSmallStatement) -> bool:

@@ -225,3 +225,18 @@ def parse_module(source: str) -> cst.Module:
 
 def _unchecked(self: cst.CSTNode) -> None:
     return None
+
+
+def names_outside_returns(node: cst.CSTNode) -> set[str]:
+    """The names a statement uses, but those only returned (`return loss` hands `loss` back; it
+    does not put anything into it)."""
+    names: set[str] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Return):
+            continue
+        if isinstance(current, cst.Name):
+            names.add(current.value)
+        stack.extend(children(current))
+    return names

@@ -28,6 +28,7 @@ from csan_lint.lint.ordering import (
     FlowState,
     HazardKind,
     Mark,
+    Produced,
     TrackedTensor,
     distinct,
     issued_on,
@@ -113,6 +114,25 @@ class Returns:
                 assumed.ANNOTATED_PARAMETERS_WRITTEN_BY_CALLER
             )
         return param.name.value in used
+
+    def _rests_on(self, tensor: str, produced: Produced, handed_by: str | None) -> frozenset[str]:
+        """The assumptions a hazard of this function takes for granted: the producer of a value
+        written by the caller, the stream the function is entered on, a hand-over through `self`."""
+        rests: set[str] = set()
+        if produced == "by the caller" and "." in tensor and not self.orders_after_default:
+            rests.add(assumed.ATTRIBUTES_WRITTEN_BY_CALLER)
+        elif produced == "by the caller" and "." not in tensor:
+            annotated = tensor in self.annotated_params
+            rests.add(
+                assumed.ANNOTATED_PARAMETERS_WRITTEN_BY_CALLER
+                if annotated
+                else assumed.UNANNOTATED_PARAMETERS_WRITTEN_BY_CALLER
+            )
+        if self.entry_stream != CURRENT:
+            rests.add(assumed.ENTRY_STREAM_FROM_CALLS)
+        if handed_by is not None:
+            rests.add(assumed.CONTAINER_HANDOVER)
+        return frozenset(rests)
 
     def _assumes(self, name: str) -> bool:
         return (self.helpers.assumptions if self.helpers is not None else DEFAULT_ASSUMPTIONS).holds(name)

@@ -492,9 +492,7 @@ def _background_workers(checks: Sequence[_Check], jobs: int | None) -> int:
     """Worker processes for checks run in the background: one core is left to the caller (the
     tests `--confirm` starts meanwhile); 0 (check now, in this process) when there is too little
     to check to pay for starting them, or `jobs` asks for no worker process."""
-    if jobs is not None and jobs <= 1:
-        return 0
-    if sum(check.job.cost for check in checks) < PARALLEL_MIN_BYTES:
+    if (jobs is not None and jobs <= 1) or sum(check.job.cost for check in checks) < PARALLEL_MIN_BYTES:
         return 0
     return max(1, (jobs or os.cpu_count() or 1) - 1)
 

@@ -9,7 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from csan_lint.lint import cli
-from csan_lint.lint.cli import expand_tests, main
+from csan_lint.lint.cli import main
+from csan_lint.lint.tests_option import expand_tests
 
 
 @pytest.mark.parametrize(
