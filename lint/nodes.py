@@ -229,12 +229,13 @@ def _unchecked(self: cst.CSTNode) -> None:
 
 def names_outside_returns(node: cst.CSTNode) -> set[str]:
     """The names a statement uses, but those only returned (`return loss` hands `loss` back; it
-    does not put anything into it)."""
+    does not put anything into it). Of a compound statement, its header's: the interpreter
+    visits each statement of its bodies on its own."""
     names: set[str] = set()
     stack = [node]
     while stack:
         current = stack.pop()
-        if isinstance(current, cst.Return):
+        if isinstance(current, (cst.Return, cst.BaseSuite)):
             continue
         if isinstance(current, cst.Name):
             names.add(current.value)
