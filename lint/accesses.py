@@ -551,6 +551,7 @@ class FunctionAnalysis(
         dropped: bool = False,
         handed_by: str | None = None,
         callers: bool = False,
+        rests_on: frozenset[str] = frozenset(),
     ) -> None:
         """Once per access and other stream: the first release found is the one reported.
         `origin`: the function of the conflicting access, named only when it is another one.
@@ -574,7 +575,7 @@ class FunctionAnalysis(
             returned,
             dropped,
             handed_by,
-            assumptions=self._rests_on(tensor, produced, handed_by),
+            assumptions=self._rests_on(tensor, produced, handed_by) | rests_on,
         )
         key = (kind, tensor, access.node, other)
         found = self.hazards.setdefault(key, hazard)

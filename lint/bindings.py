@@ -38,7 +38,7 @@ from csan_lint.lint.ordering import (
     join_tensor,
     launch_key,
 )
-from csan_lint.lint.pathfacts import conjuncts, equated, facts_of, none_names, without
+from csan_lint.lint.pathfacts import conjuncts, equated, facts_of, host_resident, none_names, without
 from csan_lint.lint.recognize import one_stream
 from csan_lint.lint.values import (
     Value,
@@ -230,7 +230,7 @@ class Bindings:
             self._same_streams(part, holds)
         tensors = self.live.tensors
         said = facts_of(test, outcome)
-        for name in none_names(said):
+        for name in none_names(said) | host_resident(said):
             tensors.pop(name, None)
         facts = frozenset(fact for fact in said if fact.name not in tensors or not tensors[fact.name].writes)
         if facts <= self.live.facts:
@@ -298,7 +298,10 @@ class Bindings:
         storage_of = rebound_storage(target)
         if storage_of is not None:  # the same tensor, still the caller's, now holding `value`'s memory
             key = storage_of
-            self._release(key, target)
+            keeps = value.moved_from is not None and value.moved_from.removesuffix(".data") == key
+            assumes = not keeps and self.helpers.assumptions.holds(assumed.REBOUND_DATA_RELEASES)
+            unseen = self.entry_stream if assumes else None  # `p.data = p.data.to(d)` leaves no device memory
+            self._release(key, target, unseen_alloc=unseen)
             if (pool := self._pool()) is not None and not self.silent:
                 self.swapped_in.add(pool)
         else:
@@ -462,12 +465,18 @@ class Bindings:
 
     # ---- lifetimes
 
-    def _release(self, key: str, where: cst.CSTNode | None) -> None:
+    def _release(self, key: str, where: cst.CSTNode | None, unseen_alloc: str | None = None) -> None:
         """The name's last reference dies at `where`: its block goes back to its allocating
         stream's pool, and uses on other streams must be ordered before that stream's next
-        allocation (`_reuse_released`), which may get it."""
+        allocation (`_reuse_released`), which may get it. `unseen_alloc`: the stream taken as
+        the allocating one where the allocation is not seen (memory a `.data` rebinding drops,
+        as `resize_(0)` frees it: `_free`); its uses are then all its accesses."""
         tensor = self.live.tensors.get(key)
-        if tensor is None or tensor.alloc is None or tensor.escaped:
+        if tensor is None or tensor.escaped:
+            return
+        if tensor.alloc is None and unseen_alloc is not None:
+            tensor = replace(tensor, alloc=unseen_alloc, uses=tensor.reads | tensor.writes, assumed_alloc=True)
+        if tensor.alloc is None:
             return
         if any(_unprotected(use, tensor, tensor.alloc) for use in tensor.uses):
             self.live.released[key, where] = tensor
@@ -480,7 +489,8 @@ class Bindings:
             assert tensor.alloc is not None  # only such tensors are released for judging
             for use in tensor.uses:
                 if _unprotected(use, tensor, tensor.alloc):
-                    self._hazard(HazardKind.FREE_IN_USE, key, use.access, tensor.alloc, where)
+                    rests = frozenset({assumed.REBOUND_DATA_RELEASES}) if tensor.assumed_alloc else frozenset()
+                    self._hazard(HazardKind.FREE_IN_USE, key, use.access, tensor.alloc, where, rests_on=rests)
 
     def _free(self, key: str, where: cst.Call) -> None:
         """`x.untyped_storage().resize_(0)` frees the memory at once, whoever allocated it (the

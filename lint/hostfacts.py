@@ -64,30 +64,6 @@ def may_not_block(call: cst.Call) -> bool:
     )
 
 
-def downloads(expr: cst.BaseExpression) -> bool:
-    """`x.to("cpu", non_blocking=True)`: a device-to-host copy whose result may not be there yet."""
-    return (
-        isinstance(expr, cst.Call)
-        and isinstance(expr.func, cst.Attribute)
-        and api.method_op(expr.func.attr.value)[0] == api.COPY_EITHER
-        and non_blocking(expr)
-        and to_host(expr)
-    )
-
-
-def to_host(call: cst.Call) -> bool:
-    """`x.to("cpu", ...)`, `x.to(device="cpu")`, `x.to(torch.device("cpu"))`."""
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value != api.DEVICE_KEYWORD:
-            continue
-        value = arg.value
-        if isinstance(value, cst.Call) and value.args:
-            value = value.args[0].value
-        if isinstance(value, cst.SimpleString) and value.evaluated_value in ("cpu", b"cpu"):
-            return True
-    return False
-
-
 def pins(expr: cst.CSTNode) -> bool:
     """The expression makes pinned host memory: `.pin_memory()`, `pin_memory=True`."""
     if isinstance(expr, cst.Call):

@@ -29,17 +29,16 @@ import libcst as cst
 
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Kind, Receiver
+from csan_lint.lint.devices import Place, place_of_device, place_of_result
 from csan_lint.lint.facts import HostHazard, ModuleFlow
 from csan_lint.lint.hostfacts import (
     ModuleFacts,
-    downloads,
     host_children,
     is_true,
     non_blocking,
     pins,
     scan_facts,
     target_keys,
-    to_host,
     written_buffer,
 )
 from csan_lint.lint.hostorder import HostOrdering
@@ -223,6 +222,8 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
                     state.streams[key] = state.streams[source]
                 if source in state.pinned:
                     state.pinned |= {key}
+                if source in state.on_host:
+                    state.on_host |= {key}
             return
         if isinstance(value, (cst.Tuple, cst.List, cst.Set, cst.Dict)):
             self._hand_off(value)  # packing values up is no read
@@ -242,6 +243,8 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         state = self.live
         if isinstance(value, cst.Subscript) and dotted_name(value.value) in state.pinned:
             state.pinned |= {key}
+        if self._place(value) is Place.HOST:
+            state.on_host |= {key}
         if not isinstance(value, cst.Call):
             return
         qualified = self.imports.qualified(value.func)
@@ -263,7 +266,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
             stream = self._stream(func.value)
             if stream is not None:
                 self._record(key, stream)
-        elif downloads(value):
+        elif self._downloads(value):
             state.into[key] = frozenset({Pending(Copy(value, state.current), frozenset({state.current}))})
             state.pinned |= {key}
 
@@ -274,7 +277,36 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         state.streams.pop(key, None)
         state.contexts.pop(key, None)
         state.pinned -= {key}
+        state.on_host -= {key}
         state.unrecorded -= {key}
+
+    # ---- where memory lives
+
+    def _known(self, key: str) -> Place | None:
+        return Place.HOST if key in self.live.on_host else None
+
+    def _place(self, value: cst.BaseExpression) -> Place | None:
+        """Where a bound value's memory lives (a device value: which one it names), if host
+        on some path so far."""
+        if isinstance(value, cst.Call) and self.imports.qualified(value.func) != "torch.device":
+            return place_of_result(value, self.imports, self._known)
+        return place_of_device(value, self.imports, self._known)
+
+    def _to_host(self, call: cst.Call) -> bool:
+        """`x.to(d, ...)` where `d` may be the host: `"cpu"`, `torch.device("cpu")`, `y.device`
+        of host memory `y`, `x.to(y)` of a host tensor `y`, `.cpu()`."""
+        return place_of_result(call, self.imports, self._known) is Place.HOST
+
+    def _downloads(self, expr: cst.BaseExpression) -> bool:
+        """A non-blocking copy to the host (`x.to("cpu", non_blocking=True)`): its result,
+        pinned memory, may not be there yet."""
+        return (
+            isinstance(expr, cst.Call)
+            and isinstance(expr.func, cst.Attribute)
+            and api.method_op(expr.func.attr.value)[0] == api.COPY_EITHER
+            and non_blocking(expr)
+            and self._to_host(expr)
+        )
 
     def _hand_off(self, expr: cst.BaseExpression) -> None:
         """A value given to code whose effect is unknown: not read here, no longer tracked."""
@@ -365,16 +397,14 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
             return
         if method in _LOOKS_ONLY or (method in UPLOAD_METHODS and key is not None):
             self._eval_args(node, reads=False)
-            if method in UPLOAD_METHODS and key in self.live.pinned and non_blocking(node) and not to_host(node):
+            if method in UPLOAD_METHODS and key in self.live.pinned and non_blocking(node) and not self._to_host(node):
                 self._upload(key, node)
             return
         if api.method_op(method)[0] == api.COPY_INTO and node.args:
             self._copy_into(receiver, node)
             return
-        if downloads(receiver):  # `x.to("cpu", non_blocking=True).tolist()`: read at once
-            self._eval(receiver)
-            copy = Copy(receiver, self.live.current)
-            self._hazard(kinds.HOST_READ_PENDING, node, buffer=code_of(receiver), copies=frozenset({copy}))
+        if self._downloads(receiver):  # `x.to("cpu", non_blocking=True).tolist()`: read at once
+            self._read_at_once(receiver, node)
             self._eval_args(node, reads=True)
             return
         pending = key is not None and (key in self.live.into or key in self.live.out_of)
@@ -383,7 +413,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         if method.endswith("_") and not method.startswith("_"):
             self._host_write(receiver, node)
         elif (method in SYNC_METHODS and not pending) or (
-            api.method_op(method)[0] == api.COPY_EITHER and not non_blocking(node) and to_host(node)
+            api.method_op(method)[0] == api.COPY_EITHER and not non_blocking(node) and self._to_host(node)
         ):
             self._host_sync(self.live.current)
         self._write_out(node)
@@ -394,10 +424,18 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         for arg in node.args:
             if arg.keyword is not None and arg.keyword.value == OUT_KEYWORD:
                 continue
-            if reads:
+            if reads and self._downloads(arg.value):  # `torch.add(x.to("cpu", non_blocking=True), y)`
+                self._read_at_once(arg.value, node)
+            elif reads:
                 self._eval(arg.value)
             else:
                 self._hand_off(arg.value)
+
+    def _read_at_once(self, download: cst.BaseExpression, node: cst.CSTNode) -> None:
+        """The result of a non-blocking download, never named, read by `node` on the host."""
+        self._eval(download)
+        copy = Copy(download, self.live.current)
+        self._hazard(kinds.HOST_READ_PENDING, node, buffer=code_of(download), copies=frozenset({copy}))
 
     def _write_out(self, node: cst.Call) -> None:
         for arg in node.args:

@@ -64,6 +64,9 @@ class HostState:
     out_of: dict[str, frozenset[Pending]] = field(default_factory=dict)
     """Pinned host buffer -> host-to-device copies that may still be reading it."""
     pinned: frozenset[str] = frozenset()
+    on_host: frozenset[str] = frozenset()
+    """Names of host memory, or of the host as a device (`torch.device("cpu")`), on some path
+    (lint/devices.py): a non-blocking copy to where one says may be a download."""
     unrecorded: frozenset[str] = frozenset()
     capture: Capture | None = None
 
@@ -111,6 +114,7 @@ def join_host_states(states: Iterable[HostState | None]) -> HostState | None:
         result.into = _join_maps(result.into, state.into)
         result.out_of = _join_maps(result.out_of, state.out_of)
         result.pinned &= state.pinned
+        result.on_host |= state.on_host
         result.unrecorded |= state.unrecorded
         result.capture = _join_capture(result.capture, state.capture)
     return result

@@ -20,6 +20,7 @@ import libcst as cst
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Kind, On
 from csan_lint.lint.model import NO_SPELLINGS, Spellings
+from csan_lint.lint.vocabulary import TENSOR_MODULES
 
 STREAM_CONTEXTS = api.names(Kind.ENTER_STREAM)
 """Calls whose value, used in `with`, makes their stream argument current for the block."""
@@ -170,13 +171,17 @@ class ImportTable:
 
     def _reference(self, expr: cst.BaseExpression) -> str | None:
         """The stream API an expression names without calling it (`torch.cuda.stream`, or a
-        choice of spellings of it: `get_device_module(d).stream if c else torch.cuda.stream`)."""
+        choice of spellings of it: `get_device_module(d).stream if c else torch.cuda.stream`),
+        or a tensor operator (`torch.maximum if inf else torch.add`: a choice of operators acts
+        as any one of them on streams and on the host, so the first stands for all)."""
         if isinstance(expr, cst.IfExp):
             meanings = {self._reference(expr.body), self._reference(expr.orelse)} - {None}
+            if len(meanings) > 1 and all(_operator(meaning) for meaning in meanings):
+                return min(meanings)
             return meanings.pop() if len(meanings) == 1 else None
         if isinstance(expr, (cst.Name, cst.Attribute)):
             meaning = self.qualified(expr)
-            return meaning if meaning in _REFERABLE else None
+            return meaning if meaning is not None and (meaning in _REFERABLE or _operator(meaning)) else None
         return None
 
     def device_fact(self, test: cst.BaseExpression) -> bool | None:
@@ -296,6 +301,11 @@ def dotted_name(expr: cst.BaseExpression) -> str | None:
         return None
     parts.append(expr.value)
     return ".".join(reversed(parts))
+
+
+def _operator(meaning: str) -> bool:
+    """A tensor operator of torch's (`torch.add`, `torch.nn.functional.relu`)."""
+    return meaning.rpartition(".")[0] in TENSOR_MODULES and meaning not in _REFERABLE
 
 
 def _other_device_type(test: cst.Comparison) -> bool | None:

@@ -189,6 +189,8 @@ class TrackedTensor:
     unsure: bool = False
     """The result of a call of unknown code: a tensor only where it is used like one (a
     container when iterated or keyed)."""
+    assumed_alloc: bool = False
+    """`alloc` is assumed, not seen: the caller's memory, dropped by a `.data` rebinding."""
 
     def with_marks(self, update: Callable[[frozenset[Mark]], frozenset[Mark]]) -> TrackedTensor:
         writes, reads, uses = update(self.writes), update(self.reads), update(self.uses)
@@ -444,6 +446,7 @@ def join_tensor(a: TrackedTensor, b: TrackedTensor, kept: Kept = _NOT_KEPT, side
         pool=_join_pool(a.pool, b.pool),
         escaped=a.escaped or b.escaped,
         unsure=a.unsure and b.unsure,
+        assumed_alloc=a.assumed_alloc or b.assumed_alloc,
     )
 
 

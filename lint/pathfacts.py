@@ -224,6 +224,19 @@ def none_names(facts: Facts) -> set[str]:
     return {fact.name for fact in facts if fact.kind == "in" and fact.values == frozenset({None})}
 
 
+def host_resident(facts: Facts) -> set[str]:
+    """The tensors `facts` say live on the host (`x.device.type == "cpu"`, `x.is_cpu`, `not
+    x.is_cuda`): they have no device memory, so no stream accesses it or allocates it."""
+    names = set()
+    for fact in facts:
+        base, _, attribute = fact.name.rpartition(".")
+        if attribute == "type" and base.endswith(".device") and fact.kind == "in" and fact.values == {"cpu"}:
+            names.add(base.removesuffix(".device"))
+        elif (attribute, fact.kind) in (("is_cpu", "truthy"), ("is_cuda", "falsy")) and base:
+            names.add(base)
+    return names
+
+
 def about(facts: Facts, name: str) -> bool:
     """Whether a fact of `facts` tests `name`, or an attribute of it."""
     return any(fact.name == name or fact.name.startswith(f"{name}.") for fact in facts)

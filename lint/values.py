@@ -21,6 +21,7 @@ import libcst as cst
 
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Direction, Kind
+from csan_lint.lint.devices import Place, place_of_result
 from csan_lint.lint.names import (
     CURRENT_STREAM,
     DEFAULT_STREAM,
@@ -74,6 +75,14 @@ class Value:
     items: tuple[str, ...] = ()
     region: Region | None = None
     """For an alias made by a basic index (`top = buf[:, :1]`), the part of `source` it is."""
+    moved_from: str | None = None
+    """For a copy of `x` not known to go to the host (`x.to("cuda")`, `x.to(device)`), `x`:
+    the result is `x` itself where it is there already, or `x` was host memory (a copy to the
+    host of device memory is the one move that leaves device memory behind; lint/devices.py)."""
+
+
+def _UNKNOWN_PLACE(key: str) -> Place | None:
+    return None
 
 
 def loop_tensors(target: cst.BaseExpression, iterable: cst.BaseExpression) -> set[str]:
@@ -448,6 +457,9 @@ class Values:
                 return receiver  # `x.sub_(m).div_(s)` is `x`
             if method in ALLOCATING_METHODS:
                 return Value("allocation")
+            if op is not None and op.kind is Kind.COPY and op != api.COPY_INTO:
+                if place_of_result(expr, self.imports, _UNKNOWN_PLACE) is not Place.HOST:
+                    return Value("tensor", moved_from=dotted_name(func.value))
             if method in TENSOR_METHODS or self._is_tensor(func.value, made_here=made_here):
                 return Value("tensor")
         elif isinstance(func, cst.Name) and func.value in PURE_BUILTINS:

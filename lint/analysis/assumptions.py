@@ -45,6 +45,7 @@ KEPT_CURRENT_STREAM = "kept-current-stream-is-callers"
 RECORDED_SIBLINGS = "recorded-sibling-evidence"
 EVENT_CARRIED = "event-carried-evidence"
 DATA_SWAP = "data-swap-release"
+REBOUND_DATA_RELEASES = "rebound-data-releases-callers-memory"
 CONTAINER_HANDOVER = "container-handover"
 DEFAULT_STREAM_JOIN = "default-stream-join"
 STALE_STREAM_CAPTURE = "stale-stream-capture"
@@ -112,6 +113,33 @@ def reduce(param, out, side):
         when_off=(),
         default=False,
         rules=("CSL101", "CSL201"),
+    ),
+    Assumption(
+        REBOUND_DATA_RELEASES,
+        "Rebinding `x.data` releases the device memory `x` held, which the caller allocated on the "
+        "stream current at entry.",
+        "`p.data = v` drops `p`'s old storage: where this function did not allocate it, it is "
+        "taken as the caller's device memory with no other reference, so a use of it on another "
+        "stream must be ordered before the entry stream, or recorded, before the rebinding (as "
+        "for `x.untyped_storage().resize_(0)`, which frees it whatever else refers to it). Off: "
+        "only memory the function allocated is judged when a rebinding drops it. Off by default: "
+        "measured on the development data it finds one known bug (DeepSpeed's offload of the fp32 "
+        "master partition) and costs two false findings (FairScale's FSDP, whose parameters' old "
+        "memory is still held by their shards, in the corpus and in the whole repository).",
+        example="""\
+import torch
+
+
+def offload(p, host, side):
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        host.copy_(p.data, non_blocking=True)
+    p.data = host
+""",
+        when_on=(("CSL201", 7),),
+        when_off=(),
+        default=False,
+        rules=("CSL201",),
     ),
     Assumption(
         ENTRY_STREAM_FROM_CALLS,

@@ -1,0 +1,101 @@
+"""Where a tensor's memory lives, as far as the code says: on the host or on the device.
+
+One statement of PyTorch's placement rules for both interpreters:
+- a factory (`torch.zeros(n)`, `torch.tensor(v)`) without `device=` allocates on the host, the
+  default device; `pin_memory=True` is host memory too (code that moves the default device,
+  `torch.set_default_device` or `with torch.device(...)`, is not modelled);
+- `*_like(x)` and `x.new_*()` allocate where `x` lives unless `device=` says otherwise;
+- `.cpu()` and `.pin_memory()` give host memory, `.cuda()` device memory, and `.to(d)` goes where
+  `d` says: a device (`"cpu"`, `"cuda:1"`, `torch.device("cpu")`, `y.device`, a name bound to
+  one) or a tensor (`x.to(y)`: where `y` lives);
+- `x.device` names where `x` lives.
+Anything else is unknown (None): a parameter, the result of unknown code. The analyses ask
+`place_of_result` of a call and `place_of_device` of a device argument, with what they know
+of names (`known`: a tensor's place, or the place a name bound to a device names).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import Enum
+
+import libcst as cst
+
+from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis.api import Direction, Kind
+from csan_lint.lint.names import ImportTable, dotted_name
+
+
+class Place(Enum):
+    HOST = "host"
+    DEVICE = "device"
+
+
+Known = Callable[[str], "Place | None"]
+"""What the caller knows of a dotted name: the place of the tensor it names, or of the device."""
+
+FACTORIES = frozenset(
+    f"torch.{name}"
+    for name in (
+        "tensor", "zeros", "ones", "empty", "full", "arange", "range", "rand", "randn", "randint",
+        "randperm", "linspace", "logspace", "eye", "empty_strided",
+    )
+)  # fmt: skip
+"""Factories that allocate on the default device (the host) unless `device=` says otherwise."""
+LIKE_FACTORIES = frozenset(
+    f"torch.{name}" for name in ("zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like")
+)
+"""Factories that allocate where their first argument lives unless `device=` says otherwise."""
+_HOST_TYPES = frozenset({"cpu"})
+
+
+def place_of_device(expr: cst.BaseExpression, imports: ImportTable, known: Known) -> Place | None:
+    """The place a device argument names: `"cpu"`, `"cuda:0"`, `torch.device("cpu")`, `0` (a
+    device index), `y.device`, or a name `known` says."""
+    if isinstance(expr, cst.Call) and imports.qualified(expr.func) == "torch.device" and expr.args:
+        expr = expr.args[0].value
+    if isinstance(expr, cst.SimpleString):
+        kind = str(expr.evaluated_value).partition(":")[0]
+        return Place.HOST if kind in _HOST_TYPES else Place.DEVICE if kind == "cuda" else None
+    if isinstance(expr, cst.Integer):
+        return Place.DEVICE
+    if isinstance(expr, cst.Attribute) and expr.attr.value == "device" and (owner := dotted_name(expr.value)):
+        return known(owner)
+    name = dotted_name(expr)
+    return known(name) if name is not None else None
+
+
+def place_of_result(call: cst.Call, imports: ImportTable, known: Known) -> Place | None:
+    """Where the memory of a call's result lives, when the code says it."""
+    qualified = imports.qualified(call.func)
+    device = _keyword(call, api.DEVICE_KEYWORD)
+    if qualified in FACTORIES or qualified in LIKE_FACTORIES:
+        if _keyword(call, api.PIN_MEMORY) is not None and _is_true(_keyword(call, api.PIN_MEMORY)):
+            return Place.HOST
+        if device is not None:
+            return place_of_device(device, imports, known)
+        if qualified in FACTORIES:
+            return Place.HOST
+        first = dotted_name(call.args[0].value) if call.args and call.args[0].keyword is None else None
+        return known(first) if first is not None else None
+    if qualified is not None or not isinstance(call.func, cst.Attribute):
+        return None
+    op = api.method_op(call.func.attr.value)[0]
+    if op is None:
+        return None
+    if op.kind is not Kind.COPY:
+        return None
+    if op.direction in (Direction.TO_HOST, Direction.TO_PINNED):
+        return Place.HOST
+    if op.direction is Direction.TO_DEVICE:
+        return Place.DEVICE
+    target = device if device is not None else next((a.value for a in call.args if a.keyword is None), None)
+    return place_of_device(target, imports, known) if target is not None else None
+
+
+def _keyword(call: cst.Call, name: str) -> cst.BaseExpression | None:
+    return next((arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value == name), None)
+
+
+def _is_true(expr: cst.BaseExpression | None) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "True"
