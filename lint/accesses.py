@@ -322,6 +322,7 @@ class FunctionAnalysis(
         self.borrowed.update((state_items(target, iterable) | kept_views) - self.callers_items)
         self.loop_items.update(target_names(target))
         self._bind_items(target, iterable)
+        self._bind_kept_items(target, iterable)
 
     # ---- expressions
 

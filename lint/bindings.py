@@ -169,6 +169,39 @@ class Bindings:
             tensor = replace(tensors[key], uses=frozenset(), alloc=None, escaped=False)  # an alias: not its owner
             tensors[kept] = tensor if old is None else join_tensor(old, tensor)
 
+    def _keep_item(self, container: str, value: cst.BaseExpression) -> None:
+        """`c.append(t)`, `c.append((t, buf))` on a local list: its items carry what is known
+        of the tensors put in (`c[]`, or `c[][0]` by position in a tuple; joined over the
+        calls), for a later `for t in c` or `for t, _ in c`; the list keeps them alive, so an
+        item is no owner to release."""
+        if "." in container:
+            return
+        item = item_key(container)
+        packed = isinstance(value, (cst.Tuple, cst.List))
+        elements = [element.value for element in value.elements] if packed else [value]  # type: ignore[union-attr]
+        tensors = self.live.tensors
+        for position, element in enumerate(elements):
+            name = dotted_name(element)
+            if name is None or (tensor := tensors.get(name)) is None:
+                continue
+            key, kept = f"{item}[{position}]" if packed else item, replace(tensor, escaped=True)
+            tensors[key] = kept if key not in tensors else join_tensor(tensors[key], kept)
+
+    def _bind_kept_items(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
+        """`for t in c`, `for t, _ in c`: each name a target binds starts from what the items of
+        the local list `c` carry at its position (`_keep_item`)."""
+        container = dotted_name(iterable)
+        if container is None:
+            return
+        item, tensors = item_key(container), self.live.tensors
+        if isinstance(target, (cst.Tuple, cst.List)):
+            bound = [(element.value, f"{item}[{position}]") for position, element in enumerate(target.elements)]
+        else:
+            bound = [(target, item)]
+        for name, key in bound:
+            if isinstance(name, cst.Name) and key in tensors:
+                tensors[name.value] = tensors[key]
+
     def _choose(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> bool:
         """`s = a if c else b` picking a stream or a stream context by a test of a name: bound as
         `if c: s = a` / `else: s = b` would be, so an ordering of `a` made under `c` holds for `s`."""
@@ -493,13 +526,13 @@ class Bindings:
                     self._hazard(HazardKind.FREE_IN_USE, key, use.access, tensor.alloc, where, rests_on=rests)
 
     def _free(self, key: str, where: cst.Call) -> None:
-        """`x.untyped_storage().resize_(0)` frees the memory at once, whoever allocated it (the
-        current stream, when not seen): work still using it on another stream must be ordered
-        before that stream or recorded."""
+        """`x.untyped_storage().resize_(0)` frees the memory at once, whoever allocated it (when
+        not seen here, the caller, on the stream current at entry): work still using it on
+        another stream must be ordered before that stream or recorded."""
         tensor = self.live.tensors.get(key)
         if tensor is None:
             return
-        alloc = tensor.alloc or self.live.current
+        alloc = tensor.alloc or self.entry_stream
         for use in tensor.uses if tensor.alloc else tensor.reads | tensor.writes:
             if _unprotected(use, tensor, alloc):
                 self._hazard(HazardKind.FREE_IN_USE, key, use.access, alloc, where)

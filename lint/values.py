@@ -39,6 +39,7 @@ from csan_lint.lint.vocabulary import (
     ALLOCATING_METHODS,
     ALLOCATORS,
     BARRIERS,
+    CONTAINER_BUILTINS,
     HOST_METHODS,
     HOST_TENSORS,
     HOST_TORCH,
@@ -462,7 +463,7 @@ class Values:
                     return Value("tensor", moved_from=dotted_name(func.value))
             if method in TENSOR_METHODS or self._is_tensor(func.value, made_here=made_here):
                 return Value("tensor")
-        elif isinstance(func, cst.Name) and func.value in PURE_BUILTINS:
+        elif isinstance(func, cst.Name) and (func.value in PURE_BUILTINS or func.value in CONTAINER_BUILTINS):
             return Value("other")
         if self.helpers is not None and _returns_host_value(self.helpers.defined(self.function, func)):
             return Value("other")  # `def nbytes(x: Tensor) -> int`

@@ -61,6 +61,8 @@ PURE_BUILTINS = frozenset(
     }
 )  # fmt: skip
 """Builtins that neither return a tensor nor keep their arguments alive."""
+CONTAINER_BUILTINS = frozenset({"list", "tuple", "set", "frozenset", "dict"})
+"""Builtins that build a container, never a tensor (the items they are given stay alive in it)."""
 METADATA_BUILTINS = frozenset({"len", "isinstance", "issubclass", "hasattr", "id", "type", "callable"})
 """Builtins that look at a tensor without launching work on it."""
 SYNC_BUILTINS = frozenset({"int", "float", "bool", "str", "repr", "format", "print"})
