@@ -23,6 +23,7 @@ from csan_lint.lint.calls import Calls
 from csan_lint.lint.defaultjoin import DefaultJoins
 from csan_lint.lint.effects import PROBE_ACCESS, Effects, Helpers, probe_key
 from csan_lint.lint.interpret import Interpreter
+from csan_lint.lint.kept import bind_kept_items
 from csan_lint.lint.modules import ModuleMoves, moved_module
 from csan_lint.lint.modulestate import state_items
 from csan_lint.lint.names import GRAPH_CAPTURE, ImportTable, dotted_name
@@ -322,7 +323,7 @@ class FunctionAnalysis(
         self.borrowed.update((state_items(target, iterable) | kept_views) - self.callers_items)
         self.loop_items.update(target_names(target))
         self._bind_items(target, iterable)
-        self._bind_kept_items(target, iterable)
+        bind_kept_items(self.live.tensors, target, iterable)
 
     # ---- expressions
 
@@ -555,29 +556,18 @@ class FunctionAnalysis(
         rests_on: frozenset[str] = frozenset(),
     ) -> None:
         """Once per access and other stream: the first release found is the one reported.
-        `origin`: the function of the conflicting access, named only when it is another one.
-        The caller's writes, and the caller's work an allocation's block may still be in use by
-        (`callers`), are ordered where every caller forks the stream (`callers_fork`) or
-        the stream waited on an event the caller recorded (`waits_callers_event`)."""
+        `origin`: the function of the conflicting access, named only when it is another one;
+        `rests_on`: assumptions beyond the producer's. The caller's writes, and the caller's
+        work an allocation's block may still be in use by (`callers`), are ordered where every
+        caller forks the stream or the stream waited on an event the caller recorded."""
         if (produced == "by the caller" or callers) and (
             access.stream in self.waits_callers_event or self.callers_join.forks(access.stream)
         ):
             return
         origin = origin if origin != self.function else None
-        hazard = Hazard(
-            kind,
-            tensor,
-            access,
-            other,
-            release,
-            self.function,
-            origin,
-            produced,
-            returned,
-            dropped,
-            handed_by,
-            assumptions=self._rests_on(tensor, produced, handed_by) | rests_on,
-        )
+        rests = self._rests_on(tensor, produced, handed_by) | rests_on
+        fields = (kind, tensor, access, other, release, self.function, origin, produced, returned, dropped, handed_by)
+        hazard = Hazard(*fields, assumptions=rests)
         key = (kind, tensor, access.node, other)
         found = self.hazards.setdefault(key, hazard)
         if origin is not None and (found.origin is None or origin < found.origin) and found.release is release:

@@ -17,6 +17,7 @@ from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.effects import Helpers, probe_key
 from csan_lint.lint.getters import getter_holder
 from csan_lint.lint.handover import handed_out, records, stash_dropped
+from csan_lint.lint.kept import kept_items
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.nodes import literal_items
 from csan_lint.lint.ordering import (
@@ -35,7 +36,6 @@ from csan_lint.lint.ordering import (
     issued_on,
     item_key,
     join_states,
-    join_tensor,
     launch_key,
 )
 from csan_lint.lint.pathfacts import conjuncts, equated, facts_of, host_resident, none_names, without
@@ -126,7 +126,7 @@ class Bindings:
         for target in targets:
             self._bind(target, bound)
             self._allocated(target, value)
-            self._kept_items(target, value)
+            kept_items(self.live.tensors, target, value)
             if isinstance(target, cst.Subscript) and isinstance(value, (cst.Tuple, cst.List)):
                 for item in value.elements:  # `self.c[k] = (t, event)`: the tuple keeps `t`
                     self._kept_for_caller(dotted_name(target.value) or "", dotted_name(item.value))
@@ -146,61 +146,6 @@ class Bindings:
         if returned and bound.kind in ("result", "other", "unknown"):  # written where the callee made it
             for target in targets:
                 self._bind_returned(target, returned)
-
-    def _kept_items(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
-        """`self.outputs[k] = pair` keeps the writes of the items of a returned tuple (`pair[0]`,
-        `_bind_returned`) as those of any item of the object's container (`self.outputs[][0]`),
-        for its other methods; and `pair = self.outputs[k]` starts from them. A list of results
-        in flight between calls, with their events; only a return hands them on."""
-        stored = isinstance(target, cst.Subscript)
-        if isinstance(target, cst.Subscript):
-            container, name = dotted_name(target.value), dotted_name(value)
-        elif isinstance(value, cst.Subscript):
-            container, name = dotted_name(value.value), dotted_name(target)
-        else:
-            return
-        if container is None or name is None or not (container.startswith("self.") and container.count(".") == 1):
-            return
-        source, destination = (name, item_key(container)) if stored else (item_key(container), name)
-        tensors = self.live.tensors
-        for key in [key for key in tensors if key.startswith(f"{source}[")]:
-            kept = f"{destination}{key.removeprefix(source)}"
-            old = tensors.get(kept) if stored else None  # another item may be this one
-            tensor = replace(tensors[key], uses=frozenset(), alloc=None, escaped=False)  # an alias: not its owner
-            tensors[kept] = tensor if old is None else join_tensor(old, tensor)
-
-    def _keep_item(self, container: str, value: cst.BaseExpression) -> None:
-        """`c.append(t)`, `c.append((t, buf))` on a local list: its items carry what is known
-        of the tensors put in (`c[]`, or `c[][0]` by position in a tuple; joined over the
-        calls), for a later `for t in c` or `for t, _ in c`; the list keeps them alive, so an
-        item is no owner to release."""
-        if "." in container:
-            return
-        item = item_key(container)
-        packed = isinstance(value, (cst.Tuple, cst.List))
-        elements = [element.value for element in value.elements] if packed else [value]  # type: ignore[union-attr]
-        tensors = self.live.tensors
-        for position, element in enumerate(elements):
-            name = dotted_name(element)
-            if name is None or (tensor := tensors.get(name)) is None:
-                continue
-            key, kept = f"{item}[{position}]" if packed else item, replace(tensor, escaped=True)
-            tensors[key] = kept if key not in tensors else join_tensor(tensors[key], kept)
-
-    def _bind_kept_items(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
-        """`for t in c`, `for t, _ in c`: each name a target binds starts from what the items of
-        the local list `c` carry at its position (`_keep_item`)."""
-        container = dotted_name(iterable)
-        if container is None:
-            return
-        item, tensors = item_key(container), self.live.tensors
-        if isinstance(target, (cst.Tuple, cst.List)):
-            bound = [(element.value, f"{item}[{position}]") for position, element in enumerate(target.elements)]
-        else:
-            bound = [(target, item)]
-        for name, key in bound:
-            if isinstance(name, cst.Name) and key in tensors:
-                tensors[name.value] = tensors[key]
 
     def _choose(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> bool:
         """`s = a if c else b` picking a stream or a stream context by a test of a name: bound as

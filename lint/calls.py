@@ -15,6 +15,7 @@ import libcst as cst
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Kind
 from csan_lint.lint.effects import Callee, Helpers
+from csan_lint.lint.kept import keep_item
 from csan_lint.lint.names import DEVICE_SYNC, SET_STREAM, ImportTable, dotted_name
 from csan_lint.lint.ordering import HOST, FlowState, MarkUpdate
 from csan_lint.lint.recognize import PARTIAL
@@ -62,7 +63,6 @@ class Calls:
     _bind: Callable[[cst.BaseExpression, Value], None]
     _demote: Callable[..., None]
     _kept_for_caller: Callable[[str, str | None], None]
-    _keep_item: Callable[[str, cst.BaseExpression], None]
     _write_target: Callable[..., None]
     _for_streams_passed: Callable[[Callee, cst.Call, str | None], Callee]
     _replay_orders: Callable[[Callee, cst.Call], None]
@@ -152,7 +152,7 @@ class Calls:
             stores = method in STORING_METHODS and not (method in TENSOR_METHODS and self._is_tensor(receiver))
             if method == "append" and key is not None and len(node.args) == 1:
                 self._kept_for_caller(key, dotted_name(node.args[0].value))
-                self._keep_item(key, node.args[0].value)
+                keep_item(self.live.tensors, key, node.args[0].value)
             if is_constructor(method):
                 self._read_moved(node)
             if is_constructor(method) or stores:

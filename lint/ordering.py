@@ -179,7 +179,8 @@ class TrackedTensor:
     uses: frozenset[Mark] = frozenset()
     """Accesses on streams other than `alloc`: what the caching allocator must wait for."""
     alloc: str | None = None
-    """Allocating stream of a tensor created here; None when its lifetime is not ours to track."""
+    """Allocating stream of a tensor created here (`assumed_alloc`: of the caller's memory a
+    `.data` rebinding drops); None when its lifetime is not ours to track."""
     recorded: frozenset[str] = frozenset()
     pool: str | None = None
     """The stream whose allocator pool the memory came from, also for aliases and attributes
@@ -190,7 +191,6 @@ class TrackedTensor:
     """The result of a call of unknown code: a tensor only where it is used like one (a
     container when iterated or keyed)."""
     assumed_alloc: bool = False
-    """`alloc` is assumed, not seen: the caller's memory, dropped by a `.data` rebinding."""
 
     def with_marks(self, update: Callable[[frozenset[Mark]], frozenset[Mark]]) -> TrackedTensor:
         writes, reads, uses = update(self.writes), update(self.reads), update(self.uses)
@@ -452,9 +452,7 @@ def join_tensor(a: TrackedTensor, b: TrackedTensor, kept: Kept = _NOT_KEPT, side
 
 def _join_pool(a: str | None, b: str | None) -> str | None:
     """The pool on every path that knows one (a result of unknown code knows none)."""
-    if a is None or b is None or a == b:
-        return a or b
-    return None
+    return a or b if a is None or b is None or a == b else None
 
 
 def join_states(states: Iterable[FlowState | None]) -> FlowState | None:
@@ -516,9 +514,9 @@ def item_key(collection: str) -> str:
 
 def distinct(a: str, b: str) -> bool:
     """Whether stream tokens `a` and `b` are known to be different streams, on some path for a
-    stream chosen at run time (`a or b`: its choice other than `a` is not `a`). One spelling is
-    one stream; a stream of unknown identity, or two items of one collection picked by computed
-    keys (`streams[i % 2]`, `streams[(i - 1) % 2]`), may be the same: never a finding by itself."""
+    stream chosen at run time (`a or b`: its choice other than `a` is not `a`). One spelling is one
+    stream; a stream of unknown identity, or two items of one collection picked by computed keys
+    (`streams[i % 2]`), may be the same: never a finding by itself."""
     if a == b or UNKNOWN in (a, b) or {a, b} == {DEFAULT, CURRENT}:
         return False
     if OR in a or OR in b:

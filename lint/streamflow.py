@@ -306,7 +306,7 @@ def _side_accesses(end: FlowState, globals_: frozenset[str]) -> dict[str, Tracke
     """`self.x` (and `self.x.y` of an object kept there) -> its last writes and reads on a side
     stream of `self` or of the module that are not yet ordered before the current stream; for the
     items of results in flight kept in a container (`self.outputs[][0]`, lint/bindings.py
-    `_kept_items`), on any side stream: no other method waits on it by name, so only a sync or an
+    `kept.kept_items`), on any side stream: no other method waits on it by name, so only a sync or an
     event orders them. The public methods start from all of them, the methods they call as
     `self.m()` from the results in flight."""
 
