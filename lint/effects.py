@@ -19,6 +19,7 @@ import libcst as cst
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
 from csan_lint.lint.interpret import SUMMARY
 from csan_lint.lint.names import ImportTable, dotted_name
+from csan_lint.lint.nodes import children
 from csan_lint.lint.ordering import (
     CURRENT,
     HOST,
@@ -125,6 +126,9 @@ class Helpers:
         """Function -> the parameters it only asks for metadata (`metadata_params`)."""
         self.receivers = Receivers(functions, self.classes)
         """Objects of the module's classes that methods are called on (`self.loader.stage(x)`)."""
+        self.instances = Receivers(functions, self.classes, {name: () for name in imports.names})
+        """Objects of imported classes (`comm = Comm()`, `self.comm = Comm()`): their methods'
+        summaries are other linted modules' (`package`)."""
         self.contexts = ContextFunctions(functions.values(), imports)
         """The module's functions that enter a stream for their caller (`with self._on(s):`)."""
         self.depth = 0
@@ -143,8 +147,20 @@ class Helpers:
         if name is not None or _on_self(func):
             summary = self.summary(name, on_current) if name is not None else None
             return Callee(summary, True, self._receiver(func)) if summary is not None else None
+        if (method := self._imported_method(caller, func)) is not None:
+            summary = self.package.summary(method, on_current) if self.package is not None else None
+            return Callee(summary, False, dotted_name(func.value)) if summary is not None else None  # type: ignore[attr-defined]
         summary = self.imported(dotted_name(func), qualified, on_current)
         return Callee(summary, False, None) if summary is not None else None
+
+    def _imported_method(self, caller: str | None, func: cst.BaseExpression) -> str | None:
+        """`pkg.comm.Comm.send` for `comm.send(...)` where `comm = Comm()` and `Comm` is imported
+        from `pkg.comm`; None for any other call."""
+        if self.package is None or not isinstance(func, cst.Attribute) or _on_self(func):
+            return None
+        maker = self.instances.class_of(caller, func.value)
+        qualified = self.imports.qualified(cst.Name(maker)) if maker else None
+        return f"{qualified}.{func.attr.value}" if qualified is not None else None
 
     def callee(self, caller: str | None, func: cst.BaseExpression) -> str | None:
         """The module's function a call reaches: `helper(...)`, a function nested in the caller or
@@ -164,6 +180,21 @@ class Helpers:
             return None
         assert isinstance(func, cst.Attribute)
         return self._method(caller.rsplit(".", 1)[0], func.attr.value, inherited=_is_super(func.value))
+
+    def calls_imported_writers(self, caller: str, function: cst.FunctionDef) -> bool:
+        """Whether `function` calls a method of an imported class that works on another stream
+        (`comm.send(y)`, `comm = Comm()`): its arguments may be used there."""
+        if self.package is None or not self.imports.names:
+            return False
+        stack: list[cst.CSTNode] = [function.body]
+        while stack:
+            node = stack.pop()
+            if type(node) is cst.Call and (method := self._imported_method(caller, node.func)) is not None:  # type: ignore[attr-defined]
+                summary = self.package.summary(method)
+                if summary is not None and any(effect.stream != CURRENT for effect in summary.effects):
+                    return True
+            stack.extend(children(node))
+        return False
 
     def _receiver(self, func: cst.BaseExpression) -> str | None:
         """`Callee.receiver` of a call of the module's function `func`."""
@@ -247,8 +278,10 @@ class Helpers:
         return self.package.summary(qualified, on_current)
 
     def exported(self, name: str, on_current: frozenset[str] = frozenset()) -> Summary | None:
-        """The summary of a module-level function, for other modules that import it."""
-        return self.summary(name, on_current) if "." not in name else None
+        """The summary of a module-level function, or of a method of a module-level class
+        (`Comm.send`), for other modules that import it."""
+        owner = name.rpartition(".")[0]
+        return self.summary(name, on_current) if "." not in owner and (not owner or owner in self.classes) else None
 
     def summary(self, name: str, on_current: frozenset[str] = frozenset()) -> Summary | None:
         """`on_current`: parameters the call passes the caller's current stream, known to be it

@@ -33,9 +33,17 @@ _ADDING = ("append", "appendleft", "add", "insert")
 class Receivers:
     """The module's classes an object a method is called on may be an instance of."""
 
-    def __init__(self, functions: Mapping[str, cst.FunctionDef], classes: Mapping[str, Sequence[str]]) -> None:
+    def __init__(
+        self,
+        functions: Mapping[str, cst.FunctionDef],
+        classes: Mapping[str, Sequence[str]],
+        makers: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
         self.functions = functions
         self.classes = classes
+        self.makers = classes if makers is None else makers
+        """The names whose calls (or annotations) give an object its class: the module's
+        classes, or the classes it imports (their methods are other linted modules')."""
         self.method_names = {name.rpartition(".")[2] for name in functions if name.rpartition(".")[0] in classes}
         """Every method name of the module's classes: a call of another name needs no lookup."""
         self._attributes: dict[str, dict[str, str]] = {}
@@ -55,7 +63,7 @@ class Receivers:
         if isinstance(receiver, cst.Name) and receiver.value not in ("self", "cls"):
             if caller not in self._locals:
                 function = self.functions[caller]
-                self._locals[caller] = _bound_classes([function], self.classes, attributes=False, outer=attributes)
+                self._locals[caller] = _bound_classes([function], self.makers, attributes=False, outer=attributes)
             return self._locals[caller].get(f"{key}{suffix}") or None
         if key is not None and key.startswith("self.") and key.count(".") == 1:
             return attributes.get(f"{key}{suffix}") or None
@@ -84,7 +92,7 @@ class Receivers:
                     lineage.append(cls)
                     stack.extend(self.classes[cls])
             methods = [f for name, f in self.functions.items() if name.rpartition(".")[0] in lineage]
-            self._attributes[owner] = _bound_classes(methods, self.classes, attributes=True)
+            self._attributes[owner] = _bound_classes(methods, self.makers, attributes=True)
         return self._attributes[owner]
 
 

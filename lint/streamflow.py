@@ -140,6 +140,7 @@ def analyse(
                 or calls_any(name, function, writers)
                 or name in default_waiters
                 or helpers.calls_on_receivers(name, function, writers)
+                or helpers.calls_imported_writers(name, function)
             ):
                 analysis = FunctionAnalysis(
                     imports, hazards, function=name, params=tensor_params(function), helpers=helpers

@@ -146,10 +146,13 @@ class PackageIndex:
         (`on_current`: as in `Helpers.summary`)."""
         module, _, name = qualified.rpartition(".")
         key = self._module(module) if module else None
+        if key is None and "." in module:  # `pkg.comm.Comm.send`: a method of a class of `pkg.comm`
+            module, _, owner = module.rpartition(".")
+            key, name = self._module(module), f"{owner}.{name}"
         if key is None:
             return None
         if key not in self._modules:
-            if not re.search(rf"\bdef\s+{re.escape(name)}\s*\(", self.sources[key]):
+            if not re.search(rf"\bdef\s+{re.escape(name.rpartition('.')[2])}\s*\(", self.sources[key]):
                 return None  # a class or a value the module defines, not a function: nothing to parse
             from csan_lint.lint.streamflow import module_helpers  # libcst only where summaries are built
 
