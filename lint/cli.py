@@ -553,7 +553,7 @@ def reveal(location: str, output_format: str, config_file: str | None, assume: t
     from csan_lint.lint.analysis.reveal import RevealError, format_text
     from csan_lint.lint.analysis.reveal import reveal as reveal_at
     from csan_lint.lint.config import ConfigError, load_config
-    from csan_lint.lint.runner import decode_source, read_bytes
+    from csan_lint.lint.diagnostics import decode_source, read_bytes
 
     path, _, line = location.rpartition(":")
     if not path or not line.isdigit():

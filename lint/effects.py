@@ -126,7 +126,7 @@ class Helpers:
         """Function -> the parameters it only asks for metadata (`metadata_params`)."""
         self.receivers = Receivers(functions, self.classes)
         """Objects of the module's classes that methods are called on (`self.loader.stage(x)`)."""
-        self.instances = Receivers(functions, self.classes, {name: () for name in imports.names})
+        self.instances = Receivers(functions, self.classes, {name: () for name in (*imports.names, *self.relative)})
         """Objects of imported classes (`comm = Comm()`, `self.comm = Comm()`): their methods'
         summaries are other linted modules' (`package`)."""
         self.contexts = ContextFunctions(functions.values(), imports)
@@ -159,7 +159,7 @@ class Helpers:
         if self.package is None or not isinstance(func, cst.Attribute) or _on_self(func):
             return None
         maker = self.instances.class_of(caller, func.value)
-        qualified = self.imports.qualified(cst.Name(maker)) if maker else None
+        qualified = (self.relative.get(maker) or self.imports.qualified(cst.Name(maker))) if maker else None
         return f"{qualified}.{func.attr.value}" if qualified is not None else None
 
     def callee(self, caller: str | None, func: cst.BaseExpression) -> str | None:
@@ -184,7 +184,7 @@ class Helpers:
     def calls_imported_writers(self, caller: str, function: cst.FunctionDef) -> bool:
         """Whether `function` calls a method of an imported class that works on another stream
         (`comm.send(y)`, `comm = Comm()`): its arguments may be used there."""
-        if self.package is None or not self.imports.names:
+        if self.package is None or not (self.imports.names or self.relative):
             return False
         stack: list[cst.CSTNode] = [function.body]
         while stack:

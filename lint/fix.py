@@ -22,19 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from csan_lint.lint.config import Config
+from csan_lint.lint.diagnostics import READ_ERROR_CODE, TOOL_ERROR_CODES, decode_source, diagnostic, read_bytes
 from csan_lint.lint.model import NO_SPELLINGS, Edit, Finding, Spellings
 from csan_lint.lint.registry import SYNTAX_ERROR_CODE
 from csan_lint.lint.rule import Rule
-from csan_lint.lint.runner import (
-    READ_ERROR_CODE,
-    TOOL_ERROR_CODES,
-    LintResult,
-    decode_source,
-    diagnostic,
-    lint_source,
-    read_bytes,
-    rule_names,
-)
+from csan_lint.lint.runner import LintResult, lint_source, rule_names
 from csan_lint.lint.suppress import filter_suppressed
 
 MAX_PASSES = 16

@@ -12,9 +12,7 @@ editor's unsaved text) linted as the file it will be.
 from __future__ import annotations
 
 import gc
-import io
 import os
-import tokenize
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -26,12 +24,23 @@ from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
 from csan_lint.lint.budget import BudgetExceeded, cpu_budget
 from csan_lint.lint.cache import Hit, ResultCache, Stat, content_hash, file_stat, index_key
 from csan_lint.lint.config import Config
+from csan_lint.lint.diagnostics import (
+    BUDGET_CODE,
+    DIAGNOSTIC_NAMES,
+    INTERNAL_ERROR_CODE,
+    READ_ERROR_CODE,
+    TOOL_ERROR_CODES,
+    decode_source,
+    diagnostic,
+    read_bytes,
+)
 from csan_lint.lint.files import Excluder, PathError, discover, display_path, might_have_findings
-from csan_lint.lint.model import NO_SPELLINGS, Finding, Span, Spellings
+from csan_lint.lint.model import NO_SPELLINGS, Finding, Spellings
 from csan_lint.lint.pool import Dealt
+from csan_lint.lint.promote import imports_any
 from csan_lint.lint.registry import SYNTAX_ERROR_CODE, all_rules
 from csan_lint.lint.rule import Rule
-from csan_lint.lint.summaries import PackageIndex
+from csan_lint.lint.summaries import PackageIndex, module_name
 from csan_lint.lint.suppress import (
     UNUSED_NOQA_CODE,
     UNUSED_NOQA_NAME,
@@ -40,23 +49,6 @@ from csan_lint.lint.suppress import (
     unused_suppressions,
 )
 from csan_lint.lint.syntax import python_syntax_error
-
-INTERNAL_ERROR_CODE = "CSL002"
-"""The linter itself failed on a file: a bug of ours, reported there instead of a traceback."""
-READ_ERROR_CODE = "CSL003"
-"""A path that could not be read or analysed: missing, unreadable, not decodable text, or too
-large to parse."""
-BUDGET_CODE = "CSL005"
-"""The analysis of a file ran out of its CPU-time budget (`ANALYSIS_BUDGET_S`): it went unchecked."""
-DIAGNOSTIC_NAMES = {
-    SYNTAX_ERROR_CODE: "syntax-error",
-    INTERNAL_ERROR_CODE: "internal-error",
-    READ_ERROR_CODE: "unreadable-file",
-    BUDGET_CODE: "analysis-budget-exceeded",
-}
-"""Codes that are not rules: always reported, never suppressed."""
-TOOL_ERROR_CODES = frozenset({INTERNAL_ERROR_CODE, READ_ERROR_CODE, BUDGET_CODE})
-"""Diagnostics meaning a file went unchecked: the run cannot claim a result (exit 2)."""
 
 PARALLEL_MIN_BYTES = 128 * 1024
 """Below this much source to parse, starting worker processes costs more than it saves."""
@@ -110,10 +102,6 @@ Progress = Callable[[int, int], None]
 def rule_names() -> dict[str, str]:
     """Code -> kebab name, for rules, `unused-noqa` and the non-rule diagnostics."""
     return {**DIAGNOSTIC_NAMES, UNUSED_NOQA_CODE: UNUSED_NOQA_NAME, **{rule.code: rule.name for rule in all_rules()}}
-
-
-def diagnostic(path: str, code: str, message: str, line: int = 1, column: int = 1) -> Finding:
-    return Finding(path, line, column, code, message, line, column, Span(line, line))
 
 
 @dataclass(frozen=True)
@@ -259,28 +247,6 @@ def _internal_error(error: Exception) -> str:
     return f"internal error: {type(error).__name__}: {error}{where}"
 
 
-def read_bytes(path: Path, shown: str) -> bytes | Finding:
-    try:
-        return path.read_bytes()
-    except OSError as error:
-        return diagnostic(shown, READ_ERROR_CODE, f"cannot read file: {error.strerror or error}")
-
-
-def decode_source(data: bytes, shown: str) -> str | Finding:
-    """The file's text, decoded as Python does (PEP 263 cookie, BOM, else UTF-8), or a located
-    diagnostic saying why it cannot be decoded."""
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    except SyntaxError as error:
-        return diagnostic(shown, READ_ERROR_CODE, f"cannot decode file: {error.msg}", error.lineno or 1)
-    try:
-        return data.decode(encoding)
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
-        return diagnostic(shown, READ_ERROR_CODE, f"cannot decode file as {encoding}: {error.reason}", line, column)
-
-
 def _too_large(chars: int) -> str:
     mib = 1024 * 1024
     return (
@@ -363,6 +329,7 @@ def lint_in_stages(
     recognized: dict[str, frozenset[int]] = {}
     parsed: list[_Parsed] = []
     checks: list[_Check] = []
+    rejected: list[tuple[Path, str, Stat | None, Hit]] = []  # by the prefilter, cached
     files_checked = files_cached = 0
     unreached: set[str] = set()
     for found in discover(paths, excluder, force_exclude):
@@ -385,6 +352,7 @@ def lint_in_stages(
                 hit = results.lookup(found, shown, stat, digest)
         if hit is not None and not hit.parsed:
             files_cached += 1
+            rejected.append((found, shown, stat, hit))
             findings.extend(hit.findings)  # the prefilter rejected these bytes: what their check said
             if stream_code and config.rules_for(found):  # rejected by the prefilter, not for want of rules
                 recognized[str(found)] = frozenset()
@@ -412,6 +380,7 @@ def lint_in_stages(
             findings.append(diagnostic(shown, READ_ERROR_CODE, _too_large(len(source))))
             continue
         parsed.append(_Parsed(found, shown, stat, digest, source, bool(PackageIndex.build([(shown, source)]).sources)))
+    files_cached -= _promote_importers(parsed, checks, rejected, findings, config)
     # Calls into functions imported from the other parsed files are followed, so a parsed
     # file's cached findings hold only under the same index (csan_lint.lint.cache).
     index = index_key((file.shown, file.digest) for file in parsed if file.orders) if len(parsed) > 1 else ""
@@ -434,6 +403,32 @@ def lint_in_stages(
     first = LintResult(findings, files_checked, len(parsed), files_cached, frozenset(unreached), recognized)
     background = _dealt([check.job for check in later], workers, background=True) if later else None
     return StagedLint(first, later, background, results)
+
+
+def _promote_importers(
+    parsed: list[_Parsed],
+    checks: list[_Check],
+    rejected: list[tuple[Path, str, Stat | None, Hit]],
+    findings: list[Finding],
+    config: Config,
+) -> int:
+    """Files the prefilter rejected (`checks`, this run's; `rejected`, cached) that import a
+    module with stream code go to the engine (lint/promote.py); how many were cached."""
+    modules = [module_name(file.shown) for file in parsed if file.orders]
+    if not modules:
+        return 0
+    for check in [c for c in checks if config.rules_for(c.path) and imports_any(c.job.source, c.job.path, modules)]:
+        checks.remove(check)
+        parsed.append(_Parsed(check.path, check.job.path, check.stat, check.digest, check.job.source, False))
+    promoted = 0
+    for found, shown, stat, hit in rejected:
+        data = read_bytes(found, shown)
+        source = decode_source(data, shown) if isinstance(data, bytes) else data
+        if isinstance(source, str) and config.rules_for(found) and imports_any(source, shown, modules):
+            findings[:] = [finding for finding in findings if all(finding is not old for old in hit.findings)]
+            parsed.append(_Parsed(found, shown, stat, hit.digest, source, False))
+            promoted += 1
+    return promoted
 
 
 def _finding_order(finding: Finding) -> tuple[str, int, int, str]:

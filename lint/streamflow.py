@@ -72,8 +72,9 @@ def analyse(
     hazards: dict[tuple[object, ...], Hazard] = {}
     siblings: list[Sibling] = []
     carried: list[Carried] = []
-    uses = module_uses(module, imports, functions) if imports.imports_torch else NO_USES
-    if imports.imports_torch:
+    reaches_torch = imports.imports_torch or package is not None  # or through another linted module
+    uses = module_uses(module, imports, functions) if reaches_torch else NO_USES
+    if reaches_torch:
         everywhere = uses.performs(Kind.SET_STREAM)
         helpers = Helpers(
             imports,

@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from csan_lint.lint.diagnostics import TOOL_ERROR_CODES
 from csan_lint.lint.files import display_path
-from csan_lint.lint.runner import TOOL_ERROR_CODES
 from csan_lint.lint.sarif import artifact_location, finding_result, rule_indexes, sarif_run_log, static_descriptors
 from csan_lint.runtime import kinds
 from csan_lint.runtime.confirm_output import failure_lines, summary_counts
