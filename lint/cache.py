@@ -117,6 +117,7 @@ def settings_key(config: Config) -> str:
         "per_file_ignores": sorted((pattern, list(codes)) for pattern, codes in config.per_file_ignores.items()),
         "spellings": dataclasses.asdict(config.spellings),
         "assumptions": config.assumptions.key(),
+        "facts": config.facts.digest if config.facts is not None else None,
     }
     return hashlib.blake2b(json.dumps(settings, sort_keys=True).encode(), digest_size=12).hexdigest()
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
+from csan_lint.lint.run_facts import NO_MODULE_FACTS, ModuleFacts
 from csan_lint.lint.interpret import SUMMARY
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.ordering import (
@@ -109,10 +110,13 @@ class Helpers:
         relative: Mapping[str, str] | None = None,
         classes: Mapping[str, Sequence[str]] | None = None,
         assumptions: Assumptions = DEFAULT_ASSUMPTIONS,
+        observed: ModuleFacts = NO_MODULE_FACTS,
     ) -> None:
         self.imports = imports
         self.assumptions = assumptions
         """What the module's analysis assumes where code does not show it (lint/analysis/assumptions.py)."""
+        self.observed = observed
+        """What test runs observed of the module's functions (lint/run_facts.py): it settles assumptions."""
         self.functions = functions
         self.globals = globals_
         self.package = package

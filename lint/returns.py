@@ -17,6 +17,7 @@ import libcst as cst
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS
+from csan_lint.lint.run_facts import NO_MODULE_FACTS
 from csan_lint.lint.callers import CallersJoin
 from csan_lint.lint.effects import Helpers, probe_key
 from csan_lint.lint.names import ImportTable, dotted_name
@@ -108,6 +109,8 @@ class Returns:
         """Whether the parameter (that may be a tensor) is taken as written by the caller, by
         the assumption its annotation, or lack of one, falls under (`used`: the names the body
         uses as tensors, computed only when unannotated parameters may be taken so)."""
+        if self._observed_written(param.name.value):
+            return True
         annotation = param.annotation
         if annotation is not None:
             return tensor_annotation(annotation.annotation) and self._assumes(
@@ -121,7 +124,7 @@ class Returns:
         rests: set[str] = set()
         if produced == "by the caller" and "." in tensor and not self.orders_after_default:
             rests.add(assumed.ATTRIBUTES_WRITTEN_BY_CALLER)
-        elif produced == "by the caller" and "." not in tensor:
+        elif produced == "by the caller" and "." not in tensor and not self._observed_written(tensor):
             annotated = tensor in self.annotated_params
             rests.add(
                 assumed.ANNOTATED_PARAMETERS_WRITTEN_BY_CALLER
@@ -133,6 +136,12 @@ class Returns:
         if handed_by is not None:
             rests.add(assumed.CONTAINER_HANDOVER)
         return frozenset(rests)
+
+    def _observed_written(self, param: str) -> bool:
+        """Whether a test run saw the parameter come written on the device by the caller
+        (lint/run_facts.py): then no assumption is needed to take it as the caller's work."""
+        observed = self.helpers.observed if self.helpers is not None else NO_MODULE_FACTS
+        return observed.written_argument(self.function, param) is not None
 
     def _assumes(self, name: str) -> bool:
         return (self.helpers.assumptions if self.helpers is not None else DEFAULT_ASSUMPTIONS).holds(name)

@@ -86,13 +86,13 @@ class Argument:
     device: str
     """One of DEVICES."""
 
-    def words(self) -> str:
+    def words(self, entry_name: str) -> str:
         where = {
-            "same": "last written on the stream it was entered on",
-            "other": "last written on another stream than the one it was entered on",
-            "never": "not written on the device",
+            "same": f"last written on the stream the call was entered on ({entry_name})",
+            "other": f"last written on another stream than the one the call was entered on ({entry_name})",
+            "never": "never written on the device",
         }[self.written]
-        return f"`{self.name}` ({self.device}) {where}"
+        return f"`{self.name}` came as a {self.device} tensor {where}"
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,8 @@ class FunctionFacts:
     source_hash: str
     contexts: tuple[Context, ...]
     copies: tuple[Copy, ...] = ()
+    file: str = ""
+    """Its file as the run named it (relative to the run's working directory), for `summary`."""
 
     def written_argument(self, name: str) -> tuple[Argument, Context] | None:
         """The first observed call that got `name` as a tensor written on the device (on the
@@ -138,7 +140,7 @@ class FunctionFacts:
 def observation(argument: Argument, context: Context) -> str:
     """How a finding lists the fact it rests on instead of an assumption."""
     tests = ", ".join(context.tests) or "a sanitized run"
-    return f"{argument.words()}, entered on {context.entry_name}; observed in {tests}"
+    return f"observed in {tests}: {argument.words(context.entry_name)}"
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,13 @@ class ModuleFacts:
     def of(self, qualname: str | None) -> FunctionFacts | None:
         return self.functions.get(qualname) if qualname is not None else None
 
+    def written_argument(self, qualname: str | None, name: str) -> str | None:
+        """The observation (as a finding lists it) that the function's argument `name` came
+        written on the device by its caller; None where no run saw it so."""
+        facts = self.of(qualname)
+        found = facts.written_argument(name) if facts is not None else None
+        return observation(*found) if found is not None else None
+
 
 NO_MODULE_FACTS = ModuleFacts({})
 
@@ -159,8 +168,10 @@ NO_MODULE_FACTS = ModuleFacts({})
 class ObservedFacts:
     """A facts file, loaded: its functions by module, and the file's digest (the lint cache's key)."""
 
-    def __init__(self, functions: Sequence[FunctionFacts], digest: str = "") -> None:
+    def __init__(self, functions: Sequence[FunctionFacts], digest: str = "", path: str = "") -> None:
         self.digest = digest
+        self.path = path
+        self.functions = functions
         self.by_module: dict[str, list[FunctionFacts]] = {}
         for facts in functions:
             self.by_module.setdefault(facts.module, []).append(facts)
@@ -187,6 +198,26 @@ class ObservedFacts:
         return ModuleFacts(kept, len(recorded) - len(kept))
 
 
+    def summary(self) -> str:
+        """How many recorded functions still hold, and how many are ignored because their
+        text changed (or they, or their file, are gone) since the run (`-v`)."""
+        hashes: dict[str, dict[str, tuple[int, str]]] = {}
+        ignored = 0
+        for facts in self.functions:
+            if facts.file not in hashes:
+                try:
+                    with open(facts.file, encoding="utf-8") as stream:
+                        hashes[facts.file] = function_hashes(stream.read())
+                except (OSError, UnicodeDecodeError):
+                    hashes[facts.file] = {}
+            found = hashes[facts.file].get(facts.qualname)
+            ignored += found is None or found[1] != facts.source_hash
+        return (
+            f"facts from runs ({self.path}): {len(self.functions) - ignored} function(s) hold, "
+            f"{ignored} ignored (changed or gone since the run)"
+        )
+
+
 def _dotted(path: str) -> str:
     parts = [part for part in path.replace("\\", "/").removesuffix(".py").split("/") if part not in ("", ".")]
     if parts and parts[-1] == "__init__":
@@ -202,6 +233,34 @@ def dump(functions: Sequence[Mapping[str, Any]]) -> str:
     file diffs by function)."""
     ordered = sorted(functions, key=lambda entry: (entry["module"], entry["qualname"], entry["source_hash"]))
     return json.dumps({"version": SCHEMA_VERSION, "functions": ordered}, indent=1, sort_keys=True) + "\n"
+
+
+def merge_files(paths: Sequence[str], out: str) -> None:
+    """One facts file out of several (pytest processes, xdist workers), each checked first:
+    a function's contexts and copies are united, each keeping up to MAX_TESTS node ids."""
+    merged: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for path in paths:
+        load_facts(path)
+        with open(path, encoding="utf-8") as stream:
+            entries = json.load(stream)["functions"]
+        for entry in entries:
+            key = (entry["module"], entry["qualname"], entry["source_hash"])
+            known = merged.setdefault(key, {**entry, "contexts": [], "copies": []})
+            for kind in ("contexts", "copies"):
+                for item in entry.get(kind, []):
+                    _unite(known[kind], item)
+    with open(out, "w", encoding="utf-8") as stream:
+        stream.write(dump(list(merged.values())))
+
+
+def _unite(items: list[dict[str, Any]], item: Mapping[str, Any]) -> None:
+    """`item` added to `items`, or its tests to the equal item's."""
+    bare = {**item, "tests": None}
+    for known in items:
+        if {**known, "tests": None} == bare:
+            known["tests"] = [*known["tests"], *(t for t in item["tests"] if t not in known["tests"])][:MAX_TESTS]
+            return
+    items.append(dict(item))
 
 
 def load_facts(path: str) -> ObservedFacts:
@@ -222,7 +281,8 @@ def load_facts(path: str) -> ObservedFacts:
     if not isinstance(entries, list):
         raise FactsFileError(f"{path}: `functions`: expected a list")
     digest = hashlib.blake2b(data, digest_size=12).hexdigest()
-    return ObservedFacts([_function(entry, f"{path}: functions[{i}]") for i, entry in enumerate(entries)], digest)
+    functions = [_function(entry, f"{path}: functions[{i}]") for i, entry in enumerate(entries)]
+    return ObservedFacts(functions, digest, path)
 
 
 def _function(entry: object, where: str) -> FunctionFacts:
@@ -242,6 +302,7 @@ def _function(entry: object, where: str) -> FunctionFacts:
         _string(table, "source_hash", where),
         contexts,
         copies,
+        str(table.get("file", "")),
     )
 
 

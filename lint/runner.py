@@ -31,6 +31,7 @@ from csan_lint.lint.model import NO_SPELLINGS, Finding, Span, Spellings
 from csan_lint.lint.pool import Dealt
 from csan_lint.lint.registry import SYNTAX_ERROR_CODE, all_rules
 from csan_lint.lint.rule import Rule
+from csan_lint.lint.run_facts import NO_MODULE_FACTS, ModuleFacts
 from csan_lint.lint.summaries import PackageIndex
 from csan_lint.lint.suppress import (
     UNUSED_NOQA_CODE,
@@ -136,6 +137,8 @@ class _Job:
     """The analysis' assumptions switched from their defaults."""
     stream_code: bool = False
     """Also recognize the file's stream code on the same tree (`--confirm` needs it)."""
+    observed: ModuleFacts = NO_MODULE_FACTS
+    """What test runs saw of the file's functions (`--facts`), that still match its text."""
 
     @property
     def cost(self) -> int:
@@ -165,16 +168,12 @@ def _lint_job(job: _Job) -> _Outcome:
     try:
         if job.syntax_only:
             return _unparsed(job.source, job.path, job.rules, job.unused_noqa), None
-        recognized: frozenset[int] | None = None
         with cpu_budget(ANALYSIS_BUDGET_S), _collector_paused():
-            if job.stream_code:
-                from csan_lint.lint.engine import lint_and_recognize  # libcst: once a file needs parsing
+            from csan_lint.lint.engine import lint_and_recognize  # libcst: once a file needs parsing
 
-                findings, recognized = lint_and_recognize(
-                    job.source, job.path, job.rules, job.package, job.spellings, job.assumptions, stream_code=True
-                )
-            else:
-                findings = lint_source(job.source, job.path, job.rules, job.package, job.spellings, job.assumptions)
+            arguments = (job.source, job.path, job.rules, job.package, job.spellings, job.assumptions, job.observed)
+            findings, lines = lint_and_recognize(*arguments, stream_code=job.stream_code)
+        recognized = lines if job.stream_code else None
     except BudgetExceeded:
         return [diagnostic(job.path, BUDGET_CODE, _over_budget())], None
     except Exception as error:  # a crash on one file is that file's diagnostic; the run goes on
@@ -230,6 +229,7 @@ def _job(source: str, path: Path, shown: str, config: Config) -> _Job:
         syntax_only=not engine,
         spellings=config.spellings,
         assumptions=config.assumptions,
+        observed=config.observed(shown, source),
     )
 
 
@@ -538,6 +538,7 @@ def _lint_stale(
             spellings=config.spellings,
             assumptions=config.assumptions,
             stream_code=stream_code,
+            observed=config.observed(file.shown, file.source or ""),
         )
         for file in stale
     ]
