@@ -1,0 +1,24 @@
+import torch
+
+from app.comm import Comm, double
+
+
+def test_send():
+    x = torch.ones(4, device="cuda") + 1
+    y = Comm().send(x)
+    assert y.sum().item() == 16
+
+
+def test_upload():
+    host = torch.ones(4).pin_memory()
+    assert Comm().upload(host).sum().item() == 4
+
+
+def test_double_on_a_side_stream():
+    side = torch.cuda.Stream()
+    x = torch.ones(4, device="cuda") + 1
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        y = double(x)
+    torch.cuda.current_stream().wait_stream(side)
+    assert y.sum().item() == 16
