@@ -152,12 +152,13 @@ def lint_source(
     package: PackageIndex | None = None,
     spellings: Spellings = NO_SPELLINGS,
     assumptions: Assumptions = DEFAULT_ASSUMPTIONS,
+    observed: ModuleFacts = NO_MODULE_FACTS,
 ) -> list[Finding]:
     """`csan_lint.lint.engine.lint_source`, imported on first use: the engine pulls in libcst,
     which a run whose files all fail the prefilter (or hit the cache) never needs."""
     from csan_lint.lint.engine import lint_source as engine_lint_source
 
-    return engine_lint_source(source, path, rules, package, spellings, assumptions)
+    return engine_lint_source(source, path, rules, package, spellings, assumptions, observed)
 
 
 _Outcome = tuple[list[Finding], frozenset[int] | None]
@@ -168,12 +169,15 @@ def _lint_job(job: _Job) -> _Outcome:
     try:
         if job.syntax_only:
             return _unparsed(job.source, job.path, job.rules, job.unused_noqa), None
+        recognized: frozenset[int] | None = None
+        arguments = (job.source, job.path, job.rules, job.package, job.spellings, job.assumptions)
         with cpu_budget(ANALYSIS_BUDGET_S), _collector_paused():
-            from csan_lint.lint.engine import lint_and_recognize  # libcst: once a file needs parsing
+            if job.stream_code:
+                from csan_lint.lint.engine import lint_and_recognize  # libcst: once a file needs parsing
 
-            arguments = (job.source, job.path, job.rules, job.package, job.spellings, job.assumptions, job.observed)
-            findings, lines = lint_and_recognize(*arguments, stream_code=job.stream_code)
-        recognized = lines if job.stream_code else None
+                findings, recognized = lint_and_recognize(*arguments, job.observed, stream_code=True)
+            else:
+                findings = lint_source(*arguments, observed=job.observed)
     except BudgetExceeded:
         return [diagnostic(job.path, BUDGET_CODE, _over_budget())], None
     except Exception as error:  # a crash on one file is that file's diagnostic; the run goes on
