@@ -450,9 +450,8 @@ def check(
         _fail("stdin is linted only: --confirm, --fix and --diff need files")
     targets = [stdin_filename or "."] if from_stdin else list(paths) or ["."]
     try:
-        config = load_config(
-            targets, config_file, _split(select), _split(ignore), _split(extend_select) or (), _split(assume) or (), facts
-        )
+        switches = (_split(select), _split(ignore), _split(extend_select) or (), _split(assume) or ())
+        config = load_config(targets, config_file, *switches, facts)
     except ConfigError as error:
         _fail(str(error))
     machine = output_format != "text" or quiet

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
-from csan_lint.lint.run_facts import NO_MODULE_FACTS, ModuleFacts
 from csan_lint.lint.interpret import SUMMARY
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.ordering import (
@@ -33,6 +32,7 @@ from csan_lint.lint.ordering import (
 )
 from csan_lint.lint.receivers import Receivers
 from csan_lint.lint.recognize import ContextFunctions
+from csan_lint.lint.run_facts import NO_MODULE_FACTS, ModuleFacts
 from csan_lint.lint.scan import metadata_params, tensor_params
 from csan_lint.lint.summaries import ANY_OTHER, RETURNED, Effect, PackageIndex, Summary, returned_key, returned_position
 

@@ -15,9 +15,9 @@ from csan_lint.lint.analysis.driver import module_facts
 from csan_lint.lint.model import NO_SPELLINGS, Finding, Spellings
 from csan_lint.lint.nodes import parse_module, remembered_subtrees
 from csan_lint.lint.recognize import stream_code_lines_in
-from csan_lint.lint.run_facts import NO_MODULE_FACTS, ModuleFacts
 from csan_lint.lint.registry import all_rules
 from csan_lint.lint.rule import Rule
+from csan_lint.lint.run_facts import NO_MODULE_FACTS, ModuleFacts
 from csan_lint.lint.summaries import PackageIndex
 from csan_lint.lint.syntax import python_syntax_error, syntax_error
 

@@ -17,7 +17,6 @@ import libcst as cst
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS
-from csan_lint.lint.run_facts import NO_MODULE_FACTS
 from csan_lint.lint.callers import CallersJoin
 from csan_lint.lint.effects import Helpers, probe_key
 from csan_lint.lint.names import ImportTable, dotted_name
@@ -35,6 +34,7 @@ from csan_lint.lint.ordering import (
     issued_on,
 )
 from csan_lint.lint.recognize import OR
+from csan_lint.lint.run_facts import NO_MODULE_FACTS
 from csan_lint.lint.scan import kept_tensor_params, tensor_annotation, used_as_tensors
 from csan_lint.lint.streams import stream_token
 from csan_lint.lint.summaries import RETURNED, returned_key, returned_position

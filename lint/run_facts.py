@@ -197,7 +197,6 @@ class ObservedFacts:
         }
         return ModuleFacts(kept, len(recorded) - len(kept))
 
-
     def summary(self) -> str:
         """How many recorded functions still hold, and how many are ignored because their
         text changed (or they, or their file, are gone) since the run (`-v`)."""
@@ -313,7 +312,11 @@ def _context(entry: object, where: str) -> Context:
         at = f"{where}.arguments[{i}]"
         argument = _table(item, at)
         arguments.append(
-            Argument(_string(argument, "name", at), _choice(argument, "written", WRITTEN, at), _choice(argument, "device", DEVICES, at))
+            Argument(
+                _string(argument, "name", at),
+                _choice(argument, "written", WRITTEN, at),
+                _choice(argument, "device", DEVICES, at),
+            )
         )
     return Context(
         _choice(table, "entry", ENTRY_KINDS, where),

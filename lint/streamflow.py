@@ -34,8 +34,8 @@ from csan_lint.lint.facts import Carried, ModuleFlow, Sibling
 from csan_lint.lint.model import NO_SPELLINGS, Spellings
 from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import parse_module
-from csan_lint.lint.run_facts import NO_MODULE_FACTS, ModuleFacts
 from csan_lint.lint.ordering import CURRENT, FlowState, Hazard, Mark, TrackedTensor, join_states, join_tensor
+from csan_lint.lint.run_facts import NO_MODULE_FACTS, ModuleFacts
 from csan_lint.lint.scan import (
     body_of,
     calls_any,

@@ -95,7 +95,9 @@ def test_a_malformed_file_is_a_located_error(tmp_path, document, message):
 
 def test_a_bad_value_deep_in_an_entry_names_the_entry(tmp_path):
     path = write(tmp_path / "facts.json", [entry(), entry(written="maybe")])
-    with pytest.raises(FactsFileError, match=r"functions\[1\]\.contexts\[0\]\.arguments\[0\]: `written`: expected one of"):
+    with pytest.raises(
+        FactsFileError, match=r"functions\[1\]\.contexts\[0\]\.arguments\[0\]: `written`: expected one of"
+    ):
         load_facts(path)
 
 

@@ -1,5 +1,4 @@
 import torch
-
 from app.comm import Comm, double
 
 
