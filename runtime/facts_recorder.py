@@ -168,9 +168,10 @@ class FactsRecorder:
             if found is not None and found[0] == code.co_firstlineno:
                 module = frame.f_globals.get("__name__") or os.path.splitext(base)[0]
                 function = _Function(code, (module, code.co_qualname, found[1]))
-                self.functions.setdefault(
-                    function.key, {"file": _shown(filename), "line": found[0], "contexts": {}, "copies": {}}
-                )
+                with self._lock:  # `entries()` may read them from another thread
+                    self.functions.setdefault(
+                        function.key, {"file": _shown(filename), "line": found[0], "contexts": {}, "copies": {}}
+                    )
         self._codes[id(code)] = (code, function)
         return function
 
