@@ -34,10 +34,11 @@ repositories and prints what it finds and costs (benchmarks/realworld/README.md)
 **Facts from runs** settle an assumption for one function where a sanitized test run saw what it
 takes for granted (`csan-lint --facts facts.json`, or `facts = "facts.json"` in
 `[tool.csan-lint]`; the file comes from `pytest --csan --csan-facts facts.json` or `csan-lint
---confirm --save-facts facts.json`, docs/sanitizer.md). Today: a parameter a run saw come written
-on the device by the caller (on the stream the call was entered on, or another) is taken as the
-caller's device work, as `annotated-parameters-written-by-caller` and
-`unannotated-parameters-written-by-caller` would take it, whether they are on or off; the finding
+--confirm --save-facts facts.json`, docs/sanitizer.md). Today: a parameter, or a parameter's
+`.grad`, a run saw come written on the device by the caller (on the stream the call was entered
+on, or another) is taken as the caller's device work, as `annotated-parameters-written-by-caller`,
+`unannotated-parameters-written-by-caller` or `attributes-written-by-caller` would take it,
+whether they are on or off; the finding
 then lists the fact (`observed` in `--format json`, and the message: "observed in
 tests/test_comm.py::test_send: ...") instead of the assumption. A fact about a function whose text
 changed since the run no longer matches its hash and is ignored (`-v` counts them). The entry

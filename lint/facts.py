@@ -155,7 +155,7 @@ class ModuleFlow:
     def location(self, hazard: Hazard | HostHazard) -> Location:
         """`finding()` keyword arguments: the access's 1-based position, the span of its block
         (or statement), the assumptions the hazard rests on and the observed facts that
-        replaced one (a parameter a run saw come written by the caller)."""
+        replaced one (a parameter, or its `.grad`, a run saw come written by the caller)."""
         assumed: tuple[str, ...] = ()
         observed: tuple[str, ...] = ()
         if isinstance(hazard, HostHazard):
@@ -163,7 +163,7 @@ class ModuleFlow:
         else:
             node, span_node = hazard.access.node, hazard.access.span_node
             assumed = tuple(sorted(hazard.assumptions))
-            if hazard.produced == "by the caller" and "." not in hazard.tensor:
+            if hazard.produced == "by the caller":
                 fact = self.observed.written_argument(hazard.function, hazard.tensor)
                 observed = (fact,) if fact is not None else ()
         where, span = self.range(node), self.range(span_node)

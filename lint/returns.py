@@ -122,9 +122,11 @@ class Returns:
         """The assumptions a hazard of this function takes for granted: the producer of a value
         written by the caller, the stream the function is entered on, a hand-over through `self`."""
         rests: set[str] = set()
-        if produced == "by the caller" and "." in tensor and not self.orders_after_default:
+        if self._observed_written(tensor):
+            pass  # a run saw it: no assumption (`ModuleFlow.location` lists the fact)
+        elif produced == "by the caller" and "." in tensor and not self.orders_after_default:
             rests.add(assumed.ATTRIBUTES_WRITTEN_BY_CALLER)
-        elif produced == "by the caller" and "." not in tensor and not self._observed_written(tensor):
+        elif produced == "by the caller" and "." not in tensor:
             annotated = tensor in self.annotated_params
             rests.add(
                 assumed.ANNOTATED_PARAMETERS_WRITTEN_BY_CALLER
@@ -137,11 +139,12 @@ class Returns:
             rests.add(assumed.CONTAINER_HANDOVER)
         return frozenset(rests)
 
-    def _observed_written(self, param: str) -> bool:
-        """Whether a test run saw the parameter come written on the device by the caller
-        (lint/run_facts.py): then no assumption is needed to take it as the caller's work."""
+    def _observed_written(self, name: str) -> bool:
+        """Whether a test run saw the parameter (or a parameter's `.grad`) come written on the
+        device by the caller (lint/run_facts.py): then no assumption is needed to take it as
+        the caller's work."""
         observed = self.helpers.observed if self.helpers is not None else NO_MODULE_FACTS
-        return observed.written_argument(self.function, param) is not None
+        return observed.written_argument(self.function, name) is not None
 
     def _assumes(self, name: str) -> bool:
         return (self.helpers.assumptions if self.helpers is not None else DEFAULT_ASSUMPTIONS).holds(name)
@@ -154,7 +157,11 @@ class Returns:
         path, before what the entry stream's probe is ordered before by now."""
         if "." not in key or key.startswith("\0"):
             return None
-        if not (self.orders_after_default or self._assumes(assumed.ATTRIBUTES_WRITTEN_BY_CALLER)):
+        if not (
+            self.orders_after_default
+            or self._assumes(assumed.ATTRIBUTES_WRITTEN_BY_CALLER)
+            or self._observed_written(key)
+        ):
             return None
         access = Access(node, self.entry_stream, True, node, self.function, "by the caller")
         probe = self.live.tensors.get(probe_key(self.entry_stream))

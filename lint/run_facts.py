@@ -190,8 +190,8 @@ class ObservedFacts:
         if not recorded:
             return NO_MODULE_FACTS
         hashes = function_hashes(source)
-        kept = {
-            facts.qualname: facts
+        kept = {  # by the linter's name: a nested function is `outer.inner`, not `outer.<locals>.inner`
+            facts.qualname.replace(".<locals>.", "."): facts
             for facts in recorded
             if facts.qualname in hashes and hashes[facts.qualname][1] == facts.source_hash
         }

@@ -55,13 +55,25 @@ class FactsHook:
 
         self._guarded(enter)
 
-    def _describe(self, value: Any) -> tuple[str, int] | None:
-        if not isinstance(value, torch.Tensor) or value.layout != torch.strided or value.is_meta:
-            return None
+    def _describe(self, value: Any) -> list[tuple[str, str, int]]:
+        """The tensor argument, and a leaf's gradient (`p.grad`: what hooks and optimizers are
+        handed a parameter for); a non-leaf's `.grad` is not read (torch warns)."""
+        if not self._plain(value):
+            return []
+        found = [("", *self._where(value))]
+        if value.is_leaf and value.requires_grad and self._plain(value.grad):
+            found.append(("grad", *self._where(value.grad)))
+        return found
+
+    @staticmethod
+    def _plain(value: Any) -> bool:
+        return isinstance(value, torch.Tensor) and value.layout == torch.strided and not value.is_meta
+
+    def _where(self, tensor: torch.Tensor) -> tuple[str, int]:
         mode = self.sanitizer.mode
-        if mode.is_device(value):
-            return "cuda", value.data_ptr()
-        return ("pinned" if mode.is_pinned(value) else "cpu"), value.data_ptr()
+        if mode.is_device(tensor):
+            return "cuda", tensor.data_ptr()
+        return ("pinned" if mode.is_pinned(tensor) else "cpu"), tensor.data_ptr()
 
     def _guarded(self, action: Callable[[], None]) -> None:
         try:

@@ -30,8 +30,10 @@ from csan_lint.runtime.tracker import ALLOCATION_OPERATOR
 MAX_ACTIVATIONS = 4096
 """Per thread; past it the table starts again (a call seen again is merged into its context)."""
 
-Describe = Callable[[Any], tuple[str, int] | None]
-"""A value -> (its device: cuda/cpu/pinned, the address of its first byte), None if not a tensor."""
+Describe = Callable[[Any], list[tuple[str, str, int]]]
+"""A value -> the tensors it stands for, each (the attribute path from the value: "" for the value
+itself, "grad" for a parameter's gradient; its device: cuda/cpu/pinned; the address of its
+first byte); [] if it is no tensor."""
 
 
 class _Function:
@@ -179,11 +181,9 @@ class FactsRecorder:
         arguments = []
         tracker = self.tracker()
         for name in function.params:
-            described = describe(values.get(name))
-            if described is None:
-                continue
-            device, ptr = described
-            arguments.append((name, _written(tracker.last_write(ptr), stream), device))
+            for path, device, ptr in describe(values.get(name)):
+                shown = f"{name}.{path}" if path else name
+                arguments.append((shown, _written(tracker.last_write(ptr), stream), device))
         name = self.stream_name(stream)
         entry = "default" if name == "the default stream" else "side"
         self._add(function.key, "contexts", (entry, name, tuple(arguments)))

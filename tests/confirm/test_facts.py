@@ -19,6 +19,8 @@ pytest.importorskip("torch")
 FIXTURE = Path(__file__).parent / "facts_project"
 SEND_READ = 10
 """The line of `y = x * 2` in app/comm.py, the read of `x` on the side stream."""
+GRAD_READ = 19
+"""The line of `kept = p.grad * 1` in app/comm.py, the read of `p.grad` on the side stream."""
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +83,14 @@ def test_the_run_saves_each_function_s_entry_stream_arguments_and_copies(saved):
     ]
 
 
+def test_a_parameter_s_gradient_is_an_argument_of_its_own(saved):
+    (context,) = function(saved, "Comm.snapshot_grad")["contexts"]
+    assert context["arguments"] == [
+        {"name": "p", "written": "same", "device": "cuda"},
+        {"name": "p.grad", "written": "same", "device": "cuda"},
+    ]
+
+
 def test_a_function_entered_on_a_side_stream_sees_its_argument_written_on_another(saved):
     (context,) = function(saved, "double")["contexts"]
     assert context["entry"] == "side"
@@ -95,13 +105,19 @@ def test_the_static_pass_is_silent_without_facts_and_reports_the_observed_produc
     assert (status, document["findings"]) == (0, [])
     status, document, _ = lint(project, "--no-cache", "--facts", "facts.json")
     assert status == 1
-    (finding,) = document["findings"]
-    assert (finding["code"], finding["path"], finding["line"]) == ("CSL101", "app/comm.py", SEND_READ)
-    assert "observed in tests/test_comm.py::test_send" in finding["message"]
-    assert finding["assumptions"] == []
-    assert finding["observed"] == [
+    sent, grad = document["findings"]
+    assert (sent["code"], sent["path"], sent["line"]) == ("CSL101", "app/comm.py", SEND_READ)
+    assert "observed in tests/test_comm.py::test_send" in sent["message"]
+    assert sent["assumptions"] == []
+    assert sent["observed"] == [
         "observed in tests/test_comm.py::test_send: `x` came as a cuda tensor last written on the stream the call "
         "was entered on (the default stream)"
+    ]
+    # An attribute, which `attributes-written-by-caller` (off) would otherwise have to assume.
+    assert (grad["code"], grad["line"], grad["assumptions"]) == ("CSL101", GRAD_READ, [])
+    assert grad["observed"] == [
+        "observed in tests/test_comm.py::test_snapshot_grad: `p.grad` came as a cuda tensor last written on the "
+        "stream the call was entered on (the default stream)"
     ]
 
 
@@ -113,7 +129,7 @@ def test_the_config_file_names_the_facts_and_the_cache_follows_them(project, sav
     (copy / "pyproject.toml").write_text('[tool.csan-lint]\nfacts = "facts.json"\n')
     status, document, _ = lint(copy)
     assert status == 1
-    assert [finding["line"] for finding in document["findings"]] == [SEND_READ]
+    assert [finding["line"] for finding in document["findings"]] == [SEND_READ, GRAD_READ]
 
 
 def test_editing_the_function_ignores_its_facts(project, saved, tmp_path):
@@ -122,8 +138,8 @@ def test_editing_the_function_ignores_its_facts(project, saved, tmp_path):
     comm = copy / "app" / "comm.py"
     comm.write_text(comm.read_text().replace("            y = x * 2\n", "            y = x * 3\n"))
     status, document, stderr = lint(copy, "--no-cache", "--facts", "facts.json", "-v")
-    assert (status, document["findings"]) == (0, [])
-    assert "2 function(s) hold, 1 ignored (changed or gone since the run)" in stderr
+    assert [finding["line"] for finding in document["findings"]] == [GRAD_READ]
+    assert "3 function(s) hold, 1 ignored (changed or gone since the run)" in stderr
 
 
 def test_confirm_saves_the_same_facts(project, saved, run_confirm):

@@ -124,6 +124,11 @@ def test_a_module_keeps_the_facts_of_its_unchanged_functions(tmp_path):
     assert facts.for_module("app/comm_utils.py", SOURCE).functions == {}
 
 
+def test_a_nested_function_is_known_by_the_linter_s_name(tmp_path):
+    facts = load_facts(write(tmp_path / "facts.json", [entry("Comm.cached.<locals>.inner")]))
+    assert sorted(facts.for_module("app/comm.py", SOURCE).functions) == ["Comm.cached.inner"]
+
+
 def test_an_argument_never_written_on_the_device_settles_nothing(tmp_path):
     facts = load_facts(write(tmp_path / "facts.json", [entry(written="never")]))
     assert facts.for_module("app/comm.py", SOURCE).written_argument("Comm.send", "x") is None

@@ -13,6 +13,12 @@ def test_upload():
     assert Comm().upload(host).sum().item() == 4
 
 
+def test_snapshot_grad():
+    p = torch.ones(4, device="cuda", requires_grad=True)
+    (p * 3).sum().backward()
+    assert Comm().snapshot_grad(p).sum().item() == 12
+
+
 def test_double_on_a_side_stream():
     side = torch.cuda.Stream()
     x = torch.ones(4, device="cuda") + 1
