@@ -130,6 +130,9 @@ def test_the_config_file_names_the_facts_and_the_cache_follows_them(project, sav
     status, document, _ = lint(copy)
     assert status == 1
     assert [finding["line"] for finding in document["findings"]] == [SEND_READ, GRAD_READ]
+    _, cached, _ = lint(copy)  # from the cache: the same findings, their facts included
+    assert cached["findings"] == document["findings"]
+    assert cached["summary"]["files_parsed"] == document["summary"]["files_parsed"]
 
 
 def test_editing_the_function_ignores_its_facts(project, saved, tmp_path):
