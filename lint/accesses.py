@@ -383,7 +383,7 @@ class FunctionAnalysis(
         one in the function), is the caller's work when `attributes-written-by-caller` holds."""
         last = key.rpartition(".")[2]
         if last in TENSOR_ATTRIBUTES or (key in self.used_as_tensors and last not in HOST_ATTRIBUTES):
-            return self._assumes(assumed.ATTRIBUTES_WRITTEN_BY_CALLER)
+            return self._assumes(assumed.ATTRIBUTES_WRITTEN_BY_CALLER) or self._observed_written(key)
         return False
 
     def _comprehension(self, node: Comprehension) -> None:

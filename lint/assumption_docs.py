@@ -29,7 +29,20 @@ recorded-sibling-evidence = false
 *Evidence* entries take a shape of code as evidence of a second stream the function does not
 show (a `record_stream`, an event wait). Defaults are measured on code we did not write:
 `python benchmarks/realworld/assumptions.py` flips each one on the corpus and whole
-repositories and prints what it finds and costs (benchmarks/realworld/README.md)."""
+repositories and prints what it finds and costs (benchmarks/realworld/README.md).
+
+**Facts from runs** settle an assumption for one function where a sanitized test run saw what it
+takes for granted (`csan-lint --facts facts.json`, or `facts = "facts.json"` in
+`[tool.csan-lint]`; the file comes from `pytest --csan --csan-facts facts.json` or `csan-lint
+--confirm --save-facts facts.json`, docs/sanitizer.md). Today: a parameter, or a parameter's
+`.grad`, a run saw come written on the device by the caller (on the stream the call was entered
+on, or another) is taken as the caller's device work, as `annotated-parameters-written-by-caller`,
+`unannotated-parameters-written-by-caller` or `attributes-written-by-caller` would take it,
+whether they are on or off; the finding
+then lists the fact (`observed` in `--format json`, and the message: "observed in
+tests/test_comm.py::test_send: ...") instead of the assumption. A fact about a function whose text
+changed since the run no longer matches its hash and is ignored (`-v` counts them). The entry
+stream and a tensor's device, which a run also records, settle nothing yet."""
 
 
 def render() -> str:

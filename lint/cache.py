@@ -45,7 +45,7 @@ from csan_lint.lint.config import Config
 from csan_lint.lint.model import Edit, Finding, Span
 
 CACHE_DIR_NAME = ".csan_lint_cache"
-FORMAT = 4
+FORMAT = 5
 """Bump when the layout of an entry changes."""
 RACY_NS = 2_000_000_000
 """A file modified this recently may change again within the same mtime tick without changing
@@ -117,6 +117,7 @@ def settings_key(config: Config) -> str:
         "per_file_ignores": sorted((pattern, list(codes)) for pattern, codes in config.per_file_ignores.items()),
         "spellings": dataclasses.asdict(config.spellings),
         "assumptions": config.assumptions.key(),
+        "facts": config.facts.digest if config.facts is not None else None,
     }
     return hashlib.blake2b(json.dumps(settings, sort_keys=True).encode(), digest_size=12).hexdigest()
 
@@ -136,6 +137,7 @@ def _encode(findings: list[Finding]) -> list[list[Any]]:
             f.fix,
             [[edit.line, edit.anchor_line, edit.text, edit.scope] for edit in f.edits],
             f.fix_safety,
+            [list(f.assumptions), list(f.observed)],
         ]
         for f in findings
     ]
@@ -145,15 +147,38 @@ def _decode(rows: Any, shown: str) -> list[Finding]:
     """Raises TypeError/ValueError on a malformed entry (a miss for the caller)."""
     findings = []
     for row in rows:
-        line, column, code, message, end_line, end_column, span_start, span_end, fix, edit_rows, safety = row
+        line, column, code, message, end_line, end_column, span_start, span_end, fix, edit_rows, safety, rests = row
+        assumptions, observed = (tuple(_strings(names)) for names in rests)
         numbers = (line, column, end_line, end_column, span_start, span_end)
         texts_ok = isinstance(code, str) and isinstance(message, str) and isinstance(fix, (str, type(None)))
         if not (all(type(n) is int for n in numbers) and texts_ok and safety in ("safe", "unsafe")):
             raise TypeError(f"malformed cached finding: {row!r}")
         edits = tuple(_edit(edit_row) for edit_row in edit_rows)
         span = Span(span_start, span_end)
-        findings.append(Finding(shown, line, column, code, message, end_line, end_column, span, fix, edits, safety))
+        findings.append(
+            Finding(
+                shown,
+                line,
+                column,
+                code,
+                message,
+                end_line,
+                end_column,
+                span,
+                fix,
+                edits,
+                safety,
+                assumptions,
+                observed,
+            )
+        )
     return findings
+
+
+def _strings(row: Any) -> list[str]:
+    if not (isinstance(row, list) and all(isinstance(item, str) for item in row)):
+        raise TypeError(f"malformed cached names: {row!r}")
+    return row
 
 
 def _edit(row: Any) -> Edit:

@@ -87,7 +87,7 @@ CONFIRM_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         "-v",
         "--verbose",
         is_flag=True,
-        help="With --confirm: print the sanitizer's report under each confirmed finding.",
+        help="With --confirm: print the sanitizer's report under each confirmed finding; else how many --facts hold.",
     ),
     click.option(
         "--all-tests",
@@ -125,6 +125,14 @@ CONFIRM_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         metavar="FILE",
         help="With --confirm: draw the sanitized run as a Chrome/Perfetto trace (FILE.jsonl: the trace --replay "
         "reads).",
+    ),
+    click.option(
+        "--save-facts",
+        "save_facts",
+        type=click.Path(dir_okay=False),
+        default=None,
+        metavar="FILE",
+        help="With --confirm: save what the run observed of the code's functions, for --facts (docs/sanitizer.md).",
     ),
 ]
 
@@ -330,6 +338,12 @@ def main() -> None:
     help="Switch one of the analysis' assumptions on or off (docs/analysis.md lists them).",
 )
 @click.option(
+    "--facts",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Settle the analysis' assumptions with facts saved by a sanitized run (--save-facts; docs/analysis.md).",
+)
+@click.option(
     "--force-exclude",
     is_flag=True,
     help="Apply `exclude` and .gitignore to paths named on the command line too (for pre-commit).",
@@ -383,6 +397,7 @@ def check(
     ignore: tuple[str, ...],
     config_file: str | None,
     assume: tuple[str, ...],
+    facts: str | None,
     force_exclude: bool,
     stdin_filename: str | None,
     statistics: bool,
@@ -435,9 +450,8 @@ def check(
         _fail("stdin is linted only: --confirm, --fix and --diff need files")
     targets = [stdin_filename or "."] if from_stdin else list(paths) or ["."]
     try:
-        config = load_config(
-            targets, config_file, _split(select), _split(ignore), _split(extend_select) or (), _split(assume) or ()
-        )
+        switches = (_split(select), _split(ignore), _split(extend_select) or (), _split(assume) or ())
+        config = load_config(targets, config_file, *switches, facts)
     except ConfigError as error:
         _fail(str(error))
     machine = output_format != "text" or quiet
@@ -483,6 +497,8 @@ def check(
         if show_fixes and fixed:
             click.echo(f"Fixed:\n{_fixed_listing(before, result)}", nl=False, err=True)
     _report(result, output_format, statistics, quiet, show_fixes and not fix, unsafe_fixes)
+    if confirm_options.get("verbose") and config.facts is not None:
+        click.echo(config.facts.summary(), err=True)
     if fixed is not None and not quiet:
         click.echo(f"Fixed {fixed} finding{'' if fixed == 1 else 's'} ({len(result.findings)} remaining).", err=True)
     if result.has_tool_errors:

@@ -23,6 +23,7 @@ from csan_lint.lint.files import display_path
 from csan_lint.lint.model import NO_SPELLINGS, Spellings
 from csan_lint.lint.registry import all_rules
 from csan_lint.lint.rule import Rule
+from csan_lint.lint.run_facts import NO_MODULE_FACTS, FactsFileError, ModuleFacts, ObservedFacts, load_facts
 from csan_lint.lint.suppress import UNUSED_NOQA_CODE, UNUSED_NOQA_NAME
 from csan_lint.runtime.kinds import RUNTIME_CODES, runtime_codes_of
 
@@ -31,10 +32,11 @@ SPELLING_KEYS = {setting.replace("_", "-"): setting for setting in api.SETTINGS}
 """The project's own wrappers of the stream API (lint/model.py `Spellings`), each a list of dotted callables."""
 KEYS = (
     "select", "extend-select", "ignore", "exclude", "per-file-ignores", "respect-gitignore", "confirm",
-    "assumptions", *SPELLING_KEYS,
+    "assumptions", "facts", *SPELLING_KEYS,
 )  # fmt: skip
 """`confirm` is the sub-table of `csan-lint --confirm`: checked at load by the code that reads it;
-`assumptions` a table of the analysis' assumptions switched on or off (docs/analysis.md)."""
+`assumptions` a table of the analysis' assumptions switched on or off (docs/analysis.md); `facts`
+a file of facts from test runs (lint/run_facts.py), relative to the config file."""
 ALL = "ALL"
 """The selector of every code, the opt-in `unused-noqa` included (as in ruff)."""
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
@@ -62,6 +64,12 @@ class Config:
     confirm: Mapping[str, Any] = field(default_factory=dict)
     spellings: Spellings = NO_SPELLINGS
     assumptions: Assumptions = DEFAULT_ASSUMPTIONS
+    facts: ObservedFacts | None = None
+    """Facts from test runs that settle assumptions (`facts`, `--facts`; lint/run_facts.py)."""
+
+    def observed(self, shown: str, source: str) -> ModuleFacts:
+        """What the facts file says of the module at `shown` that still matches `source`."""
+        return self.facts.for_module(shown, source) if self.facts is not None else NO_MODULE_FACTS
 
     @cached_property
     def _selected(self) -> frozenset[str]:
@@ -174,6 +182,9 @@ def _parse_table(table: Mapping[str, Any], where: str, root: Path, source: Path)
         **{attribute: _callables(table.get(key, []), f"{where}: {key}") for key, attribute in SPELLING_KEYS.items()}
     )
     assumptions = _assumptions(table.get("assumptions", {}), f"{where}: assumptions")
+    facts = table.get("facts")
+    if facts is not None and not isinstance(facts, str):
+        raise ConfigError(f"{where}: facts: expected the path of a facts file, got {facts!r}")
     config = Config(
         root=root,
         source=source,
@@ -186,6 +197,7 @@ def _parse_table(table: Mapping[str, Any], where: str, root: Path, source: Path)
         confirm=confirm,
         spellings=spellings,
         assumptions=assumptions,
+        facts=_facts(str(root / facts)) if facts else None,
     )
     if confirm:
         _check_confirm_table(config)
@@ -295,6 +307,7 @@ def load_config(
     ignore: Sequence[str] | None = None,
     extend_select: Sequence[str] = (),
     assume: Sequence[str] = (),
+    facts: str | None = None,
 ) -> Config:
     """The run's config: the file (`config_file`, else the one found from `paths`), then the
     command line on top: `select` replaces the file's selection, `ignore` and `extend_select`
@@ -319,4 +332,13 @@ def load_config(
         config = replace(config, ignore=(*config.ignore, *ignore))
     if assume:
         config = replace(config, assumptions=config.assumptions.switched(parse_switches(assume)))
+    if facts is not None:
+        config = replace(config, facts=_facts(facts))
     return config
+
+
+def _facts(path: str) -> ObservedFacts:
+    try:
+        return load_facts(path)
+    except FactsFileError as error:
+        raise ConfigError(str(error)) from None

@@ -33,6 +33,7 @@ from csan_lint.lint.ordering import (
 )
 from csan_lint.lint.receivers import Receivers
 from csan_lint.lint.recognize import ContextFunctions
+from csan_lint.lint.run_facts import NO_MODULE_FACTS, ModuleFacts
 from csan_lint.lint.scan import metadata_params, tensor_params
 from csan_lint.lint.summaries import ANY_OTHER, RETURNED, Effect, PackageIndex, Summary, returned_key, returned_position
 
@@ -110,10 +111,13 @@ class Helpers:
         relative: Mapping[str, str] | None = None,
         classes: Mapping[str, Sequence[str]] | None = None,
         assumptions: Assumptions = DEFAULT_ASSUMPTIONS,
+        observed: ModuleFacts = NO_MODULE_FACTS,
     ) -> None:
         self.imports = imports
         self.assumptions = assumptions
         """What the module's analysis assumes where code does not show it (lint/analysis/assumptions.py)."""
+        self.observed = observed
+        """What test runs observed of the module's functions (lint/run_facts.py): it settles assumptions."""
         self.functions = functions
         self.globals = globals_
         self.package = package

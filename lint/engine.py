@@ -17,6 +17,7 @@ from csan_lint.lint.nodes import parse_module, remembered_subtrees
 from csan_lint.lint.recognize import stream_code_lines_in
 from csan_lint.lint.registry import all_rules
 from csan_lint.lint.rule import Rule
+from csan_lint.lint.run_facts import NO_MODULE_FACTS, ModuleFacts
 from csan_lint.lint.summaries import PackageIndex
 from csan_lint.lint.syntax import python_syntax_error, syntax_error
 
@@ -28,15 +29,17 @@ def lint_source(
     package: PackageIndex | None = None,
     spellings: Spellings = NO_SPELLINGS,
     assumptions: Assumptions = DEFAULT_ASSUMPTIONS,
+    observed: ModuleFacts = NO_MODULE_FACTS,
 ) -> list[Finding]:
     """Parse, analyse, run the given rules (default: all). Pure: no file I/O, no config, no
     suppressions (the shell applies those). `package`: the other linted modules, whose
     functions' summaries calls to them use (without it, only this module's are followed).
     `spellings`: the project's own wrappers of the stream API; `assumptions`: those switched
-    from their defaults (lint/analysis/assumptions.py). A file that does not parse returns exactly one
+    from their defaults (lint/analysis/assumptions.py); `observed`: what test runs saw of its
+    functions (lint/run_facts.py), which settles assumptions. A file that does not parse returns exactly one
     Finding with code "CSL001", message "syntax error: <the parser's message>", at the error's
     1-based line/column, span = that line. Findings sorted by (line, column, code)."""
-    return lint_and_recognize(source, path, rules, package, spellings, assumptions)[0]
+    return lint_and_recognize(source, path, rules, package, spellings, assumptions, observed)[0]
 
 
 def lint_and_recognize(
@@ -46,6 +49,7 @@ def lint_and_recognize(
     package: PackageIndex | None = None,
     spellings: Spellings = NO_SPELLINGS,
     assumptions: Assumptions = DEFAULT_ASSUMPTIONS,
+    observed: ModuleFacts = NO_MODULE_FACTS,
     *,
     stream_code: bool = False,
 ) -> tuple[list[Finding], frozenset[int]]:
@@ -57,7 +61,9 @@ def lint_and_recognize(
     except cst.ParserSyntaxError as error:
         return [syntax_error_finding(error, source, path)], frozenset()
     with remembered_subtrees():  # the analysis and the rules walk each function body many times
-        flow = module_facts(module, path, package=package, spellings=spellings, assumptions=assumptions)
+        flow = module_facts(
+            module, path, package=package, spellings=spellings, assumptions=assumptions, observed=observed
+        )
         findings = [finding for rule in (all_rules() if rules is None else rules) for finding in rule().check(flow)]
     findings.sort(key=lambda finding: (finding.line, finding.column, finding.code))
     lines = stream_code_lines_in(module, spellings=spellings) if stream_code else frozenset()

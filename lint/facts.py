@@ -22,6 +22,7 @@ from csan_lint.lint.model import NO_SPELLINGS, Span, Spellings
 from csan_lint.lint.names import ImportTable
 from csan_lint.lint.ordering import CURRENT, Hazard, HazardKind, Missing
 from csan_lint.lint.positions import Positions, positions
+from csan_lint.lint.run_facts import NO_MODULE_FACTS, ModuleFacts
 
 __all__ = [
     "CURRENT",
@@ -47,6 +48,7 @@ class Location(TypedDict):
     end_column: int
     span: Span
     assumptions: tuple[str, ...]
+    observed: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -142,6 +144,8 @@ class ModuleFlow:
     """Callables that fix the current stream when built and run later (lint/deferred.py)."""
     assumptions: Assumptions = field(default=DEFAULT_ASSUMPTIONS, repr=False)
     """What the analysis was told to assume (lint/analysis/assumptions.py)."""
+    observed: ModuleFacts = field(default=NO_MODULE_FACTS, repr=False)
+    """What test runs saw of the module's functions (lint/run_facts.py), settling assumptions."""
 
     def range(self, node: cst.CSTNode) -> CodeRange:
         if self._positions is None:
@@ -150,13 +154,18 @@ class ModuleFlow:
 
     def location(self, hazard: Hazard | HostHazard) -> Location:
         """`finding()` keyword arguments: the access's 1-based position, the span of its block
-        (or statement), and the assumptions the hazard rests on."""
+        (or statement), the assumptions the hazard rests on and the observed facts that
+        replaced one (a parameter, or its `.grad`, a run saw come written by the caller)."""
         assumed: tuple[str, ...] = ()
+        observed: tuple[str, ...] = ()
         if isinstance(hazard, HostHazard):
             node, span_node = hazard.node, hazard.span_node
         else:
             node, span_node = hazard.access.node, hazard.access.span_node
             assumed = tuple(sorted(hazard.assumptions))
+            if hazard.produced == "by the caller":
+                fact = self.observed.written_argument(hazard.function, hazard.tensor)
+                observed = (fact,) if fact is not None else ()
         where, span = self.range(node), self.range(span_node)
         return {
             "line": where.start.line,
@@ -165,6 +174,7 @@ class ModuleFlow:
             "end_column": where.end.column + 1,
             "span": Span(span.start.line, span.end.line),
             "assumptions": assumed,
+            "observed": observed,
         }
 
     def line(self, node: cst.CSTNode) -> int:

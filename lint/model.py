@@ -57,6 +57,8 @@ class Finding:
     fix_safety: FixSafety = field(default="safe", compare=False)
     assumptions: tuple[str, ...] = field(default=(), compare=False)
     """The analysis' assumptions the finding rests on (lint/analysis/assumptions.py, by name)."""
+    observed: tuple[str, ...] = field(default=(), compare=False)
+    """Facts from test runs it rests on instead of an assumption (lint/run_facts.py)."""
 
 
 @dataclass(frozen=True)

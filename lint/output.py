@@ -96,6 +96,7 @@ def finding_to_dict(finding: Finding) -> dict[str, Any]:
         "span": {"start_line": finding.span.start_line, "end_line": finding.span.end_line},
         "fix": finding.fix,
         "assumptions": list(finding.assumptions),
+        "observed": list(finding.observed),
     }
 
 

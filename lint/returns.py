@@ -34,6 +34,7 @@ from csan_lint.lint.ordering import (
     issued_on,
 )
 from csan_lint.lint.recognize import OR
+from csan_lint.lint.run_facts import NO_MODULE_FACTS
 from csan_lint.lint.scan import kept_tensor_params, tensor_annotation, used_as_tensors
 from csan_lint.lint.streams import stream_token
 from csan_lint.lint.summaries import RETURNED, returned_key, returned_position
@@ -108,6 +109,8 @@ class Returns:
         """Whether the parameter (that may be a tensor) is taken as written by the caller, by
         the assumption its annotation, or lack of one, falls under (`used`: the names the body
         uses as tensors, computed only when unannotated parameters may be taken so)."""
+        if self._observed_written(param.name.value):
+            return True
         annotation = param.annotation
         if annotation is not None:
             return tensor_annotation(annotation.annotation) and self._assumes(
@@ -119,7 +122,9 @@ class Returns:
         """The assumptions a hazard of this function takes for granted: the producer of a value
         written by the caller, the stream the function is entered on, a hand-over through `self`."""
         rests: set[str] = set()
-        if produced == "by the caller" and "." in tensor and not self.orders_after_default:
+        if self._observed_written(tensor):
+            pass  # a run saw it: no assumption (`ModuleFlow.location` lists the fact)
+        elif produced == "by the caller" and "." in tensor and not self.orders_after_default:
             rests.add(assumed.ATTRIBUTES_WRITTEN_BY_CALLER)
         elif produced == "by the caller" and "." not in tensor:
             annotated = tensor in self.annotated_params
@@ -134,6 +139,13 @@ class Returns:
             rests.add(assumed.CONTAINER_HANDOVER)
         return frozenset(rests)
 
+    def _observed_written(self, name: str) -> bool:
+        """Whether a test run saw the parameter (or a parameter's `.grad`) come written on the
+        device by the caller (lint/run_facts.py): then no assumption is needed to take it as
+        the caller's work."""
+        observed = self.helpers.observed if self.helpers is not None else NO_MODULE_FACTS
+        return observed.written_argument(self.function, name) is not None
+
     def _assumes(self, name: str) -> bool:
         return (self.helpers.assumptions if self.helpers is not None else DEFAULT_ASSUMPTIONS).holds(name)
 
@@ -145,7 +157,11 @@ class Returns:
         path, before what the entry stream's probe is ordered before by now."""
         if "." not in key or key.startswith("\0"):
             return None
-        if not (self.orders_after_default or self._assumes(assumed.ATTRIBUTES_WRITTEN_BY_CALLER)):
+        if not (
+            self.orders_after_default
+            or self._assumes(assumed.ATTRIBUTES_WRITTEN_BY_CALLER)
+            or self._observed_written(key)
+        ):
             return None
         access = Access(node, self.entry_stream, True, node, self.function, "by the caller")
         probe = self.live.tensors.get(probe_key(self.entry_stream))

@@ -71,19 +71,22 @@ class Rule:
         end_column: int,
         span: Span,
         assumptions: tuple[str, ...] = (),
+        observed: tuple[str, ...] = (),
         **fields: str,
     ) -> Finding:
         """A finding of this rule, message and help filled from the rule's templates;
-        `assumptions`: the names of those it rests on."""
+        `assumptions`: the names of those it rests on; `observed`: the facts from test runs
+        it rests on instead (lint/run_facts.py), said in the message too."""
         return Finding(
             path=path,
             line=line,
             column=column,
             code=self.code,
-            message=self.message.format(**fields),
+            message=self.message.format(**fields) + "".join(f" ({fact})" for fact in observed),
             end_line=end_line,
             end_column=end_column,
             span=span,
             fix=self.fix_title.format(**fields) if self.fix_title else None,
             assumptions=assumptions,
+            observed=observed,
         )

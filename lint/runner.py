@@ -40,6 +40,7 @@ from csan_lint.lint.pool import Dealt
 from csan_lint.lint.promote import imports_any
 from csan_lint.lint.registry import SYNTAX_ERROR_CODE, all_rules
 from csan_lint.lint.rule import Rule
+from csan_lint.lint.run_facts import NO_MODULE_FACTS, ModuleFacts
 from csan_lint.lint.summaries import PackageIndex, module_name
 from csan_lint.lint.suppress import (
     UNUSED_NOQA_CODE,
@@ -124,6 +125,8 @@ class _Job:
     """The analysis' assumptions switched from their defaults."""
     stream_code: bool = False
     """Also recognize the file's stream code on the same tree (`--confirm` needs it)."""
+    observed: ModuleFacts = NO_MODULE_FACTS
+    """What test runs saw of the file's functions (`--facts`), that still match its text."""
 
     @property
     def cost(self) -> int:
@@ -137,12 +140,13 @@ def lint_source(
     package: PackageIndex | None = None,
     spellings: Spellings = NO_SPELLINGS,
     assumptions: Assumptions = DEFAULT_ASSUMPTIONS,
+    observed: ModuleFacts = NO_MODULE_FACTS,
 ) -> list[Finding]:
     """`csan_lint.lint.engine.lint_source`, imported on first use: the engine pulls in libcst,
     which a run whose files all fail the prefilter (or hit the cache) never needs."""
     from csan_lint.lint.engine import lint_source as engine_lint_source
 
-    return engine_lint_source(source, path, rules, package, spellings, assumptions)
+    return engine_lint_source(source, path, rules, package, spellings, assumptions, observed)
 
 
 _Outcome = tuple[list[Finding], frozenset[int] | None]
@@ -154,15 +158,14 @@ def _lint_job(job: _Job) -> _Outcome:
         if job.syntax_only:
             return _unparsed(job.source, job.path, job.rules, job.unused_noqa), None
         recognized: frozenset[int] | None = None
+        arguments = (job.source, job.path, job.rules, job.package, job.spellings, job.assumptions)
         with cpu_budget(ANALYSIS_BUDGET_S), _collector_paused():
             if job.stream_code:
                 from csan_lint.lint.engine import lint_and_recognize  # libcst: once a file needs parsing
 
-                findings, recognized = lint_and_recognize(
-                    job.source, job.path, job.rules, job.package, job.spellings, job.assumptions, stream_code=True
-                )
+                findings, recognized = lint_and_recognize(*arguments, job.observed, stream_code=True)
             else:
-                findings = lint_source(job.source, job.path, job.rules, job.package, job.spellings, job.assumptions)
+                findings = lint_source(*arguments, observed=job.observed)
     except BudgetExceeded:
         return [diagnostic(job.path, BUDGET_CODE, _over_budget())], None
     except Exception as error:  # a crash on one file is that file's diagnostic; the run goes on
@@ -218,6 +221,7 @@ def _job(source: str, path: Path, shown: str, config: Config) -> _Job:
         syntax_only=not engine,
         spellings=config.spellings,
         assumptions=config.assumptions,
+        observed=config.observed(shown, source),
     )
 
 
@@ -533,6 +537,7 @@ def _lint_stale(
             spellings=config.spellings,
             assumptions=config.assumptions,
             stream_code=stream_code,
+            observed=config.observed(file.shown, file.source or ""),
         )
         for file in stale
     ]

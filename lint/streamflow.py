@@ -35,6 +35,7 @@ from csan_lint.lint.model import NO_SPELLINGS, Spellings
 from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import parse_module
 from csan_lint.lint.ordering import CURRENT, FlowState, Hazard, Mark, TrackedTensor, join_states, join_tensor
+from csan_lint.lint.run_facts import NO_MODULE_FACTS, ModuleFacts
 from csan_lint.lint.scan import (
     body_of,
     calls_any,
@@ -58,12 +59,14 @@ def analyse(
     package: PackageIndex | None = None,
     spellings: Spellings = NO_SPELLINGS,
     assumptions: Assumptions = DEFAULT_ASSUMPTIONS,
+    observed: ModuleFacts = NO_MODULE_FACTS,
 ) -> ModuleFlow:
     """Interprets the module body and every function that has a `with` statement, then the
     public methods of classes whose methods leave `self` attributes written on a side stream.
     `package`: the other linted modules, for calls to functions imported from them;
     `spellings`: the project's own wrappers of the stream API; `assumptions`: what to assume
-    where the code does not show a producer or a stream (lint/analysis/assumptions.py)."""
+    where the code does not show a producer or a stream (lint/analysis/assumptions.py), unless
+    `observed` (facts from test runs, lint/run_facts.py) settles it."""
     imports = ImportTable(spellings)
     functions: list[tuple[str, cst.FunctionDef]] = []
     classes: dict[str, list[str]] = {}
@@ -84,6 +87,7 @@ def analyse(
             resolve_relative(relative, path),
             classes,
             assumptions,
+            observed,
         )
         if module_has_with or everywhere:
             FunctionAnalysis(imports, hazards, function=None, helpers=helpers).run(module.body)
@@ -175,6 +179,7 @@ def analyse(
         siblings=siblings,
         carried=carried,
         assumptions=assumptions,
+        observed=observed,
     )
 
 

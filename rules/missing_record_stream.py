@@ -514,6 +514,7 @@ class MissingRecordStream(Rule):
             other_code=fields["stream_code"],
             release="",
             assumptions=(),
+            observed=(),
             **fields,
         )
         return replace(finding, message=message.format(**fields), fix=fix.format(**fields))

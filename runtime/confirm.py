@@ -95,6 +95,8 @@ class ConfirmSettings:
     """`--trace-out FILE`: the sanitized run drawn as a Chrome trace (docs/trace-format.md)."""
     devices: int | None = None
     """`--devices N`: the emulated machine's device count (pytest's `--csan-devices`); None: 1."""
+    save_facts: str | None = None
+    """`--save-facts FILE`: what the sanitized run observed, for `csan-lint --facts` (lint/run_facts.py)."""
 
 
 def _suggest(word: str, choices: Sequence[str]) -> str:
@@ -173,7 +175,17 @@ def resolve_settings(config: Config, options: Mapping[str, Any]) -> ConfirmSetti
         baseline=options.get("baseline") or None,
         trace_out=os.path.abspath(options["trace_out"]) if options.get("trace_out") else None,
         devices=_devices(options.get("devices"), device),
+        save_facts=os.path.abspath(options["save_facts"]) if options.get("save_facts") else None,
     )
+
+
+def _save_facts(workdir: Path, settings: ConfirmSettings) -> None:
+    """The facts files of the sanitized pytest processes (and their xdist workers), merged."""
+    from csan_lint.lint.run_facts import merge_files
+
+    assert settings.save_facts is not None
+    merge_files(sorted(str(path) for path in workdir.glob("facts-*.json*")), settings.save_facts)
+    _say(settings, f"The run's facts: {settings.save_facts} (csan-lint --facts reads them).")
 
 
 def _devices(value: object, device: str) -> int | None:
@@ -353,6 +365,7 @@ def main(
                 settings.trace_out,
                 devices=settings.devices,
                 warm=warm,
+                facts=settings.save_facts is not None,
             )
             runner = Runner(run_settings, progress)
             try:
@@ -364,6 +377,8 @@ def main(
                     progress.close()
             device = runner.device
             unchecked = _run_unchecked(settings, runner, result)
+            if settings.save_facts is not None:
+                _save_facts(Path(workdir), settings)
         if settings.trace_out:
             _say(
                 settings,

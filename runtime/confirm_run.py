@@ -74,6 +74,8 @@ class RunSettings:
     python: str = sys.executable
     warm: WarmPython | None = None
     """An interpreter started early (torch imported) for the first pytest process."""
+    facts: bool = False
+    """Each sanitized process saves its facts from runs (facts-N.json in `workdir`)."""
 
 
 def short_reason(longrepr: str | None) -> str | None:
@@ -238,6 +240,7 @@ class Runner:
             *(f"--ignore={path}" for path in ignore),  # for files found under directory targets
             *(("-k", self.settings.keyword) if self.settings.keyword and probe is not None else ()),
             *((f"--csan-trace-out={self._trace_out()}",) if self.settings.trace_out and probe is not None else ()),
+            *((f"--csan-facts={workdir / f'facts-{self.passes}.json'}",) if self.settings.facts and probe else ()),
         ]  # fmt: skip
         log_path = workdir / f"pytest-{self.passes}.log"
         result = _Pass()

@@ -159,6 +159,9 @@ class SanitizerMode(TorchDispatchMode):
         # run where no user frame is (autograd's device threads) is reported at its forward
         # op's line. Oldest dropped past MAX_FORWARD_STACKS.
         self.forward_stacks: dict[int, Stack] = {}
+        # Facts from runs (runtime/facts_mode.py's FactsHook): told of each op's calling frame
+        # and of copies; None unless asked for.
+        self.facts: Any = None
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -184,6 +187,8 @@ class SanitizerMode(TorchDispatchMode):
         # An allocation the op makes walks the stack from the op's caller; its launch reuses that walk.
         local = self._local
         local.caller, local.stack = _getframe(1), None
+        if self.facts is not None:
+            self.facts.before_op(local.caller)
         try:
             out = plan.call(*args, **kwargs)
         finally:
@@ -296,8 +301,11 @@ class SanitizerMode(TorchDispatchMode):
             non_blocking = bool(args[position] if position < nargs else kwargs.get("non_blocking", False))
             # Pinned or not only matters to a non-blocking copy (both blocking rows are alike):
             # is_pinned() is asked only then.
+            to_host = any(entry[2] for entry in host)
+            if self.facts is not None:
+                self.facts.copied(to_host, non_blocking)
             effect = copy_effect(
-                to_host=any(entry[2] for entry in host),
+                to_host=to_host,
                 pinned=non_blocking and all(self.is_pinned(entry[0]) for entry in host),
                 non_blocking=non_blocking,
             )

@@ -37,6 +37,7 @@ from csan_lint.runtime.pytest_report import REPORT_VERSION, ReportFile, ReportMe
 
 if TYPE_CHECKING:
     from csan_lint.runtime.events import RuntimeErrorReport
+    from csan_lint.runtime.facts_recorder import FactsRecorder
     from csan_lint.runtime.sanitizer import Sanitizer
 
 DEVICES = ("auto", "cuda", "emulated")
@@ -84,6 +85,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--csan-trace-out",
         metavar="PATH",
         help="draw the run as a Chrome/Perfetto trace at PATH (PATH.jsonl: the JSON Lines trace --replay reads)",
+    )
+    group.addoption(
+        "--csan-facts",
+        metavar="PATH",
+        help="save what the run observed about the tested code's functions to PATH (JSON; csan-lint --facts reads it)",
     )
     for name, (kind, help_text) in INI_OPTIONS.items():
         parser.addini(name, help_text, type=kind, default=False if kind == "bool" else "")
@@ -308,6 +314,18 @@ def _trace_out(config: pytest.Config) -> Any:
         raise pytest.UsageError(f"--csan-trace-out: cannot write {path}: {error.strerror}") from None
 
 
+def _facts(config: pytest.Config, sanitizer: Sanitizer) -> tuple[FactsRecorder | None, str | None]:
+    """`--csan-facts PATH`: facts recorded from now on, for PATH (PATH.gwN from an xdist worker)."""
+    path = config.getoption("csan_facts")
+    if not path:
+        return None, None
+    from csan_lint.runtime.facts_mode import record_facts
+
+    if worker_id(config) is not None:
+        path = f"{path}.{worker_id(config)}"
+    return record_facts(sanitizer), path
+
+
 class CsanSession:
     """The plugin's state for one pytest session (registered only when asked for)."""
 
@@ -324,6 +342,8 @@ class CsanSession:
         if self.device == "emulated":
             _own_emulation(config)  # already on, unless the plugin was registered late
         self.sanitizer: Sanitizer | None = None
+        self.facts: FactsRecorder | None = None
+        self.facts_path: str | None = None
         self.nodeid: str | None = None
         self.outcome = "passed"
         self.longrepr: str | None = None
@@ -356,6 +376,7 @@ class CsanSession:
             self.sanitizer.internal_listeners.append(self._internal_error)
             self.sanitizer.enable()
             self.owners.register()  # after the sanitizer's callbacks
+            self.facts, self.facts_path = _facts(config, self.sanitizer)
             if self.device == "emulated":  # its children are emulated: they check themselves too
                 self.children = child_races.ChildReports()
                 child_races.follow_forks(self.sanitizer, self.children.directory)
@@ -437,6 +458,8 @@ class CsanSession:
         self._restore_default_streams(None)
         self.nodeid = nodeid
         self.owners.test = nodeid
+        if self.facts is not None:
+            self.facts.test = nodeid
         self.outcome = "passed"
         self.longrepr = None
         self.reason = None
@@ -540,6 +563,8 @@ class CsanSession:
         )
         self.nodeid = None
         self.owners.test = None
+        if self.facts is not None:
+            self.facts.test = None
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """Tests that failed on the emulated device's gaps, said apart from the program's failures;
@@ -568,6 +593,11 @@ class CsanSession:
             self.children.close()
         if self.sanitizer is not None:
             self.sanitizer.disable()
+        if self.facts is not None and self.facts_path is not None:
+            try:
+                self.facts.write(self.facts_path)
+            except OSError as error:  # after the session: too late for a warning to be shown
+                print(f"csan: --csan-facts: cannot write {self.facts_path}: {error.strerror}", file=sys.stderr)
         if self.trace is not None:
             problem = self.trace.close()
             if problem:  # after the session: too late for a warning to be shown

@@ -96,6 +96,8 @@ class Sanitizer:
         # Ids of the code objects of a driver's call into user code (pytest's, runpy's): stack
         # walks stop there, which keeps capture cost independent of the driver's depth.
         self.stack_stop: set[int] = set()
+        self.facts: Any = None
+        """Facts from runs being recorded (runtime/facts_mode.py), kept across restarts."""
         self._new_tracker()
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -136,6 +138,7 @@ class Sanitizer:
             streams=self._device_streams,
         )
         self.mode.stack_stop = self.stack_stop
+        self.mode.facts = self.facts
 
     def enable(self) -> Sanitizer:
         if self.enabled:

@@ -230,6 +230,11 @@ def _placement(code: CodeType) -> int:
     return known[1]
 
 
+def is_placed(code: CodeType) -> bool:
+    """Whether a frame running `code` is one a report may point at (`innermost_user_frame`)."""
+    return _placement(code) == 2
+
+
 def wrapper_frames(stack: Stack | None) -> list[bool]:
     """For each frame of `resolve(stack)` (innermost last): whether it is a decorator's wrapper
     (`forwards`). Replayed stacks keep no code: none is."""

@@ -231,6 +231,16 @@ class Tracker(Clocks):
             allocation.end = max(allocation.end, min(ptr + size, limit))
         return allocation
 
+    def last_write(self, ptr: int) -> tuple[int, str] | None:
+        """The stream (HOST for the host) and operator of the last write to the byte at `ptr`;
+        None where nothing was written, or the block is unknown (facts about a function's
+        arguments, runtime/facts_recorder.py)."""
+        allocation = self._find(ptr)
+        if allocation is None:
+            return None
+        write = allocation.cells[bisect_right(allocation.bounds, ptr) - 1].write
+        return None if write is None else (write[1], write[2])
+
     # -- accesses ------------------------------------------------------------------------------
 
     def kernel_launched(

@@ -14,6 +14,7 @@ from csan_lint.lint.deferred import stale_captures
 from csan_lint.lint.facts import ModuleFlow
 from csan_lint.lint.hostflow import host_hazards
 from csan_lint.lint.model import NO_SPELLINGS, Spellings
+from csan_lint.lint.run_facts import NO_MODULE_FACTS, ModuleFacts
 from csan_lint.lint.streamflow import analyse
 from csan_lint.lint.summaries import PackageIndex
 
@@ -25,10 +26,12 @@ def module_facts(
     package: PackageIndex | None = None,
     spellings: Spellings = NO_SPELLINGS,
     assumptions: Assumptions = DEFAULT_ASSUMPTIONS,
+    observed: ModuleFacts = NO_MODULE_FACTS,
 ) -> ModuleFlow:
     """The stream flow (lint/streamflow.py: stream hazards, siblings, carried tensors), then the
-    host hazards (lint/hostflow.py) and the stale stream captures (lint/deferred.py) on it."""
-    flow = analyse(module, path, package=package, spellings=spellings, assumptions=assumptions)
+    host hazards (lint/hostflow.py) and the stale stream captures (lint/deferred.py) on it.
+    `observed`: what test runs saw of the module's functions, which settles assumptions."""
+    flow = analyse(module, path, package=package, spellings=spellings, assumptions=assumptions, observed=observed)
     flow.host_hazards = host_hazards(flow)
     if assumptions.holds(STALE_STREAM_CAPTURE):
         flow.stale_captures = stale_captures(flow.uses, flow.imports, flow.functions)

@@ -41,9 +41,9 @@ def parse_count(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     parsed: list[str] = []
     real = runner.lint_source
 
-    def counting(source: str, path: str, rules=None, package=None, spellings=NO_SPELLINGS, assumptions=None):
+    def counting(source: str, path: str, rules=None, package=None, spellings=NO_SPELLINGS, assumptions=None, **rest):
         parsed.append(path)
-        return real(source, path, rules, package, spellings, assumptions or DEFAULT_ASSUMPTIONS)
+        return real(source, path, rules, package, spellings, assumptions or DEFAULT_ASSUMPTIONS, **rest)
 
     monkeypatch.setattr(runner, "lint_source", counting)
     return parsed
@@ -233,7 +233,7 @@ def test_a_crash_is_not_cached(project: Path, monkeypatch: pytest.MonkeyPatch) -
     config = Config(root=project)
     real = runner.lint_source
 
-    def crashing(source: str, path: str, rules=None, package=None, spellings=NO_SPELLINGS):
+    def crashing(source: str, path: str, rules=None, package=None, spellings=NO_SPELLINGS, *_, **__):
         raise KeyError("boom")
 
     monkeypatch.setattr(runner, "lint_source", crashing)

@@ -109,7 +109,7 @@ def test_a_syntax_error_does_not_stop_the_other_files(project: Path) -> None:
 def test_an_engine_crash_is_a_diagnostic_for_that_file_only(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     real_lint_source = runner.lint_source
 
-    def crashing(source: str, path: str, rules=None, package=None, spellings=NO_SPELLINGS, assumptions=None):
+    def crashing(source: str, path: str, rules=None, package=None, spellings=NO_SPELLINGS, assumptions=None, **_):
         if path == "crash.py":
             raise KeyError("boom")
         return real_lint_source(source, path, rules, package, spellings)

@@ -1,0 +1,25 @@
+import torch
+
+
+class Comm:
+    def __init__(self):
+        self.side = torch.cuda.Stream()
+
+    def send(self, x):
+        with torch.cuda.stream(self.side):
+            y = x * 2
+        torch.cuda.current_stream().wait_stream(self.side)
+        return y
+
+    def upload(self, host):
+        return host.to("cuda", non_blocking=True)
+
+    def snapshot_grad(self, p):
+        with torch.cuda.stream(self.side):
+            kept = p.grad * 1
+        torch.cuda.current_stream().wait_stream(self.side)
+        return kept
+
+
+def double(x):
+    return x * 2

@@ -1,0 +1,29 @@
+import torch
+from app.comm import Comm, double
+
+
+def test_send():
+    x = torch.ones(4, device="cuda") + 1
+    y = Comm().send(x)
+    assert y.sum().item() == 16
+
+
+def test_upload():
+    host = torch.ones(4).pin_memory()
+    assert Comm().upload(host).sum().item() == 4
+
+
+def test_snapshot_grad():
+    p = torch.ones(4, device="cuda", requires_grad=True)
+    (p * 3).sum().backward()
+    assert Comm().snapshot_grad(p).sum().item() == 12
+
+
+def test_double_on_a_side_stream():
+    side = torch.cuda.Stream()
+    x = torch.ones(4, device="cuda") + 1
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        y = double(x)
+    torch.cuda.current_stream().wait_stream(side)
+    assert y.sum().item() == 16
