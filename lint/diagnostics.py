@@ -27,6 +27,11 @@ DIAGNOSTIC_NAMES = {
 TOOL_ERROR_CODES = frozenset({INTERNAL_ERROR_CODE, READ_ERROR_CODE, BUDGET_CODE})
 """Diagnostics meaning a file went unchecked: the run cannot claim a result (exit 2)."""
 
+MAX_PARSE_CHARS = 2 * 1024 * 1024
+"""Larger sources that pass the prefilter are reported, not parsed: libcst needs about 0.7 GB
+and 8 s of CPU per MB of stream-heavy code, so a 10 MB generated file would take minutes and
+could exhaust memory. PyTorch's largest source file is 1.4 MB (and fails the prefilter)."""
+
 
 def diagnostic(path: str, code: str, message: str, line: int = 1, column: int = 1) -> Finding:
     return Finding(path, line, column, code, message, line, column, Span(line, line))
@@ -52,3 +57,18 @@ def decode_source(data: bytes, shown: str) -> str | Finding:
         line = data.count(b"\n", 0, error.start) + 1
         column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
         return diagnostic(shown, READ_ERROR_CODE, f"cannot decode file as {encoding}: {error.reason}", line, column)
+
+
+def read_text(path: Path, shown: str) -> str | None:
+    """The file's text; None if it cannot be read or decoded (the caller's later read says why)."""
+    data = read_bytes(path, shown)
+    source = decode_source(data, shown) if isinstance(data, bytes) else data
+    return source if isinstance(source, str) else None
+
+
+def too_large(chars: int) -> str:
+    mib = 1024 * 1024
+    return (
+        f"file too large to analyse: {chars / mib:.1f} MiB of source, the limit is {MAX_PARSE_CHARS // mib} MiB "
+        "(generated code? exclude it, or split the file)"
+    )

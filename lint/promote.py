@@ -5,14 +5,18 @@ Such a file names no stream API itself, yet a call into that module (`comm.send(
 must see it, with the package index beside it. The test is a cost gate on text, a superset of
 what the engine follows: every dotted name an import statement spells (`from pkg import comm`
 spells `pkg` and `pkg.comm`; a relative import is resolved against the file's own package),
-matched against the stream modules' names by suffix, as the package index resolves imports.
+matched against the stream modules' names by suffix, as the package index resolves imports;
+and of a module it imports names from, only the names of its top-level classes and functions
+whose own text mentions the stream API (`stream_definitions`): importing a helper that does
+nothing with streams from a module that has stream code elsewhere promotes nothing.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Mapping
 
+from csan_lint.lint.files import might_have_findings
 from csan_lint.lint.summaries import module_name
 
 _IMPORT = re.compile(
@@ -22,32 +26,51 @@ _IMPORT = re.compile(
 )
 
 
-def imported_names(source: str, path: str) -> set[str]:
-    """Every module an import statement of `source` (the file at `path`) may name."""
+_TOP_LEVEL = re.compile(r"^(?:async[ \t]+)?(?:def|class)[ \t]+(\w+)", re.MULTILINE)
+_ANY_TOP_LEVEL = re.compile(r"^\S", re.MULTILINE)
+
+
+def stream_definitions(source: str) -> frozenset[str]:
+    """The top-level classes and functions of a module whose text mentions the stream API."""
+    found = set()
+    for match in _TOP_LEVEL.finditer(source):
+        end = _ANY_TOP_LEVEL.search(source, match.end())
+        if might_have_findings(source[match.start() : end.start() if end else len(source)]):
+            found.add(match[1])
+    return frozenset(found)
+
+
+def imported_names(source: str, path: str) -> set[tuple[str, str | None]]:
+    """(module, name) for every `from module import name` of `source` (the file at `path`), and
+    (module, None) for an imported module (`import pkg.comm`, `from pkg import comm`)."""
     package = module_name(path).split(".")[:-1]
-    found: set[str] = set()
+    found: set[tuple[str, str | None]] = set()
     for match in _IMPORT.finditer(source):
         if match["modules"] is not None:
-            found.update(_dotted(part) for part in match["modules"].split(","))
+            found.update((_dotted(part), None) for part in match["modules"].split(","))
             continue
         base = match["source"]
         dots = len(base) - len(base.lstrip("."))
         if dots:
             parent = package[: len(package) - dots + 1] if dots <= len(package) + 1 else []
             base = ".".join([*parent, base.lstrip(".")]).strip(".")
-        found.add(base)
         names = re.sub(r"#[^\n]*", "", match["grouped"]) if match["grouped"] is not None else match["names"]
-        found.update(f"{base}.{_dotted(name)}".strip(".") for name in names.split(","))
-    return {name for name in found if name}
+        for name in filter(None, map(_dotted, names.split(","))):
+            found.update({(base, name), (f"{base}.{name}".strip("."), None)})
+    return {(module, name) for module, name in found if module}
 
 
-def imports_any(source: str, path: str, modules: Iterable[str]) -> bool:
-    """Whether `source` may import one of `modules` (dotted names of linted files)."""
-    wanted = frozenset(modules)
-    if not wanted:
+def imports_any(source: str, path: str, modules: Mapping[str, frozenset[str]]) -> bool:
+    """Whether `source` may import from one of `modules` (dotted names of linted files, each
+    with its `stream_definitions`) a name of those, or the module itself."""
+    if not modules:
         return False
-    dotted = [f".{module}" for module in wanted]
-    return any(module.endswith(f".{name}") for name in imported_names(source, path) for module in dotted)
+    dotted = {f".{module}": names for module, names in modules.items()}
+    for imported, name in imported_names(source, path):
+        for module, names in dotted.items():
+            if module.endswith(f".{imported}") and (name is None or name in names):
+                return True
+    return False
 
 
 def _dotted(part: str) -> str:

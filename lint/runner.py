@@ -28,16 +28,19 @@ from csan_lint.lint.diagnostics import (
     BUDGET_CODE,
     DIAGNOSTIC_NAMES,
     INTERNAL_ERROR_CODE,
+    MAX_PARSE_CHARS,
     READ_ERROR_CODE,
     TOOL_ERROR_CODES,
     decode_source,
     diagnostic,
     read_bytes,
+    read_text,
+    too_large,
 )
 from csan_lint.lint.files import Excluder, PathError, discover, display_path, might_have_findings
 from csan_lint.lint.model import NO_SPELLINGS, Finding, Spellings
 from csan_lint.lint.pool import Dealt
-from csan_lint.lint.promote import imports_any
+from csan_lint.lint.promote import imports_any, stream_definitions
 from csan_lint.lint.registry import SYNTAX_ERROR_CODE, all_rules
 from csan_lint.lint.rule import Rule
 from csan_lint.lint.run_facts import NO_MODULE_FACTS, ModuleFacts
@@ -57,10 +60,6 @@ SYNTAX_CHECK_SHARE = 50
 """CPython checks the syntax of a file about this many times faster than libcst parses and the
 engine analyses it (0.13 s against ~8 s of CPU per MB): how a syntax-only job weighs in the
 decision to start worker processes and in dealing them out."""
-MAX_PARSE_CHARS = 2 * 1024 * 1024
-"""Larger sources that pass the prefilter are reported, not parsed: libcst needs about 0.7 GB
-and 8 s of CPU per MB of stream-heavy code, so a 10 MB generated file would take minutes and
-could exhaust memory. PyTorch's largest source file is 1.4 MB (and fails the prefilter)."""
 ANALYSIS_BUDGET_S = 60.0
 """CPU seconds one file's parse and analysis may take (the largest file PyTorch parses takes
 about 2 s): past it the file gets a `BUDGET_CODE` diagnostic and the run goes on."""
@@ -233,7 +232,7 @@ def lint_text(source: str, path: Path, config: Config) -> LintResult:
         return LintResult([], 1, 0)
     job = _job(source, path, shown, config)
     if not job.syntax_only and len(source) > MAX_PARSE_CHARS:
-        return LintResult([diagnostic(shown, READ_ERROR_CODE, _too_large(len(source)))], 1, 0)
+        return LintResult([diagnostic(shown, READ_ERROR_CODE, too_large(len(source)))], 1, 0)
     return LintResult(_lint_job(job)[0], 1, 0 if job.syntax_only else 1)
 
 
@@ -249,14 +248,6 @@ def _internal_error(error: Exception) -> str:
     frames = traceback.extract_tb(error.__traceback__)
     where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
     return f"internal error: {type(error).__name__}: {error}{where}"
-
-
-def _too_large(chars: int) -> str:
-    mib = 1024 * 1024
-    return (
-        f"file too large to analyse: {chars / mib:.1f} MiB of source, the limit is {MAX_PARSE_CHARS // mib} MiB "
-        "(generated code? exclude it, or split the file)"
-    )
 
 
 @dataclass(frozen=True)
@@ -381,7 +372,7 @@ def lint_in_stages(
                 recognized[str(found)] = frozenset()
             continue
         if len(source) > MAX_PARSE_CHARS:
-            findings.append(diagnostic(shown, READ_ERROR_CODE, _too_large(len(source))))
+            findings.append(diagnostic(shown, READ_ERROR_CODE, too_large(len(source))))
             continue
         parsed.append(_Parsed(found, shown, stat, digest, source, bool(PackageIndex.build([(shown, source)]).sources)))
     files_cached -= _promote_importers(parsed, checks, rejected, findings, config)
@@ -418,21 +409,28 @@ def _promote_importers(
 ) -> int:
     """Files the prefilter rejected (`checks`, this run's; `rejected`, cached) that import a
     module with stream code go to the engine (lint/promote.py); how many were cached."""
-    modules = [module_name(file.shown) for file in parsed if file.orders]
-    if not modules:
-        return 0
-    for check in [c for c in checks if config.rules_for(c.path) and imports_any(c.job.source, c.job.path, modules)]:
+    for file in (
+        file for file in parsed if file.orders and file.source is None
+    ):  # a cache hit: the index reads it anyway
+        file.source = read_text(file.path, file.shown)
+    modules = {module_name(f.shown): stream_definitions(f.source) for f in parsed if f.orders and f.source is not None}
+    for check in [
+        c for c in checks if modules and config.rules_for(c.path) and imports_any(c.job.source, c.job.path, modules)
+    ]:
         checks.remove(check)
         parsed.append(_Parsed(check.path, check.job.path, check.stat, check.digest, check.job.source, False))
-    promoted = 0
-    for found, shown, stat, hit in rejected:
-        data = read_bytes(found, shown)
-        source = decode_source(data, shown) if isinstance(data, bytes) else data
-        if isinstance(source, str) and config.rules_for(found) and imports_any(source, shown, modules):
-            findings[:] = [finding for finding in findings if all(finding is not old for old in hit.findings)]
-            parsed.append(_Parsed(found, shown, stat, hit.digest, source, False))
-            promoted += 1
-    return promoted
+    promoted = [
+        (found, shown, stat, hit, source)
+        for found, shown, stat, hit in rejected
+        if modules
+        and config.rules_for(found)
+        and (source := read_text(found, shown)) is not None
+        and imports_any(source, shown, modules)
+    ]
+    for found, shown, stat, hit, source in promoted:
+        findings[:] = [finding for finding in findings if all(finding is not old for old in hit.findings)]
+        parsed.append(_Parsed(found, shown, stat, hit.digest, source, False))
+    return len(promoted)
 
 
 def _finding_order(finding: Finding) -> tuple[str, int, int, str]:

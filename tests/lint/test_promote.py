@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from csan_lint.lint.config import load_config
-from csan_lint.lint.promote import imports_any
+from csan_lint.lint.promote import imports_any, stream_definitions
 from csan_lint.lint.runner import lint_paths
 
 COMM = """
@@ -44,6 +44,7 @@ def step(model, x):
         ("from pkg.comm import Comm\n", True),
         ("from .comm import Comm\n", True),
         ("from . import comm\n", True),
+        ("from .comm import (\n    helper,  # no stream code\n    Comm,\n)\n", True),
         ("import pkg.comm as c\n", True),
         ("from pkg import (\n    comm,\n)\n", True),
         ("from pkg.other import Comm\n", False),
@@ -51,7 +52,14 @@ def step(model, x):
     ],
 )
 def test_which_imports_may_name_a_module(source: str, found: bool) -> None:
-    assert imports_any(source, "src/pkg/train.py", ["src.pkg.comm"]) is found
+    assert imports_any(source, "src/pkg/train.py", {"src.pkg.comm": frozenset({"Comm"})}) is found
+
+
+def test_only_names_defined_with_stream_code_promote() -> None:
+    """`from pkg.comm import helper`, where `helper` does nothing with streams: not analysed."""
+    comm = COMM + "\n\ndef helper(x):\n    return x + 1\n"
+    assert stream_definitions(comm) == {"Comm"}
+    assert not imports_any("from pkg.comm import helper\n", "src/pkg/train.py", {"src.pkg.comm": frozenset({"Comm"})})
 
 
 def _project(tmp_path: Path, module: str) -> Path:
