@@ -62,7 +62,7 @@ class Dealt(Generic[Job, Outcome]):
     def results(self, progress: Progress | None = None) -> list[Outcome]:
         """Every job's outcome, in the order of `work`; the pool is shut down after. A chunk no
         worker has taken yet is run here instead."""
-        results: list[Outcome | None] = [None] * len(self._work)
+        results: dict[int, Outcome] = {}
         finished = 0
         try:
             for chunk, future in self._futures:
@@ -77,7 +77,7 @@ class Dealt(Generic[Job, Outcome]):
                     progress(finished, len(self._work))
         finally:
             self._pool.shutdown()
-        return [outcome for outcome in results if outcome is not None]
+        return [results[index] for index in range(len(self._work))]
 
     def cancel(self) -> None:
         """Drop the chunks not started; the running ones finish in the workers, unwaited for."""
