@@ -24,7 +24,8 @@ from csan_lint.lint.tests_option import AmbiguousTestPath, expand_tests
 
 if TYPE_CHECKING:
     from csan_lint.lint.config import Config
-    from csan_lint.lint.runner import LintResult, StagedLint
+    from csan_lint.lint.runner import LintResult
+    from csan_lint.lint.staging import StagedLint
     from csan_lint.runtime.warm_python import WarmPython
 
 # The rest of the linter is imported where a command needs it: `--version`, `--help` and

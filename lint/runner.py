@@ -11,24 +11,23 @@ editor's unsaved text) linted as the file it will be.
 
 from __future__ import annotations
 
-import gc
 import io
 import os
 import tokenize
 import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
-from csan_lint.lint.budget import BudgetExceeded, cpu_budget
+from csan_lint.lint.budget import BudgetExceeded, collector_paused, cpu_budget
 from csan_lint.lint.cache import Hit, ResultCache, Stat, content_hash, file_stat, index_key
 from csan_lint.lint.config import Config
 from csan_lint.lint.files import Excluder, PathError, discover, display_path, might_have_findings
 from csan_lint.lint.model import NO_SPELLINGS, Finding, Span, Spellings
-from csan_lint.lint.pool import Dealt
+from csan_lint.lint.pool import Dealt, started_pool
 from csan_lint.lint.registry import SYNTAX_ERROR_CODE, all_rules
 from csan_lint.lint.rule import Rule
 from csan_lint.lint.staging import StagedLint, finding_order
@@ -41,6 +40,9 @@ from csan_lint.lint.suppress import (
     unused_suppressions,
 )
 from csan_lint.lint.syntax import python_syntax_error
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 INTERNAL_ERROR_CODE = "CSL002"
 """The linter itself failed on a file: a bug of ours, reported there instead of a traceback."""
@@ -171,7 +173,7 @@ def _lint_job(job: _Job) -> _Outcome | None:
         if job.syntax_only:
             return _unparsed(job.source, job.path, job.rules, job.unused_noqa), None
         recognized: frozenset[int] | None = None
-        with cpu_budget(ANALYSIS_BUDGET_S), _collector_paused():
+        with cpu_budget(ANALYSIS_BUDGET_S), collector_paused():
             if job.stream_code:
                 from csan_lint.lint.engine import lint_unless_stream_code  # libcst: once a file needs parsing
 
@@ -201,21 +203,6 @@ def _lint_job(job: _Job) -> _Outcome | None:
         ran = {rule.code for rule in job.rules}
         kept += unused_suppressions(findings, job.source, rule_names(), ran, job.path)
     return sorted(kept, key=lambda finding: (finding.line, finding.column, finding.code)), recognized
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The cycle collector off while one file is parsed and analysed: libcst allocates millions
-    of nodes, which the collector walks again and again (a fifth of the CPU of a cold run) and
-    never frees (the trees hold no cycles). It runs as usual between files."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _unparsed(source: str, shown: str, rules: Sequence[type[Rule]], unused_noqa: bool) -> list[Finding]:
@@ -383,6 +370,7 @@ def lint_in_stages(
     checks: list[_Check] = []
     files_checked = files_cached = 0
     unreached: set[str] = set()
+    early: ProcessPoolExecutor | None = None  # --confirm's workers, started once there is enough to parse
     for found in discover(paths, excluder, force_exclude):
         if isinstance(found, PathError):
             unreached.add(display_path(found.path, cwd))
@@ -430,6 +418,9 @@ def lint_in_stages(
             findings.append(diagnostic(shown, READ_ERROR_CODE, _too_large(len(source))))
             continue
         parsed.append(_Parsed(found, shown, stat, digest, source, bool(PackageIndex.build([(shown, source)]).sources)))
+        if early is None and checks_later and stream_code and (jobs is None or jobs > 1):
+            if sum(len(file.source or "") for file in parsed) >= PARALLEL_MIN_BYTES:
+                early = started_pool(jobs or os.cpu_count() or 1, "csan_lint.lint.engine")
     # Calls into functions imported from the other parsed files are followed, so a parsed
     # file's cached findings hold only under the same index (csan_lint.lint.cache).
     index = index_key((file.shown, file.digest) for file in parsed if file.orders) if len(parsed) > 1 else ""
@@ -446,8 +437,8 @@ def lint_in_stages(
     findings.extend(unreadable)
     later, checks = (checks, []) if workers else ([], checks)
     deferred: list[tuple[_Parsed, _Job]] = []
-    if work or checks:
-        outcomes = _run([*work, *(check.job for check in checks)], jobs, progress)
+    if work or checks:  # `early` started for some of `work`
+        outcomes = _run([*work, *(check.job for check in checks)], jobs, progress, early)
         now_findings, now_lines = _kept(stale, outcomes, results, index)
         findings.extend(now_findings)
         recognized.update(now_lines)
@@ -560,8 +551,15 @@ def _store_check(results: ResultCache | None, check: _Check, findings: list[Find
         results.store(check.path, check.stat, findings, parsed=False, digest=check.digest)
 
 
-def _run(work: list[_Job], jobs: int | None, progress: Progress | None = None) -> list[_Outcome | None]:
+def _run(
+    work: list[_Job], jobs: int | None, progress: Progress | None = None, pool: ProcessPoolExecutor | None = None
+) -> list[_Outcome | None]:
+    """Every job's outcome: in this process, or in worker processes when there is enough to do
+    (`pool`: processes started already, used and shut down)."""
     report = progress or (lambda done, total: None)
+    if pool is not None:
+        workers = jobs or os.cpu_count() or 1
+        return Dealt(_lint_chunk, work, [job.cost for job in work], workers, _worker_failed, pool=pool).results(report)
     if jobs is None:
         enough = len(work) > 1 and sum(job.cost for job in work) >= PARALLEL_MIN_BYTES
         jobs = (os.cpu_count() or 1) if enough else 1
