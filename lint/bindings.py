@@ -277,7 +277,9 @@ class Bindings:
         if storage_of is not None:  # the same tensor, still the caller's, now holding `value`'s memory
             key = storage_of
             keeps = value.moved_from is not None and value.moved_from.removesuffix(".data") == key
-            assumes = not keeps and self.helpers.assumptions.holds(assumed.REBOUND_DATA_RELEASES)
+            assumes = (
+                not keeps and self.helpers is not None and self.helpers.assumptions.holds(assumed.REBOUND_DATA_RELEASES)
+            )
             unseen = self.entry_stream if assumes else None  # `p.data = p.data.to(d)` leaves no device memory
             self._release(key, target, unseen_alloc=unseen)
             if (pool := self._pool()) is not None and not self.silent:

@@ -24,7 +24,8 @@ from csan_lint.lint.tests_option import AmbiguousTestPath, expand_tests
 
 if TYPE_CHECKING:
     from csan_lint.lint.config import Config
-    from csan_lint.lint.runner import LintResult, StagedLint
+    from csan_lint.lint.runner import LintResult
+    from csan_lint.lint.staging import StagedLint
     from csan_lint.runtime.warm_python import WarmPython
 
 # The rest of the linter is imported where a command needs it: `--version`, `--help` and
@@ -177,15 +178,24 @@ def _replay(trace: str, output_format: str, exit_zero: bool, quiet: bool) -> int
 def _confirm(
     staged: StagedLint, paths: list[str], config: Any, options: dict[str, Any], warm: WarmPython | None
 ) -> int:
-    """`--confirm` on the static pass so far: the syntax checks of the files the prefilter
-    rejected go on in the background while the tests start, and are waited for before the
-    verdicts; the tests run in `warm`, the interpreter started (importing torch) before the lint."""
+    """`--confirm` on the static pass so far: the analyses of the files that hold stream code
+    and the syntax checks of the files the prefilter rejected go on in the background while the
+    tests start, and are waited for before the verdicts; the tests run in `warm`, the
+    interpreter started (importing torch) before the lint."""
     from csan_lint.runtime.confirm import main as confirm_main  # checks its own requirements (torch)
+    from csan_lint.runtime.confirm_select import LaterAnalyses
 
     with staged:
         first = staged.first
-        if staged.checking and not options["quiet"]:
-            click.echo(f"Checking the syntax of the other {staged.checking} file(s) in the background.", err=True)
+        if (staged.checking or staged.analysing) and not options["quiet"]:
+            click.echo(
+                f"Analysing {len(staged.analysing)} file(s) with stream code and checking the syntax of "
+                f"{staged.checking} other file(s) in the background.",
+                err=True,
+            )
+        later = None
+        if staged.analysing:
+            later = LaterAnalyses(staged.analysing, lambda: (staged.result().findings, staged.result().stream_code))
         return confirm_main(
             first.findings,
             paths,
@@ -194,6 +204,7 @@ def _confirm(
             first.stream_code,
             all_findings=lambda: staged.result().findings,
             warm=warm,
+            later=later,
         )
 
 

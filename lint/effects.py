@@ -153,7 +153,8 @@ class Helpers:
             return Callee(summary, True, self._receiver(func)) if summary is not None else None
         if (method := self._imported_method(caller, func)) is not None:
             summary = self.package.summary(method, on_current) if self.package is not None else None
-            return Callee(summary, False, dotted_name(func.value)) if summary is not None else None  # type: ignore[attr-defined]
+            assert isinstance(func, cst.Attribute)  # `_imported_method` names only methods
+            return Callee(summary, False, dotted_name(func.value)) if summary is not None else None
         summary = self.imported(dotted_name(func), qualified, on_current)
         return Callee(summary, False, None) if summary is not None else None
 
@@ -193,7 +194,7 @@ class Helpers:
         stack: list[cst.CSTNode] = [function.body]
         while stack:
             node = stack.pop()
-            if type(node) is cst.Call and (method := self._imported_method(caller, node.func)) is not None:  # type: ignore[attr-defined]
+            if isinstance(node, cst.Call) and (method := self._imported_method(caller, node.func)) is not None:
                 summary = self.package.summary(method)
                 if summary is not None and any(effect.stream != CURRENT for effect in summary.effects):
                     return True

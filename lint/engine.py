@@ -14,7 +14,7 @@ from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
 from csan_lint.lint.analysis.driver import module_facts
 from csan_lint.lint.model import NO_SPELLINGS, Finding, Spellings
 from csan_lint.lint.nodes import parse_module, remembered_subtrees
-from csan_lint.lint.recognize import stream_code_lines_in
+from csan_lint.lint.recognize import holds_stream_code, stream_code_lines_in
 from csan_lint.lint.registry import all_rules
 from csan_lint.lint.rule import Rule
 from csan_lint.lint.run_facts import NO_MODULE_FACTS, ModuleFacts
@@ -56,10 +56,33 @@ def lint_and_recognize(
     """`lint_source`, and with `stream_code` the lines the recognizer calls stream code
     (`recognize.stream_code_lines`) read off the same tree: `--confirm` needs both, and the
     parse is most of the cost of each."""
+    outcome = lint_unless_stream_code(
+        source, path, rules, package, spellings, assumptions, observed, stream_code, False
+    )
+    assert outcome is not None
+    return outcome
+
+
+def lint_unless_stream_code(
+    source: str,
+    path: str,
+    rules: Sequence[type[Rule]] | None,
+    package: PackageIndex | None,
+    spellings: Spellings,
+    assumptions: Assumptions,
+    observed: ModuleFacts,
+    stream_code: bool,
+    unless_held: bool,
+) -> tuple[list[Finding], frozenset[int]] | None:
+    """`lint_and_recognize`; with `unless_held`, None without an analysis when the module holds
+    stream code (`recognize.holds_stream_code`): `--confirm` starts its tests knowing only that,
+    and has such files analysed in the background."""
     try:
         module = parse_module(source)
     except cst.ParserSyntaxError as error:
         return [syntax_error_finding(error, source, path)], frozenset()
+    if unless_held and holds_stream_code(module, spellings=spellings):
+        return None
     with remembered_subtrees():  # the analysis and the rules walk each function body many times
         flow = module_facts(
             module, path, package=package, spellings=spellings, assumptions=assumptions, observed=observed

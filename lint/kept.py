@@ -44,7 +44,7 @@ def keep_item(tensors: dict[str, TrackedTensor], container: str, value: cst.Base
         return
     item = item_key(container)
     packed = isinstance(value, (cst.Tuple, cst.List))
-    elements = [element.value for element in value.elements] if packed else [value]  # type: ignore[union-attr]
+    elements = [element.value for element in value.elements] if isinstance(value, (cst.Tuple, cst.List)) else [value]
     for position, element in enumerate(elements):
         name = dotted_name(element)
         if name is None or (tensor := tensors.get(name)) is None:

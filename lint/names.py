@@ -175,7 +175,7 @@ class ImportTable:
         or a tensor operator (`torch.maximum if inf else torch.add`: a choice of operators acts
         as any one of them on streams and on the host, so the first stands for all)."""
         if isinstance(expr, cst.IfExp):
-            meanings = {self._reference(expr.body), self._reference(expr.orelse)} - {None}
+            meanings = {meaning for meaning in (self._reference(expr.body), self._reference(expr.orelse)) if meaning}
             if len(meanings) > 1 and all(_operator(meaning) for meaning in meanings):
                 return min(meanings)
             return meanings.pop() if len(meanings) == 1 else None

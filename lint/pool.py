@@ -7,9 +7,13 @@ The process pool module is imported only here, and only by a run with enough to 
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable, Sequence
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 Job = TypeVar("Job")
 Outcome = TypeVar("Outcome")
@@ -33,11 +37,22 @@ def deal(costs: Sequence[int], workers: int, per_worker: int = 4) -> list[list[i
     return [order[start::count] for start in range(count)]
 
 
+def started_pool(workers: int, preload: str) -> ProcessPoolExecutor:
+    """A pool whose processes start now and import `preload` while the caller still prepares
+    their work (on a big tree, walking and prefiltering its files: libcst's import overlaps it)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=importlib.import_module, initargs=(preload,))
+    pool.submit(int)  # the first job starts the processes
+    return pool
+
+
 class Dealt(Generic[Job, Outcome]):
     """`run` over `work` in `workers` processes, a chunk per call; `failed(job, error)` stands
     for the outcome of each job of a chunk whose worker died (killed, out of memory).
     `background`: work left running while the caller does something more urgent (`--confirm`'s
-    tests), in workers of lower priority, as many small chunks."""
+    tests), in workers of lower priority, as many small chunks. `pool`: processes already
+    started (`started_pool`), shut down with this one's."""
 
     def __init__(
         self,
@@ -47,6 +62,7 @@ class Dealt(Generic[Job, Outcome]):
         workers: int,
         failed: Callable[[Job, Exception], Outcome],
         background: bool = False,
+        pool: ProcessPoolExecutor | None = None,
     ) -> None:
         from concurrent.futures import ProcessPoolExecutor
 
@@ -54,7 +70,7 @@ class Dealt(Generic[Job, Outcome]):
         self._work = work
         self._failed = failed
         chunks = deal(costs, workers, BACKGROUND_CHUNKS if background else 4)
-        self._pool = ProcessPoolExecutor(
+        self._pool = pool or ProcessPoolExecutor(
             max_workers=max(1, min(workers, len(chunks))), initializer=_lower_priority if background else None
         )
         self._futures = [(chunk, self._pool.submit(run, [work[index] for index in chunk])) for chunk in chunks]
@@ -62,7 +78,7 @@ class Dealt(Generic[Job, Outcome]):
     def results(self, progress: Progress | None = None) -> list[Outcome]:
         """Every job's outcome, in the order of `work`; the pool is shut down after. A chunk no
         worker has taken yet is run here instead."""
-        results: list[Outcome | None] = [None] * len(self._work)
+        results: dict[int, Outcome] = {}
         finished = 0
         try:
             for chunk, future in self._futures:
@@ -77,7 +93,7 @@ class Dealt(Generic[Job, Outcome]):
                     progress(finished, len(self._work))
         finally:
             self._pool.shutdown()
-        return [outcome for outcome in results if outcome is not None]
+        return [results[index] for index in range(len(self._work))]
 
     def cancel(self) -> None:
         """Drop the chunks not started; the running ones finish in the workers, unwaited for."""

@@ -276,11 +276,7 @@ def stream_code_lines(source: str, *, spellings: Spellings = NO_SPELLINGS) -> fr
 
 def stream_code_lines_in(module: cst.Module, *, spellings: Spellings = NO_SPELLINGS) -> frozenset[int]:
     """`stream_code_lines` of a module already parsed (the static pass's own tree)."""
-    imports = ImportTable(spellings)
-    functions: list[cst.FunctionDef] = []
-    _collect(module, imports, functions)
-    finder = _Finder(imports, ContextFunctions(functions, imports))
-    finder.statements(module.body)
+    finder = _finder(module, spellings, first_only=False)
     if not finder.found:
         return frozenset()
     where = positions(module)
@@ -289,6 +285,23 @@ def stream_code_lines_in(module: cst.Module, *, spellings: Spellings = NO_SPELLI
         start = min(where[part].start.line for part in (node, *getattr(node, "decorators", ())))
         lines.update(range(start, where[node].end.line + 1))
     return frozenset(lines)
+
+
+def holds_stream_code(module: cst.Module, *, spellings: Spellings = NO_SPELLINGS) -> bool:
+    """Whether `stream_code_lines_in` would find any line, answered at the first stream code
+    statement and without the positions of nodes (half the recognizer's cost): `--confirm`
+    knows which files to watch from it before their analysis is done."""
+    return bool(_finder(module, spellings, first_only=True).found)
+
+
+def _finder(module: cst.Module, spellings: Spellings, *, first_only: bool) -> _Finder:
+    """The module's stream code statements found: all of them, or the first."""
+    imports = ImportTable(spellings)
+    functions: list[cst.FunctionDef] = []
+    _collect(module, imports, functions)
+    finder = _Finder(imports, ContextFunctions(functions, imports), first_only)
+    finder.statements(module.body)
+    return finder
 
 
 def _collect(node: cst.CSTNode, imports: ImportTable, functions: list[cst.FunctionDef]) -> None:
@@ -317,9 +330,11 @@ class _Finder:
     """Collects the definitions and statements that are stream code, each judged by its own
     nodes: a nested definition is judged apart from the one around it."""
 
-    def __init__(self, imports: ImportTable, functions: ContextFunctions) -> None:
+    def __init__(self, imports: ImportTable, functions: ContextFunctions, first_only: bool = False) -> None:
         self.imports = imports
         self.functions = functions
+        self.first_only = first_only
+        """Stop at the first statement found: whether there is any is all that is asked."""
         self.found: list[cst.CSTNode] = []
         self._api_names: dict[str, bool] = {}
         """Dotted name -> whether it names the stream API: most names recur, and their
@@ -327,6 +342,8 @@ class _Finder:
 
     def statements(self, body: Sequence[cst.CSTNode]) -> None:
         for statement in body:
+            if self.first_only and self.found:
+                return
             if isinstance(statement, cst.ClassDef):
                 self.statements(_body(statement))
             else:
@@ -337,6 +354,8 @@ class _Finder:
         if self._has_stream_code(node, nested):
             self.found.append(node)
         for inner in nested:
+            if self.first_only and self.found:
+                return
             if isinstance(inner, cst.ClassDef):
                 self.statements(_body(inner))
             else:
@@ -355,6 +374,8 @@ class _Finder:
                 continue  # naming the API is not using it
             if not found and kind in _CANDIDATES:
                 found = self._is_stream_code(node)
+                if found and self.first_only:
+                    return True
             stack.extend(children(node))
         return found
 

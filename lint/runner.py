@@ -11,17 +11,16 @@ editor's unsaved text) linted as the file it will be.
 
 from __future__ import annotations
 
-import gc
 import os
 import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
-from csan_lint.lint.budget import BudgetExceeded, cpu_budget
+from csan_lint.lint.budget import BudgetExceeded, collector_paused, cpu_budget
 from csan_lint.lint.cache import Hit, ResultCache, Stat, content_hash, file_stat, index_key
 from csan_lint.lint.config import Config
 from csan_lint.lint.diagnostics import (
@@ -39,11 +38,12 @@ from csan_lint.lint.diagnostics import (
 )
 from csan_lint.lint.files import Excluder, PathError, discover, display_path, might_have_findings
 from csan_lint.lint.model import NO_SPELLINGS, Finding, Spellings
-from csan_lint.lint.pool import Dealt
+from csan_lint.lint.pool import Dealt, started_pool
 from csan_lint.lint.promote import imports_any, stream_definitions
 from csan_lint.lint.registry import SYNTAX_ERROR_CODE, all_rules
 from csan_lint.lint.rule import Rule
 from csan_lint.lint.run_facts import NO_MODULE_FACTS, ModuleFacts
+from csan_lint.lint.staging import StagedLint, finding_order
 from csan_lint.lint.summaries import PackageIndex, module_name
 from csan_lint.lint.suppress import (
     UNUSED_NOQA_CODE,
@@ -53,6 +53,9 @@ from csan_lint.lint.suppress import (
     unused_suppressions,
 )
 from csan_lint.lint.syntax import python_syntax_error
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 PARALLEL_MIN_BYTES = 128 * 1024
 """Below this much source to parse, starting worker processes costs more than it saves."""
@@ -126,6 +129,9 @@ class _Job:
     """Also recognize the file's stream code on the same tree (`--confirm` needs it)."""
     observed: ModuleFacts = NO_MODULE_FACTS
     """What test runs saw of the file's functions (`--facts`), that still match its text."""
+    later_if_held: bool = False
+    """With `stream_code`: a file that holds stream code is not analysed (its outcome is None),
+    it is analysed again in the background (lint/staging.py)."""
 
     @property
     def cost(self) -> int:
@@ -152,17 +158,23 @@ _Outcome = tuple[list[Finding], frozenset[int] | None]
 """A job's findings, and its stream code lines when it was asked for them (else None)."""
 
 
-def _lint_job(job: _Job) -> _Outcome:
+def _lint_job(job: _Job) -> _Outcome | None:
+    """The job's outcome; None for a file `later_if_held` holds back."""
     try:
         if job.syntax_only:
             return _unparsed(job.source, job.path, job.rules, job.unused_noqa), None
         recognized: frozenset[int] | None = None
         arguments = (job.source, job.path, job.rules, job.package, job.spellings, job.assumptions)
-        with cpu_budget(ANALYSIS_BUDGET_S), _collector_paused():
+        with cpu_budget(ANALYSIS_BUDGET_S), collector_paused():
             if job.stream_code:
-                from csan_lint.lint.engine import lint_and_recognize  # libcst: once a file needs parsing
+                from csan_lint.lint.engine import lint_unless_stream_code  # libcst: once a file needs parsing
 
-                findings, recognized = lint_and_recognize(*arguments, job.observed, stream_code=True)
+                outcome = lint_unless_stream_code(
+                    *arguments, job.observed, stream_code=True, unless_held=job.later_if_held
+                )
+                if outcome is None:
+                    return None
+                findings, recognized = outcome
             else:
                 findings = lint_source(*arguments, observed=job.observed)
     except BudgetExceeded:
@@ -176,21 +188,6 @@ def _lint_job(job: _Job) -> _Outcome:
         ran = {rule.code for rule in job.rules}
         kept += unused_suppressions(findings, job.source, rule_names(), ran, job.path)
     return sorted(kept, key=lambda finding: (finding.line, finding.column, finding.code)), recognized
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The cycle collector off while one file is parsed and analysed: libcst allocates millions
-    of nodes, which the collector walks again and again (a fifth of the CPU of a cold run) and
-    never frees (the trees hold no cycles). It runs as usual between files."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _unparsed(source: str, shown: str, rules: Sequence[type[Rule]], unused_noqa: bool) -> list[Finding]:
@@ -233,7 +230,9 @@ def lint_text(source: str, path: Path, config: Config) -> LintResult:
     job = _job(source, path, shown, config)
     if not job.syntax_only and len(source) > MAX_PARSE_CHARS:
         return LintResult([diagnostic(shown, READ_ERROR_CODE, too_large(len(source)))], 1, 0)
-    return LintResult(_lint_job(job)[0], 1, 0 if job.syntax_only else 1)
+    outcome = _lint_job(job)
+    assert outcome is not None  # only `later_if_held` holds a file back
+    return LintResult(outcome[0], 1, 0 if job.syntax_only else 1)
 
 
 def _over_budget() -> str:
@@ -313,8 +312,9 @@ def lint_in_stages(
     stream_code: bool = False,
     checks_later: bool = False,
 ) -> StagedLint:
-    """`lint_paths`, whose syntax-only checks (the files the prefilter rejected) go on in the
-    background with `checks_later` when there are enough of them to pay for worker processes:
+    """`lint_paths`, whose slow parts go on in the background with `checks_later` when there is
+    enough to pay for worker processes (lint/staging.py): the syntax checks of the files the
+    prefilter rejected and, with `stream_code`, the analyses of the files that hold stream code.
     `StagedLint.first` is ready without them (`--confirm` starts its tests on it), `result()`
     waits for them."""
     cwd = Path.cwd()
@@ -327,6 +327,7 @@ def lint_in_stages(
     rejected: list[tuple[Path, str, Stat | None, Hit]] = []  # by the prefilter, cached
     files_checked = files_cached = 0
     unreached: set[str] = set()
+    early: ProcessPoolExecutor | None = None  # --confirm's workers, started once there is enough to parse
     for found in discover(paths, excluder, force_exclude):
         if isinstance(found, PathError):
             unreached.add(display_path(found.path, cwd))
@@ -375,6 +376,9 @@ def lint_in_stages(
             findings.append(diagnostic(shown, READ_ERROR_CODE, too_large(len(source))))
             continue
         parsed.append(_Parsed(found, shown, stat, digest, source, bool(PackageIndex.build([(shown, source)]).sources)))
+        if early is None and checks_later and stream_code and (jobs is None or jobs > 1):
+            if sum(len(file.source or "") for file in parsed) >= PARALLEL_MIN_BYTES:
+                early = started_pool(jobs or os.cpu_count() or 1, "csan_lint.lint.engine")
     files_cached -= _promote_importers(parsed, checks, rejected, findings, config)
     # Calls into functions imported from the other parsed files are followed, so a parsed
     # file's cached findings hold only under the same index (csan_lint.lint.cache).
@@ -386,18 +390,39 @@ def lint_in_stages(
             files_cached += 1
             if stream_code and file.hit.stream_code is not None:
                 recognized[str(file.path)] = file.hit.stream_code
-    workers = _background_workers(checks, jobs) if checks_later else 0
+    costs = [check.job.cost for check in checks] + [len(file.source or "") for file in stale if stream_code]
+    workers = _background_workers(costs, jobs) if checks_later else 0
+    unreadable, stale, work = _engine_jobs(stale, parsed, config, stream_code, later_if_held=workers > 0)
+    findings.extend(unreadable)
     later, checks = (checks, []) if workers else ([], checks)
-    if stale or checks:
-        stale_findings, stale_lines = _lint_stale(
-            stale, parsed, checks, config, jobs, results, index, progress, stream_code
-        )
-        findings.extend(stale_findings)
-        recognized.update(stale_lines)
-    findings.sort(key=_finding_order)
+    deferred: list[tuple[_Parsed, _Job]] = []
+    if work or checks:  # `early` started for some of `work`
+        outcomes = _run([*work, *(check.job for check in checks)], jobs, progress, early)
+        now_findings, now_lines = _kept(stale, outcomes, results, index)
+        findings.extend(now_findings)
+        recognized.update(now_lines)
+        deferred = [(file, job) for file, job, outcome in zip(stale, work, outcomes, strict=False) if outcome is None]
+        for check, outcome in zip(checks, outcomes[len(work) :], strict=True):
+            assert outcome is not None  # a syntax check is never held back
+            findings.extend(outcome[0])
+            _store_check(results, check, outcome[0])
+    findings.sort(key=finding_order)
     first = LintResult(findings, files_checked, len(parsed), files_cached, frozenset(unreached), recognized)
-    background = _dealt([check.job for check in later], workers, background=True) if later else None
-    return StagedLint(first, later, background, results)
+    background_jobs = [*(replace(job, later_if_held=False) for _, job in deferred), *(check.job for check in later)]
+    background = _dealt(background_jobs, workers, background=True) if background_jobs else None
+
+    def finish(outcomes: list[_Outcome | None]) -> tuple[list[Finding], dict[str, frozenset[int]]]:
+        late_findings, late_lines = _kept([file for file, _ in deferred], outcomes, results, index)
+        for check, outcome in zip(later, outcomes[len(deferred) :], strict=True):
+            assert outcome is not None
+            late_findings.extend(outcome[0])
+            _store_check(results, check, outcome[0])
+        if results is not None:
+            results.save()
+        return late_findings, late_lines
+
+    analysing = frozenset(str(file.path) for file, _ in deferred)
+    return StagedLint(first, background, finish, analysing=analysing, checking=len(later))
 
 
 def _promote_importers(
@@ -433,84 +458,23 @@ def _promote_importers(
     return len(promoted)
 
 
-def _finding_order(finding: Finding) -> tuple[str, int, int, str]:
-    return finding.path, finding.line, finding.column, finding.code
-
-
-class StagedLint:
-    """A lint whose syntax-only checks may still be running in worker processes: on a big tree
-    most of a cold run's CPU is CPython's parser checking the files no rule needs to see, and
-    nothing `--confirm` selects its tests by depends on them. A context manager: leaving it
-    stops what is still running."""
-
-    def __init__(
-        self,
-        first: LintResult,
-        checks: list[_Check],
-        background: Dealt[_Job, _Outcome] | None,
-        results: ResultCache | None,
-    ) -> None:
-        self.first = first
-        """Everything but the background checks' findings: the parsed files' findings and stream code."""
-        self._checks = checks
-        self._background = background
-        self._results = results
-        self._result: LintResult | None = None
-
-    @property
-    def checking(self) -> int:
-        """Files whose syntax check is still running in the background (0 once `result()` returned)."""
-        return len(self._checks) if self._result is None else 0
-
-    def result(self) -> LintResult:
-        """The whole lint, as `lint_paths` gives it: waits for the background checks, then
-        stores them in the cache and writes it."""
-        if self._result is None:
-            findings = list(self.first.findings)
-            if self._background is not None:
-                for check, (file_findings, _) in zip(self._checks, self._background.results(), strict=True):
-                    findings.extend(file_findings)
-                    _store_check(self._results, check, file_findings)
-                findings.sort(key=_finding_order)
-            if self._results is not None:
-                self._results.save()
-            self._result = replace(self.first, findings=findings)
-        return self._result
-
-    def __enter__(self) -> StagedLint:
-        return self
-
-    def __exit__(self, *exception: object) -> None:
-        if self._background is not None:
-            self._background.cancel()
-
-
-def _background_workers(checks: Sequence[_Check], jobs: int | None) -> int:
-    """Worker processes for checks run in the background: one core is left to the caller (the
-    tests `--confirm` starts meanwhile); 0 (check now, in this process) when there is too little
-    to check to pay for starting them, or `jobs` asks for no worker process."""
-    if (jobs is not None and jobs <= 1) or sum(check.job.cost for check in checks) < PARALLEL_MIN_BYTES:
+def _background_workers(costs: Sequence[int], jobs: int | None) -> int:
+    """Worker processes for jobs run in the background: one core is left to the caller (the
+    tests `--confirm` starts meanwhile); 0 (run them now, in this process) when there is too
+    little to do to pay for starting them, or `jobs` asks for no worker process."""
+    if (jobs is not None and jobs <= 1) or sum(costs) < PARALLEL_MIN_BYTES:
         return 0
     return max(1, (jobs or os.cpu_count() or 1) - 1)
 
 
-def _lint_stale(
-    stale: list[_Parsed],
-    parsed: list[_Parsed],
-    checks: list[_Check],
-    config: Config,
-    jobs: int | None,
-    results: ResultCache | None,
-    index: str,
-    progress: Progress | None,
-    stream_code: bool,
-) -> tuple[list[Finding], dict[str, frozenset[int]]]:
-    """Lint the parsed files without a valid cached result, with every parsed file that mentions
-    an ordering API in the package index (the cached ones are read again for it), and run the
-    syntax checks of the others, in the same workers. With `stream_code`, also the stream code
-    lines of the files linted (absolute path -> lines)."""
+def _engine_jobs(
+    stale: list[_Parsed], parsed: list[_Parsed], config: Config, stream_code: bool, later_if_held: bool = False
+) -> tuple[list[Finding], list[_Parsed], list[_Job]]:
+    """The engine's jobs for the parsed files without a valid cached result, with every parsed
+    file that mentions an ordering API in the package index (the cached ones are read again for
+    it): the unreadable files' diagnostics, the files still to lint and their jobs
+    (`later_if_held`: `_Job.later_if_held`, with `stream_code`)."""
     findings: list[Finding] = []
-    recognized: dict[str, frozenset[int]] = {}
     for file in parsed:
         if file.source is None and (file.orders or file in stale):
             data = read_bytes(file.path, file.shown)
@@ -536,11 +500,24 @@ def _lint_stale(
             assumptions=config.assumptions,
             stream_code=stream_code,
             observed=config.observed(file.shown, file.source or ""),
+            later_if_held=stream_code and later_if_held,
         )
         for file in stale
     ]
-    outcomes = _run([*work, *(check.job for check in checks)], jobs, progress)
-    for file, (file_findings, lines) in zip(stale, outcomes, strict=False):  # the syntax checks come after
+    return findings, stale, work
+
+
+def _kept(
+    files: list[_Parsed], outcomes: Sequence[_Outcome | None], results: ResultCache | None, index: str
+) -> tuple[list[Finding], dict[str, frozenset[int]]]:
+    """The findings and stream code lines (absolute path -> lines) of the engine's `outcomes`
+    for `files` (the first outcomes; a file held back has none yet), stored in the cache."""
+    findings: list[Finding] = []
+    recognized: dict[str, frozenset[int]] = {}
+    for file, outcome in zip(files, outcomes, strict=False):  # other jobs' outcomes may follow
+        if outcome is None:
+            continue
+        file_findings, lines = outcome
         findings.extend(file_findings)
         if lines is not None:
             recognized[str(file.path)] = lines
@@ -559,9 +536,6 @@ def _lint_stale(
                 index=index,
                 stream_code=lines,
             )
-    for check, (file_findings, _) in zip(checks, outcomes[len(work) :], strict=True):
-        findings.extend(file_findings)
-        _store_check(results, check, file_findings)
     return findings, recognized
 
 
@@ -570,13 +544,20 @@ def _store_check(results: ResultCache | None, check: _Check, findings: list[Find
         results.store(check.path, check.stat, findings, parsed=False, digest=check.digest)
 
 
-def _run(work: list[_Job], jobs: int | None, progress: Progress | None = None) -> list[_Outcome]:
+def _run(
+    work: list[_Job], jobs: int | None, progress: Progress | None = None, pool: ProcessPoolExecutor | None = None
+) -> list[_Outcome | None]:
+    """Every job's outcome: in this process, or in worker processes when there is enough to do
+    (`pool`: processes started already, used and shut down)."""
     report = progress or (lambda done, total: None)
+    if pool is not None:
+        workers = jobs or os.cpu_count() or 1
+        return Dealt(_lint_chunk, work, [job.cost for job in work], workers, _worker_failed, pool=pool).results(report)
     if jobs is None:
         enough = len(work) > 1 and sum(job.cost for job in work) >= PARALLEL_MIN_BYTES
         jobs = (os.cpu_count() or 1) if enough else 1
     if jobs <= 1 or len(work) <= 1:
-        done: list[_Outcome] = []
+        done: list[_Outcome | None] = []
         for job in work:
             done.append(_lint_job(job))
             report(len(done), len(work))
@@ -584,7 +565,7 @@ def _run(work: list[_Job], jobs: int | None, progress: Progress | None = None) -
     return _dealt(work, jobs).results(report)
 
 
-def _dealt(work: list[_Job], workers: int, background: bool = False) -> Dealt[_Job, _Outcome]:
+def _dealt(work: list[_Job], workers: int, background: bool = False) -> Dealt[_Job, _Outcome | None]:
     return Dealt(_lint_chunk, work, [job.cost for job in work], workers, _worker_failed, background)
 
 
@@ -593,5 +574,5 @@ def _worker_failed(job: _Job, error: Exception) -> _Outcome:
     return [diagnostic(job.path, INTERNAL_ERROR_CODE, message)], None
 
 
-def _lint_chunk(chunk: list[_Job]) -> list[_Outcome]:
+def _lint_chunk(chunk: list[_Job]) -> list[_Outcome | None]:
     return [_lint_job(job) for job in chunk]

@@ -37,6 +37,8 @@ from csan_lint.runtime.confirm_output import format_json, format_junit, format_t
 from csan_lint.runtime.confirm_run import RunError, Runner, RunSettings
 from csan_lint.runtime.confirm_select import (
     DEFAULT_TEST_FILES,
+    LaterAnalyses,
+    LateSpans,
     Progress,
     Selection,
     SelectionError,
@@ -268,14 +270,19 @@ def watched(
     config: Config,
     progress: Progress | None = None,
     known: Mapping[str, frozenset[int]] | None = None,
-) -> dict[str, list[Span]]:
+    later: LaterAnalyses | None = None,
+) -> Mapping[str, list[Span]]:
     """Real path -> the spans the run watches: the stream code under `paths` (`known`: what the
-    static pass recognized already), and the findings'."""
-    spans = stream_code(paths, config, progress, known)
+    static pass recognized already; `later`: files it still analyses), and the findings'."""
+    spans = stream_code(paths, config, progress, known, later.files if later is not None else ())
+    _add_findings(spans, findings)
+    return spans if later is None else LateSpans(spans, later, _add_findings)
+
+
+def _add_findings(spans: dict[str, list[Span]], findings: Sequence[Finding]) -> None:
     for finding in findings:
         if rule_by_code(finding.code) is not None:
             spans.setdefault(real(finding.path), []).append(finding.span)
-    return spans
 
 
 def _find_stream_code(
@@ -284,7 +291,8 @@ def _find_stream_code(
     config: Config,
     settings: ConfirmSettings,
     known: Mapping[str, frozenset[int]] | None,
-) -> dict[str, list[Span]]:
+    later: LaterAnalyses | None,
+) -> Mapping[str, list[Span]]:
     """`watched`, saying what it does: a line when the files to parse are known and one when
     done (CI logs see both), a bar in between on a terminal."""
     started = time.monotonic()
@@ -292,13 +300,14 @@ def _find_stream_code(
 
     def progress(done: int, total: int) -> None:
         if done == 0:
-            reused = f"{sum(1 for lines in known.values() if lines)} from the static pass, " if known else ""
+            found = sum(1 for lines in (known or {}).values() if lines) + len(later.files if later else ())
+            reused = f"{found} from the static pass, " if known or later else ""
             _say(settings, f"Finding stream code: {reused}{total} file(s) to parse...")
         elif bar is not None:
             bar(done, total)
 
     try:
-        spans = watched(findings, paths, config, progress, known)
+        spans = watched(findings, paths, config, progress, known, later)
     finally:
         if bar is not None:
             bar.close()
@@ -314,12 +323,15 @@ def main(
     stream_code: Mapping[str, frozenset[int]] | None = None,
     all_findings: Callable[[], list[Finding]] | None = None,
     warm: WarmPython | None = None,
+    later: LaterAnalyses | None = None,
 ) -> int:
     """The `--confirm` run over the stream code under `paths` and the findings of the static pass
     (`stream_code`: what it recognized as stream code, path -> lines, on its own trees).
     `all_findings`: the static pass's findings once its last checks are done, when `findings`
     lacks some that cannot choose tests (syntax checks left running while the tests start).
-    `warm`: an interpreter started before the static pass, for the first pytest process."""
+    `warm`: an interpreter started before the static pass, for the first pytest process.
+    `later`: the files that hold stream code whose analysis the static pass has not finished:
+    the tests start on their names, their findings come with `all_findings`."""
     started = time.monotonic()
     try:
         settings = resolve_settings(config, options)
@@ -335,7 +347,7 @@ def main(
             f"--confirm needs {', '.join(REQUIREMENTS)}; missing: {', '.join(missing)}. "
             f"Install them with: {INSTALL_HINT}"
         )
-    spans = _find_stream_code(findings, paths, config, settings, stream_code)
+    spans = _find_stream_code(findings, paths, config, settings, stream_code, later)
     selection = Selection(test_files=(), reaching={})
     test_paths: list[str] = []
     if spans or settings.all_tests:

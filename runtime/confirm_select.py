@@ -16,13 +16,13 @@ import fnmatch
 import os
 import re
 import tomllib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from csan_lint.lint.config import Config
 from csan_lint.lint.files import Excluder, PathError, discover, display_path, might_have_findings
-from csan_lint.lint.model import Span
+from csan_lint.lint.model import Finding, Span
 from csan_lint.lint.recognize import stream_code_lines
 
 DEFAULT_TEST_FILES = ("test_*.py", "*_test.py")
@@ -66,19 +66,66 @@ Progress = Callable[[int, int], None]
 """Told (files parsed, files to parse) as the recognizer works: (0, total) first."""
 
 
+@dataclass(frozen=True)
+class LaterAnalyses:
+    """Files the static pass knows to hold stream code while it still analyses them (`--confirm`
+    starts its tests meanwhile: choosing and running them needs only which files to watch)."""
+
+    files: frozenset[str]
+    """Absolute paths, as `LintResult.stream_code` has them."""
+    result: Callable[[], tuple[Sequence[Finding], Mapping[str, frozenset[int]]]]
+    """Waits for the analyses: the static pass's findings and stream code lines, all files'."""
+
+
+class LateSpans(Mapping[str, list[Span]]):
+    """Real path -> the spans watched, where those of the `later` files come when first asked
+    for (a test re-run line by line, after a crash); their keys are there at once."""
+
+    def __init__(
+        self,
+        spans: dict[str, list[Span]],
+        later: LaterAnalyses,
+        add_findings: Callable[[dict[str, list[Span]], Sequence[Finding]], None],
+    ) -> None:
+        self._spans = spans
+        self._later = later
+        self._add_findings = add_findings
+        self._waiting = {os.path.realpath(path): path for path in later.files}
+
+    def _resolve(self) -> None:
+        findings, lines = self._later.result()
+        late = {real: _runs(lines.get(path, frozenset())) for real, path in self._waiting.items()}
+        self._add_findings(late, [finding for finding in findings if os.path.realpath(finding.path) in late])
+        self._spans.update(late)
+        self._waiting = {}
+
+    def __getitem__(self, path: str) -> list[Span]:
+        if path in self._waiting:
+            self._resolve()
+        return self._spans[path]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({**self._spans, **dict.fromkeys(self._waiting)})
+
+    def __len__(self) -> int:
+        return len(self._spans.keys() | self._waiting.keys())
+
+
 def stream_code(
     paths: Sequence[str],
     config: Config,
     progress: Progress | None = None,
     known: Mapping[str, frozenset[int]] | None = None,
+    later: Collection[str] = (),
 ) -> dict[str, list[Span]]:
     """Real path -> spans of stream code, for every file under `paths` that the linter checks
     (its discovery, its excludes, the project's own wrappers of the stream API). Only the files
     the linter's prefilter keeps (`might_have_findings`) can hold any: the others are not parsed
     (on transformers, 784 files say "stream" or "event", 25 pass). `known`: absolute path ->
     lines already recognized on the static pass's own tree (`LintResult.stream_code`, this
-    run's parse or its cache); only the rest is parsed here. Unreadable files are skipped: the
-    static pass reports them."""
+    run's parse or its cache); only the rest is parsed here, but for the files in `later`
+    (absolute paths the static pass still analyses: their spans are the caller's to add).
+    Unreadable files are skipped: the static pass reports them."""
     excluder = Excluder(config.root, config.exclude, config.respect_gitignore)
     wrappers = config.spellings.leaves()
     known = known or {}
@@ -88,6 +135,8 @@ def stream_code(
         if isinstance(path, PathError):
             continue
         lines = known.get(str(path))
+        if str(path) in later:
+            continue
         if lines is None:
             try:
                 source = path.read_text(encoding="utf-8")

@@ -5,7 +5,8 @@ It imports the modules it is given, then waits for one line on its stdin: the mo
 `python -m` would (`pytest`), its arguments, the working directory, the environment and the log
 file. It then becomes that process: `python -m pytest ...` with stdout and stderr in the log, in
 its own session (the runner kills its process group). Only modules that import the same
-whatever the run (torch; never the user's code, whose import the probe watches) are taken early.
+whatever the run (torch, pytest, coverage; never the user's code, whose import the probe
+watches) are taken early.
 Told nothing (stdin closed), it exits.
 """
 
@@ -17,8 +18,10 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-PRELOADED = ("torch",)
-"""What the interpreter imports while it waits."""
+PRELOADED = ("torch", "pytest", "coverage")
+"""What the interpreter imports while it waits: torch, and what every `--confirm` pytest run
+imports before the first test (its per-test line probe uses coverage). Not pytest's plugins:
+pytest rewrites the asserts of a plugin's package, and warns about one imported before it."""
 _BOOT = """\
 import json, os, runpy, sys
 for name in sys.argv[1:]:

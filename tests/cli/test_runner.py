@@ -71,27 +71,31 @@ def test_parallel_and_serial_runs_agree(project: Path) -> None:
     assert serial.findings == sorted(serial.findings, key=lambda f: (f.path, f.line, f.column, f.code))
 
 
-def test_checks_left_running_in_the_background_end_as_the_whole_lint(
+def test_work_left_running_in_the_background_ends_as_the_whole_lint(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`--confirm`'s staging: the parsed files' findings and stream code first, the syntax
-    checks of the files the prefilter rejected (a broken one among them) in worker processes,
-    then the same result `lint_paths` gives, with the checks in the cache."""
+    """`--confirm`'s staging: first the files known to hold stream code (not yet analysed) and the
+    findings and stream code of the parsed files that hold none; then the analyses of the former
+    and the syntax checks of the files the prefilter rejected (a broken one among them), in
+    worker processes, end as the same result `lint_paths` gives, with all of it in the cache."""
     monkeypatch.setattr(runner, "PARALLEL_MIN_BYTES", 0)  # worker processes even for a few files
     (project / "flagged.py").write_text(FLAGGED[0])
+    (project / "names_only.py").write_text("from torch.cuda import Stream\n\n\ndef f(x):\n    return x\n")
     (project / "broken_plain.py").write_text("def f(:\n")
     for index in range(6):
         (project / f"plain{index}.py").write_text(f"def f{index}(x):\n    return x + {index}\n")
     config = Config(root=project)
     whole = lint_paths(["."], config, jobs=1, stream_code=True)
+    flagged = str(project / "flagged.py")
+    assert whole.stream_code[flagged] and not whole.stream_code[str(project / "names_only.py")]
     with runner.lint_in_stages(["."], config, jobs=2, cache=True, stream_code=True, checks_later=True) as staged:
-        assert staged.checking == 7
-        assert {finding.path for finding in staged.first.findings} == {"flagged.py"}
-        assert staged.first.stream_code == whole.stream_code
+        assert (staged.checking, staged.analysing) == (7, {flagged})
+        assert staged.first.findings == []
+        assert staged.first.stream_code == {path: lines for path, lines in whole.stream_code.items() if path != flagged}
         assert staged.result() == whole
         assert staged.checking == 0
     cached = lint_paths(["."], config, cache=True, stream_code=True)
-    assert (cached.files_cached, cached.findings) == (8, whole.findings)
+    assert (cached.files_cached, cached.findings, cached.stream_code) == (9, whole.findings, whole.stream_code)
 
 
 def test_a_syntax_error_does_not_stop_the_other_files(project: Path) -> None:

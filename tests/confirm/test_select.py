@@ -10,9 +10,17 @@ import pytest
 from csan_lint.lint.config import Config
 from csan_lint.lint.model import Span, Spellings
 from csan_lint.lint.recognize import stream_code_lines
+from csan_lint.lint.registry import all_rules
 from csan_lint.lint.runner import lint_paths
 from csan_lint.runtime import confirm_select
-from csan_lint.runtime.confirm_select import SelectionError, default_test_paths, select_tests, stream_code
+from csan_lint.runtime.confirm import watched
+from csan_lint.runtime.confirm_select import (
+    LaterAnalyses,
+    SelectionError,
+    default_test_paths,
+    select_tests,
+    stream_code,
+)
 
 
 def write(root: Path, files: dict[str, str]) -> None:
@@ -216,6 +224,34 @@ def test_stream_code_is_read_off_the_static_pass_and_its_cache(tmp_path, monkeyp
     found = stream_code(["src"], config, known=warm.stream_code)
     assert parsed == []
     assert found == {os.path.realpath("src/offload.py"): [Span(4, 6)], os.path.realpath("src/side.py"): [Span(3, 3)]}
+
+
+def test_files_still_analysed_are_watched_at_once_and_their_spans_come_when_asked_for(tmp_path, monkeypatch):
+    """`--confirm` starts its tests while the static pass still analyses the files that hold
+    stream code: their names are watched (the keys) without waiting, their spans are those of
+    the whole pass once asked for (a test re-run line by line), and nothing is parsed again."""
+    monkeypatch.chdir(tmp_path)
+    flagged_source = all_rules()[0].INVALID[0].code
+    write(tmp_path, {"src/flagged.py": flagged_source, "src/side.py": SIDE, "src/streamer.py": STREAMER})
+    config = Config(root=tmp_path)
+    whole = lint_paths(["src"], config, stream_code=True)
+    expected = watched(whole.findings, ["src"], config, known=whole.stream_code)
+    flagged = str(tmp_path / "src/flagged.py")
+    assert any(finding.path == "src/flagged.py" for finding in whole.findings) and whole.stream_code[flagged]
+    first_findings = [finding for finding in whole.findings if finding.path != "src/flagged.py"]
+    first_lines = {path: lines for path, lines in whole.stream_code.items() if path != flagged}
+    waited: list[str] = []
+
+    def analyses_done():
+        waited.append(flagged)
+        return whole.findings, whole.stream_code
+
+    parsed = _parses(monkeypatch)
+    later = LaterAnalyses(frozenset({flagged}), analyses_done)
+    late = watched(first_findings, ["src"], config, known=first_lines, later=later)
+    assert (sorted(late), len(late), waited) == (sorted(expected), len(expected), [])
+    assert dict(late) == expected and waited == [flagged]
+    assert parsed == []
 
 
 def test_all_tests_selects_every_test_file_whatever_it_imports(project):

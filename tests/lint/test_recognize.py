@@ -9,7 +9,8 @@ import pytest
 
 from csan_lint.lint.model import NO_SPELLINGS, Spellings
 from csan_lint.lint.names import ImportTable
-from csan_lint.lint.recognize import ContextFunctions, entered_streams, stream_code_lines
+from csan_lint.lint.recognize import ContextFunctions, entered_streams, holds_stream_code, stream_code_lines
+from csan_lint.lint.registry import all_rules
 
 _HEADER = "import torch\nimport contextlib\nimport functools\nfrom deepspeed.accelerator import get_accelerator\n"
 _HEADER_LINES = _HEADER.count("\n")
@@ -190,6 +191,35 @@ def test_an_accelerator_bound_to_a_name() -> None:
 
 def test_broken_source_has_no_stream_code() -> None:
     assert stream_code_lines("def f(:\n    torch.cuda.Stream()\n") == frozenset()
+
+
+_WITHOUT_STREAMS = [
+    _HEADER + "def f(self, x, path, lock, result):\n    y = x.to('cuda', non_blocking=False)\n    result.wait()\n",
+    _HEADER
+    + "class Loader:\n    def load(self, path):\n        with open(path):\n            torch.cuda.synchronize()\n",
+    _HEADER + "async def f(x):\n    def g(y):\n        return y + 1\n    return g(x)\n",
+]
+_LAST_STATEMENT_ONLY = _WITHOUT_STREAMS[1] + "\nclass Late:\n    def m(self, x):\n        return x.pin_memory()\n"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        *(example.code for rule in all_rules() for example in (*rule.INVALID, *rule.VALID)),
+        *_WITHOUT_STREAMS,
+        _LAST_STATEMENT_ONLY,
+    ],
+)
+def test_holds_stream_code_is_whether_there_are_stream_code_lines(source: str) -> None:
+    """The question `--confirm` asks first, to start its tests before the analysis is done, has
+    the answer the recognizer's lines give: on the rules' examples, code without streams, and a
+    file whose only stream code is the last method of its last class."""
+    assert holds_stream_code(cst.parse_module(source)) == bool(stream_code_lines(source))
+
+
+def test_holds_stream_code_finds_the_last_statement_and_nothing_in_code_without_streams() -> None:
+    assert holds_stream_code(cst.parse_module(_LAST_STATEMENT_ONLY))
+    assert not any(holds_stream_code(cst.parse_module(source)) for source in _WITHOUT_STREAMS)
 
 
 def _entered(with_item: str, functions: str = "", is_stream: frozenset[str] = frozenset()) -> list[str] | None:
