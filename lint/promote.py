@@ -1,14 +1,15 @@
-"""Files the text prefilter rejected that import a linted module with stream code.
+"""Files the text prefilter rejected that import a class or function with stream code from
+another linted module.
 
 Such a file names no stream API itself, yet a call into that module (`comm.send(y)`, with
 `comm = Comm()` from `pkg.comm`) may run the caller's tensors on another stream: the engine
 must see it, with the package index beside it. The test is a cost gate on text, a superset of
-what the engine follows: every dotted name an import statement spells (`from pkg import comm`
-spells `pkg` and `pkg.comm`; a relative import is resolved against the file's own package),
-matched against the stream modules' names by suffix, as the package index resolves imports;
-and of a module it imports names from, only the names of its top-level classes and functions
-whose own text mentions the stream API (`stream_definitions`): importing a helper that does
-nothing with streams from a module that has stream code elsewhere promotes nothing.
+what the engine follows: every `from module import name` (relative ones resolved against the
+file's own package, parenthesized lists included), its module matched against the stream
+modules' names by suffix, as the package index resolves imports, and the name against that
+module's top-level classes and functions whose own text mentions the stream API
+(`stream_definitions`). An imported module object is not followed (`comm.Comm()`), and torch's
+own modules are the API table's.
 """
 
 from __future__ import annotations
@@ -62,14 +63,16 @@ def imported_names(source: str, path: str) -> set[tuple[str, str | None]]:
 
 def imports_any(source: str, path: str, modules: Mapping[str, frozenset[str]]) -> bool:
     """Whether `source` may import from one of `modules` (dotted names of linted files, each
-    with its `stream_definitions`) a name of those, or the module itself."""
+    with its `stream_definitions`) a name of those. Not torch's own modules: what torch's stream
+    API does is the API table's (lint/analysis/api.py), linting torch itself included."""
     if not modules:
         return False
     dotted = {f".{module}": names for module, names in modules.items()}
     for imported, name in imported_names(source, path):
-        for module, names in dotted.items():
-            if module.endswith(f".{imported}") and (name is None or name in names):
-                return True
+        if name is None or imported == "torch" or imported.startswith("torch."):
+            continue  # a module object (`comm.Comm()` is not followed), or torch's own API: the table's
+        if any(module.endswith(f".{imported}") and name in names for module, names in dotted.items()):
+            return True
     return False
 
 

@@ -104,16 +104,22 @@ def step(model, x):
     [
         ("from pkg.comm import Comm\n", True),
         ("from .comm import Comm\n", True),
-        ("from . import comm\n", True),
+        ("from . import comm\n", False),
         ("from .comm import (\n    helper,  # no stream code\n    Comm,\n)\n", True),
-        ("import pkg.comm as c\n", True),
-        ("from pkg import (\n    comm,\n)\n", True),
+        ("import pkg.comm as c\n", False),
+        ("from pkg import (\n    Comm,\n)\n", False),
+        ("from pkg.comm import (\n    Comm,\n)\n", True),
         ("from pkg.other import Comm\n", False),
         ("import torch\n# from pkg.comm import Comm\n", False),
     ],
 )
 def test_which_imports_may_name_a_module(source: str, found: bool) -> None:
     assert imports_any(source, "src/pkg/train.py", {"src.pkg.comm": frozenset({"Comm"})}) is found
+
+
+def test_torchs_own_modules_promote_nothing() -> None:
+    """What torch's stream API does is the table's: importing it is no reason to parse a file."""
+    assert not imports_any("from torch.cuda import stream\n", "torch/x.py", {"torch.cuda": frozenset({"stream"})})
 
 
 def test_only_names_defined_with_stream_code_promote() -> None:
