@@ -298,11 +298,13 @@ class FunctionAnalysis(
             self.silent -= 1
             return
         outer_stream, outer_block = self.state.current, self.block
+        entered = self._entered_is_a_stream(stream)
         self.state.current, self.block = stream, node
         self._made_current(stream)
         self.run(body_of(node.body))
         self.block = outer_block
         if self.state is not None:
+            self.state.facts -= entered
             self.state.current = outer_stream
 
     def _loop(self, node: cst.For | cst.While) -> None:

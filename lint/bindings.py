@@ -7,6 +7,7 @@ the other parts (values, streams, effects, accesses).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -38,7 +39,17 @@ from csan_lint.lint.ordering import (
     join_states,
     launch_key,
 )
-from csan_lint.lint.pathfacts import conjuncts, equated, facts_of, host_resident, none_names, without
+from csan_lint.lint.pathfacts import (
+    NO_FACTS,
+    Fact,
+    Facts,
+    conjuncts,
+    equated,
+    facts_of,
+    host_resident,
+    none_names,
+    without,
+)
 from csan_lint.lint.recognize import one_stream
 from csan_lint.lint.values import (
     Value,
@@ -50,6 +61,9 @@ from csan_lint.lint.values import (
     stores_in_container,
 )
 from csan_lint.lint.views import view_base, viewed
+
+_STREAM_NAME = re.compile(r"[A-Za-z_][\w.]*")
+"""A stream bound to a name or an attribute (not the current or default stream, nor a choice)."""
 
 
 class Bindings:
@@ -216,6 +230,20 @@ class Bindings:
         self.tested.update(fact.name for fact in facts)
         self.live.facts |= facts
         self.live.update_marks(Assumed(self.live.facts))
+
+    def _entered_is_a_stream(self, stream: str) -> Facts:
+        """`with torch.cuda.stream(s):` runs its block on `s` only where `s` is not None
+        (`stream(None)` changes nothing, and the block then runs in program order on the current
+        stream): in the block, `s is not None` holds, and orderings made under that test hold
+        (`if s is not None: s.wait_stream(...)`). The facts added, for `_left_stream` to take back."""
+        if self.state is None or not _STREAM_NAME.fullmatch(stream):
+            return NO_FACTS
+        added = frozenset({Fact(stream, "not in", frozenset({None}))}) - self.live.facts
+        if added:
+            self.tested.add(stream)
+            self.live.facts |= added
+            self.live.update_marks(Assumed(self.live.facts))
+        return added
 
     def _rebound(self, key: str) -> None:
         """`key` gets a new value: nothing known of its old one holds."""
