@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from csan_lint import __version__
+from csan_lint.lint.confirm_options import with_confirm_options
 from csan_lint.lint.tests_option import AmbiguousTestPath, expand_tests
 
 if TYPE_CHECKING:
@@ -39,109 +40,6 @@ REPLAY_OPTIONS = frozenset({"replay", "output_format", "exit_zero", "quiet", "pa
 """What `--replay TRACE` reads; any other option or a path given with it is an error."""
 PROGRESS_MIN_FILES = 50
 """A bar for fewer files to parse would flash by; below this, none is drawn."""
-
-CONFIRM_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
-    # `--confirm`'s own options (`--tests`, `--device`, `--timeout`, `--fail-on`, `-v`, `-n`) go here,
-    # as click.option(...) decorators. Their values reach csan_lint.runtime.confirm.main as the
-    # `options` dict, keyed by parameter name; the static path ignores them.
-    # Defaults are None so that `[tool.csan-lint.confirm]` applies unless the flag is given.
-    click.option(
-        "--tests",
-        multiple=True,
-        type=click.Path(),
-        metavar="PATH",
-        help="With --confirm: test files, directories or node ids to choose from (default: pytest's testpaths, "
-        "else tests/); several may follow one --tests while they name tests (`--tests tests/a.py tests/b.py`).",
-    ),
-    click.option(
-        "--device",
-        type=click.Choice(["auto", "cuda", "emulated"]),
-        default=None,
-        help="With --confirm: where the tests run (default auto: CUDA if available, else the emulated device).",
-    ),
-    click.option(
-        "--devices",
-        type=int,
-        default=None,
-        metavar="N",
-        help="With --confirm: how many devices the emulated machine has (default 1): the tests see cuda:0 to "
-        "cuda:N-1 (pytest's --csan-devices).",
-    ),
-    click.option(
-        "--timeout",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="With --confirm: a test running longer is killed and its findings get `error` (default 60).",
-    ),
-    click.option(
-        "--fail-on",
-        "fail_on",
-        default=None,
-        metavar="VERDICTS",
-        help=(
-            "With --confirm: also exit 1 on these verdicts "
-            "(comma-separated: other-race, unexercised, error, dismissed)."
-        ),
-    ),
-    click.option(
-        "-v",
-        "--verbose",
-        is_flag=True,
-        help="With --confirm: print the sanitizer's report under each confirmed finding; else how many --facts hold.",
-    ),
-    click.option(
-        "--all-tests",
-        is_flag=True,
-        default=None,
-        help="With --confirm: run every test file, not only those that import stream code.",
-    ),
-    click.option(
-        "-k",
-        "keyword",
-        default=None,
-        metavar="EXPRESSION",
-        help="With --confirm: run only the selected tests that match this pytest -k expression.",
-    ),
-    click.option(
-        "--baseline",
-        type=click.Path(dir_okay=False),
-        default=None,
-        metavar="FILE",
-        help="With --confirm: show only the races that FILE (an earlier --confirm --format json report) does not have.",
-    ),
-    click.option(
-        "-n",
-        "--workers",
-        type=int,
-        default=None,
-        metavar="N",
-        help="With --confirm: run the tests in N pytest-xdist worker processes (default 0: one process).",
-    ),
-    click.option(
-        "--trace-out",
-        "trace_out",
-        type=click.Path(dir_okay=False),
-        default=None,
-        metavar="FILE",
-        help="With --confirm: draw the sanitized run as a Chrome/Perfetto trace (FILE.jsonl: the trace --replay "
-        "reads).",
-    ),
-    click.option(
-        "--save-facts",
-        "save_facts",
-        type=click.Path(dir_okay=False),
-        default=None,
-        metavar="FILE",
-        help="With --confirm: save what the run observed of the code's functions, for --facts (docs/sanitizer.md).",
-    ),
-]
-
-
-def _with_confirm_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed(CONFIRM_OPTIONS):
-        command = option(command)
-    return command
 
 
 def _fail(message: str) -> NoReturn:
@@ -396,7 +294,7 @@ def main() -> None:
     "--exit-non-zero-on-fix", is_flag=True, help="With --fix: exit 1 when anything was fixed, even if nothing is left."
 )
 @click.version_option(__version__, "--version", prog_name="csan-lint")
-@_with_confirm_options
+@with_confirm_options
 @click.pass_context
 def check(
     context: click.Context,

@@ -33,7 +33,16 @@ import pytest
 
 from csan_lint.runtime import child_races
 from csan_lint.runtime.block_owners import BlockOwners
-from csan_lint.runtime.pytest_report import REPORT_VERSION, ReportFile, ReportMerger, is_xdist_controller, worker_id
+from csan_lint.runtime.pytest_report import (
+    REPORT_VERSION,
+    ReportFile,
+    ReportMerger,
+    facts_out,
+    is_xdist_controller,
+    trace_out,
+    worker_id,
+    worker_path,
+)
 
 if TYPE_CHECKING:
     from csan_lint.runtime.events import RuntimeErrorReport
@@ -298,34 +307,6 @@ def _render(reports: list[RuntimeErrorReport | child_races.ChildRace]) -> str:
         return f"csan: {kinds} (internal error while rendering: {type(error).__name__}: {error})"
 
 
-def _trace_out(config: pytest.Config) -> Any:
-    """`--csan-trace-out PATH` (PATH.gwN under a pytest-xdist worker), open for writing."""
-    path = config.getoption("csan_trace_out")
-    if not path:
-        return None
-    from csan_lint.runtime.chrome import TraceOut
-
-    if worker_id(config) is not None:
-        stem, suffix = os.path.splitext(path)
-        path = f"{stem}.{worker_id(config)}{suffix}"
-    try:
-        return TraceOut(path)
-    except OSError as error:
-        raise pytest.UsageError(f"--csan-trace-out: cannot write {path}: {error.strerror}") from None
-
-
-def _facts(config: pytest.Config, sanitizer: Sanitizer) -> tuple[FactsRecorder | None, str | None]:
-    """`--csan-facts PATH`: facts recorded from now on, for PATH (PATH.gwN from an xdist worker)."""
-    path = config.getoption("csan_facts")
-    if not path:
-        return None, None
-    from csan_lint.runtime.facts_mode import record_facts
-
-    if worker_id(config) is not None:
-        path = f"{path}.{worker_id(config)}"
-    return record_facts(sanitizer), path
-
-
 class CsanSession:
     """The plugin's state for one pytest session (registered only when asked for)."""
 
@@ -333,8 +314,7 @@ class CsanSession:
         self.report_only: bool = _setting(config, "csan_report_only")
         self.device = _device(config, config.option)
         path = _setting(config, "csan_report")
-        if path and worker_id(config) is not None:
-            path = f"{path}.{worker_id(config)}"
+        path = worker_path(config, path) if path else path
         try:
             self.report = ReportFile(path) if path else None
         except OSError as error:
@@ -366,7 +346,7 @@ class CsanSession:
         worker = {"worker": worker_id(config)} if worker_id(config) else {}
         self._write({"type": "session", "version": REPORT_VERSION, "device": self.device, **worker})
         checked = _setting(config, "csan") and not config.getoption("csan_unchecked")
-        self.trace = _trace_out(config) if checked else None
+        self.trace = trace_out(config) if checked else None
         if checked:
             from csan_lint.runtime.sanitizer import Sanitizer
 
@@ -376,7 +356,7 @@ class CsanSession:
             self.sanitizer.internal_listeners.append(self._internal_error)
             self.sanitizer.enable()
             self.owners.register()  # after the sanitizer's callbacks
-            self.facts, self.facts_path = _facts(config, self.sanitizer)
+            self.facts, self.facts_path = facts_out(config, self.sanitizer)
             if self.device == "emulated":  # its children are emulated: they check themselves too
                 self.children = child_races.ChildReports()
                 child_races.follow_forks(self.sanitizer, self.children.directory)

@@ -10,6 +10,9 @@ interleave with another's):
      "reason": "<exception type>: <its message's first line>" | null, "gap": <emulation gap> | null}
     {"type": "stream-leak", "nodeid": ..., "device": N, "stream": handle}
 A race with `child` happened in a child process of the test (child_races.py).
+
+The session's other files are opened here too, with the same per-worker naming (`worker_path`):
+`--csan-trace-out` (`trace_out`) and `--csan-facts` (`facts_out`).
 """
 
 from __future__ import annotations
@@ -17,9 +20,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from csan_lint.runtime.facts_recorder import FactsRecorder
+    from csan_lint.runtime.sanitizer import Sanitizer
 
 REPORT_VERSION = 1
 
@@ -28,6 +35,19 @@ def worker_id(config: pytest.Config) -> str | None:
     """The pytest-xdist worker this process is (`gw0`, ...); None outside xdist's workers."""
     workerinput = getattr(config, "workerinput", None)
     return str(workerinput["workerid"]) if workerinput else None
+
+
+def worker_path(config: pytest.Config, path: str, *, keep_suffix: bool = False) -> str:
+    """`path` as this process writes it: `PATH.gwN` from a pytest-xdist worker (`stem.gwN.ext`
+    with `keep_suffix`, for a viewer that reads files by extension), else `path`; the controller
+    merges the workers' files."""
+    worker = worker_id(config)
+    if worker is None:
+        return path
+    if keep_suffix:
+        stem, suffix = os.path.splitext(path)
+        return f"{stem}.{worker}{suffix}"
+    return f"{path}.{worker}"
 
 
 def is_xdist_controller(config: pytest.Config) -> bool:
@@ -75,3 +95,27 @@ class ReportFile:
 
     def close(self) -> None:
         self.file.close()
+
+
+def trace_out(config: pytest.Config) -> Any:
+    """`--csan-trace-out PATH` (PATH.gwN under a pytest-xdist worker), open for writing."""
+    path = config.getoption("csan_trace_out")
+    if not path:
+        return None
+    from csan_lint.runtime.chrome import TraceOut
+
+    path = worker_path(config, path, keep_suffix=True)
+    try:
+        return TraceOut(path)
+    except OSError as error:
+        raise pytest.UsageError(f"--csan-trace-out: cannot write {path}: {error.strerror}") from None
+
+
+def facts_out(config: pytest.Config, sanitizer: Sanitizer) -> tuple[FactsRecorder | None, str | None]:
+    """`--csan-facts PATH`: facts recorded from now on, for PATH (PATH.gwN from an xdist worker)."""
+    path = config.getoption("csan_facts")
+    if not path:
+        return None, None
+    from csan_lint.runtime.facts_mode import record_facts
+
+    return record_facts(sanitizer), worker_path(config, path)
