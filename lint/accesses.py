@@ -17,6 +17,7 @@ from dataclasses import replace
 import libcst as cst
 
 from csan_lint.lint.analysis import assumptions as assumed
+from csan_lint.lint.analysis.tokens import CURRENT, HOST, UNKNOWN, distinct, issued_on
 from csan_lint.lint.bindings import Bindings
 from csan_lint.lint.callers import NO_CALLERS, CallersJoin
 from csan_lint.lint.calls import Calls
@@ -30,11 +31,8 @@ from csan_lint.lint.names import GRAPH_CAPTURE, ImportTable, dotted_name
 from csan_lint.lint.nodes import children, names_outside_returns, target_names
 from csan_lint.lint.numbers import used_as_numbers
 from csan_lint.lint.ordering import (
-    CURRENT,
-    HOST,
     LAUNCH_ACCESS,
     LAUNCHES,
-    UNKNOWN,
     Access,
     FlowLoop,
     FlowState,
@@ -44,9 +42,7 @@ from csan_lint.lint.ordering import (
     MarkUpdate,
     Produced,
     TrackedTensor,
-    distinct,
     in_report_order,
-    issued_on,
     join_states,
     launch_key,
 )

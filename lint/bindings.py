@@ -15,6 +15,7 @@ import libcst as cst
 
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis import assumptions as assumed
+from csan_lint.lint.analysis.tokens import UNKNOWN, choice, distinct, event_token, issued_on, item_key
 from csan_lint.lint.effects import Helpers, probe_key
 from csan_lint.lint.getters import getter_holder
 from csan_lint.lint.handover import handed_out, records, stash_dropped
@@ -22,7 +23,6 @@ from csan_lint.lint.kept import kept_items
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.nodes import literal_items
 from csan_lint.lint.ordering import (
-    UNKNOWN,
     Access,
     Assumed,
     FlowState,
@@ -33,9 +33,6 @@ from csan_lint.lint.ordering import (
     TrackedTensor,
     Unplaced,
     Within,
-    distinct,
-    issued_on,
-    item_key,
     join_states,
     launch_key,
 )
@@ -50,7 +47,6 @@ from csan_lint.lint.pathfacts import (
     none_names,
     without,
 )
-from csan_lint.lint.recognize import one_stream
 from csan_lint.lint.values import (
     Value,
     inplace_root,
@@ -273,7 +269,7 @@ class Bindings:
             return False
         self.maybe_tensors.discard(key)
         self._forget(key)
-        self._record(f"event:{key}", self.live.current)
+        self._record(event_token(key), self.live.current)
         return True
 
     def _bind(self, target: cst.BaseExpression, value: Value) -> None:
@@ -350,11 +346,11 @@ class Bindings:
         elif value.kind == "streams":
             for index, item in enumerate(value.items):
                 state.streams[f"{key}[{index}]"] = item
-            state.streams[item_key(key)] = one_stream(value.items) or UNKNOWN
+            state.streams[item_key(key)] = choice(value.items) or UNKNOWN
         elif value.kind == "context" and value.source is not None:
             state.contexts[key] = value.source
         elif value.kind == "event":
-            state.update_marks(MarkUpdate(None, None, drop=f"event:{key}"))
+            state.update_marks(MarkUpdate(None, None, drop=event_token(key)))
 
     def _kept_for_caller(self, container: str, name: str | None) -> None:
         """`self.c[k] = t`, `self.c.append(t)`, `t` allocated here from a side stream's pool,
@@ -443,7 +439,7 @@ class Bindings:
         stream = self._stream(value.func.value)
         self._forget(key)
         if stream is not None:
-            self._record(f"event:{key}", stream)
+            self._record(event_token(key), stream)
         return True
 
     def _forget(self, key: str) -> None:

@@ -14,10 +14,11 @@ import libcst as cst
 
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Kind
+from csan_lint.lint.analysis.tokens import HOST
 from csan_lint.lint.effects import Callee, Helpers
 from csan_lint.lint.kept import keep_item
 from csan_lint.lint.names import DEVICE_SYNC, SET_STREAM, ImportTable, dotted_name
-from csan_lint.lint.ordering import HOST, FlowState, MarkUpdate
+from csan_lint.lint.ordering import FlowState, MarkUpdate
 from csan_lint.lint.recognize import PARTIAL
 from csan_lint.lint.values import Value, freed_storage, is_barrier, is_constructor, is_inplace
 from csan_lint.lint.vocabulary import (

@@ -22,11 +22,12 @@ import libcst as cst
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Kind
 from csan_lint.lint.analysis.assumptions import DATA_SWAP
+from csan_lint.lint.analysis.tokens import CURRENT
 from csan_lint.lint.bindings import rebound_storage
 from csan_lint.lint.hostfacts import may_not_block
 from csan_lint.lint.modulestate import state_items
 from csan_lint.lint.nodes import descendants
-from csan_lint.lint.ordering import CURRENT, Access, Hazard, HazardKind
+from csan_lint.lint.ordering import Access, Hazard, HazardKind
 
 
 def swapped_out(

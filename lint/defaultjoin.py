@@ -24,21 +24,11 @@ from collections.abc import Callable, Collection
 import libcst as cst
 
 from csan_lint.lint.analysis.assumptions import DEFAULT_STREAM_JOIN
+from csan_lint.lint.analysis.tokens import CURRENT, DEFAULT
 from csan_lint.lint.effects import PROBE_ACCESS
 from csan_lint.lint.names import DEFAULT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import descendants
-from csan_lint.lint.ordering import (
-    CURRENT,
-    DEFAULT,
-    Access,
-    FlowState,
-    Hazard,
-    HazardKind,
-    Mark,
-    TrackedTensor,
-    join_states,
-    launch_key,
-)
+from csan_lint.lint.ordering import Access, FlowState, Hazard, HazardKind, Mark, TrackedTensor, join_states, launch_key
 from csan_lint.lint.vocabulary import STREAM_WAITS
 
 

@@ -17,20 +17,11 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
+from csan_lint.lint.analysis.tokens import CURRENT, HOST, event_name, event_token, issued_on, root
 from csan_lint.lint.interpret import SUMMARY
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.nodes import children
-from csan_lint.lint.ordering import (
-    CURRENT,
-    HOST,
-    Access,
-    FactUpdate,
-    FlowState,
-    Mark,
-    TrackedTensor,
-    issued_on,
-    join_states,
-)
+from csan_lint.lint.ordering import Access, FactUpdate, FlowState, Mark, TrackedTensor, join_states
 from csan_lint.lint.receivers import Receivers
 from csan_lint.lint.recognize import ContextFunctions
 from csan_lint.lint.run_facts import NO_MODULE_FACTS, ModuleFacts
@@ -335,10 +326,14 @@ class Helpers:
             return None
 
         def meaningful(token: str) -> bool:
-            root = token.removeprefix("event:").split(".", 1)[0]
-            handed = root.startswith(RETURNED)  # an event returned beside a tensor (lint/returns.py)
+            first = root(token)
+            handed = first.startswith(RETURNED)  # an event returned beside a tensor (lint/returns.py)
             return (
-                token in (CURRENT, HOST) or handed or root in names or root in ("self", "cls") or root in self.globals
+                token in (CURRENT, HOST)
+                or handed
+                or first in names
+                or first in ("self", "cls")
+                or first in self.globals
             )
 
         def outside(after: frozenset[str]) -> frozenset[str]:
@@ -541,9 +536,9 @@ class Effects:
             return token
         if token == CURRENT:
             return self.live.current
-        if token.startswith("event:"):
-            stream = self._translate(found, call, token.removeprefix("event:"))
-            return None if stream is None else f"event:{stream}"
+        if (name := event_name(token)) is not None:
+            stream = self._translate(found, call, name)
+            return None if stream is None else event_token(stream)
         root = token.split(".", 1)[0]
         if root in found.summary.names:
             value = _argument(found.summary, call, root)

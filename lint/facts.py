@@ -16,11 +16,12 @@ import libcst as cst
 from libcst.metadata import CodeRange
 
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
+from csan_lint.lint.analysis.tokens import CURRENT
 from csan_lint.lint.analysis.uses import NO_USES, ModuleUses
 from csan_lint.lint.hoststate import Copy
 from csan_lint.lint.model import NO_SPELLINGS, Span, Spellings
 from csan_lint.lint.names import ImportTable
-from csan_lint.lint.ordering import CURRENT, Hazard, HazardKind, Missing
+from csan_lint.lint.ordering import Hazard, HazardKind, Missing
 from csan_lint.lint.positions import Positions, positions
 from csan_lint.lint.run_facts import NO_MODULE_FACTS, ModuleFacts
 

@@ -11,8 +11,8 @@ from collections.abc import Collection
 
 import libcst as cst
 
+from csan_lint.lint.analysis.tokens import item_key
 from csan_lint.lint.names import dotted_name
-from csan_lint.lint.ordering import item_key
 from csan_lint.lint.vocabulary import ALLOCATING_METHODS, TENSOR_METHODS, VIEW_METHODS
 
 

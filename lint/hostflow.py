@@ -29,6 +29,7 @@ import libcst as cst
 
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Kind, Receiver
+from csan_lint.lint.analysis.tokens import CURRENT, DEFAULT, choice, event_token
 from csan_lint.lint.devices import Place, place_of_device, place_of_result
 from csan_lint.lint.facts import HostHazard, ModuleFlow
 from csan_lint.lint.hostfacts import (
@@ -66,8 +67,7 @@ from csan_lint.lint.names import (
     dotted_name,
 )
 from csan_lint.lint.nodes import literal_items
-from csan_lint.lint.ordering import CURRENT, DEFAULT
-from csan_lint.lint.recognize import entered_streams, one_stream
+from csan_lint.lint.recognize import entered_streams
 from csan_lint.lint.values import code_of, is_barrier, is_host_test, is_reference
 from csan_lint.lint.views import viewed
 from csan_lint.lint.vocabulary import (
@@ -191,7 +191,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         if key is not None and key in self.live.contexts:
             return self.live.contexts[key]
         entered = entered_streams(expr, self.imports, self.facts.contexts, self.live.streams.__contains__)
-        return None if entered is None else one_stream(map(self._stream, entered))
+        return None if entered is None else choice(map(self._stream, entered))
 
     def _loop_frame(self, head: HostState) -> Loop[HostState]:
         return Loop()
@@ -250,8 +250,8 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         qualified = self.imports.qualified(value.func)
         if qualified in EVENT_CONSTRUCTORS:
             state.unrecorded |= {key}
-            forget_token(state.into, f"event:{key}")  # a new event orders nothing yet
-            forget_token(state.out_of, f"event:{key}")
+            forget_token(state.into, event_token(key))  # a new event orders nothing yet
+            forget_token(state.out_of, event_token(key))
         elif qualified in (CURRENT_STREAM, DEFAULT_STREAM):
             state.streams[key] = self._stream(value) or key
         elif qualified not in STREAM_VALUES and (stream := self._context_stream(value)) is not None:

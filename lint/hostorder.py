@@ -11,10 +11,11 @@ import libcst as cst
 
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Kind
+from csan_lint.lint.analysis.tokens import CURRENT, DEFAULT, UNKNOWN, event_token
 from csan_lint.lint.hostfacts import is_self, written_buffer
 from csan_lint.lint.hoststate import Capture, HostState, drop_pending, forget_token, update_pending
 from csan_lint.lint.names import ImportTable, dotted_name
-from csan_lint.lint.ordering import CURRENT, DEFAULT, UNKNOWN, query_poll
+from csan_lint.lint.ordering import query_poll
 from csan_lint.lint.streams import stream_token
 from csan_lint.lint.values import code_of
 from csan_lint.runtime import kinds
@@ -82,8 +83,8 @@ class HostOrdering:
                 self._hazard(kinds.WAIT_UNRECORDED_EVENT, node, event=event)
                 state.unrecorded -= {event}
             if event is not None and waiter is not None:
-                update_pending(state.into, f"event:{event}", waiter)
-                update_pending(state.out_of, f"event:{event}", waiter)
+                update_pending(state.into, event_token(event), waiter)
+                update_pending(state.out_of, event_token(event), waiter)
                 if capture is not None:
                     for captured, recorded_on in capture.events:
                         if captured == event:
@@ -103,7 +104,7 @@ class HostOrdering:
             if synced is not None:
                 self._host_sync(synced)
             if key is not None:
-                self._host_sync(f"event:{key}")
+                self._host_sync(event_token(key))
         elif method == "__enter__" and not args:
             state.current = UNKNOWN  # a context entered by hand: it may make any stream current
         elif op is not None and op.kind is Kind.CAPTURE_BEGIN:
@@ -126,11 +127,11 @@ class HostOrdering:
             if synced is not None:
                 self._host_sync(synced)
             if (key := dotted_name(poll[0])) is not None:
-                self._host_sync(f"event:{key}")
+                self._host_sync(event_token(key))
 
     def _record(self, event: str, stream: str) -> None:
         state = self.live
-        token = f"event:{event}"
+        token = event_token(event)
         forget_token(state.into, token)
         forget_token(state.out_of, token)
         update_pending(state.into, stream, token)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
-from csan_lint.lint.ordering import CURRENT, UNKNOWN
+from csan_lint.lint.analysis.tokens import CURRENT, UNKNOWN
 from csan_lint.lint.recognize import join_contexts
 
 CAPTURE = "<capture>"

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis.tokens import is_item_of, items_prefix
 from csan_lint.lint.interpret import only_waits
 from csan_lint.lint.values import iterated_items
 
@@ -32,7 +33,7 @@ class ItemWait:
     @property
     def item_prefix(self) -> str:
         """How the ordering tokens of the collection's items begin (`c[`, `event:c[`)."""
-        return f"event:{self.collection}[" if self.event else f"{self.collection}["
+        return items_prefix(self.collection, self.event)
 
 
 def item_waits(loop: cst.For | cst.While) -> Iterator[ItemWait]:
@@ -54,4 +55,4 @@ def item_waits(loop: cst.For | cst.While) -> Iterator[ItemWait]:
 
 def is_item_token(token: str, wait: ItemWait) -> bool:
     """`token` names an item of the waited collection (`c[0]`, `c[i % 2]`, `c[]`)."""
-    return token.startswith(wait.item_prefix) and token.endswith("]")
+    return is_item_of(token, wait.item_prefix)

@@ -9,8 +9,9 @@ from dataclasses import replace
 
 import libcst as cst
 
+from csan_lint.lint.analysis.tokens import item_key
 from csan_lint.lint.names import dotted_name
-from csan_lint.lint.ordering import TrackedTensor, item_key, join_tensor
+from csan_lint.lint.ordering import TrackedTensor, join_tensor
 
 
 def kept_items(tensors: dict[str, TrackedTensor], target: cst.BaseExpression, value: cst.BaseExpression) -> None:

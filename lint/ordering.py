@@ -20,7 +20,6 @@ path facts instead (`Mark.held_if`), and holds again on a later path whose facts
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -29,23 +28,23 @@ from typing import Literal
 import libcst as cst
 
 from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis.tokens import (
+    CURRENT,
+    DEFAULT,
+    HOST,
+    UNKNOWN,
+    alternatives,
+    choice,
+    on_path,
+    path_of,
+    without_path,
+)
 from csan_lint.lint.interpret import Loop
 from csan_lint.lint.pathfacts import NO_FACTS, Facts, contradicts, implies, without
-from csan_lint.lint.recognize import OR, join_contexts, one_stream
+from csan_lint.lint.recognize import join_contexts
 from csan_lint.lint.regions import Region, disjoint, mentions
 from csan_lint.lint.summaries import ANY_OTHER
 from csan_lint.runtime import kinds
-
-CURRENT = "<current>"
-"""The stream that is current where the function is entered (the caller's)."""
-HOST = "*"
-"""Ordering token of a host sync: every later launch on any stream comes after the access."""
-DEFAULT = "<default>"
-"""The device's default stream inside a function: the caller's stream may be another one
-(a side stream it entered), so a wait on it does not order the current stream's work; which
-of the two it is stays unknown, so accesses on them never conflict by themselves."""
-UNKNOWN = "?"
-"""A name bound to different streams on different paths: blocks on it are not judged."""
 
 
 class HazardKind(Enum):
@@ -116,9 +115,9 @@ class Mark:
         if HOST in self.after or stream in self.after:
             return None
         own = self.access.stream
-        for source in sorted(own.split(OR)):
-            for target in sorted(stream.split(OR)):
-                ordered = target in self.after or (own != source and f"{target}{_ON}{source}" in self.after)
+        for source in sorted(alternatives(own)):
+            for target in sorted(alternatives(stream)):
+                ordered = target in self.after or (own != source and on_path(target, source) in self.after)
                 if distinct(source, target) and not ordered:
                     return source, target
         return None
@@ -235,10 +234,6 @@ class Unplaced:
         )
 
 
-_ON = "@"
-"""`s@a`: ordered before `s` on the path where a stream chosen at run time was `a`."""
-
-
 def in_report_order(marks: frozenset[Mark]) -> Iterable[Mark]:
     """`marks` in an order that does not depend on memory addresses (a frozenset of marks
     iterates by the hash of their syntax nodes), so that when several accesses race with one,
@@ -257,14 +252,6 @@ def in_report_order(marks: frozenset[Mark]) -> Iterable[Mark]:
     )
 
 
-def issued_on(stream: str) -> frozenset[str]:
-    """What an access on `stream` starts ordered before: that stream; for a stream chosen at run
-    time (`a or b`: an item of `[current_stream(), cp]` picked by `i % 2`), each choice on its own
-    path (`a@a`, `b@b`), so that a wait on `b` orders the `b` path only."""
-    parts = stream.split(OR)
-    return frozenset({stream, *(f"{part}{_ON}{part}" for part in parts)}) if len(parts) > 1 else frozenset({stream})
-
-
 class MarkUpdate:
     """Drops `drop` from every mark, then adds `token` to those whose `after` holds `when`
     (every mark if `when` is None), and `token@a` to those that hold `when@a`."""
@@ -278,13 +265,13 @@ class MarkUpdate:
         for mark in marks:
             after = mark.after
             if self.drop is not None:
-                dropped = {token for token in after if token.partition(_ON)[0] == self.drop}
+                dropped = {token for token in after if without_path(token) == self.drop}
                 after = after - dropped if dropped else after
             if self.token is not None and (self.when is None or self.when in after) and self.token not in after:
                 after = after | {self.token}
             elif self.token is not None and self.when is not None:
-                paths = {path for token in after if (path := _path_of(token, self.when))}
-                added = {f"{self.token}{_ON}{path}" for path in paths} - after
+                paths = {path for token in after if (path := path_of(token, self.when))}
+                added = {on_path(self.token, path) for path in paths} - after
                 after = after | added if added else after
             held = self._held(mark.held_if)
             if after is not mark.after or held is not mark.held_if:
@@ -298,7 +285,7 @@ class MarkUpdate:
         if not held:
             return held
         if self.drop is not None:
-            held = frozenset(entry for entry in held if entry[0].partition(_ON)[0] != self.drop)
+            held = frozenset(entry for entry in held if without_path(entry[0]) != self.drop)
         if self.token is not None and self.when is not None:
             held |= {(self.token, condition) for token, condition in held if token == self.when}
         return held
@@ -365,12 +352,6 @@ class FlowState:
             self.tensors[key] = tensor.with_marks(update)
         for released, tensor in self.released.items():
             self.released[released] = tensor.with_marks(update)
-
-
-def _path_of(token: str, stream: str) -> str | None:
-    """`a` for `stream@a`: the path of a chosen stream on which the access is ordered before `stream`."""
-    before, on, path = token.partition(_ON)
-    return path if on and before == stream else None
 
 
 Sides = tuple[Facts, Facts]
@@ -486,7 +467,7 @@ def _entered_on_one_path(a: FlowState, b: FlowState) -> Kept:
     right = {*b.contexts.values(), *b.streams.values()}
 
     def parts(streams: set[str]) -> frozenset[str]:
-        return frozenset({part for stream in streams for part in stream.split(OR)} - {CURRENT, DEFAULT, UNKNOWN})
+        return frozenset({part for stream in streams for part in alternatives(stream)} - {CURRENT, DEFAULT, UNKNOWN})
 
     return parts(left - right), parts(right - left)
 
@@ -501,36 +482,9 @@ def _join_bindings(a: dict[str, str], b: dict[str, str]) -> dict[str, str]:
         local = key.isidentifier()
         left = a[key] if key in a else b[key] if local else key
         right = b[key] if key in b else a[key] if local else key
-        choice = one_stream((left, right)) if UNKNOWN not in (left, right) else None
-        joined[key] = left if left == right else choice or UNKNOWN
+        chosen = choice((left, right)) if UNKNOWN not in (left, right) else None
+        joined[key] = left if left == right else chosen or UNKNOWN
     return joined
-
-
-def item_key(collection: str) -> str:
-    """The binding of an item of a list of streams picked by a computed key (`streams[i % 2]`):
-    one of them, chosen at run time."""
-    return f"{collection}[]"
-
-
-def distinct(a: str, b: str) -> bool:
-    """Whether stream tokens `a` and `b` are known to be different streams, on some path for a
-    stream chosen at run time (`a or b`: its choice other than `a` is not `a`). One spelling is one
-    stream; a stream of unknown identity, or two items of one collection picked by computed keys
-    (`streams[i % 2]`), may be the same: never a finding by itself."""
-    if a == b or UNKNOWN in (a, b) or {a, b} == {DEFAULT, CURRENT}:
-        return False
-    if OR in a or OR in b:
-        return any(distinct(left, right) for left in a.split(OR) for right in b.split(OR))
-    left, right = _item(a), _item(b)
-    return not (left and right and left[0] == right[0] and not (left[1] and right[1]))
-
-
-def _item(stream: str) -> tuple[str, bool] | None:
-    """`streams[i]` -> ("streams", False): the collection, and whether the key is a literal."""
-    match = re.fullmatch(r"(.+?)\[(.+)\]", stream)
-    if match is None:
-        return None
-    return match.group(1), re.fullmatch(r"-?\d+|'[^']*'|\"[^\"]*\"", match.group(2).strip()) is not None
 
 
 _LAUNCH_NODE = cst.Name("launch")

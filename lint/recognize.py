@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis.tokens import choice
 from csan_lint.lint.model import NO_SPELLINGS, Spellings
 from csan_lint.lint.names import (
     STREAM_CONTEXTS,
@@ -49,8 +50,6 @@ _EVENT_NAME = re.compile(r"(?i)(?:" + "|".join(_RECEIVER_WORDS) + ")s?$")
 
 
 PARTIAL = "functools.partial"
-OR = " or "
-"""Joins the alternatives of a stream chosen at run time: `a or b`."""
 _EXIT_STACKS = frozenset({"contextlib.ExitStack", "contextlib.AsyncExitStack"})
 _CONTEXT_MANAGERS = frozenset({"contextlib.contextmanager", "contextlib.asynccontextmanager"})
 
@@ -143,17 +142,10 @@ def entered_streams(
     return None
 
 
-def one_stream(names: Iterable[str | None]) -> str | None:
-    """The stream an item enters, from an interpreter's names of its alternatives (None: no
-    stream): None, the one named, or "a or b" (sorted) for a stream chosen at run time."""
-    distinct = sorted({part for name in names if name is not None for part in name.split(OR)})
-    return OR.join(distinct) if distinct else None
-
-
 def join_contexts(a: Mapping[str, str], b: Mapping[str, str]) -> dict[str, str]:
     """Context bindings where two paths meet: a context chosen by if/else enters its stream
     (the other path bound none, or one entering none: `suppress`), or one of two streams."""
-    return {key: stream for key in a.keys() | b.keys() if (stream := one_stream((a.get(key), b.get(key))))}
+    return {key: stream for key in a.keys() | b.keys() if (stream := choice((a.get(key), b.get(key))))}
 
 
 def is_exit_stack(node: cst.With, imports: ImportTable) -> bool:

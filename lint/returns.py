@@ -8,7 +8,6 @@ the other parts (bindings, values, accesses).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
@@ -17,23 +16,22 @@ import libcst as cst
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS
+from csan_lint.lint.analysis.tokens import (
+    CURRENT,
+    DEFAULT,
+    alternatives,
+    distinct,
+    event_name,
+    event_token,
+    is_event,
+    issued_on,
+    root,
+)
 from csan_lint.lint.callers import CallersJoin
 from csan_lint.lint.effects import Helpers, probe_key
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.nodes import descendants, parameters
-from csan_lint.lint.ordering import (
-    CURRENT,
-    DEFAULT,
-    Access,
-    FlowState,
-    HazardKind,
-    Mark,
-    Produced,
-    TrackedTensor,
-    distinct,
-    issued_on,
-)
-from csan_lint.lint.recognize import OR
+from csan_lint.lint.ordering import Access, FlowState, HazardKind, Mark, Produced, TrackedTensor
 from csan_lint.lint.run_facts import NO_MODULE_FACTS
 from csan_lint.lint.scan import kept_tensor_params, tensor_annotation, used_as_tensors
 from csan_lint.lint.streams import stream_token
@@ -42,7 +40,7 @@ from csan_lint.lint.values import Value, called_or_named
 
 _NOT_TENSORS = ("stream", "context", "event", "host")
 """Kinds of values a call may return that are never tensors."""
-_HANDED = f"event:{RETURNED}["
+_HANDED = event_token(f"{RETURNED}[")
 """The callee's token of an event it returns beside a tensor, in the marks of its summary."""
 
 
@@ -193,7 +191,7 @@ class Returns:
                 mark = Mark(self._make_access(element, write=True), issued_on(self.live.current))
                 noted.append((position, element, mark))
         names = enumerate(map(dotted_name, elements)) if listed else ()  # `return out, done`: done is <return>[1]
-        handed = {f"event:{name}": f"event:{returned_key(index)}" for index, name in names}
+        handed = {event_token(name): event_token(returned_key(index)) for index, name in names}
         self.returned.update((position, _renamed(mark, handed)) for position, _, mark in noted)
         return noted
 
@@ -256,7 +254,7 @@ class Returns:
             if (
                 not self._pending_at_return(mark, self.entry_stream)
                 or mark.orders(DEFAULT)
-                or not all(map(self._known_stream, stream.split(OR)))
+                or not all(map(self._known_stream, alternatives(stream)))
                 or self._followed(position)
             ):
                 continue
@@ -322,16 +320,16 @@ class Returns:
             distinct(stream, caller)
             and not mark.orders(caller)
             and stream not in self.caller_streams
-            and not set(stream.split(OR)) - {CURRENT} <= self.joined_at_entry
-            and not all(map(self.callers_join, set(stream.split(OR)) - {CURRENT}))
+            and not set(alternatives(stream)) - {CURRENT} <= self.joined_at_entry
+            and not all(map(self.callers_join, set(alternatives(stream)) - {CURRENT}))
             and not any(on == stream and self._reachable_event(event) for event, on in self.records)
         )
 
     def _reachable_event(self, token: str) -> bool:
         """An event the caller holds too: stored on `self`, or passed in (also an item of
         what was: `state["done"][i]`)."""
-        root = re.split(r"[.\[]", token.removeprefix("event:"), maxsplit=1)[0]
-        return token.startswith("event:") and (root in ("self", "cls") or root in self.caller_streams)
+        first = root(token)
+        return is_event(token) and (first in ("self", "cls") or first in self.caller_streams)
 
     def _bind_returned(self, target: cst.BaseExpression, returned: dict[int | None, Mark]) -> None:
         """`x = f()`, `a, b = f()`: each name starts from the write, on the callee's stream, of
@@ -342,14 +340,14 @@ class Returns:
         named = list(enumerate(elements)) if elements else [(None, target)]
         handed: dict[str, str] = {}  # the callee's token for an event it returned -> the caller's
         for token in {token for mark in returned.values() for token in mark.after}:
-            position = returned_position(token.removeprefix("event:")) if token.startswith(_HANDED) else None
+            position = returned_position(event_name(token) or "") if token.startswith(_HANDED) else None
             if position is not None and isinstance(target, cst.Name):
-                handed[token] = f"event:{target.value}[{position}]"
+                handed[token] = event_token(f"{target.value}[{position}]")
             elif position is not None and position < len(elements) and (name := dotted_name(elements[position])):
-                handed[token] = f"event:{name}"
+                handed[token] = event_token(name)
         for index, element in named:
             mark = returned.get(index) or returned.get(None)
-            if isinstance(element, cst.Name) and f"event:{returned_key(index)}" in handed:
+            if isinstance(element, cst.Name) and event_token(returned_key(index)) in handed:
                 self.live.tensors.pop(element.value, None)  # the event, no tensor
             elif isinstance(element, cst.Name) and mark is not None:
                 self.live.tensors[element.value] = TrackedTensor(

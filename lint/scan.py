@@ -13,10 +13,10 @@ import libcst as cst
 
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Kind, Receiver
+from csan_lint.lint.analysis.tokens import CURRENT, UNKNOWN, alternatives, choice, root
 from csan_lint.lint.names import CURRENT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import children, descendants, parameters, target_names
-from csan_lint.lint.ordering import CURRENT, UNKNOWN
-from csan_lint.lint.recognize import NO_FUNCTIONS, OR, ContextFunctions, entered_streams, one_stream
+from csan_lint.lint.recognize import NO_FUNCTIONS, ContextFunctions, entered_streams
 from csan_lint.lint.summaries import module_name
 from csan_lint.lint.values import COMPREHENSIONS, code_of
 from csan_lint.lint.vocabulary import (
@@ -319,9 +319,9 @@ def _named_alike(stream: str, function: cst.FunctionDef, globals_: frozenset[str
     choice the current stream, or rooted at `self`/`cls`, a module global, or a parameter of the
     same name (`state.s`)."""
     names = {param.name.value for param in parameters(function)}
-    for choice in stream.split(OR):
-        root = choice.split(".", 1)[0].split("[", 1)[0]
-        if choice != CURRENT and root not in ("self", "cls") and root not in globals_ and root not in names:
+    for part in alternatives(stream):
+        first = root(part)
+        if part != CURRENT and first not in ("self", "cls") and first not in globals_ and first not in names:
             return False
     return True
 
@@ -347,7 +347,7 @@ def _spelled(stream: cst.BaseExpression, function: cst.FunctionDef | None, impor
     tokens = [_bound_stream(value, imports) if value is not None else None for value in bound]
     if None in tokens or stream.value in {param.name.value for param in parameters(function)}:
         return UNKNOWN  # a parameter rebound may still be the caller's stream
-    return one_stream(tokens) or UNKNOWN
+    return choice(tokens) or UNKNOWN
 
 
 def _bound_stream(value: cst.BaseExpression, imports: ImportTable) -> str | None:
@@ -355,7 +355,7 @@ def _bound_stream(value: cst.BaseExpression, imports: ImportTable) -> str | None
     None for anything else."""
     if isinstance(value, cst.IfExp):
         sides = [_bound_stream(side, imports) for side in (value.body, value.orelse)]
-        return None if None in sides else one_stream(sides)
+        return None if None in sides else choice(sides)
     if isinstance(value, cst.Call) and imports.qualified(value.func) == CURRENT_STREAM:
         return CURRENT
     return dotted_name(value)

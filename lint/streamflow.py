@@ -24,6 +24,7 @@ from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.api import Kind
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
+from csan_lint.lint.analysis.tokens import CURRENT
 from csan_lint.lint.analysis.uses import NO_USES, ModuleUses, module_uses
 from csan_lint.lint.callers import CallersJoin
 from csan_lint.lint.carried import unrecorded_carried
@@ -34,7 +35,7 @@ from csan_lint.lint.facts import Carried, ModuleFlow, Sibling
 from csan_lint.lint.model import NO_SPELLINGS, Spellings
 from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import parse_module
-from csan_lint.lint.ordering import CURRENT, FlowState, Hazard, Mark, TrackedTensor, join_states, join_tensor
+from csan_lint.lint.ordering import FlowState, Hazard, Mark, TrackedTensor, join_states, join_tensor
 from csan_lint.lint.run_facts import NO_MODULE_FACTS, ModuleFacts
 from csan_lint.lint.scan import (
     body_of,

@@ -15,14 +15,23 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from csan_lint.lint.analysis import api
-from csan_lint.lint.itemwaits import is_item_token, item_waits
-from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, ImportTable, dotted_name
-from csan_lint.lint.ordering import (
+from csan_lint.lint.analysis.tokens import (
     CURRENT,
     DEFAULT,
     HOST,
-    LAUNCH_ACCESS,
     UNKNOWN,
+    alternatives,
+    choice,
+    event_token,
+    is_choice,
+    is_event,
+    item_key,
+    root,
+)
+from csan_lint.lint.itemwaits import is_item_token, item_waits
+from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, ImportTable, dotted_name
+from csan_lint.lint.ordering import (
+    LAUNCH_ACCESS,
     Access,
     FlowState,
     Hazard,
@@ -30,11 +39,10 @@ from csan_lint.lint.ordering import (
     Mark,
     MarkUpdate,
     TrackedTensor,
-    item_key,
     launch_key,
     query_poll,
 )
-from csan_lint.lint.recognize import NO_FUNCTIONS, OR, entered_streams, one_stream
+from csan_lint.lint.recognize import NO_FUNCTIONS, entered_streams
 from csan_lint.lint.scan import body_of
 from csan_lint.lint.values import code_of
 from csan_lint.lint.views import viewed
@@ -125,7 +133,11 @@ class Streams:
         elif op == api.WAIT_EVENT and by_stream and args:
             waiter, event = self._stream(receiver), self._event(args[0])
             if waiter is not None and event is not None:
-                if event.startswith("event:self.") and not any(recorded == event for recorded, _ in self.records):
+                if (
+                    root(event) == "self"
+                    and is_event(event)
+                    and not any(recorded == event for recorded, _ in self.records)
+                ):
                     self.waits_callers_event.add(waiter)  # an event of the object's, recorded by another method
                 self._default_join(node, waiter, event, args[0])
                 self._order(MarkUpdate(event, waiter))
@@ -163,13 +175,13 @@ class Streams:
         if not waits:
             return
         marks = [mark for tensor in self.live.tensors.values() for mark in tensor.writes | tensor.reads | tensor.uses]
-        named = {token for mark in marks for token in (*mark.after, *mark.access.stream.split(OR))}
+        named = {token for mark in marks for token in (*mark.after, *alternatives(mark.access.stream))}
         for wait, waiter in waits:
             bound = {
                 part
                 for key, stream in self.live.streams.items()
                 if is_item_token(key, wait)
-                for part in stream.split(OR)
+                for part in alternatives(stream)
             }
             items = {token for token in named if is_item_token(token, wait)} | bound
             for token in sorted(items - {waiter, UNKNOWN}):
@@ -182,7 +194,7 @@ class Streams:
         meant to name, is not waited on. A stream chosen at run time between a side stream and
         the current one (`s if c else current_stream()`) is judged on the path of the side
         stream; not one chosen between side streams, nor an unknown one."""
-        sides = set(stream.split(OR)) - {CURRENT}
+        sides = set(alternatives(stream)) - {CURRENT}
         if stream != self.live.current or len(sides) != 1 or not self._definite(next(iter(sides))):
             return
         access = self._make_access(node, write=False)
@@ -191,7 +203,7 @@ class Streams:
 
     def _definite(self, stream: str) -> bool:
         """One known stream, outside blocks on an unknown one: not UNKNOWN, not chosen at run time."""
-        return not self.silent and stream != UNKNOWN and OR not in stream
+        return not self.silent and stream != UNKNOWN and not is_choice(stream)
 
     def _record_stream(self, node: cst.Call, tensor: cst.BaseExpression, stream_expr: cst.BaseExpression) -> None:
         """`t.record_stream(s)`: bookkeeping of the allocator on the host, no kernel reads `t`.
@@ -259,7 +271,7 @@ class Streams:
         """Applies an ordering to every access; the tokens it depends on are worth probing."""
         self.tokens.update(token for token in (update.when, update.drop) if token is not None)
         when = update.when
-        if when is not None and when != HOST and not when.startswith("event:"):
+        if when is not None and when != HOST and not is_event(when):
             # the stream's launches before the function (the caller's) are ordered too
             launch = Mark(LAUNCH_ACCESS, frozenset({when}))
             self.live.tensors.setdefault(launch_key(when), TrackedTensor(writes=frozenset({launch})))
@@ -280,12 +292,12 @@ class Streams:
             return self.live.contexts[key]
         functions = self.helpers.contexts if self.helpers is not None else NO_FUNCTIONS
         entered = entered_streams(expr, self.imports, functions, self.live.streams.__contains__)
-        return None if entered is None else one_stream(map(self._stream, entered))
+        return None if entered is None else choice(map(self._stream, entered))
 
     def _event(self, expr: cst.BaseExpression) -> str | None:
         """The ordering token of the event an expression denotes; None for `None`."""
         name = self._stream(expr)
-        return None if name is None else f"event:{name}"
+        return None if name is None else event_token(name)
 
     def _stream(self, expr: cst.BaseExpression) -> str | None:
         default = CURRENT if self.function is None else DEFAULT  # a script's body runs on the default stream

@@ -21,6 +21,7 @@ import libcst as cst
 
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Direction, Kind
+from csan_lint.lint.analysis.tokens import choice
 from csan_lint.lint.devices import Place, place_of_result
 from csan_lint.lint.names import (
     CURRENT_STREAM,
@@ -33,7 +34,6 @@ from csan_lint.lint.names import (
 )
 from csan_lint.lint.nodes import children, target_names
 from csan_lint.lint.ordering import FlowState
-from csan_lint.lint.recognize import one_stream
 from csan_lint.lint.regions import Region, region_of
 from csan_lint.lint.vocabulary import (
     ALLOCATING_METHODS,
@@ -396,7 +396,7 @@ class Values:
         sides = (expr.body, expr.orelse)
         chosen = [side for side in sides if not (isinstance(side, cst.Name) and side.value == "None")]
         if chosen and all(map(self._is_stream, chosen)):
-            return Value("stream", one_stream(map(self._stream, chosen)))
+            return Value("stream", choice(map(self._stream, chosen)))
         context = self._context_stream(expr) if any(isinstance(side, cst.Call) for side in sides) else None
         return Value("context", context) if context is not None else Value("other")
 

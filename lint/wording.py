@@ -3,11 +3,11 @@ hazard (`message_fields`) and of a host hazard (`host_fields`)."""
 
 from __future__ import annotations
 
+from csan_lint.lint.analysis.tokens import CURRENT, DEFAULT, alternatives, choice
 from csan_lint.lint.facts import HostHazard, ModuleFlow
 from csan_lint.lint.hoststate import CAPTURE, Copy
 from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM
-from csan_lint.lint.ordering import CURRENT, DEFAULT, Hazard
-from csan_lint.lint.recognize import OR
+from csan_lint.lint.ordering import Hazard
 
 
 def message_fields(hazard: Hazard, current: str = f"{CURRENT_STREAM}()") -> dict[str, str]:
@@ -49,7 +49,7 @@ def _describe(stream: str) -> str:
     """Prose for a stream token; of a stream chosen at run time, only the side streams it may be."""
     if stream == DEFAULT:
         return "the default stream"
-    sides = OR.join(choice for choice in stream.split(OR) if choice != CURRENT)
+    sides = choice(part for part in alternatives(stream) if part != CURRENT)
     return f"side stream '{sides}'" if sides else "the current stream"
 
 
@@ -58,7 +58,7 @@ def _code(stream: str, current: str) -> str:
     time, its first side stream (waiting on it orders each path: on the others it is a stream
     the current one need not wait for, or the current stream itself)."""
     spelled = {CURRENT: current, DEFAULT: f"{DEFAULT_STREAM}()"}
-    sides = [choice for choice in stream.split(OR) if choice != CURRENT]
+    sides = [part for part in alternatives(stream) if part != CURRENT]
     return spelled.get(sides[0], sides[0]) if sides else current
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
+from csan_lint.lint.analysis.tokens import event_name
 from csan_lint.lint.edits import attach, current_stream_code, join_before_use
 from csan_lint.lint.facts import Hazard, HazardKind, Missing, ModuleFlow
 from csan_lint.lint.model import Finding
@@ -414,8 +415,8 @@ class MissingJoin(Rule):
     def _default_join(self, flow: ModuleFlow, hazard: Hazard) -> Finding:
         current = current_stream_code(flow)
         fields = {**message_fields(hazard, current), "method": "wait_stream", "function": hazard.function or ""}
-        event = hazard.other.removeprefix("event:")
-        if event != hazard.other:
+        event = event_name(hazard.other)
+        if event is not None:
             fields.update(other=f"event '{event}'", method="wait_event", other_code=event)
         finding = self.finding(flow.path, **flow.location(hazard), **fields)
         return replace(

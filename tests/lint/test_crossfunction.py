@@ -15,9 +15,9 @@ import libcst as cst
 import pytest
 
 from csan_lint.lint import streamflow
+from csan_lint.lint.analysis.tokens import CURRENT, HOST
 from csan_lint.lint.config import Config
 from csan_lint.lint.engine import lint_source
-from csan_lint.lint.ordering import CURRENT, HOST
 from csan_lint.lint.runner import lint_paths
 from csan_lint.lint.streamflow import analyse, module_helpers
 from csan_lint.lint.summaries import ANY_OTHER, Effect, PackageIndex, Summary, module_name

@@ -7,9 +7,10 @@ import textwrap
 import libcst as cst
 import pytest
 
+from csan_lint.lint.analysis.tokens import CURRENT
 from csan_lint.lint.engine import lint_source
 from csan_lint.lint.model import Span
-from csan_lint.lint.ordering import CURRENT, HazardKind
+from csan_lint.lint.ordering import HazardKind
 from csan_lint.lint.streamflow import ModuleFlow, analyse
 
 RAW, WAW, WAR, FREE = (

@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
+from csan_lint.lint.analysis.tokens import UNKNOWN, distinct
 from csan_lint.lint.engine import lint_source
-from csan_lint.lint.ordering import UNKNOWN, distinct
 
 
 def codes(source: str) -> set[tuple[str, int]]:
