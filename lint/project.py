@@ -45,6 +45,7 @@ from csan_lint.lint.suppress import skips_file
 
 FORMAT = 1
 """Bump when the layout of the index file changes."""
+PROJECT_MARKERS = ("pyproject.toml", ".git")
 
 
 def project_root(config: Config) -> Path | None:
@@ -52,7 +53,7 @@ def project_root(config: Config) -> Path | None:
     directory (`config.root`) when it is a project's (a `pyproject.toml` or `.git` in it); None
     elsewhere, so that a run from an arbitrary directory never walks it."""
     root = config.root
-    if config.source is not None or any(os.path.exists(root / marker) for marker in ("pyproject.toml", ".git")):
+    if config.source is not None or any(os.path.exists(root / marker) for marker in PROJECT_MARKERS):
         return root
     return None
 
@@ -254,14 +255,14 @@ def project_modules(
     project: ProjectIndex,
     discovered: set[str],
     walked: list[Path] | None,
-    excluder: Excluder,
+    excluder: Excluder | None,
     parsed: set[str],
     cwd: Path,
 ) -> dict[str, tuple[IndexedFile, frozenset[str]]]:
     """The project's modules in the index besides the run's `parsed` files, by module name,
     with their top-level names with stream code; `discovered` and `walked`: the run's own walk,
     when it walked the whole project."""
-    project.refresh((discovered, walked, excluder) if walked is not None else None)
+    project.refresh((discovered, walked, excluder) if walked is not None and excluder is not None else None)
     return {
         module_name(display_path(Path(path), cwd)): (IndexedFile(path, module.digest), module.definitions)
         for path, module in project.members()

@@ -39,6 +39,7 @@ from csan_lint.lint.files import Excluder, PathError, discover, display_path, mi
 from csan_lint.lint.model import NO_SPELLINGS, Finding, Spellings
 from csan_lint.lint.pool import Dealt, started_pool
 from csan_lint.lint.project import IndexKeys, project_for, project_modules
+from csan_lint.lint.promote import imports_any
 from csan_lint.lint.registry import SYNTAX_ERROR_CODE, all_rules
 from csan_lint.lint.rule import Rule
 from csan_lint.lint.run_facts import NO_MODULE_FACTS, ModuleFacts
@@ -226,13 +227,23 @@ def _job(source: str, path: Path, shown: str, config: Config) -> Job:
     )
 
 
-def lint_text(source: str, path: Path, config: Config) -> LintResult:
+def lint_text(
+    source: str,
+    path: Path,
+    config: Config,
+    package: PackageIndex | None = None,
+    definitions: Mapping[str, frozenset[str]] | None = None,
+) -> LintResult:
     """`source` linted as the file at `path` (absolute; it need not exist) would be: the same
-    prefilter, rules, `per-file-ignores` and suppressions. No cache, no other files."""
+    prefilter, rules, `per-file-ignores` and suppressions. No cache; other files only through
+    `package` (the language server's project index, lint/workspace.py), a file that imports
+    one of `definitions` (module -> its names with stream code) passing the prefilter as in a run."""
     shown = display_path(path)
     if skips_file(source):
         return LintResult([], 1, 0)
-    job = _job(source, path, shown, config)
+    job = replace(_job(source, path, shown, config), package=package)
+    if job.syntax_only and definitions and config.rules_for(path) and imports_any(source, shown, definitions):
+        job = replace(job, syntax_only=False, rules=config.rules_for(path))
     if not job.syntax_only and len(source) > MAX_PARSE_CHARS:
         return LintResult([diagnostic(shown, READ_ERROR_CODE, too_large(len(source)))], 1, 0)
     outcome = _lint_job(job)
