@@ -38,7 +38,7 @@ from csan_lint.lint.cache import (
 )
 from csan_lint.lint.config import Config
 from csan_lint.lint.diagnostics import MAX_PARSE_CHARS, decode_source
-from csan_lint.lint.files import Excluder, discover, display_path, might_have_findings
+from csan_lint.lint.files import Excluder, discover, display_path, is_excluded, might_have_findings
 from csan_lint.lint.promote import stream_definitions
 from csan_lint.lint.summaries import IndexedFile, may_order, module_name, resolve
 from csan_lint.lint.suppress import skips_file
@@ -244,9 +244,15 @@ def under(path: Path, root: Path) -> bool:
 
 
 def project_for(paths: Sequence[str], config: Config, persist: bool) -> ProjectIndex | None:
-    """The index of the project a run's files belong to; None outside a project (`project_root`)."""
+    """The index of the project a run's files belong to; None outside a project (`project_root`)
+    or when none of them is the project's: under its root and not left out by `exclude` or
+    .gitignore (a file named from an ignored checkout inside it is not linted with its context)."""
     root = project_root(config)
-    if root is None or not any(under(Path(os.path.abspath(path)), root) for path in paths):
+    if root is None:
+        return None
+    excluder = Excluder(config.root, config.exclude, config.respect_gitignore)
+    named = [Path(os.path.abspath(path)) for path in paths]
+    if not any(under(path, root) and not is_excluded(path, excluder) for path in named):
         return None
     return ProjectIndex(root, config, persist)
 

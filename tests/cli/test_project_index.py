@@ -253,3 +253,17 @@ def test_the_language_server_keeps_the_index_and_rechecks_dependents(tmp_path: P
     comm.write_text(COMM)
     workspace.lint(comm, COMM, config)
     assert [f.code for f in workspace.lint(train, TRAIN, config)] == ["CSL101"]
+
+
+def test_a_file_the_project_ignores_is_linted_without_its_context(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file named from an ignored folder (a checkout kept inside the project) is not the
+    project's: its imports are not resolved against the project's modules."""
+    monkeypatch.chdir(_project(tmp_path))
+    (tmp_path / ".gitignore").write_text("/vendored/\n")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "vendored").mkdir()
+    (tmp_path / "vendored" / "train.py").write_text(TRAIN)
+    assert _check("vendored/train.py") == []
+    assert [code for _, _, code in _check("pkg/train.py")] == ["CSL101"]
