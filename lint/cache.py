@@ -56,7 +56,7 @@ Stat = tuple[int, int]
 """(mtime_ns, size)."""
 
 
-def file_stat(path: Path) -> Stat | None:
+def file_stat(path: str | Path) -> Stat | None:
     try:
         status = os.stat(path)
     except OSError:

@@ -65,8 +65,8 @@ def indexed(source: str, path: Path, config: Config) -> bool:
     return (
         not skips_file(source)
         and len(source) <= MAX_PARSE_CHARS
-        and may_order(source)
         and might_have_findings(source, config.spellings.leaves())
+        and may_order(source)
         and bool(config.rules_for(path))
     )
 
@@ -145,7 +145,7 @@ class ProjectIndex:
         for path in paths:
             if path in self._noted:
                 continue
-            stat = file_stat(Path(path))
+            stat = file_stat(path)
             known = self.modules.get(path)
             if known is None or known.stat is None or known.stat != stat:
                 self._index(Path(path), stat)
@@ -161,11 +161,11 @@ class ProjectIndex:
             return None
         now = time.time_ns()
         for directory, mtime in dirs.items():
-            stat = file_stat(Path(directory))
+            stat = file_stat(directory)
             if stat is None or stat[0] != mtime or now - mtime <= RACY_NS:
                 return None
         for ignore, recorded in ignores.items():
-            stat = file_stat(Path(ignore))
+            stat = file_stat(ignore)
             if (list(stat) if stat else None) != recorded:
                 return None
         return list(self.modules)

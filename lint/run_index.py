@@ -67,8 +67,10 @@ def promote_importers(
     modules.update(
         {module_name(f.shown): stream_definitions(f.source) for f in parsed if f.orders and f.source is not None}
     )
+    # The text test first: `rules_for` imports every rule (and libcst), which a run that parses
+    # nothing never needs.
     for check in [
-        c for c in checks if modules and config.rules_for(c.path) and imports_any(c.job.source, c.job.path, modules)
+        c for c in checks if modules and imports_any(c.job.source, c.job.path, modules) and config.rules_for(c.path)
     ]:
         checks.remove(check)
         parsed.append(ParsedFile(check.path, check.job.path, check.stat, check.digest, check.job.source, False))
@@ -76,9 +78,9 @@ def promote_importers(
         (found, shown, stat, hit, source)
         for found, shown, stat, hit in rejected
         if modules
-        and config.rules_for(found)
         and (source := read_text(found, shown)) is not None
         and imports_any(source, shown, modules)
+        and config.rules_for(found)
     ]
     for found, shown, stat, hit, source in promoted:
         findings[:] = [finding for finding in findings if all(finding is not old for old in hit.findings)]
