@@ -104,11 +104,7 @@ class ProjectIndex:
             if document.get("format") != FORMAT:
                 return
             tree = document["tree"]
-            modules = {
-                path: Module(_stat(entry[0]), entry[1], entry[2] is True, frozenset(entry[3]))
-                for path, entry in document["modules"].items()
-                if isinstance(entry[1], str) and all(isinstance(name, str) for name in entry[3])
-            }
+            modules = {path: _module(entry) for path, entry in document["modules"].items()}
         except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):
             return  # absent, unreadable, truncated or malformed: built again
         if isinstance(tree, dict) and isinstance(tree.get("dirs"), dict) and isinstance(tree.get("ignores"), dict):
@@ -228,6 +224,16 @@ class ProjectIndex:
         except OSError:
             return
         self._changed = False
+
+
+def _module(entry: Any) -> Module:
+    """Raises TypeError/ValueError on a malformed entry (the whole index is then built again)."""
+    stat, digest, member, definitions = entry
+    if not (isinstance(digest, str) and isinstance(member, bool) and isinstance(definitions, list)):
+        raise TypeError(f"malformed index entry: {entry!r}")
+    if not all(isinstance(name, str) for name in definitions):
+        raise TypeError(f"malformed index entry: {entry!r}")
+    return Module(_stat(stat), digest, member, frozenset(definitions))
 
 
 def _stat(value: Any) -> Stat | None:

@@ -242,7 +242,7 @@ def lint_text(
     if skips_file(source):
         return LintResult([], 1, 0)
     job = replace(_job(source, path, shown, config), package=package)
-    if job.syntax_only and definitions and config.rules_for(path) and imports_any(source, shown, definitions):
+    if job.syntax_only and definitions and imports_any(source, shown, definitions) and config.rules_for(path):
         job = replace(job, syntax_only=False, rules=config.rules_for(path))
     if not job.syntax_only and len(source) > MAX_PARSE_CHARS:
         return LintResult([diagnostic(shown, READ_ERROR_CODE, too_large(len(source)))], 1, 0)

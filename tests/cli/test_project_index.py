@@ -199,6 +199,8 @@ def test_a_corrupt_index_or_summary_file_is_a_miss_never_a_crash(
     for garbage in (
         "{not json",
         json.dumps({**document, "modules": {str(tmp_path / "pkg" / "comm.py"): [None, 3, True, "Comm"]}}),
+        json.dumps({**document, "modules": {str(tmp_path / "pkg" / "comm.py"): [None, "ab", True, "Comm"]}}),
+        json.dumps({**document, "tree": {"dirs": {str(tmp_path): "old"}, "ignores": {}}}),
         json.dumps({**document, "tree": []}),
     ):
         index.write_text(garbage)
