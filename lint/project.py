@@ -93,7 +93,7 @@ class ProjectIndex:
         self.modules: dict[str, Module] = {}
         self._tree: dict[str, Any] = {}
         self._changed = False
-        self._noted: set[str] = set()
+        self._noted: dict[str, tuple[Stat | None, str, str | None, bool]] = {}
         self._load()
 
     def _load(self) -> None:
@@ -111,8 +111,33 @@ class ProjectIndex:
             self.modules, self._tree = modules, tree
 
     def note(self, path: Path, stat: Stat | None, digest: str, source: str | None, member: bool) -> None:
-        """A file the run read (or found in the results cache): no need to look at it again."""
-        self._noted.add(str(path))
+        """A file the run read (or found in the results cache): `refresh` takes it as it is, if
+        it is one of the project's, instead of looking at it again."""
+        self._noted[str(path)] = (stat, digest, source, member)
+
+    def refresh(self, walk: tuple[set[str], list[Path], Excluder] | None = None) -> None:
+        """Bring every module up to date: walk the tree unless nothing in it moved, take what
+        the run noted, stat each other module, read and index the changed ones. `walk`: the run
+        walked the whole project itself (the files it found, the directories it listed, its
+        excluder)."""
+        paths = self._record(*walk) if walk is not None else self._recorded_paths()
+        if paths is None:
+            excluder = Excluder(self.config.root, self.config.exclude, self.config.respect_gitignore)
+            walked: list[Path] = []
+            found = {
+                str(path) for path in discover([str(self.root)], excluder, walked=walked) if isinstance(path, Path)
+            }
+            paths = self._record(found, walked, excluder)
+        for path in paths:
+            if path in self._noted:
+                self._take(Path(path), *self._noted[path])
+                continue
+            stat = file_stat(path)
+            known = self.modules.get(path)
+            if known is None or known.stat is None or known.stat != stat:
+                self._index(Path(path), stat)
+
+    def _take(self, path: Path, stat: Stat | None, digest: str, source: str | None, member: bool) -> None:
         known = self.modules.get(str(path))
         if known is not None and known.digest == digest and known.member == member:
             if known.stat != stat:
@@ -123,36 +148,13 @@ class ProjectIndex:
             return
         self._keep(path, Module(stat, digest, member, stream_definitions(source) if member and source else frozenset()))
 
-    def refresh(self, walk: tuple[set[str], list[Path], Excluder] | None = None) -> None:
-        """Bring every module the run did not note up to date: walk the tree unless nothing in
-        it moved, stat each module, read and index the changed ones. `walk`: the run walked the
-        whole project itself (the files it found, the directories it listed, its excluder)."""
-        if walk is not None:
-            paths = self._record(*walk)
-        else:
-            paths = self._recorded_paths()
-            if paths is None:
-                excluder = Excluder(self.config.root, self.config.exclude, self.config.respect_gitignore)
-                walked: list[Path] = []
-                found = {
-                    str(path) for path in discover([str(self.root)], excluder, walked=walked) if isinstance(path, Path)
-                }
-                paths = self._record(found, walked, excluder)
-        for path in paths:
-            if path in self._noted:
-                continue
-            stat = file_stat(path)
-            known = self.modules.get(path)
-            if known is None or known.stat is None or known.stat != stat:
-                self._index(Path(path), stat)
-
     def members(self) -> Iterator[tuple[str, Module]]:
         """(absolute path, module) of every module in the index."""
         return ((path, module) for path, module in self.modules.items() if module.member)
 
     def _recorded_paths(self) -> list[str] | None:
         """The files of the last walk, when no directory walked nor ignore file read has changed."""
-        dirs, ignores = self._tree.get("dirs"), self._tree.get("ignores")
+        dirs, ignores = self._tree.get("dirs"), self._tree.get("ignores") or {}
         if not dirs:
             return None
         now = time.time_ns()

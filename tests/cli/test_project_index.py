@@ -269,3 +269,7 @@ def test_a_file_the_project_ignores_is_linted_without_its_context(
     (tmp_path / "vendored" / "train.py").write_text(TRAIN)
     assert _check("vendored/train.py") == []
     assert [code for _, _, code in _check("pkg/train.py")] == ["CSL101"]
+    _check("pkg/train.py", "vendored/train.py")  # a run naming both: the ignored one is not indexed
+    (index,) = (tmp_path / CACHE_DIR_NAME).glob("index-*.json")
+    modules = json.loads(index.read_text())["modules"]
+    assert str(tmp_path / "pkg" / "train.py") in modules and str(tmp_path / "vendored" / "train.py") not in modules
