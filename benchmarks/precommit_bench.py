@@ -9,12 +9,15 @@ from the project root, as pre-commit runs the hook (`csan-lint check --force-exc
 - cold: the whole package with an empty `.csan_lint_cache/` (the index built from scratch);
 - pre-commit: after a warm-up run over the whole package (the cache and the index warm), one
   file is edited (a comment appended) and the hook is run on it; once on a file the prefilter
-  passes (parsed and analysed), once on one it rejects (read and syntax-checked only).
+  passes (parsed and analysed), once on one it rejects (read and syntax-checked only); and,
+  with `--project DIR --file REL`, on a file of another project (one whose calls into the
+  project's other modules the index follows: torch's own imports are the API table's).
 
 Prints medians, each build's ratio to ruff in the same run, and the index build's ratio to the
 baseline's next to the target (at most 1.5x); timings depend on the machine: never asserted.
 
     python benchmarks/precommit_bench.py [--torch-root DIR] [--repeat N] [--baseline REF]
+                                         [--project DIR --file REL]
 """
 
 from __future__ import annotations
@@ -74,14 +77,15 @@ def baseline_source(reference: str, destination: Path) -> Path:
     return destination
 
 
-def copy_project(source: Path, project: Path) -> None:
-    """The package under `project/torch`, files and directories aged so that their stats are trusted."""
-    tree = project / "torch"
+def copy_project(source: Path, project: Path, under: str = "torch") -> None:
+    """The Python files of `source` under `project/under`, files and directories aged so that
+    their stats are trusted."""
+    tree = project / under
     for path in sorted(source.rglob("*.py")):
         copy = tree / path.relative_to(source)
         copy.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, copy)
-    (project / "pyproject.toml").write_text('[project]\nname = "torch-copy"\n')
+    (project / "pyproject.toml").write_text('[project]\nname = "copy"\n')
     old = time.time() - 3600
     for directory, _, files in os.walk(project):
         for name in files:
@@ -119,6 +123,9 @@ def main() -> None:
     parser.add_argument("--torch-root", type=Path, default=None)
     parser.add_argument("--repeat", type=int, default=3, help="runs of each kind, alternating; medians printed")
     parser.add_argument("--baseline", default="main", help="git reference of the build without the index")
+    parser.add_argument("--project", type=Path, help="also: the hook on --file of this project (a checkout)")
+    parser.add_argument("--file", help="with --project: the file to edit, relative to it")
+    parser.add_argument("--no-torch", action="store_true", help="with --project: that project alone")
     arguments = parser.parse_args()
     source = (arguments.torch_root or default_torch_root()).resolve()
     ruff = shutil.which("ruff") or shutil.which("ruff", path=str(Path(sys.executable).parent))
@@ -136,31 +143,50 @@ def main() -> None:
             Build(arguments.baseline, install(baseline, work / "b"), work / "p1"),
             Build("index", install(checkout, work / "i"), work / "p2"),
         ]
-        for build in builds:
-            copy_project(source, build.project)
         ruff_command = [ruff, "check", "--no-cache", "--isolated", "--exit-zero", "--quiet"]
-        cold: dict[str, list[float]] = {build.name: [] for build in builds} | {"ruff": []}
-        for _ in range(arguments.repeat):
-            for build in builds:
-                shutil.rmtree(build.project / ".csan_lint_cache", ignore_errors=True)
-                cold[build.name].append(csan(build, "."))
-            cold["ruff"].append(timed([*ruff_command, "."], builds[0].project))
-        report("cold, whole package (empty cache):", cold, builds)
-        for relative in (PARSED_FILE, REJECTED_FILE):
-            hook: dict[str, list[float]] = {build.name: [] for build in builds} | {"ruff": []}
-            for build in builds:
-                csan(build, ".")  # warm: the cache (and the index) hold every file
-            # As a hook runs long after the index was built: a directory changed within the last
-            # two seconds (the cache folder made in the root) is listed again, as git does.
-            time.sleep(RACY_NS / 1e9 + 0.5)
-            for run in range(arguments.repeat):
-                for build in builds:
-                    target = build.project / "torch" / relative
-                    with target.open("a") as handle:
-                        handle.write(f"\n# edited {run}\n")
-                    hook[build.name].append(csan(build, "--force-exclude", f"torch/{relative}"))
-                hook["ruff"].append(timed([*ruff_command, f"torch/{relative}"], builds[0].project))
-            report(f"pre-commit, one edited file, warm ({relative}):", hook, builds)
+        if not (arguments.no_torch and arguments.project):
+            torch(builds, source, arguments.repeat, ruff_command)
+        if arguments.project is not None and arguments.file:
+            others = [
+                Build(build.name, build.environment, build.project.with_name(build.project.name + "x"))
+                for build in builds
+            ]
+            for build in others:
+                copy_project(arguments.project.resolve(), build.project, under=".")
+            hook(others, arguments.file, arguments.repeat, ruff_command)
+
+
+def torch(builds: list[Build], source: Path, repeat: int, ruff_command: list[str]) -> None:
+    """The cold whole package, then the hook on a parsed and on a rejected file."""
+    for build in builds:
+        copy_project(source, build.project)
+    cold: dict[str, list[float]] = {build.name: [] for build in builds} | {"ruff": []}
+    for _ in range(repeat):
+        for build in builds:
+            shutil.rmtree(build.project / ".csan_lint_cache", ignore_errors=True)
+            cold[build.name].append(csan(build, "."))
+        cold["ruff"].append(timed([*ruff_command, "."], builds[0].project))
+    report("cold, whole package (empty cache):", cold, builds)
+    for relative in (PARSED_FILE, REJECTED_FILE):
+        hook(builds, f"torch/{relative}", repeat, ruff_command)
+
+
+def hook(builds: list[Build], relative: str, repeat: int, ruff_command: list[str]) -> None:
+    """The pre-commit hook on `relative` of each build's project, edited before each run, with
+    the cache and the index warm."""
+    times: dict[str, list[float]] = {build.name: [] for build in builds} | {"ruff": []}
+    for build in builds:
+        csan(build, ".")  # warm: the cache (and the index) hold every file
+    # As a hook runs long after the index was built: a directory changed within the last two
+    # seconds (the cache folder made in the root) is listed again, as git does.
+    time.sleep(RACY_NS / 1e9 + 0.5)
+    for run in range(repeat):
+        for build in builds:
+            with (build.project / relative).open("a") as handle:
+                handle.write(f"\n# edited {run}\n")
+            times[build.name].append(csan(build, "--force-exclude", relative))
+        times["ruff"].append(timed([*ruff_command, relative], builds[0].project))
+    report(f"pre-commit, one edited file, warm ({relative}):", times, builds)
 
 
 if __name__ == "__main__":
