@@ -1,9 +1,11 @@
 """Function summaries: what calling a function does to stream order and to the tensors it is
 given, in the function's own names, so that call sites can replay it with their arguments.
 
-Summaries are plain strings and sets, and the package index holds only source text, so that
-the runner can build the index without importing libcst and hand it to worker processes
-cheaply; the modules it names are parsed and summarised in the worker, on first use.
+Summaries are plain strings and sets, and the package index holds only source text (or, for a
+project's module the run did not read, its path and content hash), so that the runner can build
+the index without importing libcst and hand it to worker processes cheaply; the modules it
+names are read, parsed and summarised in the worker, on first use, unless the summary store
+already holds the summary asked for (lint/summary_store.py).
 """
 
 from __future__ import annotations
