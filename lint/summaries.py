@@ -148,6 +148,7 @@ class PackageIndex:
         self._resolved: dict[str, str | None] = {}
         self._modules: dict[str, Helpers | None] = {}
         self._texts: dict[str, str | None] = {}
+        self._defined: dict[tuple[str, str], bool] = {}
         self._digests: dict[str, str] = {}
 
     @classmethod
@@ -189,15 +190,14 @@ class PackageIndex:
         if key is None:
             return None
         if key not in self._modules:
-            source = self._source(key)
-            if source is None or not re.search(rf"\bdef\s+{re.escape(name.rpartition('.')[2])}\s*\(", source):
+            if not self._defines(key, name.rpartition(".")[2]):
                 return None  # a class or a value the module defines, not a function: nothing to parse
             stored = self.store.lookup(self._digests[key], name, on_current) if self.store is not None else None
             if stored is not None:
                 return stored[0]
             from csan_lint.lint.streamflow import module_helpers  # libcst only where summaries are built
 
-            self._modules[key] = module_helpers(source)
+            self._modules[key] = module_helpers(self._texts[key] or "")
         helpers = self._modules[key]
         found = None if helpers is None else helpers.exported(name, on_current)
         if self.store is not None:
@@ -213,7 +213,20 @@ class PackageIndex:
             self.sources[name] = source
         self._modules.pop(name, None)
         self._texts.pop(name, None)
+        self._defined = {found: defined for found, defined in self._defined.items() if found[0] != name}
         self._resolved.clear()
+
+    def _defines(self, key: str, function: str) -> bool:
+        """Whether the module's text defines a function named `function` (asked once per name:
+        a module of helpers is looked up by every call into it)."""
+        if (key, function) not in self._defined:
+            source = self._source(key)
+            # A literal start (`def`, its word boundary a lookbehind) lets the regex engine skip
+            # ahead; a leading `\b` would try every position of a long module.
+            pattern = rf"def(?<!\wdef)\s+{re.escape(function)}\s*\("
+            found = source is not None and re.search(pattern, source) is not None
+            self._defined[(key, function)] = found
+        return self._defined[(key, function)]
 
     def _source(self, key: str) -> str | None:
         """The module's text (read once), its hash noted for the summary store."""
