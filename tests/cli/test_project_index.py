@@ -273,3 +273,17 @@ def test_a_file_the_project_ignores_is_linted_without_its_context(
     (index,) = (tmp_path / CACHE_DIR_NAME).glob("index-*.json")
     modules = json.loads(index.read_text())["modules"]
     assert str(tmp_path / "pkg" / "train.py") in modules and str(tmp_path / "vendored" / "train.py") not in modules
+
+
+def test_a_module_that_makes_an_import_ambiguous_rechecks_its_importers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parse_count: list[str]
+) -> None:
+    """`pkg.comm` named two modules: the import is left unresolved, so the cached finding that
+    rested on it must go."""
+    monkeypatch.chdir(_project(tmp_path))
+    assert [code for _, _, code in _check("pkg/train.py")] == ["CSL101"]
+    (tmp_path / "vendor" / "pkg").mkdir(parents=True)
+    (tmp_path / "vendor" / "pkg" / "comm.py").write_text(COMM)
+    parse_count.clear()
+    assert _check("pkg/train.py") == []
+    assert parse_count == [os.path.join("pkg", "train.py")]
