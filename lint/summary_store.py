@@ -99,6 +99,7 @@ class SummaryStore:
         try:
             return (decode(entries[key]),)
         except (KeyError, TypeError, ValueError):
+            del entries[key]  # a miss, written again once worked out
             return None
 
     def remember(self, digest: str, name: str, on_current: frozenset[str], summary: Summary | None) -> None:

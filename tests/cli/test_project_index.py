@@ -208,6 +208,7 @@ def test_a_corrupt_index_or_summary_file_is_a_miss_never_a_crash(
         results.unlink(missing_ok=True)
         assert _check("pkg/train.py") == expected
     assert json.loads(index.read_text())["format"] == document["format"]  # written whole again
+    assert json.loads(summaries.read_text())["Comm.send"]["params"] == ["tensor"]
 
 
 def test_concurrent_one_file_and_whole_runs_share_the_index(tmp_path: Path) -> None:
