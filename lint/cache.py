@@ -7,11 +7,13 @@ an unchanged stat skips even reading the file; a changed stat with the same byte
 checkout) costs a read and a hash, never a parse. Files the prefilter rejects get entries too:
 they cost nothing to store and spare the next run reading them.
 
-A parsed file's findings also depend on the other parsed files of the run: calls into functions
-imported from them are followed (csan_lint.lint.summaries). So its entry also holds the key of
-the package index it was linted with (the paths and hashes of the parsed files that mention an
-ordering API), and it is a hit only in a run whose index has the same key: editing a helper
-module re-lints the parsed files, never the ones the prefilter rejects.
+A parsed file's findings also depend on other modules: calls into functions imported from
+them are followed (csan_lint.lint.summaries, lint/project.py). So its entry also holds what its
+lint asked the package index: each module name it looked up, the module that resolved to (or
+none) and that module's content hash. It is a hit only in a run whose index resolves every one
+of those names to a module with the same hash: editing a helper module re-lints its importers,
+not every parsed file, and adding a module that makes a name ambiguous re-lints the files that
+used the name.
 
 Everything else that decides a file's findings besides its bytes is in the name of the cache file:
 the csan-lint version, a fingerprint of the analysis sources (an editable install changes code
@@ -34,7 +36,6 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,7 @@ from csan_lint.lint.config import Config
 from csan_lint.lint.model import Edit, Finding, Span
 
 CACHE_DIR_NAME = ".csan_lint_cache"
-FORMAT = 5
+FORMAT = 6
 """Bump when the layout of an entry changes."""
 RACY_NS = 2_000_000_000
 """A file modified this recently may change again within the same mtime tick without changing
@@ -55,7 +56,7 @@ Stat = tuple[int, int]
 """(mtime_ns, size)."""
 
 
-def file_stat(path: Path) -> Stat | None:
+def file_stat(path: str | Path) -> Stat | None:
     try:
         status = os.stat(path)
     except OSError:
@@ -67,6 +68,11 @@ def content_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+Deps = tuple[tuple[str, str | None, str | None], ...]
+"""(module name a lookup asked the package index for, the module it resolved to or None, that
+module's content hash or None), sorted: what a parsed file's findings depend on besides its bytes."""
+
+
 @dataclass(frozen=True)
 class Hit:
     findings: list[Finding]
@@ -75,18 +81,27 @@ class Hit:
     digest: str
     orders: bool
     """Whether the file belongs in the package index (it mentions an ordering API)."""
-    index: str
-    """The key of the package index its findings were computed with ("" for none)."""
+    deps: Deps = ()
+    """What its findings depend on besides its own bytes (`Deps`)."""
     stream_code: frozenset[int] | None = None
     """The lines the recognizer calls stream code, when the run that stored it asked (`--confirm`)."""
 
 
-def index_key(members: Iterable[tuple[str, str]]) -> str:
-    """The key of a package index from its members' (path, content hash); "" for no index."""
-    members = sorted(members)
-    if not members:
-        return ""
-    return hashlib.blake2b(json.dumps(members).encode(), digest_size=12).hexdigest()
+def prepare_directory(directory: Path) -> None:
+    """Create the cache directory, ignored by git and tagged as a cache for backup tools.
+    Raises OSError when it cannot be written."""
+    directory.mkdir(exist_ok=True)
+    ignore = directory / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# Created by csan-lint automatically.\n*\n")
+        (directory / "CACHEDIR.TAG").write_text(
+            "Signature: 8a477f597d28d172789f06886806bc55\n# This is a csan-lint cache directory.\n"
+        )
+
+
+def analysis_key() -> str:
+    """The csan-lint version and its analysis sources: what a summary depends on besides its module."""
+    return hashlib.blake2b(f"{FORMAT}:{__version__}:{_source_fingerprint()}".encode(), digest_size=12).hexdigest()
 
 
 def _source_fingerprint() -> str:
@@ -196,6 +211,19 @@ def _lines(value: Any) -> frozenset[int] | None:
     return frozenset(value)
 
 
+def _deps(value: Any) -> Deps:
+    if not isinstance(value, list):
+        raise TypeError(f"malformed cached dependencies: {value!r}")
+    deps = []
+    for dotted, module, digest in value:
+        if not (
+            isinstance(dotted, str) and isinstance(module, (str, type(None))) and isinstance(digest, (str, type(None)))
+        ):
+            raise TypeError(f"malformed cached dependency: {dotted!r}")
+        deps.append((dotted, module, digest))
+    return tuple(deps)
+
+
 def _text(value: Any) -> str:
     if not isinstance(value, str):
         raise TypeError(f"expected a string, got {value!r}")
@@ -237,14 +265,14 @@ class ResultCache:
                 entry["parsed"] is True,
                 _text(entry["hash"]),
                 entry["orders"] is True,
-                _text(entry["index"]),
+                _deps(entry["deps"]),
                 _lines(entry.get("stream")),
             )
         except (KeyError, TypeError, ValueError):
             return None
         if digest is not None:  # same bytes, new stat
             self._remember(
-                path, stat, entry["findings"], hit.parsed, hit.digest, hit.orders, hit.index, entry.get("stream")
+                path, stat, entry["findings"], hit.parsed, hit.digest, hit.orders, hit.deps, entry.get("stream")
             )
         return hit
 
@@ -257,11 +285,11 @@ class ResultCache:
         parsed: bool,
         digest: str,
         orders: bool = False,
-        index: str = "",
+        deps: Deps = (),
         stream_code: frozenset[int] | None = None,
     ) -> None:
         lines = None if stream_code is None else sorted(stream_code)
-        self._remember(path, stat, _encode(findings), parsed, digest, orders, index, lines)
+        self._remember(path, stat, _encode(findings), parsed, digest, orders, deps, lines)
 
     def drop(self, path: Path) -> None:
         """Forget a file whose result is not cacheable (unreadable, or the linter failed on it)."""
@@ -276,7 +304,7 @@ class ResultCache:
         parsed: bool,
         digest: str,
         orders: bool,
-        index: str,
+        deps: Deps,
         stream_code: list[int] | None,
     ) -> None:
         trusted = stat is not None and time.time_ns() - stat[0] > RACY_NS
@@ -286,7 +314,7 @@ class ResultCache:
             "findings": rows,
             "parsed": parsed,
             "orders": orders,
-            "index": index,
+            "deps": [list(dep) for dep in deps],
             "stream": stream_code,
         }
         self._entries[str(path)] = entry
@@ -298,13 +326,7 @@ class ResultCache:
         if not self._changed:
             return
         try:
-            self.directory.mkdir(exist_ok=True)
-            ignore = self.directory / ".gitignore"
-            if not ignore.exists():
-                ignore.write_text("# Created by csan-lint automatically.\n*\n")
-                (self.directory / "CACHEDIR.TAG").write_text(
-                    "Signature: 8a477f597d28d172789f06886806bc55\n# This is a csan-lint cache directory.\n"
-                )
+            prepare_directory(self.directory)
             entries = self._load()  # another run may have saved since this one started
             for path, entry in self._changed.items():
                 if entry is None:

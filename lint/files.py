@@ -189,6 +189,10 @@ class Excluder:
         above = (self._gitignore(repo_root.joinpath(*parts[:depth])) for depth in range(len(parts)))
         return [ignore for ignore in above if ignore is not None]
 
+    def ignore_files(self) -> list[Path]:
+        """Every .gitignore consulted so far, read or found absent: what the decisions rest on."""
+        return [directory / ".gitignore" for directory in self._gitignores]
+
     def local(self, directory: Path) -> _IgnoreFile | None:
         return self._gitignore(directory) if self._respect_gitignore else None
 
@@ -214,7 +218,9 @@ def is_excluded(path: Path, excluder: Excluder) -> bool:
     return False
 
 
-def discover(paths: Sequence[str], excluder: Excluder, force_exclude: bool = False) -> Iterator[Path | PathError]:
+def discover(
+    paths: Sequence[str], excluder: Excluder, force_exclude: bool = False, walked: list[Path] | None = None
+) -> Iterator[Path | PathError]:
     """Absolute paths of the Python files to lint, each once, in argument then walk order.
 
     A file named on the command line is always linted (even if ignored or not `*.py`), unless it
@@ -224,6 +230,7 @@ def discover(paths: Sequence[str], excluder: Excluder, force_exclude: bool = Fal
     are not followed (as git does not), so a link loop cannot recurse; a `*.py` link that leads
     nowhere (dangling, or a loop) is reported, since the user expects it checked. With
     `force_exclude`, a named path that `exclude` or a .gitignore leaves out is skipped too.
+    `walked`: told every directory listed (the project index trusts an unchanged listing).
     """
     seen: set[Path] = set()
     for argument in paths:
@@ -239,7 +246,7 @@ def discover(paths: Sequence[str], excluder: Excluder, force_exclude: bool = Fal
             # a directory named inside an ignored one (`.venv/lib/.../torch`) is the user's
             # choice, as in ruff: the ignore files above it do not apply inside it
             inherited = [] if is_excluded(path, excluder) else excluder.inherited(path)
-            files: Iterable[Path | PathError] = _walk(path, excluder, inherited)
+            files: Iterable[Path | PathError] = _walk(path, excluder, inherited, walked)
         elif stat.S_ISREG(mode):
             files = [path]
         else:
@@ -261,7 +268,11 @@ def _unreachable(path: Path, error: OSError) -> str:
     return f"cannot access: {error.strerror or error}"
 
 
-def _walk(directory: Path, excluder: Excluder, ignores: list[_IgnoreFile]) -> Iterator[Path | PathError]:
+def _walk(
+    directory: Path, excluder: Excluder, ignores: list[_IgnoreFile], walked: list[Path] | None = None
+) -> Iterator[Path | PathError]:
+    if walked is not None:
+        walked.append(directory)
     local = excluder.local(directory)
     if local is not None:
         ignores = [*ignores, local]
@@ -276,7 +287,7 @@ def _walk(directory: Path, excluder: Excluder, ignores: list[_IgnoreFile]) -> It
             if entry.name in SKIPPED_DIR_NAMES or is_virtualenv(path):
                 continue
             if not excluder.excluded(path, True, ignores):
-                yield from _walk(path, excluder, ignores)
+                yield from _walk(path, excluder, ignores, walked)
         elif not entry.name.endswith(".py") or excluder.excluded(path, False, ignores):
             continue
         else:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
 from csan_lint.lint.budget import BudgetExceeded, collector_paused, cpu_budget
-from csan_lint.lint.cache import Hit, ResultCache, Stat, content_hash, file_stat, index_key
+from csan_lint.lint.cache import CACHE_DIR_NAME, Hit, ResultCache, Stat, analysis_key, content_hash, file_stat
 from csan_lint.lint.config import Config
 from csan_lint.lint.diagnostics import (
     BUDGET_CODE,
@@ -33,18 +33,20 @@ from csan_lint.lint.diagnostics import (
     decode_source,
     diagnostic,
     read_bytes,
-    read_text,
     too_large,
 )
 from csan_lint.lint.files import Excluder, PathError, discover, display_path, might_have_findings
 from csan_lint.lint.model import NO_SPELLINGS, Finding, Spellings
 from csan_lint.lint.pool import Dealt, started_pool
-from csan_lint.lint.promote import imports_any, stream_definitions
+from csan_lint.lint.project import IndexKeys, project_for, project_modules
+from csan_lint.lint.promote import imports_any
 from csan_lint.lint.registry import SYNTAX_ERROR_CODE, all_rules
 from csan_lint.lint.rule import Rule
 from csan_lint.lint.run_facts import NO_MODULE_FACTS, ModuleFacts
+from csan_lint.lint.run_index import CheckedFile, ParsedFile, digests, note, package_index, promote_importers
 from csan_lint.lint.staging import StagedLint, finding_order
-from csan_lint.lint.summaries import PackageIndex, module_name
+from csan_lint.lint.summaries import IndexedFile, PackageIndex, may_order
+from csan_lint.lint.summary_store import SummaryStore
 from csan_lint.lint.suppress import (
     UNUSED_NOQA_CODE,
     UNUSED_NOQA_NAME,
@@ -108,7 +110,7 @@ def rule_names() -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class _Job:
+class Job:
     """One file for the engine; picklable (rule classes pickle by reference)."""
 
     path: str
@@ -154,15 +156,18 @@ def lint_source(
     return engine_lint_source(source, path, rules, package, spellings, assumptions, observed)
 
 
-_Outcome = tuple[list[Finding], frozenset[int] | None]
-"""A job's findings, and its stream code lines when it was asked for them (else None)."""
+_Outcome = tuple[list[Finding], frozenset[int] | None, frozenset[tuple[str, str | None]]]
+"""A job's findings, its stream code lines when it was asked for them (else None), and what it
+looked up in the package index (`PackageIndex.consulted`)."""
 
 
-def _lint_job(job: _Job) -> _Outcome | None:
+def _lint_job(job: Job) -> _Outcome | None:
     """The job's outcome; None for a file `later_if_held` holds back."""
     try:
         if job.syntax_only:
-            return _unparsed(job.source, job.path, job.rules, job.unused_noqa), None
+            return _unparsed(job.source, job.path, job.rules, job.unused_noqa), None, frozenset()
+        if job.package is not None:
+            job.package.consulted.clear()
         recognized: frozenset[int] | None = None
         arguments = (job.source, job.path, job.rules, job.package, job.spellings, job.assumptions)
         with cpu_budget(ANALYSIS_BUDGET_S), collector_paused():
@@ -178,16 +183,17 @@ def _lint_job(job: _Job) -> _Outcome | None:
             else:
                 findings = lint_source(*arguments, observed=job.observed)
     except BudgetExceeded:
-        return [diagnostic(job.path, BUDGET_CODE, _over_budget())], None
+        return [diagnostic(job.path, BUDGET_CODE, _over_budget())], None, frozenset()
     except Exception as error:  # a crash on one file is that file's diagnostic; the run goes on
-        return [diagnostic(job.path, INTERNAL_ERROR_CODE, _internal_error(error))], None
+        return [diagnostic(job.path, INTERNAL_ERROR_CODE, _internal_error(error))], None, frozenset()
+    consulted = frozenset(job.package.consulted) if job.package is not None else frozenset()
     if findings and findings[0].code == SYNTAX_ERROR_CODE:
-        return findings, recognized
+        return findings, recognized, consulted
     kept = filter_suppressed(findings, job.source, rule_names())
     if job.unused_noqa:
         ran = {rule.code for rule in job.rules}
         kept += unused_suppressions(findings, job.source, rule_names(), ran, job.path)
-    return sorted(kept, key=lambda finding: (finding.line, finding.column, finding.code)), recognized
+    return sorted(kept, key=lambda finding: (finding.line, finding.column, finding.code)), recognized, consulted
 
 
 def _unparsed(source: str, shown: str, rules: Sequence[type[Rule]], unused_noqa: bool) -> list[Finding]:
@@ -201,14 +207,14 @@ def _unparsed(source: str, shown: str, rules: Sequence[type[Rule]], unused_noqa:
     return unused_suppressions([], source, rule_names(), {rule.code for rule in rules}, shown)
 
 
-def _job(source: str, path: Path, shown: str, config: Config) -> _Job:
+def _job(source: str, path: Path, shown: str, config: Config) -> Job:
     """The work the file at `path` (absolute) holding `source` needs: the engine's when the
     prefilter passes it and a rule runs on it, else a syntax check. The rules (and libcst with
     them) are imported only when the prefilter passes or `unused-noqa` is on."""
     unused_noqa = config.reports_unused_noqa(path)
     engine = might_have_findings(source, config.spellings.leaves()) and bool(config.rules_for(path))
     rules = config.rules_for(path) if engine or unused_noqa else ()
-    return _Job(
+    return Job(
         shown,
         source,
         rules,
@@ -221,13 +227,23 @@ def _job(source: str, path: Path, shown: str, config: Config) -> _Job:
     )
 
 
-def lint_text(source: str, path: Path, config: Config) -> LintResult:
+def lint_text(
+    source: str,
+    path: Path,
+    config: Config,
+    package: PackageIndex | None = None,
+    definitions: Mapping[str, frozenset[str]] | None = None,
+) -> LintResult:
     """`source` linted as the file at `path` (absolute; it need not exist) would be: the same
-    prefilter, rules, `per-file-ignores` and suppressions. No cache, no other files."""
+    prefilter, rules, `per-file-ignores` and suppressions. No cache; other files only through
+    `package` (the language server's project index, lint/workspace.py), a file that imports
+    one of `definitions` (module -> its names with stream code) passing the prefilter as in a run."""
     shown = display_path(path)
     if skips_file(source):
         return LintResult([], 1, 0)
-    job = _job(source, path, shown, config)
+    job = replace(_job(source, path, shown, config), package=package)
+    if job.syntax_only and definitions and imports_any(source, shown, definitions) and config.rules_for(path):
+        job = replace(job, syntax_only=False, rules=config.rules_for(path))
     if not job.syntax_only and len(source) > MAX_PARSE_CHARS:
         return LintResult([diagnostic(shown, READ_ERROR_CODE, too_large(len(source)))], 1, 0)
     outcome = _lint_job(job)
@@ -247,32 +263,6 @@ def _internal_error(error: Exception) -> str:
     frames = traceback.extract_tb(error.__traceback__)
     where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
     return f"internal error: {type(error).__name__}: {error}{where}"
-
-
-@dataclass(frozen=True)
-class _Check:
-    """A file whose syntax (only) is checked: the prefilter rejected it, or no rule runs on it."""
-
-    path: Path
-    stat: Stat | None
-    digest: str
-    job: _Job
-
-
-@dataclass
-class _Parsed:
-    """A file that passed the prefilter: its findings come from the engine, in this run or (when
-    linted with the same package index) from the cache."""
-
-    path: Path
-    shown: str
-    stat: Stat | None
-    digest: str
-    source: str | None
-    """None for a cache hit, read again only if the package index needs it or it is re-linted."""
-    orders: bool
-    """Mentions an ordering API: other files' calls into it follow it (it is in the index)."""
-    hit: Hit | None = None
 
 
 def lint_paths(
@@ -322,30 +312,34 @@ def lint_in_stages(
     results = ResultCache(config.root, config) if cache else None
     findings: list[Finding] = []
     recognized: dict[str, frozenset[int]] = {}
-    parsed: list[_Parsed] = []
-    checks: list[_Check] = []
+    parsed: list[ParsedFile] = []
+    checks: list[CheckedFile] = []
     rejected: list[tuple[Path, str, Stat | None, Hit]] = []  # by the prefilter, cached
     files_checked = files_cached = 0
     unreached: set[str] = set()
     early: ProcessPoolExecutor | None = None  # --confirm's workers, started once there is enough to parse
-    for found in discover(paths, excluder, force_exclude):
+    project = project_for(paths, config, cache)
+    walked: list[Path] | None = [] if project is not None and str(project.root) in map(os.path.abspath, paths) else None
+    discovered: set[str] = set()
+    for found in discover(paths, excluder, force_exclude, walked=walked):
         if isinstance(found, PathError):
             unreached.add(display_path(found.path, cwd))
             findings.append(diagnostic(display_path(found.path, cwd), READ_ERROR_CODE, found.message))
             continue
         files_checked += 1
+        discovered.add(str(found))
         shown = display_path(found, cwd)
         # Stat before reading: a file changed after the stat then has a newer stat than the
         # bytes hashed, so the next run re-reads it instead of trusting a stale entry.
-        stat = file_stat(found) if results is not None else None
+        stat = file_stat(found) if results is not None or project is not None else None
         hit = results.lookup(found, shown, stat) if results is not None else None
         data: bytes | Finding = b""
         digest = ""
         if hit is None:
             data = read_bytes(found, shown)
-            if results is not None and isinstance(data, bytes):
+            if (results is not None or project is not None) and isinstance(data, bytes):
                 digest = content_hash(data)
-                hit = results.lookup(found, shown, stat, digest)
+                hit = results.lookup(found, shown, stat, digest) if results is not None else None
         if hit is not None and not hit.parsed:
             files_cached += 1
             rejected.append((found, shown, stat, hit))
@@ -354,7 +348,7 @@ def lint_in_stages(
                 recognized[str(found)] = frozenset()
             continue
         if hit is not None:
-            parsed.append(_Parsed(found, shown, stat, hit.digest, None, hit.orders, hit))
+            parsed.append(ParsedFile(found, shown, stat, hit.digest, None, hit.orders, hit))
             continue
         source = decode_source(data, shown) if isinstance(data, bytes) else data
         if isinstance(source, Finding):
@@ -368,22 +362,26 @@ def lint_in_stages(
             continue
         job = _job(source, found, shown, config)
         if job.syntax_only:
-            checks.append(_Check(found, stat, digest, job))
+            checks.append(CheckedFile(found, stat, digest, job))
             if stream_code and config.rules_for(found):  # rejected by the prefilter: no stream code either
                 recognized[str(found)] = frozenset()
             continue
         if len(source) > MAX_PARSE_CHARS:
             findings.append(diagnostic(shown, READ_ERROR_CODE, too_large(len(source))))
             continue
-        parsed.append(_Parsed(found, shown, stat, digest, source, bool(PackageIndex.build([(shown, source)]).sources)))
+        parsed.append(ParsedFile(found, shown, stat, digest, source, may_order(source)))
         if early is None and checks_later and stream_code and (jobs is None or jobs > 1):
             if sum(len(file.source or "") for file in parsed) >= PARALLEL_MIN_BYTES:
                 early = started_pool(jobs or os.cpu_count() or 1, "csan_lint.lint.engine")
-    files_cached -= _promote_importers(parsed, checks, rejected, findings, config)
-    # Calls into functions imported from the other parsed files are followed, so a parsed
-    # file's cached findings hold only under the same index (csan_lint.lint.cache).
-    index = index_key((file.shown, file.digest) for file in parsed if file.orders) if len(parsed) > 1 else ""
-    stale = [file for file in parsed if file.hit is None or file.hit.index != index]
+    others: dict[str, tuple[IndexedFile, frozenset[str]]] = {}
+    if project is not None:
+        note(project, parsed, checks, rejected)
+        others = project_modules(project, discovered, walked, excluder, {str(file.path) for file in parsed}, cwd)
+    files_cached -= promote_importers(parsed, checks, rejected, findings, config, others)
+    # Calls into functions imported from other modules are followed, so a parsed file's cached
+    # findings hold only while the modules they looked up are the same (csan_lint.lint.cache).
+    keys = IndexKeys(digests(parsed, others) if len(parsed) > 1 or others else None)
+    stale = [file for file in parsed if file.hit is None or not keys.hold(file.hit.deps)]
     for file in parsed:
         if file not in stale and file.hit is not None:
             findings.extend(file.hit.findings)
@@ -392,13 +390,15 @@ def lint_in_stages(
                 recognized[str(file.path)] = file.hit.stream_code
     costs = [check.job.cost for check in checks] + [len(file.source or "") for file in stale if stream_code]
     workers = _background_workers(costs, jobs) if checks_later else 0
-    unreadable, stale, work = _engine_jobs(stale, parsed, config, stream_code, later_if_held=workers > 0)
+    store = SummaryStore(config.root / CACHE_DIR_NAME / f"summaries-{analysis_key()}") if cache else None
+    package = package_index(parsed, others, store) if keys.digests is not None else None
+    unreadable, stale, work = _engine_jobs(stale, parsed, package, config, stream_code, later_if_held=workers > 0)
     findings.extend(unreadable)
     later, checks = (checks, []) if workers else ([], checks)
-    deferred: list[tuple[_Parsed, _Job]] = []
+    deferred: list[tuple[ParsedFile, Job]] = []
     if work or checks:  # `early` started for some of `work`
         outcomes = _run([*work, *(check.job for check in checks)], jobs, progress, early)
-        now_findings, now_lines = _kept(stale, outcomes, results, index)
+        now_findings, now_lines = _kept(stale, outcomes, results, keys)
         findings.extend(now_findings)
         recognized.update(now_lines)
         deferred = [(file, job) for file, job, outcome in zip(stale, work, outcomes, strict=False) if outcome is None]
@@ -412,50 +412,19 @@ def lint_in_stages(
     background = _dealt(background_jobs, workers, background=True) if background_jobs else None
 
     def finish(outcomes: list[_Outcome | None]) -> tuple[list[Finding], dict[str, frozenset[int]]]:
-        late_findings, late_lines = _kept([file for file, _ in deferred], outcomes, results, index)
+        late_findings, late_lines = _kept([file for file, _ in deferred], outcomes, results, keys)
         for check, outcome in zip(later, outcomes[len(deferred) :], strict=True):
             assert outcome is not None
             late_findings.extend(outcome[0])
             _store_check(results, check, outcome[0])
         if results is not None:
             results.save()
+        if project is not None:
+            project.save()
         return late_findings, late_lines
 
     analysing = frozenset(str(file.path) for file, _ in deferred)
     return StagedLint(first, background, finish, analysing=analysing, checking=len(later))
-
-
-def _promote_importers(
-    parsed: list[_Parsed],
-    checks: list[_Check],
-    rejected: list[tuple[Path, str, Stat | None, Hit]],
-    findings: list[Finding],
-    config: Config,
-) -> int:
-    """Files the prefilter rejected (`checks`, this run's; `rejected`, cached) that import a
-    module with stream code go to the engine (lint/promote.py); how many were cached."""
-    for file in (
-        file for file in parsed if file.orders and file.source is None
-    ):  # a cache hit: the index reads it anyway
-        file.source = read_text(file.path, file.shown)
-    modules = {module_name(f.shown): stream_definitions(f.source) for f in parsed if f.orders and f.source is not None}
-    for check in [
-        c for c in checks if modules and config.rules_for(c.path) and imports_any(c.job.source, c.job.path, modules)
-    ]:
-        checks.remove(check)
-        parsed.append(_Parsed(check.path, check.job.path, check.stat, check.digest, check.job.source, False))
-    promoted = [
-        (found, shown, stat, hit, source)
-        for found, shown, stat, hit in rejected
-        if modules
-        and config.rules_for(found)
-        and (source := read_text(found, shown)) is not None
-        and imports_any(source, shown, modules)
-    ]
-    for found, shown, stat, hit, source in promoted:
-        findings[:] = [finding for finding in findings if all(finding is not old for old in hit.findings)]
-        parsed.append(_Parsed(found, shown, stat, hit.digest, source, False))
-    return len(promoted)
 
 
 def _background_workers(costs: Sequence[int], jobs: int | None) -> int:
@@ -468,12 +437,17 @@ def _background_workers(costs: Sequence[int], jobs: int | None) -> int:
 
 
 def _engine_jobs(
-    stale: list[_Parsed], parsed: list[_Parsed], config: Config, stream_code: bool, later_if_held: bool = False
-) -> tuple[list[Finding], list[_Parsed], list[_Job]]:
-    """The engine's jobs for the parsed files without a valid cached result, with every parsed
-    file that mentions an ordering API in the package index (the cached ones are read again for
-    it): the unreadable files' diagnostics, the files still to lint and their jobs
-    (`later_if_held`: `_Job.later_if_held`, with `stream_code`)."""
+    stale: list[ParsedFile],
+    parsed: list[ParsedFile],
+    package: PackageIndex | None,
+    config: Config,
+    stream_code: bool,
+    later_if_held: bool = False,
+) -> tuple[list[Finding], list[ParsedFile], list[Job]]:
+    """The engine's jobs for the parsed files without a valid cached result, with `package`
+    (its parsed files that mention an ordering API are read again for it when cached): the
+    unreadable files' diagnostics, the files still to lint and their jobs (`later_if_held`:
+    `Job.later_if_held`, with `stream_code`)."""
     findings: list[Finding] = []
     for file in parsed:
         if file.source is None and (file.orders or file in stale):
@@ -484,13 +458,8 @@ def _engine_jobs(
                 stale = [other for other in stale if other is not file]
                 continue
             file.source = source
-    package = None
-    if len(parsed) > 1:
-        package = PackageIndex.build(
-            (file.shown, file.source) for file in parsed if file.orders and file.source is not None
-        )
     work = [
-        _Job(
+        Job(
             file.shown,
             file.source or "",
             config.rules_for(file.path),
@@ -508,7 +477,7 @@ def _engine_jobs(
 
 
 def _kept(
-    files: list[_Parsed], outcomes: Sequence[_Outcome | None], results: ResultCache | None, index: str
+    files: list[ParsedFile], outcomes: Sequence[_Outcome | None], results: ResultCache | None, keys: IndexKeys
 ) -> tuple[list[Finding], dict[str, frozenset[int]]]:
     """The findings and stream code lines (absolute path -> lines) of the engine's `outcomes`
     for `files` (the first outcomes; a file held back has none yet), stored in the cache."""
@@ -517,7 +486,7 @@ def _kept(
     for file, outcome in zip(files, outcomes, strict=False):  # other jobs' outcomes may follow
         if outcome is None:
             continue
-        file_findings, lines = outcome
+        file_findings, lines, consulted = outcome
         findings.extend(file_findings)
         if lines is not None:
             recognized[str(file.path)] = lines
@@ -533,19 +502,19 @@ def _kept(
                 parsed=True,
                 digest=file.digest,
                 orders=file.orders,
-                index=index,
+                deps=keys.deps(consulted),
                 stream_code=lines,
             )
     return findings, recognized
 
 
-def _store_check(results: ResultCache | None, check: _Check, findings: list[Finding]) -> None:
+def _store_check(results: ResultCache | None, check: CheckedFile, findings: list[Finding]) -> None:
     if results is not None and not any(finding.code in TOOL_ERROR_CODES for finding in findings):
         results.store(check.path, check.stat, findings, parsed=False, digest=check.digest)
 
 
 def _run(
-    work: list[_Job], jobs: int | None, progress: Progress | None = None, pool: ProcessPoolExecutor | None = None
+    work: list[Job], jobs: int | None, progress: Progress | None = None, pool: ProcessPoolExecutor | None = None
 ) -> list[_Outcome | None]:
     """Every job's outcome: in this process, or in worker processes when there is enough to do
     (`pool`: processes started already, used and shut down)."""
@@ -565,14 +534,14 @@ def _run(
     return _dealt(work, jobs).results(report)
 
 
-def _dealt(work: list[_Job], workers: int, background: bool = False) -> Dealt[_Job, _Outcome | None]:
+def _dealt(work: list[Job], workers: int, background: bool = False) -> Dealt[Job, _Outcome | None]:
     return Dealt(_lint_chunk, work, [job.cost for job in work], workers, _worker_failed, background)
 
 
-def _worker_failed(job: _Job, error: Exception) -> _Outcome:
+def _worker_failed(job: Job, error: Exception) -> _Outcome:
     message = f"internal error: worker process failed: {type(error).__name__}: {error}"
-    return [diagnostic(job.path, INTERNAL_ERROR_CODE, message)], None
+    return [diagnostic(job.path, INTERNAL_ERROR_CODE, message)], None, frozenset()
 
 
-def _lint_chunk(chunk: list[_Job]) -> list[_Outcome | None]:
+def _lint_chunk(chunk: list[Job]) -> list[_Outcome | None]:
     return [_lint_job(job) for job in chunk]

@@ -3,7 +3,10 @@
 An editor sees what `csan-lint check` prints for the file: the buffer is linted with `lint_text`
 as the file at its path, under the config of its project (the nearest pyproject.toml with a
 `[tool.csan-lint]` table, as on the command line) and with its suppressions, on open, change and
-save. A finding with a safe fix offers it as a quick fix: the edit `--fix` would make for it.
+save; calls into the rest of the project are followed through its index, kept in memory across
+requests and updated one module at a time (lint/workspace.py), and an edit re-checks the open
+files that looked up the edited module. A finding with a safe fix offers it as a quick fix:
+the edit `--fix` would make for it.
 docs/editors.md shows how VS Code and Neovim start it.
 """
 
@@ -13,7 +16,7 @@ from pathlib import Path
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
-from pygls.uris import to_fs_path
+from pygls.uris import from_fs_path, to_fs_path
 
 from csan_lint import __version__
 from csan_lint.lint.config import ConfigError, load_config
@@ -22,6 +25,7 @@ from csan_lint.lint.model import Finding
 from csan_lint.lint.output import rule_url
 from csan_lint.lint.registry import rule_by_code
 from csan_lint.lint.runner import lint_text
+from csan_lint.lint.workspace import Workspace
 
 SOURCE = "csan-lint"
 
@@ -49,11 +53,19 @@ def to_diagnostic(finding: Finding, lines: list[str]) -> types.Diagnostic:
     )
 
 
-def lint_document(uri: str, source: str) -> list[Finding]:
-    """The findings `csan-lint check` would report for the file at `uri` holding `source`.
-    Raises ConfigError for a broken project config."""
-    path = Path(to_fs_path(uri) or uri).absolute()
-    return lint_text(source, path, load_config([str(path)])).findings
+def document_path(uri: str) -> Path:
+    return Path(to_fs_path(uri) or uri).absolute()
+
+
+def lint_document(uri: str, source: str, workspace: Workspace | None = None) -> list[Finding]:
+    """The findings `csan-lint check` would report for the file at `uri` holding `source`, with
+    the rest of its project as `workspace` keeps it (lint/workspace.py). Raises ConfigError for
+    a broken project config."""
+    path = document_path(uri)
+    config = load_config([str(path)])
+    if workspace is None:
+        return lint_text(source, path, config).findings
+    return workspace.lint(path, source, config)
 
 
 def quick_fixes(uri: str, source: str, findings: list[Finding], wanted: types.Range) -> list[types.CodeAction]:
@@ -85,21 +97,28 @@ def quick_fixes(uri: str, source: str, findings: list[Finding], wanted: types.Ra
 
 def create_server() -> LanguageServer:
     server = LanguageServer(SOURCE, __version__)
+    projects = Workspace()
 
     def current(uri: str) -> tuple[str, list[Finding]]:
         """The buffer's text now and its findings (none, and a message, for a broken config)."""
         source = server.workspace.get_text_document(uri).source
         try:
-            return source, lint_document(uri, source)
+            return source, lint_document(uri, source, projects)
         except ConfigError as error:
             server.window_show_message(types.ShowMessageParams(types.MessageType.Error, f"{SOURCE}: {error}"))
             return source, []
 
-    def publish(uri: str) -> None:
+    def publish(uri: str, dependents: bool = True) -> None:
+        """The file's diagnostics, and (`dependents`) again those of the open files that looked
+        up its module: their findings may follow from what it now does."""
         source, findings = current(uri)
         lines = source.splitlines()
         diagnostics = [to_diagnostic(finding, lines) for finding in findings]
         server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics))
+        if dependents:
+            for other in projects.dependents(document_path(uri)):
+                if (other_uri := from_fs_path(str(other))) in server.workspace.text_documents:
+                    publish(other_uri, dependents=False)
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(params: types.DidOpenTextDocumentParams) -> None:
@@ -115,6 +134,7 @@ def create_server() -> LanguageServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(params: types.DidCloseTextDocumentParams) -> None:
+        projects.closed(document_path(params.text_document.uri))
         server.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[])
         )

@@ -144,3 +144,67 @@ def test_positions_are_utf16_code_units() -> None:
     finding = Finding("m.py", 1, 5, "CSL101", "m", 1, 6, Span(1, 1))
     diagnostic = to_diagnostic(finding, ["😀 = y"])  # one code point, two UTF-16 units, before column 5
     assert (diagnostic.range.start.character, diagnostic.range.end.character) == (5, 6)
+
+
+async def _edit_helper_session(project: Path, helper: str, edited: str, caller: str) -> list[tuple[str, set[str]]]:
+    """Open the caller, then the helper, then edit the helper: the diagnostics published, in order
+    (the helper's own, then its open callers')."""
+    session = _Session()
+    client = session.client
+    await client.start_io(sys.executable, "-m", "csan_lint", "server", cwd=str(project))
+    published: list[tuple[str, set[str]]] = []
+
+    async def next_published() -> None:
+        params = await session.next_diagnostics()
+        published.append((Path(params.uri).name, {str(d.code) for d in params.diagnostics}))
+
+    try:
+        await asyncio.wait_for(
+            client.initialize_async(
+                types.InitializeParams(capabilities=types.ClientCapabilities(), root_uri=from_fs_path(str(project)))
+            ),
+            timeout=60,
+        )
+        client.initialized(types.InitializedParams())
+        for name, text, published_files in (("train.py", caller, 1), ("comm.py", helper, 2)):
+            item = types.TextDocumentItem(
+                uri=from_fs_path(str(project / "pkg" / name)), language_id="python", version=1, text=text
+            )
+            client.text_document_did_open(types.DidOpenTextDocumentParams(item))
+            for _ in range(published_files):
+                await next_published()
+        client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(
+                    uri=from_fs_path(str(project / "pkg" / "comm.py")), version=2
+                ),
+                content_changes=[types.TextDocumentContentChangeWholeDocument(text=edited)],
+            )
+        )
+        await next_published()
+        await next_published()
+        await asyncio.wait_for(client.shutdown_async(None), timeout=60)
+        client.exit(None)
+    finally:
+        await client.stop()
+    return published
+
+
+@pytest.mark.slow
+def test_editing_a_helper_rechecks_the_open_files_that_call_it(tmp_path: Path) -> None:
+    """The server keeps the project's index: the caller's diagnostics follow the helper's unsaved text."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    try:
+        from test_project_index import COMM, COMM_FORKED, TRAIN, _project
+    finally:
+        sys.path.remove(str(Path(__file__).parent))
+
+    _project(tmp_path)
+    published = asyncio.run(_edit_helper_session(tmp_path, COMM, COMM_FORKED, TRAIN))
+    assert published == [
+        ("train.py", {"CSL101"}),
+        ("comm.py", set()),
+        ("train.py", {"CSL101"}),  # the helper's buffer stands for it now: its callers are checked again
+        ("comm.py", set()),
+        ("train.py", set()),  # the unsaved edit: the side stream now waits first
+    ]
