@@ -191,7 +191,7 @@ class Returns:
                 mark = Mark(self._make_access(element, write=True), issued_on(self.live.current))
                 noted.append((position, element, mark))
         names = enumerate(map(dotted_name, elements)) if listed else ()  # `return out, done`: done is <return>[1]
-        handed = {event_token(name): event_token(returned_key(index)) for index, name in names}
+        handed = {event_token(name): event_token(returned_key(index)) for index, name in names if name is not None}
         self.returned.update((position, _renamed(mark, handed)) for position, _, mark in noted)
         return noted
 
