@@ -267,7 +267,7 @@ def cut_excerpt(text: str, version: Version) -> str:
     """The file with every line blanked except top-level imports, the headers of the enclosing
     classes and the function itself: line numbers stay those of the original file."""
     try:
-        tree = ast.parse(text)
+        tree = ast.parse(text.removeprefix("\ufeff"))  # a byte-order mark: Python reads past it, ast does not
     except SyntaxError as error:
         raise CorpusError(f"{version.path} at {version.commit} does not parse: {error}") from None
     chain = _find_function(tree, version.function.split("."))

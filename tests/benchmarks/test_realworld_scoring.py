@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks" / "realworld"))
 
-from corpus import Excerpt, Version, excerpt_file_name
+from corpus import Excerpt, Version, cut_excerpt, excerpt_file_name
 from precision_recall import score, summarize
 
 
@@ -85,3 +85,10 @@ def test_known_bugs_that_need_another_module_are_counted_apart() -> None:
     totals = summarize([alone, needing], score([alone, needing], findings, _written([alone, needing]), whole=True))
     assert (totals["known_bugs_both"], totals["known_bugs_needing_context"]) == (1, 1)
     assert (totals["known_bugs_both_needing_context"], totals["findings_on_fixed"]) == (0, 1)
+
+
+def test_a_file_that_opens_with_a_byte_order_mark_is_cut_at_its_own_lines() -> None:
+    text = "\ufeffimport torch\n\n\ndef f(x):\n    return x\n\n\ndef g():\n    pass\n"
+    cut = cut_excerpt(text, Version("a" * 40, "m.py", "f", (4, 5)))
+    assert cut.splitlines()[3:5] == ["def f(x):", "    return x"]
+    assert "def g" not in cut
