@@ -7,7 +7,6 @@ the other parts (values, streams, effects, accesses).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -15,7 +14,7 @@ import libcst as cst
 
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis import assumptions as assumed
-from csan_lint.lint.analysis.tokens import UNKNOWN, choice, distinct, event_token, issued_on, item_key
+from csan_lint.lint.analysis.tokens import UNKNOWN, choice, distinct, event_token, is_named, issued_on, item_key
 from csan_lint.lint.effects import Helpers, probe_key
 from csan_lint.lint.getters import getter_holder
 from csan_lint.lint.handover import handed_out, records, stash_dropped
@@ -57,9 +56,6 @@ from csan_lint.lint.values import (
     stores_in_container,
 )
 from csan_lint.lint.views import view_base, viewed
-
-_STREAM_NAME = re.compile(r"[A-Za-z_][\w.]*")
-"""A stream bound to a name or an attribute (not the current or default stream, nor a choice)."""
 
 
 class Bindings:
@@ -232,7 +228,7 @@ class Bindings:
         (`stream(None)` changes nothing, and the block then runs in program order on the current
         stream): in the block, `s is not None` holds, and orderings made under that test hold
         (`if s is not None: s.wait_stream(...)`). The facts added, for `_left_stream` to take back."""
-        if self.state is None or not _STREAM_NAME.fullmatch(stream):
+        if self.state is None or not is_named(stream):
             return NO_FACTS
         added = frozenset({Fact(stream, "not in", frozenset({None}))}) - self.live.facts
         if added:

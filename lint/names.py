@@ -12,8 +12,7 @@ to a name first: `accel = get_accelerator()`), and a project's own wrappers (`Sp
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import libcst as cst
 
@@ -37,13 +36,8 @@ SET_STREAM = api.canonical_of(Kind.SET_STREAM)
 GRAPH_CAPTURE = api.canonical_of(Kind.CAPTURE)
 """A `with` on it captures a CUDA graph on a side stream, after synchronizing the device."""
 
-_DEVICE_HANDLE = re.compile(r"(?:^|\.)_?device_(?:handle|module)$")
-"""Device-generic code (FSDP, DCP) reaches torch.cuda through an object named like
-`state._device_handle` or `self.device_module`: `torch.get_device_module(device)` at run time."""
 ACCELERATOR_FACTORIES = api.ACCELERATOR_FACTORIES
 _DEVICE_MODULES = frozenset({"torch.cuda", "torch.xpu", "torch.npu", "torch.mtia"})
-_DEVICE_WORD = re.compile(r"(?i)device|accelerator")
-"""`getattr(torch, device.type)` picks a device module; `getattr(torch, dtype_name)` does not."""
 _CURRENT_STREAM_LEAF = CURRENT_STREAM.rpartition(".")[2]
 """A method of this name on an object the module did not import returns the current stream: the
 projects' wrappers (Megatron's `context.current_stream()`) do, and naming one that way for any
@@ -143,7 +137,7 @@ class ImportTable:
             and expr.func.value == "getattr"
             and len(expr.args) == 2
             and self.qualified(expr.args[0].value) == "torch"
-            and _DEVICE_WORD.search(cst.Module([]).code_for_node(expr.args[1].value)) is not None
+            and any(api.names_a_device(name) for name in _identifiers(expr.args[1].value))
         )
 
     def _stream_property(self, function: cst.FunctionDef) -> str | None:
@@ -237,7 +231,7 @@ class ImportTable:
                 return api.accelerator_member(leaf)
             if module and leaf == _CURRENT_STREAM_LEAF:
                 return CURRENT_STREAM  # a project's own: `context.current_stream()`
-            return f"torch.cuda.{leaf}" if _DEVICE_HANDLE.search(module) else None
+            return f"torch.cuda.{leaf}" if api.names_a_device_module(module) else None
         full = f"{target}.{rest}" if rest else target
         if full in self._project:
             return self._project[full]
@@ -318,8 +312,17 @@ def _other_device_type(test: cst.Comparison) -> bool | None:
     if not (isinstance(literal, cst.SimpleString) and literal.evaluated_value in _OTHER_DEVICE_TYPES):
         return None
     name = dotted_name(test.left) or ""
-    if not (_DEVICE_WORD.search(name) or name.endswith(".type")):
+    if not (api.names_a_device(name) or name.endswith(".type")):
         return None
     if isinstance(operator, cst.Equal):
         return False
     return True if isinstance(operator, cst.NotEqual) else None
+
+
+def _identifiers(expr: cst.BaseExpression) -> Iterator[str]:
+    """The names and attribute names an expression is built from (`device.type`, `get_device()`)."""
+    if isinstance(expr, cst.Name):
+        yield expr.value
+    for child in expr.children:
+        if isinstance(child, cst.BaseExpression):
+            yield from _identifiers(child)

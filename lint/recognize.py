@@ -18,7 +18,6 @@ interpreter's to know (it passes `is_stream`). Pure: source text in, lines out.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -42,11 +41,6 @@ _STREAM_METHODS = frozenset(m.name for m in api.METHODS if m.marks_stream_code a
 """Methods no other common object has: their receiver needs no checking."""
 _EVENT_METHODS = frozenset(m.name for m in api.METHODS if m.marks_stream_code and m.shared)
 """Event (and stream) methods whose names other objects share: counted on a receiver named so."""
-_STREAM_NAME = re.compile(r"(?i)stream$")
-"""`with self.copy_stream:`: a dotted name ending so is taken for a stream when nothing says otherwise."""
-_RECEIVER_WORDS = ("event", "evt", "stream")
-_EVENT_NAME = re.compile(r"(?i)(?:" + "|".join(_RECEIVER_WORDS) + ")s?$")
-"""Receivers whose `record()`, `wait()`, `query()` are an event's (or a stream's)."""
 
 
 PARTIAL = "functools.partial"
@@ -137,7 +131,7 @@ def entered_streams(
             return _stream_argument(expr.args[1:])
         return functions.streams(expr)
     key = dotted_name(expr)
-    if key is not None and (is_stream(key) or imports.binds_stream(key) or _STREAM_NAME.search(key)):
+    if key is not None and (is_stream(key) or imports.binds_stream(key) or api.names_a_stream(key)):
         return (expr,)
     return None
 
@@ -387,7 +381,7 @@ class _Finder:
         if method in _STREAM_METHODS:
             return True
         receiver = dotted_name(node.func.value)
-        return method in _EVENT_METHODS and receiver is not None and bool(_EVENT_NAME.search(receiver))
+        return method in _EVENT_METHODS and receiver is not None and api.names_an_event_or_stream(receiver)
 
     def _names_api(self, node: cst.Name | cst.Attribute) -> bool:
         dotted = dotted_name(node)

@@ -12,13 +12,15 @@ Spellings reach an entry three ways:
 lint/names.py resolves a dotted name to its `torch.cuda` name; the interpreters, the choice of
 what they walk (lint/analysis/uses.py), the text prefilter (lint/files.py), `--confirm`'s
 recognizer (lint/recognize.py) and the settings (lint/config.py) ask this table what that name,
-or a method's, does. No other module names an
-API method. Pure data: no libcst, no torch.
+or a method's, does; and what an identifier alone says where nothing binds it (a receiver named
+like a stream or an event, an object named like a device handle: `names_a_stream`...). No other
+module names an API method. Pure data: no libcst, no torch.
 """
 
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -338,3 +340,35 @@ def generic_words() -> frozenset[str]:
     `torch.Event`, `torch.accelerator.current_stream`."""
     marking = {entry.name.rpartition(".")[2] for entry in FUNCTIONS if entry.marks_stream_code}
     return GENERIC_CLASSES | (GENERIC_FUNCTIONS & marking)
+
+
+# ---- what a name alone says, where nothing binds it
+
+_NAMED_STREAM = re.compile(r"(?i)stream$")
+_NAMED_RECEIVER = re.compile(r"(?i)(?:event|evt|stream)s?$")
+_NAMED_DEVICE_HANDLE = re.compile(r"(?:^|\.)_?device_(?:handle|module)$")
+_DEVICE_WORD = re.compile(r"(?i)device|accelerator")
+
+
+def names_a_stream(dotted: str) -> bool:
+    """`with self.copy_stream:`: a dotted name ending so is taken for a stream when nothing
+    binds it otherwise (lint/recognize.py)."""
+    return _NAMED_STREAM.search(dotted) is not None
+
+
+def names_an_event_or_stream(dotted: str) -> bool:
+    """A receiver whose `record()`, `wait()`, `query()` (methods other objects share) are an
+    event's or a stream's: `done_event.record()`, `evts[i].wait()`."""
+    return _NAMED_RECEIVER.search(dotted) is not None
+
+
+def names_a_device_module(dotted: str) -> bool:
+    """Device-generic code (FSDP, DCP) reaches torch.cuda through an object named like
+    `state._device_handle` or `self.device_module`: `torch.get_device_module(device)` at run time."""
+    return _NAMED_DEVICE_HANDLE.search(dotted) is not None
+
+
+def names_a_device(dotted: str) -> bool:
+    """A name that holds a device or its type (`device.type`, `self.accelerator_name`):
+    `getattr(torch, device.type)` picks a device module, `getattr(torch, dtype_name)` does not."""
+    return _DEVICE_WORD.search(dotted) is not None

@@ -33,6 +33,7 @@ _EVENT = "event:"
 _ITEMS = "[]"
 _ITEM = re.compile(r"(.+?)\[(.+)\]")
 _LITERAL_KEY = re.compile(r"-?\d+|'[^']*'|\"[^\"]*\"")
+_NAMED = re.compile(r"[A-Za-z_][\w.]*")
 
 
 def choice(names: Iterable[str | None]) -> str | None:
@@ -49,6 +50,12 @@ def alternatives(stream: str) -> list[str]:
 
 def is_choice(stream: str) -> bool:
     return _OR in stream
+
+
+def is_named(stream: str) -> bool:
+    """A stream bound to a name or an attribute (`s`, `self.copy`): not the current or default
+    stream, not a choice, not an item picked by a computed key."""
+    return _NAMED.fullmatch(stream) is not None
 
 
 def on_path(token: str, path: str) -> str:
