@@ -55,9 +55,15 @@ _OTHER_DEVICE_TYPES = frozenset({"xpu", "npu", "hpu", "mps", "mtia", "mlu", "mus
 
 
 def _meanings(spellings: Spellings) -> dict[str, str]:
-    """Each project wrapper -> the canonical name of what its setting says it does (api.SETTINGS)."""
+    """Each project wrapper -> the canonical name of what its setting says it does (api.SETTINGS),
+    and each model -> what it declares (lint/models.py)."""
     return {
-        name: api.canonical_of(kind) for setting, kind in api.SETTINGS.items() for name in getattr(spellings, setting)
+        **dict(spellings.models),
+        **{
+            name: api.canonical_of(kind)
+            for setting, kind in api.SETTINGS.items()
+            for name in getattr(spellings, setting)
+        },
     }
 
 
