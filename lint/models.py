@@ -59,7 +59,9 @@ def _model(entry: object, where: str) -> tuple[str, str]:
     if not isinstance(name, str) or not _DOTTED.fullmatch(name):
         stripped = name.strip().removesuffix("()") if isinstance(name, str) else ""
         hint = f"; did you mean `{stripped}`?" if _DOTTED.fullmatch(stripped) else ""
-        raise ModelsError(f"{where}: `{NAME_KEY}`: expected a dotted name like `pkg.module.function`, got {name!r}{hint}")
+        raise ModelsError(
+            f"{where}: `{NAME_KEY}`: expected a dotted name like `pkg.module.function`, got {name!r}{hint}"
+        )
     effects = [key for key in entry if key in EFFECTS]
     if len(effects) != 1:
         found = ", ".join(f"`{key}`" for key in effects) or "none"
@@ -103,5 +105,7 @@ def models_file(path: str, shown: str) -> tuple[tuple[str, str], ...]:
         raise ModelsError(f"{shown}: invalid TOML: {error}") from None
     for key in document:
         if key != "model":
-            raise ModelsError(f"{shown}: unknown key `{key}`{_guess(key, ['model'])} (a models file holds [[model]] tables)")
+            raise ModelsError(
+                f"{shown}: unknown key `{key}`{_guess(key, ['model'])} (a models file holds [[model]] tables)"
+            )
     return parse_models(document.get("model", []), f"{shown}: model")

@@ -115,7 +115,9 @@ def test_a_model_is_matched_as_imported_or_by_its_last_name(tmp_path: Path, monk
         '[tool.csan-lint]\n[[tool.csan-lint.model]]\nname = "pkg.ext.on_side"\nenters-stream = true\n'
     )
     body = "\n\ndef f(x: torch.Tensor, s):\n    y = x * 2\n    with {call}(s):\n        return y + 1\n"
-    (tmp_path / "aliased.py").write_text("import torch\nfrom pkg.ext import on_side as enter\n" + body.format(call="enter"))
+    (tmp_path / "aliased.py").write_text(
+        "import torch\nfrom pkg.ext import on_side as enter\n" + body.format(call="enter")
+    )
     (tmp_path / "relative.py").write_text("import torch\nfrom .ext import on_side\n" + body.format(call="on_side"))
     (tmp_path / "other.py").write_text("import torch\nfrom other import on_side\n" + body.format(call="on_side"))
     found = {(Path(f.path).name, f.code, f.line) for f in lint_paths(["."], load_config(["."]), jobs=1).findings}
@@ -146,11 +148,20 @@ def test_the_cache_key_includes_the_models_content(tmp_path: Path, monkeypatch: 
             'm.toml: model[1]: `returns`: expected "stream" or "current-stream" or "event", got "steam"; '
             "did you mean `stream`?",
         ),
-        ('[[model]]\nname = "ext.f"\nenters-stream = "arg:0"\n', 'model[0]: `enters-stream`: expected true, got "arg:0"'),
+        (
+            '[[model]]\nname = "ext.f"\nenters-stream = "arg:0"\n',
+            'model[0]: `enters-stream`: expected true, got "arg:0"',
+        ),
         ('[[model]]\nname = "ext.f"\nsynchronizes = 1\n', "model[0]: `synchronizes`: expected"),
         ('[[model]]\nname = "ext.f()"\nreturns = "event"\n', "model[0]: `name`: expected a dotted name"),
-        ('[[model]]\nreturns = "event"\n', "model[0]: `name`: expected a dotted name like `pkg.module.function`, got None"),
-        ('[[model]]\nname = "ext.f"\n', "model[0]: expected one effect (enters-stream, returns, synchronizes), got none"),
+        (
+            '[[model]]\nreturns = "event"\n',
+            "model[0]: `name`: expected a dotted name like `pkg.module.function`, got None",
+        ),
+        (
+            '[[model]]\nname = "ext.f"\n',
+            "model[0]: expected one effect (enters-stream, returns, synchronizes), got none",
+        ),
         (
             '[[model]]\nname = "ext.f"\nreturns = "event"\nsynchronizes = "device"\n',
             "model[0]: expected one effect (enters-stream, returns, synchronizes), got `returns`, `synchronizes`",
