@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from functools import cache
+from importlib import resources
 from typing import Any
 
 from csan_lint.lint.analysis import api
@@ -27,12 +29,16 @@ EFFECTS: Mapping[str, Mapping[object, tuple[Kind, On | None]]] = {
         "event": (Kind.EVENT_CREATE, None),
     },
     "synchronizes": {"device": (Kind.HOST_SYNC, On.DEVICE), "current-stream": (Kind.HOST_SYNC, On.CURRENT)},
+    "launches": {"in-place": (Kind.LAUNCH, None)},
 }
 """Each effect key, its values, and the table's operation a call of the modelled callable then
 performs: `enters-stream = true`, used in `with`, makes its first argument (or `stream=`)
 current, as `torch.cuda.stream(s)`; `returns` a new stream, the current stream or a new event;
 `synchronizes` the host with the whole device (`torch.cuda.synchronize()`) or with the current
-stream (the host waits for the work queued on it so far, as NCCL's `barrier()`)."""
+stream (the host waits for the work queued on it so far, as NCCL's `barrier()`); `launches`
+work on the current stream that writes its first argument in place and, called with
+`async_op=True`, returns a handle whose `wait()` makes the current stream wait for that work (as
+torch.distributed's collectives)."""
 KEYS = (NAME_KEY, *EFFECTS)
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 
@@ -92,13 +98,24 @@ def _guess(word: str, choices: Sequence[str]) -> str:
 
 def models_file(path: str, shown: str) -> tuple[tuple[str, str], ...]:
     """The `[[model]]` array of a models file (`shown`: its path as errors name it)."""
-    import tomllib
-
     try:
         with open(path, "rb") as stream:
             data = stream.read()
     except OSError as error:
         raise ModelsError(f"{shown}: cannot read the models file: {error.strerror}") from None
+    return _models_text(data, shown)
+
+
+@cache
+def shipped_models() -> tuple[tuple[str, str], ...]:
+    """The models csan-lint ships for common libraries (lint/analysis/models.toml), read once."""
+    shipped = resources.files("csan_lint.lint.analysis").joinpath("models.toml")
+    return _models_text(shipped.read_bytes(), "csan_lint/lint/analysis/models.toml")
+
+
+def _models_text(data: bytes, shown: str) -> tuple[tuple[str, str], ...]:
+    import tomllib
+
     try:
         document: dict[str, Any] = tomllib.loads(data.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:

@@ -20,6 +20,7 @@ import libcst as cst
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Kind, On
 from csan_lint.lint.model import NO_SPELLINGS, Spellings
+from csan_lint.lint.models import shipped_models
 from csan_lint.lint.vocabulary import TENSOR_MODULES
 
 STREAM_CONTEXTS = api.names(Kind.ENTER_STREAM)
@@ -56,8 +57,10 @@ _OTHER_DEVICE_TYPES = frozenset({"xpu", "npu", "hpu", "mps", "mtia", "mlu", "mus
 
 def _meanings(spellings: Spellings) -> dict[str, str]:
     """Each project wrapper -> the canonical name of what its setting says it does (api.SETTINGS),
-    and each model -> what it declares (lint/models.py)."""
+    and each model, shipped or the project's (which replaces a shipped one), -> what it declares
+    (lint/models.py)."""
     return {
+        **dict(shipped_models()),
         **dict(spellings.models),
         **{
             name: api.canonical_of(kind)

@@ -10,6 +10,9 @@ import pytest
 
 from csan_lint.lint import cache
 from csan_lint.lint.config import ConfigError, load_config
+from csan_lint.lint.engine import lint_source
+from csan_lint.lint.model import Spellings
+from csan_lint.lint.models import shipped_models
 from csan_lint.lint.runner import lint_paths
 
 _USER = """\
@@ -160,11 +163,12 @@ def test_the_cache_key_includes_the_models_content(tmp_path: Path, monkeypatch: 
         ),
         (
             '[[model]]\nname = "ext.f"\n',
-            "model[0]: expected one effect (enters-stream, returns, synchronizes), got none",
+            "model[0]: expected one effect (enters-stream, returns, synchronizes, launches), got none",
         ),
         (
             '[[model]]\nname = "ext.f"\nreturns = "event"\nsynchronizes = "device"\n',
-            "model[0]: expected one effect (enters-stream, returns, synchronizes), got `returns`, `synchronizes`",
+            "model[0]: expected one effect (enters-stream, returns, synchronizes, launches), "
+            "got `returns`, `synchronizes`",
         ),
         ('[[models]]\nname = "ext.f"\n', "m.toml: unknown key `models`; did you mean `model`?"),
         ('model = "ext.f"\n', "m.toml: model: expected an array of tables"),
@@ -201,3 +205,37 @@ def test_a_malformed_model_in_pyproject_is_a_located_error(
     with pytest.raises(ConfigError) as error:
         load_config(["."])
     assert message in str(error.value)
+
+
+_COLLECTIVE = """\
+import torch
+import deepspeed.comm as dist
+
+
+def reduce(x: torch.Tensor, side):
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        dist.all_reduce(x)
+    return x + 1
+
+
+def waited(x: torch.Tensor, side):
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        work = dist.all_reduce(x, async_op=True)
+    work.wait()
+    return x + 1
+"""
+
+
+def test_shipped_models_launch_deepspeeds_collectives_in_place() -> None:
+    """`launches = "in-place"`: the collective writes `x` on the side stream, so the read after
+    the block needs a join; with `async_op=True`, waiting on its handle is that join."""
+    assert [(f.code, f.line) for f in lint_source(_COLLECTIVE, "m.py")] == [("CSL102", 9)]
+    assert dict(shipped_models())["deepspeed.comm.all_reduce"] == "torch.distributed.all_reduce"
+    assert all(name.startswith("deepspeed.comm.") for name, _ in shipped_models())
+
+
+def test_a_project_model_replaces_a_shipped_one() -> None:
+    spellings = Spellings(models=(("deepspeed.comm.all_reduce", "torch.cuda.synchronize"),))
+    assert lint_source(_COLLECTIVE, "m.py", spellings=spellings) == []
