@@ -239,3 +239,12 @@ def test_shipped_models_launch_deepspeeds_collectives_in_place() -> None:
 def test_a_project_model_replaces_a_shipped_one() -> None:
     spellings = Spellings(models=(("deepspeed.comm.all_reduce", "torch.cuda.synchronize"),))
     assert lint_source(_COLLECTIVE, "m.py", spellings=spellings) == []
+
+
+def test_a_shipped_model_is_matched_only_as_imported() -> None:
+    """A library's callable, unlike a project's own: a relatively imported `all_reduce` of the
+    project's is not DeepSpeed's."""
+    relative = _COLLECTIVE.replace("import deepspeed.comm as dist", "from .comm import all_reduce")
+    assert lint_source(relative.replace("dist.all_reduce", "all_reduce"), "m.py") == []
+    aliased = _COLLECTIVE.replace("import deepspeed.comm as dist", "from deepspeed import comm as dist")
+    assert [(f.code, f.line) for f in lint_source(aliased, "m.py")] == [("CSL102", 9)]
