@@ -44,6 +44,7 @@ from csan_lint import __version__
 from csan_lint import rules as rules_package
 from csan_lint.lint.config import Config
 from csan_lint.lint.model import Edit, Finding, Span
+from csan_lint.lint.models import shipped_models
 
 CACHE_DIR_NAME = ".csan_lint_cache"
 FORMAT = 6
@@ -131,6 +132,7 @@ def settings_key(config: Config) -> str:
         "ignore": list(config.ignore),
         "per_file_ignores": sorted((pattern, list(codes)) for pattern, codes in config.per_file_ignores.items()),
         "spellings": dataclasses.asdict(config.spellings),
+        "shipped_models": shipped_models(),
         "assumptions": config.assumptions.key(),
         "facts": config.facts.digest if config.facts is not None else None,
     }

@@ -21,6 +21,7 @@ from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.assumptions import BY_NAME, DEFAULT_ASSUMPTIONS, Assumptions
 from csan_lint.lint.files import display_path
 from csan_lint.lint.model import NO_SPELLINGS, Spellings
+from csan_lint.lint.models import ModelsError, models_file, parse_models
 from csan_lint.lint.registry import all_rules
 from csan_lint.lint.rule import Rule
 from csan_lint.lint.run_facts import NO_MODULE_FACTS, FactsFileError, ModuleFacts, ObservedFacts, load_facts
@@ -32,11 +33,12 @@ SPELLING_KEYS = {setting.replace("_", "-"): setting for setting in api.SETTINGS}
 """The project's own wrappers of the stream API (lint/model.py `Spellings`), each a list of dotted callables."""
 KEYS = (
     "select", "extend-select", "ignore", "exclude", "per-file-ignores", "respect-gitignore", "confirm",
-    "assumptions", "facts", *SPELLING_KEYS,
+    "assumptions", "facts", "models", "model", *SPELLING_KEYS,
 )  # fmt: skip
 """`confirm` is the sub-table of `csan-lint --confirm`: checked at load by the code that reads it;
 `assumptions` a table of the analysis' assumptions switched on or off (docs/analysis.md); `facts`
-a file of facts from test runs (lint/run_facts.py), relative to the config file."""
+a file of facts from test runs (lint/run_facts.py), relative to the config file; `models` a file
+of models of code the linter cannot read and `model` an array of them (lint/models.py)."""
 ALL = "ALL"
 """The selector of every code, the opt-in `unused-noqa` included (as in ruff)."""
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
@@ -179,7 +181,8 @@ def _parse_table(table: Mapping[str, Any], where: str, root: Path, source: Path)
     if not isinstance(confirm, dict):
         raise ConfigError(f"{where}: confirm: expected a table ([{TABLE}.confirm])")
     spellings = Spellings(
-        **{attribute: _callables(table.get(key, []), f"{where}: {key}") for key, attribute in SPELLING_KEYS.items()}
+        **{attribute: _callables(table.get(key, []), f"{where}: {key}") for key, attribute in SPELLING_KEYS.items()},
+        models=_models(table, where, root),
     )
     assumptions = _assumptions(table.get("assumptions", {}), f"{where}: assumptions")
     facts = table.get("facts")
@@ -220,6 +223,19 @@ def _check_confirm_table(config: Config) -> None:
     try:
         resolve_settings(config, {})
     except ConfirmUsageError as error:
+        raise ConfigError(str(error)) from None
+
+
+def _models(table: Mapping[str, Any], where: str, root: Path) -> tuple[tuple[str, str], ...]:
+    """The models of `[[tool.csan-lint.model]]`, then those of the `models` file (relative to the
+    config file's directory)."""
+    path = table.get("models")
+    if path is not None and not isinstance(path, str):
+        raise ConfigError(f"{where}: models: expected the path of a models file, got {path!r}")
+    try:
+        inline = parse_models(table.get("model", []), f"{where}: model")
+        return inline + (models_file(str(root / path), display_path(root / path)) if path else ())
+    except ModelsError as error:
         raise ConfigError(str(error)) from None
 
 

@@ -75,10 +75,19 @@ class Spellings:
     """Calls returning a new stream."""
     event_factories: tuple[str, ...] = ()
     """Calls returning a new event."""
+    models: tuple[tuple[str, str], ...] = ()
+    """Models of code the linter cannot read (lint/models.py): (dotted callable, the canonical
+    name of the stream API entry a call of it acts as)."""
 
     def leaves(self) -> frozenset[str]:
         """The last name of every wrapper: a file that uses one contains it (the prefilter's words)."""
-        every = (*self.stream_contexts, *self.current_stream, *self.stream_factories, *self.event_factories)
+        every = (
+            *self.stream_contexts,
+            *self.current_stream,
+            *self.stream_factories,
+            *self.event_factories,
+            *(name for name, _ in self.models),
+        )
         return frozenset(name.rpartition(".")[2] for name in every)
 
 

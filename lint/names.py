@@ -19,6 +19,7 @@ import libcst as cst
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Kind, On
 from csan_lint.lint.model import NO_SPELLINGS, Spellings
+from csan_lint.lint.models import shipped_models
 from csan_lint.lint.vocabulary import TENSOR_MODULES
 
 STREAM_CONTEXTS = api.names(Kind.ENTER_STREAM)
@@ -49,9 +50,15 @@ _OTHER_DEVICE_TYPES = frozenset({"xpu", "npu", "hpu", "mps", "mtia", "mlu", "mus
 
 
 def _meanings(spellings: Spellings) -> dict[str, str]:
-    """Each project wrapper -> the canonical name of what its setting says it does (api.SETTINGS)."""
+    """Each project wrapper -> the canonical name of what its setting says it does (api.SETTINGS),
+    and each of the project's models -> what it declares (lint/models.py)."""
     return {
-        name: api.canonical_of(kind) for setting, kind in api.SETTINGS.items() for name in getattr(spellings, setting)
+        **dict(spellings.models),
+        **{
+            name: api.canonical_of(kind)
+            for setting, kind in api.SETTINGS.items()
+            for name in getattr(spellings, setting)
+        },
     }
 
 
@@ -65,7 +72,11 @@ class ImportTable:
     def __init__(self, spellings: Spellings = NO_SPELLINGS) -> None:
         self._aliases: dict[str, str] = {}
         self._ambiguous: set[str] = set()
-        self._project: Mapping[str, str] = _meanings(spellings)
+        project = _meanings(spellings)
+        self._project: Mapping[str, str] = {**dict(shipped_models()), **project}
+        """A shipped model (lint/models.py) is a library's callable, matched only as imported; the
+        project's wrappers and models, also by their last names (`_project_suffixes`); a project's
+        model replaces a shipped one."""
         self._handles: set[str] = set()
         """Dotted names bound to a device module or accelerator object (`accel = get_accelerator()`)."""
         self._streams: set[str] = set()
@@ -74,7 +85,7 @@ class ImportTable:
         """Dotted names bound to the API itself (`self._ctx = torch.cuda.stream`); None: to two parts of it."""
         self._properties: dict[str, str] = {}
         """`self.x` -> the stream call its property makes on each read (`current_stream`, `default_stream`)."""
-        self._project_suffixes = _suffixes(self._project)
+        self._project_suffixes = _suffixes(project)
 
     def add(self, node: cst.Import | cst.ImportFrom | cst.Assign | cst.FunctionDef) -> None:
         """Learns the names an import binds, that an assignment binds a device module or a stream,

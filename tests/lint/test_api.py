@@ -15,6 +15,7 @@ from csan_lint.lint.config import SPELLING_KEYS
 from csan_lint.lint.engine import lint_source
 from csan_lint.lint.files import might_have_findings
 from csan_lint.lint.model import Spellings
+from csan_lint.lint.models import EFFECTS
 from csan_lint.lint.names import ImportTable
 from csan_lint.lint.recognize import stream_code_lines
 
@@ -151,7 +152,9 @@ def test_no_two_entries_conflict() -> None:
     assert set(api.SPELLING_NAMES.values()) <= set(names)
     assert set(api.SPELLING_MODULES.values()) == {"torch.cuda"}
     assert {api.canonical_of(kind) for kind in api.SETTINGS.values()} <= set(names)
-    assert set(SPELLING_KEYS.values()) == set(api.SETTINGS) == {field for field in Spellings.__dataclass_fields__}
+    assert set(SPELLING_KEYS.values()) == set(api.SETTINGS) == set(Spellings.__dataclass_fields__) - {"models"}
+    modelled = {api.canonical_of(*operation) for values in EFFECTS.values() for operation in values.values()}
+    assert len(modelled) == sum(map(len, EFFECTS.values())) and modelled <= set(names)
 
 
 def test_every_kind_has_a_spelling() -> None:
