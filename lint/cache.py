@@ -106,9 +106,12 @@ def analysis_key() -> str:
 
 
 def _source_fingerprint() -> str:
-    """Names, sizes and mtimes of the analysis modules: a few dozen stats, no imports."""
+    """Names, sizes and mtimes of the analysis modules (lint/, its subpackages, rules/): a few
+    dozen stats, no imports."""
     digest = hashlib.blake2b(digest_size=16)
-    for directory in (Path(__file__).parent, *map(Path, rules_package.__path__)):
+    lint = Path(__file__).parent
+    subpackages = sorted(entry.path for entry in os.scandir(lint) if (Path(entry.path) / "__init__.py").is_file())
+    for directory in (lint, *map(Path, subpackages), *map(Path, rules_package.__path__)):
         try:
             entries = sorted(
                 (entry.name, entry.stat()) for entry in os.scandir(directory) if entry.name.endswith(".py")

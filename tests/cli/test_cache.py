@@ -329,3 +329,18 @@ def test_entries_of_deleted_files_are_pruned(project: Path) -> None:
     lint_paths(["new.py"], config, cache=True)
     entries = json.loads(_cache_files(project)[0].read_text())["entries"]
     assert sorted(Path(path).name for path in entries) == ["a.py", "new.py", "plain.py"]
+
+
+@pytest.mark.parametrize("module", ["cache.py", "analysis/tokens.py"])
+def test_the_fingerprint_of_the_analysis_sources_sees_every_lint_module(module: str) -> None:
+    """An editable install changes code without changing its version: an edit anywhere under
+    lint/, a subpackage included, must start a fresh cache."""
+    source = Path(cache.__file__).parent / module
+    if not os.access(source, os.W_OK):
+        pytest.skip("the installed sources are not ours to touch")
+    before, status = cache._source_fingerprint(), source.stat()
+    try:
+        os.utime(source, ns=(status.st_atime_ns, status.st_mtime_ns + 1_000_000_000))
+        assert cache._source_fingerprint() != before
+    finally:
+        os.utime(source, ns=(status.st_atime_ns, status.st_mtime_ns))
