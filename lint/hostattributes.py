@@ -65,6 +65,8 @@ class SelfAttributes:
     """Attribute -> the functions binding it to something other than None."""
     _bases: dict[str, str | None] = field(default_factory=dict)
     """Attribute -> the attribute it is a view of on every binding; None if any binding is not."""
+    owners: dict[cst.FunctionDef | None, cst.ClassDef] = field(default_factory=dict)
+    """Method -> its class: `self.x` of one class is not `self.x` of another."""
 
     def bind(
         self, target: cst.BaseExpression, value: cst.BaseExpression | None, function: cst.FunctionDef | None
@@ -99,6 +101,12 @@ class SelfAttributes:
             key = base
 
     def kept(self, key: str, function: cst.FunctionDef) -> bool:
-        """Each storage `key` names is bound in at most one function other than `function`, so
-        another call of `function` finds the same buffer (its own rebinding it sees itself)."""
-        return all(len(self._binders.get(name, set()) - {function}) <= 1 for name in self.storage(key))
+        """Each storage `key` names is bound in at most one function of `function`'s class other
+        than `function`, so another call of `function` finds the same buffer (its own rebinding
+        it sees itself)."""
+        owner = self.owners.get(function)
+        return all(
+            len({binder for binder in self._binders.get(name, set()) if self.owners.get(binder) is owner} - {function})
+            <= 1
+            for name in self.storage(key)
+        )

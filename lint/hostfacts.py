@@ -114,7 +114,12 @@ class ModuleFacts:
         )
 
 
-def scan_facts(body: Sequence[cst.CSTNode], facts: ModuleFacts, function: cst.FunctionDef | None = None) -> None:
+def scan_facts(
+    body: Sequence[cst.CSTNode],
+    facts: ModuleFacts,
+    function: cst.FunctionDef | None = None,
+    owner: cst.ClassDef | None = None,
+) -> None:
     """Imports, function definitions, pinned attributes and attribute bindings, by statements:
     a libcst visitor would cost as much as the parse."""
     for node in body:
@@ -136,10 +141,14 @@ def scan_facts(body: Sequence[cst.CSTNode], facts: ModuleFacts, function: cst.Fu
         elif isinstance(node, cst.FunctionDef):
             facts.functions.setdefault(node.name.value, []).append(node)
             facts.imports.add(node)  # a property may return the current stream
+            if owner is not None:
+                facts.attributes.owners[node] = owner
             scan_facts(node.body.body, facts, node)
+        elif isinstance(node, cst.ClassDef):
+            scan_facts(node.body.body, facts, function, node)
         elif isinstance(node, cst.BaseCompoundStatement):
             for suite in _suites(node):
-                scan_facts(suite, facts, function)
+                scan_facts(suite, facts, function, owner)
 
 
 def _suites(node: cst.BaseCompoundStatement) -> Iterator[Sequence[cst.CSTNode]]:

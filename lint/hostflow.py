@@ -203,7 +203,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
     # ---- bindings
 
     def _assign(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
-        base = viewed(value) if not isinstance(value, cst.Subscript) else None  # `host[0]` reads an item
+        base = viewed(value) if not _reads_an_item(value) else None  # `host[0]` reads an item
         source = dotted_name(base) if base is not None else None
         state = self.live
         if source is not None:  # `y = x`, `y = x.numpy()`: no read; `y` names what `x` names
@@ -224,6 +224,8 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
                     state.pinned |= {key}
                 if source in state.on_host:
                     state.on_host |= {key}
+                if base is not value:
+                    state.views[key] = state.views.get(source, source)
             return
         if isinstance(value, (cst.Tuple, cst.List, cst.Set, cst.Dict)):
             self._hand_off(value)  # packing values up is no read
@@ -279,6 +281,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         state.pinned -= {key}
         state.on_host -= {key}
         state.unrecorded -= {key}
+        state.views = {view: base for view, base in state.views.items() if key not in (view, base)}
 
     # ---- where memory lives
 
@@ -468,7 +471,8 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
     def _upload(self, key: str, node: cst.Call) -> None:
         state = self.live
         copy = Pending(Copy(node, state.current), frozenset({state.current}))
-        state.out_of[key] = state.out_of.get(key, frozenset()) | {copy}
+        for buffer in {key, state.views.get(key, key)}:
+            state.out_of[buffer] = state.out_of.get(buffer, frozenset()) | {copy}
 
     # ---- host accesses
 
@@ -490,7 +494,8 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
 
     def _pending_write_check(self, key: str, node: cst.CSTNode) -> None:
         """A host write to `key`, or through `key` to the attribute it is a view of."""
-        for storage in self.facts.attributes.storage(key):
+        base = self.live.views.get(key)
+        for storage in (*(() if base is None else (base,)), *self.facts.attributes.storage(key)):
             pending = self.live.out_of.pop(storage, None)
             if pending:
                 fields = {"buffer": storage} | ({"view": key} if key != storage else {})
@@ -533,6 +538,12 @@ _STARTS = (Kind.EVENT_CREATE, Kind.CAPTURE, Kind.CAPTURE_BEGIN)
 
 
 @lru_cache(maxsize=4)
+def _reads_an_item(value: cst.BaseExpression) -> bool:
+    """`host[0]`, `host[i, j]`: an item read at once; `host[:n]`, `host[a:b, :m]` (slices only)
+    is a view of `host`, read later through its name."""
+    return isinstance(value, cst.Subscript) and not all(isinstance(e.slice, cst.Slice) for e in value.slice)
+
+
 def _host_hazards(module: cst.Module, spellings: Spellings, pins: bool, syncing: bool) -> tuple[HostHazard, ...]:
     facts = ModuleFacts(ImportTable(spellings), pins=pins, syncing=syncing)
     scan_facts(module.body, facts)

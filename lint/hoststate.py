@@ -69,6 +69,9 @@ class HostState:
     (lint/devices.py): a non-blocking copy to where one says may be a download."""
     unrecorded: frozenset[str] = frozenset()
     capture: Capture | None = None
+    views: dict[str, str] = field(default_factory=dict)
+    """Local name -> the buffer it is a view of on every path (`cpu = self.buf[:n]`): a copy out
+    of the view is one out of the buffer, which the next call of the function meets."""
 
     def copy(self) -> HostState:
         return replace(
@@ -77,6 +80,7 @@ class HostState:
             contexts=dict(self.contexts),
             into=dict(self.into),
             out_of=dict(self.out_of),
+            views=dict(self.views),
         )
 
 
@@ -110,6 +114,7 @@ def join_host_states(states: Iterable[HostState | None]) -> HostState | None:
         if state.current != result.current:
             result.current = UNKNOWN
         result.streams = {k: v for k, v in result.streams.items() if state.streams.get(k) == v}
+        result.views = {k: v for k, v in result.views.items() if state.views.get(k) == v}
         result.contexts = join_contexts(result.contexts, state.contexts)
         result.into = _join_maps(result.into, state.into)
         result.out_of = _join_maps(result.out_of, state.out_of)

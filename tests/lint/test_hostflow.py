@@ -570,3 +570,64 @@ def test_events_of_a_configured_factory_are_followed(tmp_path: Path, comment: st
     module.write_text(FACTORY_EVENT.format(comment=comment))
     result = lint_paths([str(module)], load_config([str(module)]), jobs=1)
     assert [(finding.code, finding.line) for finding in result.findings] == [("CSL401", 8 + comment.count("\n"))]
+
+
+REFILLED_THROUGH_A_SLICE = """
+import torch
+
+class Sampler:
+    def __init__(self, n):
+        self.coins = torch.empty(n, device="cuda")
+        self.cpu_coins = torch.empty(n, pin_memory=True)
+
+    def prepare(self, bs):
+        {first}
+        cpu = self.cpu_coins[:bs]
+        for i in range(bs):
+            cpu[i].uniform_(0.0, 1.0)
+        self.coins[:bs].copy_(cpu, non_blocking=True)
+"""
+
+
+@pytest.mark.parametrize(
+    ("first", "expected"),
+    [
+        ("pass", {(kinds.HOST_WRITE_PENDING, 13)}),
+        ("torch.cuda.current_stream().synchronize()", set()),
+    ],
+)
+def test_a_slice_of_a_pinned_attribute_is_the_buffer_the_next_call_refills(first: str, expected: set) -> None:
+    """`cpu = self.buf[:n]` is a view, not an item read: the upload out of it is one out of
+    `self.buf`, still running when the next call refills the buffer through a new view."""
+    assert hazards(REFILLED_THROUGH_A_SLICE.format(first=first)) == expected
+
+
+def test_an_item_read_is_no_view() -> None:
+    """`h = host[0]` after a download into `host` reads it at once (the race), and binds no view."""
+    source = """
+    import torch
+
+    def f(x):
+        host = torch.empty(4, pin_memory=True)
+        host.copy_(x, non_blocking=True)
+        h = host[0]
+        return h
+    """
+    assert hazards(source) == {(kinds.HOST_READ_PENDING, 7)}
+
+
+def test_attributes_of_another_class_do_not_hide_the_next_call() -> None:
+    """Two classes each binding `self.staging` once: within each class the buffer is bound in one
+    place, so each method's next call meets its own upload."""
+    one = """
+    class {name}:
+        def __init__(self, n):
+            self.out = torch.empty(n, device="cuda")
+            self.staging = torch.empty(n, pin_memory=True)
+
+        def push(self, src):
+            self.staging.copy_(src)
+            self.out.copy_(self.staging, non_blocking=True)
+    """
+    source = "import torch\n" + textwrap.dedent(one.format(name="A")) + textwrap.dedent(one.format(name="B"))
+    assert hazards(source) == {(kinds.HOST_WRITE_PENDING, 9), (kinds.HOST_WRITE_PENDING, 18)}

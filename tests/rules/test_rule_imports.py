@@ -24,6 +24,7 @@ ALLOWED: dict[str, frozenset[str] | None] = {
     "csan_lint.runtime.kinds": ANY,
     "csan_lint.lint.names": frozenset({"dotted_name"}),
     "csan_lint.lint.values": frozenset({"code_of"}),
+    "csan_lint.lint.analysis.tokens": frozenset({"event_name"}),  # how a fact names an event
     "csan_lint.lint.analysis.assumptions": frozenset(
         name for name, value in vars(assumptions).items() if name.isupper() and isinstance(value, str)
     ),
