@@ -57,8 +57,8 @@ class PinnedSourceOverwrite(Rule):
     waits for the host and is safe). A blocking `buf.copy_(src)` is taken as a host write even
     when `src` is on the device. Rebinding the buffer's name (`staging = self.staging[i]`) is
     taken to give a different buffer, so double buffering by index is trusted, not checked; so is
-    a buffer kept on `self` that is bound in more than one other function (it may be swapped
-    between calls), and any buffer kept on `self` when another function of the module
+    a buffer kept on `self` that is bound in more than one other method of its class (it may be
+    swapped between calls), and any buffer kept on `self` when another function of the module
     synchronizes the host (it may run between calls). A copy out of one view and a write to
     another view of the same buffer are not known to overlap. Writes by other methods of the
     class between two calls are not followed.
@@ -207,6 +207,22 @@ class PinnedSourceOverwrite(Rule):
         ),
         Invalid(
             _RESTAGED.format(non_blocking=True),
+            lines=(10,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Coins:
+                def __init__(self, n):
+                    self.coins = torch.empty(n, device="cuda")
+                    self.cpu_coins = torch.empty(n, pin_memory=True)
+
+                def draw(self, bs):
+                    cpu = self.cpu_coins[:bs]
+                    cpu.uniform_(0.0, 1.0)
+                    self.coins[:bs].copy_(cpu, non_blocking=True)
+            """,
             lines=(10,),
         ),
     ]
