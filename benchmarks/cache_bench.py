@@ -26,6 +26,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from torch_tree import default_torch_root
+
 WARM_SPEEDUP_TARGET = 10.0
 
 
@@ -37,15 +39,6 @@ class Timing:
 
     def __str__(self) -> str:
         return f"wall {self.wall:6.2f} s  cpu {self.cpu:6.2f} s"
-
-
-def default_torch_root() -> Path:
-    """The installed torch package, found without importing it."""
-    for entry in sys.path:
-        candidate = Path(entry or ".") / "torch"
-        if (candidate / "__init__.py").is_file():
-            return candidate.resolve()
-    raise SystemExit("torch is not installed here: pass --torch-root DIR")
 
 
 def _children_cpu() -> float:

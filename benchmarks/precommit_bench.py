@@ -33,6 +33,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from torch_tree import default_torch_root
+
 from csan_lint.lint.cache import RACY_NS
 from csan_lint.lint.files import might_have_findings
 
@@ -47,15 +49,6 @@ class Build:
     name: str
     environment: dict[str, str]
     project: Path
-
-
-def default_torch_root() -> Path:
-    """The installed torch package, found without importing it."""
-    for entry in sys.path:
-        candidate = Path(entry or ".") / "torch"
-        if (candidate / "__init__.py").is_file():
-            return candidate.resolve()
-    raise SystemExit("torch is not installed here: pass --torch-root DIR")
 
 
 def install(source: Path, destination: Path) -> dict[str, str]:

@@ -25,21 +25,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from torch_tree import default_torch_root
+
 from csan_lint.lint.files import might_have_findings
 
 RUFF_RATIO_TARGET = 4.0
 """csan-lint's wall time over ruff's, whole torch package, cold, same run."""
 WHOLE_PACKAGE_TARGET_S = 15.0
 """Cold lint of the whole torch package (about 1.2 M lines) on 2 cores."""
-
-
-def default_torch_root() -> Path:
-    """The installed torch package, found without importing it (importing torch takes seconds)."""
-    for entry in sys.path:
-        candidate = Path(entry or ".") / "torch"
-        if (candidate / "__init__.py").is_file():
-            return candidate.resolve()
-    raise SystemExit("torch is not installed here: pass --torch-root DIR")
 
 
 @dataclass(frozen=True)
