@@ -14,7 +14,6 @@ import pytest
 from click.testing import CliRunner
 
 from csan_lint.lint import cache, runner
-from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS
 from csan_lint.lint.cache import CACHE_DIR_NAME
 from csan_lint.lint.cli import main
 from csan_lint.lint.config import Config, load_config
@@ -33,20 +32,6 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "b.py").write_text(FLAGGED[1])
     (tmp_path / "plain.py").write_text(PLAIN)
     return tmp_path
-
-
-@pytest.fixture
-def parse_count(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Paths given to the engine, in order."""
-    parsed: list[str] = []
-    real = runner.lint_source
-
-    def counting(source: str, path: str, rules=None, package=None, spellings=NO_SPELLINGS, assumptions=None, **rest):
-        parsed.append(path)
-        return real(source, path, rules, package, spellings, assumptions or DEFAULT_ASSUMPTIONS, **rest)
-
-    monkeypatch.setattr(runner, "lint_source", counting)
-    return parsed
 
 
 def _age(path: Path, seconds: float = 60) -> None:

@@ -15,12 +15,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from csan_lint.lint import runner, streamflow
-from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS
+from csan_lint.lint import streamflow
 from csan_lint.lint.cache import CACHE_DIR_NAME
 from csan_lint.lint.cli import main
 from csan_lint.lint.config import load_config
-from csan_lint.lint.model import NO_SPELLINGS
 from csan_lint.lint.runner import lint_paths
 from csan_lint.lint.workspace import Workspace
 
@@ -92,20 +90,6 @@ def _check(*arguments: str) -> list[tuple[str, int, str]]:
     result = CliRunner().invoke(main, ["--output-format", "json", *arguments])
     assert result.exit_code in (0, 1), result.output
     return [(f["path"], f["line"], f["code"]) for f in json.loads(result.output)["findings"]]
-
-
-@pytest.fixture
-def parse_count(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Paths given to the engine, in order."""
-    parsed: list[str] = []
-    real = runner.lint_source
-
-    def counting(source: str, path: str, rules=None, package=None, spellings=NO_SPELLINGS, assumptions=None, **rest):
-        parsed.append(path)
-        return real(source, path, rules, package, spellings, assumptions or DEFAULT_ASSUMPTIONS, **rest)
-
-    monkeypatch.setattr(runner, "lint_source", counting)
-    return parsed
 
 
 @pytest.fixture
