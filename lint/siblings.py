@@ -31,7 +31,6 @@ For precision, only what the function's text settles is taken:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 
 import libcst as cst
@@ -66,8 +65,6 @@ _ESCAPES = (
 
 _STREAM_CALLS = ORDERING_METHODS | {"stream"}
 """Calls of the stream API by their last name: what they take is a stream or an event."""
-_STREAM_OR_EVENT = re.compile(r"(?i)(?:stream|event)s?$")
-"""Attributes named so hold streams or events, as lint/recognize.py takes them."""
 
 Held = tuple[str, str]
 """(holder, attribute): `node.state` and `residual` for `node.state.residual`."""
@@ -104,7 +101,7 @@ def unrecorded_siblings(
         if (
             attribute == kept
             or attribute in HOST_ATTRIBUTES
-            or _STREAM_OR_EVENT.search(attribute)
+            or api.names_an_event_or_stream(attribute)  # it holds a stream or an event
             or f"{holder}.{attribute}" in text.assigned
         ):
             continue
