@@ -65,6 +65,8 @@ class HostHazard:
     copies: frozenset[Copy] = frozenset()
     """The pending copies a host access races with (several after a join): the first in the
     source is named, chosen by position once positions are known, never by node identity."""
+    assumptions: frozenset[str] = frozenset()
+    """What the hazard rests on (lint/analysis/assumptions.py)."""
 
 
 @dataclass(frozen=True)
@@ -161,6 +163,7 @@ class ModuleFlow:
         observed: tuple[str, ...] = ()
         if isinstance(hazard, HostHazard):
             node, span_node = hazard.node, hazard.span_node
+            assumed = tuple(sorted(hazard.assumptions))
         else:
             node, span_node = hazard.access.node, hazard.access.span_node
             assumed = tuple(sorted(hazard.assumptions))

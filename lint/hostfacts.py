@@ -13,6 +13,7 @@ from typing import Any
 import libcst as cst
 
 from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
 from csan_lint.lint.hostattributes import SelfAttributes
 from csan_lint.lint.names import DEVICE_SYNC, ImportTable, dotted_name
 from csan_lint.lint.nodes import children
@@ -90,6 +91,12 @@ class ModuleFacts:
     looking into."""
     syncing: bool = True
     """The module synchronizes the device, a stream or an event somewhere: if not, no function does."""
+    assumptions: Assumptions = DEFAULT_ASSUMPTIONS
+    classes: set[str] = field(default_factory=set)
+    """The names of the module's classes: constructing one hands its arguments on."""
+    reads: dict[tuple[cst.FunctionDef, str], frozenset[str] | None] = field(default_factory=dict)
+    """(function, parameter) -> whether the function reads it on the host: the assumptions that
+    rests on, None if not or while being worked out, so that recursion ends (lint/hostflow.py)."""
     _syncing: dict[str, bool] = field(default_factory=dict)
 
     @cached_property
@@ -145,10 +152,27 @@ def scan_facts(
                 facts.attributes.owners[node] = owner
             scan_facts(node.body.body, facts, node)
         elif isinstance(node, cst.ClassDef):
+            facts.classes.add(node.name.value)
             scan_facts(node.body.body, facts, function, node)
         elif isinstance(node, cst.BaseCompoundStatement):
             for suite in _suites(node):
                 scan_facts(suite, facts, function, owner)
+
+
+def parameter_given(callees: Sequence[cst.FunctionDef], position: int, arg: cst.Arg, *, bound: bool) -> str | None:
+    """The parameter of the callee an argument binds (`bound`: called as a method, so the first
+    parameter is `self`), if every definition of the name agrees on it."""
+    if arg.star:
+        return None
+    if arg.keyword is not None:
+        return arg.keyword.value
+    names = set()
+    for function in callees:
+        positional = [param.name.value for param in (*function.params.posonly_params, *function.params.params)]
+        if bound and positional and positional[0] in ("self", "cls"):
+            positional = positional[1:]
+        names.add(positional[position] if position < len(positional) else None)
+    return names.pop() if len(names) == 1 else None
 
 
 def _suites(node: cst.BaseCompoundStatement) -> Iterator[Sequence[cst.CSTNode]]:

@@ -21,6 +21,7 @@ same-module function that synchronizes anywhere in its body orders the host afte
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import lru_cache
@@ -28,7 +29,9 @@ from functools import lru_cache
 import libcst as cst
 
 from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.api import Kind, Receiver
+from csan_lint.lint.analysis.assumptions import Assumptions
 from csan_lint.lint.analysis.tokens import CURRENT, DEFAULT, choice, event_token
 from csan_lint.lint.devices import Place, place_of_device, place_of_result
 from csan_lint.lint.facts import HostHazard, ModuleFlow
@@ -37,6 +40,7 @@ from csan_lint.lint.hostfacts import (
     host_children,
     is_true,
     non_blocking,
+    parameter_given,
     pins,
     scan_facts,
     target_keys,
@@ -82,6 +86,8 @@ from csan_lint.lint.vocabulary import (
 from csan_lint.runtime import kinds
 
 _MAX_LOOP_PASSES = 6
+_BUILTINS = frozenset(dir(builtins))
+"""Python's builtins: none reads a tensor's data unless DATA_BUILTINS names it."""
 
 _LOOKS_ONLY = METADATA | api.methods(Receiver.TENSOR, kinds=(Kind.RECORD_STREAM,))
 """Attributes and methods that look at a buffer without reading its data."""
@@ -100,6 +106,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         *,
         in_function: bool,
         carried: dict[str, frozenset[Pending]] | None = None,
+        pending: str | None = None,
     ) -> None:
         self.default = DEFAULT if in_function else CURRENT
         """What `default_stream()` denotes, as in streamflow: in a function, a stream of its own
@@ -108,6 +115,8 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         self.imports = module.imports
         self.hazards = hazards
         self.state = HostState(out_of=dict(carried or {}), pinned=frozenset(module.pinned))
+        if pending is not None:  # a callee's run: does it read this parameter on the host?
+            self.state.into[pending] = frozenset({Pending(Copy(cst.Name(pending), CURRENT), frozenset({CURRENT}))})
         self.next_call = carried is not None
         """This run is the function called again: `carried` are the uploads its last call left running."""
         self.role = "called again, meeting the uploads its last call left running" if self.next_call else OWN_RUN
@@ -372,7 +381,10 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         if isinstance(func, cst.Name):
             builtin = func.value
             reading = builtin in DATA_BUILTINS and builtin not in self.facts.functions
-            self._eval_args(node, reads=reading)
+            if reading or builtin in self.facts.classes or builtin in _BUILTINS:
+                self._eval_args(node, reads=reading)
+            else:
+                self._give(node, self.facts.functions.get(builtin), bound=False)
             if self.facts.syncs(builtin):
                 self._host_sync(None)
             elif reading and builtin in SYNC_BUILTINS and any(self._may_be_on_device(a.value) for a in node.args):
@@ -380,7 +392,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
             return
         if not isinstance(func, cst.Attribute):
             self._eval(func)
-            self._eval_args(node, reads=False)
+            self._give(node, None, bound=False)
             return
         if self._ordering(node, func):
             return
@@ -389,9 +401,10 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         if method == "enter_context" and node.args and (stream := self._context_stream(node.args[0].value)):
             self.live.current = stream  # until the ExitStack's `with` ends
             return
-        if isinstance(receiver, cst.Name) and receiver.value in ("self", "cls") and self.facts.syncs(method):
-            self._eval_args(node, reads=False)
-            self._host_sync(None)
+        if isinstance(receiver, cst.Name) and receiver.value in ("self", "cls"):
+            self._give(node, self.facts.functions.get(method, ()), bound=True)
+            if self.facts.syncs(method):
+                self._host_sync(None)
             return
         if method in STORING_METHODS:
             self._eval(receiver)
@@ -412,7 +425,10 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
             return
         pending = key is not None and (key in self.live.into or key in self.live.out_of)
         self._eval(receiver)
-        self._eval_args(node, reads=pending or key in self.live.pinned)
+        if pending or key in self.live.pinned:
+            self._eval_args(node, reads=True)
+        else:
+            self._give(node, None, bound=False)
         if method.endswith("_") and not method.startswith("_"):
             self._host_write(receiver, node)
         elif (method in SYNC_METHODS and not pending) or (
@@ -434,11 +450,36 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
             else:
                 self._hand_off(arg.value)
 
-    def _read_at_once(self, download: cst.BaseExpression, node: cst.CSTNode) -> None:
+    def _give(self, node: cst.Call, callees: Sequence[cst.FunctionDef] | None, *, bound: bool) -> None:
+        """Arguments given to a function of the module (`callees`: every definition of the name)
+        or to one the analysis cannot see (None): host memory a download may still be writing is
+        read where a callee's body reads that parameter on the host, or, unseen, under
+        UNSEEN_CALLEES_READ_DOWNLOADS; anything else is handed off."""
+        unseen = callees is None and self.facts.assumptions.holds(assumed.UNSEEN_CALLEES_READ_DOWNLOADS)
+        for position, arg in enumerate(node.args):
+            key, downloading = dotted_name(arg.value), self._downloads(arg.value)
+            rests_on: frozenset[str] | None = None
+            if (key is not None and key in self.live.into) or downloading:
+                if callees is None:
+                    rests_on = frozenset({assumed.UNSEEN_CALLEES_READ_DOWNLOADS}) if unseen else None
+                else:
+                    rests_on = _reads(self.facts, callees, parameter_given(callees, position, arg, bound=bound))
+            if rests_on is None:
+                self._hand_off(arg.value)
+            elif downloading:
+                self._read_at_once(arg.value, node, rests_on)
+            elif key is not None:
+                self._host_read(key, arg.value, rests_on)
+
+    def _read_at_once(
+        self, download: cst.BaseExpression, node: cst.CSTNode, rests_on: frozenset[str] = frozenset()
+    ) -> None:
         """The result of a non-blocking download, never named, read by `node` on the host."""
         self._eval(download)
         copy = Copy(download, self.live.current)
-        self._hazard(kinds.HOST_READ_PENDING, node, buffer=code_of(download), copies=frozenset({copy}))
+        self._hazard(
+            kinds.HOST_READ_PENDING, node, buffer=code_of(download), copies=frozenset({copy}), rests_on=rests_on
+        )
 
     def _write_out(self, node: cst.Call) -> None:
         for arg in node.args:
@@ -476,10 +517,11 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
 
     # ---- host accesses
 
-    def _host_read(self, key: str, node: cst.CSTNode) -> None:
+    def _host_read(self, key: str, node: cst.CSTNode, rests_on: frozenset[str] = frozenset()) -> None:
         pending = self.live.into.pop(key, None)
         if pending:
-            self._hazard(kinds.HOST_READ_PENDING, node, buffer=key, copies=frozenset(p.copy for p in pending))
+            copies = frozenset(p.copy for p in pending)
+            self._hazard(kinds.HOST_READ_PENDING, node, buffer=key, copies=copies, rests_on=rests_on)
 
     def _host_write(self, target: cst.BaseExpression, node: cst.CSTNode) -> None:
         key = written_buffer(target)
@@ -524,11 +566,36 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         span_node: cst.CSTNode | None = None,
         *,
         copies: frozenset[Copy] = frozenset(),
+        rests_on: frozenset[str] = frozenset(),
         **fields: str,
     ) -> None:
         """Once per kind and node: loops revisit the same code."""
         span = span_node or self.statement or node
-        self.hazards.setdefault((kind, node), HostHazard(kind, node, span, tuple(sorted(fields.items())), copies))
+        hazard = HostHazard(kind, node, span, tuple(sorted(fields.items())), copies, rests_on)
+        self.hazards.setdefault((kind, node), hazard)
+
+
+def _reads(facts: ModuleFacts, callees: Sequence[cst.FunctionDef], parameter: str | None) -> frozenset[str] | None:
+    """What a callee's reading `parameter` on the host rests on, if any definition of it does:
+    its body is run with that parameter host memory a download may still be writing."""
+    if parameter is None:
+        return None
+    for function in callees:
+        if (function, parameter) not in facts.reads:
+            facts.reads[function, parameter] = None  # a recursive call reads nothing more
+            hazards: dict[tuple[str, cst.CSTNode], HostHazard] = {}
+            _Analysis(facts, hazards, in_function=True, pending=parameter).run(function.body.body)
+            facts.reads[function, parameter] = next(
+                (
+                    hazard.assumptions
+                    for hazard in hazards.values()
+                    if hazard.kind == kinds.HOST_READ_PENDING and dict(hazard.fields).get("buffer") == parameter
+                ),
+                None,
+            )
+        if (rests_on := facts.reads[function, parameter]) is not None:
+            return rests_on
+    return None
 
 
 _SYNCS = frozenset({api.operation(DEVICE_SYNC), api.SYNC_RECEIVER})
@@ -544,8 +611,10 @@ def _reads_an_item(value: cst.BaseExpression) -> bool:
     return isinstance(value, cst.Subscript) and not all(isinstance(e.slice, cst.Slice) for e in value.slice)
 
 
-def _host_hazards(module: cst.Module, spellings: Spellings, pins: bool, syncing: bool) -> tuple[HostHazard, ...]:
-    facts = ModuleFacts(ImportTable(spellings), pins=pins, syncing=syncing)
+def _host_hazards(
+    module: cst.Module, spellings: Spellings, pins: bool, syncing: bool, assumptions: Assumptions
+) -> tuple[HostHazard, ...]:
+    facts = ModuleFacts(ImportTable(spellings), pins=pins, syncing=syncing, assumptions=assumptions)
     scan_facts(module.body, facts)
     if not facts.imports.imports_torch:
         return ()
@@ -568,4 +637,4 @@ def host_hazards(flow: ModuleFlow) -> tuple[HostHazard, ...]:
     uses = flow.uses
     if not (uses.performs(*_STARTS) or uses.non_blocking):
         return ()
-    return _host_hazards(flow.module, flow.spellings, uses.pins, bool(_SYNCS & uses.ops))
+    return _host_hazards(flow.module, flow.spellings, uses.pins, bool(_SYNCS & uses.ops), flow.assumptions)

@@ -49,6 +49,7 @@ REBOUND_DATA_RELEASES = "rebound-data-releases-callers-memory"
 CONTAINER_HANDOVER = "container-handover"
 DEFAULT_STREAM_JOIN = "default-stream-join"
 STALE_STREAM_CAPTURE = "stale-stream-capture"
+UNSEEN_CALLEES_READ_DOWNLOADS = "unseen-callees-read-downloads"
 
 ASSUMPTIONS: tuple[Assumption, ...] = (
     Assumption(
@@ -113,6 +114,29 @@ def reduce(param, out, side):
         when_off=(),
         default=False,
         rules=("CSL101", "CSL201"),
+    ),
+    Assumption(
+        UNSEEN_CALLEES_READ_DOWNLOADS,
+        "A callee the analysis cannot see (a method of an object of unknown class, a callable "
+        "passed in), given host memory a non-blocking download may still be writing, reads it on "
+        "the host.",
+        "Host memory is read by whatever code is handed it: a Python helper, a C++ extension's "
+        "entry point, another package's CPU optimizer. A callee the module defines is read "
+        "instead (its body, with the argument as its parameter); a storing method "
+        "(`append`, `put`) keeps the buffer without reading it. Off: a buffer handed to unseen "
+        "code is no longer followed.",
+        example="""\
+import torch
+
+
+def plan(indptr, module):
+    indptr_host = indptr.to("cpu", non_blocking=True)
+    return module.plan(indptr_host)
+""",
+        when_on=(("CSL301", 6),),
+        when_off=(),
+        default=True,
+        rules=("CSL301",),
     ),
     Assumption(
         REBOUND_DATA_RELEASES,
