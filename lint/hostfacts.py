@@ -112,6 +112,24 @@ class ModuleFacts:
             self._syncing[name] = any(finds(function.body, self._is_sync) for function in self.functions.get(name, ()))
         return self._syncing[name]
 
+    def reads_on_host(
+        self,
+        callees: Sequence[cst.FunctionDef],
+        parameter: str | None,
+        run: Callable[[cst.FunctionDef, str], frozenset[str] | None],
+    ) -> frozenset[str] | None:
+        """What a callee's reading `parameter` on the host rests on, if any definition of it
+        does (`run` works one out: lint/hostflow.py), once per function and parameter."""
+        if parameter is None:
+            return None
+        for function in callees:
+            if (function, parameter) not in self.reads:
+                self.reads[function, parameter] = None  # a recursive call reads nothing more
+                self.reads[function, parameter] = run(function, parameter)
+            if (rests_on := self.reads[function, parameter]) is not None:
+                return rests_on
+        return None
+
     def _is_sync(self, node: cst.CSTNode) -> bool:
         if not isinstance(node, cst.Call):
             return False

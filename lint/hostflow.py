@@ -21,10 +21,7 @@ same-module function that synchronizes anywhere in its body orders the host afte
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Sequence
-from dataclasses import replace
-from functools import lru_cache
 
 import libcst as cst
 
@@ -32,7 +29,7 @@ from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.api import Kind, Receiver
 from csan_lint.lint.analysis.assumptions import Assumptions
-from csan_lint.lint.analysis.tokens import CURRENT, DEFAULT, choice, event_token
+from csan_lint.lint.analysis.tokens import CURRENT, DEFAULT, event_token
 from csan_lint.lint.devices import Place, place_of_device, place_of_result
 from csan_lint.lint.facts import HostHazard, ModuleFlow
 from csan_lint.lint.hostfacts import (
@@ -48,9 +45,6 @@ from csan_lint.lint.hostfacts import (
 )
 from csan_lint.lint.hostorder import HostOrdering
 from csan_lint.lint.hoststate import (
-    CAPTURE,
-    Block,
-    Capture,
     Copy,
     HostState,
     Pending,
@@ -64,17 +58,16 @@ from csan_lint.lint.names import (
     DEFAULT_STREAM,
     DEVICE_SYNC,
     EVENT_CONSTRUCTORS,
-    GRAPH_CAPTURE,
     SET_STREAM,
     STREAM_VALUES,
     ImportTable,
     dotted_name,
 )
 from csan_lint.lint.nodes import literal_items
-from csan_lint.lint.recognize import entered_streams
 from csan_lint.lint.values import code_of, is_barrier, is_host_test, is_reference
-from csan_lint.lint.views import viewed
+from csan_lint.lint.views import reads_an_item, viewed
 from csan_lint.lint.vocabulary import (
+    BUILTINS,
     DATA_BUILTINS,
     METADATA,
     OUT_KEYWORD,
@@ -86,8 +79,6 @@ from csan_lint.lint.vocabulary import (
 from csan_lint.runtime import kinds
 
 _MAX_LOOP_PASSES = 6
-_BUILTINS = frozenset(dir(builtins))
-"""Python's builtins: none reads a tensor's data unless DATA_BUILTINS names it."""
 
 _LOOKS_ONLY = METADATA | api.methods(Receiver.TENSOR, kinds=(Kind.RECORD_STREAM,))
 """Attributes and methods that look at a buffer without reading its data."""
@@ -155,53 +146,6 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         elif isinstance(node, cst.Assert):
             self._eval(node.test)
 
-    def _with(self, node: cst.With) -> None:
-        outer, outer_capture = self.live.current, self.live.capture
-        captures = False
-        for item in node.items:
-            self.statement = item
-            expr = item.item
-            qualified = self.imports.qualified(expr.func) if isinstance(expr, cst.Call) else None
-            if (stream := self._context_stream(expr)) is not None:
-                if isinstance(expr, cst.Call):
-                    self._eval_args(expr, reads=False)
-                self._enter_stream(stream, item, node)
-            elif isinstance(expr, cst.Call) and qualified == GRAPH_CAPTURE:
-                self._eval_args(expr, reads=False)
-                given = next((a.value for a in expr.args if a.keyword and a.keyword.value == api.STREAM_KEYWORD), None)
-                capture_stream = (self._stream(given) if given is not None else None) or CAPTURE
-                captures = True
-                self.live.current = capture_stream
-                self.live.capture = Capture(capture_stream)
-            else:
-                self._eval(expr)
-        self.run(node.body.body)
-        if self.state is None:
-            return
-        self.live.current = outer
-        if captures:
-            self._end_capture()
-            self.live.capture = outer_capture  # a capture nested in another fails; the outer goes on
-
-    def _enter_stream(self, stream: str | None, item: cst.WithItem, node: cst.With) -> None:
-        """A `with` item makes `stream` current; during a capture, that is a side stream block."""
-        if stream is None:
-            return
-        capture = self.live.capture
-        if capture is not None and stream != capture.stream:
-            block = Block(item, node, stream, stream in capture.forked)
-            self.live.capture = replace(capture, blocks=capture.blocks | {block})
-        self.live.current = stream
-
-    def _context_stream(self, expr: cst.BaseExpression) -> str | None:
-        """The stream a `with` item makes current, None if it is no stream context: a context
-        bound here (`ctx`, or `ctx()` of a `functools.partial`), or any spelling recognize.py knows."""
-        key = dotted_name(expr.func if isinstance(expr, cst.Call) else expr)
-        if key is not None and key in self.live.contexts:
-            return self.live.contexts[key]
-        entered = entered_streams(expr, self.imports, self.facts.contexts, self.live.streams.__contains__)
-        return None if entered is None else choice(map(self._stream, entered))
-
     def _loop_frame(self, head: HostState) -> Loop[HostState]:
         return Loop()
 
@@ -212,7 +156,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
     # ---- bindings
 
     def _assign(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
-        base = viewed(value) if not _reads_an_item(value) else None  # `host[0]` reads an item
+        base = viewed(value) if not reads_an_item(value) else None  # `host[0]` reads an item
         source = dotted_name(base) if base is not None else None
         state = self.live
         if source is not None:  # `y = x`, `y = x.numpy()`: no read; `y` names what `x` names
@@ -381,7 +325,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         if isinstance(func, cst.Name):
             builtin = func.value
             reading = builtin in DATA_BUILTINS and builtin not in self.facts.functions
-            if reading or builtin in self.facts.classes or builtin in _BUILTINS:
+            if reading or builtin in self.facts.classes or builtin in BUILTINS:
                 self._eval_args(node, reads=reading)
             else:
                 self._give(node, self.facts.functions.get(builtin), bound=False)
@@ -463,13 +407,22 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
                 if callees is None:
                     rests_on = frozenset({assumed.UNSEEN_CALLEES_READ_DOWNLOADS}) if unseen else None
                 else:
-                    rests_on = _reads(self.facts, callees, parameter_given(callees, position, arg, bound=bound))
+                    parameter = parameter_given(callees, position, arg, bound=bound)
+                    rests_on = self.facts.reads_on_host(callees, parameter, self._callee_reads)
             if rests_on is None:
                 self._hand_off(arg.value)
             elif downloading:
                 self._read_at_once(arg.value, node, rests_on)
             elif key is not None:
                 self._host_read(key, arg.value, rests_on)
+
+    def _callee_reads(self, function: cst.FunctionDef, parameter: str) -> frozenset[str] | None:
+        """Run a callee with `parameter` host memory a download may still be writing: what its
+        reading that on the host rests on, None if it does not."""
+        hazards: dict[tuple[str, cst.CSTNode], HostHazard] = {}
+        _Analysis(self.facts, hazards, in_function=True, pending=parameter).run(function.body.body)
+        reads = (h for h in hazards.values() if h.kind == kinds.HOST_READ_PENDING and ("buffer", parameter) in h.fields)
+        return next((hazard.assumptions for hazard in reads), None)
 
     def _read_at_once(
         self, download: cst.BaseExpression, node: cst.CSTNode, rests_on: frozenset[str] = frozenset()
@@ -575,40 +528,10 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         self.hazards.setdefault((kind, node), hazard)
 
 
-def _reads(facts: ModuleFacts, callees: Sequence[cst.FunctionDef], parameter: str | None) -> frozenset[str] | None:
-    """What a callee's reading `parameter` on the host rests on, if any definition of it does:
-    its body is run with that parameter host memory a download may still be writing."""
-    if parameter is None:
-        return None
-    for function in callees:
-        if (function, parameter) not in facts.reads:
-            facts.reads[function, parameter] = None  # a recursive call reads nothing more
-            hazards: dict[tuple[str, cst.CSTNode], HostHazard] = {}
-            _Analysis(facts, hazards, in_function=True, pending=parameter).run(function.body.body)
-            facts.reads[function, parameter] = next(
-                (
-                    hazard.assumptions
-                    for hazard in hazards.values()
-                    if hazard.kind == kinds.HOST_READ_PENDING and dict(hazard.fields).get("buffer") == parameter
-                ),
-                None,
-            )
-        if (rests_on := facts.reads[function, parameter]) is not None:
-            return rests_on
-    return None
-
-
 _SYNCS = frozenset({api.operation(DEVICE_SYNC), api.SYNC_RECEIVER})
 """What `ModuleFacts.syncs` looks for: a module that performs neither has no function that syncs."""
 _STARTS = (Kind.EVENT_CREATE, Kind.CAPTURE, Kind.CAPTURE_BEGIN)
 """What the host analysis follows, with non-blocking copies: a module without any has no host hazard."""
-
-
-@lru_cache(maxsize=4)
-def _reads_an_item(value: cst.BaseExpression) -> bool:
-    """`host[0]`, `host[i, j]`: an item read at once; `host[:n]`, `host[a:b, :m]` (slices only)
-    is a view of `host`, read later through its name."""
-    return isinstance(value, cst.Subscript) and not all(isinstance(e.slice, cst.Slice) for e in value.slice)
 
 
 def _host_hazards(

@@ -1,21 +1,23 @@
 """The orderings host-side analysis follows (lint/hostflow.py): calls on streams, events and
 graphs — waits, records, syncs, polls seen returning True — and the CUDA graph capture they fork
-from and join into. A mixin of hostflow's interpreter, as lint/streams.py is of streamflow's."""
+from and join into. A mixin of hostflow's interpreter, as lint/streams.py is of streamflow's; with the `with`
+statements that enter streams and captures."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import libcst as cst
 
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Kind
-from csan_lint.lint.analysis.tokens import CURRENT, DEFAULT, UNKNOWN, event_token
-from csan_lint.lint.hostfacts import is_self, written_buffer
-from csan_lint.lint.hoststate import Capture, HostState, drop_pending, forget_token, update_pending
-from csan_lint.lint.names import ImportTable, dotted_name
+from csan_lint.lint.analysis.tokens import CURRENT, DEFAULT, UNKNOWN, choice, event_token
+from csan_lint.lint.hostfacts import ModuleFacts, is_self, written_buffer
+from csan_lint.lint.hoststate import CAPTURE, Block, Capture, HostState, drop_pending, forget_token, update_pending
+from csan_lint.lint.names import GRAPH_CAPTURE, ImportTable, dotted_name
 from csan_lint.lint.ordering import query_poll
+from csan_lint.lint.recognize import entered_streams
 from csan_lint.lint.streams import stream_token
 from csan_lint.lint.values import code_of
 from csan_lint.runtime import kinds
@@ -30,8 +32,12 @@ class HostOrdering:
     default: str
     state: HostState | None
     live: HostState
+    facts: ModuleFacts
+    statement: cst.CSTNode | None
     _hazard: Callable[..., None]
     _eval_args: Callable[..., None]
+    _eval: Callable[[cst.CSTNode], None]
+    run: Callable[[Sequence[cst.BaseStatement | cst.BaseSmallStatement]], None]
 
     def _followed(self, key: str | None) -> bool:
         """A host buffer this analysis follows (copies pending into or out of it, or pinned)."""
@@ -177,3 +183,52 @@ class HostOrdering:
         if expr is None:
             return None
         return stream_token(expr, self.imports, self.live.current, self.live.streams, self.default)
+
+    # ---- stream contexts and captures
+
+    def _with(self, node: cst.With) -> None:
+        outer, outer_capture = self.live.current, self.live.capture
+        captures = False
+        for item in node.items:
+            self.statement = item
+            expr = item.item
+            qualified = self.imports.qualified(expr.func) if isinstance(expr, cst.Call) else None
+            if (stream := self._context_stream(expr)) is not None:
+                if isinstance(expr, cst.Call):
+                    self._eval_args(expr, reads=False)
+                self._enter_stream(stream, item, node)
+            elif isinstance(expr, cst.Call) and qualified == GRAPH_CAPTURE:
+                self._eval_args(expr, reads=False)
+                given = next((a.value for a in expr.args if a.keyword and a.keyword.value == api.STREAM_KEYWORD), None)
+                capture_stream = (self._stream(given) if given is not None else None) or CAPTURE
+                captures = True
+                self.live.current = capture_stream
+                self.live.capture = Capture(capture_stream)
+            else:
+                self._eval(expr)
+        self.run(node.body.body)
+        if self.state is None:
+            return
+        self.live.current = outer
+        if captures:
+            self._end_capture()
+            self.live.capture = outer_capture  # a capture nested in another fails; the outer goes on
+
+    def _enter_stream(self, stream: str | None, item: cst.WithItem, node: cst.With) -> None:
+        """A `with` item makes `stream` current; during a capture, that is a side stream block."""
+        if stream is None:
+            return
+        capture = self.live.capture
+        if capture is not None and stream != capture.stream:
+            block = Block(item, node, stream, stream in capture.forked)
+            self.live.capture = replace(capture, blocks=capture.blocks | {block})
+        self.live.current = stream
+
+    def _context_stream(self, expr: cst.BaseExpression) -> str | None:
+        """The stream a `with` item makes current, None if it is no stream context: a context
+        bound here (`ctx`, or `ctx()` of a `functools.partial`), or any spelling recognize.py knows."""
+        key = dotted_name(expr.func if isinstance(expr, cst.Call) else expr)
+        if key is not None and key in self.live.contexts:
+            return self.live.contexts[key]
+        entered = entered_streams(expr, self.imports, self.facts.contexts, self.live.streams.__contains__)
+        return None if entered is None else choice(map(self._stream, entered))

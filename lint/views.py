@@ -3,6 +3,8 @@ hand-over of the view counts for its base's block (one storage, one allocation).
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import libcst as cst
 
 from csan_lint.lint.names import dotted_name
@@ -54,3 +56,10 @@ def basic_index(index: cst.BaseSlice) -> bool:
     if isinstance(value, cst.UnaryOperation):
         value = value.expression
     return isinstance(value, cst.Integer)
+
+
+@lru_cache(maxsize=4)
+def reads_an_item(value: cst.BaseExpression) -> bool:
+    """`host[0]`, `host[i, j]`: an item read at once; `host[:n]`, `host[a:b, :m]` (slices only)
+    is a view of `host`, read later through its name."""
+    return isinstance(value, cst.Subscript) and not all(isinstance(e.slice, cst.Slice) for e in value.slice)

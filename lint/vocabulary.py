@@ -4,6 +4,8 @@ what an expression is; the other analysis modules ask the same questions of them
 
 from __future__ import annotations
 
+import builtins
+
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Direction, Kind, Receiver
 
@@ -76,6 +78,8 @@ DATA_BUILTINS = SYNC_BUILTINS | frozenset(
     }
 )  # fmt: skip
 """Builtins that read their arguments' data on the host: convert, format, iterate or reduce it."""
+BUILTINS = frozenset(dir(builtins))
+"""Python's builtins: none reads a tensor's data unless DATA_BUILTINS names it."""
 OUT_KEYWORD = "out"
 """The keyword of a torch op's output tensor: written, not read."""
 TENSOR_MODULES = ("torch", "torch.nn.functional", "torch.fft", "torch.linalg", "torch.special")
