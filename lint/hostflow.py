@@ -14,9 +14,10 @@ objects (copies, events, captures), so they get their own small state:
 
 Branches join by union of what is pending and intersection of what orders it; loops run to a
 fixpoint, so a copy at the end of one iteration meets the overwrite at the start of the next.
-Precision over recall: a buffer counts as pinned only when this module pins it, passing a buffer
-to a function of unknown effect hands it off (no read, no longer tracked), and a call to a
-same-module function that synchronizes anywhere in its body orders the host after everything.
+Precision over recall: a buffer counts as pinned only when this module pins it, and a call to a
+same-module function that synchronizes anywhere in its body orders the host after everything. A
+pending buffer given to a function of the module is read where its body reads that parameter;
+given to code the analysis cannot see, under the assumption `unseen-callees-read-downloads`.
 """
 
 from __future__ import annotations

@@ -48,10 +48,14 @@ class UnsyncedHostRead(Rule):
     stream of its own (a caller may have made a side stream current): synchronizing it does not
     cover a copy on the current stream; in a module body it is the current stream.
 
+    A buffer given to a function of the module is read where that function reads the parameter
+    on the host (before any sync in it); given to code the analysis cannot see (a method of an
+    object of unknown class, a callable passed in), it is read there: assumption
+    `unseen-callees-read-downloads` (docs/analysis.md).
+
     ## Known problems
-    A buffer handed to a function of unknown effect (`self.log(host)`) is assumed to be read
-    later, after a sync; a same-module function that synchronizes anywhere in its body is taken
-    to order the host after every copy, even on a path where it does not. A copy into a buffer
+    A same-module function that synchronizes anywhere in its body is taken to order the host
+    after every copy, even on a path where it does not. A copy into a buffer
     pinned in another module is not seen. `.item()`, `.cpu()` and `.tolist()` on any other
     tensor are taken as syncs with the current stream, even when that tensor is on the host.
     `e.query()` orders the host only where it is seen returning True (the branch it guards,
