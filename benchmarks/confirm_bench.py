@@ -17,8 +17,8 @@ import sys
 import time
 from collections.abc import Sequence
 
-from csan_lint.lint.config import load_config
-from csan_lint.lint.runner import lint_paths
+from csan_lint.lint.shell.config import load_config
+from csan_lint.lint.shell.runner import lint_paths
 from csan_lint.runtime.confirm import watched
 from csan_lint.runtime.confirm_select import select_tests
 

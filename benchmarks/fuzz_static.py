@@ -38,10 +38,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from csan_lint import __version__
-from csan_lint.lint.config import Config
 from csan_lint.lint.engine import lint_source
 from csan_lint.lint.registry import SYNTAX_ERROR_CODE
-from csan_lint.lint.runner import lint_paths
+from csan_lint.lint.shell.config import Config
+from csan_lint.lint.shell.runner import lint_paths
 from csan_lint.runtime import kinds
 
 REPOSITORY = Path(__file__).resolve().parent.parent

@@ -35,8 +35,8 @@ from pathlib import Path
 
 from torch_tree import default_torch_root
 
-from csan_lint.lint.cache import RACY_NS
-from csan_lint.lint.files import might_have_findings
+from csan_lint.lint.shell.cache import RACY_NS
+from csan_lint.lint.shell.files import might_have_findings
 
 RATIO_TARGET = 1.5
 """The index build's time over the baseline's, cold whole package and warm pre-commit alike."""

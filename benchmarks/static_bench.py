@@ -27,7 +27,7 @@ from pathlib import Path
 
 from torch_tree import default_torch_root
 
-from csan_lint.lint.files import might_have_findings
+from csan_lint.lint.shell.files import might_have_findings
 
 RUFF_RATIO_TARGET = 4.0
 """csan-lint's wall time over ruff's, whole torch package, cold, same run."""

@@ -11,7 +11,7 @@ def main() -> None:
     if sys.argv[1:] == ["--version"]:
         print(f"csan-lint, version {__version__}")  # what click's version option prints
         return
-    from csan_lint.lint.cli import main as cli_main
+    from csan_lint.lint.shell.cli import main as cli_main
 
     cli_main()
 

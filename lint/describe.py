@@ -1,4 +1,4 @@
-"""The interpreters' states as a reader sees them (`csan-lint reveal`, lint/analysis/reveal.py):
+"""The interpreters' states as a reader sees them (`csan-lint reveal`, lint/shell/reveal.py):
 streamflow's `FlowState` (lint/ordering.py) and hostflow's `HostState` (lint/hoststate.py), each
 as JSON-able data in an order that does not depend on memory addresses. A module of its own
 because ordering.py is at its size limit; one state, once merged, gets one `describe`.

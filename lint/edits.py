@@ -5,7 +5,7 @@ stream) and a join before a use (CSL102, and CSL103 for a read on another stream
 builders live in the rule that uses them.
 
 Rules call these at finding time, when the facts are at hand (the stream block, the use, the
-stream and tensor spellings); `csan_lint.lint.fix` applies the edits to the source text. A
+stream and tensor spellings); `csan_lint.lint.shell.fix` applies the edits to the source text. A
 builder returns no fix unless the edit is certain to order the hazard:
 - the stream must be a plain name or attribute chain (`s`, `self.copy_stream`): a call
   (`torch.cuda.Stream()`) would make a new stream, or run its side effects twice;

@@ -46,7 +46,7 @@ Frame = TypeVar("Frame", bound=Loop[Any])
 
 @dataclass
 class Probe:
-    """What `csan-lint reveal` asks of the interpreters (lint/analysis/reveal.py): the state
+    """What `csan-lint reveal` asks of the interpreters (lint/shell/reveal.py): the state
     before `targets` (the statement at the line asked about) on each visit, by run; and which
     runs started the scope that holds it (`entry`: its first statement, seen by every run of it)."""
 

@@ -5,7 +5,7 @@ Summaries are plain strings and sets, and the package index holds only source te
 project's module the run did not read, its path and content hash), so that the runner can build
 the index without importing libcst and hand it to worker processes cheaply; the modules it
 names are read, parsed and summarised in the worker, on first use, unless the summary store
-already holds the summary asked for (lint/summary_store.py).
+already holds the summary asked for (lint/shell/summary_store.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from csan_lint.lint.diagnostics import decode_source
 
 if TYPE_CHECKING:
     from csan_lint.lint.effects import Helpers
-    from csan_lint.lint.summary_store import SummaryStore
+    from csan_lint.lint.shell.summary_store import SummaryStore
 
 RETURNED = "<return>"
 """The key of a summary's `returned` effect for the whole value; `<return>[i]`: item i of a
@@ -131,7 +131,7 @@ class PackageIndex:
     suffix of that (the linted root's own parents are not part of the import), and a suffix
     that fits two modules is left unresolved. `consulted` records each import a lookup resolved
     (or failed to), so that the runner can cache a file's findings against exactly the modules
-    they depend on; `store` keeps the summaries worked out, by module content (lint/summary_store.py).
+    they depend on; `store` keeps the summaries worked out, by module content (lint/shell/summary_store.py).
     """
 
     def __init__(

@@ -28,10 +28,10 @@ from typing import Any
 
 import click
 
-from csan_lint.lint.config import Config
-from csan_lint.lint.files import display_path
 from csan_lint.lint.model import Finding, Span
 from csan_lint.lint.registry import rule_by_code
+from csan_lint.lint.shell.config import Config
+from csan_lint.lint.shell.files import display_path
 from csan_lint.runtime.confirm_filter import BaselineError, hidden_line, load_baseline, shown, summary_of
 from csan_lint.runtime.confirm_output import format_json, format_junit, format_text
 from csan_lint.runtime.confirm_run import RunError, Runner, RunSettings

@@ -21,9 +21,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from csan_lint.lint.config import Config
-from csan_lint.lint.files import display_path
-from csan_lint.lint.suppress import ALL, suppressions
+from csan_lint.lint.shell.config import Config
+from csan_lint.lint.shell.files import display_path
+from csan_lint.lint.shell.suppress import ALL, suppressions
 from csan_lint.runtime.confirm_verdict import CONFIRMED, RuntimeOnly, Verdict, real
 from csan_lint.runtime.kinds import RUNTIME_CODES
 

@@ -11,8 +11,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from csan_lint.lint.output import finding_to_dict
-from csan_lint.lint.runner import rule_names
+from csan_lint.lint.shell.output import finding_to_dict
+from csan_lint.lint.shell.runner import rule_names
 from csan_lint.runtime.child_races import describe
 from csan_lint.runtime.confirm_verdict import (
     CAUSES_OF_EXIT_2,

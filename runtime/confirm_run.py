@@ -28,8 +28,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from csan_lint.lint.files import display_path
 from csan_lint.lint.model import Span
+from csan_lint.lint.shell.files import display_path
 from csan_lint.runtime.confirm_verdict import (
     CRASHED,
     FAILED,

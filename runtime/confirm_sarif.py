@@ -1,4 +1,4 @@
-"""`--confirm --format sarif`: the confirmed run as a SARIF 2.1.0 log (lint/sarif.py's, for code
+"""`--confirm --format sarif`: the confirmed run as a SARIF 2.1.0 log (lint/shell/sarif.py's, for code
 scanning services), in one run with the static check's rules and the runtime codes.
 
 Each static finding is a result with its verdict: a verdict that fails the run (`confirmed`,
@@ -21,8 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from csan_lint.lint.diagnostics import TOOL_ERROR_CODES
-from csan_lint.lint.files import display_path
-from csan_lint.lint.sarif import artifact_location, finding_result, rule_indexes, sarif_run_log, static_descriptors
+from csan_lint.lint.shell.files import display_path
+from csan_lint.lint.shell.sarif import (
+    artifact_location,
+    finding_result,
+    rule_indexes,
+    sarif_run_log,
+    static_descriptors,
+)
 from csan_lint.runtime import kinds
 from csan_lint.runtime.confirm_output import failure_lines, summary_counts
 from csan_lint.runtime.confirm_verdict import (

@@ -20,10 +20,10 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from dataclasses import dataclass
 from pathlib import Path
 
-from csan_lint.lint.config import Config
-from csan_lint.lint.files import Excluder, PathError, discover, display_path, might_have_findings
 from csan_lint.lint.model import Finding, Span
 from csan_lint.lint.recognize import stream_code_lines
+from csan_lint.lint.shell.config import Config
+from csan_lint.lint.shell.files import Excluder, PathError, discover, display_path, might_have_findings
 
 DEFAULT_TEST_FILES = ("test_*.py", "*_test.py")
 _SKIP_DIRS = frozenset({".git", "__pycache__", "node_modules", ".tox", ".nox", ".csan_lint_cache"})

@@ -16,9 +16,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from csan_lint.lint.files import display_path
 from csan_lint.lint.model import Finding, Span
 from csan_lint.lint.registry import rule_by_code
+from csan_lint.lint.shell.files import display_path
 from csan_lint.runtime import kinds
 from csan_lint.runtime.stacks import is_user_file
 

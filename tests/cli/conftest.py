@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from csan_lint.lint import runner
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS
 from csan_lint.lint.model import NO_SPELLINGS
+from csan_lint.lint.shell import runner
 
 
 @pytest.fixture

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from csan_lint.lint import cache, runner
-from csan_lint.lint.cache import CACHE_DIR_NAME
-from csan_lint.lint.cli import main
-from csan_lint.lint.config import Config, load_config
 from csan_lint.lint.model import NO_SPELLINGS
 from csan_lint.lint.registry import all_rules
-from csan_lint.lint.runner import INTERNAL_ERROR_CODE, lint_paths
+from csan_lint.lint.shell import cache, runner
+from csan_lint.lint.shell.cache import CACHE_DIR_NAME
+from csan_lint.lint.shell.cli import main
+from csan_lint.lint.shell.config import Config, load_config
+from csan_lint.lint.shell.runner import INTERNAL_ERROR_CODE, lint_paths
 
 FLAGGED = [example.code for rule in all_rules() for example in rule.INVALID]
 PLAIN = "def f(x):\n    return x + 1\n"

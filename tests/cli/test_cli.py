@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from csan_lint.lint import cli, runner
 from csan_lint.lint.registry import all_rules
+from csan_lint.lint.shell import cli, runner
 
 FLAGGED = all_rules()[0].INVALID[0].code
 
@@ -70,7 +70,7 @@ def test_rule_all_explains_every_rule_and_rule_needs_a_code(project: Path) -> No
 def test_server_without_its_extra_says_what_to_install(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    monkeypatch.delitem(sys.modules, "csan_lint.lint.server", raising=False)
+    monkeypatch.delitem(sys.modules, "csan_lint.lint.shell.server", raising=False)
     monkeypatch.setitem(sys.modules, "lsprotocol", None)  # what an install without [lsp] looks like
     result = CliRunner().invoke(cli.main, ["server"])
     assert result.exit_code == 2

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from csan_lint.lint.cli import main
+from csan_lint.lint.shell.cli import main
 
 CASES = Path(__file__).parent / "cases"
 

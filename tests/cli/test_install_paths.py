@@ -147,15 +147,15 @@ def test_an_install_works_from_inside_the_checkout(tmp_path: Path, editable: boo
     assert done.returncode == 0, done.stderr
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     script = str(python.parent / "csan-lint")
-    where = "import csan_lint.lint.cli as m, csan_lint.runtime.pytest_plugin; print(m.__file__)"
+    where = "import csan_lint.lint.shell.cli as m, csan_lint.runtime.pytest_plugin; print(m.__file__)"
 
     from_checkout = _run([str(python), "-c", where], checkout, env)
     assert from_checkout.returncode == 0, from_checkout.stderr
-    assert from_checkout.stdout.strip() == str(checkout / "csan_lint" / "lint" / "cli.py")
+    assert from_checkout.stdout.strip() == str(checkout / "csan_lint" / "lint" / "shell" / "cli.py")
     elsewhere = _run([str(python), "-c", where], tmp_path, env)
     assert elsewhere.returncode == 0, elsewhere.stderr
     if editable:  # the checkout's files, reached through the link or the mapped folder
-        assert Path(elsewhere.stdout.strip()).resolve() == (checkout / "lint" / "cli.py").resolve()
+        assert Path(elsewhere.stdout.strip()).resolve() == (checkout / "lint" / "shell" / "cli.py").resolve()
     else:
         assert "site-packages" in elsewhere.stdout, elsewhere.stdout
 

@@ -26,7 +26,8 @@ FLAGGED = all_rules()[0].INVALID[0].code
 
 AS_NON_ROOT = f"""\
 import os, shutil, sys  # shutil: click imports it lazily to format errors
-from csan_lint.lint import cli, engine, output, runner  # cli imports these when a command runs
+from csan_lint.lint import engine
+from csan_lint.lint.shell import cli, output, runner  # cli imports these when a command runs
 engine.lint_source({FLAGGED!r}, "warm.py")  # imports libcst and every rule while still root
 if os.getuid() == 0:
     os.setgroups([])

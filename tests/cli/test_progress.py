@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from csan_lint.lint import cli
 from csan_lint.lint.registry import all_rules
+from csan_lint.lint.shell import cli
 
 
 class _Terminal(io.StringIO):

@@ -1,7 +1,7 @@
-"""The project index (lint/project.py): a run given one file of a project follows its calls into
+"""The project index (lint/shell/project.py): a run given one file of a project follows its calls into
 the project's other modules, kept across runs by stat and content hash; a change to a module
 re-checks the files that looked it up, and only those. Also the language server's copy of it
-(lint/workspace.py)."""
+(lint/shell/workspace.py)."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ import pytest
 from click.testing import CliRunner
 
 from csan_lint.lint import streamflow
-from csan_lint.lint.cache import CACHE_DIR_NAME
-from csan_lint.lint.cli import main
-from csan_lint.lint.config import load_config
-from csan_lint.lint.runner import lint_paths
-from csan_lint.lint.workspace import Workspace
+from csan_lint.lint.shell.cache import CACHE_DIR_NAME
+from csan_lint.lint.shell.cli import main
+from csan_lint.lint.shell.config import load_config
+from csan_lint.lint.shell.runner import lint_paths
+from csan_lint.lint.shell.workspace import Workspace
 
 COMM = textwrap.dedent(
     """\

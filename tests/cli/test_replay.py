@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from csan_lint.lint.cli import main
+from csan_lint.lint.shell.cli import main
 from csan_lint.runtime.events import Access
 from csan_lint.runtime.trace import HEADER, TraceWriter
 

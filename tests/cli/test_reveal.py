@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from csan_lint.lint import cli
+from csan_lint.lint.shell import cli
 
 MODULE = """\
 import torch

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from csan_lint.lint import runner
-from csan_lint.lint.config import Config
-from csan_lint.lint.files import might_have_findings
 from csan_lint.lint.model import NO_SPELLINGS
 from csan_lint.lint.registry import SYNTAX_ERROR_CODE, all_rules
-from csan_lint.lint.runner import INTERNAL_ERROR_CODE, READ_ERROR_CODE, lint_paths
+from csan_lint.lint.shell import runner
+from csan_lint.lint.shell.config import Config
+from csan_lint.lint.shell.files import might_have_findings
+from csan_lint.lint.shell.runner import INTERNAL_ERROR_CODE, READ_ERROR_CODE, lint_paths
 
 FLAGGED = [example.code for rule in all_rules() for example in rule.INVALID]
 CLEAN = [example.code for rule in all_rules() for example in rule.VALID]

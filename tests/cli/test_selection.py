@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from csan_lint.lint.config import ConfigError, load_config
 from csan_lint.lint.model import Finding, Span
 from csan_lint.lint.registry import all_rules
-from csan_lint.lint.runner import lint_paths
-from csan_lint.lint.suppress import UNUSED_NOQA_CODE, unused_suppressions
+from csan_lint.lint.shell.config import ConfigError, load_config
+from csan_lint.lint.shell.runner import lint_paths
+from csan_lint.lint.shell.suppress import UNUSED_NOQA_CODE, unused_suppressions
 
 NAMES = {"CSL101": "missing-wait-stream", "CSL102": "missing-join"}
 FLAGGED = all_rules()[0].INVALID[0].code  # CSL101 among others

@@ -14,9 +14,9 @@ from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 from pygls.uris import from_fs_path
 
-from csan_lint.lint.config import load_config
-from csan_lint.lint.fix import apply_edits, fixable
-from csan_lint.lint.runner import lint_text
+from csan_lint.lint.shell.config import load_config
+from csan_lint.lint.shell.fix import apply_edits, fixable
+from csan_lint.lint.shell.runner import lint_text
 
 FLAGGED = (
     "import torch\n\n\ndef f(x, s):\n    y = x * 2\n    with torch.cuda.stream(s):\n        z = y + 1\n    return z\n"
@@ -139,7 +139,7 @@ def test_an_editor_session(tmp_path: Path) -> None:
 
 def test_positions_are_utf16_code_units() -> None:
     from csan_lint.lint.model import Finding, Span
-    from csan_lint.lint.server import to_diagnostic
+    from csan_lint.lint.shell.server import to_diagnostic
 
     finding = Finding("m.py", 1, 5, "CSL101", "m", 1, 6, Span(1, 1))
     diagnostic = to_diagnostic(finding, ["😀 = y"])  # one code point, two UTF-16 units, before column 5

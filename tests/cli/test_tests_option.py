@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from csan_lint.lint import cli
-from csan_lint.lint.cli import main
-from csan_lint.lint.tests_option import expand_tests
+from csan_lint.lint.shell import cli
+from csan_lint.lint.shell.cli import main
+from csan_lint.lint.shell.tests_option import expand_tests
 
 
 @pytest.mark.parametrize(

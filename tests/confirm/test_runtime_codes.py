@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from csan_lint.lint.cli import main
-from csan_lint.lint.config import load_config
+from csan_lint.lint.shell.cli import main
+from csan_lint.lint.shell.config import load_config
 from csan_lint.runtime.confirm_filter import BaselineError, load_baseline, race_site_key
 from csan_lint.runtime.confirm_verdict import RuntimeOnly
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from csan_lint.lint.config import Config
 from csan_lint.lint.model import Span, Spellings
 from csan_lint.lint.recognize import stream_code_lines
 from csan_lint.lint.registry import all_rules
-from csan_lint.lint.runner import lint_paths
+from csan_lint.lint.shell.config import Config
+from csan_lint.lint.shell.runner import lint_paths
 from csan_lint.runtime import confirm_select
 from csan_lint.runtime.confirm import watched
 from csan_lint.runtime.confirm_select import (
@@ -265,7 +265,7 @@ def test_confirm_says_each_phase_before_the_tests_on_one_line(tmp_path, monkeypa
     """Not a terminal (a CI log): a plain line per phase on stderr, no bar."""
     from click.testing import CliRunner
 
-    from csan_lint.lint import cli
+    from csan_lint.lint.shell import cli
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CI", "1")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from csan_lint.lint.config import Config
 from csan_lint.lint.model import Finding, Span
+from csan_lint.lint.shell.config import Config
 from csan_lint.runtime import confirm
 from csan_lint.runtime.confirm import INSTALL_HINT, ConfirmUsageError, resolve_settings
 from csan_lint.runtime.confirm_verdict import Race, RunResult, TestRun
@@ -197,7 +197,7 @@ def test_cli_without_torch_says_what_to_install(tmp_path):
     (tmp_path / "mod.py").write_text(
         "import torch\n\ndef f(x, s):\n    y = x * 2\n    with torch.cuda.stream(s):\n        z = y + 1\n    return z\n"
     )
-    script = "import sys; sys.modules['torch'] = None; from csan_lint.lint.cli import main; main()"
+    script = "import sys; sys.modules['torch'] = None; from csan_lint.lint.shell.cli import main; main()"
     done = subprocess.run(
         [sys.executable, "-c", script, "mod.py", "--confirm"], cwd=tmp_path, capture_output=True, text=True
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from csan_lint.lint.analysis.assumptions import ASSUMPTIONS
-from csan_lint.lint.assumption_docs import COMMAND, render
+from csan_lint.lint.shell.assumption_docs import COMMAND, render
 
 ANALYSIS_MD = Path(__file__).resolve().parents[2] / "docs" / "analysis.md"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from csan_lint.lint.docs import COMMAND, render
 from csan_lint.lint.registry import all_rules
+from csan_lint.lint.shell.docs import COMMAND, render
 
 RULES_MD = Path(__file__).resolve().parents[2] / "docs" / "rules.md"
 

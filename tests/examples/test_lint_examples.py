@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from csan_lint.lint.config import load_config
 from csan_lint.lint.registry import rule_by_code
-from csan_lint.lint.runner import lint_paths
+from csan_lint.lint.shell.config import load_config
+from csan_lint.lint.shell.runner import lint_paths
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 EXAMPLE_FILES = sorted(EXAMPLES.rglob("*.py"))

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from csan_lint.lint import fix
-from csan_lint.lint.cli import main
 from csan_lint.lint.engine import lint_source
-from csan_lint.lint.fix import apply_edits, fix_source
 from csan_lint.lint.model import Edit
 from csan_lint.lint.registry import all_rules
+from csan_lint.lint.shell import fix
+from csan_lint.lint.shell.cli import main
+from csan_lint.lint.shell.fix import apply_edits, fix_source
 
 BUGGY = textwrap.dedent(
     """\
@@ -72,7 +72,7 @@ def test_a_suppressed_finding_is_not_fixed() -> None:
 
 def test_a_pass_that_does_not_reduce_the_findings_is_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
     """An edit that fixes nothing (here: a no-op statement) is not kept."""
-    from csan_lint.lint import fix
+    from csan_lint.lint.shell import fix
 
     findings = lint_source(BUGGY, "m.py")
     useless = [replace(finding, edits=(Edit(5, 5, "pass"),)) for finding in findings]

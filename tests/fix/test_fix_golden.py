@@ -13,9 +13,9 @@ import libcst as cst
 import pytest
 from click.testing import CliRunner
 
-from csan_lint.lint.cli import main
 from csan_lint.lint.engine import lint_source
-from csan_lint.lint.fix import fix_source
+from csan_lint.lint.shell.cli import main
+from csan_lint.lint.shell.fix import fix_source
 
 CASES = Path(__file__).parent / "cases"
 NAMES = sorted(path.stem for path in CASES.glob("*.py") if not path.name.endswith(".fixed.py"))

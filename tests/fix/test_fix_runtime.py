@@ -14,7 +14,7 @@ from types import ModuleType
 import pytest
 from click.testing import CliRunner
 
-from csan_lint.lint.cli import main
+from csan_lint.lint.shell.cli import main
 
 pytest.importorskip("torch")
 import torch

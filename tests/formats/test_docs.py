@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from csan_lint.lint.cli import CONFIRM_FORMATS, STATIC_FORMATS
 from csan_lint.lint.registry import all_rules, rule_by_code
+from csan_lint.lint.shell.cli import CONFIRM_FORMATS, STATIC_FORMATS
 
 ROOT = Path(__file__).parents[2]
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from csan_lint.lint.cli import main
 from csan_lint.lint.model import Finding, Span
-from csan_lint.lint.output import format_github, github_annotation
-from csan_lint.lint.runner import LintResult
+from csan_lint.lint.shell.cli import main
+from csan_lint.lint.shell.output import format_github, github_annotation
+from csan_lint.lint.shell.runner import LintResult
 
 
 def _finding(path: str = "a.py", message: str = "m", fix: str | None = None) -> Finding:

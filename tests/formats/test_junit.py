@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from csan_lint.lint.cli import main
 from csan_lint.lint.model import Finding, Span
+from csan_lint.lint.shell.cli import main
 from csan_lint.runtime.confirm_output import format_junit
 from csan_lint.runtime.confirm_verdict import ALSO_UNCHECKED, EMULATION_GAP, RuntimeOnly, TestFailure, Verdict
 

@@ -11,12 +11,12 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 
-from csan_lint.lint.cli import main
-from csan_lint.lint.config import load_config
-from csan_lint.lint.output import NON_RULE_SUMMARIES, format_explanation
 from csan_lint.lint.registry import all_rules
-from csan_lint.lint.runner import lint_paths
-from csan_lint.lint.sarif import sarif_log
+from csan_lint.lint.shell.cli import main
+from csan_lint.lint.shell.config import load_config
+from csan_lint.lint.shell.output import NON_RULE_SUMMARIES, format_explanation
+from csan_lint.lint.shell.runner import lint_paths
+from csan_lint.lint.shell.sarif import sarif_log
 
 
 def _sarif(*arguments: str) -> tuple[int, dict[str, Any]]:

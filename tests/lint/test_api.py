@@ -11,13 +11,13 @@ import pytest
 
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Direction, Kind, Operation, Receiver
-from csan_lint.lint.config import SPELLING_KEYS
 from csan_lint.lint.engine import lint_source
-from csan_lint.lint.files import might_have_findings
 from csan_lint.lint.model import Spellings
 from csan_lint.lint.models import EFFECTS
 from csan_lint.lint.names import ImportTable
 from csan_lint.lint.recognize import stream_code_lines
+from csan_lint.lint.shell.config import SPELLING_KEYS
+from csan_lint.lint.shell.files import might_have_findings
 
 _PROJECT = Spellings(
     stream_contexts=("pkg.cuda_utils.on_stream",),

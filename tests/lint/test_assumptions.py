@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from csan_lint.lint.analysis.assumptions import ASSUMPTIONS, BY_NAME, DEFAULT_ASSUMPTIONS, Assumption, Assumptions
-from csan_lint.lint.cache import settings_key
-from csan_lint.lint.config import ConfigError, load_config
 from csan_lint.lint.engine import lint_source
+from csan_lint.lint.shell.cache import settings_key
+from csan_lint.lint.shell.config import ConfigError, load_config
 
 
 def _found(entry: Assumption, on: bool) -> tuple[tuple[str, int], ...]:

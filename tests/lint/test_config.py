@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from csan_lint.lint.config import ConfigError, find_config_file, load_config
 from csan_lint.lint.model import Spellings
 from csan_lint.lint.registry import all_rules
+from csan_lint.lint.shell.config import ConfigError, find_config_file, load_config
 
 
 def codes(rules) -> set[str]:

@@ -16,9 +16,9 @@ import pytest
 
 from csan_lint.lint import streamflow
 from csan_lint.lint.analysis.tokens import CURRENT, HOST
-from csan_lint.lint.config import Config
 from csan_lint.lint.engine import lint_source
-from csan_lint.lint.runner import lint_paths
+from csan_lint.lint.shell.config import Config
+from csan_lint.lint.shell.runner import lint_paths
 from csan_lint.lint.streamflow import analyse, module_helpers
 from csan_lint.lint.summaries import ANY_OTHER, Effect, PackageIndex, Summary, module_name
 
@@ -641,7 +641,7 @@ def test_a_worker_given_the_same_index_again_keeps_the_modules_it_parsed() -> No
 def test_the_runner_follows_imports_between_the_files_it_lints(
     tmp_path: Path, jobs: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("csan_lint.lint.runner.PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr("csan_lint.lint.shell.runner.PARALLEL_MIN_BYTES", 0)
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("")
     (tmp_path / "pkg" / "helpers.py").write_text(HELPERS)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from csan_lint.lint.files import Excluder, PathError, discover, display_path, might_have_findings
 from csan_lint.lint.registry import all_rules
+from csan_lint.lint.shell.files import Excluder, PathError, discover, display_path, might_have_findings
 
 
 def make_tree(root: Path, files: dict[str, str]) -> None:

@@ -9,12 +9,12 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from csan_lint.lint.config import load_config
 from csan_lint.lint.engine import lint_source
 from csan_lint.lint.hostflow import host_hazards
 from csan_lint.lint.model import Span
 from csan_lint.lint.registry import rule_by_code
-from csan_lint.lint.runner import lint_paths
+from csan_lint.lint.shell.config import load_config
+from csan_lint.lint.shell.runner import lint_paths
 from csan_lint.lint.streamflow import analyse
 from csan_lint.runtime import kinds
 

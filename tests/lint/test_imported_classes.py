@@ -1,7 +1,7 @@
 """Methods of classes imported from another linted module: `comm = Comm()` (or
 `self.comm = Comm()`) with `Comm` from `pkg.comm`, then `comm.send(y)`: the method's summary,
 built in its own module, is replayed at the call as for a class of the module. A caller that
-names no stream API is analysed all the same when it imports such a class (lint/promote.py,
+names no stream API is analysed all the same when it imports such a class (lint/shell/promote.py,
 the runner)."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from csan_lint.lint.config import load_config
 from csan_lint.lint.engine import lint_source
-from csan_lint.lint.promote import imports_any, stream_definitions
-from csan_lint.lint.runner import lint_paths
+from csan_lint.lint.shell.config import load_config
+from csan_lint.lint.shell.promote import imports_any, stream_definitions
+from csan_lint.lint.shell.runner import lint_paths
 from csan_lint.lint.summaries import PackageIndex
 
 COMM = """

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from csan_lint.lint import cache
-from csan_lint.lint.config import ConfigError, load_config
 from csan_lint.lint.engine import lint_source
 from csan_lint.lint.model import Spellings
 from csan_lint.lint.models import shipped_models
-from csan_lint.lint.runner import lint_paths
+from csan_lint.lint.shell import cache
+from csan_lint.lint.shell.config import ConfigError, load_config
+from csan_lint.lint.shell.runner import lint_paths
 
 _USER = """\
 import torch

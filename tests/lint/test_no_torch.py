@@ -12,7 +12,7 @@ PROBE = textwrap.dedent(
     import json
     import sys
     from click.testing import CliRunner
-    from csan_lint.lint.cli import main
+    from csan_lint.lint.shell.cli import main
 
     result = CliRunner().invoke(main, [*sys.argv[1:], "--format", "json"])
     print(result.exit_code, json.loads(result.output)["summary"]["files_parsed"], "torch" in sys.modules)

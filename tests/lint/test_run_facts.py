@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from csan_lint.lint.config import ConfigError, load_config
 from csan_lint.lint.run_facts import MAX_TESTS, FactsFileError, function_hashes, load_facts, merge_files
+from csan_lint.lint.shell.config import ConfigError, load_config
 
 SOURCE = """\
 import functools

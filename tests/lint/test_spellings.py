@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from csan_lint.lint.config import load_config
 from csan_lint.lint.engine import lint_source
-from csan_lint.lint.runner import lint_paths
+from csan_lint.lint.shell.config import load_config
+from csan_lint.lint.shell.runner import lint_paths
 
 _MODULE = """\
 import contextlib

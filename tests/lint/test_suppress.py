@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from csan_lint.lint.model import Finding, Span
-from csan_lint.lint.suppress import ALL, codes_in_comment, filter_suppressed, skips_file
+from csan_lint.lint.shell.suppress import ALL, codes_in_comment, filter_suppressed, skips_file
 
 NAMES = {"CSL101": "missing-wait-stream", "CSL102": "missing-join"}
 

@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import csan_lint_robustness_workloads as workloads  # loaded by this directory's conftest.py
-from csan_lint.lint.config import Config
 from csan_lint.lint.engine import lint_source
 from csan_lint.lint.registry import SYNTAX_ERROR_CODE
-from csan_lint.lint.runner import lint_paths
+from csan_lint.lint.shell.config import Config
+from csan_lint.lint.shell.runner import lint_paths
 
 CI = settings(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 """No deadline (a loaded CI machine), no example database written into the checkout."""

@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 import csan_lint_robustness_workloads as workloads  # loaded by this directory's conftest.py
-from csan_lint.lint.cli import main
 from csan_lint.lint.registry import all_rules
-from csan_lint.lint.runner import MAX_PARSE_CHARS
+from csan_lint.lint.shell.cli import main
+from csan_lint.lint.shell.runner import MAX_PARSE_CHARS
 
 FLAGGED = all_rules()[0].INVALID[0].code
 

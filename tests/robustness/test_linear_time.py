@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 import csan_lint_robustness_workloads as workloads  # loaded by this directory's conftest.py
-from csan_lint.lint import runner
-from csan_lint.lint.budget import can_enforce
-from csan_lint.lint.config import load_config
 from csan_lint.lint.engine import lint_source
 from csan_lint.lint.registry import all_rules
+from csan_lint.lint.shell import runner
+from csan_lint.lint.shell.budget import can_enforce
+from csan_lint.lint.shell.config import load_config
 
 SMALL, LARGE = 1_000, 16_000
 MAX_PER_LINE_GROWTH = 2.5

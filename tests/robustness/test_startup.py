@@ -38,7 +38,7 @@ def project(tmp_path: Path) -> Path:
 
 def test_a_file_the_prefilter_rejects_imports_no_parser(project: Path) -> None:
     modules = imported_modules(["--no-cache", "plain.py"], project)
-    assert "csan_lint.lint.runner" in modules  # the run did happen
+    assert "csan_lint.lint.shell.runner" in modules  # the run did happen
     assert not {"libcst", "csan_lint.lint.engine", "concurrent.futures", "multiprocessing", "torch"} & modules
 
 
@@ -57,14 +57,14 @@ def test_a_warm_cache_hit_imports_no_parser(project: Path) -> None:
 def test_version_imports_neither_click_nor_the_linter(project: Path) -> None:
     modules = imported_modules(["--version"], project)
     assert "csan_lint" in modules  # the command did run
-    assert not {"click", "csan_lint.lint.cli", "csan_lint.lint.config", "libcst", "torch"} & modules
+    assert not {"click", "csan_lint.lint.shell.cli", "csan_lint.lint.shell.config", "libcst", "torch"} & modules
 
 
 def test_version_says_what_the_command_line_says(project: Path) -> None:
     """The early answer and click's `--version` (`csan-lint check --version`) agree."""
     from click.testing import CliRunner
 
-    from csan_lint.lint.cli import main
+    from csan_lint.lint.shell.cli import main
 
     command = [sys.executable, "-m", "csan_lint", "--version"]
     early = subprocess.run(command, capture_output=True, text=True, timeout=120)

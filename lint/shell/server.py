@@ -4,7 +4,7 @@ An editor sees what `csan-lint check` prints for the file: the buffer is linted 
 as the file at its path, under the config of its project (the nearest pyproject.toml with a
 `[tool.csan-lint]` table, as on the command line) and with its suppressions, on open, change and
 save; calls into the rest of the project are followed through its index, kept in memory across
-requests and updated one module at a time (lint/workspace.py), and an edit re-checks the open
+requests and updated one module at a time (lint/shell/workspace.py), and an edit re-checks the open
 files that looked up the edited module. A finding with a safe fix offers it as a quick fix:
 the edit `--fix` would make for it.
 docs/editors.md shows how VS Code and Neovim start it.
@@ -19,13 +19,13 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
 from csan_lint import __version__
-from csan_lint.lint.config import ConfigError, load_config
-from csan_lint.lint.fix import apply_edits, fixable
 from csan_lint.lint.model import Finding
-from csan_lint.lint.output import rule_url
 from csan_lint.lint.registry import rule_by_code
-from csan_lint.lint.runner import lint_text
-from csan_lint.lint.workspace import Workspace
+from csan_lint.lint.shell.config import ConfigError, load_config
+from csan_lint.lint.shell.fix import apply_edits, fixable
+from csan_lint.lint.shell.output import rule_url
+from csan_lint.lint.shell.runner import lint_text
+from csan_lint.lint.shell.workspace import Workspace
 
 SOURCE = "csan-lint"
 
@@ -59,7 +59,7 @@ def document_path(uri: str) -> Path:
 
 def lint_document(uri: str, source: str, workspace: Workspace | None = None) -> list[Finding]:
     """The findings `csan-lint check` would report for the file at `uri` holding `source`, with
-    the rest of its project as `workspace` keeps it (lint/workspace.py). Raises ConfigError for
+    the rest of its project as `workspace` keeps it (lint/shell/workspace.py). Raises ConfigError for
     a broken project config."""
     path = document_path(uri)
     config = load_config([str(path)])

@@ -1,5 +1,5 @@
 """The options of `csan-lint --confirm` (and `--save-facts`), declared for the `check` command
-(lint/cli.py): only click here, so the static path pays nothing for them."""
+(lint/shell/cli.py): only click here, so the static path pays nothing for them."""
 
 from __future__ import annotations
 

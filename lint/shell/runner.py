@@ -20,9 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
-from csan_lint.lint.budget import BudgetExceeded, collector_paused, cpu_budget
-from csan_lint.lint.cache import CACHE_DIR_NAME, Hit, ResultCache, Stat, analysis_key, content_hash, file_stat
-from csan_lint.lint.config import Config
 from csan_lint.lint.diagnostics import (
     BUDGET_CODE,
     DIAGNOSTIC_NAMES,
@@ -35,25 +32,28 @@ from csan_lint.lint.diagnostics import (
     read_bytes,
     too_large,
 )
-from csan_lint.lint.files import Excluder, PathError, discover, display_path, might_have_findings
 from csan_lint.lint.model import NO_SPELLINGS, Finding, Spellings
-from csan_lint.lint.pool import Dealt, started_pool
-from csan_lint.lint.project import IndexKeys, project_for, project_modules
-from csan_lint.lint.promote import imports_any
 from csan_lint.lint.registry import SYNTAX_ERROR_CODE, all_rules
 from csan_lint.lint.rule import Rule
 from csan_lint.lint.run_facts import NO_MODULE_FACTS, ModuleFacts
-from csan_lint.lint.run_index import CheckedFile, ParsedFile, digests, note, package_index, promote_importers
-from csan_lint.lint.staging import StagedLint, finding_order
-from csan_lint.lint.summaries import IndexedFile, PackageIndex, may_order
-from csan_lint.lint.summary_store import SummaryStore
-from csan_lint.lint.suppress import (
+from csan_lint.lint.shell.budget import BudgetExceeded, collector_paused, cpu_budget
+from csan_lint.lint.shell.cache import CACHE_DIR_NAME, Hit, ResultCache, Stat, analysis_key, content_hash, file_stat
+from csan_lint.lint.shell.config import Config
+from csan_lint.lint.shell.files import Excluder, PathError, discover, display_path, might_have_findings
+from csan_lint.lint.shell.pool import Dealt, started_pool
+from csan_lint.lint.shell.project import IndexKeys, project_for, project_modules
+from csan_lint.lint.shell.promote import imports_any
+from csan_lint.lint.shell.run_index import CheckedFile, ParsedFile, digests, note, package_index, promote_importers
+from csan_lint.lint.shell.staging import StagedLint, finding_order
+from csan_lint.lint.shell.summary_store import SummaryStore
+from csan_lint.lint.shell.suppress import (
     UNUSED_NOQA_CODE,
     UNUSED_NOQA_NAME,
     filter_suppressed,
     skips_file,
     unused_suppressions,
 )
+from csan_lint.lint.summaries import IndexedFile, PackageIndex, may_order
 from csan_lint.lint.syntax import python_syntax_error
 
 if TYPE_CHECKING:
@@ -133,7 +133,7 @@ class Job:
     """What test runs saw of the file's functions (`--facts`), that still match its text."""
     later_if_held: bool = False
     """With `stream_code`: a file that holds stream code is not analysed (its outcome is None),
-    it is analysed again in the background (lint/staging.py)."""
+    it is analysed again in the background (lint/shell/staging.py)."""
 
     @property
     def cost(self) -> int:
@@ -236,7 +236,7 @@ def lint_text(
 ) -> LintResult:
     """`source` linted as the file at `path` (absolute; it need not exist) would be: the same
     prefilter, rules, `per-file-ignores` and suppressions. No cache; other files only through
-    `package` (the language server's project index, lint/workspace.py), a file that imports
+    `package` (the language server's project index, lint/shell/workspace.py), a file that imports
     one of `definitions` (module -> its names with stream code) passing the prefilter as in a run."""
     shown = display_path(path)
     if skips_file(source):
@@ -279,7 +279,7 @@ def lint_paths(
 
     `jobs`: worker processes; None picks `os.cpu_count()` when there is enough source to parse,
     else lints in this process. `cache`: reuse and store per-file results in the project's
-    `.csan_lint_cache/` (see csan_lint.lint.cache). The result is the same either way.
+    `.csan_lint_cache/` (see csan_lint.lint.shell.cache). The result is the same either way.
     `progress`: told how the engine's work (the slow part) advances. `force_exclude`: named
     paths are subject to `exclude` and .gitignore too. `stream_code`: also give the stream code
     lines of the parsed files, recognized on the engine's own tree (`LintResult.stream_code`).
@@ -303,7 +303,7 @@ def lint_in_stages(
     checks_later: bool = False,
 ) -> StagedLint:
     """`lint_paths`, whose slow parts go on in the background with `checks_later` when there is
-    enough to pay for worker processes (lint/staging.py): the syntax checks of the files the
+    enough to pay for worker processes (lint/shell/staging.py): the syntax checks of the files the
     prefilter rejected and, with `stream_code`, the analyses of the files that hold stream code.
     `StagedLint.first` is ready without them (`--confirm` starts its tests on it), `result()`
     waits for them."""
@@ -379,7 +379,7 @@ def lint_in_stages(
         others = project_modules(project, discovered, walked, excluder, {str(file.path) for file in parsed}, cwd)
     files_cached -= promote_importers(parsed, checks, rejected, findings, config, others)
     # Calls into functions imported from other modules are followed, so a parsed file's cached
-    # findings hold only while the modules they looked up are the same (csan_lint.lint.cache).
+    # findings hold only while the modules they looked up are the same (csan_lint.lint.shell.cache).
     keys = IndexKeys(digests(parsed, others) if len(parsed) > 1 or others else None)
     stale = [file for file in parsed if file.hit is None or not keys.hold(file.hit.deps)]
     for file in parsed:

@@ -17,10 +17,10 @@ from urllib.parse import quote
 from csan_lint import REPOSITORY_URL, __version__
 from csan_lint.lint.diagnostics import DIAGNOSTIC_NAMES
 from csan_lint.lint.model import Finding
-from csan_lint.lint.output import NON_RULE_SUMMARIES, format_explanation, rule_url
 from csan_lint.lint.registry import all_rules
 from csan_lint.lint.rule import Rule
-from csan_lint.lint.runner import LintResult, rule_names
+from csan_lint.lint.shell.output import NON_RULE_SUMMARIES, format_explanation, rule_url
+from csan_lint.lint.shell.runner import LintResult, rule_names
 
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"

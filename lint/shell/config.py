@@ -19,13 +19,13 @@ import pathspec
 
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.assumptions import BY_NAME, DEFAULT_ASSUMPTIONS, Assumptions
-from csan_lint.lint.files import display_path
 from csan_lint.lint.model import NO_SPELLINGS, Spellings
 from csan_lint.lint.models import ModelsError, models_file, parse_models
 from csan_lint.lint.registry import all_rules
 from csan_lint.lint.rule import Rule
 from csan_lint.lint.run_facts import NO_MODULE_FACTS, FactsFileError, ModuleFacts, ObservedFacts, load_facts
-from csan_lint.lint.suppress import UNUSED_NOQA_CODE, UNUSED_NOQA_NAME
+from csan_lint.lint.shell.files import display_path
+from csan_lint.lint.shell.suppress import UNUSED_NOQA_CODE, UNUSED_NOQA_NAME
 from csan_lint.runtime.kinds import RUNTIME_CODES, runtime_codes_of
 
 TABLE = "tool.csan-lint"

@@ -1,5 +1,5 @@
 """The files of one run as the package index sees them: which it parsed, which it only checked,
-how the project index (lint/project.py) and promotion (lint/promote.py) add to them, and the
+how the project index (lint/shell/project.py) and promotion (lint/shell/promote.py) add to them, and the
 package index (csan_lint.lint.summaries) they make for the engine."""
 
 from __future__ import annotations
@@ -9,17 +9,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from csan_lint.lint.cache import Hit, Stat
-from csan_lint.lint.config import Config
 from csan_lint.lint.diagnostics import read_text
 from csan_lint.lint.model import Finding
-from csan_lint.lint.project import ProjectIndex
-from csan_lint.lint.promote import imports_any, stream_definitions
+from csan_lint.lint.shell.cache import Hit, Stat
+from csan_lint.lint.shell.config import Config
+from csan_lint.lint.shell.project import ProjectIndex
+from csan_lint.lint.shell.promote import imports_any, stream_definitions
+from csan_lint.lint.shell.summary_store import SummaryStore
 from csan_lint.lint.summaries import IndexedFile, PackageIndex, module_name
-from csan_lint.lint.summary_store import SummaryStore
 
 if TYPE_CHECKING:
-    from csan_lint.lint.runner import Job
+    from csan_lint.lint.shell.runner import Job
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def promote_importers(
 ) -> int:
     """Files the prefilter rejected (`checks`, this run's; `rejected`, cached) that import a
     module with stream code (of the run, or `others` of the project) go to the engine
-    (lint/promote.py); how many were cached."""
+    (lint/shell/promote.py); how many were cached."""
     for file in (
         file for file in parsed if file.orders and file.source is None
     ):  # a cache hit: the index reads it anyway

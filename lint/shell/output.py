@@ -1,5 +1,5 @@
 """Reporters: text for people, JSON for machines (schema in docs/json-format.md), GitHub
-workflow annotations, rule listings (SARIF is in `csan_lint.lint.sarif`).
+workflow annotations, rule listings (SARIF is in `csan_lint.lint.shell.sarif`).
 
 Pure functions from results to strings; no decisions about what is a finding live here.
 """
@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from csan_lint import REPOSITORY_URL
-from csan_lint.lint.fix import fixable
 from csan_lint.lint.model import Finding
 from csan_lint.lint.registry import all_rules
 from csan_lint.lint.rule import Rule
-from csan_lint.lint.runner import LintResult, rule_names
-from csan_lint.lint.suppress import UNUSED_NOQA_CODE
+from csan_lint.lint.shell.fix import fixable
+from csan_lint.lint.shell.runner import LintResult, rule_names
+from csan_lint.lint.shell.suppress import UNUSED_NOQA_CODE
 from csan_lint.runtime.kinds import RUNTIME_CODES
 
 JSON_VERSION = 1

@@ -10,7 +10,7 @@ promotion matches) is kept in `.csan_lint_cache/index-<settings key>.json`, by p
 reads only the changed ones. The directories walked and the ignore files consulted are kept
 too, with their stats: while none has changed, the walk is not done again (a file is added,
 removed or renamed only by changing its directory's mtime). Summaries of the modules' functions
-are kept apart, by module content (lint/summary_store.py).
+are kept apart, by module content (lint/shell/summary_store.py).
 
 Safe to share between concurrent runs as the results cache is: read once, written once at the
 end (temp file + `os.replace`); anything unreadable or malformed is a miss.
@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from csan_lint.lint.cache import (
+from csan_lint.lint.diagnostics import MAX_PARSE_CHARS, decode_source
+from csan_lint.lint.shell.cache import (
     CACHE_DIR_NAME,
     RACY_NS,
     Deps,
@@ -36,12 +37,11 @@ from csan_lint.lint.cache import (
     prepare_directory,
     settings_key,
 )
-from csan_lint.lint.config import Config
-from csan_lint.lint.diagnostics import MAX_PARSE_CHARS, decode_source
-from csan_lint.lint.files import Excluder, discover, display_path, is_excluded, might_have_findings
-from csan_lint.lint.promote import stream_definitions
+from csan_lint.lint.shell.config import Config
+from csan_lint.lint.shell.files import Excluder, discover, display_path, is_excluded, might_have_findings
+from csan_lint.lint.shell.promote import stream_definitions
+from csan_lint.lint.shell.suppress import skips_file
 from csan_lint.lint.summaries import IndexedFile, may_order, module_name, resolve
-from csan_lint.lint.suppress import skips_file
 
 FORMAT = 1
 """Bump when the layout of the index file changes."""

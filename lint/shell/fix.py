@@ -21,13 +21,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from csan_lint.lint.config import Config
 from csan_lint.lint.diagnostics import READ_ERROR_CODE, TOOL_ERROR_CODES, decode_source, diagnostic, read_bytes
 from csan_lint.lint.model import NO_SPELLINGS, Edit, Finding, Spellings
 from csan_lint.lint.registry import SYNTAX_ERROR_CODE
 from csan_lint.lint.rule import Rule
-from csan_lint.lint.runner import LintResult, lint_source, rule_names
-from csan_lint.lint.suppress import filter_suppressed
+from csan_lint.lint.shell.config import Config
+from csan_lint.lint.shell.runner import LintResult, lint_source, rule_names
+from csan_lint.lint.shell.suppress import filter_suppressed
 
 MAX_PASSES = 16
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")

@@ -12,7 +12,7 @@ from csan_lint.lint.analysis.assumptions import ASSUMPTIONS, Assumption, Assumpt
 from csan_lint.lint.engine import lint_source
 from csan_lint.lint.model import Finding
 
-COMMAND = "python -m csan_lint.lint.assumption_docs > docs/analysis.md"
+COMMAND = "python -m csan_lint.lint.shell.assumption_docs > docs/analysis.md"
 _EXAMPLE = "example.py"
 _INTRODUCTION = """\
 Where the code does not show what the analysis needs (who produced a value, which stream a

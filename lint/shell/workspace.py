@@ -11,16 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from csan_lint.lint.cache import CACHE_DIR_NAME, analysis_key
-from csan_lint.lint.config import Config
 from csan_lint.lint.diagnostics import read_text
-from csan_lint.lint.files import display_path
 from csan_lint.lint.model import Finding
-from csan_lint.lint.project import PROJECT_MARKERS, indexed, project_for, project_modules
-from csan_lint.lint.promote import stream_definitions
-from csan_lint.lint.runner import lint_text
+from csan_lint.lint.shell.cache import CACHE_DIR_NAME, analysis_key
+from csan_lint.lint.shell.config import Config
+from csan_lint.lint.shell.files import display_path
+from csan_lint.lint.shell.project import PROJECT_MARKERS, indexed, project_for, project_modules
+from csan_lint.lint.shell.promote import stream_definitions
+from csan_lint.lint.shell.runner import lint_text
+from csan_lint.lint.shell.summary_store import SummaryStore
 from csan_lint.lint.summaries import PackageIndex, module_name
-from csan_lint.lint.summary_store import SummaryStore
 
 
 @dataclass
@@ -28,7 +28,7 @@ class _Project:
     config: Config
     package: PackageIndex
     definitions: dict[str, frozenset[str]]
-    """Module -> its top-level names with stream code (promotion of importers, lint/promote.py)."""
+    """Module -> its top-level names with stream code (promotion of importers, lint/shell/promote.py)."""
     looked_up: dict[str, set[str]] = field(default_factory=dict)
     """Open file -> the modules its last lint resolved a lookup to."""
 

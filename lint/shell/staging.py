@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from csan_lint.lint.model import Finding
 
 if TYPE_CHECKING:
-    from csan_lint.lint.pool import Dealt
-    from csan_lint.lint.runner import LintResult
+    from csan_lint.lint.shell.pool import Dealt
+    from csan_lint.lint.shell.runner import LintResult
 
 Finish = Callable[[list[Any]], tuple[list[Finding], dict[str, frozenset[int]]]]
 """Turns the background jobs' outcomes, in order, into findings and stream code lines, storing

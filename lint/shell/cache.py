@@ -8,7 +8,7 @@ checkout) costs a read and a hash, never a parse. Files the prefilter rejects ge
 they cost nothing to store and spare the next run reading them.
 
 A parsed file's findings also depend on other modules: calls into functions imported from
-them are followed (csan_lint.lint.summaries, lint/project.py). So its entry also holds what its
+them are followed (csan_lint.lint.summaries, lint/shell/project.py). So its entry also holds what its
 lint asked the package index: each module name it looked up, the module that resolved to (or
 none) and that module's content hash. It is a hit only in a run whose index resolves every one
 of those names to a module with the same hash: editing a helper module re-lints its importers,
@@ -42,9 +42,9 @@ from typing import Any
 
 from csan_lint import __version__
 from csan_lint import rules as rules_package
-from csan_lint.lint.config import Config
 from csan_lint.lint.model import Edit, Finding, Span
 from csan_lint.lint.models import shipped_models
+from csan_lint.lint.shell.config import Config
 
 CACHE_DIR_NAME = ".csan_lint_cache"
 FORMAT = 6

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from csan_lint.lint.files import might_have_findings
+from csan_lint.lint.shell.files import might_have_findings
 from csan_lint.lint.summaries import module_name
 
 _IMPORT = re.compile(

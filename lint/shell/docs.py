@@ -1,4 +1,4 @@
-"""docs/rules.md, generated from the rule catalog: `python -m csan_lint.lint.docs > docs/rules.md`.
+"""docs/rules.md, generated from the rule catalog: `python -m csan_lint.lint.shell.docs > docs/rules.md`.
 
 Everything comes from the rule classes (code, name, summary, rationale, examples, `confirmed_by`)
 and from running the linter on their first flagged example: its `help:` and, for rules with an
@@ -11,12 +11,12 @@ import sys
 from collections.abc import Sequence
 
 from csan_lint.lint.engine import lint_source
-from csan_lint.lint.fix import fix_source, unified_diff
 from csan_lint.lint.model import Finding
 from csan_lint.lint.registry import all_rules
 from csan_lint.lint.rule import Rule
+from csan_lint.lint.shell.fix import fix_source, unified_diff
 
-COMMAND = "python -m csan_lint.lint.docs > docs/rules.md"
+COMMAND = "python -m csan_lint.lint.shell.docs > docs/rules.md"
 _EXAMPLE = "example.py"
 _INTRODUCTION = (
     "Each rule reads the stream flow of a function (csan_lint.lint.streamflow) and reports one "

@@ -26,7 +26,6 @@ from libcst.metadata import CodeRange
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
 from csan_lint.lint.describe import Where, describe_flow, describe_host
 from csan_lint.lint.engine import syntax_error_finding
-from csan_lint.lint.files import might_have_findings
 from csan_lint.lint.hostflow import host_hazards
 from csan_lint.lint.hoststate import HostState
 from csan_lint.lint.interpret import SUMMARY, Probe, probing
@@ -34,6 +33,7 @@ from csan_lint.lint.model import Spellings
 from csan_lint.lint.nodes import parse_module, remembered_subtrees
 from csan_lint.lint.ordering import FlowState
 from csan_lint.lint.positions import Positions, positions
+from csan_lint.lint.shell.files import might_have_findings
 from csan_lint.lint.streamflow import analyse
 from csan_lint.lint.values import code_of
 
@@ -56,7 +56,7 @@ _HOST_SKIP = (
 _CLASS_BODY = "not interpreted: the analysis does not interpret class bodies, only their methods"
 _PREFILTERED = (
     "note: a lint run skips this file: its code names no stream API, project wrapper or non-blocking copy "
-    "(the prefilter, lint/files.py); below is what the analysis finds all the same"
+    "(the prefilter, lint/shell/files.py); below is what the analysis finds all the same"
 )
 _NOT_REACHED = (
     "not reached: no path the analysis follows gets here (after a return, raise, break or continue, "

@@ -109,7 +109,7 @@ class SummaryStore:
         if key in entries:
             return
         entries[key] = encode(summary)
-        from csan_lint.lint.cache import prepare_directory
+        from csan_lint.lint.shell.cache import prepare_directory
 
         try:
             prepare_directory(self.directory.parent)

@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from csan_lint import __version__
-from csan_lint.lint.confirm_options import with_confirm_options
-from csan_lint.lint.tests_option import AmbiguousTestPath, expand_tests
+from csan_lint.lint.shell.confirm_options import with_confirm_options
+from csan_lint.lint.shell.tests_option import AmbiguousTestPath, expand_tests
 
 if TYPE_CHECKING:
-    from csan_lint.lint.config import Config
-    from csan_lint.lint.runner import LintResult
-    from csan_lint.lint.staging import StagedLint
+    from csan_lint.lint.shell.config import Config
+    from csan_lint.lint.shell.runner import LintResult
+    from csan_lint.lint.shell.staging import StagedLint
     from csan_lint.runtime.warm_python import WarmPython
 
 # The rest of the linter is imported where a command needs it: `--version`, `--help` and
@@ -56,8 +56,8 @@ def _split(values: Sequence[str]) -> list[str] | None:
 
 
 def _explain(code: str) -> str:
-    from csan_lint.lint.output import explain_code
     from csan_lint.lint.registry import all_rules
+    from csan_lint.lint.shell.output import explain_code
 
     text = explain_code(code)
     if text is None:
@@ -108,9 +108,9 @@ def _confirm(
 
 def _diff(result: LintResult, config: Any, unsafe: bool, quiet: bool) -> int:
     """`--diff`: the fixes as a patch on stdout; exit 1 when there is one, 2 on an unreadable file."""
-    from csan_lint.lint.fix import fix_paths  # libcst: only when fixing
-    from csan_lint.lint.output import format_text
-    from csan_lint.lint.runner import LintResult
+    from csan_lint.lint.shell.fix import fix_paths  # libcst: only when fixing
+    from csan_lint.lint.shell.output import format_text
+    from csan_lint.lint.shell.runner import LintResult
 
     report = fix_paths(result, config, write=False, unsafe=unsafe)
     click.echo(report.diff, nl=False)
@@ -122,8 +122,8 @@ def _diff(result: LintResult, config: Any, unsafe: bool, quiet: bool) -> int:
 
 def _fix(result: LintResult, targets: list[str], config: Any, unsafe: bool, no_cache: bool) -> tuple[LintResult, int]:
     """`--fix`: write the fixes, then lint again for what is left (files it could not write count)."""
-    from csan_lint.lint.fix import fix_paths
-    from csan_lint.lint.runner import lint_paths
+    from csan_lint.lint.shell.fix import fix_paths
+    from csan_lint.lint.shell.runner import lint_paths
 
     report = fix_paths(result, config, write=True, unsafe=unsafe)
     after = lint_paths(targets, config, cache=not no_cache)
@@ -166,8 +166,8 @@ def _given(context: click.Context, names: Sequence[str]) -> list[str]:
 
 def _lint_stdin(stdin_filename: str | None, config: Config, force_exclude: bool) -> LintResult:
     """stdin, linted as the file `--stdin-filename` names (its config, ignores, suppressions)."""
-    from csan_lint.lint.files import Excluder, is_excluded
-    from csan_lint.lint.runner import LintResult, lint_text
+    from csan_lint.lint.shell.files import Excluder, is_excluded
+    from csan_lint.lint.shell.runner import LintResult, lint_text
 
     source = sys.stdin.read()
     path = Path(stdin_filename or "-").absolute()
@@ -325,10 +325,10 @@ def check(
     **confirm_options: Any,
 ) -> None:
     """Find CUDA stream synchronization bugs in PATHS (files or directories; default: .; `-`: stdin)."""
-    from csan_lint.lint.config import ConfigError, load_config
-    from csan_lint.lint.output import format_rule_list
     from csan_lint.lint.registry import all_rules
-    from csan_lint.lint.runner import lint_in_stages
+    from csan_lint.lint.shell.config import ConfigError, load_config
+    from csan_lint.lint.shell.output import format_rule_list
+    from csan_lint.lint.shell.runner import lint_in_stages
 
     if list_rules:
         click.echo(format_rule_list(all_rules()), nl=False)
@@ -422,11 +422,11 @@ def _report(
 ) -> None:
     """The findings on stdout in `output_format`; only that format's module is imported."""
     if output_format == "sarif":
-        from csan_lint.lint.sarif import format_sarif
+        from csan_lint.lint.shell.sarif import format_sarif
 
         click.echo(format_sarif(result), nl=False)
         return
-    from csan_lint.lint.output import format_github, format_json, format_text
+    from csan_lint.lint.shell.output import format_github, format_json, format_text
 
     if output_format == "json":
         click.echo(format_json(result), nl=False)
@@ -475,10 +475,10 @@ def reveal(location: str, output_format: str, config_file: str | None, assume: t
     copies (like mypy's reveal_type; docs/reveal.md)."""
     import json
 
-    from csan_lint.lint.analysis.reveal import RevealError, format_text
-    from csan_lint.lint.analysis.reveal import reveal as reveal_at
-    from csan_lint.lint.config import ConfigError, load_config
     from csan_lint.lint.diagnostics import decode_source, read_bytes
+    from csan_lint.lint.shell.config import ConfigError, load_config
+    from csan_lint.lint.shell.reveal import RevealError, format_text
+    from csan_lint.lint.shell.reveal import reveal as reveal_at
 
     path, _, line = location.rpartition(":")
     if not path or not line.isdigit():
@@ -501,7 +501,7 @@ def reveal(location: str, output_format: str, config_file: str | None, assume: t
 def server() -> None:
     """Run the language server (LSP, stdio) for editors: docs/editors.md."""
     try:
-        from csan_lint.lint.server import serve
+        from csan_lint.lint.shell.server import serve
     except ImportError as error:
         _fail(f"the server needs pygls ({error}); pip install 'csan-lint[lsp]'")
     serve()
