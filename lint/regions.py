@@ -11,15 +11,18 @@ prove away, as the runtime's strided extents do (runtime/extents.py).
 
 from __future__ import annotations
 
-import re
 from collections import Counter
+from collections.abc import Iterator
 
 import libcst as cst
 
 from csan_lint.lint.names import dotted_name
 
-Linear = tuple[tuple[tuple[str, int], ...], int]
-"""Sum of named terms with integer coefficients, plus a constant: `n + 1` is ((("n", 1),), 1)."""
+Term = tuple[str, frozenset[str]]
+"""A name (`n`, `self.n`), or an expression the sum does not open (`len(x)`, `2 * k`): its dotted
+name or code (two terms are the same when spelled the same), and the names it reads."""
+Linear = tuple[tuple[tuple[Term, int], ...], int]
+"""Sum of terms with integer coefficients, plus a constant: `n + 1` is (((("n", {"n"}), 1),), 1)."""
 Interval = tuple[Linear | None, Linear | None]
 """[start, stop) of one dimension; None where unknown (a stop of None is unbounded)."""
 Region = tuple[Interval, ...]
@@ -50,25 +53,23 @@ def disjoint(a: Region | None, b: Region | None) -> bool:
 
 
 def region_names(region: Region) -> set[str]:
-    """The names a region's bounds are written with (`i` and `n` of `buf[i:n + 1]`)."""
-    return {
-        found
-        for interval in region
-        for bound in interval
-        if bound is not None
-        for term, _ in bound[0]
-        for found in re.findall(r"(?<![\w.])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*", term)
-    }
+    """The names a region's bounds read (`i` and `n` of `buf[i:n + 1]`, `x` of `buf[:len(x)]`)."""
+    return {name for term in _terms(region) for name in term[1]}
 
 
 def mentions(region: Region | None, name: str) -> bool:
-    """Whether a bound of `region` depends on `name` (which a rebinding of it invalidates)."""
-    if region is None:
-        return False
-    word = re.compile(rf"(?<![\w.]){re.escape(name)}(?![\w])")
-    return any(
-        word.search(term) for interval in region for bound in interval if bound is not None for term, _ in bound[0]
+    """Whether a bound of `region` depends on `name` (which a rebinding of it invalidates):
+    reads it, or an attribute of it."""
+    return region is not None and any(
+        read == name or read.startswith(f"{name}.") for term in _terms(region) for read in term[1]
     )
+
+
+def _terms(region: Region) -> Iterator[Term]:
+    for interval in region:
+        for bound in interval:
+            if bound is not None:
+                yield from (term for term, _ in bound[0])
 
 
 def _apart(a: Interval, b: Interval) -> bool:
@@ -106,14 +107,14 @@ def _negative(bound: Linear | None) -> bool:
 
 def _linear(expr: cst.BaseExpression) -> Linear | None:
     """`n + 1`, `2 * k - 1`, `len(x)` (an opaque term): None where it cannot be an integer."""
-    terms: Counter[str] = Counter()
+    terms: Counter[Term] = Counter()
     constant = _collect(expr, 1, terms)
     if constant is None:
         return None
     return tuple(sorted((name, count) for name, count in terms.items() if count)), constant
 
 
-def _collect(expr: cst.BaseExpression, sign: int, terms: Counter[str]) -> int | None:
+def _collect(expr: cst.BaseExpression, sign: int, terms: Counter[Term]) -> int | None:
     if isinstance(expr, cst.Integer):
         return sign * int(expr.value, 0)
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
@@ -124,5 +125,19 @@ def _collect(expr: cst.BaseExpression, sign: int, terms: Counter[str]) -> int | 
         return None if left is None or right is None else left + right
     if isinstance(expr, (cst.SimpleString, cst.Float, cst.Imaginary, cst.List, cst.Tuple, cst.Slice)):
         return None
-    terms[dotted_name(expr) or cst.Module(body=[]).code_for_node(expr)] += sign
+    name = dotted_name(expr)
+    terms[(name or cst.Module(body=[]).code_for_node(expr), frozenset(_reads(expr)))] += sign
     return 0
+
+
+def _reads(expr: cst.CSTNode) -> Iterator[str]:
+    """The dotted names an expression reads, each chain whole (`self.n`, not `self`)."""
+    if isinstance(expr, (cst.Name, cst.Attribute)) and (name := dotted_name(expr)) is not None:
+        yield name
+    elif isinstance(expr, cst.Attribute):  # `f().n`: `n` is no name read
+        yield from _reads(expr.value)
+    elif isinstance(expr, cst.Arg):  # `f(k=v)`: the keyword is no name read
+        yield from _reads(expr.value)
+    else:
+        for child in expr.children:
+            yield from _reads(child)

@@ -10,7 +10,7 @@ import libcst as cst
 import pytest
 
 from csan_lint.lint.engine import lint_source
-from csan_lint.lint.regions import disjoint, region_of
+from csan_lint.lint.regions import Region, disjoint, mentions, region_names, region_of
 
 HALO = """
 import torch
@@ -165,3 +165,39 @@ def test_a_part_indexed_by_a_loop_variable_is_not_apart_once_it_moves_on() -> No
         return out
     """
     assert ("CSL102", 12) in findings(source)
+
+
+def _read_region(code: str) -> Region:
+    region = region_of(cst.parse_expression(code))
+    assert region is not None
+    return region
+
+
+@pytest.mark.parametrize(
+    ("index", "names"),
+    [
+        ("buf[i:n + 1]", {"i", "n"}),
+        ("buf[:len(x)]", {"len", "x"}),
+        ("buf[self.lo:self.hi]", {"self.lo", "self.hi"}),
+        ("buf[:f(k=m).n]", {"f", "m"}),
+        ("buf[:4]", set()),
+    ],
+)
+def test_the_names_a_region_reads(index: str, names: set[str]) -> None:
+    assert region_names(_read_region(index)) == names
+
+
+@pytest.mark.parametrize(
+    ("index", "name", "mentioned"),
+    [
+        ("buf[i:n + 1]", "n", True),
+        ("buf[:len(x)]", "x", True),
+        ("buf[self.lo:]", "self", True),
+        ("buf[self.lo:]", "lo", False),
+        ("buf[:n2]", "n", False),
+        ("buf[:f(k=m)]", "k", False),
+    ],
+)
+def test_a_rebinding_invalidates_the_regions_that_read_the_name(index: str, name: str, mentioned: bool) -> None:
+    assert mentions(_read_region(index), name) is mentioned
+    assert not mentions(None, name)
