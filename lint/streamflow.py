@@ -32,6 +32,7 @@ from csan_lint.lint.dataswap import swapped_out
 from csan_lint.lint.defaultjoin import waits_into_default
 from csan_lint.lint.effects import Helpers
 from csan_lint.lint.facts import Carried, ModuleFlow, Sibling
+from csan_lint.lint.hooks import with_hooks
 from csan_lint.lint.model import NO_SPELLINGS, Spellings
 from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import parse_module
@@ -78,6 +79,7 @@ def analyse(
     carried: list[Carried] = []
     reaches_torch = imports.imports_torch or package is not None  # or through another linted module
     uses = module_uses(module, imports, functions) if reaches_torch else NO_USES
+    observed = with_hooks(observed, uses, functions, imports)
     if reaches_torch:
         everywhere = uses.performs(Kind.SET_STREAM)
         helpers = Helpers(

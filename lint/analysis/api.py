@@ -61,6 +61,10 @@ class Kind(enum.Enum):
     """A context that makes its stream current for the block it guards, and restores the old one."""
     SET_STREAM = "set stream"
     """Makes a stream current until another is set."""
+    REGISTER_HOOK = "register hook"
+    """A callable registered for autograd or a module to call later, with tensors written on the
+    stream current where it is called: the gradient, the parameter it accumulated into, a
+    module's inputs and outputs."""
 
 
 class On(enum.Enum):
@@ -92,6 +96,7 @@ class Receiver(enum.Enum):
     GRAPH = "graph"
     TENSOR = "tensor"
     STORAGE = "storage"
+    MODULE = "module"
 
 
 @dataclass(frozen=True)
@@ -198,6 +203,14 @@ METHODS: tuple[Method, ...] = (
     Method("capture_end", Receiver.GRAPH, Operation(Kind.CAPTURE_END), marks_stream_code=True),
     Method("replay", Receiver.GRAPH, Operation(Kind.REPLAY), shared=True),
     Method("record_stream", Receiver.TENSOR, RECORD_STREAM, marks_stream_code=True),
+    *(
+        Method(name, Receiver.TENSOR, Operation(Kind.REGISTER_HOOK), shared=True)
+        for name in ("register_hook", "register_post_accumulate_grad_hook")
+    ),
+    *(
+        Method(f"register_{name}", Receiver.MODULE, Operation(Kind.REGISTER_HOOK))
+        for name in ("forward_hook", "forward_pre_hook", "full_backward_hook", "full_backward_pre_hook")
+    ),
     Method("copy_", Receiver.TENSOR, COPY_INTO),
     Method("to", Receiver.TENSOR, COPY_EITHER, shared=True),
     Method("cuda", Receiver.TENSOR, Operation(Kind.COPY, direction=Direction.TO_DEVICE), shared=True),

@@ -55,6 +55,8 @@ class ModuleUses:
     """("", f) -> the calls `f(...)`; ("self", m) / ("cls", m) -> the calls `self.m(...)` / `cls.m(...)`."""
     leaves: Counter[str]
     """The last name of every callee (`f`, `obj.f`, `self.f`) -> its calls."""
+    registrations: tuple[tuple[str, cst.Call], ...] = ()
+    """(function, call) of every hook registered (`p.register_hook(fn)`): lint/hooks.py."""
 
     def performs(self, *kinds: Kind) -> bool:
         return any(op.kind in kinds for op in self.ops)
@@ -87,6 +89,7 @@ def module_uses(
     builders: set[str] = set()
     reader = _Calls(imports)
     bodies: list[tuple[cst.CSTNode, str]] = [(module, "")]
+    registrations: list[tuple[str, cst.Call]] = []
     while bodies:
         root, owner = bodies.pop()
         done: set[Operation] = set()
@@ -98,6 +101,8 @@ def module_uses(
                 op, builds = reader.read(node)  # type: ignore[arg-type]
                 if op is not None:
                     done.add(op)
+                    if op.kind is Kind.REGISTER_HOOK:
+                        registrations.append((owner, node))  # type: ignore[arg-type]
                 if builds:
                     builders.add(owner)
             elif kind is cst.Attribute:
@@ -125,6 +130,7 @@ def module_uses(
         pins=reader.pins,
         calls=reader.calls,
         leaves=reader.leaves,
+        registrations=tuple(registrations),
     )
 
 

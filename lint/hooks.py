@@ -1,0 +1,78 @@
+"""Hooks: functions autograd or a module calls, whose arguments' producer the code shows.
+
+A function registered with `t.register_hook(fn)`, `p.register_post_accumulate_grad_hook(fn)` or
+a module's forward and backward hooks is called by autograd (or by the module's `__call__`)
+with tensors written on the stream current at that call: the gradient, the parameter it was
+accumulated into, the module's inputs and outputs. So its parameters are the caller's work on
+its entry stream, as a test run would observe them (lint/run_facts.py), with no assumption:
+`HookArguments` answers the analysis' question about them the way saved facts do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from csan_lint.lint.analysis.uses import ModuleUses
+from csan_lint.lint.names import ImportTable
+from csan_lint.lint.recognize import PARTIAL
+from csan_lint.lint.run_facts import ModuleFacts
+
+_HOOK_KEYWORD = "hook"
+
+
+@dataclass(frozen=True)
+class HookArguments(ModuleFacts):
+    """A module's saved facts, and its hooks: a hook's parameter (or its `.grad`) comes written
+    by its caller."""
+
+    hooks: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """Hook function (dotted as lint/scan.py names it) -> its parameters, less `self`/`cls`."""
+
+    def written_argument(self, qualname: str | None, name: str) -> str | None:
+        found = super().written_argument(qualname, name)
+        if found is not None or qualname is None or qualname not in self.hooks:
+            return found
+        if name.partition(".")[0] not in self.hooks[qualname]:
+            return None
+        return f"autograd or a module passes it to '{qualname.rpartition('.')[2]}', registered as a hook"
+
+
+def with_hooks(
+    observed: ModuleFacts, uses: ModuleUses, functions: Iterable[tuple[str, cst.FunctionDef]], imports: ImportTable
+) -> ModuleFacts:
+    """`observed`, and what the module's hook registrations say of the hooks' arguments."""
+    defined = dict(functions)
+    hooks = {
+        name: _parameters(defined[name])
+        for owner, call in uses.registrations
+        if (name := _registered(call, owner, defined.keys(), imports)) is not None
+    }
+    if not hooks:
+        return observed
+    return HookArguments(observed.functions, observed.stale, hooks)
+
+
+def _registered(call: cst.Call, owner: str, defined: Iterable[str], imports: ImportTable) -> str | None:
+    """The module's function a registration names: `fn` (nested in `owner`, or in a scope
+    around it), `self.fn`, or either wrapped in `functools.partial`."""
+    hook = next((a.value for a in call.args if a.keyword is None or a.keyword.value == _HOOK_KEYWORD), None)
+    if isinstance(hook, cst.Call) and imports.qualified(hook.func) == PARTIAL and hook.args:
+        hook = hook.args[0].value
+    known = set(defined)
+    if isinstance(hook, cst.Name):
+        scopes = owner.split(".") if owner else []
+        candidates = [".".join([*scopes[:depth], hook.value]) for depth in range(len(scopes), -1, -1)]
+    elif isinstance(hook, cst.Attribute) and isinstance(hook.value, cst.Name) and hook.value.value in ("self", "cls"):
+        scopes = owner.split(".")
+        candidates = [".".join([*scopes[:depth], hook.attr.value]) for depth in range(len(scopes) - 1, 0, -1)]
+    else:
+        return None
+    return next((candidate for candidate in candidates if candidate in known), None)
+
+
+def _parameters(function: cst.FunctionDef) -> frozenset[str]:
+    params = [*function.params.posonly_params, *function.params.params, *function.params.kwonly_params]
+    return frozenset(p.name.value for p in params if p.name.value not in ("self", "cls"))

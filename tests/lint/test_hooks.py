@@ -1,0 +1,72 @@
+"""Hooks (lint/hooks.py): a function registered for autograd or a module to call gets tensors
+written on the stream current at the call, so a side stream that reads them must wait first;
+the finding says why it takes them as the caller's work. An unregistered function's
+unannotated parameter is no such thing (`unannotated-parameters-written-by-caller` is off)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from csan_lint.lint.engine import lint_source
+
+HOOK = """
+import functools
+import torch
+
+class Offloader:
+    def __init__(self, params, module):
+        self.stream = torch.cuda.Stream()
+
+        def copy_grad(p):
+            {wait}
+            with torch.cuda.stream(self.stream):
+                self.host.copy_(p.grad, non_blocking=True)
+
+        for p in params:
+            {register}
+
+    def _copy(self, p):
+        {wait}
+        with torch.cuda.stream(self.stream):
+            self.host.copy_(p.grad, non_blocking=True)
+
+    def _forward(self, module, inputs, output):
+        {wait}
+        with torch.cuda.stream(self.stream):
+            self.host.copy_(output, non_blocking=True)
+"""
+
+NO_WAIT = "pass"
+WAIT = "self.stream.wait_stream(torch.cuda.current_stream())"
+
+
+def findings(register: str, wait: str) -> list[tuple[str, int, str]]:
+    source = textwrap.dedent(HOOK).format(register=register, wait=wait)
+    return [(f.code, f.line, f.message) for f in lint_source(source, "m.py")]
+
+
+@pytest.mark.parametrize(
+    ("register", "line"),
+    [
+        ("p.register_post_accumulate_grad_hook(copy_grad)", 12),
+        ("p.register_hook(copy_grad)", 12),
+        ("p.register_post_accumulate_grad_hook(self._copy)", 20),
+        ("p.register_post_accumulate_grad_hook(hook=self._copy)", 20),
+        ("p.register_hook(functools.partial(self._copy))", 20),
+        ("module.register_forward_hook(self._forward)", 25),
+    ],
+)
+def test_a_hook_reads_its_arguments_as_the_callers_work(register: str, line: int) -> None:
+    found = findings(register, NO_WAIT)
+    assert [(code, at) for code, at, _ in found] == [("CSL101", line)]
+    assert found[0][2].endswith("registered as a hook)")
+    assert findings(register, WAIT) == []
+
+
+@pytest.mark.parametrize(
+    "register", ["pass", "p.register_hook(lambda g: g * 2)", "p.register_hook(other_hook)", "p.register_hook(self)"]
+)
+def test_a_function_no_registration_names_takes_no_producer_for_granted(register: str) -> None:
+    assert findings(register, NO_WAIT) == []
