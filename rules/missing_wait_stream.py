@@ -65,6 +65,11 @@ class MissingWaitStream(Rule):
     them) or calling it reads them; its own methods (`model.eval()`) launch nothing. A module
     kept in an attribute (`self.shard.to(device)`) is not followed.
 
+    A function the module registers as a hook (`p.register_hook(fn)`,
+    `p.register_post_accumulate_grad_hook(self._copy)`, a module's forward or backward hooks,
+    through `functools.partial` too) gets its arguments, and their `.grad`, written by its caller
+    on the stream current at the call: autograd or the module, not an assumption.
+
     A stream kept in `__init__` from `current_stream()` (`self.compute`) and bound to nothing
     else there nor rebound by another method is the current stream of whoever calls the
     object's methods (a kept `default_stream()` is not: a caller on a side stream is the bug it
