@@ -3,14 +3,15 @@
 A function registered with `t.register_hook(fn)`, `p.register_post_accumulate_grad_hook(fn)` or
 a module's forward and backward hooks is called by autograd (or by the module's `__call__`)
 with tensors written on the stream current at that call: the gradient, the parameter it was
-accumulated into, the module's inputs and outputs. So its parameters are the caller's work on
-its entry stream, as a test run would observe them (lint/run_facts.py), with no assumption:
+accumulated into, the module's inputs and outputs; so does the `backward` of a custom
+`torch.autograd.Function` (its gradients, after `ctx`). So their parameters are the caller's work
+on its entry stream, as a test run would observe them (lint/run_facts.py), with no assumption:
 `HookArguments` answers the analysis' question about them the way saved facts do.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -21,6 +22,8 @@ from csan_lint.lint.recognize import PARTIAL
 from csan_lint.lint.run_facts import ModuleFacts
 
 _HOOK_KEYWORD = "hook"
+_FUNCTIONS = ("torch.autograd.Function", "torch.autograd.function.Function")
+_BACKWARD = "backward"
 
 
 @dataclass(frozen=True)
@@ -28,28 +31,38 @@ class HookArguments(ModuleFacts):
     """A module's saved facts, and its hooks: a hook's parameter (or its `.grad`) comes written
     by its caller."""
 
-    hooks: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    """Hook function (dotted as lint/scan.py names it) -> its parameters, less `self`/`cls`."""
+    hooks: Mapping[str, tuple[frozenset[str], str]] = field(default_factory=dict)
+    """Hook function (dotted as lint/scan.py names it) -> its parameters that its caller writes,
+    and what calls it, in a finding's words."""
 
     def written_argument(self, qualname: str | None, name: str) -> str | None:
         found = super().written_argument(qualname, name)
         if found is not None or qualname is None or qualname not in self.hooks:
             return found
-        if name.partition(".")[0] not in self.hooks[qualname]:
-            return None
-        return f"autograd or a module passes it to '{qualname.rpartition('.')[2]}', registered as a hook"
+        params, caller = self.hooks[qualname]
+        return caller if name.partition(".")[0] in params else None
 
 
 def with_hooks(
-    observed: ModuleFacts, uses: ModuleUses, functions: Iterable[tuple[str, cst.FunctionDef]], imports: ImportTable
+    observed: ModuleFacts,
+    uses: ModuleUses,
+    functions: Iterable[tuple[str, cst.FunctionDef]],
+    imports: ImportTable,
+    classes: Mapping[str, Sequence[str]],
 ) -> ModuleFacts:
-    """`observed`, and what the module's hook registrations say of the hooks' arguments."""
+    """`observed`, and what the module's hook registrations and autograd Functions say of the
+    hooks' arguments (`classes`: the module's classes -> their bases as spelled)."""
     defined = dict(functions)
     hooks = {
-        name: _parameters(defined[name])
+        name: (_parameters(defined[name]), f"autograd or a module passes it to '{name.rpartition('.')[2]}', a hook")
         for owner, call in uses.registrations
         if (name := _registered(call, owner, defined.keys(), imports)) is not None
     }
+    for owner, bases in classes.items():
+        backward = defined.get(f"{owner}.{_BACKWARD}")
+        if backward is not None and any(imports.qualified(cst.parse_expression(b)) in _FUNCTIONS for b in bases):
+            params = _parameters(backward, drop_first=True)  # after `ctx`
+            hooks[f"{owner}.{_BACKWARD}"] = (params, f"autograd passes it to '{owner}.backward'")
     if not hooks:
         return observed
     return HookArguments(observed.functions, observed.stale, hooks)
@@ -73,6 +86,9 @@ def _registered(call: cst.Call, owner: str, defined: Iterable[str], imports: Imp
     return next((candidate for candidate in candidates if candidate in known), None)
 
 
-def _parameters(function: cst.FunctionDef) -> frozenset[str]:
+def _parameters(function: cst.FunctionDef, *, drop_first: bool = False) -> frozenset[str]:
     params = [*function.params.posonly_params, *function.params.params, *function.params.kwonly_params]
-    return frozenset(p.name.value for p in params if p.name.value not in ("self", "cls"))
+    names = [p.name.value for p in params if p.name.value not in ("self", "cls")]
+    if function.params.star_arg is not None and isinstance(function.params.star_arg, cst.Param):
+        names.append(function.params.star_arg.name.value)
+    return frozenset(names[1:] if drop_first else names)

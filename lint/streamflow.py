@@ -79,7 +79,7 @@ def analyse(
     carried: list[Carried] = []
     reaches_torch = imports.imports_torch or package is not None  # or through another linted module
     uses = module_uses(module, imports, functions) if reaches_torch else NO_USES
-    observed = with_hooks(observed, uses, functions, imports)
+    observed = with_hooks(observed, uses, functions, imports, classes)
     if reaches_torch:
         everywhere = uses.performs(Kind.SET_STREAM)
         helpers = Helpers(

@@ -68,7 +68,8 @@ class MissingWaitStream(Rule):
     A function the module registers as a hook (`p.register_hook(fn)`,
     `p.register_post_accumulate_grad_hook(self._copy)`, a module's forward or backward hooks,
     through `functools.partial` too) gets its arguments, and their `.grad`, written by its caller
-    on the stream current at the call: autograd or the module, not an assumption.
+    on the stream current at the call: autograd or the module, not an assumption. So does the
+    `backward` of a `torch.autograd.Function` subclass: its gradients (after `ctx`).
 
     A stream kept in `__init__` from `current_stream()` (`self.compute`) and bound to nothing
     else there nor rebound by another method is the current stream of whoever calls the
