@@ -20,7 +20,7 @@ from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.tokens import CURRENT, HOST, UNKNOWN, distinct, issued_on
 from csan_lint.lint.bindings import Bindings
 from csan_lint.lint.callers import NO_CALLERS, CallersJoin
-from csan_lint.lint.calls import Calls
+from csan_lint.lint.calls import GRADIENTS, Calls
 from csan_lint.lint.defaultjoin import DefaultJoins
 from csan_lint.lint.effects import PROBE_ACCESS, Effects, Helpers, probe_key
 from csan_lint.lint.interpret import Interpreter
@@ -381,8 +381,14 @@ class FunctionAnalysis(
         one in the function), is the caller's work when `attributes-written-by-caller` holds."""
         last = key.rpartition(".")[2]
         if last in TENSOR_ATTRIBUTES or (key in self.used_as_tensors and last not in HOST_ATTRIBUTES):
-            return self._assumes(assumed.ATTRIBUTES_WRITTEN_BY_CALLER) or self._observed_written(key)
+            assumes = self._assumes(assumed.ATTRIBUTES_WRITTEN_BY_CALLER)
+            return assumes or self._observed_written(key) or self._backward_written(key) is not None
         return False
+
+    def _backward_written(self, key: str) -> TrackedTensor | None:
+        """A `.grad` first used after a backward pass (`Calls._gradients_written`): that pass wrote it."""
+        written = self.live.tensors.get(GRADIENTS) if key.endswith(".grad") else None
+        return None if written is None else TrackedTensor(writes=written.writes, unsure=True)
 
     def _comprehension(self, node: Comprehension) -> None:
         """A comprehension has its own scope: its targets shadow the enclosing names of the same
@@ -481,7 +487,8 @@ class FunctionAnalysis(
         against the accesses to parts it may overlap, then record it, ordered before `after` too."""
         if write and self.tested:
             self._rebound(key)  # in place: what its tests said no longer holds
-        tensor = self.live.tensors.get(key) or self._caller_written(key, node) or TrackedTensor()
+        tensor = self.live.tensors.get(key) or self._backward_written(key) or self._caller_written(key, node)
+        tensor = tensor or TrackedTensor()
         access = replace(self._make_access(node, write=write), produced=produced, region=region)
         if region is not None:
             self.indexed_by.update(region_names(region))

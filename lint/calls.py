@@ -14,11 +14,11 @@ import libcst as cst
 
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Kind
-from csan_lint.lint.analysis.tokens import HOST
+from csan_lint.lint.analysis.tokens import HOST, issued_on
 from csan_lint.lint.effects import Callee, Helpers
 from csan_lint.lint.kept import keep_item
 from csan_lint.lint.names import DEVICE_SYNC, SET_STREAM, ImportTable, dotted_name
-from csan_lint.lint.ordering import FlowState, MarkUpdate
+from csan_lint.lint.ordering import Access, FlowState, Mark, MarkUpdate, TrackedTensor
 from csan_lint.lint.recognize import PARTIAL
 from csan_lint.lint.values import Value, freed_storage, is_barrier, is_constructor, is_inplace
 from csan_lint.lint.vocabulary import (
@@ -36,6 +36,9 @@ from csan_lint.lint.vocabulary import (
     TENSOR_METHODS,
 )
 
+GRADIENTS = "\0.grad"
+"""The state key of the last backward pass's write of every `.grad`: no name in source spells it."""
+
 
 class Calls:
     """The call half of `FunctionAnalysis`."""
@@ -48,6 +51,8 @@ class Calls:
     graphs: dict[str, tuple[set[str], set[str]]]
     # The host's methods from the other parts; those taking keyword-only flags are `...`.
     _eval: Callable[[cst.CSTNode], None]
+    _access: Callable[..., None]
+    _make_access: Callable[..., Access]
     _eval_value: Callable[[cst.BaseExpression], None]
     _escape_names: Callable[[cst.CSTNode], None]
     _value: Callable[[cst.BaseExpression], Value]
@@ -101,6 +106,8 @@ class Calls:
                     self._made_current(stream)
             elif in_place:
                 self._write_target(node.args[0].value)
+            elif (op := api.operation(qualified)) is not None and op.kind is Kind.BACKWARD:
+                self._gradients_written(node)
             self._write_out(node)
             return
         found = self.helpers.lookup(self.function, func, qualified) if self.helpers is not None else None
@@ -132,6 +139,11 @@ class Calls:
                 return
             key = dotted_name(receiver)
             op = api.method_op(method)[0]
+            if op is not None and op.kind is Kind.BACKWARD:  # `loss.backward()`, `scaler.scale(loss).backward()`
+                self._eval(receiver)
+                self._eval_args(node)
+                self._gradients_written(node)
+                return
             if op == api.RECORD_STREAM:  # allocator bookkeeping on the host: no kernel reads the tensor
                 if node.args:
                     self._record_stream(node, receiver, node.args[0].value)
@@ -188,6 +200,14 @@ class Calls:
             if builtin not in PURE_BUILTINS:
                 self._escape_args(node)
         self._write_out(node)
+
+    def _gradients_written(self, node: cst.Call) -> None:
+        """Autograd writes every leaf's `.grad` on the current stream: those followed here are
+        written now, and one first used later is this write's (`FunctionAnalysis._access`)."""
+        for key in [key for key in self.live.tensors if key.endswith(".grad")]:
+            self._access(key, node, write=True)
+        access = self._make_access(node, write=True)
+        self.live.tensors[GRADIENTS] = TrackedTensor(writes=frozenset({Mark(access, issued_on(self.live.current))}))
 
     def _hand_over(self, node: cst.Call) -> None:
         """Arguments stored by the call (a container, an object being built): their computation

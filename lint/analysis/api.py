@@ -61,6 +61,8 @@ class Kind(enum.Enum):
     """A context that makes its stream current for the block it guards, and restores the old one."""
     SET_STREAM = "set stream"
     """Makes a stream current until another is set."""
+    BACKWARD = "backward"
+    """Autograd runs the backward pass: every leaf's `.grad` is written on the current stream."""
     REGISTER_HOOK = "register hook"
     """A callable registered for autograd or a module to call later, with tensors written on the
     stream current where it is called: the gradient, the parameter it accumulated into, a
@@ -183,6 +185,7 @@ FUNCTIONS: tuple[Function, ...] = (
         Function(f"torch.distributed.{name}", Operation(Kind.LAUNCH, in_place=True), marks_stream_code=False)
         for name in _COLLECTIVES
     ),
+    Function("torch.autograd.backward", Operation(Kind.BACKWARD), marks_stream_code=False),
     *(
         Function(f"torch.{name}", Operation(Kind.ALLOC), marks_stream_code=False)
         for name in ("empty", "empty_like", "empty_strided")
@@ -203,6 +206,7 @@ METHODS: tuple[Method, ...] = (
     Method("capture_end", Receiver.GRAPH, Operation(Kind.CAPTURE_END), marks_stream_code=True),
     Method("replay", Receiver.GRAPH, Operation(Kind.REPLAY), shared=True),
     Method("record_stream", Receiver.TENSOR, RECORD_STREAM, marks_stream_code=True),
+    Method("backward", Receiver.TENSOR, Operation(Kind.BACKWARD), shared=True),
     *(
         Method(name, Receiver.TENSOR, Operation(Kind.REGISTER_HOOK), shared=True)
         for name in ("register_hook", "register_post_accumulate_grad_hook")
