@@ -136,7 +136,6 @@ class FunctionFacts:
                     return argument, context
         return None
 
-
     def entered_on_default(self) -> bool:
         """Whether the runs saw the function called, and every call entered on the default
         stream: there, `default_stream()` is its caller's stream."""
@@ -166,7 +165,6 @@ class ModuleFacts:
         facts = self.of(qualname)
         found = facts.written_argument(name) if facts is not None else None
         return observation(*found) if found is not None else None
-
 
     def entered_on_default(self, qualname: str | None) -> bool:
         """Whether every call a run saw of the function was entered on the default stream (and

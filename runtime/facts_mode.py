@@ -1,9 +1,10 @@
 """The torch-facing side of facts from runs (runtime/facts_recorder.py keeps them): the dispatch
 mode hands each operation's calling frame here before the operation reaches the engine, and a
 copy's direction; `torch.cuda.set_stream` (which `with torch.cuda.stream(s):` calls) and a
-stream's own `__enter__` (`with s:`) are wrapped so that a function that switches streams before its first operation is seen entered on the
-stream current before the switch. Off unless asked for (`record_facts`): it reads each
-recorded frame's locals, which ordinary checking never does.
+stream's own `__enter__` (`with s:`) are wrapped so that a function that switches streams
+before its first operation is seen entered on the stream current before the switch. Off unless
+asked for (`record_facts`): it reads each recorded frame's locals, which ordinary checking never
+does.
 """
 
 from __future__ import annotations

@@ -91,7 +91,9 @@ def test_each_call_is_seen_with_its_argument_s_last_write_relative_to_the_entry_
     assert all(context["tests"] == ["t.py::one"] for context in entry["contexts"])
 
 
-@pytest.mark.parametrize("make", [lambda: torch.cuda.Stream(), lambda: torch.Stream("cuda")], ids=["cuda.Stream", "Stream"])
+@pytest.mark.parametrize(
+    "make", [lambda: torch.cuda.Stream(), lambda: torch.Stream("cuda")], ids=["cuda.Stream", "Stream"]
+)
 def test_a_function_that_enters_a_stream_object_first_is_seen_entered_on_its_caller_s_stream(helpers, make):
     """`with side:` (a stream as its own context, torch >= 2.7) switches streams without
     `torch.cuda.set_stream`: the switch is still seen before it happens."""
