@@ -25,7 +25,7 @@ import libcst as cst
 
 from csan_lint.lint.analysis.assumptions import DEFAULT_STREAM_JOIN
 from csan_lint.lint.analysis.tokens import CURRENT, DEFAULT
-from csan_lint.lint.effects import PROBE_ACCESS
+from csan_lint.lint.effects import PROBE_ACCESS, Helpers
 from csan_lint.lint.names import DEFAULT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import descendants
 from csan_lint.lint.ordering import Access, FlowState, Hazard, HazardKind, Mark, TrackedTensor, join_states, launch_key
@@ -51,6 +51,7 @@ class DefaultJoins:
     _definite: Callable[[str], bool]
     _make_access: Callable[..., Access]
     _assumes: Callable[[str], bool]
+    helpers: Helpers | None
 
     def _is_default(self, stream: str) -> bool:
         """`default_stream()`, a name or `self.x` bound to it, or a block entered on it by every
@@ -68,7 +69,7 @@ class DefaultJoins:
         current = self.live.current
         if self.function is None or not self._is_default(waiter) or self._is_default(current):
             return
-        if not self._assumes(DEFAULT_STREAM_JOIN):
+        if not self._assumes(DEFAULT_STREAM_JOIN) or self._observed_on_default():
             return
         if current != self.entry_stream or not self._definite(current) or not self._definite(token):
             return
@@ -89,6 +90,11 @@ class DefaultJoins:
             default_join=True,
             assumptions=frozenset({DEFAULT_STREAM_JOIN}),
         )
+
+    def _observed_on_default(self) -> bool:
+        """Whether test runs saw every call of the function entered on the default stream
+        (lint/run_facts.py): there the default stream is the caller's, and the join serves it."""
+        return self.helpers is not None and self.helpers.observed.entered_on_default(self.function)
 
     def _joined(self, stream: str) -> bool:
         """Whether the current stream already waits on every launch made on `stream` so far."""

@@ -136,6 +136,11 @@ class FunctionFacts:
                     return argument, context
         return None
 
+    def entered_on_default(self) -> bool:
+        """Whether the runs saw the function called, and every call entered on the default
+        stream: there, `default_stream()` is its caller's stream."""
+        return bool(self.contexts) and all(context.entry == "default" for context in self.contexts)
+
 
 def observation(argument: Argument, context: Context) -> str:
     """How a finding lists the fact it rests on instead of an assumption."""
@@ -160,6 +165,12 @@ class ModuleFacts:
         facts = self.of(qualname)
         found = facts.written_argument(name) if facts is not None else None
         return observation(*found) if found is not None else None
+
+    def entered_on_default(self, qualname: str | None) -> bool:
+        """Whether every call a run saw of the function was entered on the default stream (and
+        one was seen)."""
+        facts = self.of(qualname)
+        return facts is not None and facts.entered_on_default()
 
 
 NO_MODULE_FACTS = ModuleFacts({})

@@ -1,9 +1,10 @@
 """The torch-facing side of facts from runs (runtime/facts_recorder.py keeps them): the dispatch
 mode hands each operation's calling frame here before the operation reaches the engine, and a
-copy's direction; `torch.cuda.set_stream` (which `with torch.cuda.stream(s):` calls) is wrapped
-so that a function that switches streams before its first operation is seen entered on the
-stream current before the switch. Off unless asked for (`record_facts`): it reads each
-recorded frame's locals, which ordinary checking never does.
+copy's direction; `torch.cuda.set_stream` (which `with torch.cuda.stream(s):` calls) and a
+stream's own `__enter__` (`with s:`) are wrapped so that a function that switches streams
+before its first operation is seen entered on the stream current before the switch. Off unless
+asked for (`record_facts`): it reads each recorded frame's locals, which ordinary checking never
+does.
 """
 
 from __future__ import annotations
@@ -100,5 +101,28 @@ def record_facts(sanitizer: Any) -> FactsRecorder:
 
         return wrapper
 
+    def enter(original: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(self: Any) -> Any:
+            hook.switching(sys._getframe(1))
+            return original(self)
+
+        return wrapper
+
     sanitizer._patches.wrap(torch.cuda, "set_stream", set_stream)
+    for stream_class in _stream_classes():
+        sanitizer._patches.wrap(stream_class, "__enter__", enter)
     return recorder
+
+
+def _stream_classes() -> list[type]:
+    """The stream classes whose `with stream:` switches streams without `torch.cuda.set_stream`
+    (torch >= 2.7 enters a stream object in C): `torch.cuda.Stream`, and `torch.Stream` where it
+    is a Python class (the emulated device's). torch's own `torch.Stream` is a C type that cannot
+    be patched: on a real GPU, a function entering `torch.Stream("cuda")` first is seen at its
+    first operation, on that stream."""
+    classes = dict.fromkeys((torch.cuda.Stream, torch.Stream))
+    return [cls for cls in classes if cls.__flags__ & _HEAP_TYPE]
+
+
+_HEAP_TYPE = 1 << 9
+"""Py_TPFLAGS_HEAPTYPE: a class defined in Python, whose attributes may be set."""

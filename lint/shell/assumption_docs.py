@@ -40,9 +40,12 @@ on, or another) is taken as the caller's device work, as `annotated-parameters-w
 `unannotated-parameters-written-by-caller` or `attributes-written-by-caller` would take it,
 whether they are on or off; the finding
 then lists the fact (`observed` in `--format json`, and the message: "observed in
-tests/test_comm.py::test_send: ...") instead of the assumption. A fact about a function whose text
-changed since the run no longer matches its hash and is ignored (`-v` counts them). The entry
-stream and a tensor's device, which a run also records, settle nothing yet."""
+tests/test_comm.py::test_send: ...") instead of the assumption. And a function the runs saw
+called, every call entered on the default stream, has the default stream for its caller's:
+its `default_stream().wait_stream(side)` joins the caller, and `default-stream-join` reports
+nothing there (one call seen on a side stream keeps the finding). A fact about a function whose
+text changed since the run no longer matches its hash and is ignored (`-v` counts them). A
+tensor's device, which a run also records, settles nothing yet."""
 
 
 def render() -> str:

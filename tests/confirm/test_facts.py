@@ -1,7 +1,8 @@
 """Facts from runs end to end on the emulated device (docs/sanitizer.md, docs/analysis.md):
 `pytest --csan --csan-facts` and `csan-lint --confirm --save-facts` save what the run saw of
 facts_project/app's functions; `csan-lint --facts` turns an assumption that is off by default
-into an observed fact, says where it was observed, and drops the fact once the function's text
+into an observed fact, says where it was observed, settles a default-stream join where every
+call was seen entered on the default stream, and drops the fact once the function's text
 changes."""
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ SEND_READ = 10
 """The line of `y = x * 2` in app/comm.py, the read of `x` on the side stream."""
 GRAD_READ = 19
 """The line of `kept = p.grad * 1` in app/comm.py, the read of `p.grad` on the side stream."""
+DEFAULT_JOIN = 27
+"""The line of `torch.cuda.default_stream().wait_stream(self.side)` in app/comm.py (CSL102)."""
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +94,14 @@ def test_a_parameter_s_gradient_is_an_argument_of_its_own(saved):
     ]
 
 
+def test_a_function_that_enters_its_stream_object_first_is_seen_entered_on_its_caller_s(saved):
+    (context,) = function(saved, "Comm.gather")["contexts"]
+    assert (context["entry"], context["arguments"]) == (
+        "default",
+        [{"name": "x", "written": "same", "device": "cuda"}],
+    )
+
+
 def test_a_function_entered_on_a_side_stream_sees_its_argument_written_on_another(saved):
     (context,) = function(saved, "double")["contexts"]
     assert context["entry"] == "side"
@@ -100,12 +111,14 @@ def test_a_function_entered_on_a_side_stream_sees_its_argument_written_on_anothe
     assert context["arguments"] == [{"name": "x", "written": "other", "device": "cuda"}]
 
 
-def test_the_static_pass_is_silent_without_facts_and_reports_the_observed_producer_with_them(project, saved):
+def test_without_facts_the_static_pass_assumes_and_with_them_it_reports_what_the_run_observed(project, saved):
     status, document, _ = lint(project, "--no-cache")
-    assert (status, document["findings"]) == (0, [])
+    assert status == 1
+    (joined,) = document["findings"]  # no producer assumed for `x` nor `p.grad`; a join assumed the caller's
+    assert (joined["code"], joined["line"], joined["assumptions"]) == ("CSL102", DEFAULT_JOIN, ["default-stream-join"])
     status, document, _ = lint(project, "--no-cache", "--facts", "facts.json")
     assert status == 1
-    sent, grad = document["findings"]
+    sent, grad = document["findings"]  # every call of `gather` was entered on the default stream: no CSL102
     assert (sent["code"], sent["path"], sent["line"]) == ("CSL101", "app/comm.py", SEND_READ)
     assert "observed in tests/test_comm.py::test_send" in sent["message"]
     assert sent["assumptions"] == []
@@ -124,8 +137,8 @@ def test_the_static_pass_is_silent_without_facts_and_reports_the_observed_produc
 def test_the_config_file_names_the_facts_and_the_cache_follows_them(project, saved, tmp_path):
     copy = tmp_path / "configured"
     shutil.copytree(project, copy, ignore=shutil.ignore_patterns("__pycache__", ".csan_lint_cache"))
-    status, document, _ = lint(copy)  # cached without facts first
-    assert (status, document["findings"]) == (0, [])
+    _, document, _ = lint(copy)  # cached without facts first
+    assert [finding["line"] for finding in document["findings"]] == [DEFAULT_JOIN]
     (copy / "pyproject.toml").write_text('[tool.csan-lint]\nfacts = "facts.json"\n')
     status, document, _ = lint(copy)
     assert status == 1
@@ -142,7 +155,7 @@ def test_editing_the_function_ignores_its_facts(project, saved, tmp_path):
     comm.write_text(comm.read_text().replace("            y = x * 2\n", "            y = x * 3\n"))
     status, document, stderr = lint(copy, "--no-cache", "--facts", "facts.json", "-v")
     assert [finding["line"] for finding in document["findings"]] == [GRAD_READ]
-    assert "3 function(s) hold, 1 ignored (changed or gone since the run)" in stderr
+    assert "4 function(s) hold, 1 ignored (changed or gone since the run)" in stderr
 
 
 def test_confirm_saves_the_same_facts(project, saved, run_confirm):

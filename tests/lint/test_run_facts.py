@@ -1,7 +1,7 @@
 """The facts file (lint/run_facts.py): how functions are named and hashed, the located errors of a
-malformed file, which facts a module's source keeps, and how several runs' files merge. The run
-that writes the file and the static pass that reads it are tested together in
-tests/confirm/test_facts.py."""
+malformed file, which facts a module's source keeps, how several runs' files merge, and which
+observed entry streams settle a default-stream join. The run that writes the file and the static
+pass that reads it are tested together in tests/confirm/test_facts.py."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from csan_lint.lint.engine import lint_source
 from csan_lint.lint.run_facts import MAX_TESTS, FactsFileError, function_hashes, load_facts, merge_files
 from csan_lint.lint.shell.config import ConfigError, load_config
 
@@ -146,3 +147,38 @@ def test_runs_merge_by_function_and_context_keeping_a_few_tests(tmp_path):
     ]
     assert [context["arguments"][0]["written"] for context in merged["contexts"]] == ["same", "other"]
     assert len(load_facts(str(out)).functions) == 1
+
+
+JOIN = """\
+import torch
+
+
+class Comm:
+    def gather(self, x, side):
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            y = x + 1
+        torch.cuda.default_stream().wait_stream(side)
+        return y
+"""
+
+
+@pytest.mark.parametrize(
+    ("entries", "reported"),
+    [
+        ((), True),
+        (("default",), False),
+        (("default", "side"), True),  # one call on a side stream: there the join misses its caller
+    ],
+    ids=["no call observed", "every call on the default stream", "one call on a side stream"],
+)
+def test_a_default_stream_join_is_settled_only_where_every_observed_call_entered_on_the_default_stream(
+    tmp_path, entries, reported
+):
+    function = {**entry("Comm.gather", source_hash=function_hashes(JOIN)["Comm.gather"][1]), "contexts": []}
+    for kind in entries:
+        name = "the default stream" if kind == "default" else "stream created at t.py:3 (side)"
+        function["contexts"].append({"entry": kind, "entry_name": name, "arguments": [], "tests": ["t.py::a"]})
+    observed = load_facts(write(tmp_path / "facts.json", [function])).for_module("app/comm.py", JOIN)
+    codes = [(finding.code, finding.line) for finding in lint_source(JOIN, "app/comm.py", observed=observed)]
+    assert codes == ([("CSL102", 9)] if reported else [])

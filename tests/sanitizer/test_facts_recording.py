@@ -28,6 +28,11 @@ def scale(x, factor):
 
 def staged(host):
     return host.to("cuda", non_blocking=True)
+
+
+def on_side(x, side):
+    with side:
+        return x * 2
 """
 
 
@@ -84,6 +89,22 @@ def test_each_call_is_seen_with_its_argument_s_last_write_relative_to_the_entry_
     )
     (entry,) = [entry for entry in recorder.entries() if entry["qualname"] == "scale"]
     assert all(context["tests"] == ["t.py::one"] for context in entry["contexts"])
+
+
+@pytest.mark.parametrize(
+    "make", [lambda: torch.cuda.Stream(), lambda: torch.Stream("cuda")], ids=["cuda.Stream", "Stream"]
+)
+def test_a_function_that_enters_a_stream_object_first_is_seen_entered_on_its_caller_s_stream(helpers, make):
+    """`with side:` (a stream as its own context, torch >= 2.7) switches streams without
+    `torch.cuda.set_stream`: the switch is still seen before it happens."""
+    with sanitize(device="emulated") as sanitizer:
+        recorder = record_facts(sanitizer)
+        side = make()
+        x = torch.ones(8, device="cuda") + 1
+        side.wait_stream(torch.cuda.current_stream())
+        helpers.on_side(x, side)
+        torch.cuda.current_stream().wait_stream(side)
+    assert contexts(recorder, "on_side") == [{"entry": "default", "arguments": argument("same")}]
 
 
 def test_a_copy_is_recorded_for_the_function_that_issued_it(helpers):

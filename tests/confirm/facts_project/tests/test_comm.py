@@ -19,6 +19,11 @@ def test_snapshot_grad():
     assert Comm().snapshot_grad(p).sum().item() == 12
 
 
+def test_gather():
+    x = torch.ones(4, device="cuda")
+    assert Comm().gather(x).sum().item() == 8
+
+
 def test_double_on_a_side_stream():
     side = torch.cuda.Stream()
     x = torch.ones(4, device="cuda") + 1
