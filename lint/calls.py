@@ -14,11 +14,11 @@ import libcst as cst
 
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Kind
-from csan_lint.lint.analysis.tokens import HOST, issued_on
+from csan_lint.lint.analysis.tokens import HOST
 from csan_lint.lint.effects import Callee, Helpers
 from csan_lint.lint.kept import keep_item
 from csan_lint.lint.names import DEVICE_SYNC, SET_STREAM, ImportTable, dotted_name
-from csan_lint.lint.ordering import Access, FlowState, Mark, MarkUpdate, TrackedTensor
+from csan_lint.lint.ordering import Access, FlowState, MarkUpdate
 from csan_lint.lint.recognize import PARTIAL
 from csan_lint.lint.values import Value, freed_storage, is_barrier, is_constructor, is_inplace
 from csan_lint.lint.vocabulary import (
@@ -36,8 +36,9 @@ from csan_lint.lint.vocabulary import (
     TENSOR_METHODS,
 )
 
-GRADIENTS = "\0.grad"
-"""The state key of the last backward pass's write of every `.grad`: no name in source spells it."""
+GRADIENTS = "gradients of a backward pass"
+"""The state key of the last backward pass's write of every `.grad`: no name in source spells
+it, and a finding about it (a graph's replay writing them again) names it so."""
 
 
 class Calls:
@@ -204,10 +205,8 @@ class Calls:
     def _gradients_written(self, node: cst.Call) -> None:
         """Autograd writes every leaf's `.grad` on the current stream: those followed here are
         written now, and one first used later is this write's (`FunctionAnalysis._access`)."""
-        for key in [key for key in self.live.tensors if key.endswith(".grad")]:
+        for key in [GRADIENTS, *(key for key in self.live.tensors if key.endswith(".grad"))]:
             self._access(key, node, write=True)
-        access = self._make_access(node, write=True)
-        self.live.tensors[GRADIENTS] = TrackedTensor(writes=frozenset({Mark(access, issued_on(self.live.current))}))
 
     def _hand_over(self, node: cst.Call) -> None:
         """Arguments stored by the call (a container, an object being built): their computation
