@@ -109,7 +109,7 @@ def _source_fingerprint() -> str:
     """Names, sizes and mtimes of the analysis modules (lint/, its subpackages, rules/): a few
     dozen stats, no imports."""
     digest = hashlib.blake2b(digest_size=16)
-    lint = Path(__file__).parent
+    lint = Path(__file__).parent.parent  # this module is in lint/shell/
     subpackages = sorted(entry.path for entry in os.scandir(lint) if (Path(entry.path) / "__init__.py").is_file())
     for directory in (lint, *map(Path, subpackages), *map(Path, rules_package.__path__)):
         try:
