@@ -92,10 +92,17 @@ class Streams:
 
     def _capture(self, graph: str, node: cst.With) -> None:
         """`with torch.cuda.graph(g):`: the tensors the body reads and writes are g's static
-        inputs and outputs, which each `g.replay()` reads and writes on the current stream."""
+        inputs and outputs, which each `g.replay()` reads and writes on the current stream. The
+        capture runs none of its stream's kernels, so their accesses are dropped after it and
+        only a replay's meet the work around it; another stream's work in the block runs now
+        (a stream not forked from the capture is not captured: CSL502)."""
+        before, capturing = dict(self.live.tensors), self.live.current
         self.captures.append((set(), set()))
         self.run(body_of(node.body))
         self.graphs[graph] = self.captures.pop()
+        if self.state is not None:
+            for key in sorted(set().union(*self.graphs[graph])):
+                self.live.tensors[key] = _uncaptured(self.live.tensors[key], before.get(key), capturing)
 
     def _replay(self, graph: str, node: cst.Call) -> None:
         inputs, outputs = self.graphs[graph]
@@ -347,3 +354,12 @@ def recorded_inline(expr: cst.BaseExpression) -> cst.BaseExpression | None:
     ):
         return expr.func.value
     return None
+
+
+def _uncaptured(after: TrackedTensor, before: TrackedTensor | None, capturing: str) -> TrackedTensor:
+    """A tensor's state after a capture: as before it, with the accesses made in the block on
+    streams other than the capturing one, which ran."""
+    before = before or TrackedTensor()
+    ran_writes = frozenset(m for m in after.writes - before.writes if m.access.stream != capturing)
+    ran_reads = frozenset(m for m in after.reads - before.reads if m.access.stream != capturing)
+    return replace(after, writes=ran_writes or before.writes, reads=before.reads | ran_reads)

@@ -39,8 +39,9 @@ class CrossStreamOverwrite(Rule):
     parameter annotated as a tensor or used as one here (`t.narrow(...)`) and neither
     `record_stream`ed nor given a new attribute (`p.grad.data = ...`) here. Rebinding a
     name (`x = ...`) makes a new tensor and is not an overwrite. A `g.replay()` reads and
-    writes the tensors its `torch.cuda.graph(g)` block used in the same function; a graph
-    captured in another method is not followed.
+    writes the tensors its `torch.cuda.graph(g)` block used in the same function (the capture
+    itself, after its device sync, runs nothing); a graph captured in another method is not
+    followed.
     """
 
     code = "CSL103"

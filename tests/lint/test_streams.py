@@ -118,6 +118,30 @@ def test_replay_reads_the_static_inputs_on_the_current_stream() -> None:
     assert codes(REPLAY.format(between="torch.cuda.current_stream().wait_stream(s)")) == set()
 
 
+CAPTURED_ON_A_SIDE_STREAM = """
+import torch
+
+def run(x, side):
+    side.wait_stream(torch.cuda.current_stream())
+    out = torch.empty(4, device="cuda")
+    with torch.cuda.stream(side):
+        out.copy_(x * 2)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=side):
+            out.copy_(x * 2)
+        {after}
+    graph.replay()
+    torch.cuda.synchronize()
+"""
+
+
+@pytest.mark.parametrize(("after", "expected"), [("pass", set()), ("out.add_(1)", {("CSL102", 13)})])
+def test_a_capture_runs_no_kernel_only_its_replays_meet_the_work_around_them(after: str, expected: set) -> None:
+    """The capture syncs the device first and launches nothing: its side-stream write of `out`
+    is no write for the replay on the current stream to race; an eager write after it is."""
+    assert codes(CAPTURED_ON_A_SIDE_STREAM.format(after=after)) == expected
+
+
 def test_a_wait_on_the_stream_already_current_orders_nothing() -> None:
     """Inside `with torch.cuda.stream(s):` the current stream *is* `s`: a self-wait, flagged at
     the wait, and the read it was meant to order is flagged too."""
