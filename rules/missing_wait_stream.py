@@ -71,7 +71,8 @@ class MissingWaitStream(Rule):
     on the stream current at the call: autograd or the module, not an assumption. So does the
     `backward` of a `torch.autograd.Function` subclass: its gradients (after `ctx`).
     A backward pass (`loss.backward()`, `torch.autograd.backward(...)`) writes every `.grad` on
-    the stream current at the call: a gradient first used after one is that pass's write.
+    the stream current at the call, taken as the one its forward ran on (autograd runs each
+    backward op on its forward op's stream): a gradient first used after one is that write.
 
     A stream kept in `__init__` from `current_stream()` (`self.compute`) and bound to nothing
     else there nor rebound by another method is the current stream of whoever calls the
