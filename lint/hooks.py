@@ -42,6 +42,12 @@ class HookArguments(ModuleFacts):
         params, caller = self.hooks[qualname]
         return caller if name.partition(".")[0] in params else None
 
+    def kept_by_caller(self, qualname: str | None) -> frozenset[str]:
+        """Autograd goes on with a hook's gradient (or frees it, for the replacement returned),
+        a module with its hook's inputs and outputs: work pending on them at return races that."""
+        hook = self.hooks.get(qualname) if qualname is not None else None
+        return hook[0] if hook is not None else frozenset()
+
 
 def with_hooks(
     observed: ModuleFacts,
@@ -53,26 +59,30 @@ def with_hooks(
     """`observed`, and what the module's hook registrations and autograd Functions say of the
     hooks' arguments (`classes`: the module's classes -> their bases as spelled)."""
     defined = dict(functions)
-    hooks = {
-        name: (_parameters(defined[name]), f"autograd or a module passes it to '{name.rpartition('.')[2]}', a hook")
-        for owner, call in uses.registrations
-        if (name := _registered(call, owner, defined.keys(), imports)) is not None
-    }
+    hooks: dict[str, tuple[frozenset[str], str]] = {}
+    for owner, call in uses.registrations:
+        if (registered := _registered(call, owner, defined.keys(), imports)) is not None:
+            name, bound = registered
+            caller = f"autograd or a module passes it to '{name.rpartition('.')[2]}', a hook"
+            hooks[name] = (_parameters(defined[name], bound), caller)
     for owner, bases in classes.items():
         backward = defined.get(f"{owner}.{_BACKWARD}")
         if backward is not None and any(imports.qualified(cst.parse_expression(b)) in _FUNCTIONS for b in bases):
-            params = _parameters(backward, drop_first=True)  # after `ctx`
+            params = _parameters(backward, 1)  # after `ctx`
             hooks[f"{owner}.{_BACKWARD}"] = (params, f"autograd passes it to '{owner}.backward'")
     if not hooks:
         return observed
     return HookArguments(observed.functions, observed.stale, hooks)
 
 
-def _registered(call: cst.Call, owner: str, defined: Iterable[str], imports: ImportTable) -> str | None:
+def _registered(call: cst.Call, owner: str, defined: Iterable[str], imports: ImportTable) -> tuple[str, int] | None:
     """The module's function a registration names: `fn` (nested in `owner`, or in a scope
-    around it), `self.fn`, or either wrapped in `functools.partial`."""
+    around it), `self.fn`, or either wrapped in `functools.partial`; and how many leading
+    parameters the partial binds (those the registering code passes, not autograd)."""
     hook = next((a.value for a in call.args if a.keyword is None or a.keyword.value == _HOOK_KEYWORD), None)
+    bound = 0
     if isinstance(hook, cst.Call) and imports.qualified(hook.func) == PARTIAL and hook.args:
+        bound = sum(1 for arg in hook.args[1:] if arg.keyword is None and not arg.star)
         hook = hook.args[0].value
     known = set(defined)
     if isinstance(hook, cst.Name):
@@ -83,12 +93,14 @@ def _registered(call: cst.Call, owner: str, defined: Iterable[str], imports: Imp
         candidates = [".".join([*scopes[:depth], hook.attr.value]) for depth in range(len(scopes) - 1, 0, -1)]
     else:
         return None
-    return next((candidate for candidate in candidates if candidate in known), None)
+    found = next((candidate for candidate in candidates if candidate in known), None)
+    return None if found is None else (found, bound)
 
 
-def _parameters(function: cst.FunctionDef, *, drop_first: bool = False) -> frozenset[str]:
-    params = [*function.params.posonly_params, *function.params.params, *function.params.kwonly_params]
-    names = [p.name.value for p in params if p.name.value not in ("self", "cls")]
-    if function.params.star_arg is not None and isinstance(function.params.star_arg, cst.Param):
-        names.append(function.params.star_arg.name.value)
-    return frozenset(names[1:] if drop_first else names)
+def _parameters(function: cst.FunctionDef, bound: int = 0) -> frozenset[str]:
+    """The parameters its caller passes, less `self`/`cls` and the first `bound` positional ones."""
+    positional = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+    positional = [name for name in positional if name not in ("self", "cls")][bound:]
+    star = function.params.star_arg
+    starred = [star.name.value] if isinstance(star, cst.Param) else []
+    return frozenset([*positional, *(p.name.value for p in function.params.kwonly_params), *starred])

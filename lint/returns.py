@@ -85,7 +85,9 @@ class Returns:
         self.callers_join = callers
         params = parameters(function)
         self.caller_owned = frozenset(self.maybe_tensors)
-        self.caller_kept = kept_tensor_params(function) & self.caller_owned if self.caller_owned else frozenset()
+        observed = self.helpers.observed if self.helpers is not None else NO_MODULE_FACTS
+        kept = kept_tensor_params(function) | observed.kept_by_caller(self.function)
+        self.caller_kept = kept & self.caller_owned
         self.caller_streams = frozenset(param.name.value for param in params)
         self.orders_after_default = _waits_on_default(function, self.imports)
         self.annotated_params = frozenset(

@@ -166,6 +166,11 @@ class ModuleFacts:
         found = facts.written_argument(name) if facts is not None else None
         return observation(*found) if found is not None else None
 
+    def kept_by_caller(self, qualname: str | None) -> frozenset[str]:
+        """Parameters the function's caller is known to go on using after the call (a hook's
+        arguments, lint/hooks.py); runs do not say."""
+        return frozenset()
+
     def entered_on_default(self, qualname: str | None) -> bool:
         """Whether every call a run saw of the function was entered on the default stream (and
         one was seen)."""

@@ -36,7 +36,8 @@ class CrossStreamOverwrite(Rule):
     same module (or imported from another file linted in the same run), are known. A read of a
     parameter on a side stream still pending when the function returns is reported as the
     caller's next overwrite, with the exceptions CSL102 makes for pending writes, and only for a
-    parameter annotated as a tensor or used as one here (`t.narrow(...)`) and neither
+    parameter annotated as a tensor or used as one here (`t.narrow(...)`), or one autograd or a
+    module passes a hook (lint/hooks.py: it goes on with it after the hook), and neither
     `record_stream`ed nor given a new attribute (`p.grad.data = ...`) here. Rebinding a
     name (`x = ...`) makes a new tensor and is not an overwrite. A `g.replay()` reads and
     writes the tensors its `torch.cuda.graph(g)` block used in the same function (the capture

@@ -55,7 +55,6 @@ def findings(register: str, wait: str) -> list[tuple[str, int, str]]:
         ("p.register_post_accumulate_grad_hook(self._copy)", 20),
         ("p.register_post_accumulate_grad_hook(hook=self._copy)", 20),
         ("p.register_hook(functools.partial(self._copy))", 20),
-        ("module.register_forward_hook(self._forward)", 25),
     ],
 )
 def test_a_hook_reads_its_arguments_as_the_callers_work(register: str, line: int) -> None:
@@ -63,6 +62,20 @@ def test_a_hook_reads_its_arguments_as_the_callers_work(register: str, line: int
     assert [(code, at) for code, at, _ in found] == [("CSL101", line)]
     assert found[0][2].endswith("a hook)")
     assert findings(register, WAIT) == []
+
+
+def test_a_module_hook_reads_the_output_its_module_goes_on_using() -> None:
+    """The forward hook's side-stream read of `output` needs a wait before it (CSL101) and,
+    since the module hands `output` on when the hook returns, a join after it (CSL103)."""
+    register = "module.register_forward_hook(self._forward)"
+    assert [(code, at) for code, at, _ in findings(register, NO_WAIT)] == [("CSL101", 25), ("CSL103", 25)]
+    assert [(code, at) for code, at, _ in findings(register, WAIT)] == [("CSL103", 25)]
+
+
+def test_what_a_partial_binds_is_the_registering_codes_not_autograds() -> None:
+    """`partial(self._copy, p)`: `p` is bound at registration; the hook gets no argument of
+    autograd's, so nothing it reads is taken as written by its caller."""
+    assert findings("p.register_hook(functools.partial(self._copy, p))", NO_WAIT) == []
 
 
 @pytest.mark.parametrize(
@@ -107,3 +120,34 @@ def test_an_autograd_functions_backward_gets_gradients_written_on_its_entry_stre
     found = [(f.code, f.line, f.message) for f in lint_source(FUNCTION.format(imports=imports, base=base), "m.py")]
     assert [(code, line) for code, line, _ in found] == ([("CSL101", 15)] if flagged else [])
     assert all(message.endswith("passes it to 'Reduce.backward')") for _, _, message in found)
+
+
+GRADIENT_HOOK = """
+import torch
+
+class Reducer:
+    def __init__(self, module):
+        self.comm = torch.cuda.Stream()
+        for p in module.parameters():
+            p.register_hook(self.reduce)
+
+    def reduce(self, grad):
+        empty = torch.empty_like(grad)
+        self.comm.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.comm):
+            reduced = grad / 2
+            self.reduced = reduced
+        {join}
+        return empty
+"""
+
+
+@pytest.mark.parametrize(
+    ("join", "expected"),
+    [("pass", [("CSL103", 14)]), ("torch.cuda.current_stream().wait_stream(self.comm)", [])],
+)
+def test_a_gradient_left_read_on_a_side_stream_at_the_hooks_return_races_autograd(join: str, expected: list) -> None:
+    """Autograd goes on with the gradient, or frees it for the replacement the hook returns:
+    either way its stream may overwrite it before the side stream's read is done."""
+    source = textwrap.dedent(GRADIENT_HOOK).format(join=join)
+    assert [(f.code, f.line) for f in lint_source(source, "m.py")] == expected
