@@ -124,7 +124,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
             if node.value is not None:
                 self._assign(targets, node.value)
         elif isinstance(node, cst.AugAssign):
-            self._eval(node.value)
+            self._stored(node.value, node)
             self._host_write(node.target, node)
             self._eval(node.target)
         elif isinstance(node, cst.Expr):
@@ -181,14 +181,16 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
                 if base is not value:
                     state.views[key] = state.views.get(source, source)
             return
+        names = [dotted_name(target) for target in targets]
         if isinstance(value, (cst.Tuple, cst.List, cst.Set, cst.Dict)):
             self._hand_off(value)  # packing values up is no read
+        elif None in names:
+            self._stored(value, value)
         else:
             self._eval(value)
         if self.state is None:
             return
-        for target in targets:
-            key = dotted_name(target)
+        for target, key in zip(targets, names, strict=True):
             if key is None:
                 self._host_write(target, value)
                 continue
@@ -395,6 +397,14 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
             else:
                 self._hand_off(arg.value)
 
+    def _stored(self, value: cst.BaseExpression, node: cst.CSTNode) -> None:
+        """A value written into memory that exists (`t[i] = v`, `t -= v`): its data is read now,
+        and the result of a non-blocking download (`x.to("cpu", non_blocking=True)`) on the host."""
+        if self._downloads(value):
+            self._read_at_once(value, node)
+        else:
+            self._eval(value)
+
     def _give(self, node: cst.Call, callees: Sequence[cst.FunctionDef] | None, *, bound: bool) -> None:
         """Arguments given to a function of the module (`callees`: every definition of the name)
         or to one the analysis cannot see (None): host memory a download may still be writing is
@@ -454,7 +464,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         elif src is not None:
             self._host_read(src, source)
         else:
-            self._eval(source)
+            self._stored(source, node)
         if dst is None:
             self._eval(receiver)
         elif asynchronous and dst in state.pinned:

@@ -28,7 +28,8 @@ class UnsyncedHostRead(Rule):
     """
     ## What it does
     Flags a host read — `.numpy()`, `.tolist()`, `.item()`, indexing, printing, an operator or
-    a torch op (they run on the CPU), a call into numpy or another imported library — of the
+    a torch op (they run on the CPU), a call into numpy or another imported library, an indexed
+    assignment, an in-place operator or `copy_` that stores it into a tensor — of the
     destination of a non-blocking device-to-host copy (`x.to("cpu", non_blocking=True)`, or
     `pinned.copy_(x, non_blocking=True)` into a buffer this module pins) before the host has
     synchronized with the copy's stream: `torch.cuda.synchronize()`, `s.synchronize()`, an event

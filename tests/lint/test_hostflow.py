@@ -121,7 +121,8 @@ def f(x, log):
 @pytest.mark.parametrize(
     "use",
     ["host[0]", "host.numpy()", "host.item()", "print(host)", "np.asarray(host)", "host + 1",
-     "torch.cat([host, host])", "f'{host}'", "if host.sum() > 0: pass", "host.float()"],
+     "torch.cat([host, host])", "f'{host}'", "if host.sum() > 0: pass", "host.float()",
+     "log[:] += host", "log.copy_(host)"],
 )  # fmt: skip
 def test_host_reads(use: str) -> None:
     assert hazards(READ.format(use=use)) == {(kinds.HOST_READ_PENDING, 10)}
@@ -501,6 +502,24 @@ def test_entering_torch_cuda_graph_synchronizes_the_device(context: str, flagged
 )
 def test_a_download_read_in_the_same_expression(use: str, flagged: bool) -> None:
     source = f"import torch\n\ndef f(x):\n    return {use}\n"
+    assert hazards(source) == ({(kinds.HOST_READ_PENDING, 4)} if flagged else set())
+
+
+@pytest.mark.parametrize(
+    ("use", "flagged"),
+    [
+        ("state[idx] = x.to('cpu', non_blocking=True)", True),
+        ("state[idx] -= x.to(torch.device('cpu'), non_blocking=True)", True),
+        ("state.copy_(x.to('cpu', non_blocking=True))", True),
+        ("state[idx] = x.to('cpu')", False),
+        ("self.state = x.to('cpu', non_blocking=True)", False),
+        ("state[idx] = x.to('cuda', non_blocking=True)", False),
+    ],
+)
+def test_a_download_stored_into_memory_that_exists_is_read_there(use: str, flagged: bool) -> None:
+    """Never named, the result of a download written into a tensor (an indexed assignment, an
+    in-place operator, `copy_`) is read at once; bound to a name, it is read where the name is."""
+    source = f"import torch\n\ndef f(self, x, state, idx):\n    {use}\n"
     assert hazards(source) == ({(kinds.HOST_READ_PENDING, 4)} if flagged else set())
 
 
