@@ -29,6 +29,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 
 from csan_lint.runtime import kinds
+from csan_lint.runtime.blocks import Allocation, Blocks
 from csan_lint.runtime.cells import Cell, Clock, Epoch
 from csan_lint.runtime.clocks import Clocks
 from csan_lint.runtime.cuda_semantics import may_serve
@@ -36,7 +37,6 @@ from csan_lint.runtime.events import (
     HOST,
     Access,
     AccessRecord,
-    AllocationRecord,
     RuntimeErrorReport,
 )
 from csan_lint.runtime.extents import Pattern, is_approximated, pattern
@@ -55,26 +55,6 @@ _DEVICE_KINDS = (kinds.READ_AFTER_WRITE, kinds.WRITE_AFTER_READ, kinds.WRITE_AFT
 _HOST_KINDS = (kinds.HOST_READ_PENDING, kinds.HOST_WRITE_PENDING, kinds.HOST_WRITE_PENDING)
 
 
-class _Allocation:
-    __slots__ = ("backfilled", "bounds", "cells", "end", "ptr", "recorded", "stack", "stream")
-
-    def __init__(
-        self, ptr: int, end: int, stream: int | None, stack: Stack | None, backfilled: bool, write: Epoch | None
-    ) -> None:
-        self.ptr = ptr
-        self.end = end
-        self.stream = stream
-        self.stack = stack
-        # Interval k covers [bounds[k], bounds[k + 1]) (the last one up to `end`).
-        self.bounds = [ptr]
-        self.cells = [Cell(write)]
-        self.recorded: set[int] | None = None
-        self.backfilled = backfilled
-
-    def record(self) -> AllocationRecord:
-        return AllocationRecord(self.ptr, self.end - self.ptr, self.stream, self.stack or EMPTY_STACK)
-
-
 class Tracker(Clocks):
     """Consumes stream, event, memory and kernel events; collects every error (`Reports`). The
     ordering of streams, events, syncs and captures is its base's (`Clocks`); the memory state
@@ -82,9 +62,10 @@ class Tracker(Clocks):
 
     def __init__(self) -> None:
         super().__init__()
-        self._allocations: dict[int, _Allocation] = {}
+        self._blocks = Blocks()
+        self._allocations = self._blocks.by_base  # read directly on the hot path
+        self._bases = self._blocks.bases
         self._freed = FreedBlocks()  # freed blocks another stream may still use, until reused
-        self._bases: list[int] = []  # sorted allocation bases, to find the block holding a view
         self._approximated = 0
 
     # -- results -------------------------------------------------------------------------
@@ -119,15 +100,7 @@ class Tracker(Clocks):
         launch stands as a write of the block (see the module docstring)."""
         if size <= 0:
             return  # a zero-size block holds no bytes: nothing can race on it
-        end = ptr + size
-        bases = self._bases
-        i = bisect_left(bases, end)
-        while i > 0:
-            old = self._allocations[bases[i - 1]]
-            if old.end <= ptr:
-                break
-            self._remove(old)
-            i -= 1
+        self._blocks.forget_overlapping(ptr, ptr + size)
         if len(self._freed):
             self._check_reuse(ptr, size, stream, stack)
         write = None
@@ -136,9 +109,7 @@ class Tracker(Clocks):
             if last:
                 access = _new_access(Access, (ptr, size, True, "", False, None))
                 write = (last, stream, ALLOCATION_OPERATOR, access, stack)
-        self._allocations[ptr] = _Allocation(ptr, end, stream, stack, False, write)
-        # The new block is past every base below `end` that survived: it goes at i.
-        bases.insert(i, ptr)
+        self._blocks.add(Allocation(ptr, ptr + size, stream, stack, False, write))
 
     def freed(self, ptr: int, stack: Stack | None = None) -> None:
         """The block goes back to its stream's pool. Another stream's accesses not ordered before
@@ -163,7 +134,7 @@ class Tracker(Clocks):
                 access = _new_access(Access, (allocation.ptr, allocation.end - allocation.ptr, True, "", False, None))
                 free = (self._seq, owner, FREE_OPERATOR, access, stack)
                 self._freed.add(FreedBlock(allocation.record(), free, list(uses.values())))
-        self._remove(allocation)
+        self._blocks.remove(allocation)
 
     def _check_reuse(self, ptr: int, size: int, stream: int | None, stack: Stack | None) -> None:
         """An allocation on `stream` may get a freed block: the one at its bytes, or one its pool
@@ -191,54 +162,17 @@ class Tracker(Clocks):
     def stream_recorded(self, ptr: int, stream: int) -> None:
         """`record_stream(stream)` on the block holding ptr: the allocator will wait for that
         stream's work up to the free."""
-        allocation = self._find(ptr)
+        allocation = self._blocks.find(ptr)
         if allocation is not None:
             if allocation.recorded is None:
                 allocation.recorded = set()
             allocation.recorded.add(stream)
 
-    def _remove(self, allocation: _Allocation) -> None:
-        del self._allocations[allocation.ptr]
-        bases = self._bases
-        del bases[bisect_left(bases, allocation.ptr)]
-
-    def _find(self, ptr: int) -> _Allocation | None:
-        """The block holding ptr, if any."""
-        allocation = self._allocations.get(ptr)
-        if allocation is not None:
-            return allocation
-        i = bisect_right(self._bases, ptr) - 1
-        if i >= 0:
-            allocation = self._allocations[self._bases[i]]
-            if ptr < allocation.end:
-                return allocation
-        return None
-
-    def _locate(self, ptr: int, size: int) -> _Allocation:
-        """The block holding [ptr, ptr + size); memory never seen allocated is backfilled as a
-        block of unknown stream (CSAN does the same), grown as later accesses reach further."""
-        allocation = self._find(ptr)
-        if allocation is None:
-            i = bisect_right(self._bases, ptr)
-            end = ptr + size
-            if i < len(self._bases):
-                end = min(end, self._bases[i])
-            allocation = self._allocations[ptr] = _Allocation(ptr, end, None, None, True, None)
-            self._bases.insert(i, ptr)
-        elif allocation.backfilled and ptr + size > allocation.end:
-            i = bisect_right(self._bases, ptr)
-            limit = self._bases[i] if i < len(self._bases) else ptr + size
-            allocation.end = max(allocation.end, min(ptr + size, limit))
-        return allocation
-
     def last_write(self, ptr: int) -> tuple[int, str] | None:
         """The stream (HOST for the host) and operator of the last write to the byte at `ptr`;
         None where nothing was written, or the block is unknown (facts about a function's
         arguments, runtime/facts_recorder.py)."""
-        allocation = self._find(ptr)
-        if allocation is None:
-            return None
-        write = allocation.cells[bisect_right(allocation.bounds, ptr) - 1].write
+        write = self._blocks.last_write(ptr)
         return None if write is None else (write[1], write[2])
 
     # -- accesses ------------------------------------------------------------------------------
@@ -329,7 +263,7 @@ class Tracker(Clocks):
         is_write: bool,
         race_kinds: tuple[str, str, str],
     ) -> None:
-        allocation = self._locate(ptr, size)
+        allocation = self._blocks.locate(ptr, size)
         lo, hi = max(ptr, allocation.ptr), min(ptr + size, allocation.end)
         if lo >= hi:
             return
@@ -362,7 +296,7 @@ class Tracker(Clocks):
     def _check(
         self,
         cell: Cell,
-        allocation: _Allocation,
+        allocation: Allocation,
         lo: int,
         hi: int,
         clock: Clock,
