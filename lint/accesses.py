@@ -18,6 +18,7 @@ import libcst as cst
 
 from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.tokens import CURRENT, HOST, UNKNOWN, distinct, issued_on
+from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.bindings import Bindings
 from csan_lint.lint.callers import NO_CALLERS, CallersJoin
 from csan_lint.lint.calls import GRADIENTS, Calls
@@ -106,20 +107,8 @@ class FunctionAnalysis(
         """Parameters whose pending side-stream writes at return are reported (`produced_by_caller`)."""
         self.caller_kept: frozenset[str] = frozenset()
         """Those the caller is seen to keep as tensors: their pending reads at return are reported."""
-        self.borrowed: set[str] = set()
-        """Names bound to an item of the caller's data (`buf = self.buffers[k]`): what is
-        written there outlives the call, like a parameter (`_return`)."""
-        self.held_by: dict[str, str] = {}
-        """Names bound to a getter's result (`p = self.store.get(k)`) -> the object holding it
-        (`self.store[]`: any item it hands out): a write through the name is one there too."""
-        self.callers_items: set[str] = set()
-        """Loop names bound to the items of a list the caller passed in (a bucket): the caller
-        may drop them with the list as soon as the function returns (`_return`)."""
-        self.swapped_in: set[str] = set()
-        """Side streams on which the module's tensors got memory made there (`p.data = v`), for
-        a method that swaps it out (lint/dataswap.py)."""
-        self.recorded_somewhere: set[str] = set()
-        """Names `record_stream`ed on some path: their lifetime is handed to the allocator."""
+        self.anypath = AnyPath()
+        """What the function does on any path, for its returns and its summary."""
         self.annotated_params: frozenset[str] = frozenset()
         """Parameters annotated as tensors (`produced_by_caller`): what their hazards assume."""
         self.caller_streams: frozenset[str] = frozenset()
@@ -128,36 +117,6 @@ class FunctionAnalysis(
         """Whether a stream waits on `default_stream()` here: the caller's data are then its (`_caller_written`)."""
         self.callers_join: CallersJoin = NO_CALLERS
         """Whether every caller in the linted module joins, or forks, a stream (`returns_to_caller`)."""
-        self.waits_callers_event: set[str] = set()
-        self.joined_at_entry: set[str] = set()
-        """Side streams the caller's stream waits for here before any work of this call on
-        them: the previous call's pending work there is joined by the next call (`_return`)."""
-        self.returned: set[tuple[int | None, Mark]] = set()
-        """The last writes of what the `return`s hand back, by position in a returned tuple
-        (None: the whole value), for the function's summary (`returned_key`)."""
-        self.returned_by: dict[int, dict[int | None, Mark]] = {}
-        """Calls, by id, whose callee returns values written on another stream: their writes there."""
-        self.stream_tests: dict[str, tuple[str, str, bool]] = {}
-        """Names bound to a comparison of two streams (`on_side = current_stream() != s`)."""
-        self.made_on: dict[str, str] = {}
-        """Name -> the stream current where a fresh allocation was last bound to it, on any path."""
-        self.allocated_returns: set[frozenset[str]] = set()
-        """Per `return` of memory allocated here on the entry stream, the names its path found
-        `None`, for the function's summary (`Summary.allocates`)."""
-        self.maybe_none: set[str] = set()
-        """Names bound to `None` somewhere in the function: an argument that may be `None`."""
-        self.rebound_by_calls: set[str] = set()
-        """Attributes a called function bound to new tensors (`self.x = ...` in the callee):
-        this function's summary passes that on, a new value, not a write of the old one."""
-        self.indexed_by: set[str] = set()
-        """Names some access's region depends on (`i` of `buf[i]`): rebinding one unplaces it."""
-        self.touched_after_work: set[str] = set()
-        """Local names used while work launched here on another stream was pending: only they
-        may hold a way to join it when returned (`_return`)."""
-        self.callers_blocks: dict[cst.CSTNode, bool] = {}
-        """Allocations on the caller's stream before any launch on it here, on every pass: the
-        block may still be in use by the caller's work only, which a caller that forks the
-        using stream orders (`_hazard`)."""
         self.state = FlowState(tensors=dict(entry or {}))
         for token in probes:
             self.live.tensors[probe_key(token)] = TrackedTensor(
@@ -168,9 +127,6 @@ class FunctionAnalysis(
         self.records: set[tuple[str, str]] = set()
         self.tokens: set[str] = set()
         """Streams and events the ordering calls named: a summary probes each of them."""
-        self.bound: set[str] = set()
-        """Names (re)bound here: a parameter rebound no longer denotes the caller's argument."""
-        self.loop_items: set[str] = set()
         self.modules = set()
         self.items_of = {}
         self.yields = False
@@ -181,7 +137,6 @@ class FunctionAnalysis(
         self.captures: list[tuple[set[str], set[str]]] = []
         self.statement = None
         self.loops = []
-        self.tested = set()
         self.entry_stream = CURRENT
         """The caller's stream, which it continues on after a `return`."""
         self.kept_defaults = frozenset()
@@ -196,7 +151,7 @@ class FunctionAnalysis(
         if self.state is not None and self.live.released and not _allocates_nothing(node):
             self._reuse_released()
         if self.state is not None and self._side_work_pending():
-            self.touched_after_work.update(names_outside_returns(node))
+            self.anypath.touched_after_work.update(names_outside_returns(node))
         super()._statement(node)
 
     def _side_work_pending(self) -> bool:
@@ -315,11 +270,13 @@ class FunctionAnalysis(
         self.statement = target
         self._bind(target, Value("other"))
         self.maybe_tensors.update(loop_tensors(target, iterable))
-        owned = self.caller_owned - self.bound
-        self.callers_items.update(name for name, container in iterated_items(target, iterable) if container in owned)
+        owned = self.caller_owned - self.anypath.bound
+        self.anypath.callers_items.update(
+            name for name, container in iterated_items(target, iterable) if container in owned
+        )
         kept_views = state_items(target, iterable, views=True) & self.used_as_tensors  # keys or values used as tensors
-        self.borrowed.update((state_items(target, iterable) | kept_views) - self.callers_items)
-        self.loop_items.update(target_names(target))
+        self.anypath.borrowed.update((state_items(target, iterable) | kept_views) - self.anypath.callers_items)
+        self.anypath.loop_items.update(target_names(target))
         self._bind_items(target, iterable)
         bind_kept_items(self.live.tensors, target, iterable)
 
@@ -452,7 +409,7 @@ class FunctionAnalysis(
         key = dotted_name(base)
         if assigned and key is not None and not self._is_tensor(base):
             return
-        holder = self.held_by.get(key) if key is not None else self._holder(base)
+        holder = self.anypath.held_by.get(key) if key is not None else self._holder(base)
         if key is not None and key not in self.live.streams:
             self._access(key, base, write=True, region=region)
         else:
@@ -485,13 +442,13 @@ class FunctionAnalysis(
         """A kernel on the current stream (or `stream`, for a called function's) reads or writes
         `key` (a write: as `produced` says; `region`: the part a basic index reached): check it
         against the accesses to parts it may overlap, then record it, ordered before `after` too."""
-        if write and self.tested:
+        if write and self.anypath.tested:
             self._rebound(key)  # in place: what its tests said no longer holds
         tensor = self.live.tensors.get(key) or self._backward_written(key) or self._caller_written(key, node)
         tensor = tensor or TrackedTensor()
         access = replace(self._make_access(node, write=write), produced=produced, region=region)
         if region is not None:
-            self.indexed_by.update(region_names(region))
+            self.anypath.indexed_by.update(region_names(region))
         if stream is not None:
             access = replace(access, stream=stream)
         stream = access.stream
@@ -509,7 +466,7 @@ class FunctionAnalysis(
                 kind = HazardKind.WRITE_AFTER_WRITE if write else HazardKind.READ_AFTER_WRITE
                 other, on = path  # a stream chosen at run time is named by its racing choice
                 origin, produced = last.access.function, last.access.produced
-                callers = self.callers_blocks.get(last.access.node, False)
+                callers = self.anypath.callers_blocks.get(last.access.node, False)
                 self._hazard(
                     kind, key, replace(access, stream=on), other, origin=origin, produced=produced, callers=callers
                 )
@@ -566,7 +523,7 @@ class FunctionAnalysis(
         work an allocation's block may still be in use by (`callers`), are ordered where every
         caller forks the stream or the stream waited on an event the caller recorded."""
         if (produced == "by the caller" or callers) and (
-            access.stream in self.waits_callers_event or self.callers_join.forks(access.stream)
+            access.stream in self.anypath.waits_callers_event or self.callers_join.forks(access.stream)
         ):
             return
         origin = origin if origin != self.function else None

@@ -15,6 +15,7 @@ import libcst as cst
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.tokens import UNKNOWN, choice, distinct, event_token, is_named, issued_on, item_key
+from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.effects import Helpers, probe_key
 from csan_lint.lint.getters import getter_holder
 from csan_lint.lint.handover import handed_out, records, stash_dropped
@@ -61,22 +62,15 @@ from csan_lint.lint.views import view_base, viewed
 class Bindings:
     """The binding half of `FunctionAnalysis`."""
 
+    anypath: AnyPath
+
     imports: ImportTable
     function: str | None
     helpers: Helpers | None
     maybe_tensors: set[str]
     """Names of unknown values that may be tensors: parameters and loop targets."""
     used_as_tensors: frozenset[str]
-    bound: set[str]
-    borrowed: set[str]
-    held_by: dict[str, str]
-    callers_items: set[str]
-    swapped_in: set[str]
-    made_on: dict[str, str]
-    maybe_none: set[str]
-    callers_blocks: dict[cst.CSTNode, bool]
     caller_streams: frozenset[str]
-    returned_by: dict[int, dict[int | None, Mark]]
     state: FlowState | None
     live: FlowState
     # The host's methods from the other parts; those taking keyword-only flags are `...`.
@@ -95,11 +89,6 @@ class Bindings:
     _bind_returned: Callable[[cst.BaseExpression, dict[int | None, Mark]], None]
     silent: int
     entry_stream: str
-    tested: set[str]
-    """Names the path facts have tested: rebinding one of them drops what was known of it."""
-    indexed_by: set[str]
-    stream_tests: dict[str, tuple[str, str, bool]]
-    """Names bound to a test of two streams' identity (`on_side = current_stream() != s`)."""
     _is_stream: Callable[[cst.BaseExpression], bool]
     _order: Callable[[MarkUpdate], None]
 
@@ -119,7 +108,7 @@ class Bindings:
             return
         self._eval_value(value)
         if isinstance(value, cst.Name) and value.value == "None":
-            self.maybe_none.update(key for target in targets if (key := dotted_name(target)) is not None)
+            self.anypath.maybe_none.update(key for target in targets if (key := dotted_name(target)) is not None)
         if self._work_assignment(targets, value):
             return
         if (
@@ -137,18 +126,18 @@ class Bindings:
                 for item in value.elements:  # `self.c[k] = (t, event)`: the tuple keeps `t`
                     self._kept_for_caller(dotted_name(target.value) or "", dotted_name(item.value))
             if isinstance(target, cst.Name) and self._item_of_callers(value):
-                self.borrowed.add(target.value)
+                self.anypath.borrowed.add(target.value)
             elif isinstance(target, cst.Name) and (holder := self._holder(value)) is not None:
                 tensor = self.live.tensors.get(target.value) or TrackedTensor()
                 self.live.tensors[target.value] = replace(tensor, writes=frozenset())  # the caller wrote it
-                self.borrowed.add(target.value)
-                self.held_by[target.value] = holder
+                self.anypath.borrowed.add(target.value)
+                self.anypath.held_by[target.value] = holder
             key = dotted_name(target)
             if bound.kind in ("alias", "other", "unknown") and key is not None and dotted_name(value) is not None:
                 stream = self._stream(value)  # `s = self.copy_stream`: `s` names that stream if used as one
                 if stream is not None:
                     self.live.streams[key] = stream
-        returned = self.returned_by.pop(id(value), {})
+        returned = self.anypath.returned_by.pop(id(value), {})
         if returned and bound.kind in ("result", "other", "unknown"):  # written where the callee made it
             for target in targets:
                 self._bind_returned(target, returned)
@@ -180,7 +169,7 @@ class Bindings:
             return False
         self._eval(value)
         self._bind(targets[0], Value("other"))
-        self.stream_tests[targets[0].value] = compared
+        self.anypath.stream_tests[targets[0].value] = compared
         return True
 
     def _streams_equated(self, test: cst.BaseExpression) -> tuple[str, str, bool] | None:
@@ -197,7 +186,7 @@ class Bindings:
         the other (`if current_stream() != s: s.wait_stream(current_stream())` waits exactly
         where it is needed). Made at the test: work launched afterwards is not ordered so."""
         name = dotted_name(test)
-        compared = self.stream_tests.get(name) if name is not None else self._streams_equated(test)
+        compared = self.anypath.stream_tests.get(name) if name is not None else self._streams_equated(test)
         if compared is None or compared[2] != outcome or compared[0] == compared[1]:
             return
         self._order(MarkUpdate(compared[0], compared[1]))
@@ -219,7 +208,7 @@ class Bindings:
         facts = frozenset(fact for fact in said if fact.name not in tensors or not tensors[fact.name].writes)
         if facts <= self.live.facts:
             return
-        self.tested.update(fact.name for fact in facts)
+        self.anypath.tested.update(fact.name for fact in facts)
         self.live.facts |= facts
         self.live.update_marks(Assumed(self.live.facts))
 
@@ -232,16 +221,16 @@ class Bindings:
             return NO_FACTS
         added = frozenset({Fact(stream, "not in", frozenset({None}))}) - self.live.facts
         if added:
-            self.tested.add(stream)
+            self.anypath.tested.add(stream)
             self.live.facts |= added
             self.live.update_marks(Assumed(self.live.facts))
         return added
 
     def _rebound(self, key: str) -> None:
         """`key` gets a new value: nothing known of its old one holds."""
-        if key in self.indexed_by:
+        if key in self.anypath.indexed_by:
             self.live.update_marks(Unplaced(key))
-        if any(name == key or name.startswith(f"{key}.") for name in self.tested):
+        if any(name == key or name.startswith(f"{key}.") for name in self.anypath.tested):
             self.live.facts = without(self.live.facts, key)
             self.live.update_marks(Rebound(key))
 
@@ -303,12 +292,12 @@ class Bindings:
             unseen = self.entry_stream if assumes else None  # `p.data = p.data.to(d)` leaves no device memory
             self._release(key, target, unseen_alloc=unseen)
             if (pool := self._pool()) is not None and not self.silent:
-                self.swapped_in.add(pool)
+                self.anypath.swapped_in.add(pool)
         else:
-            self.bound.add(key)
-            self.borrowed.discard(key)
-            self.held_by.pop(key, None)
-            self.callers_items.discard(key)
+            self.anypath.bound.add(key)
+            self.anypath.borrowed.discard(key)
+            self.anypath.held_by.pop(key, None)
+            self.anypath.callers_items.discard(key)
             self._release(key, target)  # of `self.x` too, where its allocating stream is known (streamflow.py)
         if owned:
             if value.kind != "alias":
@@ -328,7 +317,7 @@ class Bindings:
             access = replace(self._make_access(target, write=True), produced="allocated")
             mark = Mark(access, self._launched_before(state.current), state.facts)
             callers = state.current == self.entry_stream and launch_key(state.current) not in state.tensors
-            self.callers_blocks[target] = self.callers_blocks.get(target, True) and callers
+            self.anypath.callers_blocks[target] = self.anypath.callers_blocks.get(target, True) and callers
             state.tensors[key] = TrackedTensor(writes=frozenset({mark}), alloc=state.current if owned else None)
         elif value.kind == "host":
             state.tensors[key] = TrackedTensor()
@@ -401,10 +390,10 @@ class Bindings:
         if key is None:
             return
         fresh = self._fresh(value)
-        for bound in [name for name in self.made_on if name == key or name.startswith(f"{key}.")]:
-            del self.made_on[bound]  # rebinding `x` rebinds `x.data` too
+        for bound in [name for name in self.anypath.made_on if name == key or name.startswith(f"{key}.")]:
+            del self.anypath.made_on[bound]  # rebinding `x` rebinds `x.data` too
         if fresh:
-            self.made_on[key] = self.live.current
+            self.anypath.made_on[key] = self.live.current
         tensor = self.live.tensors.get(key)
         if tensor is not None and fresh:
             self.live.tensors[key] = replace(tensor, pool=self._pool())
@@ -440,7 +429,7 @@ class Bindings:
 
     def _forget(self, key: str) -> None:
         self._rebound(key)
-        self.stream_tests.pop(key, None)
+        self.anypath.stream_tests.pop(key, None)
         self.live.tensors.pop(key, None)
         for name in [name for name in self.live.tensors if name.startswith(f"{key}[")]:
             del self.live.tensors[name]  # the items of a returned tuple (`_bind_returned`)

@@ -25,6 +25,7 @@ import libcst as cst
 
 from csan_lint.lint.analysis.assumptions import DEFAULT_STREAM_JOIN
 from csan_lint.lint.analysis.tokens import CURRENT, DEFAULT
+from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.effects import PROBE_ACCESS, Helpers
 from csan_lint.lint.names import DEFAULT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import descendants
@@ -36,12 +37,13 @@ class DefaultJoins:
     """The part of `FunctionAnalysis` that judges waits of the default stream: each is held at
     the wait and reported when the function ends unless something there says it was meant."""
 
+    anypath: AnyPath
+
     live: FlowState
     function: str | None
     entry_stream: str
     hazards: dict[tuple[object, ...], Hazard]
     records: set[tuple[str, str]]
-    loop_items: set[str]
     exits: list[FlowState]
     kept_defaults: frozenset[str]
     """`self.x` kept from `default_stream()` in `__init__` (streamflow.py `kept_default_streams`)."""
@@ -73,7 +75,7 @@ class DefaultJoins:
             return
         if current != self.entry_stream or not self._definite(current) or not self._definite(token):
             return
-        if isinstance(argument, cst.Name) and argument.value in self.loop_items:
+        if isinstance(argument, cst.Name) and argument.value in self.anypath.loop_items:
             return  # `for s in streams:` may reach the caller's stream
         if token in (CURRENT, current) or self._is_default(token) or self._joined(token):
             return

@@ -18,6 +18,7 @@ import libcst as cst
 
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
 from csan_lint.lint.analysis.tokens import CURRENT, HOST, event_name, event_token, issued_on, root
+from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.interpret import SUMMARY
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.nodes import children
@@ -339,7 +340,7 @@ class Helpers:
         def outside(after: frozenset[str]) -> frozenset[str]:
             return frozenset(token for token in after if meaningful(token))
 
-        rebound = {key for key in analysis.bound | analysis.rebound_by_calls if key.startswith("self.")}
+        rebound = {key for key in analysis.anypath.bound | analysis.anypath.rebound_by_calls if key.startswith("self.")}
         orders = []
         for token in sorted(tokens):
             after = end.tensors[probe_key(token)].writes
@@ -353,18 +354,18 @@ class Helpers:
                 key, mark.access.stream, mark.access.write, outside(mark.after), mark.access.write and key in rebound
             )
             for key, tensor in end.tensors.items()
-            if (key in names and key not in analysis.bound) or (key.startswith("self.") and key.count(".") == 1)
+            if (key in names and key not in analysis.anypath.bound) or (key.startswith("self.") and key.count(".") == 1)
             for mark in tensor.writes | tensor.reads
             if meaningful(mark.access.stream)
             and (mark.access.write or mark.access.stream != CURRENT or key.startswith("self."))
         }  # a read of an argument on the caller's stream is the read the call makes anyway; of `self.x`, not
         returned = {
             Effect(returned_key(position), mark.access.stream, True, outside(mark.after))
-            for position, mark in analysis.returned
+            for position, mark in analysis.anypath.returned
             if mark.access.stream != CURRENT and meaningful(mark.access.stream) and not mark.orders(CURRENT)
         }
-        returned |= _ordered_on_caller(analysis.returned, outside)
-        allocates = {params & names for params in analysis.allocated_returns}
+        returned |= _ordered_on_caller(analysis.anypath.returned, outside)
+        allocates = {params & names for params in analysis.anypath.allocated_returns}
         if not orders and not effects and not returned and not allocates:
             return None
         return Summary(
@@ -412,17 +413,16 @@ def _replay_order(effect: Effect) -> tuple[str, bool, str, tuple[str, ...]]:
 class Effects:
     """The call half of `FunctionAnalysis`: replays a callee's summary at the call site."""
 
+    anypath: AnyPath
+
     live: FlowState
     imports: ImportTable
     helpers: Helpers | None
-    maybe_none: set[str]
     function: str | None
     statement: cst.CSTNode | None
     block: cst.With | None
     silent: int
     tokens: set[str]
-    returned_by: dict[int, dict[int | None, Mark]]
-    rebound_by_calls: set[str]
     _stream: Callable[[cst.BaseExpression], str | None]
     _access: Callable[..., None]
 
@@ -473,7 +473,7 @@ class Effects:
                 )
         for effect, key, stream, after in effects:
             if effect.rebound:
-                self.rebound_by_calls.add(key)
+                self.anypath.rebound_by_calls.add(key)
                 assert self.statement is not None
                 access = Access(call, stream, True, self.block or self.statement, self.function)
                 mark = Mark(access, after | issued_on(stream), self.live.facts)
@@ -505,7 +505,9 @@ class Effects:
                 assert self.statement is not None
                 access = Access(call, stream, True, self.block or self.statement, self.function)
                 position = returned_position(effect.key)  # one write per position: the first in order
-                self.returned_by.setdefault(id(call), {}).setdefault(position, Mark(access, after | issued_on(stream)))
+                self.anypath.returned_by.setdefault(id(call), {}).setdefault(
+                    position, Mark(access, after | issued_on(stream))
+                )
 
     def _returns_fresh(self, call: cst.Call) -> bool:
         """The called function returns memory it allocates on the stream current at the call,
@@ -519,7 +521,7 @@ class Effects:
 
         def may_be_none(param: str) -> bool:
             value = _argument(found.summary, call, param)
-            return value is None or (isinstance(value, cst.Name) and value.value in ("None", *self.maybe_none))
+            return value is None or (isinstance(value, cst.Name) and value.value in ("None", *self.anypath.maybe_none))
 
         return any(all(map(may_be_none, params)) for params in found.summary.allocates)
 

@@ -25,6 +25,7 @@ from dataclasses import replace
 
 import libcst as cst
 
+from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.hostfacts import may_not_block
 from csan_lint.lint.names import dotted_name
 from csan_lint.lint.ordering import FlowState
@@ -52,12 +53,13 @@ def moved_module(statement: cst.BaseExpression) -> cst.Name | cst.Attribute | No
 class ModuleMoves:
     """The module half of `FunctionAnalysis`."""
 
+    anypath: AnyPath
+
     live: FlowState
     modules: set[str]
     """Names moved in place somewhere in the function, and the lists their loops went through."""
     items_of: dict[str, str]
     """Loop names -> the named list whose items they are bound to."""
-    borrowed: set[str]
     entry_stream: str
     _access: Callable[..., None]
     _eval: Callable[[cst.CSTNode], None]
@@ -90,7 +92,7 @@ class ModuleMoves:
         for arg in call.args:
             self._eval(arg.value)
         self.modules.add(key)
-        self.borrowed.add(key)
+        self.anypath.borrowed.add(key)
         self._access(key, receiver, write=True, produced="moved")
 
     def _bind_items(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:

@@ -27,6 +27,7 @@ from csan_lint.lint.analysis.tokens import (
     issued_on,
     root,
 )
+from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.callers import CallersJoin
 from csan_lint.lint.effects import Helpers, probe_key
 from csan_lint.lint.names import ImportTable, dotted_name
@@ -47,6 +48,8 @@ _HANDED = event_token(f"{RETURNED}[")
 class Returns:
     """The return half of `FunctionAnalysis`."""
 
+    anypath: AnyPath
+
     imports: ImportTable
     function: str | None
     helpers: Helpers | None
@@ -54,21 +57,12 @@ class Returns:
     live: FlowState
     silent: int
     entry_stream: str
-    bound: set[str]
-    touched_after_work: set[str]
     caller_owned: frozenset[str]
     caller_kept: frozenset[str]
-    borrowed: set[str]
-    callers_items: set[str]
-    recorded_somewhere: set[str]
     caller_streams: frozenset[str]
-    joined_at_entry: set[str]
     callers_join: CallersJoin
     records: set[tuple[str, str]]
     exits: list[FlowState]
-    returned: set[tuple[int | None, Mark]]
-    allocated_returns: set[frozenset[str]]
-    made_on: dict[str, str]
     orders_after_default: bool
     # The host's methods from the other parts; those taking keyword-only flags are `...`.
     _value: Callable[[cst.BaseExpression], Value]
@@ -176,7 +170,7 @@ class Returns:
         and whether it is memory allocated here, on which tests of parameters against `None`.
         Each write with its position and expression."""
         if self._allocates(value):
-            self.allocated_returns.add(
+            self.anypath.allocated_returns.add(
                 frozenset(fact.name for fact in self.live.facts if fact.kind == "in" and fact.values == {None})
             )
         listed = isinstance(value, (cst.Tuple, cst.List))
@@ -194,7 +188,7 @@ class Returns:
                 noted.append((position, element, mark))
         names = enumerate(map(dotted_name, elements)) if listed else ()  # `return out, done`: done is <return>[1]
         handed = {event_token(name): event_token(returned_key(index)) for index, name in names if name is not None}
-        self.returned.update((position, _renamed(mark, handed)) for position, _, mark in noted)
+        self.anypath.returned.update((position, _renamed(mark, handed)) for position, _, mark in noted)
         return noted
 
     def _allocates(self, value: cst.BaseExpression) -> bool:
@@ -202,7 +196,7 @@ class Returns:
         if self.silent or self.live.current != CURRENT:
             return False
         key = dotted_name(value) if isinstance(value, cst.Name) else None
-        return self.made_on.get(key) == CURRENT if key is not None else self._fresh(value)
+        return self.anypath.made_on.get(key) == CURRENT if key is not None else self._fresh(value)
 
     def _return(self, node: cst.Return | None) -> None:
         """The caller continues from here: tensors die, and work still pending on a side stream
@@ -213,7 +207,7 @@ class Returns:
         value = node.value if node is not None else None
         noted = self._note_returned(value) if value is not None else []
         handed_back = value is not None and any(self._may_hold_work(key) for key in called_or_named(value))
-        callers = (self.caller_owned - self.bound) | self.borrowed
+        callers = (self.caller_owned - self.anypath.bound) | self.anypath.borrowed
         if node is not None and value is not None and not self._waitable_handed_back(value):
             self._unjoined_results([item for item in noted if tracked_key(item[1]) not in callers], node)
         for key in sorted(callers) if not handed_back else ():
@@ -237,7 +231,7 @@ class Returns:
             ):  # the caller's next write
                 if self._pending_at_return(mark, self.entry_stream):
                     self._hazard(HazardKind.WRITE_AFTER_READ, key, mark.access, mark.access.stream, node, returned=True)
-        for key in sorted(self.callers_items - self.recorded_somewhere) if not handed_back else ():
+        for key in sorted(self.anypath.callers_items - self.anypath.recorded_somewhere) if not handed_back else ():
             tensor = self.live.tensors.get(key)
             for mark in tensor.writes if tensor is not None else ():  # read only: may be kept (`caller_kept`)
                 if self._pending_at_return(mark, CURRENT):  # allocated outside any block, also when entered on one
@@ -298,7 +292,7 @@ class Returns:
             return False
         if key in self.live.streams:
             return True  # the stream itself: the caller can wait on it
-        return not (key.isidentifier() and key in self.bound and key not in self.touched_after_work)
+        return not (key.isidentifier() and key in self.anypath.bound and key not in self.anypath.touched_after_work)
 
     def _waitable_handed_back(self, value: cst.BaseExpression) -> bool:
         """The return hands back more than tensors: an event, a stream, an object that may hold
@@ -322,7 +316,7 @@ class Returns:
             distinct(stream, caller)
             and not mark.orders(caller)
             and stream not in self.caller_streams
-            and not set(alternatives(stream)) - {CURRENT} <= self.joined_at_entry
+            and not set(alternatives(stream)) - {CURRENT} <= self.anypath.joined_at_entry
             and not all(map(self.callers_join, set(alternatives(stream)) - {CURRENT}))
             and not any(on == stream and self._reachable_event(event) for event, on in self.records)
         )

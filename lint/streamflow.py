@@ -162,8 +162,8 @@ def analyse(
                 if entry is not None:
                     analysis.live.current = entry.stream  # every call of it is made on that stream
                 analysis.run_function(function.body)
-                if analysis.swapped_in:
-                    swapped_in[name] = analysis.swapped_in
+                if analysis.anypath.swapped_in:
+                    swapped_in[name] = analysis.anypath.swapped_in
                 end = join_states(analysis.exits)
                 if end is not None:
                     exits[name] = end

@@ -28,6 +28,7 @@ from csan_lint.lint.analysis.tokens import (
     item_key,
     root,
 )
+from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.itemwaits import is_item_token, item_waits
 from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.ordering import (
@@ -56,28 +57,20 @@ class Streams:
     """The stream half of `FunctionAnalysis`: stream identity, the orderings calls make, the
     allocator's record of streams (`record_stream`), and CUDA graphs captured and replayed."""
 
+    anypath: AnyPath
+
     imports: ImportTable
     state: FlowState | None
     live: FlowState
     tokens: set[str]
     """Streams and events the ordering calls named: a summary probes each of them."""
     entry_stream: str
-    joined_at_entry: set[str]
-    waits_callers_event: set[str]
-    """Streams that waited on an event of `self` recorded nowhere here: recorded by the method
-    that produced the caller's tensors, after its writes."""
-    recorded_somewhere: set[str]
     helpers: Helpers | None
-    loop_items: set[str]
-    """Names a `for` binds to the items of what it iterates."""
     caller_streams: frozenset[str]
-    bound: set[str]
     function: str | None
     records: set[tuple[str, str]]
     """(event, stream) for every record made on any path."""
     hazards: dict[tuple[object, ...], Hazard]
-    made_on: dict[str, str]
-    """Name -> the stream current where a fresh allocation was last bound to it, on any path."""
     silent: int
     """Depth of blocks on an UNKNOWN stream: nothing in them is judged."""
     _make_access: Callable[..., Access]
@@ -123,7 +116,7 @@ class Streams:
             waiter, producer = self._stream(receiver), self._stream(args[0])
             if waiter is not None and producer is not None and waiter != producer:
                 if waiter == self.entry_stream and launch_key(producer) not in self.live.tensors:
-                    self.joined_at_entry.add(producer)
+                    self.anypath.joined_at_entry.add(producer)
                 self._order(MarkUpdate(producer, waiter))
                 if waiter != CURRENT and self._may_be_callers(args[0]):
                     self._order(MarkUpdate(CURRENT, waiter))
@@ -145,7 +138,7 @@ class Streams:
                     and is_event(event)
                     and not any(recorded == event for recorded, _ in self.records)
                 ):
-                    self.waits_callers_event.add(waiter)  # an event of the object's, recorded by another method
+                    self.anypath.waits_callers_event.add(waiter)  # an event of the object's, recorded by another method
                 self._default_join(node, waiter, event, args[0])
                 self._order(MarkUpdate(event, waiter))
         elif op == api.RECORD and by_stream and args:
@@ -219,7 +212,7 @@ class Streams:
         Not judged for a local name allocated on the entry stream: its uses here and the
         caller's are on that stream too."""
         key, stream = dotted_name(tensor), self._stream(stream_expr)
-        made_on = self.made_on.get(key or "")
+        made_on = self.anypath.made_on.get(key or "")
         base = viewed(tensor)  # `x.view(-1).record_stream(s)`, `x[0]...` of a tensor x: x's block
         if base is not None and dotted_name(base) in self.live.tensors:
             tensor, key = base, dotted_name(base)
@@ -230,11 +223,11 @@ class Streams:
             tensor = tensor.value  # `x.data.record_stream(s)` records x's block
             key = dotted_name(tensor)
         if key is not None:
-            self.recorded_somewhere.add(key)
+            self.anypath.recorded_somewhere.add(key)
         if key is not None and key in self.live.tensors and stream is not None:
             recorded = self.live.tensors[key]
             self.live.tensors[key] = replace(recorded, recorded=recorded.recorded | {stream})
-        made_on = made_on or self.made_on.get(key or "")
+        made_on = made_on or self.anypath.made_on.get(key or "")
         outlives = named is not None and ("." in named or made_on != CURRENT)  # kept, or made for a side stream
         if key is not None and stream is not None and made_on == stream and outlives and self._definite(stream):
             access = self._make_access(node, write=False)
@@ -249,14 +242,14 @@ class Streams:
         if not isinstance(stream, cst.Name) or stream.value in self.live.streams:
             return False
         name = stream.value
-        return name in self.loop_items or (name in self.caller_streams and name not in self.bound)
+        return name in self.anypath.loop_items or (name in self.caller_streams and name not in self.anypath.bound)
 
     def _collection_item(self, receiver: cst.BaseExpression) -> bool:
         """An item of a list or dict (`reqs[i - 1]`, a loop's `req`): waiting on it is waiting on
         an async collective's handle (events are named), launched on the stream current at
         entry after the work there so far."""
         return isinstance(receiver, cst.Subscript) or (
-            isinstance(receiver, cst.Name) and receiver.value in self.loop_items
+            isinstance(receiver, cst.Name) and receiver.value in self.anypath.loop_items
         )
 
     def _polled(self, test: cst.BaseExpression, *, outcome: bool) -> None:
