@@ -16,20 +16,21 @@ from dataclasses import replace
 
 import libcst as cst
 
-from csan_lint.lint.analysis import assumptions as assumed
-from csan_lint.lint.analysis.tokens import CURRENT, HOST, UNKNOWN, distinct, issued_on
+from csan_lint.lint.analysis.tokens import CURRENT, HOST, UNKNOWN, issued_on
 from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.bindings import Bindings
 from csan_lint.lint.callers import NO_CALLERS, CallersJoin
-from csan_lint.lint.calls import GRADIENTS, Calls
+from csan_lint.lint.calls import Calls
+from csan_lint.lint.conflicts import conflicts, with_access
 from csan_lint.lint.defaultjoin import DefaultJoins
 from csan_lint.lint.effects import PROBE_ACCESS, Effects, Helpers, probe_key
+from csan_lint.lint.expressions import Expressions
 from csan_lint.lint.interpret import Interpreter
 from csan_lint.lint.kept import bind_kept_items
 from csan_lint.lint.modules import ModuleMoves, moved_module
 from csan_lint.lint.modulestate import state_items
 from csan_lint.lint.names import GRAPH_CAPTURE, ImportTable, dotted_name
-from csan_lint.lint.nodes import children, names_outside_returns, target_names
+from csan_lint.lint.nodes import names_outside_returns, target_names
 from csan_lint.lint.numbers import used_as_numbers
 from csan_lint.lint.ordering import (
     LAUNCH_ACCESS,
@@ -43,42 +44,39 @@ from csan_lint.lint.ordering import (
     MarkUpdate,
     Produced,
     TrackedTensor,
-    in_report_order,
     join_states,
     launch_key,
 )
 from csan_lint.lint.pathfacts import contradicts
 from csan_lint.lint.recognize import is_exit_stack
-from csan_lint.lint.regions import Region, disjoint, region_names, region_of
+from csan_lint.lint.regions import Region, region_names
 from csan_lint.lint.returns import Returns
 from csan_lint.lint.scan import body_of, used_as_tensors
 from csan_lint.lint.streams import Streams
 from csan_lint.lint.values import (
-    COMPREHENSIONS,
-    Comprehension,
     Value,
     Values,
-    comprehension_targets,
-    index_names,
-    is_host_test,
-    is_reference,
     iterated_items,
     loop_tensors,
-    operands,
 )
 from csan_lint.lint.vocabulary import (
-    HOST_ATTRIBUTES,
     ORDERING_METHODS,
-    TENSOR_ATTRIBUTES,
-    VIEW_ATTRIBUTES,
-    VIEW_METHODS,
 )
 
 _MAX_LOOP_PASSES = 8
 
 
 class FunctionAnalysis(
-    Calls, Bindings, Returns, Values, Streams, DefaultJoins, Effects, ModuleMoves, Interpreter[FlowState, FlowLoop]
+    Expressions,
+    Calls,
+    Bindings,
+    Returns,
+    Values,
+    Streams,
+    DefaultJoins,
+    Effects,
+    ModuleMoves,
+    Interpreter[FlowState, FlowLoop],
 ):
     """Interprets one function body (or a module body) and collects its hazards."""
 
@@ -282,141 +280,6 @@ class FunctionAnalysis(
 
     # ---- expressions
 
-    def _eval(self, node: cst.CSTNode) -> None:
-        """Reads and ordering effects of evaluating `node`, in evaluation order."""
-        if self.state is None:
-            return
-        if isinstance(node, cst.Name):
-            if node.value in self.live.tensors or node.value in self.maybe_tensors:
-                self._access(node.value, node, write=False)
-        elif isinstance(node, cst.Attribute):
-            key = dotted_name(node)
-            if key is not None and (key in self.live.tensors or self._assumed_tensor(key)):
-                self._access(key, node, write=False)
-            elif node.attr.value not in HOST_ATTRIBUTES:
-                self._eval(node.value)
-        elif isinstance(node, cst.Call):
-            self._call(node)
-        elif isinstance(node, cst.Arg):
-            self._eval(node.value)
-        elif isinstance(node, cst.NamedExpr):
-            self._assign([node.target], node.value)
-        elif isinstance(node, cst.Yield):
-            self.yields = True
-            if isinstance(node.value, cst.BaseExpression):
-                self._pass(node.value, self.live.current)  # the consumer runs on the stream current here
-        elif isinstance(node, (cst.Lambda, cst.FunctionDef)):
-            return
-        elif isinstance(node, COMPREHENSIONS):
-            self._comprehension(node)
-        elif isinstance(node, (cst.BinaryOperation, cst.BooleanOperation)):
-            for operand in operands(node):
-                self._eval(operand)
-        elif isinstance(node, cst.Subscript):
-            for element in node.slice:
-                for key in index_names(element.slice):
-                    self._demote(key)
-            base = dotted_name(node.value)
-            region = region_of(node)
-            if region is not None and base is not None and base in self.live.tensors:
-                for element in node.slice:
-                    self._eval(element)
-                self._access(base, node.value, write=False, region=region)
-                return
-            for child in children(node):
-                self._eval(child)
-        elif is_host_test(node) or self._key_lookup(node):  # `x is None`, `"key" in d`: a Python bool, no kernel
-            for operand in (node.left, *(target.comparator for target in node.comparisons)):
-                if not is_reference(operand):
-                    self._eval(operand)
-        else:
-            for child in children(node):
-                self._eval(child)
-
-    def _assumed_tensor(self, key: str) -> bool:
-        """An attribute the analysis has not seen written, read as a tensor (`p.grad`, or used as
-        one in the function), is the caller's work when `attributes-written-by-caller` holds."""
-        last = key.rpartition(".")[2]
-        if last in TENSOR_ATTRIBUTES or (key in self.used_as_tensors and last not in HOST_ATTRIBUTES):
-            assumes = self._assumes(assumed.ATTRIBUTES_WRITTEN_BY_CALLER)
-            return assumes or self._observed_written(key) or self._backward_written(key) is not None
-        return False
-
-    def _backward_written(self, key: str) -> TrackedTensor | None:
-        """A `.grad` first used after a backward pass (`Calls._gradients_written`): that pass wrote it."""
-        written = self.live.tensors.get(GRADIENTS) if key.endswith(".grad") else None
-        return None if written is None else TrackedTensor(writes=written.writes, unsure=True)
-
-    def _comprehension(self, node: Comprehension) -> None:
-        """A comprehension has its own scope: its targets shadow the enclosing names of the same
-        spelling, which it neither reads nor rebinds. Only the first iterable is evaluated outside."""
-        if not self._iterated_container(node.for_in.iter):
-            self._eval(node.for_in.iter)
-        targets = comprehension_targets(node)
-        state = self.live
-        saved = {name: (state.tensors.get(name), state.streams.get(name), state.contexts.get(name)) for name in targets}
-        shadowed = targets & self.maybe_tensors
-        self.maybe_tensors -= targets
-        for name in targets:
-            self._forget(name)
-        comp: cst.CompFor | None = node.for_in
-        while comp is not None:
-            if comp is not node.for_in:
-                self._eval(comp.iter)
-            self._bind_items(comp.target, comp.iter)
-            for condition in comp.ifs:
-                self._eval(condition.test)
-            comp = comp.inner_for_in
-        for part in (node.key, node.value) if isinstance(node, cst.DictComp) else (node.elt,):
-            self._eval(part)
-        self.maybe_tensors |= shadowed
-        if self.state is None:
-            return
-        for name, (tensor, stream, context) in saved.items():
-            self._forget(name)
-            if tensor is not None:
-                self.live.tensors[name] = tensor
-            if stream is not None:
-                self.live.streams[name] = stream
-            if context is not None:
-                self.live.contexts[name] = context
-
-    def _write_target(self, expr: cst.BaseExpression, *, assigned: bool = False) -> None:
-        """An in-place write to `expr`, or to the tensor it is a view of (`x[i]`, `x.view(..)`).
-        `assigned`: `x[i] = v`, which writes a tensor only if `x` may be one (else a container)."""
-        if isinstance(expr, (cst.Tuple, cst.List)):
-            for element in expr.elements:
-                self._write_target(element.value, assigned=assigned)
-            return
-        region = region_of(expr)
-        base = expr
-        while True:
-            if isinstance(base, cst.Subscript):
-                for index in base.slice:
-                    self._eval(index)
-                base = base.value
-            elif (
-                isinstance(base, cst.Call)
-                and isinstance(base.func, cst.Attribute)
-                and base.func.attr.value in VIEW_METHODS
-            ):
-                self._eval_args(base)
-                base = base.func.value
-            elif isinstance(base, cst.Attribute) and base.attr.value in VIEW_ATTRIBUTES:
-                base = base.value
-            else:
-                break
-        key = dotted_name(base)
-        if assigned and key is not None and not self._is_tensor(base):
-            return
-        holder = self.anypath.held_by.get(key) if key is not None else self._holder(base)
-        if key is not None and key not in self.live.streams:
-            self._access(key, base, write=True, region=region)
-        else:
-            self._eval(base)
-        if holder is not None and holder not in self.live.streams:
-            self._access(holder, base, write=True)
-
     # ---- accesses
 
     def _launched_before(self, stream: str) -> frozenset[str]:
@@ -459,41 +322,24 @@ class FunctionAnalysis(
             else:
                 self.live.tensors[key] = replace(tensor, reads=tensor.reads | quiet)
             return
-        for last in in_report_order(tensor.writes):
-            if disjoint(last.access.region, region) or self._on_other_paths(last):
-                continue
-            if (path := last.unordered(stream, distinct)) is not None:
-                kind = HazardKind.WRITE_AFTER_WRITE if write else HazardKind.READ_AFTER_WRITE
-                other, on = path  # a stream chosen at run time is named by its racing choice
-                origin, produced = last.access.function, last.access.produced
-                callers = self.anypath.callers_blocks.get(last.access.node, False)
-                self._hazard(
-                    kind, key, replace(access, stream=on), other, origin=origin, produced=produced, callers=callers
-                )
-        if write:
-            for read in in_report_order(tensor.reads):
-                if disjoint(read.access.region, region) or self._on_other_paths(read):
-                    continue
-                if (path := read.unordered(stream, distinct)) is not None:
-                    other, on = path
-                    self._hazard(
-                        HazardKind.WRITE_AFTER_READ, key, replace(access, stream=on), other, origin=read.access.function
-                    )
+        for conflict in conflicts(tensor, access, self._on_other_paths):
+            callers = conflict.kind is not HazardKind.WRITE_AFTER_READ and self.anypath.callers_blocks.get(
+                conflict.node, False
+            )
+            self._hazard(
+                conflict.kind,
+                key,
+                conflict.access,
+                conflict.other,
+                origin=conflict.origin,
+                produced=conflict.produced,
+                callers=callers,
+            )
         mark = Mark(access, issued_on(stream) | after, self.live.facts)
         for reads, writes in self.captures:
             (writes if write else reads).add(key)
         self.live.tensors[launch_key(stream)] = TrackedTensor(writes=frozenset({replace(mark, access=LAUNCH_ACCESS)}))
-        if write and region is None:
-            tensor = replace(tensor, writes=frozenset({mark}), reads=frozenset())
-        elif write:  # a part: what the parts it cannot overlap last had stays theirs
-            other_parts = frozenset(m for m in tensor.writes if disjoint(m.access.region, region))
-            their_reads = frozenset(m for m in tensor.reads if disjoint(m.access.region, region))
-            tensor = replace(tensor, writes=other_parts | {mark}, reads=their_reads)
-        else:
-            tensor = replace(tensor, reads=frozenset(r for r in tensor.reads if r.access.stream != stream) | {mark})
-        if tensor.alloc is not None and stream != tensor.alloc:
-            tensor = replace(tensor, uses=frozenset(u for u in tensor.uses if u.access != access) | {mark})
-        self.live.tensors[key] = tensor
+        self.live.tensors[key] = with_access(tensor, mark)
 
     def _on_other_paths(self, mark: Mark) -> bool:
         """The access was made only on paths this one is not on: the tests on the way here

@@ -1,0 +1,191 @@
+"""Expressions: the reads, in-place writes and ordering effects of evaluating one expression.
+
+Part of `FunctionAnalysis` (lint/accesses.py), which records each access (`_access`); a call is
+the calls part's (lint/calls.py), a binding the bindings part's (lint/bindings.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeGuard
+
+import libcst as cst
+
+from csan_lint.lint.analysis import assumptions as assumed
+from csan_lint.lint.anypath import AnyPath
+from csan_lint.lint.calls import GRADIENTS
+from csan_lint.lint.names import dotted_name
+from csan_lint.lint.nodes import children
+from csan_lint.lint.ordering import FlowState, TrackedTensor
+from csan_lint.lint.regions import region_of
+from csan_lint.lint.values import (
+    COMPREHENSIONS,
+    Comprehension,
+    comprehension_targets,
+    index_names,
+    is_host_test,
+    is_reference,
+    operands,
+)
+from csan_lint.lint.vocabulary import HOST_ATTRIBUTES, TENSOR_ATTRIBUTES, VIEW_ATTRIBUTES, VIEW_METHODS
+
+
+class Expressions:
+    """The expression half of `FunctionAnalysis`."""
+
+    anypath: AnyPath
+    state: FlowState | None
+    live: FlowState
+    maybe_tensors: set[str]
+    used_as_tensors: frozenset[str]
+    yields: bool
+    # The host's methods from the other parts; those taking keyword-only flags are `...`.
+    _access: Callable[..., None]
+    _assign: Callable[[Sequence[cst.BaseExpression], cst.BaseExpression], None]
+    _assumes: Callable[[str], bool]
+    _bind_items: Callable[[cst.BaseExpression, cst.BaseExpression], None]
+    _call: Callable[[cst.Call], None]
+    _demote: Callable[..., None]
+    _eval_args: Callable[..., None]
+    _forget: Callable[[str], None]
+    _holder: Callable[[cst.BaseExpression], str | None]
+    _is_tensor: Callable[..., bool]
+    _iterated_container: Callable[[cst.BaseExpression], bool]
+    _key_lookup: Callable[[cst.CSTNode], TypeGuard[cst.Comparison]]
+    _observed_written: Callable[[str], bool]
+    _pass: Callable[[cst.BaseExpression, str], None]
+
+    def _eval(self, node: cst.CSTNode) -> None:
+        """Reads and ordering effects of evaluating `node`, in evaluation order."""
+        if self.state is None:
+            return
+        if isinstance(node, cst.Name):
+            if node.value in self.live.tensors or node.value in self.maybe_tensors:
+                self._access(node.value, node, write=False)
+        elif isinstance(node, cst.Attribute):
+            key = dotted_name(node)
+            if key is not None and (key in self.live.tensors or self._assumed_tensor(key)):
+                self._access(key, node, write=False)
+            elif node.attr.value not in HOST_ATTRIBUTES:
+                self._eval(node.value)
+        elif isinstance(node, cst.Call):
+            self._call(node)
+        elif isinstance(node, cst.Arg):
+            self._eval(node.value)
+        elif isinstance(node, cst.NamedExpr):
+            self._assign([node.target], node.value)
+        elif isinstance(node, cst.Yield):
+            self.yields = True
+            if isinstance(node.value, cst.BaseExpression):
+                self._pass(node.value, self.live.current)  # the consumer runs on the stream current here
+        elif isinstance(node, (cst.Lambda, cst.FunctionDef)):
+            return
+        elif isinstance(node, COMPREHENSIONS):
+            self._comprehension(node)
+        elif isinstance(node, (cst.BinaryOperation, cst.BooleanOperation)):
+            for operand in operands(node):
+                self._eval(operand)
+        elif isinstance(node, cst.Subscript):
+            for element in node.slice:
+                for key in index_names(element.slice):
+                    self._demote(key)
+            base = dotted_name(node.value)
+            region = region_of(node)
+            if region is not None and base is not None and base in self.live.tensors:
+                for element in node.slice:
+                    self._eval(element)
+                self._access(base, node.value, write=False, region=region)
+                return
+            for child in children(node):
+                self._eval(child)
+        elif is_host_test(node) or self._key_lookup(node):  # `x is None`, `"key" in d`: a Python bool, no kernel
+            for operand in (node.left, *(target.comparator for target in node.comparisons)):
+                if not is_reference(operand):
+                    self._eval(operand)
+        else:
+            for child in children(node):
+                self._eval(child)
+
+    def _assumed_tensor(self, key: str) -> bool:
+        """An attribute the analysis has not seen written, read as a tensor (`p.grad`, or used as
+        one in the function), is the caller's work when `attributes-written-by-caller` holds."""
+        last = key.rpartition(".")[2]
+        if last in TENSOR_ATTRIBUTES or (key in self.used_as_tensors and last not in HOST_ATTRIBUTES):
+            assumes = self._assumes(assumed.ATTRIBUTES_WRITTEN_BY_CALLER)
+            return assumes or self._observed_written(key) or self._backward_written(key) is not None
+        return False
+
+    def _backward_written(self, key: str) -> TrackedTensor | None:
+        """A `.grad` first used after a backward pass (`Calls._gradients_written`): that pass wrote it."""
+        written = self.live.tensors.get(GRADIENTS) if key.endswith(".grad") else None
+        return None if written is None else TrackedTensor(writes=written.writes, unsure=True)
+
+    def _comprehension(self, node: Comprehension) -> None:
+        """A comprehension has its own scope: its targets shadow the enclosing names of the same
+        spelling, which it neither reads nor rebinds. Only the first iterable is evaluated outside."""
+        if not self._iterated_container(node.for_in.iter):
+            self._eval(node.for_in.iter)
+        targets = comprehension_targets(node)
+        state = self.live
+        saved = {name: (state.tensors.get(name), state.streams.get(name), state.contexts.get(name)) for name in targets}
+        shadowed = targets & self.maybe_tensors
+        self.maybe_tensors -= targets
+        for name in targets:
+            self._forget(name)
+        comp: cst.CompFor | None = node.for_in
+        while comp is not None:
+            if comp is not node.for_in:
+                self._eval(comp.iter)
+            self._bind_items(comp.target, comp.iter)
+            for condition in comp.ifs:
+                self._eval(condition.test)
+            comp = comp.inner_for_in
+        for part in (node.key, node.value) if isinstance(node, cst.DictComp) else (node.elt,):
+            self._eval(part)
+        self.maybe_tensors |= shadowed
+        if self.state is None:
+            return
+        for name, (tensor, stream, context) in saved.items():
+            self._forget(name)
+            if tensor is not None:
+                self.live.tensors[name] = tensor
+            if stream is not None:
+                self.live.streams[name] = stream
+            if context is not None:
+                self.live.contexts[name] = context
+
+    def _write_target(self, expr: cst.BaseExpression, *, assigned: bool = False) -> None:
+        """An in-place write to `expr`, or to the tensor it is a view of (`x[i]`, `x.view(..)`).
+        `assigned`: `x[i] = v`, which writes a tensor only if `x` may be one (else a container)."""
+        if isinstance(expr, (cst.Tuple, cst.List)):
+            for element in expr.elements:
+                self._write_target(element.value, assigned=assigned)
+            return
+        region = region_of(expr)
+        base = expr
+        while True:
+            if isinstance(base, cst.Subscript):
+                for index in base.slice:
+                    self._eval(index)
+                base = base.value
+            elif (
+                isinstance(base, cst.Call)
+                and isinstance(base.func, cst.Attribute)
+                and base.func.attr.value in VIEW_METHODS
+            ):
+                self._eval_args(base)
+                base = base.func.value
+            elif isinstance(base, cst.Attribute) and base.attr.value in VIEW_ATTRIBUTES:
+                base = base.value
+            else:
+                break
+        key = dotted_name(base)
+        if assigned and key is not None and not self._is_tensor(base):
+            return
+        holder = self.anypath.held_by.get(key) if key is not None else self._holder(base)
+        if key is not None and key not in self.live.streams:
+            self._access(key, base, write=True, region=region)
+        else:
+            self._eval(base)
+        if holder is not None and holder not in self.live.streams:
+            self._access(holder, base, write=True)
