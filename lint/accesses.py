@@ -1,11 +1,14 @@
 """The stream-flow interpreter: follows the current CUDA stream through one function and
 records every read and write of a tracked tensor, reporting the unordered cross-stream ones.
 
-`FunctionAnalysis` is assembled from its parts: statements, expressions and accesses here;
-calls (lint/calls.py); bindings and lifetimes (lint/bindings.py), what a return hands back (lint/returns.py),
-values (lint/values.py, on the names of lint/vocabulary.py), streams and orderings
-(lint/streams.py), calls through summaries (lint/effects.py), on the shared control-flow driver
-(lint/interpret.py) and the ordering model (lint/ordering.py). Blocks on a stream that differs
+`FunctionAnalysis` is assembled from its parts: statements and accesses here (each checked by
+lint/conflicts.py); expressions (lint/expressions.py); calls (lint/calls.py); bindings
+(lint/bindings.py), what tests on the path tell (lint/pathtests.py) and lifetimes
+(lint/lifetimes.py); what a return hands back
+(lint/returns.py); values (lint/values.py, on the names of lint/vocabulary.py); streams,
+stream contexts and orderings (lint/streams.py); calls through summaries (lint/effects.py); on
+the shared control-flow driver (lint/interpret.py) and the ordering model (lint/ordering.py),
+with what the function does on any path kept apart (lint/anypath.py). Blocks on a stream that differs
 between paths are not judged.
 """
 
@@ -16,7 +19,7 @@ from dataclasses import replace
 
 import libcst as cst
 
-from csan_lint.lint.analysis.tokens import CURRENT, HOST, UNKNOWN, issued_on
+from csan_lint.lint.analysis.tokens import CURRENT, HOST, issued_on
 from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.bindings import Bindings
 from csan_lint.lint.callers import NO_CALLERS, CallersJoin
@@ -27,9 +30,10 @@ from csan_lint.lint.effects import PROBE_ACCESS, Effects, Helpers, probe_key
 from csan_lint.lint.expressions import Expressions
 from csan_lint.lint.interpret import Interpreter
 from csan_lint.lint.kept import bind_kept_items
+from csan_lint.lint.lifetimes import Lifetimes
 from csan_lint.lint.modules import ModuleMoves, moved_module
 from csan_lint.lint.modulestate import state_items
-from csan_lint.lint.names import GRAPH_CAPTURE, ImportTable, dotted_name
+from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.nodes import names_outside_returns, target_names
 from csan_lint.lint.numbers import used_as_numbers
 from csan_lint.lint.ordering import (
@@ -48,7 +52,7 @@ from csan_lint.lint.ordering import (
     launch_key,
 )
 from csan_lint.lint.pathfacts import contradicts
-from csan_lint.lint.recognize import is_exit_stack
+from csan_lint.lint.pathtests import PathTests
 from csan_lint.lint.regions import Region, region_names
 from csan_lint.lint.returns import Returns
 from csan_lint.lint.scan import body_of, used_as_tensors
@@ -70,6 +74,8 @@ class FunctionAnalysis(
     Expressions,
     Calls,
     Bindings,
+    PathTests,
+    Lifetimes,
     Returns,
     Values,
     Streams,
@@ -218,43 +224,6 @@ class FunctionAnalysis(
         self._header(test)
         if self.state is not None and self._tensor_operand(test, made_here=True):
             self._order(MarkUpdate(self.live.current, HOST))
-
-    def _with(self, node: cst.With) -> None:
-        stream: str | None = None
-        graph: str | None = None
-        for item in node.items:
-            self.statement = item
-            item_stream = self._context_stream(item.item)
-            if item_stream is None:
-                self._eval(item.item)
-                if isinstance(item.item, cst.Call) and self.imports.qualified(item.item.func) == GRAPH_CAPTURE:
-                    self._order(MarkUpdate(None, HOST))  # it synchronizes the device first
-                    graph = dotted_name(item.item.args[0].value) if item.item.args else None
-            else:
-                stream = item_stream
-        if graph is not None:
-            self._capture(graph, node)
-            return
-        if stream is None or self.state is None:
-            outer = self.state.current if self.state is not None else None
-            self.run(body_of(node.body))
-            if self.state is not None and outer is not None and is_exit_stack(node, self.imports):
-                self.state.current = outer  # leaves what `enter_context` entered
-            return
-        if stream == UNKNOWN:
-            self.silent += 1
-            self.run(body_of(node.body))
-            self.silent -= 1
-            return
-        outer_stream, outer_block = self.state.current, self.block
-        entered = self._entered_is_a_stream(stream)
-        self.state.current, self.block = stream, node
-        self._made_current(stream)
-        self.run(body_of(node.body))
-        self.block = outer_block
-        if self.state is not None:
-            self.state.facts -= entered
-            self.state.current = outer_stream
 
     def _loop(self, node: cst.For | cst.While) -> None:
         super()._loop(node)

@@ -14,7 +14,7 @@ import libcst as cst
 
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis import assumptions as assumed
-from csan_lint.lint.analysis.tokens import UNKNOWN, choice, distinct, event_token, is_named, issued_on, item_key
+from csan_lint.lint.analysis.tokens import UNKNOWN, choice, distinct, event_token, issued_on, item_key
 from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.effects import Helpers, probe_key
 from csan_lint.lint.getters import getter_holder
@@ -24,7 +24,6 @@ from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.nodes import literal_items
 from csan_lint.lint.ordering import (
     Access,
-    Assumed,
     FlowState,
     HazardKind,
     Mark,
@@ -33,18 +32,9 @@ from csan_lint.lint.ordering import (
     TrackedTensor,
     Unplaced,
     Within,
-    join_states,
     launch_key,
 )
 from csan_lint.lint.pathfacts import (
-    NO_FACTS,
-    Fact,
-    Facts,
-    conjuncts,
-    equated,
-    facts_of,
-    host_resident,
-    none_names,
     without,
 )
 from csan_lint.lint.values import (
@@ -53,10 +43,9 @@ from csan_lint.lint.values import (
     is_async_collective,
     is_reference,
     paired,
-    paired_containers,
     stores_in_container,
 )
-from csan_lint.lint.views import view_base, viewed
+from csan_lint.lint.views import viewed
 
 
 class Bindings:
@@ -87,6 +76,10 @@ class Bindings:
     _launched_before: Callable[[str], frozenset[str]]
     _hazard: Callable[..., None]
     _bind_returned: Callable[[cst.BaseExpression, dict[int | None, Mark]], None]
+    _release: Callable[..., None]
+    _choose: Callable[[Sequence[cst.BaseExpression], cst.BaseExpression], bool]
+    _stream_test_assignment: Callable[[Sequence[cst.BaseExpression], cst.BaseExpression], bool]
+    _demote: Callable[..., None]
     silent: int
     entry_stream: str
     _is_stream: Callable[[cst.BaseExpression], bool]
@@ -141,90 +134,6 @@ class Bindings:
         if returned and bound.kind in ("result", "other", "unknown"):  # written where the callee made it
             for target in targets:
                 self._bind_returned(target, returned)
-
-    def _choose(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> bool:
-        """`s = a if c else b` picking a stream or a stream context by a test of a name: bound as
-        `if c: s = a` / `else: s = b` would be, so an ordering of `a` made under `c` holds for `s`."""
-        if not (isinstance(value, cst.IfExp) and facts_of(value.test, True) and self.state is not None):
-            return False
-        if self._value(value).kind not in ("stream", "context"):
-            return False
-        self._eval(value.test)
-        entry, paths = self.state, []
-        for side, outcome in ((value.body, True), (value.orelse, False)):
-            self.state = entry.copy() if entry is not None else None
-            self._assume(value.test, outcome)
-            self._assign(targets, side)
-            paths.append(self.state)
-        self.state = join_states(paths)
-        return True
-
-    def _stream_test_assignment(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> bool:
-        """`on_side = torch.cuda.current_stream() != s`: a bool, kept to tell `if on_side:`
-        what it tests (`stream_tests`)."""
-        if not (len(targets) == 1 and isinstance(targets[0], cst.Name)):
-            return False
-        compared = self._streams_equated(value)
-        if compared is None:
-            return False
-        self._eval(value)
-        self._bind(targets[0], Value("other"))
-        self.anypath.stream_tests[targets[0].value] = compared
-        return True
-
-    def _streams_equated(self, test: cst.BaseExpression) -> tuple[str, str, bool] | None:
-        """For a test of two streams' identity (`a == b`, `a is not b`, one of them known for a
-        stream), their tokens and whether it holds where they are one stream."""
-        compared = equated(test)
-        if compared is None or not any(map(self._is_stream, compared[:2])):
-            return None  # one known stream: the other side is one too where they are equal
-        left, right = self._stream(compared[0]), self._stream(compared[1])
-        return (left, right, compared[2]) if left is not None and right is not None else None
-
-    def _same_streams(self, test: cst.BaseExpression, outcome: bool) -> None:
-        """Where a test said two streams are one, work on either is ordered before later work on
-        the other (`if current_stream() != s: s.wait_stream(current_stream())` waits exactly
-        where it is needed). Made at the test: work launched afterwards is not ordered so."""
-        name = dotted_name(test)
-        compared = self.anypath.stream_tests.get(name) if name is not None else self._streams_equated(test)
-        if compared is None or compared[2] != outcome or compared[0] == compared[1]:
-            return
-        self._order(MarkUpdate(compared[0], compared[1]))
-        self._order(MarkUpdate(compared[1], compared[0]))
-
-    def _assume(self, test: cst.BaseExpression, outcome: bool) -> None:
-        """The path goes on where `test` had the truth value `outcome`: orderings held on what
-        that implies now hold (lint/pathfacts.py). Not of a tensor written here (a value that
-        may be one, only read, is taken for a number or a flag). A name that is None on the
-        path holds no tensor there (`if x is not None: x.record_stream(s)` skips no use)."""
-        if self.state is None:
-            return
-        for part, holds in conjuncts(test, outcome):
-            self._same_streams(part, holds)
-        tensors = self.live.tensors
-        said = facts_of(test, outcome)
-        for name in none_names(said) | host_resident(said):
-            tensors.pop(name, None)
-        facts = frozenset(fact for fact in said if fact.name not in tensors or not tensors[fact.name].writes)
-        if facts <= self.live.facts:
-            return
-        self.anypath.tested.update(fact.name for fact in facts)
-        self.live.facts |= facts
-        self.live.update_marks(Assumed(self.live.facts))
-
-    def _entered_is_a_stream(self, stream: str) -> Facts:
-        """`with torch.cuda.stream(s):` runs its block on `s` only where `s` is not None
-        (`stream(None)` changes nothing, and the block then runs in program order on the current
-        stream): in the block, `s is not None` holds, and orderings made under that test hold
-        (`if s is not None: s.wait_stream(...)`). The facts added, for `_left_stream` to take back."""
-        if self.state is None or not is_named(stream):
-            return NO_FACTS
-        added = frozenset({Fact(stream, "not in", frozenset({None}))}) - self.live.facts
-        if added:
-            self.anypath.tested.add(stream)
-            self.live.facts |= added
-            self.live.update_marks(Assumed(self.live.facts))
-        return added
 
     def _rebound(self, key: str) -> None:
         """`key` gets a new value: nothing known of its old one holds."""
@@ -437,125 +346,6 @@ class Bindings:
             del self.live.streams[name]
         self.live.contexts.pop(key, None)
 
-    def _delete(self, target: cst.BaseExpression, node: cst.Del) -> None:
-        if isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                self._delete(element.value, node)
-        elif isinstance(target, cst.Name):
-            self._release(target.value, node)
-            self._forget(target.value)
-        elif isinstance(target, cst.Subscript):
-            self._eval(target.value)
-            for index in target.slice:
-                self._eval(index)
-        elif isinstance(target, cst.Attribute) and (key := dotted_name(target)) is not None:
-            self._release(key, node)
-            self._forget(key)
-
-    # ---- lifetimes
-
-    def _release(self, key: str, where: cst.CSTNode | None, unseen_alloc: str | None = None) -> None:
-        """The name's last reference dies at `where`: its block goes back to its allocating
-        stream's pool, and uses on other streams must be ordered before that stream's next
-        allocation (`_reuse_released`), which may get it. `unseen_alloc`: the stream taken as
-        the allocating one where the allocation is not seen (memory a `.data` rebinding drops,
-        as `resize_(0)` frees it: `_free`); its uses are then all its accesses."""
-        tensor = self.live.tensors.get(key)
-        if tensor is None or tensor.escaped:
-            return
-        if tensor.alloc is None and unseen_alloc is not None:
-            tensor = replace(tensor, alloc=unseen_alloc, uses=tensor.reads | tensor.writes, assumed_alloc=True)
-        if tensor.alloc is None:
-            return
-        if any(_unprotected(use, tensor, tensor.alloc) for use in tensor.uses):
-            self.live.released[key, where] = tensor
-
-    def _reuse_released(self) -> None:
-        """Released blocks may be handed out here: a use not ordered by now before the
-        allocating stream (a wait since the release orders it) races the reuse."""
-        released, self.live.released = self.live.released, {}
-        for (key, where), tensor in released.items():
-            assert tensor.alloc is not None  # only such tensors are released for judging
-            for use in tensor.uses:
-                if _unprotected(use, tensor, tensor.alloc):
-                    rests = frozenset({assumed.REBOUND_DATA_RELEASES}) if tensor.assumed_alloc else frozenset()
-                    self._hazard(HazardKind.FREE_IN_USE, key, use.access, tensor.alloc, where, rests_on=rests)
-
-    def _free(self, key: str, where: cst.Call) -> None:
-        """`x.untyped_storage().resize_(0)` frees the memory at once, whoever allocated it (when
-        not seen here, the caller, on the stream current at entry): work still using it on
-        another stream must be ordered before that stream or recorded."""
-        tensor = self.live.tensors.get(key)
-        if tensor is None:
-            return
-        alloc = tensor.alloc or self.entry_stream
-        for use in tensor.uses if tensor.alloc else tensor.reads | tensor.writes:
-            if _unprotected(use, tensor, alloc):
-                self._hazard(HazardKind.FREE_IN_USE, key, use.access, alloc, where)
-
-    def _release_all(self, where: cst.CSTNode | None) -> None:
-        """The function returns: its locals die, and the caller may allocate at once."""
-        if self.function is None:
-            return  # module globals live until exit
-        for key in list(self.live.tensors):
-            if "." not in key:  # `self.x` outlives the call
-                self._release(key, where)
-        self._reuse_released()
-
-    def _pass(self, expr: cst.BaseExpression, caller: str) -> None:
-        """A value handed to the caller, who goes on on stream `caller`: it escapes, and is read
-        only if computing it launches work."""
-        self._eval_value(expr)
-        self._handed_back(expr, caller)
-        self._escape_names(expr)
-
-    def _handed_back(self, expr: cst.BaseExpression, caller: str) -> None:
-        """A tensor returned or yielded is used, then dropped, by the caller on `caller`: if its
-        memory came from another stream's pool, that stream may reuse the block as soon as the
-        caller drops it, while the caller's kernels still use it, unless `record_stream` told
-        the allocator of the caller's stream; a view of it (`x[0]`, not `x.reshape(n)`, which may
-        copy) hands the same block over. Not a tensor also stored elsewhere (escaped): the code
-        that drops that reference decides when the block is free."""
-        elements = [element.value for element in expr.elements] if isinstance(expr, (cst.Tuple, cst.List)) else [expr]
-        handed: set[str] = set()
-        for element in elements:
-            base = view_base(element)  # a view hands over its base's block
-            key = base.value if isinstance(base, cst.Name) else None  # `self.x` stays referenced
-            tensor = self.live.tensors.get(key) if key is not None else None
-            if self.silent or key is None or tensor is None or tensor.pool is None or tensor.escaped or key in handed:
-                continue
-            handed.add(key)
-            if distinct(tensor.pool, caller) and caller not in tensor.recorded:
-                access = replace(self._make_access(element, write=False), stream=caller)
-                self._hazard(HazardKind.FREE_IN_USE, key, access, tensor.pool, None, returned=True)
-
-    def _iterate(self, iterable: cst.BaseExpression) -> None:
-        if not self._iterated_container(iterable):
-            self._header(iterable)
-
-    def _iterated_container(self, iterable: cst.BaseExpression) -> bool:
-        """`for x in xs`: going through a list, or a tensor's rows (views), launches nothing, nor
-        does pairing them up (`enumerate(xs)`, `zip(xs, ys)`); a value of unknown kind that is
-        iterated is a container."""
-        if isinstance(iterable, (cst.List, cst.Tuple)) and is_reference(iterable):
-            return True  # `for t in [a, b]`: each item is used in the body
-        if (paired := paired_containers(iterable)) is not None:
-            return all([self._iterated_container(container) for container in paired])  # demotes each
-        key = dotted_name(iterable)
-        if key is None:
-            return False
-        self._demote(key)
-        return True
-
-    def _demote(self, key: str, *, proven: bool = False) -> None:
-        """`key` is used as a container or a number: no tensor, unless a torch op made it
-        (`proven`: a method tensors do not have was called on it)."""
-        tensor = self.live.tensors.get(key)
-        if tensor is None or tensor.unsure or proven:
-            self.maybe_tensors.discard(key)
-            if tensor is not None:
-                self._forget(key)
-
 
 def rebound_storage(target: cst.BaseExpression) -> str | None:
     """`x` for `x.data = v`: `x` stays the same tensor object (a parameter of its module, an
@@ -563,12 +353,3 @@ def rebound_storage(target: cst.BaseExpression) -> str | None:
     if type(target) is cst.Attribute and target.attr.value == "data":
         return dotted_name(target.value)
     return None
-
-
-def _unprotected(use: Mark, tensor: TrackedTensor, alloc: str) -> bool:
-    """A use the allocator does not wait for when `tensor` is freed: on a stream distinct from
-    `alloc`, neither recorded nor ordered before it. Of a stream chosen at run time, each choice
-    on its own path (`s if c else current_stream()`: `s` is recorded where it is chosen)."""
-    if use.access.stream in tensor.recorded:
-        return False
-    return use.unordered(alloc, distinct=lambda a, b: a not in tensor.recorded and distinct(a, b)) is not None

@@ -1,4 +1,5 @@
-"""Expressions: the reads, in-place writes and ordering effects of evaluating one expression.
+"""Expressions: the reads, in-place writes and ordering effects of evaluating one expression,
+and what iterating a value says of it (a container, not a tensor).
 
 Part of `FunctionAnalysis` (lint/accesses.py), which records each access (`_access`); a call is
 the calls part's (lint/calls.py), a binding the bindings part's (lint/bindings.py).
@@ -26,6 +27,7 @@ from csan_lint.lint.values import (
     is_host_test,
     is_reference,
     operands,
+    paired_containers,
 )
 from csan_lint.lint.vocabulary import HOST_ATTRIBUTES, TENSOR_ATTRIBUTES, VIEW_ATTRIBUTES, VIEW_METHODS
 
@@ -45,12 +47,11 @@ class Expressions:
     _assumes: Callable[[str], bool]
     _bind_items: Callable[[cst.BaseExpression, cst.BaseExpression], None]
     _call: Callable[[cst.Call], None]
-    _demote: Callable[..., None]
     _eval_args: Callable[..., None]
     _forget: Callable[[str], None]
+    _header: Callable[[cst.BaseExpression], None]
     _holder: Callable[[cst.BaseExpression], str | None]
     _is_tensor: Callable[..., bool]
-    _iterated_container: Callable[[cst.BaseExpression], bool]
     _key_lookup: Callable[[cst.CSTNode], TypeGuard[cst.Comparison]]
     _observed_written: Callable[[str], bool]
     _pass: Callable[[cst.BaseExpression, str], None]
@@ -189,3 +190,30 @@ class Expressions:
             self._eval(base)
         if holder is not None and holder not in self.live.streams:
             self._access(holder, base, write=True)
+
+    def _iterate(self, iterable: cst.BaseExpression) -> None:
+        if not self._iterated_container(iterable):
+            self._header(iterable)
+
+    def _iterated_container(self, iterable: cst.BaseExpression) -> bool:
+        """`for x in xs`: going through a list, or a tensor's rows (views), launches nothing, nor
+        does pairing them up (`enumerate(xs)`, `zip(xs, ys)`); a value of unknown kind that is
+        iterated is a container."""
+        if isinstance(iterable, (cst.List, cst.Tuple)) and is_reference(iterable):
+            return True  # `for t in [a, b]`: each item is used in the body
+        if (paired := paired_containers(iterable)) is not None:
+            return all([self._iterated_container(container) for container in paired])  # demotes each
+        key = dotted_name(iterable)
+        if key is None:
+            return False
+        self._demote(key)
+        return True
+
+    def _demote(self, key: str, *, proven: bool = False) -> None:
+        """`key` is used as a container or a number: no tensor, unless a torch op made it
+        (`proven`: a method tensors do not have was called on it)."""
+        tensor = self.live.tensors.get(key)
+        if tensor is None or tensor.unsure or proven:
+            self.maybe_tensors.discard(key)
+            if tensor is not None:
+                self._forget(key)

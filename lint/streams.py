@@ -30,7 +30,7 @@ from csan_lint.lint.analysis.tokens import (
 )
 from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.itemwaits import is_item_token, item_waits
-from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, ImportTable, dotted_name
+from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, GRAPH_CAPTURE, ImportTable, dotted_name
 from csan_lint.lint.ordering import (
     LAUNCH_ACCESS,
     Access,
@@ -43,7 +43,8 @@ from csan_lint.lint.ordering import (
     launch_key,
     query_poll,
 )
-from csan_lint.lint.recognize import NO_FUNCTIONS, entered_streams
+from csan_lint.lint.pathfacts import Facts
+from csan_lint.lint.recognize import NO_FUNCTIONS, entered_streams, is_exit_stack
 from csan_lint.lint.scan import body_of
 from csan_lint.lint.values import code_of
 from csan_lint.lint.views import viewed
@@ -82,6 +83,11 @@ class Streams:
     graphs: dict[str, tuple[set[str], set[str]]]
     """CUDA graphs captured here -> the keys their capture read and wrote (static inputs, outputs)."""
     captures: list[tuple[set[str], set[str]]]
+    block: cst.With | None
+    statement: cst.CSTNode | None
+    _eval: Callable[[cst.CSTNode], None]
+    _made_current: Callable[[str], None]
+    _entered_is_a_stream: Callable[[str], Facts]
 
     def _capture(self, graph: str, node: cst.With) -> None:
         """`with torch.cuda.graph(g):`: the tensors the body reads and writes are g's static
@@ -302,6 +308,45 @@ class Streams:
     def _stream(self, expr: cst.BaseExpression) -> str | None:
         default = CURRENT if self.function is None else DEFAULT  # a script's body runs on the default stream
         return stream_token(expr, self.imports, self.live.current, self.live.streams, default)
+
+    def _with(self, node: cst.With) -> None:
+        """`with s:` runs its body on stream `s` (one of unknown identity: not judged), `with
+        torch.cuda.graph(g):` captures it, any other context manager runs it where it is."""
+        stream: str | None = None
+        graph: str | None = None
+        for item in node.items:
+            self.statement = item
+            item_stream = self._context_stream(item.item)
+            if item_stream is None:
+                self._eval(item.item)
+                if isinstance(item.item, cst.Call) and self.imports.qualified(item.item.func) == GRAPH_CAPTURE:
+                    self._order(MarkUpdate(None, HOST))  # it synchronizes the device first
+                    graph = dotted_name(item.item.args[0].value) if item.item.args else None
+            else:
+                stream = item_stream
+        if graph is not None:
+            self._capture(graph, node)
+            return
+        if stream is None or self.state is None:
+            outer = self.state.current if self.state is not None else None
+            self.run(body_of(node.body))
+            if self.state is not None and outer is not None and is_exit_stack(node, self.imports):
+                self.state.current = outer  # leaves what `enter_context` entered
+            return
+        if stream == UNKNOWN:
+            self.silent += 1
+            self.run(body_of(node.body))
+            self.silent -= 1
+            return
+        outer_stream, outer_block = self.state.current, self.block
+        entered = self._entered_is_a_stream(stream)
+        self.state.current, self.block = stream, node
+        self._made_current(stream)
+        self.run(body_of(node.body))
+        self.block = outer_block
+        if self.state is not None:
+            self.state.facts -= entered
+            self.state.current = outer_stream
 
 
 def stream_token(
