@@ -410,6 +410,17 @@ def _replay_order(effect: Effect) -> tuple[str, bool, str, tuple[str, ...]]:
     return effect.key, not effect.write, effect.stream, tuple(sorted(effect.after))
 
 
+_HANDED = event_token(f"{RETURNED}[")
+"""The callee's token of an event it returns beside a tensor, in the marks of its summary."""
+
+
+def renamed(mark: Mark, names: Mapping[str, str]) -> Mark:
+    """`mark` with the events it is ordered before renamed: an event handed back beside a tensor
+    (`return out, done`) is `event:<return>[1]` to the caller, and its own name for it there."""
+    after = frozenset(names.get(token, token) for token in mark.after)
+    return mark if after == mark.after else replace(mark, after=after)
+
+
 class Effects:
     """The call half of `FunctionAnalysis`: replays a callee's summary at the call site."""
 
@@ -425,6 +436,8 @@ class Effects:
     tokens: set[str]
     _stream: Callable[[cst.BaseExpression], str | None]
     _access: Callable[..., None]
+    _forget: Callable[[str], None]
+    _record: Callable[[str, str], None]
 
     def _for_streams_passed(self, found: Callee, call: cst.Call, qualified: str | None) -> Callee:
         """The callee as this call runs it: a parameter given the current stream is that stream
@@ -548,3 +561,28 @@ class Effects:
         if root in ("self", "cls"):
             return _on_receiver(found, token)
         return token if found.same_module else None
+
+    def _bind_returned(self, target: cst.BaseExpression, returned: dict[int | None, Mark]) -> None:
+        """`x = f()`, `a, b = f()`: each name starts from the write, on the callee's stream, of
+        the value it gets (by position in a returned tuple, else the whole value's); `pair = f()`
+        of a tuple: `pair[i]` does, item by item. An event returned beside them is no tensor,
+        and they are ordered before it under the caller's name for it (`b`, `pair[1]`)."""
+        elements = [element.value for element in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else []
+        named = list(enumerate(elements)) if elements else [(None, target)]
+        handed: dict[str, str] = {}  # the callee's token for an event it returned -> the caller's
+        for token in {token for mark in returned.values() for token in mark.after}:
+            position = returned_position(event_name(token) or "") if token.startswith(_HANDED) else None
+            if position is not None and isinstance(target, cst.Name):
+                handed[token] = event_token(f"{target.value}[{position}]")
+            elif position is not None and position < len(elements) and (name := dotted_name(elements[position])):
+                handed[token] = event_token(name)
+        for index, element in named:
+            mark = returned.get(index) or returned.get(None)
+            if isinstance(element, cst.Name) and event_token(returned_key(index)) in handed:
+                self.live.tensors.pop(element.value, None)  # the event, no tensor
+            elif isinstance(element, cst.Name) and mark is not None:
+                self.live.tensors[element.value] = TrackedTensor(writes=frozenset({renamed(mark, handed)}), unsure=True)
+        if isinstance(target, cst.Name) and None not in returned:
+            for index, mark in returned.items():
+                item = TrackedTensor(writes=frozenset({renamed(mark, handed)}), unsure=True)
+                self.live.tensors[f"{target.value}[{index}]"] = item

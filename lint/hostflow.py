@@ -27,18 +27,16 @@ from collections.abc import Sequence
 import libcst as cst
 
 from csan_lint.lint.analysis import api
-from csan_lint.lint.analysis import assumptions as assumed
-from csan_lint.lint.analysis.api import Kind, Receiver
+from csan_lint.lint.analysis.api import Kind
 from csan_lint.lint.analysis.assumptions import Assumptions
 from csan_lint.lint.analysis.tokens import CURRENT, DEFAULT, event_token
 from csan_lint.lint.devices import Place, place_of_device, place_of_result
 from csan_lint.lint.facts import HostHazard, ModuleFlow
+from csan_lint.lint.hostcalls import LOOKS_ONLY, HostCalls
 from csan_lint.lint.hostfacts import (
     ModuleFacts,
     host_children,
-    is_true,
     non_blocking,
-    parameter_given,
     pins,
     scan_facts,
     target_keys,
@@ -59,33 +57,19 @@ from csan_lint.lint.names import (
     DEFAULT_STREAM,
     DEVICE_SYNC,
     EVENT_CONSTRUCTORS,
-    SET_STREAM,
     STREAM_VALUES,
     ImportTable,
     dotted_name,
 )
 from csan_lint.lint.nodes import literal_items
-from csan_lint.lint.values import code_of, is_barrier, is_host_test, is_reference
+from csan_lint.lint.values import is_host_test, is_reference
 from csan_lint.lint.views import reads_an_item, viewed
-from csan_lint.lint.vocabulary import (
-    BUILTINS,
-    DATA_BUILTINS,
-    METADATA,
-    OUT_KEYWORD,
-    STORING_METHODS,
-    SYNC_BUILTINS,
-    SYNC_METHODS,
-    UPLOAD_METHODS,
-)
 from csan_lint.runtime import kinds
 
 _MAX_LOOP_PASSES = 6
 
-_LOOKS_ONLY = METADATA | api.methods(Receiver.TENSOR, kinds=(Kind.RECORD_STREAM,))
-"""Attributes and methods that look at a buffer without reading its data."""
 
-
-class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
+class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]):
     """Interprets one function (or module) body."""
 
     max_passes = _MAX_LOOP_PASSES
@@ -286,7 +270,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         if self.state is None:
             return
         if isinstance(node, (cst.Name, cst.Attribute)) and (key := dotted_name(node)) is not None:
-            if isinstance(node, cst.Attribute) and node.attr.value in _LOOKS_ONLY:
+            if isinstance(node, cst.Attribute) and node.attr.value in LOOKS_ONLY:
                 return
             self._host_read(key, node)
             if isinstance(node, cst.Attribute):
@@ -296,7 +280,7 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         elif isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
             return
         elif isinstance(node, cst.Attribute):
-            if node.attr.value not in _LOOKS_ONLY:
+            if node.attr.value not in LOOKS_ONLY:
                 self._eval(node.value)
         elif isinstance(node, cst.NamedExpr):
             self._assign([node.target], node.value)
@@ -307,177 +291,6 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         else:
             for child in host_children(node):
                 self._eval(child)
-
-    def _call(self, node: cst.Call) -> None:
-        func = node.func
-        qualified = self.imports.qualified(func)
-        if qualified == DEVICE_SYNC:
-            self._host_sync(None)
-            return
-        if is_barrier(qualified, node):
-            self._eval_args(node, reads=True)
-            self._host_sync(self.live.current)
-            return
-        if qualified == SET_STREAM and node.args:
-            self.live.current = self._stream(node.args[0].value) or self.live.current
-            return
-        if qualified is not None:
-            self._eval_args(node, reads=True)
-            self._write_out(node)
-            return
-        if isinstance(func, cst.Name):
-            builtin = func.value
-            reading = builtin in DATA_BUILTINS and builtin not in self.facts.functions
-            if reading or builtin in self.facts.classes or builtin in BUILTINS:
-                self._eval_args(node, reads=reading)
-            else:
-                self._give(node, self.facts.functions.get(builtin), bound=False)
-            if self.facts.syncs(builtin):
-                self._host_sync(None)
-            elif reading and builtin in SYNC_BUILTINS and any(self._may_be_on_device(a.value) for a in node.args):
-                self._host_sync(self.live.current)
-            return
-        if not isinstance(func, cst.Attribute):
-            self._eval(func)
-            self._give(node, None, bound=False)
-            return
-        if self._ordering(node, func):
-            return
-        method, receiver = func.attr.value, func.value
-        key = dotted_name(receiver)
-        if method == "enter_context" and node.args and (stream := self._context_stream(node.args[0].value)):
-            self.live.current = stream  # until the ExitStack's `with` ends
-            return
-        if isinstance(receiver, cst.Name) and receiver.value in ("self", "cls"):
-            self._give(node, self.facts.functions.get(method, ()), bound=True)
-            if self.facts.syncs(method):
-                self._host_sync(None)
-            return
-        if method in STORING_METHODS:
-            self._eval(receiver)
-            for arg in node.args:
-                self._hand_off(arg.value)
-            return
-        if method in _LOOKS_ONLY or (method in UPLOAD_METHODS and key is not None):
-            self._eval_args(node, reads=False)
-            if method in UPLOAD_METHODS and key in self.live.pinned and non_blocking(node) and not self._to_host(node):
-                self._upload(key, node)
-            return
-        if api.method_op(method)[0] == api.COPY_INTO and node.args:
-            self._copy_into(receiver, node)
-            return
-        if self._downloads(receiver):  # `x.to("cpu", non_blocking=True).tolist()`: read at once
-            self._read_at_once(receiver, node)
-            self._eval_args(node, reads=True)
-            return
-        pending = key is not None and (key in self.live.into or key in self.live.out_of)
-        self._eval(receiver)
-        if pending or key in self.live.pinned:
-            self._eval_args(node, reads=True)
-        else:
-            self._give(node, None, bound=False)
-        if method.endswith("_") and not method.startswith("_"):
-            self._host_write(receiver, node)
-        elif (method in SYNC_METHODS and not pending) or (
-            api.method_op(method)[0] == api.COPY_EITHER and not non_blocking(node) and self._to_host(node)
-        ):
-            self._host_sync(self.live.current)
-        self._write_out(node)
-
-    def _eval_args(self, node: cst.Call, *, reads: bool) -> None:
-        """`reads`: the callee reads its arguments' data on the host (a torch op, `print`...);
-        otherwise a buffer passed as is is handed off to unknown code."""
-        for arg in node.args:
-            if arg.keyword is not None and arg.keyword.value == OUT_KEYWORD:
-                continue
-            if reads and self._downloads(arg.value):  # `torch.add(x.to("cpu", non_blocking=True), y)`
-                self._read_at_once(arg.value, node)
-            elif reads:
-                self._eval(arg.value)
-            else:
-                self._hand_off(arg.value)
-
-    def _stored(self, value: cst.BaseExpression, node: cst.CSTNode) -> None:
-        """A value written into memory that exists (`t[i] = v`, `t -= v`): its data is read now,
-        and the result of a non-blocking download (`x.to("cpu", non_blocking=True)`) on the host."""
-        if self._downloads(value):
-            self._read_at_once(value, node)
-        else:
-            self._eval(value)
-
-    def _give(self, node: cst.Call, callees: Sequence[cst.FunctionDef] | None, *, bound: bool) -> None:
-        """Arguments given to a function of the module (`callees`: every definition of the name)
-        or to one the analysis cannot see (None): host memory a download may still be writing is
-        read where a callee's body reads that parameter on the host, or, unseen, under
-        UNSEEN_CALLEES_READ_DOWNLOADS; anything else is handed off."""
-        unseen = callees is None and self.facts.assumptions.holds(assumed.UNSEEN_CALLEES_READ_DOWNLOADS)
-        for position, arg in enumerate(node.args):
-            key, downloading = dotted_name(arg.value), self._downloads(arg.value)
-            rests_on: frozenset[str] | None = None
-            if (key is not None and key in self.live.into) or downloading:
-                if callees is None:
-                    rests_on = frozenset({assumed.UNSEEN_CALLEES_READ_DOWNLOADS}) if unseen else None
-                else:
-                    parameter = parameter_given(callees, position, arg, bound=bound)
-                    rests_on = self.facts.reads_on_host(callees, parameter, self._callee_reads)
-            if rests_on is None:
-                self._hand_off(arg.value)
-            elif downloading:
-                self._read_at_once(arg.value, node, rests_on)
-            elif key is not None:
-                self._host_read(key, arg.value, rests_on)
-
-    def _callee_reads(self, function: cst.FunctionDef, parameter: str) -> frozenset[str] | None:
-        """Run a callee with `parameter` host memory a download may still be writing: what its
-        reading that on the host rests on, None if it does not."""
-        hazards: dict[tuple[str, cst.CSTNode], HostHazard] = {}
-        _Analysis(self.facts, hazards, in_function=True, pending=parameter).run(function.body.body)
-        reads = (h for h in hazards.values() if h.kind == kinds.HOST_READ_PENDING and ("buffer", parameter) in h.fields)
-        return next((hazard.assumptions for hazard in reads), None)
-
-    def _read_at_once(
-        self, download: cst.BaseExpression, node: cst.CSTNode, rests_on: frozenset[str] = frozenset()
-    ) -> None:
-        """The result of a non-blocking download, never named, read by `node` on the host."""
-        self._eval(download)
-        copy = Copy(download, self.live.current)
-        self._hazard(
-            kinds.HOST_READ_PENDING, node, buffer=code_of(download), copies=frozenset({copy}), rests_on=rests_on
-        )
-
-    def _write_out(self, node: cst.Call) -> None:
-        for arg in node.args:
-            if arg.keyword is not None and arg.keyword.value == OUT_KEYWORD:
-                self._host_write(arg.value, node)
-
-    def _copy_into(self, receiver: cst.BaseExpression, node: cst.Call) -> None:
-        """`dst.copy_(src[, non_blocking])`: a download into a pinned `dst`, an upload from a
-        pinned `src`, or (blocking, into a host buffer) a host write."""
-        state = self.live
-        source = node.args[0].value
-        dst, src = written_buffer(receiver), dotted_name(source)
-        asynchronous = non_blocking(node) or (
-            len(node.args) > 1 and node.args[1].keyword is None and is_true(node.args[1].value)
-        )
-        if src is not None and src in state.pinned and asynchronous:
-            self._upload(src, node)
-        elif src is not None:
-            self._host_read(src, source)
-        else:
-            self._stored(source, node)
-        if dst is None:
-            self._eval(receiver)
-        elif asynchronous and dst in state.pinned:
-            self._pending_write_check(dst, node)
-            state.into[dst] = frozenset({Pending(Copy(node, state.current), frozenset({state.current}))})
-        elif not asynchronous:
-            self._host_write(receiver, node)
-
-    def _upload(self, key: str, node: cst.Call) -> None:
-        state = self.live
-        copy = Pending(Copy(node, state.current), frozenset({state.current}))
-        for buffer in {key, state.views.get(key, key)}:
-            state.out_of[buffer] = state.out_of.get(buffer, frozenset()) | {copy}
 
     # ---- host accesses
 
@@ -537,6 +350,14 @@ class _Analysis(HostOrdering, Interpreter[HostState, Loop[HostState]]):
         span = span_node or self.statement or node
         hazard = HostHazard(kind, node, span, tuple(sorted(fields.items())), copies, rests_on)
         self.hazards.setdefault((kind, node), hazard)
+
+    def _callee_reads(self, function: cst.FunctionDef, parameter: str) -> frozenset[str] | None:
+        """Run a callee with `parameter` host memory a download may still be writing: what its
+        reading that on the host rests on, None if it does not."""
+        hazards: dict[tuple[str, cst.CSTNode], HostHazard] = {}
+        _Analysis(self.facts, hazards, in_function=True, pending=parameter).run(function.body.body)
+        reads = (h for h in hazards.values() if h.kind == kinds.HOST_READ_PENDING and ("buffer", parameter) in h.fields)
+        return next((hazard.assumptions for hazard in reads), None)
 
 
 _SYNCS = frozenset({api.operation(DEVICE_SYNC), api.SYNC_RECEIVER})

@@ -8,7 +8,7 @@ the other parts (bindings, values, accesses).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 
 import libcst as cst
@@ -21,7 +21,6 @@ from csan_lint.lint.analysis.tokens import (
     DEFAULT,
     alternatives,
     distinct,
-    event_name,
     event_token,
     is_event,
     issued_on,
@@ -29,20 +28,18 @@ from csan_lint.lint.analysis.tokens import (
 )
 from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.callers import CallersJoin
-from csan_lint.lint.effects import Helpers, probe_key
+from csan_lint.lint.effects import Helpers, probe_key, renamed
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.nodes import descendants, parameters
 from csan_lint.lint.ordering import Access, FlowState, HazardKind, Mark, Produced, TrackedTensor
 from csan_lint.lint.run_facts import NO_MODULE_FACTS
 from csan_lint.lint.scan import kept_tensor_params, tensor_annotation, used_as_tensors
 from csan_lint.lint.streams import stream_token
-from csan_lint.lint.summaries import RETURNED, returned_key, returned_position
+from csan_lint.lint.summaries import returned_key, returned_position
 from csan_lint.lint.values import Value, called_or_named
 
 _NOT_TENSORS = ("stream", "context", "event", "host")
 """Kinds of values a call may return that are never tensors."""
-_HANDED = event_token(f"{RETURNED}[")
-"""The callee's token of an event it returns beside a tensor, in the marks of its summary."""
 
 
 class Returns:
@@ -188,7 +185,7 @@ class Returns:
                 noted.append((position, element, mark))
         names = enumerate(map(dotted_name, elements)) if listed else ()  # `return out, done`: done is <return>[1]
         handed = {event_token(name): event_token(returned_key(index)) for index, name in names if name is not None}
-        self.anypath.returned.update((position, _renamed(mark, handed)) for position, _, mark in noted)
+        self.anypath.returned.update((position, renamed(mark, handed)) for position, _, mark in noted)
         return noted
 
     def _allocates(self, value: cst.BaseExpression) -> bool:
@@ -326,40 +323,6 @@ class Returns:
         what was: `state["done"][i]`)."""
         first = root(token)
         return is_event(token) and (first in ("self", "cls") or first in self.caller_streams)
-
-    def _bind_returned(self, target: cst.BaseExpression, returned: dict[int | None, Mark]) -> None:
-        """`x = f()`, `a, b = f()`: each name starts from the write, on the callee's stream, of
-        the value it gets (by position in a returned tuple, else the whole value's); `pair = f()`
-        of a tuple: `pair[i]` does, item by item. An event returned beside them is no tensor,
-        and they are ordered before it under the caller's name for it (`b`, `pair[1]`)."""
-        elements = [element.value for element in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else []
-        named = list(enumerate(elements)) if elements else [(None, target)]
-        handed: dict[str, str] = {}  # the callee's token for an event it returned -> the caller's
-        for token in {token for mark in returned.values() for token in mark.after}:
-            position = returned_position(event_name(token) or "") if token.startswith(_HANDED) else None
-            if position is not None and isinstance(target, cst.Name):
-                handed[token] = event_token(f"{target.value}[{position}]")
-            elif position is not None and position < len(elements) and (name := dotted_name(elements[position])):
-                handed[token] = event_token(name)
-        for index, element in named:
-            mark = returned.get(index) or returned.get(None)
-            if isinstance(element, cst.Name) and event_token(returned_key(index)) in handed:
-                self.live.tensors.pop(element.value, None)  # the event, no tensor
-            elif isinstance(element, cst.Name) and mark is not None:
-                self.live.tensors[element.value] = TrackedTensor(
-                    writes=frozenset({_renamed(mark, handed)}), unsure=True
-                )
-        if isinstance(target, cst.Name) and None not in returned:
-            for index, mark in returned.items():
-                item = TrackedTensor(writes=frozenset({_renamed(mark, handed)}), unsure=True)
-                self.live.tensors[f"{target.value}[{index}]"] = item
-
-
-def _renamed(mark: Mark, names: Mapping[str, str]) -> Mark:
-    """`mark` with the events it is ordered before renamed: an event handed back beside a tensor
-    (`return out, done`) is `event:<return>[1]` to the caller, and its own name for it there."""
-    after = frozenset(names.get(token, token) for token in mark.after)
-    return mark if after == mark.after else replace(mark, after=after)
 
 
 def tracked_key(expr: cst.BaseExpression) -> str | None:
