@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis.api import Kind
 from csan_lint.lint.analysis.uses import ModuleUses
 from csan_lint.lint.names import ImportTable
 from csan_lint.lint.recognize import PARTIAL
 from csan_lint.lint.run_facts import ModuleFacts
 
 _HOOK_KEYWORD = "hook"
-_FUNCTIONS = ("torch.autograd.Function", "torch.autograd.function.Function")
 _BACKWARD = "backward"
 
 
@@ -57,7 +58,7 @@ def with_hooks(
     classes: Mapping[str, Sequence[str]],
 ) -> ModuleFacts:
     """`observed`, and what the module's hook registrations and autograd Functions say of the
-    hooks' arguments (`classes`: the module's classes -> their bases as spelled)."""
+    hooks' arguments (`classes`: the module's classes -> their bases' dotted names)."""
     defined = dict(functions)
     hooks: dict[str, tuple[frozenset[str], str]] = {}
     for owner, call in uses.registrations:
@@ -67,7 +68,7 @@ def with_hooks(
             hooks[name] = (_parameters(defined[name], bound), caller)
     for owner, bases in classes.items():
         backward = defined.get(f"{owner}.{_BACKWARD}")
-        if backward is not None and any(imports.qualified(cst.parse_expression(b)) in _FUNCTIONS for b in bases):
+        if backward is not None and any(_is_autograd_function(base, imports) for base in bases):
             params = _parameters(backward, 1)  # after `ctx`
             hooks[f"{owner}.{_BACKWARD}"] = (params, f"autograd passes it to '{owner}.backward'")
     if not hooks:
@@ -104,3 +105,8 @@ def _parameters(function: cst.FunctionDef, bound: int = 0) -> frozenset[str]:
     star = function.params.star_arg
     starred = [star.name.value] if isinstance(star, cst.Param) else []
     return frozenset([*positional, *(p.name.value for p in function.params.kwonly_params), *starred])
+
+
+def _is_autograd_function(base: str, imports: ImportTable) -> bool:
+    operation = api.operation(imports.qualified_name(base))
+    return operation is not None and operation.kind is Kind.AUTOGRAD_FUNCTION

@@ -228,6 +228,10 @@ class ImportTable:
         dotted = dotted_name(expr)
         if dotted is None:
             return self._through_accelerator(expr)
+        return self.qualified_name(dotted)
+
+    def qualified_name(self, dotted: str) -> str | None:
+        """`qualified` of a dotted name as the module spells it (a class's base, `nn.Module`)."""
         if dotted in self._project:
             return self._project[dotted]
         if self._references.get(dotted) is not None:

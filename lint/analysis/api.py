@@ -63,6 +63,9 @@ class Kind(enum.Enum):
     """Makes a stream current until another is set."""
     BACKWARD = "backward"
     """Autograd runs the backward pass: every leaf's `.grad` is written on the current stream."""
+    AUTOGRAD_FUNCTION = "autograd function"
+    """A base class whose subclasses' `backward` autograd calls, after `ctx`, with the
+    gradients of their outputs written on the stream current where the backward pass runs."""
     REGISTER_HOOK = "register hook"
     """A callable registered for autograd or a module to call later, with tensors written on the
     stream current where it is called: the gradient, the parameter it accumulated into, a
@@ -186,6 +189,10 @@ FUNCTIONS: tuple[Function, ...] = (
         for name in _COLLECTIVES
     ),
     Function("torch.autograd.backward", Operation(Kind.BACKWARD), marks_stream_code=False),
+    *(
+        Function(name, Operation(Kind.AUTOGRAD_FUNCTION), marks_stream_code=False)
+        for name in ("torch.autograd.Function", "torch.autograd.function.Function")
+    ),
     *(
         Function(f"torch.{name}", Operation(Kind.ALLOC), marks_stream_code=False)
         for name in ("empty", "empty_like", "empty_strided")
