@@ -109,13 +109,15 @@ def _marks(marks: frozenset[Mark], where: Where, *, writes: bool = False) -> lis
 
 def describe_host(state: HostState, where: Where) -> dict[str, object]:
     """Hostflow's state: the current stream; per host buffer the non-blocking copies that may
-    still write it (downloads) or read it (uploads), each with the tokens whose host sync
+    still write it (downloads) or read it (uploads), or whose direction the code does not say,
+    each with the tokens whose host sync
     covers it; pinned buffers; events made and not yet recorded on every path; names bound to
     streams and stream contexts; the graph capture running."""
     return {
         "current_stream": state.current,
         "pending_downloads": _pending(state.into, where),
         "pending_uploads": _pending(state.out_of, where),
+        "pending_copies_of_unknown_direction": _pending(state.unplaced, where),
         "pinned": sorted(state.pinned),
         "events_not_recorded": sorted(state.unrecorded),
         "streams": dict(sorted(state.streams.items())),

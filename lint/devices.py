@@ -8,7 +8,9 @@ One statement of PyTorch's placement rules for both interpreters:
 - `.cpu()` and `.pin_memory()` give host memory, `.cuda()` device memory, and `.to(d)` goes where
   `d` says: a device (`"cpu"`, `"cuda:1"`, `torch.device("cpu")`, `y.device`, a name bound to
   one) or a tensor (`x.to(y)`: where `y` lives);
-- `x.device` names where `x` lives.
+- `x.device` names where `x` lives;
+- only host tensors have `pin_memory()` (a CUDA tensor raises): hostflow takes its receiver for
+  host memory, so a non-blocking copy into it to a device the code does not name was a download.
 Anything else is unknown (None): a parameter, the result of unknown code. The analyses ask
 `place_of_result` of a call and `place_of_device` of a device argument, with what they know
 of names (`known`: a tensor's place, or the place a name bound to a device names).

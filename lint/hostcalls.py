@@ -21,6 +21,7 @@ from csan_lint.lint.values import code_of, is_barrier
 from csan_lint.lint.vocabulary import (
     BUILTINS,
     DATA_BUILTINS,
+    HOST_ONLY_METHODS,
     METADATA,
     OUT_KEYWORD,
     STORING_METHODS,
@@ -55,6 +56,8 @@ class HostCalls:
     _pending_write_check: Callable[[str, cst.CSTNode], None]
     _stream: Callable[[cst.BaseExpression | None], str | None]
     _to_host: Callable[[cst.Call], bool]
+    _copies_unplaced: Callable[[cst.BaseExpression], bool]
+    _host_only: Callable[[str], None]
     _callee_reads: Callable[[cst.FunctionDef, str], frozenset[str] | None]
 
     def _call(self, node: cst.Call) -> None:
@@ -115,7 +118,10 @@ class HostCalls:
         if api.method_op(method)[0] == api.COPY_INTO and node.args:
             self._copy_into(receiver, node)
             return
-        if self._downloads(receiver):  # `x.to("cpu", non_blocking=True).tolist()`: read at once
+        if method in HOST_ONLY_METHODS and key is not None:
+            self._host_only(key)
+        if self._downloads(receiver) or (method in HOST_ONLY_METHODS and self._copies_unplaced(receiver)):
+            # `x.to("cpu", non_blocking=True).tolist()`, `x.to(d, non_blocking=True).pin_memory()`: read at once
             self._read_at_once(receiver, node)
             self._eval_args(node, reads=True)
             return

@@ -14,6 +14,8 @@ objects (copies, events, captures), so they get their own small state:
 
 Branches join by union of what is pending and intersection of what orders it; loops run to a
 fixpoint, so a copy at the end of one iteration meets the overwrite at the start of the next.
+A non-blocking copy to a device the code does not name is a download only where its result turns
+out to be host memory (`pin_memory()` is called on it: lint/devices.py).
 Precision over recall: a buffer counts as pinned only when this module pins it, and a call to a
 same-module function that synchronizes anywhere in its body orders the host after everything. A
 pending buffer given to a function of the module is read where its body reads that parameter;
@@ -153,6 +155,8 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
                 self._forget(key)
                 if source in state.into:
                     state.into[key] = state.into[source]
+                if source in state.unplaced:
+                    state.unplaced[key] = state.unplaced[source]
                 storage = self.facts.attributes.storage(source)  # `h = self.part`: h holds part's base too
                 if (uploads := next((state.out_of[s] for s in storage if s in state.out_of), None)) is not None:
                     state.out_of[key] = uploads
@@ -193,6 +197,7 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
         if qualified in EVENT_CONSTRUCTORS:
             state.unrecorded |= {key}
             forget_token(state.into, event_token(key))  # a new event orders nothing yet
+            forget_token(state.unplaced, event_token(key))
             forget_token(state.out_of, event_token(key))
         elif qualified in (CURRENT_STREAM, DEFAULT_STREAM):
             state.streams[key] = self._stream(value) or key
@@ -211,10 +216,13 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
         elif self._downloads(value):
             state.into[key] = frozenset({Pending(Copy(value, state.current), frozenset({state.current}))})
             state.pinned |= {key}
+        elif self._copies_unplaced(value):
+            state.unplaced[key] = frozenset({Pending(Copy(value, state.current), frozenset({state.current}))})
 
     def _forget(self, key: str) -> None:
         state = self.live
         state.into.pop(key, None)
+        state.unplaced.pop(key, None)
         state.out_of.pop(key, None)
         state.streams.pop(key, None)
         state.contexts.pop(key, None)
@@ -251,11 +259,29 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
             and self._to_host(expr)
         )
 
+    def _copies_unplaced(self, expr: cst.BaseExpression) -> bool:
+        """A non-blocking copy to a place the code does not say (`x.to(dev, non_blocking=True)`)."""
+        return (
+            isinstance(expr, cst.Call)
+            and isinstance(expr.func, cst.Attribute)
+            and api.method_op(expr.func.attr.value)[0] == api.COPY_EITHER
+            and non_blocking(expr)
+            and place_of_result(expr, self.imports, self._known) is None
+        )
+
+    def _host_only(self, key: str) -> None:
+        """A method only host tensors have was called on `key`: it is host memory, and the
+        copies into it of a place the code did not say were downloads."""
+        self.live.on_host |= {key}
+        if (copies := self.live.unplaced.pop(key, None)) is not None:
+            self.live.into[key] = self.live.into.get(key, frozenset()) | copies
+
     def _hand_off(self, expr: cst.BaseExpression) -> None:
         """A value given to code whose effect is unknown: not read here, no longer tracked."""
         key = dotted_name(expr)
         if key is not None:
             self.live.into.pop(key, None)
+            self.live.unplaced.pop(key, None)
             self.live.out_of.pop(key, None)
             self.live.unrecorded -= {key}
         elif (items := literal_items(expr)) is not None:
@@ -310,6 +336,7 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
                 self._eval(index)
         self._pending_write_check(key, node)
         self.live.into.pop(key, None)
+        self.live.unplaced.pop(key, None)
 
     def _pending_write_check(self, key: str, node: cst.CSTNode) -> None:
         """A host write to `key`, or through `key` to the attribute it is a view of."""

@@ -61,6 +61,7 @@ class HostOrdering:
 
     def _host_sync(self, token: str | None) -> None:
         drop_pending(self.live.into, token)
+        drop_pending(self.live.unplaced, token)
         drop_pending(self.live.out_of, token)
 
     def _ordering(self, node: cst.Call, func: cst.Attribute) -> bool:
@@ -77,6 +78,7 @@ class HostOrdering:
             waiter, producer = self._stream(receiver), self._stream(args[0])
             if waiter is not None and producer is not None:
                 update_pending(state.into, producer, waiter)
+                update_pending(state.unplaced, producer, waiter)
                 update_pending(state.out_of, producer, waiter)
                 if capture is not None:
                     self._capture_order(waiter, producer)
@@ -90,6 +92,7 @@ class HostOrdering:
                 state.unrecorded -= {event}
             if event is not None and waiter is not None:
                 update_pending(state.into, event_token(event), waiter)
+                update_pending(state.unplaced, event_token(event), waiter)
                 update_pending(state.out_of, event_token(event), waiter)
                 if capture is not None:
                     for captured, recorded_on in capture.events:
@@ -138,10 +141,9 @@ class HostOrdering:
     def _record(self, event: str, stream: str) -> None:
         state = self.live
         token = event_token(event)
-        forget_token(state.into, token)
-        forget_token(state.out_of, token)
-        update_pending(state.into, stream, token)
-        update_pending(state.out_of, stream, token)
+        for pendings in (state.into, state.out_of, state.unplaced):
+            forget_token(pendings, token)
+            update_pending(pendings, stream, token)
         state.unrecorded -= {event}
         if state.capture is not None:
             events = frozenset(e for e in state.capture.events if e[0] != event) | {(event, stream)}

@@ -61,6 +61,10 @@ class HostState:
     """Names bound to `torch.cuda.stream(s)` objects -> the stream their `with` makes current."""
     into: dict[str, frozenset[Pending]] = field(default_factory=dict)
     """Host buffer -> device-to-host copies that may still be writing it."""
+    unplaced: dict[str, frozenset[Pending]] = field(default_factory=dict)
+    """Name -> non-blocking copies into it to a place the code does not say (`x.to(dev,
+    non_blocking=True)`): downloads only where it turns out to be host memory (a method only
+    host tensors have is called on it, `pin_memory()`), which reads it there and then."""
     out_of: dict[str, frozenset[Pending]] = field(default_factory=dict)
     """Pinned host buffer -> host-to-device copies that may still be reading it."""
     pinned: frozenset[str] = frozenset()
@@ -79,6 +83,7 @@ class HostState:
             streams=dict(self.streams),
             contexts=dict(self.contexts),
             into=dict(self.into),
+            unplaced=dict(self.unplaced),
             out_of=dict(self.out_of),
             views=dict(self.views),
         )
@@ -117,6 +122,7 @@ def join_host_states(states: Iterable[HostState | None]) -> HostState | None:
         result.views = {k: v for k, v in result.views.items() if state.views.get(k) == v}
         result.contexts = join_contexts(result.contexts, state.contexts)
         result.into = _join_maps(result.into, state.into)
+        result.unplaced = _join_maps(result.unplaced, state.unplaced)
         result.out_of = _join_maps(result.out_of, state.out_of)
         result.pinned &= state.pinned
         result.on_host |= state.on_host

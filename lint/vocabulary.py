@@ -35,6 +35,10 @@ SYNC_METHODS = api.methods(Receiver.TENSOR, kinds=(Kind.HOST_SYNC,)) | {
     m.name for m in api.METHODS if m.receiver is Receiver.TENSOR and m.op.direction is Direction.TO_HOST
 }
 """Reading a device tensor on the host waits for the current stream."""
+HOST_ONLY_METHODS = frozenset(
+    m.name for m in api.METHODS if m.receiver is Receiver.TENSOR and m.op.direction is Direction.TO_PINNED
+)
+"""Methods only a host tensor has (a CUDA tensor raises): their receiver is host memory."""
 VIEW_METHODS = frozenset(
     {
         "view", "view_as", "reshape", "reshape_as", "expand", "expand_as", "transpose", "t",

@@ -183,3 +183,73 @@ def test_the_release_rests_on_its_assumption() -> None:
     source = textwrap.dedent(OFFLOAD.format(record="", value="dest"))
     [finding] = [finding for finding in lint_source(source, "m.py", assumptions=REBOUND) if finding.code == "CSL201"]
     assert "rebound-data-releases-callers-memory" in finding.assumptions
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (  # a copy to a device the code does not name, then pinned: it was a download, read now
+            """
+            import torch
+
+            def f(x, dev):
+                return x.to(device=dev, non_blocking=True).pin_memory()
+            """,
+            [("CSL301", 5)],
+        ),
+        (  # the same through a name
+            """
+            import torch
+
+            def f(x, dev):
+                y = x.to(dev, non_blocking=True)
+                return y.pin_memory()
+            """,
+            [("CSL301", 6)],
+        ),
+        (  # the copy read into another buffer, as DeepSpeed's offloaded gradients are
+            """
+            import torch
+
+            def f(x, dst, dev):
+                dst.copy_(x.to(dtype=torch.float32, device=dev, non_blocking=True).pin_memory())
+            """,
+            [("CSL301", 5)],
+        ),
+        (  # synchronized before: done
+            """
+            import torch
+
+            def f(x, dev):
+                y = x.to(dev, non_blocking=True)
+                torch.cuda.synchronize()
+                return y.pin_memory()
+            """,
+            [],
+        ),
+        (  # nothing says where it went: an upload as likely as a download, no finding
+            """
+            import torch
+
+            def f(x, dev):
+                y = x.to(dev, non_blocking=True)
+                z = y * 2
+                return y.sum(), z
+            """,
+            [],
+        ),
+        (  # rebound before the host-only method: another tensor
+            """
+            import torch
+
+            def f(x, dev):
+                y = x.to(dev, non_blocking=True)
+                y = torch.zeros(4)
+                return y.pin_memory()
+            """,
+            [],
+        ),
+    ],
+)
+def test_a_method_only_host_tensors_have_places_a_copy_of_unknown_direction(source: str, expected: list) -> None:
+    assert findings(source) == expected
