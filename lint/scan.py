@@ -573,5 +573,28 @@ def tensor_params(function: cst.FunctionDef) -> frozenset[str]:
 
 def tensor_annotation(annotation: cst.BaseExpression) -> bool:
     """`torch.Tensor`, `Optional[Tensor]`, `list[Tensor]`, `nn.Parameter`: names a tensor."""
-    code = code_of(annotation)
-    return "Tensor" in code or "Parameter" in code
+    return not _TENSOR_TYPES.isdisjoint(_annotation_names(annotation))
+
+
+_TENSOR_TYPES = frozenset(
+    {"Tensor", "Parameter"}
+    | {
+        f"{kind}Tensor"
+        for kind in ("Float", "Double", "Half", "BFloat16", "Byte", "Char", "Short", "Int", "Long", "Bool")
+    }
+)
+"""Tensor types as annotations name them, the legacy typed ones (`torch.cuda.FloatTensor`) too."""
+
+
+def _annotation_names(annotation: cst.BaseExpression) -> Iterator[str]:
+    """The last part of every name an annotation spells, a quoted one's (`"torch.Tensor"`) too."""
+    for node in descendants(annotation):
+        if isinstance(node, cst.Name):
+            yield node.value
+        elif isinstance(node, cst.Attribute):
+            yield node.attr.value
+        elif isinstance(node, cst.SimpleString) and isinstance(quoted := node.evaluated_value, str):
+            try:
+                yield from _annotation_names(cst.parse_expression(quoted))
+            except cst.ParserSyntaxError:
+                continue

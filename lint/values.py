@@ -305,7 +305,7 @@ _HOST_RETURNS = frozenset({"int", "float", "bool", "str", "bytes", "None"})
 def _returns_host_value(function: cst.FunctionDef | None) -> bool:
     """A function annotated to return a Python number, bool or string: no tensor."""
     returns = function.returns if function is not None else None
-    return returns is not None and code_of(returns.annotation) in _HOST_RETURNS
+    return returns is not None and dotted_name(returns.annotation) in _HOST_RETURNS
 
 
 def is_inplace(method: str) -> bool:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import textwrap
 
+import libcst as cst
 import pytest
 
 from csan_lint.lint.engine import lint_source
+from csan_lint.lint.scan import tensor_annotation
 
 
 def codes(source: str) -> set[tuple[str, int]]:
@@ -533,3 +535,23 @@ def test_a_barrier_syncs_the_current_stream_with_the_host(imports: str, barrier:
 def test_a_barrier_handle_or_no_barrier_leaves_the_side_stream_unordered(barrier: str) -> None:
     source = BARRIER.format(imports="import torch.distributed as dist", barrier=barrier)
     assert codes(source) == {("CSL101", 9)}
+
+
+@pytest.mark.parametrize(
+    ("annotation", "tensor"),
+    [
+        ("torch.Tensor", True),
+        ("Tensor", True),
+        ("Optional[torch.Tensor]", True),
+        ("list[nn.Parameter]", True),
+        ('"torch.Tensor"', True),
+        ("Tensor | None", True),
+        ("torch.cuda.FloatTensor", True),
+        ("TensorDict", False),  # another type whose name contains the word
+        ("MyTensorLike", False),
+        ("int", False),
+        ('"not valid python ("', False),
+    ],
+)
+def test_a_tensor_annotation_names_the_type_not_the_word(annotation: str, tensor: bool) -> None:
+    assert tensor_annotation(cst.parse_expression(annotation)) is tensor
