@@ -53,7 +53,7 @@ class HostCalls:
     _host_write: Callable[[cst.BaseExpression, cst.CSTNode], None]
     _may_be_on_device: Callable[[cst.BaseExpression], bool]
     _ordering: Callable[[cst.Call, cst.Attribute], bool]
-    _pending_write_check: Callable[[str, cst.CSTNode], None]
+    _pending_write_check: Callable[..., None]
     _stream: Callable[[cst.BaseExpression | None], str | None]
     _to_host: Callable[[cst.Call], bool]
     _copies_unplaced: Callable[[cst.BaseExpression], bool]
@@ -215,7 +215,7 @@ class HostCalls:
         if dst is None:
             self._eval(receiver)
         elif asynchronous and dst in state.pinned:
-            self._pending_write_check(dst, node)
+            self._pending_write_check(dst, node, on=state.current)
             state.into[dst] = frozenset({Pending(Copy(node, state.current), frozenset({state.current}))})
         elif not asynchronous:
             self._host_write(receiver, node)

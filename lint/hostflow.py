@@ -338,11 +338,14 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
         self.live.into.pop(key, None)
         self.live.unplaced.pop(key, None)
 
-    def _pending_write_check(self, key: str, node: cst.CSTNode) -> None:
-        """A host write to `key`, or through `key` to the attribute it is a view of."""
+    def _pending_write_check(self, key: str, node: cst.CSTNode, on: str | None = None) -> None:
+        """A host write to `key`, or through `key` to the attribute it is a view of; `on`: made
+        by a copy on that stream instead, after the uploads issued on it or ordered before it."""
         base = self.live.views.get(key)
         for storage in (*(() if base is None else (base,)), *self.facts.attributes.storage(key)):
             pending = self.live.out_of.pop(storage, None)
+            if pending and on is not None:
+                pending = frozenset(p for p in pending if on not in p.after)
             if pending:
                 fields = {"buffer": storage} | ({"view": key} if key != storage else {})
                 if self.next_call:

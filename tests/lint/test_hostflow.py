@@ -650,3 +650,35 @@ def test_attributes_of_another_class_do_not_hide_the_next_call() -> None:
     """
     source = "import torch\n" + textwrap.dedent(one.format(name="A")) + textwrap.dedent(one.format(name="B"))
     assert hazards(source) == {(kinds.HOST_WRITE_PENDING, 9), (kinds.HOST_WRITE_PENDING, 18)}
+
+
+STAGED_BACK = """
+import torch
+
+def stage(grads, side):
+    pinned = torch.empty(8, pin_memory=True)
+    for g in grads:
+        {download}
+        torch.cuda.synchronize()
+        g.copy_(pinned, non_blocking=True)
+"""
+
+
+@pytest.mark.parametrize(
+    ("download", "expected"),
+    [
+        # the copy into the buffer runs on the stream of the last iteration's upload out of it:
+        # the device orders them, and the host writes nothing
+        ("pinned.copy_(g, non_blocking=True)", set()),
+        # on another stream, nothing orders the two copies of the buffer
+        (
+            "with torch.cuda.stream(side):\n            pinned.copy_(g, non_blocking=True)",
+            {(kinds.HOST_WRITE_PENDING, 8)},
+        ),
+        # a blocking copy into it is the host's write
+        ("pinned.copy_(g)", {(kinds.HOST_WRITE_PENDING, 7)}),
+    ],
+)
+def test_a_copy_into_a_pinned_buffer_is_ordered_after_uploads_on_its_stream(download: str, expected: set) -> None:
+    found = hazards(STAGED_BACK.format(download=download))
+    assert {h for h in found if h[0] == kinds.HOST_WRITE_PENDING} == expected
