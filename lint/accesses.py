@@ -22,7 +22,7 @@ import libcst as cst
 from csan_lint.lint.analysis.tokens import CURRENT, HOST, issued_on
 from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.bindings import Bindings
-from csan_lint.lint.callers import NO_CALLERS, CallersJoin
+from csan_lint.lint.callers import NO_CALLER
 from csan_lint.lint.calls import Calls
 from csan_lint.lint.conflicts import conflicts, with_access
 from csan_lint.lint.defaultjoin import DefaultJoins
@@ -107,20 +107,10 @@ class FunctionAnalysis(
         self.maybe_tensors = set(params)
         """Names of unknown values that may be tensors: parameters and loop targets."""
         self.used_as_tensors: frozenset[str] = frozenset()
-        self.caller_owned: frozenset[str] = frozenset()
-        """Parameters whose pending side-stream writes at return are reported (`produced_by_caller`)."""
-        self.caller_kept: frozenset[str] = frozenset()
-        """Those the caller is seen to keep as tensors: their pending reads at return are reported."""
+        self.caller = NO_CALLER
+        """What the function takes of its caller (`produced_by_caller`)."""
         self.anypath = AnyPath()
         """What the function does on any path, for its returns and its summary."""
-        self.annotated_params: frozenset[str] = frozenset()
-        """Parameters annotated as tensors (`produced_by_caller`): what their hazards assume."""
-        self.caller_streams: frozenset[str] = frozenset()
-        """Every parameter's name: a stream the caller passed in is one it can join."""
-        self.orders_after_default = False
-        """Whether a stream waits on `default_stream()` here: the caller's data are then its (`_caller_written`)."""
-        self.callers_join: CallersJoin = NO_CALLERS
-        """Whether every caller in the linted module joins, or forks, a stream (`returns_to_caller`)."""
         self.state = FlowState(tensors=dict(entry or {}))
         for token in probes:
             self.live.tensors[probe_key(token)] = TrackedTensor(
@@ -237,7 +227,7 @@ class FunctionAnalysis(
         self.statement = target
         self._bind(target, Value("other"))
         self.maybe_tensors.update(loop_tensors(target, iterable))
-        owned = self.caller_owned - self.anypath.bound
+        owned = self.caller.owned - self.anypath.bound
         self.anypath.callers_items.update(
             name for name, container in iterated_items(target, iterable) if container in owned
         )
@@ -338,7 +328,7 @@ class FunctionAnalysis(
         work an allocation's block may still be in use by (`callers`), are ordered where every
         caller forks the stream or the stream waited on an event the caller recorded."""
         if (produced == "by the caller" or callers) and (
-            access.stream in self.anypath.waits_callers_event or self.callers_join.forks(access.stream)
+            access.stream in self.anypath.waits_callers_event or self.caller.join.forks(access.stream)
         ):
             return
         origin = origin if origin != self.function else None

@@ -16,6 +16,7 @@ from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.tokens import UNKNOWN, choice, distinct, event_token, issued_on, item_key
 from csan_lint.lint.anypath import AnyPath
+from csan_lint.lint.callers import Caller
 from csan_lint.lint.effects import Helpers, probe_key
 from csan_lint.lint.getters import getter_holder
 from csan_lint.lint.handover import handed_out, records, stash_dropped
@@ -52,6 +53,7 @@ class Bindings:
     """The binding half of `FunctionAnalysis`."""
 
     anypath: AnyPath
+    caller: Caller
 
     imports: ImportTable
     function: str | None
@@ -59,7 +61,6 @@ class Bindings:
     maybe_tensors: set[str]
     """Names of unknown values that may be tensors: parameters and loop targets."""
     used_as_tensors: frozenset[str]
-    caller_streams: frozenset[str]
     state: FlowState | None
     live: FlowState
     # The host's methods from the other parts; those taking keyword-only flags are `...`.
@@ -283,12 +284,12 @@ class Bindings:
         if not isinstance(value, cst.Subscript):
             return False
         root = (dotted_name(value.value) or "").split(".", 1)[0]
-        return root in self.caller_streams or root in ("self", "cls")
+        return root in self.caller.streams or root in ("self", "cls")
 
     def _holder(self, value: cst.BaseExpression) -> str | None:
         """The object whose state `value`, a getter's result, is (lint/getters.py): not a
         tensor the call certainly makes."""
-        holder = getter_holder(value, self.caller_streams)
+        holder = getter_holder(value, self.caller.streams)
         return None if holder is None or self._fresh(value) else holder
 
     def _allocated(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:

@@ -10,6 +10,7 @@ body is not checked.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import libcst as cst
 
@@ -87,3 +88,26 @@ def _synchronizes(call: cst.Call) -> bool:
 
 NO_CALLERS = CallersJoin("", ())
 """For a function no linted code calls: no caller orders anything."""
+
+
+@dataclass(frozen=True)
+class Caller:
+    """What a function takes of its caller, set once at entry (`Returns.produced_by_caller`): the
+    interpreter's state starts from it, and its returns are judged against it."""
+
+    owned: frozenset[str] = frozenset()
+    """Parameters whose pending side-stream writes at return are reported."""
+    kept: frozenset[str] = frozenset()
+    """Those the caller is seen to keep as tensors: their pending reads at return are reported."""
+    annotated: frozenset[str] = frozenset()
+    """Parameters annotated as tensors: what their hazards assume."""
+    streams: frozenset[str] = frozenset()
+    """Every parameter's name: a stream the caller passed in is one it can join."""
+    orders_after_default: bool = False
+    """Whether a stream waits on `default_stream()` here: the caller's data are then its."""
+    join: CallersJoin = NO_CALLERS
+    """Whether every caller in the linted module joins, or forks, a stream."""
+
+
+NO_CALLER = Caller()
+"""Before `produced_by_caller`: a module body, or a function run from what other methods leave."""

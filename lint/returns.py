@@ -27,7 +27,7 @@ from csan_lint.lint.analysis.tokens import (
     root,
 )
 from csan_lint.lint.anypath import AnyPath
-from csan_lint.lint.callers import CallersJoin
+from csan_lint.lint.callers import Caller, CallersJoin
 from csan_lint.lint.effects import Helpers, probe_key, renamed
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.nodes import descendants, parameters
@@ -46,6 +46,7 @@ class Returns:
     """The return half of `FunctionAnalysis`."""
 
     anypath: AnyPath
+    caller: Caller
 
     imports: ImportTable
     function: str | None
@@ -54,13 +55,8 @@ class Returns:
     live: FlowState
     silent: int
     entry_stream: str
-    caller_owned: frozenset[str]
-    caller_kept: frozenset[str]
-    caller_streams: frozenset[str]
-    callers_join: CallersJoin
     records: set[tuple[str, str]]
     exits: list[FlowState]
-    orders_after_default: bool
     # The host's methods from the other parts; those taking keyword-only flags are `...`.
     _value: Callable[[cst.BaseExpression], Value]
     _fresh: Callable[[cst.BaseExpression], bool]
@@ -73,18 +69,21 @@ class Returns:
         the call, on `written_on` (an unannotated one may be anything: ready), and
         side-stream work on them still pending at return is left to it; unless every caller in
         the module forks, or joins, that stream itself (`callers`)."""
-        self.callers_join = callers
         params = parameters(function)
-        self.caller_owned = frozenset(self.maybe_tensors)
+        owned = frozenset(self.maybe_tensors)
         observed = self.helpers.observed if self.helpers is not None else NO_MODULE_FACTS
         kept = kept_tensor_params(function) | observed.kept_by_caller(self.function)
-        self.caller_kept = kept & self.caller_owned
-        self.caller_streams = frozenset(param.name.value for param in params)
-        self.orders_after_default = _waits_on_default(function, self.imports)
-        self.annotated_params = frozenset(
-            param.name.value
-            for param in params
-            if param.annotation is not None and tensor_annotation(param.annotation.annotation)
+        self.caller = Caller(
+            owned=owned,
+            kept=kept & owned,
+            annotated=frozenset(
+                param.name.value
+                for param in params
+                if param.annotation is not None and tensor_annotation(param.annotation.annotation)
+            ),
+            streams=frozenset(param.name.value for param in params),
+            orders_after_default=_waits_on_default(function, self.imports),
+            join=callers,
         )
         unannotated = self._assumes(assumed.UNANNOTATED_PARAMETERS_WRITTEN_BY_CALLER)
         used = used_as_tensors(function.body, self.imports) if unannotated else frozenset()
@@ -115,10 +114,10 @@ class Returns:
         rests: set[str] = set()
         if self._observed_written(tensor):
             pass  # a run saw it: no assumption (`ModuleFlow.location` lists the fact)
-        elif produced == "by the caller" and "." in tensor and not self.orders_after_default:
+        elif produced == "by the caller" and "." in tensor and not self.caller.orders_after_default:
             rests.add(assumed.ATTRIBUTES_WRITTEN_BY_CALLER)
         elif produced == "by the caller" and "." not in tensor:
-            annotated = tensor in self.annotated_params
+            annotated = tensor in self.caller.annotated
             rests.add(
                 assumed.ANNOTATED_PARAMETERS_WRITTEN_BY_CALLER
                 if annotated
@@ -149,7 +148,7 @@ class Returns:
         if "." not in key or key.startswith("\0"):
             return None
         if not (
-            self.orders_after_default
+            self.caller.orders_after_default
             or self._assumes(assumed.ATTRIBUTES_WRITTEN_BY_CALLER)
             or self._observed_written(key)
         ):
@@ -197,14 +196,14 @@ class Returns:
 
     def _return(self, node: cst.Return | None) -> None:
         """The caller continues from here: tensors die, and work still pending on a side stream
-        on the caller's tensors (`caller_owned`) is left to a caller that knows of no stream or
+        on the caller's tensors (`caller.owned`) is left to a caller that knows of no stream or
         event to join it with: unless anything but tensors is returned (an event, a stream, a
         future or an object that may hold one), or the stream is recorded, on some path, in an
         event the caller can reach (`self.done`, a parameter)."""
         value = node.value if node is not None else None
         noted = self._note_returned(value) if value is not None else []
         handed_back = value is not None and any(self._may_hold_work(key) for key in called_or_named(value))
-        callers = (self.caller_owned - self.anypath.bound) | self.anypath.borrowed
+        callers = (self.caller.owned - self.anypath.bound) | self.anypath.borrowed
         if node is not None and value is not None and not self._waitable_handed_back(value):
             self._unjoined_results([item for item in noted if tracked_key(item[1]) not in callers], node)
         for key in sorted(callers) if not handed_back else ():
@@ -224,13 +223,13 @@ class Returns:
                     produced=produced,
                 )
             for mark in (
-                tensor.reads if not pending_writes and key in self.caller_kept else ()
+                tensor.reads if not pending_writes and key in self.caller.kept else ()
             ):  # the caller's next write
                 if self._pending_at_return(mark, self.entry_stream):
                     self._hazard(HazardKind.WRITE_AFTER_READ, key, mark.access, mark.access.stream, node, returned=True)
         for key in sorted(self.anypath.callers_items - self.anypath.recorded_somewhere) if not handed_back else ():
             tensor = self.live.tensors.get(key)
-            for mark in tensor.writes if tensor is not None else ():  # read only: may be kept (`caller_kept`)
+            for mark in tensor.writes if tensor is not None else ():  # read only: may be kept (`caller.kept`)
                 if self._pending_at_return(mark, CURRENT):  # allocated outside any block, also when entered on one
                     self._hazard(HazardKind.FREE_IN_USE, key, mark.access, CURRENT, node, dropped=True)
         self.exits.append(self.live.copy())
@@ -274,7 +273,7 @@ class Returns:
 
     def _followed(self, position: int | None) -> bool:
         """The callers in the module start from this returned value through the summary."""
-        if self.helpers is None or self.function is None or not self.callers_join.called():
+        if self.helpers is None or self.function is None or not self.caller.join.called():
             return False
         summary = self.helpers.summary(self.function)
         return summary is not None and any(
@@ -312,9 +311,9 @@ class Returns:
         return (
             distinct(stream, caller)
             and not mark.orders(caller)
-            and stream not in self.caller_streams
+            and stream not in self.caller.streams
             and not set(alternatives(stream)) - {CURRENT} <= self.anypath.joined_at_entry
-            and not all(map(self.callers_join, set(alternatives(stream)) - {CURRENT}))
+            and not all(map(self.caller.join, set(alternatives(stream)) - {CURRENT}))
             and not any(on == stream and self._reachable_event(event) for event, on in self.records)
         )
 
@@ -322,7 +321,7 @@ class Returns:
         """An event the caller holds too: stored on `self`, or passed in (also an item of
         what was: `state["done"][i]`)."""
         first = root(token)
-        return is_event(token) and (first in ("self", "cls") or first in self.caller_streams)
+        return is_event(token) and (first in ("self", "cls") or first in self.caller.streams)
 
 
 def tracked_key(expr: cst.BaseExpression) -> str | None:

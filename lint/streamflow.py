@@ -26,7 +26,7 @@ from csan_lint.lint.analysis.api import Kind
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
 from csan_lint.lint.analysis.tokens import CURRENT
 from csan_lint.lint.analysis.uses import NO_USES, ModuleUses, module_uses
-from csan_lint.lint.callers import CallersJoin
+from csan_lint.lint.callers import Caller, CallersJoin
 from csan_lint.lint.carried import unrecorded_carried
 from csan_lint.lint.dataswap import swapped_out
 from csan_lint.lint.defaultjoin import waits_into_default
@@ -309,7 +309,7 @@ def _cross_method(
                 helpers=helpers,
                 entry=entry,
             )
-            analysis.callers_join = CallersJoin(f"{owner}.{method}", functions)
+            analysis.caller = Caller(join=CallersJoin(f"{owner}.{method}", functions))
             analysis.role = "from what the class's other methods leave written on a side stream"
             if (entered := entered_on.get(f"{owner}.{method}")) is not None:
                 analysis.live.current = entered.stream

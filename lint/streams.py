@@ -29,6 +29,7 @@ from csan_lint.lint.analysis.tokens import (
     root,
 )
 from csan_lint.lint.anypath import AnyPath
+from csan_lint.lint.callers import Caller
 from csan_lint.lint.itemwaits import is_item_token, item_waits
 from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, GRAPH_CAPTURE, ImportTable, dotted_name
 from csan_lint.lint.ordering import (
@@ -59,6 +60,7 @@ class Streams:
     allocator's record of streams (`record_stream`), and CUDA graphs captured and replayed."""
 
     anypath: AnyPath
+    caller: Caller
 
     imports: ImportTable
     state: FlowState | None
@@ -67,7 +69,6 @@ class Streams:
     """Streams and events the ordering calls named: a summary probes each of them."""
     entry_stream: str
     helpers: Helpers | None
-    caller_streams: frozenset[str]
     function: str | None
     records: set[tuple[str, str]]
     """(event, stream) for every record made on any path."""
@@ -248,7 +249,7 @@ class Streams:
         if not isinstance(stream, cst.Name) or stream.value in self.live.streams:
             return False
         name = stream.value
-        return name in self.anypath.loop_items or (name in self.caller_streams and name not in self.anypath.bound)
+        return name in self.anypath.loop_items or (name in self.caller.streams and name not in self.anypath.bound)
 
     def _collection_item(self, receiver: cst.BaseExpression) -> bool:
         """An item of a list or dict (`reqs[i - 1]`, a loop's `req`): waiting on it is waiting on

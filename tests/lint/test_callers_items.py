@@ -55,7 +55,7 @@ def test_an_item_of_the_callers_list_written_on_a_side_stream_and_left_pending_i
 
 def test_an_item_only_read_there_is_left_to_the_caller() -> None:
     """An offload reading the caller's gradients: the caller usually keeps them (as it keeps a
-    parameter only read, `caller_kept`), so a pending read alone is no evidence of a drop."""
+    parameter only read, `Caller.kept`), so a pending read alone is no evidence of a drop."""
     assert findings(loop="buf in bucket", use="self.total.add_(buf)") == []
 
 
