@@ -1,4 +1,5 @@
-"""Host calls: what a call does on the host side — a sync, a download or an upload started,
+"""Host calls: what a call does on the host side — a sync, a download or an upload started
+(a copy of a direction the code does not say kept apart until a use places it),
 a pending buffer read where a callee reads it (same-module functions run with it pending;
 unseen ones under `unseen-callees-read-downloads`), a copy into a host buffer.
 
@@ -14,6 +15,7 @@ import libcst as cst
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.api import Kind, Receiver
+from csan_lint.lint.devices import Place, place_of_result
 from csan_lint.lint.hostfacts import ModuleFacts, is_true, non_blocking, parameter_given, written_buffer
 from csan_lint.lint.hoststate import Copy, HostState, Pending
 from csan_lint.lint.names import DEVICE_SYNC, SET_STREAM, ImportTable, dotted_name
@@ -44,8 +46,8 @@ class HostCalls:
     live: HostState
     # The host's methods from the other parts; those taking keyword-only flags are `...`.
     _context_stream: Callable[[cst.BaseExpression], str | None]
-    _downloads: Callable[[cst.BaseExpression], bool]
     _eval: Callable[[cst.CSTNode], None]
+    _known: Callable[[str], Place | None]
     _hand_off: Callable[[cst.BaseExpression], None]
     _hazard: Callable[..., None]
     _host_read: Callable[..., None]
@@ -55,9 +57,6 @@ class HostCalls:
     _ordering: Callable[[cst.Call, cst.Attribute], bool]
     _pending_write_check: Callable[..., None]
     _stream: Callable[[cst.BaseExpression | None], str | None]
-    _to_host: Callable[[cst.Call], bool]
-    _copies_unplaced: Callable[[cst.BaseExpression], bool]
-    _host_only: Callable[[str], None]
     _callee_reads: Callable[[cst.FunctionDef, str], frozenset[str] | None]
 
     def _call(self, node: cst.Call) -> None:
@@ -225,3 +224,36 @@ class HostCalls:
         copy = Pending(Copy(node, state.current), frozenset({state.current}))
         for buffer in {key, state.views.get(key, key)}:
             state.out_of[buffer] = state.out_of.get(buffer, frozenset()) | {copy}
+
+    def _to_host(self, call: cst.Call) -> bool:
+        """`x.to(d, ...)` where `d` may be the host: `"cpu"`, `torch.device("cpu")`, `y.device`
+        of host memory `y`, `x.to(y)` of a host tensor `y`, `.cpu()`."""
+        return place_of_result(call, self.imports, self._known) is Place.HOST
+
+    def _downloads(self, expr: cst.BaseExpression) -> bool:
+        """A non-blocking copy to the host (`x.to("cpu", non_blocking=True)`): its result,
+        pinned memory, may not be there yet."""
+        return (
+            isinstance(expr, cst.Call)
+            and isinstance(expr.func, cst.Attribute)
+            and api.method_op(expr.func.attr.value)[0] == api.COPY_EITHER
+            and non_blocking(expr)
+            and self._to_host(expr)
+        )
+
+    def _copies_unplaced(self, expr: cst.BaseExpression) -> bool:
+        """A non-blocking copy to a place the code does not say (`x.to(dev, non_blocking=True)`)."""
+        return (
+            isinstance(expr, cst.Call)
+            and isinstance(expr.func, cst.Attribute)
+            and api.method_op(expr.func.attr.value)[0] == api.COPY_EITHER
+            and non_blocking(expr)
+            and place_of_result(expr, self.imports, self._known) is None
+        )
+
+    def _host_only(self, key: str) -> None:
+        """A method only host tensors have was called on `key`: it is host memory, and the
+        copies into it of a place the code did not say were downloads."""
+        self.live.on_host |= {key}
+        if (copies := self.live.unplaced.pop(key, None)) is not None:
+            self.live.into[key] = self.live.into.get(key, frozenset()) | copies

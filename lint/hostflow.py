@@ -38,7 +38,6 @@ from csan_lint.lint.hostcalls import LOOKS_ONLY, HostCalls
 from csan_lint.lint.hostfacts import (
     ModuleFacts,
     host_children,
-    non_blocking,
     pins,
     scan_facts,
     target_keys,
@@ -242,39 +241,6 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
         if isinstance(value, cst.Call) and self.imports.qualified(value.func) != "torch.device":
             return place_of_result(value, self.imports, self._known)
         return place_of_device(value, self.imports, self._known)
-
-    def _to_host(self, call: cst.Call) -> bool:
-        """`x.to(d, ...)` where `d` may be the host: `"cpu"`, `torch.device("cpu")`, `y.device`
-        of host memory `y`, `x.to(y)` of a host tensor `y`, `.cpu()`."""
-        return place_of_result(call, self.imports, self._known) is Place.HOST
-
-    def _downloads(self, expr: cst.BaseExpression) -> bool:
-        """A non-blocking copy to the host (`x.to("cpu", non_blocking=True)`): its result,
-        pinned memory, may not be there yet."""
-        return (
-            isinstance(expr, cst.Call)
-            and isinstance(expr.func, cst.Attribute)
-            and api.method_op(expr.func.attr.value)[0] == api.COPY_EITHER
-            and non_blocking(expr)
-            and self._to_host(expr)
-        )
-
-    def _copies_unplaced(self, expr: cst.BaseExpression) -> bool:
-        """A non-blocking copy to a place the code does not say (`x.to(dev, non_blocking=True)`)."""
-        return (
-            isinstance(expr, cst.Call)
-            and isinstance(expr.func, cst.Attribute)
-            and api.method_op(expr.func.attr.value)[0] == api.COPY_EITHER
-            and non_blocking(expr)
-            and place_of_result(expr, self.imports, self._known) is None
-        )
-
-    def _host_only(self, key: str) -> None:
-        """A method only host tensors have was called on `key`: it is host memory, and the
-        copies into it of a place the code did not say were downloads."""
-        self.live.on_host |= {key}
-        if (copies := self.live.unplaced.pop(key, None)) is not None:
-            self.live.into[key] = self.live.into.get(key, frozenset()) | copies
 
     def _hand_off(self, expr: cst.BaseExpression) -> None:
         """A value given to code whose effect is unknown: not read here, no longer tracked."""

@@ -29,11 +29,11 @@ from csan_lint.lint.analysis.tokens import (
 from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.callers import Caller, CallersJoin
 from csan_lint.lint.effects import Helpers, probe_key, renamed
-from csan_lint.lint.names import ImportTable, dotted_name
+from csan_lint.lint.names import ImportTable, dotted_name, tensor_annotation
 from csan_lint.lint.nodes import descendants, parameters
 from csan_lint.lint.ordering import Access, FlowState, HazardKind, Mark, Produced, TrackedTensor
 from csan_lint.lint.run_facts import NO_MODULE_FACTS
-from csan_lint.lint.scan import kept_tensor_params, tensor_annotation, used_as_tensors
+from csan_lint.lint.scan import kept_tensor_params, used_as_tensors
 from csan_lint.lint.streams import stream_token
 from csan_lint.lint.summaries import returned_key, returned_position
 from csan_lint.lint.values import Value, called_or_named

@@ -14,7 +14,7 @@ import libcst as cst
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Kind, Receiver
 from csan_lint.lint.analysis.tokens import CURRENT, UNKNOWN, alternatives, choice, root
-from csan_lint.lint.names import CURRENT_STREAM, ImportTable, dotted_name
+from csan_lint.lint.names import CURRENT_STREAM, ImportTable, dotted_name, tensor_annotation
 from csan_lint.lint.nodes import children, descendants, parameters, target_names
 from csan_lint.lint.recognize import NO_FUNCTIONS, ContextFunctions, entered_streams
 from csan_lint.lint.summaries import module_name
@@ -569,32 +569,3 @@ def tensor_params(function: cst.FunctionDef) -> frozenset[str]:
                 continue
         names.add(name)
     return frozenset(names)
-
-
-def tensor_annotation(annotation: cst.BaseExpression) -> bool:
-    """`torch.Tensor`, `Optional[Tensor]`, `list[Tensor]`, `nn.Parameter`: names a tensor."""
-    return not _TENSOR_TYPES.isdisjoint(_annotation_names(annotation))
-
-
-_TENSOR_TYPES = frozenset(
-    {"Tensor", "Parameter"}
-    | {
-        f"{kind}Tensor"
-        for kind in ("Float", "Double", "Half", "BFloat16", "Byte", "Char", "Short", "Int", "Long", "Bool")
-    }
-)
-"""Tensor types as annotations name them, the legacy typed ones (`torch.cuda.FloatTensor`) too."""
-
-
-def _annotation_names(annotation: cst.BaseExpression) -> Iterator[str]:
-    """The last part of every name an annotation spells, a quoted one's (`"torch.Tensor"`) too."""
-    for node in descendants(annotation):
-        if isinstance(node, cst.Name):
-            yield node.value
-        elif isinstance(node, cst.Attribute):
-            yield node.attr.value
-        elif isinstance(node, cst.SimpleString) and isinstance(quoted := node.evaluated_value, str):
-            try:
-                yield from _annotation_names(cst.parse_expression(quoted))
-            except cst.ParserSyntaxError:
-                continue

@@ -8,7 +8,7 @@ import libcst as cst
 import pytest
 
 from csan_lint.lint.engine import lint_source
-from csan_lint.lint.scan import tensor_annotation
+from csan_lint.lint.names import tensor_annotation
 
 
 def codes(source: str) -> set[tuple[str, int]]:
