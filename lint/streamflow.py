@@ -39,7 +39,6 @@ from csan_lint.lint.nodes import parse_module
 from csan_lint.lint.ordering import FlowState, Hazard, Mark, TrackedTensor, join_states, join_tensor
 from csan_lint.lint.run_facts import NO_MODULE_FACTS, ModuleFacts
 from csan_lint.lint.scan import (
-    Entry,
     body_of,
     calls_any,
     entry_streams,
@@ -169,7 +168,7 @@ def analyse(
                 if end is not None:
                     exits[name] = end
         for owner in classes:
-            _cross_method(owner, functions, exits, helpers, hazards, uses, entered_on)
+            _cross_method(owner, functions, exits, helpers, hazards, uses)
             if swapped_in and assumptions.holds(assumed.DATA_SWAP):
                 swapped_out(owner, functions, swapped_in, hazards)
     return ModuleFlow(
@@ -264,11 +263,10 @@ def _cross_method(
     helpers: Helpers,
     hazards: dict[tuple[object, ...], Hazard],
     uses: ModuleUses,
-    entered_on: Mapping[str, Entry],
 ) -> None:
     """A producer method leaves `self.x` written (or read) on a side stream; a public method of
     the same class may run after it and use (or overwrite) `self.x`, so it starts from those
-    accesses, on the stream its calls enter it on (`entered_on`, as its own run does).
+    accesses.
 
     The rule, for precision: a producer is a public method, or one called as `self.m()` from
     `__init__` or from a public method; a consumer is a public method other than `__init__`.
@@ -311,8 +309,6 @@ def _cross_method(
             )
             analysis.caller = Caller(join=CallersJoin(f"{owner}.{method}", functions))
             analysis.role = "from what the class's other methods leave written on a side stream"
-            if (entered := entered_on.get(f"{owner}.{method}")) is not None:
-                analysis.live.current = entered.stream
             analysis.run_function(function.body)
 
 

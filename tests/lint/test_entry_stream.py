@@ -202,38 +202,3 @@ def test_a_wait_on_the_callers_stream_on_one_path_only_leaves_the_other_unordere
                 torch.distributed.all_reduce(self.flat)
     """
     assert findings(source) == [("CSL101", 10)]
-
-
-CALLED_IN_BLOCK = """
-import torch
-
-
-class Offload:
-    def __init__(self):
-        self.side = torch.cuda.Stream()
-        self.pinned = torch.empty(16, pin_memory=True)
-
-    def step(self, grads):
-        with torch.cuda.stream(self.side):
-            self.stage(grads)
-{elsewhere}
-    def stage(self, grads):
-        for g in grads:
-            self.pinned.copy_(g, non_blocking=True)
-            torch.cuda.synchronize()
-            g.copy_(self.pinned, non_blocking=True)
-"""
-
-
-@pytest.mark.parametrize(
-    ("elsewhere", "expected"),
-    [
-        # every call of `stage` is on the side stream: its last call's read of the buffer there
-        # is ordered before its next write there
-        ("", []),
-        # called on the current stream too: the next call's write races the side-stream read
-        ("\n    def flush(self, grads):\n        self.stage(grads)\n", [("CSL103", 15), ("CSL103", 19)]),
-    ],
-)
-def test_a_method_run_after_the_others_starts_on_the_stream_its_calls_enter_it_on(elsewhere: str, expected) -> None:
-    assert [f for f in findings(CALLED_IN_BLOCK.format(elsewhere=elsewhere)) if f[0] == "CSL103"] == expected
