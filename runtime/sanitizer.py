@@ -19,9 +19,10 @@ from csan_lint.runtime.devices import CudaStreamFlags, DeviceStreams
 from csan_lint.runtime.engine_lock import EngineLock
 from csan_lint.runtime.events import Access, RuntimeErrorReport
 from csan_lint.runtime.gpu_trace import GpuTraceHooks
-from csan_lint.runtime.mode import SanitizerMode, storage_base
+from csan_lint.runtime.mode import SanitizerMode
 from csan_lint.runtime.patches import Patches
 from csan_lint.runtime.stacks import capture_stack
+from csan_lint.runtime.tensor_bytes import storage_base
 from csan_lint.runtime.tracker import Tracker
 
 DEVICES = ("auto", "cuda", "emulated")
