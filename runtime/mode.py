@@ -11,9 +11,7 @@ CPU ops touching pinned memory that a device copy used (host accesses).
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable, Sequence
-from functools import partial
 from sys import _getframe
 from threading import get_ident
 from typing import Any
@@ -26,14 +24,13 @@ from csan_lint.runtime.cuda_semantics import copy_effect
 from csan_lint.runtime.engine_lock import EngineLock
 from csan_lint.runtime.events import Access
 from csan_lint.runtime.extents import Layout, is_approximated, pattern
+from csan_lint.runtime.forward_stacks import ForwardStacks
+from csan_lint.runtime.host_blocks import HostBlocks
 from csan_lint.runtime.op_plans import ALLOCATE, COPY, HOST_SYNC, PLANS, RESULT, SKIP, OpPlan, plan_of
-from csan_lint.runtime.stacks import Stack, capture_stack, innermost_user_frame
+from csan_lint.runtime.stacks import Stack, capture_stack
+from csan_lint.runtime.tensor_bytes import byte_extent
 from csan_lint.runtime.unwrap import has_storage_less, unwrap_call
 
-MAX_FORWARD_STACKS = 1 << 16
-# torch internals (checked at enable(), torch_internals.py): absent, the mode still imports.
-_sequence_nr = getattr(torch._C._autograd, "_get_sequence_nr", None)
-_current_node = getattr(torch._C, "_current_autograd_node", None)
 _Tensor = torch.Tensor  # a global name, not an attribute lookup on the module, per tensor per op
 _new_access = tuple.__new__
 
@@ -49,30 +46,6 @@ def _strided_key(tensor: torch.Tensor) -> tuple[int, int, Layout | None]:
     if pattern(ptr, layout) is None and not is_approximated(ptr, layout):
         return ptr, size, None  # dense (a transpose, a broadcast): the same key as its contiguous base
     return ptr, size, layout
-
-
-def byte_extent(tensor: torch.Tensor) -> tuple[int, int]:
-    """[ptr, ptr + size) from the tensor's lowest to its highest byte; size 0 when empty."""
-    numel = tensor.numel()
-    if numel == 0:
-        return tensor.data_ptr(), 0
-    item = tensor.element_size()
-    if tensor.is_contiguous():
-        return tensor.data_ptr(), numel * item
-    low = high = 0
-    for size, stride in zip(tensor.shape, tensor.stride(), strict=True):
-        reach = (size - 1) * stride
-        if reach < 0:
-            low += reach
-        else:
-            high += reach
-    return tensor.data_ptr() + low * item, (high - low + 1) * item
-
-
-def storage_base(tensor: torch.Tensor) -> int:
-    """The address of the block holding the tensor (what the allocator's callbacks name)."""
-    # storage_offset() is typed int | SymInt: a symbolic offset exists only under tracing, not here.
-    return tensor.data_ptr() - int(tensor.storage_offset()) * tensor.element_size()
 
 
 def _merge(
@@ -143,22 +116,20 @@ class SanitizerMode(TorchDispatchMode):
         # Allocations announced by the allocator callback (ptr -> (stream, stack)) whose size
         # is learnt when an op first shows their storage.
         self.pending: dict[int, Any] = {}
-        # Host blocks a device copy used (storage base -> weak ref to the storage): later CPU
-        # ops on them are host accesses. The block's state in the engine ends when it dies.
-        self.host_blocks: dict[int, weakref.ref[torch.UntypedStorage]] = {}
+        # Host blocks a device copy used: later CPU ops on them are host accesses.
+        self._host = HostBlocks(tracker, self.lock, self._stop)
+        self.host_blocks = self._host.by_base  # read on the hot path
         # Accesses of the kernels captured into the running CUDA graph: they run at replay,
         # not now (None: no capture running).
         self.capture: list[Access] | None = None
         self.capture_thread = 0  # the thread that began it
         # Per thread (autograd runs backward on threads of its own on a GPU), while an op runs:
         # .caller, the frame that called it, where its stack walk starts, and .stack, that
-        # walk once an allocator callback made it; .sequence_nr, autograd's counter at the
-        # thread's last op.
+        # walk once an allocator callback made it.
         self._local = threading.local()
-        # The stacks of forward ops by their autograd node's sequence number: a backward op
-        # run where no user frame is (autograd's device threads) is reported at its forward
-        # op's line. Oldest dropped past MAX_FORWARD_STACKS.
-        self.forward_stacks: dict[int, Stack] = {}
+        # A backward op run where no user frame is (autograd's device threads) is reported at
+        # its forward op's line.
+        self._forward_stacks = ForwardStacks()
         # Facts from runs (runtime/facts_mode.py's FactsHook): told of each op's calling frame
         # and of copies; None unless asked for.
         self.facts: Any = None
@@ -177,10 +148,9 @@ class SanitizerMode(TorchDispatchMode):
         if plan is None:
             try:
                 plan = plan_of(func)
-            except Exception as exc:  # a sanitizer bug must not break the user's program
+            except Exception as exc:
                 if self.checking:
-                    self.checking = False
-                    self.on_internal_error(exc)
+                    self._stop(exc)
                 return func(*args, **kwargs)
         if not self.checking or plan.kind == SKIP:
             return plan.call(*args, **kwargs)
@@ -206,9 +176,7 @@ class SanitizerMode(TorchDispatchMode):
                     return out
                 except Exception as again:
                     error = again
-            # a sanitizer bug must not break the user's program
-            self.checking = False
-            self.on_internal_error(error)
+            self._stop(error)
         return out
 
     def _observe_unwrapped(
@@ -313,7 +281,7 @@ class SanitizerMode(TorchDispatchMode):
                 # The copy runs on the stream while the host goes on: its host side stays
                 # pending until a sync.
                 for tensor, name, is_write, is_output in host:
-                    self._pin(tensor)
+                    self._host.watch(tensor)
                     _merge(device, (*byte_extent(tensor), None), name, is_write, is_output)
             host_sync = effect.host_syncs
         accesses = list(device.values())
@@ -328,7 +296,7 @@ class SanitizerMode(TorchDispatchMode):
                 outside_capture = get_ident() != self.capture_thread
         if stack is None:  # from the frame that called the op: this one and __torch_dispatch__ are never the user's
             stack = capture_stack(skip=2, stop=self.stack_stop)
-        stack = self._attributed(stack)
+        stack = self._forward_stacks.attributed(stack)
         # acquire/release, not `with`: the context manager protocol costs twice as much.
         lock = self.lock
         lock.acquire()
@@ -346,26 +314,6 @@ class SanitizerMode(TorchDispatchMode):
         if len(self.errors) != self.errors_seen:
             self._new_errors()
 
-    def _attributed(self, stack: Stack) -> Stack:
-        """The stack to report an op at: a forward op's is remembered under its autograd node;
-        a backward op with no user frame (on autograd's device threads) gets its forward op's."""
-        node = _current_node()  # type: ignore[misc]
-        if node is not None:
-            if innermost_user_frame(stack) is None:
-                return self.forward_stacks.get(node._sequence_nr(), stack)
-            return stack
-        # Autograd made a node for this op (before the op reached the mode) iff its counter moved.
-        sequence_nr = _sequence_nr()  # type: ignore[misc]
-        local = self._local
-        if getattr(local, "sequence_nr", -1) != sequence_nr:
-            local.sequence_nr = sequence_nr
-            stacks = self.forward_stacks
-            if len(stacks) >= MAX_FORWARD_STACKS:
-                for old in list(stacks)[: MAX_FORWARD_STACKS // 2]:
-                    del stacks[old]
-            stacks[sequence_nr - 1] = stack
-        return stack
-
     def _resolve_pending(self, tensors: list[torch.Tensor]) -> None:
         """Allocations first seen now: their size is their storage's."""
         pending = self.pending
@@ -380,52 +328,13 @@ class SanitizerMode(TorchDispatchMode):
                 # block's: the allocation replaced the host state, which must not be freed later.
                 self.host_blocks.pop(base, None)
 
-    def _pin(self, tensor: torch.Tensor) -> None:
-        """A pinned host block a device copy uses: its later CPU ops are host accesses. It is a
-        new block to the engine (what a dead block at its bytes left is forgotten: the host
-        allocator reuses a block only once the copies using it are done), until it dies."""
-        storage = tensor.untyped_storage()
-        base = storage.data_ptr()
-        known = self.host_blocks.get(base)
-        if known is not None and known() is storage:
-            return
-        self.host_blocks[base] = weakref.ref(storage, partial(self._host_block_died, base))
-        with self.lock:
-            self.tracker.allocated(base, storage.nbytes(), None)
-
-    def _host_block_died(self, base: int, ref: weakref.ref[torch.UntypedStorage]) -> None:
-        """A host block's pending accesses end with it: a later block at its bytes starts clean."""
-        if self.lock.inside():  # it died inside an engine call (a garbage collection there)
-            self.lock.later(partial(self._host_block_died, base, ref))
-            return
-        if self.host_blocks.get(base) is not ref:
-            return  # replaced (a device block took the address on the emulated device)
-        del self.host_blocks[base]
-        try:
-            with self.lock:
-                self.tracker.freed(base)
-        except Exception as exc:  # a sanitizer bug must not break the user's program
-            self.checking = False
-            self.on_internal_error(exc)
-
     def __exit__(self, *exc: Any) -> Any:
         # Host blocks are watched while the mode is on: their deaths after it are no event.
         self.host_blocks.clear()
         return super().__exit__(*exc)
 
     def _host_access(self, operator: str, host: Sequence[tuple[torch.Tensor, str, bool, bool]]) -> None:
-        stack = None
-        for tensor, _, is_write, _ in host:
-            base = storage_base(tensor)
-            if base not in self.host_blocks:
-                continue
-            ptr, size = byte_extent(tensor)
-            if size == 0:
-                continue
-            if stack is None:
-                stack = capture_stack(stop=self.stack_stop)
-            with self.lock:
-                self.tracker.host_accessed(ptr, size, is_write, operator, stack=stack)
+        self._host.accessed(operator, host, self.stack_stop)
         if len(self.errors) != self.errors_seen:
             self._new_errors()
 
@@ -442,5 +351,10 @@ class SanitizerMode(TorchDispatchMode):
             if not self.is_device(tensor):
                 self._host_access(operator, [(tensor, "self", False, False)])
         except Exception as exc:
-            self.checking = False
-            self.on_internal_error(exc)
+            self._stop(exc)
+
+    def _stop(self, exc: BaseException) -> None:
+        """A sanitizer bug must not break the user's program: checking stops, and the sanitizer
+        hears why."""
+        self.checking = False
+        self.on_internal_error(exc)
