@@ -13,6 +13,278 @@ from csan_lint.lint.rule import Invalid, Rule, Valid
 from csan_lint.lint.wording import message_fields
 from csan_lint.runtime.kinds import READ_AFTER_WRITE, WRITE_AFTER_WRITE
 
+_VALID = [
+    Valid(
+        """
+        import torch
+
+        def forward(x, s):
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                y = x * 2
+            torch.cuda.current_stream().wait_stream(s)
+            return y + 1, y
+        """
+    ),
+    Valid(
+        """
+        import torch
+
+        def forward(x, s):
+            ready = torch.cuda.Event()
+            with torch.cuda.stream(s):
+                y = x * 2
+                ready.record()
+            torch.cuda.current_stream().wait_event(ready)
+            return y + 1, y
+        """
+    ),
+    Valid(
+        """
+        import torch
+
+        def forward(x, s):
+            with torch.cuda.stream(s):
+                y = x * 2
+                e = s.record_event()
+            e.wait()
+            return y + 1, y
+        """
+    ),
+    Valid(
+        """
+        from torch.cuda import synchronize
+        import torch
+
+        def forward(x, s):
+            with torch.cuda.stream(s):
+                y = x * 2
+            synchronize()
+            return y + 1, y
+        """
+    ),
+    Valid(
+        """
+        import torch
+
+        def forward(x, s):
+            with torch.cuda.stream(s):
+                y = x * 2
+            s.synchronize()
+            return y.sum()
+        """
+    ),
+    Valid(
+        """
+        import torch
+
+        def forward(x, s):
+            main = torch.cuda.default_stream()
+            with torch.cuda.stream(s):
+                y = x * 2
+            main.wait_stream(s)
+            with torch.cuda.stream(main):
+                z = y + 1
+            torch.cuda.current_stream().wait_stream(main)
+            return z
+        """
+    ),
+    Valid(
+        """
+        import torch
+
+        def forward(x, s):
+            with torch.cuda.stream(s):
+                y = x * 2
+                total = y.sum().item()
+            return y, total
+        """
+    ),
+    Valid(
+        """
+        import torch
+
+        def join(side, stats):
+            stats.joins += 1
+            torch.cuda.current_stream().wait_stream(side)
+
+        def forward(x, s, stats):
+            with torch.cuda.stream(s):
+                y = x * 2
+            join(s, stats)
+            return y + 1
+        """
+    ),
+    Valid(
+        """
+        import torch
+
+        class Prefetcher:
+            def __init__(self, loader):
+                self.loader = iter(loader)
+                self.stream = torch.cuda.Stream()
+                self.preload()
+
+            def preload(self):
+                batch = next(self.loader)
+                with torch.cuda.stream(self.stream):
+                    self.next_batch = batch.cuda(non_blocking=True)
+
+            def next(self):
+                torch.cuda.current_stream().wait_stream(self.stream)
+                batch = self.next_batch
+                self.preload()
+                return batch.float()
+        """
+    ),
+    Valid(
+        """
+        import torch
+
+        def prefetch(x, s):
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                y = x * 2
+                done = torch.cuda.Event()
+                done.record()
+            while not done.query():
+                pass
+            return y.sum()
+        """
+    ),
+    Valid(
+        """
+        import torch
+
+        def reduce(grads, s):
+            for g in grads:
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    g.div_(2)
+                torch.cuda.current_stream().wait_stream(s)
+                total = sum([g.sum() for g in grads])
+            return total
+        """
+    ),
+]
+
+_INVALID = [
+    Invalid(
+        """
+        import torch
+
+        def forward(x, s):
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                y = x * 2
+            return y + 1
+        """,
+        lines=(7,),
+    ),
+    Invalid(
+        """
+        import torch
+
+        def forward(x, s, join):
+            with torch.cuda.stream(s):
+                y = x * 2
+            if join:
+                torch.cuda.current_stream().wait_stream(s)
+            return y + 1
+        """,
+        lines=(8,),
+    ),
+    Invalid(
+        """
+        import torch
+
+        def accumulate(xs, s):
+            out = torch.zeros(4, device="cuda")
+            for x in xs:
+                total = out + x
+                with torch.cuda.stream(s):
+                    out = torch.relu(x)
+            torch.cuda.current_stream().wait_stream(s)
+            return out
+        """,
+        lines=(6,),
+    ),
+    Invalid(
+        """
+        import torch
+
+        def forward(a, b):
+            with torch.cuda.stream(a):
+                y = torch.ones(4, device="cuda")
+            with torch.cuda.stream(b):
+                z = y * 2
+            torch.cuda.synchronize()
+            return z
+        """,
+        lines=(7,),
+    ),
+    Invalid(
+        """
+        import torch
+
+        class Prefetcher:
+            def load(self, batch):
+                with torch.cuda.stream(self.copy_stream):
+                    self.buf = batch.to("cuda", non_blocking=True)
+                return self.buf.float()
+        """,
+        lines=(7,),
+    ),
+    Invalid(
+        """
+        import torch
+
+        class Prefetcher:
+            def __init__(self, loader):
+                self.loader = iter(loader)
+                self.stream = torch.cuda.Stream()
+                self._preload()
+
+            def _preload(self):
+                batch = next(self.loader)
+                with torch.cuda.stream(self.stream):
+                    self.next_batch = batch.cuda(non_blocking=True)
+
+            def next(self):
+                batch = self.next_batch
+                self._preload()
+                return batch.float()
+        """,
+        lines=(17,),
+    ),
+    Invalid(
+        """
+        import torch
+
+        def fill(buf, side):
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                buf.copy_(torch.ones(4, device="cuda"))
+
+        def forward(s):
+            buf = torch.empty(4, device="cuda")
+            fill(buf, s)
+            return buf.sum()
+        """,
+        lines=(11,),
+    ),
+    Invalid(
+        """
+        import torch
+
+        class Reducer:
+            def finish(self):
+                torch.cuda.default_stream().wait_stream(self.comm_stream)
+        """,
+        lines=(5,),
+    ),
+]
+
 
 class MissingJoin(Rule):
     """
@@ -123,276 +395,8 @@ class MissingJoin(Rule):
     fix_title = "join before the use: `{stream_code}.wait_stream({other_code})`"
     confirmed_by = (READ_AFTER_WRITE, WRITE_AFTER_WRITE)
 
-    VALID = [
-        Valid(
-            """
-            import torch
-
-            def forward(x, s):
-                s.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(s):
-                    y = x * 2
-                torch.cuda.current_stream().wait_stream(s)
-                return y + 1, y
-            """
-        ),
-        Valid(
-            """
-            import torch
-
-            def forward(x, s):
-                ready = torch.cuda.Event()
-                with torch.cuda.stream(s):
-                    y = x * 2
-                    ready.record()
-                torch.cuda.current_stream().wait_event(ready)
-                return y + 1, y
-            """
-        ),
-        Valid(
-            """
-            import torch
-
-            def forward(x, s):
-                with torch.cuda.stream(s):
-                    y = x * 2
-                    e = s.record_event()
-                e.wait()
-                return y + 1, y
-            """
-        ),
-        Valid(
-            """
-            from torch.cuda import synchronize
-            import torch
-
-            def forward(x, s):
-                with torch.cuda.stream(s):
-                    y = x * 2
-                synchronize()
-                return y + 1, y
-            """
-        ),
-        Valid(
-            """
-            import torch
-
-            def forward(x, s):
-                with torch.cuda.stream(s):
-                    y = x * 2
-                s.synchronize()
-                return y.sum()
-            """
-        ),
-        Valid(
-            """
-            import torch
-
-            def forward(x, s):
-                main = torch.cuda.default_stream()
-                with torch.cuda.stream(s):
-                    y = x * 2
-                main.wait_stream(s)
-                with torch.cuda.stream(main):
-                    z = y + 1
-                torch.cuda.current_stream().wait_stream(main)
-                return z
-            """
-        ),
-        Valid(
-            """
-            import torch
-
-            def forward(x, s):
-                with torch.cuda.stream(s):
-                    y = x * 2
-                    total = y.sum().item()
-                return y, total
-            """
-        ),
-        Valid(
-            """
-            import torch
-
-            def join(side, stats):
-                stats.joins += 1
-                torch.cuda.current_stream().wait_stream(side)
-
-            def forward(x, s, stats):
-                with torch.cuda.stream(s):
-                    y = x * 2
-                join(s, stats)
-                return y + 1
-            """
-        ),
-        Valid(
-            """
-            import torch
-
-            class Prefetcher:
-                def __init__(self, loader):
-                    self.loader = iter(loader)
-                    self.stream = torch.cuda.Stream()
-                    self.preload()
-
-                def preload(self):
-                    batch = next(self.loader)
-                    with torch.cuda.stream(self.stream):
-                        self.next_batch = batch.cuda(non_blocking=True)
-
-                def next(self):
-                    torch.cuda.current_stream().wait_stream(self.stream)
-                    batch = self.next_batch
-                    self.preload()
-                    return batch.float()
-            """
-        ),
-        Valid(
-            """
-            import torch
-
-            def prefetch(x, s):
-                s.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(s):
-                    y = x * 2
-                    done = torch.cuda.Event()
-                    done.record()
-                while not done.query():
-                    pass
-                return y.sum()
-            """
-        ),
-        Valid(
-            """
-            import torch
-
-            def reduce(grads, s):
-                for g in grads:
-                    s.wait_stream(torch.cuda.current_stream())
-                    with torch.cuda.stream(s):
-                        g.div_(2)
-                    torch.cuda.current_stream().wait_stream(s)
-                    total = sum([g.sum() for g in grads])
-                return total
-            """
-        ),
-    ]
-    INVALID = [
-        Invalid(
-            """
-            import torch
-
-            def forward(x, s):
-                s.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(s):
-                    y = x * 2
-                return y + 1
-            """,
-            lines=(7,),
-        ),
-        Invalid(
-            """
-            import torch
-
-            def forward(x, s, join):
-                with torch.cuda.stream(s):
-                    y = x * 2
-                if join:
-                    torch.cuda.current_stream().wait_stream(s)
-                return y + 1
-            """,
-            lines=(8,),
-        ),
-        Invalid(
-            """
-            import torch
-
-            def accumulate(xs, s):
-                out = torch.zeros(4, device="cuda")
-                for x in xs:
-                    total = out + x
-                    with torch.cuda.stream(s):
-                        out = torch.relu(x)
-                torch.cuda.current_stream().wait_stream(s)
-                return out
-            """,
-            lines=(6,),
-        ),
-        Invalid(
-            """
-            import torch
-
-            def forward(a, b):
-                with torch.cuda.stream(a):
-                    y = torch.ones(4, device="cuda")
-                with torch.cuda.stream(b):
-                    z = y * 2
-                torch.cuda.synchronize()
-                return z
-            """,
-            lines=(7,),
-        ),
-        Invalid(
-            """
-            import torch
-
-            class Prefetcher:
-                def load(self, batch):
-                    with torch.cuda.stream(self.copy_stream):
-                        self.buf = batch.to("cuda", non_blocking=True)
-                    return self.buf.float()
-            """,
-            lines=(7,),
-        ),
-        Invalid(
-            """
-            import torch
-
-            class Prefetcher:
-                def __init__(self, loader):
-                    self.loader = iter(loader)
-                    self.stream = torch.cuda.Stream()
-                    self._preload()
-
-                def _preload(self):
-                    batch = next(self.loader)
-                    with torch.cuda.stream(self.stream):
-                        self.next_batch = batch.cuda(non_blocking=True)
-
-                def next(self):
-                    batch = self.next_batch
-                    self._preload()
-                    return batch.float()
-            """,
-            lines=(17,),
-        ),
-        Invalid(
-            """
-            import torch
-
-            def fill(buf, side):
-                side.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(side):
-                    buf.copy_(torch.ones(4, device="cuda"))
-
-            def forward(s):
-                buf = torch.empty(4, device="cuda")
-                fill(buf, s)
-                return buf.sum()
-            """,
-            lines=(11,),
-        ),
-        Invalid(
-            """
-            import torch
-
-            class Reducer:
-                def finish(self):
-                    torch.cuda.default_stream().wait_stream(self.comm_stream)
-            """,
-            lines=(5,),
-        ),
-    ]
+    VALID = _VALID
+    INVALID = _INVALID
 
     default_join_message = (
         "the default stream, not the caller's, waits on {other}: where '{function}' is called on another"

@@ -26,6 +26,278 @@ from csan_lint.lint.rule import Invalid, Rule, Valid
 from csan_lint.lint.wording import message_fields
 from csan_lint.runtime.kinds import FREE_IN_USE
 
+_VALID = [
+    Valid(
+        """
+        import torch
+
+        def producer(s, out):
+            x = torch.randn(8, device="cuda")
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                out.copy_(x)
+            x.record_stream(s)
+            del x
+        """
+    ),
+    Valid(
+        """
+        import torch
+
+        def producer(s, out):
+            x = torch.randn(8, device="cuda")
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                out.copy_(x)
+                x.record_stream(torch.cuda.current_stream())
+        """
+    ),
+    Valid(
+        """
+        import torch
+
+        def producer(s, out):
+            x = torch.randn(8, device="cuda")
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                out.copy_(x)
+            torch.cuda.current_stream().wait_stream(s)
+            del x
+        """
+    ),
+    Valid(
+        """
+        import torch
+
+        def producer(s):
+            x = torch.randn(8, device="cuda")
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                y = x * 2
+            torch.cuda.current_stream().wait_stream(s)
+            return x, y
+        """
+    ),
+    Valid(
+        """
+        import torch
+
+        class Cache:
+            def fill(self, s):
+                x = torch.randn(8, device="cuda")
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    self.total = x.sum()
+                self.keep = x
+        """
+    ),
+    Valid(
+        """
+        import torch
+
+        def producer(s, out):
+            with torch.cuda.stream(s):
+                x = torch.randn(8, device="cuda")
+                out.copy_(x)
+                del x
+        """
+    ),
+    Valid(
+        """
+        import torch
+
+        def producer(batches, s):
+            for b in batches:
+                x = b.to("cuda")
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    y = x.sum()
+                x.record_stream(s)
+            torch.cuda.current_stream().wait_stream(s)
+        """
+    ),
+    Valid(
+        """
+        import torch
+
+        def settle(side):
+            side.wait_stream(torch.cuda.current_stream())
+
+        def forward(x, s):
+            with torch.cuda.stream(s):
+                y = torch.relu(x)
+            torch.cuda.current_stream().wait_stream(s)
+            z = y * 2
+            settle(s)
+            return z
+        """
+    ),
+    Valid(
+        """
+        import torch
+
+        def offload(side):
+            x = torch.ones(8, device="cuda")
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                y = x * 2
+            del x  # the block goes back to the current stream's pool...
+            torch.cuda.current_stream().wait_stream(side)  # ...which waits before allocating again
+            z = torch.zeros(8, device="cuda")
+            return y, z
+        """
+    ),
+    Valid(
+        """
+        import torch
+
+        def step(layers, prefetch_stream):
+            with torch.cuda.stream(prefetch_stream):
+                layer = layers[0].to("cuda", non_blocking=True)
+            torch.cuda.current_stream().wait_stream(prefetch_stream)
+            out = layer * 2
+            layer = None
+            # the prefetch stream may reuse the layer's block: it waits for its use first
+            prefetch_stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(prefetch_stream):
+                layers.append(layers[1].to("cuda", non_blocking=True))
+            return out
+        """
+    ),
+    Valid(
+        """
+        import torch
+
+        def producer(s, out):
+            x = torch.randn(8, device="cuda")
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                out.copy_(x)
+            x = torch.zeros(8, device="cuda")  # allocated before the old block is released
+            torch.cuda.current_stream().wait_stream(s)
+            return x
+        """
+    ),
+]
+
+_INVALID = [
+    Invalid(
+        """
+        import torch
+
+        def offload(side):
+            x = torch.ones(8, device="cuda")
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                y = x * 2
+            del x
+            z = torch.zeros(8, device="cuda")
+            torch.cuda.current_stream().wait_stream(side)
+            return y, z
+        """,
+        lines=(7,),
+    ),
+    Invalid(
+        """
+        import torch
+
+        def offload(side, sync):
+            x = torch.ones(8, device="cuda")
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                y = x * 2
+            del x
+            if sync:
+                torch.cuda.current_stream().wait_stream(side)
+            z = torch.zeros(8, device="cuda")
+            return y, z
+        """,
+        lines=(7,),
+    ),
+    Invalid(
+        """
+        import torch
+
+        def step(layers, prefetch_stream):
+            with torch.cuda.stream(prefetch_stream):
+                layer = layers[0].to("cuda", non_blocking=True)
+            torch.cuda.current_stream().wait_stream(prefetch_stream)
+            out = layer * 2
+            layer = None
+            with torch.cuda.stream(prefetch_stream):
+                layers.append(layers[1].to("cuda", non_blocking=True))
+            return out
+        """,
+        lines=(7,),
+    ),
+    Invalid(
+        """
+        import torch
+
+        def producer(batches, s):
+            for b in batches:
+                x = b.to("cuda")
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    y = x.sum()
+            torch.cuda.current_stream().wait_stream(s)
+        """,
+        lines=(8,),
+    ),
+    Invalid(
+        """
+        import torch
+
+        def producer(s, out):
+            x = torch.randn(8, device="cuda")
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                out.copy_(x)
+        """,
+        lines=(7,),
+    ),
+    Invalid(
+        """
+        import torch
+
+        def producer(s, out, keep):
+            x = torch.randn(8, device="cuda")
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                out.copy_(x)
+            if keep:
+                x.record_stream(s)
+            del x
+        """,
+        lines=(7,),
+    ),
+    Invalid(
+        """
+        import torch
+
+        def combine(node, output):
+            out = postprocess(output, node.state.extra)
+            out = out + node.state.residual
+            # created on the compute stream: keep it for this one
+            node.state.residual.record_stream(torch.cuda.current_stream())
+            return out
+        """,
+        lines=(4,),
+    ),
+    Invalid(
+        """
+        import torch
+
+        def load(batch, s):
+            with torch.cuda.stream(s):
+                x = batch.to("cuda", non_blocking=True)
+            torch.cuda.current_stream().wait_stream(s)
+            return x
+        """,
+        lines=(7,),
+    ),
+]
+
 
 class MissingRecordStream(Rule):
     """
@@ -59,21 +331,19 @@ class MissingRecordStream(Rule):
     `record_stream` made on the branch that alone binds the stream (`if overlap: stream = side;
     x.record_stream(stream)`, `else: stream = current_stream()`) holds wherever the stream is
     used through that name; the side stream is assumed not used directly on the other branch.
-    A function that records a tensor it reads from an object on the current stream
-    (`h.a.record_stream(torch.cuda.current_stream())`) says the tensors `h` holds were made on
-    another stream and handed over together: another one it reads from `h` (`h.b`,
-    `getattr(h, "b", None)`) and uses where that stream is current (passed to a call, a tensor
-    method, an operand) is reported at that use (so is one used inside `with stream(s):` where
+    By `recorded-sibling-evidence` (docs/analysis.md), a record of a tensor read from an object
+    (`h.a.record_stream(torch.cuda.current_stream())`) speaks for the others `h` holds: one read
+    from `h` (`h.b`, `getattr(h, "b", None)`) and used where that stream is current (passed to
+    a call, a tensor method, an operand) is reported at that use (so is one used inside `with stream(s):` where
     the function calls `h.a.record_stream(s)`), unless the function records it (in any way the
     text shows: a loop over several, `getattr(h, name)`), makes it, hands it on (returns or
     stores it), or may order the other stream after the use (a host sync, a wait by a stream
     other than the recorded one). `self`, `cls` and tensors (`p.grad.record_stream(...)`) hold
     unrelated attributes: a record of one of theirs says nothing of the others; nor are streams
     and events (`h.copy_stream`, an argument of `wait_stream`) tensors.
-    Likewise a function that makes a stream wait on an event it reads from an object a call
-    handed it (`b = await queue.get()`; `s.wait_event(b.ready)`, `b.pop("ready").event`,
-    `e.wait(s)`; or `x, ready = queue.get()`) says the object's tensors were made on the stream
-    that recorded the event and handed over with it: one read from the object (`b.x`, `b["x"]`,
+    By `event-carried-evidence`, a wait on an event read from an object a call handed over (`b =
+    await queue.get()`; `s.wait_event(b.ready)`, `b.pop("ready").event`, `e.wait(s)`; or `x,
+    ready = queue.get()`) speaks for the object's tensors: one read from it (`b.x`, `b["x"]`,
     `b.get("x")`, or `x`) and used like a tensor where the waiting stream is current, or the
     object passed whole to a call there (`step(**b)`), is reported at that use, unless the
     function records one of them in any way the text shows (also by passing the object to a
@@ -129,11 +399,10 @@ class MissingRecordStream(Rule):
     false. Siblings on `self`, items of containers kept side by side (`h.c1.pop(k)` recorded,
     `h.c2.pop(k)` not), and objects that hold tensors (a `KeyedTensor` used through its methods)
     are not followed.
-    Rebinding `x.data` releases the memory `x` held, like `del`. A class whose method swaps a
-    module's weights in by rebinding their `.data` inside a stream block to an asynchronous copy
-    made there (`p.data = host.to(dev, non_blocking=True)`, with no wait of that stream on the
-    caller's before it) has the caller's kernels read memory of that stream's pool: another method
-    that swaps them out (`p.data = torch.empty_like(...)`, outside any `with`, in a `for` over
+    Rebinding `x.data` releases the memory `x` held, like `del`. By `data-swap-release`, weights
+    a method swaps in on a stream (`p.data = host.to(dev, non_blocking=True)` in its block, with
+    no wait of that stream on the caller's before it) are memory of that stream's pool: another
+    method that swaps them out (`p.data = torch.empty_like(...)`, outside any `with`, in a `for` over
     `m.parameters()`, `m.buffers()` or a container on `self`, its keys and values included) is
     reported at the rebinding, unless it has a host sync, a wait or a `record_stream` anywhere in
     its body. Which tensors the two methods reach is not compared, and a `record_stream` made at
@@ -152,276 +421,8 @@ class MissingRecordStream(Rule):
     )
     confirmed_by = (FREE_IN_USE,)
 
-    VALID = [
-        Valid(
-            """
-            import torch
-
-            def producer(s, out):
-                x = torch.randn(8, device="cuda")
-                s.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(s):
-                    out.copy_(x)
-                x.record_stream(s)
-                del x
-            """
-        ),
-        Valid(
-            """
-            import torch
-
-            def producer(s, out):
-                x = torch.randn(8, device="cuda")
-                s.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(s):
-                    out.copy_(x)
-                    x.record_stream(torch.cuda.current_stream())
-            """
-        ),
-        Valid(
-            """
-            import torch
-
-            def producer(s, out):
-                x = torch.randn(8, device="cuda")
-                s.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(s):
-                    out.copy_(x)
-                torch.cuda.current_stream().wait_stream(s)
-                del x
-            """
-        ),
-        Valid(
-            """
-            import torch
-
-            def producer(s):
-                x = torch.randn(8, device="cuda")
-                s.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(s):
-                    y = x * 2
-                torch.cuda.current_stream().wait_stream(s)
-                return x, y
-            """
-        ),
-        Valid(
-            """
-            import torch
-
-            class Cache:
-                def fill(self, s):
-                    x = torch.randn(8, device="cuda")
-                    s.wait_stream(torch.cuda.current_stream())
-                    with torch.cuda.stream(s):
-                        self.total = x.sum()
-                    self.keep = x
-            """
-        ),
-        Valid(
-            """
-            import torch
-
-            def producer(s, out):
-                with torch.cuda.stream(s):
-                    x = torch.randn(8, device="cuda")
-                    out.copy_(x)
-                    del x
-            """
-        ),
-        Valid(
-            """
-            import torch
-
-            def producer(batches, s):
-                for b in batches:
-                    x = b.to("cuda")
-                    s.wait_stream(torch.cuda.current_stream())
-                    with torch.cuda.stream(s):
-                        y = x.sum()
-                    x.record_stream(s)
-                torch.cuda.current_stream().wait_stream(s)
-            """
-        ),
-        Valid(
-            """
-            import torch
-
-            def settle(side):
-                side.wait_stream(torch.cuda.current_stream())
-
-            def forward(x, s):
-                with torch.cuda.stream(s):
-                    y = torch.relu(x)
-                torch.cuda.current_stream().wait_stream(s)
-                z = y * 2
-                settle(s)
-                return z
-            """
-        ),
-        Valid(
-            """
-            import torch
-
-            def offload(side):
-                x = torch.ones(8, device="cuda")
-                side.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(side):
-                    y = x * 2
-                del x  # the block goes back to the current stream's pool...
-                torch.cuda.current_stream().wait_stream(side)  # ...which waits before allocating again
-                z = torch.zeros(8, device="cuda")
-                return y, z
-            """
-        ),
-        Valid(
-            """
-            import torch
-
-            def step(layers, prefetch_stream):
-                with torch.cuda.stream(prefetch_stream):
-                    layer = layers[0].to("cuda", non_blocking=True)
-                torch.cuda.current_stream().wait_stream(prefetch_stream)
-                out = layer * 2
-                layer = None
-                # the prefetch stream may reuse the layer's block: it waits for its use first
-                prefetch_stream.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(prefetch_stream):
-                    layers.append(layers[1].to("cuda", non_blocking=True))
-                return out
-            """
-        ),
-        Valid(
-            """
-            import torch
-
-            def producer(s, out):
-                x = torch.randn(8, device="cuda")
-                s.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(s):
-                    out.copy_(x)
-                x = torch.zeros(8, device="cuda")  # allocated before the old block is released
-                torch.cuda.current_stream().wait_stream(s)
-                return x
-            """
-        ),
-    ]
-    INVALID = [
-        Invalid(
-            """
-            import torch
-
-            def offload(side):
-                x = torch.ones(8, device="cuda")
-                side.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(side):
-                    y = x * 2
-                del x
-                z = torch.zeros(8, device="cuda")
-                torch.cuda.current_stream().wait_stream(side)
-                return y, z
-            """,
-            lines=(7,),
-        ),
-        Invalid(
-            """
-            import torch
-
-            def offload(side, sync):
-                x = torch.ones(8, device="cuda")
-                side.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(side):
-                    y = x * 2
-                del x
-                if sync:
-                    torch.cuda.current_stream().wait_stream(side)
-                z = torch.zeros(8, device="cuda")
-                return y, z
-            """,
-            lines=(7,),
-        ),
-        Invalid(
-            """
-            import torch
-
-            def step(layers, prefetch_stream):
-                with torch.cuda.stream(prefetch_stream):
-                    layer = layers[0].to("cuda", non_blocking=True)
-                torch.cuda.current_stream().wait_stream(prefetch_stream)
-                out = layer * 2
-                layer = None
-                with torch.cuda.stream(prefetch_stream):
-                    layers.append(layers[1].to("cuda", non_blocking=True))
-                return out
-            """,
-            lines=(7,),
-        ),
-        Invalid(
-            """
-            import torch
-
-            def producer(batches, s):
-                for b in batches:
-                    x = b.to("cuda")
-                    s.wait_stream(torch.cuda.current_stream())
-                    with torch.cuda.stream(s):
-                        y = x.sum()
-                torch.cuda.current_stream().wait_stream(s)
-            """,
-            lines=(8,),
-        ),
-        Invalid(
-            """
-            import torch
-
-            def producer(s, out):
-                x = torch.randn(8, device="cuda")
-                s.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(s):
-                    out.copy_(x)
-            """,
-            lines=(7,),
-        ),
-        Invalid(
-            """
-            import torch
-
-            def producer(s, out, keep):
-                x = torch.randn(8, device="cuda")
-                s.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(s):
-                    out.copy_(x)
-                if keep:
-                    x.record_stream(s)
-                del x
-            """,
-            lines=(7,),
-        ),
-        Invalid(
-            """
-            import torch
-
-            def combine(node, output):
-                out = postprocess(output, node.state.extra)
-                out = out + node.state.residual
-                # created on the compute stream: keep it for this one
-                node.state.residual.record_stream(torch.cuda.current_stream())
-                return out
-            """,
-            lines=(4,),
-        ),
-        Invalid(
-            """
-            import torch
-
-            def load(batch, s):
-                with torch.cuda.stream(s):
-                    x = batch.to("cuda", non_blocking=True)
-                torch.cuda.current_stream().wait_stream(s)
-                return x
-            """,
-            lines=(7,),
-        ),
-    ]
+    VALID = _VALID
+    INVALID = _INVALID
 
     self_record_message = (
         "'{tensor}' is recorded on {other}, the stream that allocated it: record_stream there protects"

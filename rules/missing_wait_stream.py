@@ -12,6 +12,274 @@ from csan_lint.lint.rule import Invalid, Rule, Valid
 from csan_lint.lint.wording import message_fields
 from csan_lint.runtime.kinds import READ_AFTER_WRITE, WRITE_AFTER_WRITE
 
+_VALID = [
+    Valid(
+        """
+        import torch
+
+        def ring(blocks, streams):
+            for i, block in enumerate(blocks):
+                with torch.cuda.stream(streams[i % 2]):
+                    out = torch.relu(block)
+                with torch.cuda.stream(streams[(i + 1) % 2]):
+                    total = out.sum()
+            torch.cuda.synchronize()
+        """
+    ),
+    Valid(
+        """
+        import torch
+
+        def forward(x, s):
+            y = x * 2
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                z = y + 1
+            torch.cuda.current_stream().wait_stream(s)
+            return z
+        """
+    ),
+    Valid(
+        """
+        import torch
+
+        def forward(x, s):
+            done = torch.cuda.Event()
+            y = x * 2
+            done.record()
+            with torch.cuda.stream(s):
+                s.wait_event(done)
+                z = y + 1
+            done.wait(torch.cuda.current_stream())
+            return y
+        """
+    ),
+    Valid(
+        """
+        import torch
+
+        y = torch.ones(4, device="cuda")
+        torch.cuda.synchronize()
+        with torch.cuda.stream(torch.cuda.Stream()):
+            z = y * 2
+        """
+    ),
+    Valid(
+        """
+        import torch
+
+        def forward(s):
+            with torch.cuda.stream(s):
+                a = torch.ones(4, device="cuda")
+                b = a * 2
+                b.add_(a)
+        """
+    ),
+    Valid(
+        """
+        import torch
+
+        def forward(x, s):
+            n = x.size(0)
+            shape = x.shape
+            with torch.cuda.stream(s):
+                y = x * 2
+                z = torch.empty(n, *shape[1:], device="cuda")
+        """
+    ),
+    Valid(
+        """
+        import torch.cuda as tc
+        import torch
+
+        def forward(x):
+            side = tc.Stream()
+            main = tc.current_stream()
+            y = torch.relu(x)
+            ctx = tc.StreamContext(side)
+            side.wait_stream(main)
+            with ctx:
+                z = y * 2
+            main.wait_stream(side)
+            return z
+        """
+    ),
+    Valid(
+        """
+        import torch
+
+        def forward(x, s):
+            y = torch.relu(x)
+            total = y.sum().item()
+            with torch.cuda.stream(s):
+                z = y * total
+            torch.cuda.current_stream().wait_stream(s)
+            return z
+        """
+    ),
+    Valid(
+        """
+        from mylib import stream
+
+        def forward(x, s):
+            y = x * 2
+            with stream(s):
+                z = y + 1
+        """
+    ),
+    Valid(
+        """
+        import torch
+
+        def fork(side):
+            side.wait_stream(torch.cuda.current_stream())
+            return side
+
+        def forward(x, s):
+            y = x * 2
+            fork(s)
+            with torch.cuda.stream(s):
+                z = y + 1
+            torch.cuda.current_stream().wait_stream(s)
+            return z
+        """
+    ),
+    Valid(
+        """
+        import torch
+
+        def offload(s):
+            host = torch.empty(4, pin_memory=True)
+            with torch.cuda.stream(s):
+                y = torch.ones(4, device="cuda")
+                host.copy_(y, non_blocking=True)
+            torch.cuda.current_stream().wait_stream(s)
+            return host
+        """
+    ),
+]
+
+_INVALID = [
+    Invalid(
+        """
+        import torch
+
+        s = torch.cuda.Stream()
+        x = torch.randn(8, device="cuda")
+        with torch.cuda.stream(s):
+            y = x * 2
+        """,
+        lines=(6,),
+    ),
+    Invalid(
+        """
+        import torch
+        import torch.cuda as tc
+
+        def step(model, batch, side):
+            out = model(batch)
+            with tc.stream(side):
+                loss = out.sum()
+            tc.current_stream().wait_stream(side)
+            return loss
+        """,
+        lines=(7,),
+    ),
+    Invalid(
+        """
+        from torch.cuda import Stream, stream as s_ctx
+        import torch
+
+        buf = torch.zeros(4, device="cuda")
+        copy_stream = Stream()
+        with s_ctx(copy_stream):
+            buf.add_(1)
+        """,
+        lines=(7,),
+    ),
+    Invalid(
+        """
+        import torch
+
+        def forward(x, s, flag):
+            y = x + 1
+            if flag:
+                s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                z = y * 2
+            torch.cuda.current_stream().wait_stream(s)
+            return z
+        """,
+        lines=(8,),
+    ),
+    Invalid(
+        """
+        import torch
+
+        def run(batches, s):
+            h = torch.zeros(4, device="cuda")
+            s.wait_stream(torch.cuda.current_stream())
+            for b in batches:
+                with torch.cuda.stream(s):
+                    out = h * 2
+                h = torch.relu(b)
+        """,
+        lines=(8,),
+    ),
+    Invalid(
+        """
+        from torch import cuda
+        import torch
+
+        def forward(x):
+            s = cuda.Stream()
+            y = torch.relu(x)
+            with cuda.stream(s):
+                y.mul_(2)
+            cuda.synchronize()
+        """,
+        lines=(8,),
+    ),
+    Invalid(
+        """
+        import torch
+
+        def offload(layer, x, s):
+            a = x * 2
+            a = layer(a)
+            with torch.cuda.stream(s):
+                b = a.to("cpu", non_blocking=True)
+            return b
+        """,
+        lines=(7,),
+    ),
+    Invalid(
+        """
+        import torch
+
+        def add_one(x: torch.Tensor, s: torch.cuda.Stream) -> torch.Tensor:
+            with torch.cuda.stream(s):
+                y = x + 1
+            torch.cuda.current_stream().wait_stream(s)
+            return y
+        """,
+        lines=(5,),
+    ),
+    Invalid(
+        """
+        import torch
+
+        def refill(x, s):
+            buf = torch.empty_like(x)
+            with torch.cuda.stream(s):
+                buf.copy_(x)
+            torch.cuda.current_stream().wait_stream(s)
+            return buf
+        """,
+        lines=(6,),
+    ),
+]
+
 
 class MissingWaitStream(Rule):
     """
@@ -141,272 +409,8 @@ class MissingWaitStream(Rule):
     fix_title = "call `{stream_code}.wait_stream({other_code})` before the `with` block"
     confirmed_by = (READ_AFTER_WRITE, WRITE_AFTER_WRITE)
 
-    VALID = [
-        Valid(
-            """
-            import torch
-
-            def ring(blocks, streams):
-                for i, block in enumerate(blocks):
-                    with torch.cuda.stream(streams[i % 2]):
-                        out = torch.relu(block)
-                    with torch.cuda.stream(streams[(i + 1) % 2]):
-                        total = out.sum()
-                torch.cuda.synchronize()
-            """
-        ),
-        Valid(
-            """
-            import torch
-
-            def forward(x, s):
-                y = x * 2
-                s.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(s):
-                    z = y + 1
-                torch.cuda.current_stream().wait_stream(s)
-                return z
-            """
-        ),
-        Valid(
-            """
-            import torch
-
-            def forward(x, s):
-                done = torch.cuda.Event()
-                y = x * 2
-                done.record()
-                with torch.cuda.stream(s):
-                    s.wait_event(done)
-                    z = y + 1
-                done.wait(torch.cuda.current_stream())
-                return y
-            """
-        ),
-        Valid(
-            """
-            import torch
-
-            y = torch.ones(4, device="cuda")
-            torch.cuda.synchronize()
-            with torch.cuda.stream(torch.cuda.Stream()):
-                z = y * 2
-            """
-        ),
-        Valid(
-            """
-            import torch
-
-            def forward(s):
-                with torch.cuda.stream(s):
-                    a = torch.ones(4, device="cuda")
-                    b = a * 2
-                    b.add_(a)
-            """
-        ),
-        Valid(
-            """
-            import torch
-
-            def forward(x, s):
-                n = x.size(0)
-                shape = x.shape
-                with torch.cuda.stream(s):
-                    y = x * 2
-                    z = torch.empty(n, *shape[1:], device="cuda")
-            """
-        ),
-        Valid(
-            """
-            import torch.cuda as tc
-            import torch
-
-            def forward(x):
-                side = tc.Stream()
-                main = tc.current_stream()
-                y = torch.relu(x)
-                ctx = tc.StreamContext(side)
-                side.wait_stream(main)
-                with ctx:
-                    z = y * 2
-                main.wait_stream(side)
-                return z
-            """
-        ),
-        Valid(
-            """
-            import torch
-
-            def forward(x, s):
-                y = torch.relu(x)
-                total = y.sum().item()
-                with torch.cuda.stream(s):
-                    z = y * total
-                torch.cuda.current_stream().wait_stream(s)
-                return z
-            """
-        ),
-        Valid(
-            """
-            from mylib import stream
-
-            def forward(x, s):
-                y = x * 2
-                with stream(s):
-                    z = y + 1
-            """
-        ),
-        Valid(
-            """
-            import torch
-
-            def fork(side):
-                side.wait_stream(torch.cuda.current_stream())
-                return side
-
-            def forward(x, s):
-                y = x * 2
-                fork(s)
-                with torch.cuda.stream(s):
-                    z = y + 1
-                torch.cuda.current_stream().wait_stream(s)
-                return z
-            """
-        ),
-        Valid(
-            """
-            import torch
-
-            def offload(s):
-                host = torch.empty(4, pin_memory=True)
-                with torch.cuda.stream(s):
-                    y = torch.ones(4, device="cuda")
-                    host.copy_(y, non_blocking=True)
-                torch.cuda.current_stream().wait_stream(s)
-                return host
-            """
-        ),
-    ]
-    INVALID = [
-        Invalid(
-            """
-            import torch
-
-            s = torch.cuda.Stream()
-            x = torch.randn(8, device="cuda")
-            with torch.cuda.stream(s):
-                y = x * 2
-            """,
-            lines=(6,),
-        ),
-        Invalid(
-            """
-            import torch
-            import torch.cuda as tc
-
-            def step(model, batch, side):
-                out = model(batch)
-                with tc.stream(side):
-                    loss = out.sum()
-                tc.current_stream().wait_stream(side)
-                return loss
-            """,
-            lines=(7,),
-        ),
-        Invalid(
-            """
-            from torch.cuda import Stream, stream as s_ctx
-            import torch
-
-            buf = torch.zeros(4, device="cuda")
-            copy_stream = Stream()
-            with s_ctx(copy_stream):
-                buf.add_(1)
-            """,
-            lines=(7,),
-        ),
-        Invalid(
-            """
-            import torch
-
-            def forward(x, s, flag):
-                y = x + 1
-                if flag:
-                    s.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(s):
-                    z = y * 2
-                torch.cuda.current_stream().wait_stream(s)
-                return z
-            """,
-            lines=(8,),
-        ),
-        Invalid(
-            """
-            import torch
-
-            def run(batches, s):
-                h = torch.zeros(4, device="cuda")
-                s.wait_stream(torch.cuda.current_stream())
-                for b in batches:
-                    with torch.cuda.stream(s):
-                        out = h * 2
-                    h = torch.relu(b)
-            """,
-            lines=(8,),
-        ),
-        Invalid(
-            """
-            from torch import cuda
-            import torch
-
-            def forward(x):
-                s = cuda.Stream()
-                y = torch.relu(x)
-                with cuda.stream(s):
-                    y.mul_(2)
-                cuda.synchronize()
-            """,
-            lines=(8,),
-        ),
-        Invalid(
-            """
-            import torch
-
-            def offload(layer, x, s):
-                a = x * 2
-                a = layer(a)
-                with torch.cuda.stream(s):
-                    b = a.to("cpu", non_blocking=True)
-                return b
-            """,
-            lines=(7,),
-        ),
-        Invalid(
-            """
-            import torch
-
-            def add_one(x: torch.Tensor, s: torch.cuda.Stream) -> torch.Tensor:
-                with torch.cuda.stream(s):
-                    y = x + 1
-                torch.cuda.current_stream().wait_stream(s)
-                return y
-            """,
-            lines=(5,),
-        ),
-        Invalid(
-            """
-            import torch
-
-            def refill(x, s):
-                buf = torch.empty_like(x)
-                with torch.cuda.stream(s):
-                    buf.copy_(x)
-                torch.cuda.current_stream().wait_stream(s)
-                return buf
-            """,
-            lines=(6,),
-        ),
-    ]
+    VALID = _VALID
+    INVALID = _INVALID
 
     self_wait_message = (
         "{stream} waits on the current stream, which inside its block is itself: the wait orders"
