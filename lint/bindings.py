@@ -47,6 +47,7 @@ from csan_lint.lint.values import (
     stores_in_container,
 )
 from csan_lint.lint.views import viewed
+from csan_lint.lint.vocabulary import GRADIENT
 
 
 class Bindings:
@@ -136,6 +137,15 @@ class Bindings:
             for target in targets:
                 self._bind_returned(target, returned)
 
+    def _drops_gradient(self, target: cst.BaseExpression) -> bool:
+        """`p.grad = v` (`None`, another tensor) drops the gradient `p` held."""
+        return (
+            isinstance(target, cst.Attribute)
+            and target.attr.value == GRADIENT
+            and self.helpers is not None
+            and self.helpers.assumptions.holds(assumed.DROPPED_GRADIENTS_RELEASE)
+        )
+
     def _rebound(self, key: str) -> None:
         """`key` gets a new value: nothing known of its old one holds."""
         if key in self.anypath.indexed_by:
@@ -200,7 +210,7 @@ class Bindings:
                 not keeps and self.helpers is not None and self.helpers.assumptions.holds(assumed.REBOUND_DATA_RELEASES)
             )
             unseen = self.entry_stream if assumes else None  # `p.data = p.data.to(d)` leaves no device memory
-            self._release(key, target, unseen_alloc=unseen)
+            self._release(key, target, unseen_alloc=unseen, assumption=assumed.REBOUND_DATA_RELEASES)
             if (pool := self._pool()) is not None and not self.silent:
                 self.anypath.swapped_in.add(pool)
         else:
@@ -208,7 +218,10 @@ class Bindings:
             self.anypath.borrowed.discard(key)
             self.anypath.held_by.pop(key, None)
             self.anypath.callers_items.discard(key)
-            self._release(key, target)  # of `self.x` too, where its allocating stream is known (streamflow.py)
+            if self._drops_gradient(target):  # autograd allocated it on the stream current at entry
+                self._release(key, target, unseen_alloc=self.entry_stream, assumption=assumed.DROPPED_GRADIENTS_RELEASE)
+            else:
+                self._release(key, target)  # of `self.x` too, where its allocating stream is known (streamflow.py)
         if owned:
             if value.kind != "alias":
                 self.maybe_tensors.discard(key)  # a number, a container, a stream...: no tensor

@@ -13,7 +13,6 @@ from dataclasses import replace
 
 import libcst as cst
 
-from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.tokens import distinct
 from csan_lint.lint.names import dotted_name
 from csan_lint.lint.ordering import Access, FlowState, HazardKind, Mark, TrackedTensor
@@ -50,17 +49,20 @@ class Lifetimes:
             self._release(key, node)
             self._forget(key)
 
-    def _release(self, key: str, where: cst.CSTNode | None, unseen_alloc: str | None = None) -> None:
+    def _release(
+        self, key: str, where: cst.CSTNode | None, unseen_alloc: str | None = None, assumption: str | None = None
+    ) -> None:
         """The name's last reference dies at `where`: its block goes back to its allocating
         stream's pool, and uses on other streams must be ordered before that stream's next
         allocation (`_reuse_released`), which may get it. `unseen_alloc`: the stream taken as
-        the allocating one where the allocation is not seen (memory a `.data` rebinding drops,
-        as `resize_(0)` frees it: `_free`); its uses are then all its accesses."""
+        the allocating one where the allocation is not seen, under `assumption` (memory a
+        `.data` or `.grad` rebinding drops, as `resize_(0)` frees it: `_free`); its uses are
+        then all its accesses."""
         tensor = self.live.tensors.get(key)
         if tensor is None or tensor.escaped:
             return
         if tensor.alloc is None and unseen_alloc is not None:
-            tensor = replace(tensor, alloc=unseen_alloc, uses=tensor.reads | tensor.writes, assumed_alloc=True)
+            tensor = replace(tensor, alloc=unseen_alloc, uses=tensor.reads | tensor.writes, assumed_alloc=assumption)
         if tensor.alloc is None:
             return
         if any(_unprotected(use, tensor, tensor.alloc) for use in tensor.uses):
@@ -74,7 +76,7 @@ class Lifetimes:
             assert tensor.alloc is not None  # only such tensors are released for judging
             for use in tensor.uses:
                 if _unprotected(use, tensor, tensor.alloc):
-                    rests = frozenset({assumed.REBOUND_DATA_RELEASES}) if tensor.assumed_alloc else frozenset()
+                    rests = frozenset({tensor.assumed_alloc}) if tensor.assumed_alloc else frozenset()
                     self._hazard(HazardKind.FREE_IN_USE, key, use.access, tensor.alloc, where, rests_on=rests)
 
     def _free(self, key: str, where: cst.Call) -> None:

@@ -178,8 +178,8 @@ class TrackedTensor:
     uses: frozenset[Mark] = frozenset()
     """Accesses on streams other than `alloc`: what the caching allocator must wait for."""
     alloc: str | None = None
-    """Allocating stream of a tensor created here (`assumed_alloc`: of the caller's memory a
-    `.data` rebinding drops); None when its lifetime is not ours to track."""
+    """Allocating stream of a tensor created here (or of memory a rebinding drops that it was not
+    seen to allocate: `assumed_alloc`); None when its lifetime is not ours to track."""
     recorded: frozenset[str] = frozenset()
     pool: str | None = None
     """The stream whose allocator pool the memory came from, also for aliases and attributes
@@ -189,7 +189,8 @@ class TrackedTensor:
     unsure: bool = False
     """The result of a call of unknown code: a tensor only where it is used like one (a
     container when iterated or keyed)."""
-    assumed_alloc: bool = False
+    assumed_alloc: str | None = None
+    """The assumption that says where memory this function did not allocate came from."""
 
     def with_marks(self, update: Callable[[frozenset[Mark]], frozenset[Mark]]) -> TrackedTensor:
         writes, reads, uses = update(self.writes), update(self.reads), update(self.uses)

@@ -29,7 +29,9 @@ METADATA = HOST_METHODS | HOST_ATTRIBUTES
 """A tensor's methods and attributes that look at it without reading its data."""
 AUTOGRAD_BOOKKEEPING = frozenset({"save_for_backward", "mark_dirty", "mark_non_differentiable"})
 """Methods of an autograd function's `ctx` that keep tensors for later, reading none of their data."""
-TENSOR_ATTRIBUTES = frozenset({"grad", "data"})
+GRADIENT = "grad"
+"""The attribute a tensor's gradient lives by: rebinding it drops the gradient."""
+TENSOR_ATTRIBUTES = frozenset({GRADIENT, "data"})
 """Attributes that hold a tensor of any tensor (or are None): `p.grad`, `p.data`."""
 SYNC_METHODS = api.methods(Receiver.TENSOR, kinds=(Kind.HOST_SYNC,)) | {
     m.name for m in api.METHODS if m.receiver is Receiver.TENSOR and m.op.direction is Direction.TO_HOST

@@ -46,6 +46,7 @@ RECORDED_SIBLINGS = "recorded-sibling-evidence"
 EVENT_CARRIED = "event-carried-evidence"
 DATA_SWAP = "data-swap-release"
 REBOUND_DATA_RELEASES = "rebound-data-releases-callers-memory"
+DROPPED_GRADIENTS_RELEASE = "dropped-gradients-release"
 CONTAINER_HANDOVER = "container-handover"
 DEFAULT_STREAM_JOIN = "default-stream-join"
 STALE_STREAM_CAPTURE = "stale-stream-capture"
@@ -166,6 +167,34 @@ def offload(p, host, side):
         when_on=(("CSL201", 7),),
         when_off=(),
         default=False,
+        rules=("CSL201",),
+    ),
+    Assumption(
+        DROPPED_GRADIENTS_RELEASE,
+        "Rebinding `p.grad` releases the gradient it held, allocated on the stream current at entry.",
+        "`p.grad = None` drops the reference autograd's gradient lives by (what "
+        "`zero_grad(set_to_none=True)` relies on to free it): where this function did not "
+        "allocate the gradient, autograd (or the caller) did, on the stream the function is "
+        "entered on, so a use of it on another stream must be recorded (`record_stream`) or "
+        "ordered before the entry stream before the rebinding. Off: only gradients the function "
+        "allocated are judged when a rebinding drops them.",
+        example="""\
+import torch
+
+
+def offload_grads(model, host, side):
+    def hook(p):
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            host.copy_(p.grad, non_blocking=True)
+        p.grad = None
+
+    for p in model.parameters():
+        p.register_post_accumulate_grad_hook(hook)
+""",
+        when_on=(("CSL201", 8),),
+        when_off=(),
+        default=True,
         rules=("CSL201",),
     ),
     Assumption(
