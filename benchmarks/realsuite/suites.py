@@ -145,13 +145,7 @@ def shadow_with_bug(bug: Bug, root: Path) -> Path:
     installed = site_packages()
     relative = Path(bug.file)
     source = installed / relative
-    lines = source.read_text(encoding="utf-8").splitlines(keepends=True)
-    hits = [i for i, line in enumerate(lines) if line.strip() == bug.remove]
-    if len(hits) != 1:
-        raise ManifestError(f"bug {bug.name!r}: {len(hits)} lines of {source} read {bug.remove!r} (need exactly 1)")
-    line = lines[hits[0]]
-    indent = line[: len(line) - len(line.lstrip())]
-    lines[hits[0]] = f"{indent}pass  # realsuite deliberate bug: removed `{bug.remove}`\n"
+    broken_text = with_bug(bug, source.read_text(encoding="utf-8"), str(source))
     # Real folders along the path to the broken file, links for everything beside them.
     parts = relative.parts
     for depth in range(len(parts) - 1):
@@ -164,5 +158,18 @@ def shadow_with_bug(bug: Bug, root: Path) -> Path:
                 continue
             target.symlink_to(entry)
     broken = root / relative
-    broken.write_text("".join(lines), encoding="utf-8")
+    broken.write_text(broken_text, encoding="utf-8")
     return broken
+
+
+def with_bug(bug: Bug, source: str, where: str) -> str:
+    """`source` with the line `bug.remove` replaced by `pass` (same indentation, same line
+    numbers); `where` names the file in the error when the line is not there exactly once."""
+    lines = source.splitlines(keepends=True)
+    hits = [i for i, line in enumerate(lines) if line.strip() == bug.remove]
+    if len(hits) != 1:
+        raise ManifestError(f"bug {bug.name!r}: {len(hits)} lines of {where} read {bug.remove!r} (need exactly 1)")
+    line = lines[hits[0]]
+    indent = line[: len(line) - len(line.lstrip())]
+    lines[hits[0]] = f"{indent}pass  # realsuite deliberate bug: removed `{bug.remove}`\n"
+    return "".join(lines)

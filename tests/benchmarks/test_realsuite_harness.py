@@ -95,3 +95,12 @@ def test_race_sites_compare_across_the_installed_tree_and_a_shadow(tmp_path, mon
     }
     new = set(race_sites(broken, [Path("/shadow")])) - set(intact_sites)
     assert new == {"read-after-write: lib/mod.py:7 (aten::cat) <- lib/mod.py:9 (aten::_to_copy)"}
+
+
+def test_a_deliberate_bug_replaces_its_one_line_and_keeps_the_line_numbers():
+    bug = Bug("no wait", "m.py", "s.wait_stream(t)")
+    source = "def f(s, t):\n    s.wait_stream(t)\n    return 1\n"
+    broken = suites.with_bug(bug, source, "m.py")
+    assert broken.splitlines()[1].strip().startswith("pass") and broken.count("\n") == source.count("\n")
+    with pytest.raises(ManifestError, match="2 lines of m.py"):
+        suites.with_bug(bug, source + source, "m.py")
