@@ -3,8 +3,8 @@
 A function's pending side-stream work at return, and its side-stream use of the caller's
 tensors at entry, are left to its callers when every one of them orders that stream itself
 (DESIGN.md: "flagged unless every caller in the linted code orders it"). The test reads each
-caller's calls (the API table says which order what) on the same stream token; where in the
-body is not checked.
+caller's calls (the API table says which order what) on the same stream token (a stream
+expression's token is its code: `self._streams["post"]`); where in the body is not checked.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import libcst as cst
 
 from csan_lint.lint.analysis import api
-from csan_lint.lint.names import dotted_name
 from csan_lint.lint.nodes import descendants
+from csan_lint.lint.values import code_of
 
 
 class CallersJoin:
@@ -67,7 +67,7 @@ def _waits_on(call: cst.Call, stream: str) -> bool:
     return (
         api.method_op(_leaf(call))[0] == api.WAIT_STREAM
         and len(call.args) == 1
-        and dotted_name(call.args[0].value) == stream
+        and code_of(call.args[0].value) == stream
     )
 
 
@@ -77,7 +77,7 @@ def _waits(call: cst.Call, stream: str) -> bool:
     return (
         type(func) is cst.Attribute
         and api.method_op(func.attr.value)[0] == api.WAIT_STREAM
-        and dotted_name(func.value) == stream
+        and code_of(func.value) == stream
     )
 
 

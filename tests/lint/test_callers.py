@@ -213,3 +213,33 @@ def test_the_function_a_hook_is_defined_in_is_not_its_caller() -> None:
             self.hooks = torch.autograd.graph.saved_tensors_hooks(pack, None)
     """
     assert [code for code, _, _ in findings(source)] == ["CSL101"]
+
+
+FORKED_BY_CALLER = """
+import torch
+
+class Reducer:
+    def __init__(self):
+        self._streams = {{"post": torch.cuda.Stream()}}
+
+    def hook(self, grad: torch.Tensor) -> None:
+        with torch.cuda.stream(self._streams["post"]):
+            grad.div_(2)
+
+    def reduce(self, grad: torch.Tensor) -> None:
+        {fork}
+        self.hook(grad)
+"""
+
+
+@pytest.mark.parametrize(
+    ("fork", "expected"),
+    [
+        ('self._streams["post"].wait_stream(torch.cuda.current_stream())', []),  # a stream of an item
+        ("pass", [("CSL101", 10), ("CSL101", 14)]),
+    ],
+)
+def test_a_caller_that_forks_the_stream_orders_the_callees_use(fork: str, expected: list) -> None:
+    assert [
+        (code, line) for code, line, _ in findings(FORKED_BY_CALLER.format(fork=fork)) if code == "CSL101"
+    ] == expected
