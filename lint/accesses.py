@@ -108,6 +108,9 @@ class FunctionAnalysis(
         """Names of unknown values that may be tensors: parameters and loop targets."""
         self.used_as_tensors: frozenset[str] = frozenset()
         self.caller = NO_CALLER
+        self.orders_at_calls: dict[str, list[frozenset[str]]] | None = None
+        """Where to note what this function ordered before each call of the module's own (None:
+        not noted; a summary's analysis, lint/effects.py)."""
         """What the function takes of its caller (`produced_by_caller`)."""
         self.anypath = AnyPath()
         """What the function does on any path, for its returns and its summary."""
@@ -326,10 +329,11 @@ class FunctionAnalysis(
         `origin`: the function of the conflicting access, named only when it is another one;
         `rests_on`: assumptions beyond the producer's. The caller's writes, and the caller's
         work an allocation's block may still be in use by (`callers`), are ordered where every
-        caller forks the stream or the stream waited on an event the caller recorded."""
-        if (produced == "by the caller" or callers) and (
-            access.stream in self.anypath.waits_callers_event or self.caller.join.forks(access.stream)
-        ):
+        caller forks the stream or the stream waited on an event the caller recorded (the caller's
+        writes: ordered at entry where every caller waited before the call, lint/streamflow.py)."""
+        if (produced == "by the caller" or callers) and access.stream in self.anypath.waits_callers_event:
+            return
+        if callers and self.caller.join.forks(access.stream):
             return
         origin = origin if origin != self.function else None
         rests = self._rests_on(tensor, produced, handed_by) | rests_on

@@ -14,10 +14,11 @@ import libcst as cst
 
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Kind
-from csan_lint.lint.analysis.tokens import HOST
-from csan_lint.lint.effects import Callee, Helpers
+from csan_lint.lint.analysis.tokens import HOST, alternatives, root
+from csan_lint.lint.effects import Callee, Helpers, probe_key
 from csan_lint.lint.kept import keep_item
 from csan_lint.lint.names import DEVICE_SYNC, SET_STREAM, ImportTable, dotted_name
+from csan_lint.lint.nodes import parameters
 from csan_lint.lint.ordering import Access, FlowState, MarkUpdate
 from csan_lint.lint.recognize import PARTIAL
 from csan_lint.lint.values import Value, freed_storage, is_barrier, is_constructor, is_inplace
@@ -50,6 +51,8 @@ class Calls:
     state: FlowState | None
     live: FlowState
     graphs: dict[str, tuple[set[str], set[str]]]
+    entry_stream: str
+    orders_at_calls: dict[str, list[frozenset[str]]] | None
     # The host's methods from the other parts; those taking keyword-only flags are `...`.
     _eval: Callable[[cst.CSTNode], None]
     _access: Callable[..., None]
@@ -111,6 +114,7 @@ class Calls:
                 self._gradients_written(node)
             self._write_out(node)
             return
+        self._note_orders_at_call(node)
         found = self.helpers.lookup(self.function, func, qualified) if self.helpers is not None else None
         if found is not None:
             found = self._for_streams_passed(found, node, qualified)
@@ -119,6 +123,43 @@ class Calls:
         self._call_other(node, asked)
         if found is not None and self.state is not None:
             self._replay_effects(found, node)
+
+    def _note_orders_at_call(self, call: cst.Call) -> None:
+        """For a call of the module's own function, notes the streams ordered after this
+        function's entry stream on every path here, as the callee names them (`self.s` through
+        `self.m(...)`, a module global, the parameter a stream is passed as): what the caller
+        waited for before the call, its entry's ordering when every call is seen
+        (lint/streamflow.py)."""
+        if self.orders_at_calls is None or self.helpers is None or self.state is None:
+            return
+        callee = self.helpers.callee(self.function, call.func)
+        if callee is None:
+            return
+        probe = self.live.tensors.get(probe_key(self.entry_stream))
+        after = frozenset.intersection(*(mark.after for mark in probe.writes)) if probe and probe.writes else frozenset()
+        func = call.func
+        on_self = isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
+        shared = self.helpers.globals | ({"self", "cls"} if on_self else set())
+        bound = "." in callee and isinstance(func, cst.Attribute) and dotted_name(func.value) not in self.helpers.classes
+        passed = self._streams_passed(call, self.helpers.functions[callee], skip_first=bound)
+        named_alike = {
+            token for token in after if token == HOST or all(root(part) in shared for part in alternatives(token))
+        }
+        self.orders_at_calls.setdefault(callee, []).append(
+            frozenset(named_alike | {passed[token] for token in after if token in passed})
+        )
+
+    def _streams_passed(self, call: cst.Call, callee: cst.FunctionDef, *, skip_first: bool) -> dict[str, str]:
+        """This function's token of each stream the call passes -> the callee's parameter."""
+        params = [param.name.value for param in parameters(callee)][1 if skip_first else 0 :]
+        passed = {}
+        for index, arg in enumerate(call.args):
+            if arg.star:
+                break
+            name = arg.keyword.value if arg.keyword is not None else params[index] if index < len(params) else None
+            if name is not None and (token := self._stream(arg.value)) is not None:
+                passed[token] = name
+        return passed
 
     def _call_other(self, node: cst.Call, asked: frozenset[int] = frozenset()) -> None:
         """A call into code other than torch's: stream and tensor methods, builtins, the rest.

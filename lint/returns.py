@@ -64,11 +64,18 @@ class Returns:
     _hazard: Callable[..., None]
     _release_all: Callable[[cst.CSTNode | None], None]
 
-    def produced_by_caller(self, function: cst.FunctionDef, callers: CallersJoin, written_on: str = CURRENT) -> None:
+    def produced_by_caller(
+        self,
+        function: cst.FunctionDef,
+        callers: CallersJoin,
+        written_on: str = CURRENT,
+        ordered: frozenset[str] = frozenset(),
+    ) -> None:
         """The parameters are the caller's. Those annotated as tensors were written by it before
-        the call, on `written_on` (an unannotated one may be anything: ready), and
-        side-stream work on them still pending at return is left to it; unless every caller in
-        the module forks, or joins, that stream itself (`callers`)."""
+        the call, on `written_on` (an unannotated one may be anything: ready), ordered before the
+        streams of `ordered` (every caller made them wait for it first), and side-stream work on
+        them still pending at return is left to it; unless every caller in the module forks, or
+        joins, that stream itself (`callers`)."""
         params = parameters(function)
         owned = frozenset(self.maybe_tensors)
         observed = self.helpers.observed if self.helpers is not None else NO_MODULE_FACTS
@@ -92,7 +99,7 @@ class Returns:
             if name in self.maybe_tensors and self._assumes_written(param, used):
                 access = Access(param.name, written_on, True, function, self.function, "by the caller")
                 self.live.tensors[name] = TrackedTensor(
-                    writes=frozenset({Mark(access, issued_on(written_on))}), unsure=True
+                    writes=frozenset({Mark(access, issued_on(written_on) | ordered)}), unsure=True
                 )
 
     def _assumes_written(self, param: cst.Param, used: frozenset[str]) -> bool:

@@ -119,11 +119,24 @@ def used_as_tensors(body: cst.BaseSuite, imports: ImportTable) -> frozenset[str]
                 and (source := _holder(current.args[0].value))
             ):
                 used.add(source)
-        if (qualified := imports.qualified(func)) is not None:
-            torch_op = qualified.rpartition(".")[0] in TENSOR_MODULES and qualified not in HOST_TORCH
-            if torch_op and qualified not in _FROM_HOST_DATA:
-                used.update(name for arg in current.args if (name := _holder(arg.value)) is not None)
+        if (qualified := imports.qualified(func)) is not None and _reads_operands(qualified):
+            used.update(
+                name for arg in current.args if arg.keyword is None and (name := _holder(arg.value)) is not None
+            )
     return frozenset(used)
+
+
+def _reads_operands(qualified: str) -> bool:
+    """Whether a torch function reads its positional arguments as tensors: an op, not a host
+    helper, nor a factory of Python data or of memory (`torch.empty(n)`, `torch.empty_like(x)`
+    read no tensor's data). Keywords are options (`pin_memory=flag`, `non_blocking=flag`)."""
+    operation = api.operation(qualified)
+    return (
+        qualified.rpartition(".")[0] in TENSOR_MODULES
+        and qualified not in HOST_TORCH
+        and qualified not in _FROM_HOST_DATA
+        and (operation is None or operation.kind is not Kind.ALLOC)
+    )
 
 
 def _holder(node: cst.BaseExpression) -> str | None:
@@ -225,10 +238,12 @@ def calls_any(name: str, function: cst.FunctionDef, targets: set[str]) -> bool:
 class Entry(NamedTuple):
     """The side stream every call of a function is made on, and the stream its callers wrote
     its arguments on: the current stream before their blocks when every call is in one, else
-    that side stream (a caller entered on it made them there)."""
+    that side stream (a caller entered on it made them there); `calls`: how many calls the
+    module makes of it."""
 
     stream: str
     written_on: str
+    calls: int
 
 
 def entry_streams(
@@ -308,7 +323,9 @@ def _entered(
                 entered[callee] = streams.pop()
                 changed = True
     return {
-        callee: Entry(stream, CURRENT if all(block is not None for block, _ in calls[callee]) else stream)
+        callee: Entry(
+            stream, CURRENT if all(block is not None for block, _ in calls[callee]) else stream, len(calls[callee])
+        )
         for callee, stream in entered.items()
         if stream is not None and stream != CURRENT
     }

@@ -15,7 +15,7 @@ Positions are computed only when a module has hazards (lint/positions.py), since
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import libcst as cst
 
@@ -30,7 +30,7 @@ from csan_lint.lint.callers import Caller, CallersJoin
 from csan_lint.lint.carried import unrecorded_carried
 from csan_lint.lint.dataswap import swapped_out
 from csan_lint.lint.defaultjoin import waits_into_default
-from csan_lint.lint.effects import Helpers
+from csan_lint.lint.effects import PROBE_ACCESS, Helpers, probe_key
 from csan_lint.lint.facts import Carried, ModuleFlow, Sibling
 from csan_lint.lint.hooks import with_hooks
 from csan_lint.lint.model import NO_SPELLINGS, Spellings
@@ -39,6 +39,7 @@ from csan_lint.lint.nodes import parse_module
 from csan_lint.lint.ordering import FlowState, Hazard, Mark, TrackedTensor, join_states, join_tensor
 from csan_lint.lint.run_facts import NO_MODULE_FACTS, ModuleFacts
 from csan_lint.lint.scan import (
+    Entry,
     body_of,
     calls_any,
     entry_streams,
@@ -139,7 +140,9 @@ def analyse(
             default_waiters = {
                 name for name, f in functions if waits_into_default(f, imports, _owner_ambient(name, kept_defaults))
             }
-        for name, function in functions:
+        interpreted = [
+            (name, function)
+            for name, function in functions
             if (
                 everywhere
                 or name in with_blocks
@@ -149,24 +152,31 @@ def analyse(
                 or name in default_waiters
                 or helpers.calls_on_receivers(name, function, writers)
                 or helpers.calls_imported_writers(name, function)
-            ):
-                analysis = FunctionAnalysis(
-                    imports, hazards, function=name, params=tensor_params(function), helpers=helpers
-                )
-                for attribute in _owner_ambient(name, ambient):
-                    analysis.live.streams[attribute] = CURRENT
-                analysis.kept_defaults = frozenset(_owner_ambient(name, kept_defaults))
-                entry = entered_on.get(name)
-                written_on = entry.written_on if entry is not None else CURRENT
-                analysis.produced_by_caller(function, CallersJoin(name, functions), written_on)
-                if entry is not None:
-                    analysis.live.current = entry.stream  # every call of it is made on that stream
-                analysis.run_function(function.body)
-                if analysis.anypath.swapped_in:
-                    swapped_in[name] = analysis.anypath.swapped_in
-                end = join_states(analysis.exits)
-                if end is not None:
-                    exits[name] = end
+            )
+        ]
+        at_calls: dict[str, list[frozenset[str]]] = {}
+        calls = _module_calls(functions, entered_on, uses)
+        for name, function in _callers_first(interpreted, entered_on, calls, at_calls):
+            analysis = FunctionAnalysis(imports, hazards, function=name, params=tensor_params(function), helpers=helpers)
+            analysis.orders_at_calls = at_calls
+            for attribute in _owner_ambient(name, ambient):
+                analysis.live.streams[attribute] = CURRENT
+            analysis.kept_defaults = frozenset(_owner_ambient(name, kept_defaults))
+            entry = entered_on.get(name)
+            written_on = entry.written_on if entry is not None else CURRENT
+            ordered = _ordered_at_every_call(entry, at_calls.get(name, []), calls[name])
+            analysis.produced_by_caller(function, CallersJoin(name, functions), written_on, ordered)
+            if entry is not None:
+                analysis.live.current = entry.stream  # every call of it is made on that stream
+            elif ordered:  # what the caller's callers wrote before it was called, as its own writes
+                entered = Mark(PROBE_ACCESS, frozenset({CURRENT}) | ordered)
+                analysis.live.tensors[probe_key(CURRENT)] = TrackedTensor(writes=frozenset({entered}))
+            analysis.run_function(function.body)
+            if analysis.anypath.swapped_in:
+                swapped_in[name] = analysis.anypath.swapped_in
+            end = join_states(analysis.exits)
+            if end is not None:
+                exits[name] = end
         for owner in classes:
             _cross_method(owner, functions, exits, helpers, hazards, uses)
             if swapped_in and assumptions.holds(assumed.DATA_SWAP):
@@ -184,6 +194,47 @@ def analyse(
         assumptions=assumptions,
         observed=observed,
     )
+
+
+def _callers_first(
+    interpreted: list[tuple[str, cst.FunctionDef]],
+    entered_on: Mapping[str, Entry],
+    calls: Mapping[str, int],
+    at_calls: Mapping[str, list[frozenset[str]]],
+) -> Iterator[tuple[str, cst.FunctionDef]]:
+    """The functions to interpret, each once every call the module makes of it (`calls`) was
+    interpreted where possible (`at_calls` fills as they run): what a caller ordered before
+    its calls is then known at their entry. A cycle of calls, or a caller not interpreted,
+    leaves the rest in source order; those entered on a side stream come after all others (their
+    callers are in stream blocks, seldom entered themselves)."""
+    for tier in (False, True):
+        waiting = [item for item in interpreted if (item[0] in entered_on) == tier]
+        while waiting:
+            ready = next((item for item in waiting if len(at_calls.get(item[0], ())) >= calls[item[0]]), waiting[0])
+            waiting.remove(ready)
+            yield ready
+
+
+def _module_calls(
+    functions: Sequence[tuple[str, cst.FunctionDef]], entered_on: Mapping[str, Entry], uses: ModuleUses
+) -> dict[str, int]:
+    """How many calls of each function the module makes: a method's by `self.m(...)`/`cls.m(...)`,
+    a function's by its name (a leaf shared by two classes counts both: never too few)."""
+    counts = {}
+    for name, _ in functions:
+        leaf = name.rpartition(".")[2]
+        module_calls = uses.calls["self", leaf] + uses.calls["cls", leaf] if "." in name else uses.calls["", leaf]
+        counts[name] = entry.calls if (entry := entered_on.get(name)) is not None else module_calls
+    return counts
+
+
+def _ordered_at_every_call(entry: Entry | None, seen: list[frozenset[str]], calls: int) -> frozenset[str]:
+    """The streams every caller ordered after its own stream before calling the function (for one
+    entered on a side stream by them, `Entry.written_on` is then that caller's stream): the
+    arguments it wrote there are ordered before them. Nothing unless every call was seen."""
+    if (entry is not None and entry.written_on != CURRENT) or not seen or len(seen) != calls:
+        return frozenset()
+    return frozenset.intersection(*seen)
 
 
 def ambient_streams(owner: str, functions: Sequence[tuple[str, cst.FunctionDef]], imports: ImportTable) -> set[str]:

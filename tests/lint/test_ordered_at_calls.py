@@ -1,0 +1,97 @@
+"""A function entered on a side stream by every caller reads its arguments there; what the
+callers wrote them on is ordered before that stream when each caller made it wait first, and
+the function's reads are then no race. One caller that does not wait keeps the finding."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from csan_lint.lint.engine import lint_source
+
+REDUCER = """
+import torch
+
+class Reducer:
+    def __init__(self):
+        self.side = torch.cuda.Stream()
+
+    def reduce(self, grad: torch.Tensor):
+        {first}
+        with torch.cuda.stream(self.side):
+            self.scale(grad)
+        torch.cuda.current_stream().wait_stream(self.side)
+
+    def reduce_again(self, grad: torch.Tensor):
+        {second}
+        with torch.cuda.stream(self.side):
+            self.scale(grad)
+        torch.cuda.current_stream().wait_stream(self.side)
+
+    def scale(self, tensor: torch.Tensor):
+        tensor.mul_(0.5)
+"""
+WAIT = "self.side.wait_stream(torch.cuda.current_stream())"
+
+
+def findings(first: str, second: str) -> list[tuple[str, int]]:
+    source = textwrap.dedent(REDUCER.format(first=first, second=second))
+    return sorted((f.code, f.line) for f in lint_source(source, "m.py"))
+
+
+def line_of(first: str, text: str, nth: int = 0) -> int:
+    lines = textwrap.dedent(REDUCER.format(first=first, second=WAIT)).splitlines()
+    return [number for number, line in enumerate(lines, 1) if text in line][nth]
+
+
+CALLEE = 21  # `tensor.mul_(0.5)`, with one line for each caller's `first` and `second`
+
+
+def test_every_caller_waits_before_its_block_then_the_callee_reads_in_order() -> None:
+    assert findings(WAIT, WAIT) == []
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "callers"), [(WAIT, "pass", [17]), ("pass", WAIT, [11]), ("pass", "pass", [11, 17])]
+)
+def test_a_caller_that_does_not_wait_leaves_the_race_in_the_callee(first: str, second: str, callers: list[int]) -> None:
+    """The caller's call is flagged (the callee's summary reads its argument on the side
+    stream) and the callee's read too: its entry is not ordered on every call."""
+    assert findings(first, second) == [("CSL101", line) for line in [*callers, CALLEE]]
+
+
+def test_a_wait_on_one_path_only_does_not_order_the_call() -> None:
+    first = f"if self.overlap:\n            {WAIT}"
+    assert findings(first, WAIT) == [
+        ("CSL101", line_of(first, "self.scale(grad)")),
+        ("CSL101", line_of(first, "tensor.mul_")),
+    ]
+
+
+def test_a_wait_for_another_stream_does_not_order_the_callers() -> None:
+    """The default stream is not the caller's: it may have made a side stream current."""
+    other = "self.side.wait_stream(torch.cuda.default_stream())"
+    assert findings(other, WAIT) == [("CSL101", 11), ("CSL101", CALLEE)]
+
+
+SHARED = """
+import torch
+
+SIDE = torch.cuda.Stream()
+
+def scale(tensor: torch.Tensor):
+    tensor.mul_(0.5)
+
+def reduce(grad: torch.Tensor):
+    {wait}
+    with torch.cuda.stream(SIDE):
+        scale(grad)
+    torch.cuda.current_stream().wait_stream(SIDE)
+"""
+
+
+@pytest.mark.parametrize(("wait", "flagged"), [("SIDE.wait_stream(torch.cuda.current_stream())", []), ("pass", [7, 12])])
+def test_a_module_function_entered_on_a_global_stream_learns_its_callers_wait(wait: str, flagged: list[int]) -> None:
+    source = textwrap.dedent(SHARED.format(wait=wait))
+    assert sorted(f.line for f in lint_source(source, "m.py")) == flagged
