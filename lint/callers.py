@@ -1,10 +1,13 @@
 """What the callers of a function in the same module do around the call: join or fork a stream.
 
-A function's pending side-stream work at return, and its side-stream use of the caller's
-tensors at entry, are left to its callers when every one of them orders that stream itself
-(DESIGN.md: "flagged unless every caller in the linted code orders it"). The test reads each
-caller's calls (the API table says which order what) on the same stream token (a stream
-expression's token is its code: `self._streams["post"]`); where in the body is not checked.
+A function's pending side-stream work at return, and its side-stream use of a block that may
+still hold the caller's work (an allocation made before any launch), are left to its callers
+when every one of them orders that stream itself (DESIGN.md: "flagged unless every caller in
+the linted code orders it"). The test reads each caller's calls (the API table says which
+order what) on the same stream token (a stream expression's token is its code:
+`self._streams["post"]`); where in the body is not checked. The caller's tensors are not
+judged here: what the callers ordered before each call is interpreted at the call
+(`Calls._note_orders_at_call`) and is the callee's entry (lint/streamflow.py).
 """
 
 from __future__ import annotations

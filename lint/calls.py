@@ -13,7 +13,9 @@ from collections.abc import Callable
 import libcst as cst
 
 from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.api import Kind
+from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS
 from csan_lint.lint.analysis.tokens import HOST, alternatives, root
 from csan_lint.lint.effects import Callee, Helpers, probe_key
 from csan_lint.lint.kept import keep_item
@@ -225,7 +227,7 @@ class Calls:
                 return
             self._eval(receiver)
             self._eval_args(node, asked=asked)
-            if method in STORING_METHODS or not self._is_tensor(receiver):
+            if method in STORING_METHODS or (not self._is_tensor(receiver) and self._unseen_code_keeps()):
                 self._escape_args(node)
         else:
             if isinstance(func, cst.Name) and is_constructor(func.value):
@@ -239,9 +241,15 @@ class Calls:
                 self._eval_args(node, asked=asked)
             if builtin in SYNC_BUILTINS and any(self._tensor_operand(arg.value) for arg in node.args):
                 self._order(MarkUpdate(self.live.current, HOST))
-            if builtin not in PURE_BUILTINS:
+            if builtin not in PURE_BUILTINS and self._unseen_code_keeps():
                 self._escape_args(node)
         self._write_out(node)
+
+    def _unseen_code_keeps(self) -> bool:
+        """Whether unknown code keeps the arguments it is given (`unseen-callees-keep-arguments`)."""
+        return (self.helpers.assumptions if self.helpers is not None else DEFAULT_ASSUMPTIONS).holds(
+            assumed.UNSEEN_CALLEES_KEEP_ARGUMENTS
+        )
 
     def _gradients_written(self, node: cst.Call) -> None:
         """Autograd writes every leaf's `.grad` on the current stream: those followed here are

@@ -25,6 +25,7 @@ from csan_lint.lint.vocabulary import (
     HOST_TENSORS,
     HOST_TORCH,
     METADATA_BUILTINS,
+    SHAPED_LIKE,
     SYNC_METHODS,
     TENSOR_METHODS,
     TENSOR_MODULES,
@@ -127,15 +128,15 @@ def used_as_tensors(body: cst.BaseSuite, imports: ImportTable) -> frozenset[str]
 
 
 def _reads_operands(qualified: str) -> bool:
-    """Whether a torch function reads its positional arguments as tensors: an op, not a host
-    helper, nor a factory of Python data or of memory (`torch.empty(n)`, `torch.empty_like(x)`
-    read no tensor's data). Keywords are options (`pin_memory=flag`, `non_blocking=flag`)."""
+    """Whether a torch function takes tensors as its positional arguments: an op or a factory
+    shaped like one (`torch.empty_like(x)`), not a host helper, nor a factory of Python data or
+    of a size (`torch.empty(n)`). Keywords are options (`pin_memory=flag`, `non_blocking=flag`)."""
     operation = api.operation(qualified)
     return (
         qualified.rpartition(".")[0] in TENSOR_MODULES
         and qualified not in HOST_TORCH
         and qualified not in _FROM_HOST_DATA
-        and (operation is None or operation.kind is not Kind.ALLOC)
+        and (operation is None or operation.kind is not Kind.ALLOC or qualified in SHAPED_LIKE)
     )
 
 

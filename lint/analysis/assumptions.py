@@ -51,14 +51,15 @@ CONTAINER_HANDOVER = "container-handover"
 DEFAULT_STREAM_JOIN = "default-stream-join"
 STALE_STREAM_CAPTURE = "stale-stream-capture"
 UNSEEN_CALLEES_READ_DOWNLOADS = "unseen-callees-read-downloads"
+UNSEEN_CALLEES_KEEP_ARGUMENTS = "unseen-callees-keep-arguments"
 
 ASSUMPTIONS: tuple[Assumption, ...] = (
     Assumption(
         ANNOTATED_PARAMETERS_WRITTEN_BY_CALLER,
         "A parameter annotated as a tensor was written by the caller, on the stream current at entry.",
         "Its producer is the caller, whose last kernels ran on the stream it called from: a side "
-        "stream that uses it needs a wait first. Quiet where every caller in the linted code forks "
-        "that stream itself.",
+        "stream that uses it needs a wait first. Quiet where every call the module makes of it "
+        "follows, on every path, a wait of that stream for the caller's.",
         example="""\
 import torch
 
@@ -167,6 +168,32 @@ def offload(p, host, side):
         when_on=(("CSL201", 7),),
         when_off=(),
         default=False,
+        rules=("CSL201",),
+    ),
+    Assumption(
+        UNSEEN_CALLEES_KEEP_ARGUMENTS,
+        "Code the analysis cannot see keeps the tensors it is given alive after it returns.",
+        "A tensor handed to an unknown function or method (`self.policy(batch)`) may be stored "
+        "there, so its release is no longer this function's: nothing is judged when its name "
+        "goes. Off: only a container's storing methods and a constructor keep what they are "
+        "given; a tensor passed to other unknown code is released with its last name here, and "
+        "a use on another stream before that needs a `record_stream`.",
+        example="""\
+import torch
+
+
+def infer(policy, staging, copy_stream, compute_stream):
+    with torch.cuda.stream(copy_stream):
+        batch = staging.to("cuda", non_blocking=True)
+    compute_stream.wait_stream(copy_stream)
+    with torch.cuda.stream(compute_stream):
+        out = policy(batch)
+    torch.cuda.current_stream().wait_stream(compute_stream)
+    return out
+""",
+        when_on=(),
+        when_off=(("CSL201", 9),),
+        default=True,
         rules=("CSL201",),
     ),
     Assumption(
