@@ -202,6 +202,9 @@ class Bindings:
         if key is None:
             return
         owned = isinstance(target, cst.Name)
+        if value.kind == "alias" and value.source == key and key in self.live.tensors:
+            self._view_of_itself(key, value)  # `x = x.view(...)`: the same memory, still in use
+            return
         storage_of = rebound_storage(target)
         if storage_of is not None:  # the same tensor, still the caller's, now holding `value`'s memory
             key = storage_of
@@ -349,6 +352,12 @@ class Bindings:
         if stream is not None:
             self._record(event_token(key), stream)
         return True
+
+    def _view_of_itself(self, key: str, value: Value) -> None:
+        """A name rebound to a view of what it held keeps that memory and its pending work: only
+        the part it now names changes (`Within`)."""
+        self.anypath.bound.add(key)
+        self.live.tensors[key] = self.live.tensors[key].with_marks(Within(value.region, self.live.facts))
 
     def _forget(self, key: str) -> None:
         self._rebound(key)

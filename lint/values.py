@@ -443,7 +443,9 @@ class Values:
                 return Value("allocation")
             if module in TENSOR_MODULES and qualified not in HOST_TORCH:
                 return Value("tensor")
-            return Value("other")
+            if qualified.partition(".")[0] == "torch" or api.function(qualified) is not None:
+                return Value("other")
+            return Value("unknown")  # another package's function: a tensor where the body uses one
         func = expr.func
         if isinstance(func, cst.Attribute):
             method = func.attr.value

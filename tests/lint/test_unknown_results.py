@@ -1,0 +1,46 @@
+"""What unknown code returns is a tensor where the body uses it as one, whoever wrote the
+function (another package's `gather(k)` as much as the module's own), and a name rebound to a
+view of itself keeps what it held."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from csan_lint.lint.engine import lint_source
+
+GATHERED = """
+import torch
+from pkg.distributed import gather
+
+def attend(k, group, side):
+    k_all, _ = gather(k, group)
+    {rebind}
+    {wait}
+    with torch.cuda.stream(side):
+        out = torch.index_select(k_all, 0, torch.arange(4, device="cuda"))
+    torch.cuda.current_stream().wait_stream(side)
+    del out
+"""
+WAIT = "side.wait_stream(torch.cuda.current_stream())"
+
+
+def findings(rebind: str = "pass", wait: str = "pass") -> list[tuple[str, int]]:
+    source = textwrap.dedent(GATHERED.format(rebind=rebind, wait=wait))
+    return sorted((f.code, f.line) for f in lint_source(source, "m.py"))
+
+
+@pytest.mark.parametrize("rebind", ["pass", "k_all = k_all.view(4, -1)", "k_all = k_all[1:]"])
+def test_another_packages_result_read_on_a_side_stream_without_a_wait_is_flagged(rebind: str) -> None:
+    assert findings(rebind) == [("CSL101", 10)]
+
+
+def test_a_wait_before_the_block_orders_it() -> None:
+    assert findings("k_all = k_all.view(4, -1)", WAIT) == []
+
+
+def test_a_result_the_body_does_not_use_as_a_tensor_is_not_one() -> None:
+    """`size, _ = gather(...)` used only as a number: no tensor, nothing to order."""
+    source = GATHERED.replace("torch.index_select(k_all, 0, torch.arange(4, device=\"cuda\"))", "k_all + 1")
+    assert sorted(f.code for f in lint_source(textwrap.dedent(source.format(rebind="pass", wait="pass")), "m.py")) == []
