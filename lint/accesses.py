@@ -247,7 +247,9 @@ class FunctionAnalysis(
     def _launched_before(self, stream: str) -> frozenset[str]:
         """What is ordered after the last launch on `stream` (by the caller, if none here)."""
         launch = self.live.tensors.get(launch_key(stream))
-        return next(iter(launch.writes)).after if launch is not None and launch.writes else frozenset({stream})
+        if launch is not None and launch.writes:
+            return next(iter(launch.writes)).after
+        return frozenset({stream}) | (self.caller.ordered if stream == self.entry_stream else frozenset())
 
     def _make_access(self, node: cst.CSTNode, *, write: bool) -> Access:
         assert self.statement is not None
@@ -329,11 +331,9 @@ class FunctionAnalysis(
         `origin`: the function of the conflicting access, named only when it is another one;
         `rests_on`: assumptions beyond the producer's. The caller's writes, and the caller's
         work an allocation's block may still be in use by (`callers`), are ordered where every
-        caller forks the stream or the stream waited on an event the caller recorded (the caller's
-        writes: ordered at entry where every caller waited before the call, lint/streamflow.py)."""
+        caller made the stream wait before the call (`Caller.ordered`, in their marks) or the
+        stream waited on an event the caller recorded."""
         if (produced == "by the caller" or callers) and access.stream in self.anypath.waits_callers_event:
-            return
-        if callers and self.caller.join.forks(access.stream):
             return
         origin = origin if origin != self.function else None
         rests = self._rests_on(tensor, produced, handed_by) | rests_on

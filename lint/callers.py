@@ -1,13 +1,12 @@
 """What the callers of a function in the same module do around the call: join or fork a stream.
 
-A function's pending side-stream work at return, and its side-stream use of a block that may
-still hold the caller's work (an allocation made before any launch), are left to its callers
-when every one of them orders that stream itself (DESIGN.md: "flagged unless every caller in
-the linted code orders it"). The test reads each caller's calls (the API table says which
-order what) on the same stream token (a stream expression's token is its code:
-`self._streams["post"]`); where in the body is not checked. The caller's tensors are not
-judged here: what the callers ordered before each call is interpreted at the call
-(`Calls._note_orders_at_call`) and is the callee's entry (lint/streamflow.py).
+A function's pending side-stream work at return is left to its callers when every one of them
+joins that stream itself (DESIGN.md: "flagged unless every caller in the linted code orders
+it"). The test reads each caller's calls (the API table says which order what) on the same
+stream token (a stream expression's token is its code: `self._streams["post"]`); where in the
+body is not checked. What the callers ordered before each call is not judged here: it is
+interpreted at the call (`Calls._note_orders_at_call`) and is the callee's entry
+(`Caller.ordered`, lint/streamflow.py).
 """
 
 from __future__ import annotations
@@ -24,8 +23,8 @@ from csan_lint.lint.values import code_of
 
 class CallersJoin:
     """Whether every function of the module that calls `name` joins a stream (waits on it:
-    `x.wait_stream(s)`), forks it (`s.wait_stream(...)`), or synchronizes (`x.synchronize()`).
-    Callers' calls are collected only when a finding asks."""
+    `x.wait_stream(s)`) or synchronizes (`x.synchronize()`). Callers' calls are collected only
+    when a finding asks."""
 
     def __init__(self, name: str, functions: Sequence[tuple[str, cst.FunctionDef]]) -> None:
         self.name, self.functions = name, functions
@@ -34,10 +33,6 @@ class CallersJoin:
     def __call__(self, stream: str) -> bool:
         """Every caller joins `stream` into its own: the callee's pending work there is ordered."""
         return self._every_caller(lambda call: _waits_on(call, stream) or _synchronizes(call))
-
-    def forks(self, stream: str) -> bool:
-        """Every caller orders `stream` after its own writes before the callee uses them there."""
-        return self._every_caller(lambda call: _waits(call, stream) or _synchronizes(call))
 
     def called(self) -> bool:
         """Some function of the module calls it: a value it returns goes to code we see."""
@@ -74,16 +69,6 @@ def _waits_on(call: cst.Call, stream: str) -> bool:
     )
 
 
-def _waits(call: cst.Call, stream: str) -> bool:
-    """`stream.wait_stream(...)`."""
-    func = call.func
-    return (
-        type(func) is cst.Attribute
-        and api.method_op(func.attr.value)[0] == api.WAIT_STREAM
-        and code_of(func.value) == stream
-    )
-
-
 def _synchronizes(call: cst.Call) -> bool:
     """`x.synchronize()`: the device, a stream or an event, with the host."""
     return type(call.func) is cst.Attribute and not call.args and api.method_op(_leaf(call))[0] == api.SYNC_RECEIVER
@@ -109,7 +94,10 @@ class Caller:
     orders_after_default: bool = False
     """Whether a stream waits on `default_stream()` here: the caller's data are then its."""
     join: CallersJoin = NO_CALLERS
-    """Whether every caller in the linted module joins, or forks, a stream."""
+    """Whether every caller in the linted module joins a stream."""
+    ordered: frozenset[str] = frozenset()
+    """The streams every caller made wait for its stream before the call (lint/streamflow.py):
+    what the caller wrote, and launched, there before it is ordered before them."""
 
 
 NO_CALLER = Caller()

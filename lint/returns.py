@@ -91,6 +91,7 @@ class Returns:
             streams=frozenset(param.name.value for param in params),
             orders_after_default=_waits_on_default(function, self.imports),
             join=callers,
+            ordered=ordered,
         )
         unannotated = self._assumes(assumed.UNANNOTATED_PARAMETERS_WRITTEN_BY_CALLER)
         used = used_as_tensors(function.body, self.imports) if unannotated else frozenset()

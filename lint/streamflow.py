@@ -148,13 +148,14 @@ def analyse(
                 or name in with_blocks
                 or name in entered_on
                 or name in recorders
-                or calls_any(name, function, writers)
+                or calls_any(name, function, writers | with_blocks | entered_on.keys())  # what callers order
                 or name in default_waiters
                 or helpers.calls_on_receivers(name, function, writers)
                 or helpers.calls_imported_writers(name, function)
             )
         ]
         at_calls: dict[str, list[frozenset[str]]] = {}
+        ordered_at_entry: dict[str, frozenset[str]] = {}
         calls = _module_calls(functions, entered_on, uses)
         for name, function in _callers_first(interpreted, entered_on, calls, at_calls):
             analysis = FunctionAnalysis(imports, hazards, function=name, params=tensor_params(function), helpers=helpers)
@@ -165,6 +166,7 @@ def analyse(
             entry = entered_on.get(name)
             written_on = entry.written_on if entry is not None else CURRENT
             ordered = _ordered_at_every_call(entry, at_calls.get(name, []), calls[name])
+            ordered_at_entry[name] = ordered
             analysis.produced_by_caller(function, CallersJoin(name, functions), written_on, ordered)
             if entry is not None:
                 analysis.live.current = entry.stream  # every call of it is made on that stream
@@ -178,7 +180,7 @@ def analyse(
             if end is not None:
                 exits[name] = end
         for owner in classes:
-            _cross_method(owner, functions, exits, helpers, hazards, uses)
+            _cross_method(owner, functions, exits, helpers, hazards, uses, ordered_at_entry)
             if swapped_in and assumptions.holds(assumed.DATA_SWAP):
                 swapped_out(owner, functions, swapped_in, hazards)
     return ModuleFlow(
@@ -314,6 +316,7 @@ def _cross_method(
     helpers: Helpers,
     hazards: dict[tuple[object, ...], Hazard],
     uses: ModuleUses,
+    ordered_at_entry: Mapping[str, frozenset[str]],
 ) -> None:
     """A producer method leaves `self.x` written (or read) on a side stream; a public method of
     the same class may run after it and use (or overwrite) `self.x`, so it starts from those
@@ -358,7 +361,8 @@ def _cross_method(
                 helpers=helpers,
                 entry=entry,
             )
-            analysis.caller = Caller(join=CallersJoin(f"{owner}.{method}", functions))
+            name = f"{owner}.{method}"
+            analysis.caller = Caller(join=CallersJoin(name, functions), ordered=ordered_at_entry.get(name, frozenset()))
             analysis.role = "from what the class's other methods leave written on a side stream"
             analysis.run_function(function.body)
 
