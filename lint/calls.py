@@ -138,11 +138,15 @@ class Calls:
         if callee is None:
             return
         probe = self.live.tensors.get(probe_key(self.entry_stream))
-        after = frozenset.intersection(*(mark.after for mark in probe.writes)) if probe and probe.writes else frozenset()
+        after = (
+            frozenset.intersection(*(mark.after for mark in probe.writes)) if probe and probe.writes else frozenset()
+        )
         func = call.func
         on_self = isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
         shared = self.helpers.globals | ({"self", "cls"} if on_self else set())
-        bound = "." in callee and isinstance(func, cst.Attribute) and dotted_name(func.value) not in self.helpers.classes
+        bound = (
+            "." in callee and isinstance(func, cst.Attribute) and dotted_name(func.value) not in self.helpers.classes
+        )
         passed = self._streams_passed(call, self.helpers.functions[callee], skip_first=bound)
         named_alike = {
             token for token in after if token == HOST or all(root(part) in shared for part in alternatives(token))

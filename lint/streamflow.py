@@ -158,7 +158,9 @@ def analyse(
         ordered_at_entry: dict[str, frozenset[str]] = {}
         calls = _module_calls(functions, entered_on, uses)
         for name, function in _callers_first(interpreted, entered_on, calls, at_calls):
-            analysis = FunctionAnalysis(imports, hazards, function=name, params=tensor_params(function), helpers=helpers)
+            analysis = FunctionAnalysis(
+                imports, hazards, function=name, params=tensor_params(function), helpers=helpers
+            )
             analysis.orders_at_calls = at_calls
             for attribute in _owner_ambient(name, ambient):
                 analysis.live.streams[attribute] = CURRENT

@@ -91,7 +91,9 @@ def reduce(grad: torch.Tensor):
 """
 
 
-@pytest.mark.parametrize(("wait", "flagged"), [("SIDE.wait_stream(torch.cuda.current_stream())", []), ("pass", [7, 12])])
+@pytest.mark.parametrize(
+    ("wait", "flagged"), [("SIDE.wait_stream(torch.cuda.current_stream())", []), ("pass", [7, 12])]
+)
 def test_a_module_function_entered_on_a_global_stream_learns_its_callers_wait(wait: str, flagged: list[int]) -> None:
     source = textwrap.dedent(SHARED.format(wait=wait))
     assert sorted(f.line for f in lint_source(source, "m.py")) == flagged

@@ -42,5 +42,5 @@ def test_a_wait_before_the_block_orders_it() -> None:
 
 def test_a_result_the_body_does_not_use_as_a_tensor_is_not_one() -> None:
     """`size, _ = gather(...)` used only as a number: no tensor, nothing to order."""
-    source = GATHERED.replace("torch.index_select(k_all, 0, torch.arange(4, device=\"cuda\"))", "k_all + 1")
+    source = GATHERED.replace('torch.index_select(k_all, 0, torch.arange(4, device="cuda"))', "k_all + 1")
     assert sorted(f.code for f in lint_source(textwrap.dedent(source.format(rebind="pass", wait="pass")), "m.py")) == []
