@@ -44,8 +44,8 @@ class AnyPath:
     """Name -> the stream current where a fresh allocation was last bound to it."""
     callers_blocks: dict[cst.CSTNode, bool] = field(default_factory=dict)
     """Allocations on the caller's stream before any launch on it here, on every pass: the
-    block may still be in use by the caller's work only, which a caller that forks the
-    using stream orders (`_hazard`)."""
+    block may still be in use by the caller's work only, which every caller's wait of the
+    using stream before the call orders (`Caller.ordered`)."""
     swapped_in: set[str] = field(default_factory=set)
     """Side streams on which the module's tensors got memory made there (`p.data = v`), for
     a method that swaps it out (lint/dataswap.py)."""

@@ -74,8 +74,8 @@ class Returns:
         """The parameters are the caller's. Those annotated as tensors were written by it before
         the call, on `written_on` (an unannotated one may be anything: ready), ordered before the
         streams of `ordered` (every caller made them wait for it first), and side-stream work on
-        them still pending at return is left to it; unless every caller in the module forks, or
-        joins, that stream itself (`callers`)."""
+        them still pending at return is left to it where every caller in the module joins that
+        stream itself (`callers`)."""
         params = parameters(function)
         owned = frozenset(self.maybe_tensors)
         observed = self.helpers.observed if self.helpers is not None else NO_MODULE_FACTS

@@ -298,8 +298,9 @@ class MissingWaitStream(Rule):
     hand it a block that work launched earlier on the allocating stream still uses: it is
     reported as "allocated on" when its first use on another stream is not ordered after the
     allocating stream's last launch before the allocation. Made on the caller's stream before
-    any launch there in the function, that launch is the caller's: a caller that forks the
-    using stream orders it, as it orders the caller's tensors (see Known problems).
+    any launch there in the function, that launch is the caller's: callers that all make the
+    using stream wait before the call order it, as they order the caller's tensors (see Known
+    problems).
 
     A wait written inside the block, `s.wait_stream(torch.cuda.current_stream())` within
     `with torch.cuda.stream(s):`, is `s` waiting on itself (there the current stream is `s`):
