@@ -30,7 +30,7 @@ from csan_lint.lint.callers import Caller, CallersJoin
 from csan_lint.lint.carried import unrecorded_carried
 from csan_lint.lint.dataswap import swapped_out
 from csan_lint.lint.defaultjoin import waits_into_default
-from csan_lint.lint.effects import PROBE_ACCESS, Helpers, probe_key
+from csan_lint.lint.effects import Helpers
 from csan_lint.lint.facts import Carried, ModuleFlow, Sibling
 from csan_lint.lint.hooks import with_hooks
 from csan_lint.lint.model import NO_SPELLINGS, Spellings
@@ -172,9 +172,6 @@ def analyse(
             analysis.produced_by_caller(function, CallersJoin(name, functions), written_on, ordered)
             if entry is not None:
                 analysis.live.current = entry.stream  # every call of it is made on that stream
-            elif ordered:  # what the caller's callers wrote before it was called, as its own writes
-                entered = Mark(PROBE_ACCESS, frozenset({CURRENT}) | ordered)
-                analysis.live.tensors[probe_key(CURRENT)] = TrackedTensor(writes=frozenset({entered}))
             analysis.run_function(function.body)
             if analysis.anypath.swapped_in:
                 swapped_in[name] = analysis.anypath.swapped_in
