@@ -8,10 +8,13 @@ default, and compared with the build as it ships:
   TRIAGE.md gave them (true / plausible / false), the new ones to be read.
 
     python benchmarks/realworld/assumptions.py --csan-lint .venv/bin/csan-lint [--only NAME ...]
-        [--tree LABEL=DIR ...] [--json OUT]
+        [--tree LABEL=DIR ...] [--manifest TOML ...] [--no-repos] [--json OUT]
 
-Run it with the Python that has csan-lint installed (the table is read from the package). The
-held-out sets are never used here: a default chosen on them would be fitted to them.
+`--manifest` scores more manifests the same way (whole files): held-out sets whose first-sight
+figure was already reported are development data like the corpus. Never pass a set not yet
+measured: a default chosen on it would be fitted to it. `--no-repos` skips the repositories.
+
+Run it with the Python that has csan-lint installed (the table is read from the package).
 """
 
 from __future__ import annotations
@@ -70,14 +73,22 @@ def wrapper(linter: str, switch: str | None, directory: Path) -> str:
     return str(path)
 
 
-def corpus(linter: str, out: Path) -> dict[str, int]:
-    subprocess.run(
-        [sys.executable, str(HERE / "precision_recall.py"), "--csan-lint", linter, "--whole-files", "--json", str(out)],
-        check=True,
-        capture_output=True,
-    )
+def corpus(linter: str, out: Path, manifest: Path | None = None) -> dict[str, int]:
+    """The totals of one manifest (the corpus by default), whole files."""
+    command = [sys.executable, str(HERE / "precision_recall.py"), "--csan-lint", linter, "--whole-files"]
+    command += ["--json", str(out)] + (["--manifest", str(manifest)] if manifest is not None else [])
+    subprocess.run(command, check=True, capture_output=True)
     totals = json.loads(out.read_text())["totals"]
-    return {key: totals[key] for key in ("tp", "fp", "fn", "known_bugs_both") if key in totals}
+    keys = ("tp", "fp", "fn", "known_bugs_both", "findings_on_fixed")
+    return {key: totals[key] for key in keys if key in totals}
+
+
+def scores(linter: str, manifests: list[Path], directory: Path, tag: str) -> dict[str, dict[str, int]]:
+    """The corpus's totals and each further manifest's, by name."""
+    found = {"corpus": corpus(linter, directory / f"{tag}-corpus.json")}
+    for manifest in manifests:
+        found[manifest.stem] = corpus(linter, directory / f"{tag}-{manifest.stem}.json", manifest)
+    return found
 
 
 def repositories(linter: str, trees: list[str], out: Path) -> set[tuple[str, str, str]]:
@@ -95,6 +106,8 @@ def main() -> int:
     parser.add_argument("--csan-lint", dest="linter", default="csan-lint")
     parser.add_argument("--only", action="append", default=[], metavar="NAME", help="measure only these (repeatable)")
     parser.add_argument("--tree", action="append", default=[], metavar="LABEL=DIR", help="as lint_repos.py's")
+    parser.add_argument("--manifest", action="append", default=[], type=Path, help="also score (repeatable)")
+    parser.add_argument("--no-repos", action="store_true", help="skip the whole repositories")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     labels = triage_labels()
@@ -102,31 +115,35 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as scratch:
         directory = Path(scratch)
         base_linter = wrapper(args.linter, None, directory)
-        base_corpus = corpus(base_linter, directory / "base-corpus.json")
-        base_repos = repositories(base_linter, args.tree, directory / "base-repos.json")
-        print(f"default build: corpus {base_corpus}; repositories {len(base_repos)} findings")
+        base = scores(base_linter, args.manifest, directory, "base")
+        base_repos = set() if args.no_repos else repositories(base_linter, args.tree, directory / "base-repos.json")
+        print(f"default build: {base}; repositories {len(base_repos)} findings")
         for entry in ASSUMPTIONS:
             if args.only and entry.name not in args.only:
                 continue
             switch = f"{entry.name}={'off' if entry.default else 'on'}"
             linter = wrapper(args.linter, switch, directory)
-            flipped_corpus = corpus(linter, directory / f"{entry.name}-corpus.json")
-            flipped = repositories(linter, args.tree, directory / f"{entry.name}-repos.json")
+            flipped_scores = scores(linter, args.manifest, directory, entry.name)
+            out = directory / f"{entry.name}-repos.json"
+            flipped = set() if args.no_repos else repositories(linter, args.tree, out)
             gone = Counter(labels.get(key, "unlabelled") for key in base_repos - flipped)
             new = sorted(flipped - base_repos)
-            result = {
-                "switch": switch,
-                "corpus": flipped_corpus,
-                "repositories_gone": dict(gone),
-                "repositories_new": [list(key) for key in new],
-            }
-            results.append(result)
-            delta = {key: flipped_corpus[key] - base_corpus[key] for key in base_corpus}
-            print(f"{switch}: corpus {flipped_corpus} (delta {delta}); repositories gone {dict(gone)}, new {len(new)}")
+            results.append(
+                {
+                    "switch": switch,
+                    "scores": flipped_scores,
+                    "repositories_gone": dict(gone),
+                    "repositories_new": [list(key) for key in new],
+                }
+            )
+            print(f"{switch}: repositories gone {dict(gone)}, new {len(new)}")
+            for name, totals in flipped_scores.items():
+                delta = {key: totals[key] - base[name][key] for key in totals}
+                print(f"    {name}: {totals} (delta {delta})")
             for key in new:
                 print(f"    new: {' '.join(key)}")
     if args.json:
-        args.json.write_text(json.dumps({"default": base_corpus, "flips": results}, indent=1) + "\n")
+        args.json.write_text(json.dumps({"default": base, "flips": results}, indent=1) + "\n")
     return 0
 
 

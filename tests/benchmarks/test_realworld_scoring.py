@@ -3,6 +3,7 @@ judge an excerpt, in excerpt form and in whole-file form."""
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -92,3 +93,22 @@ def test_a_file_that_opens_with_a_byte_order_mark_is_cut_at_its_own_lines() -> N
     cut = cut_excerpt(text, Version("a" * 40, "m.py", "f", (4, 5)))
     assert cut.splitlines()[3:5] == ["def f(x):", "    return x"]
     assert "def g" not in cut
+
+
+def test_the_assumption_flips_score_each_further_manifest_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`assumptions.py --manifest`: each spent held-out set is scored with its own totals."""
+    import assumptions
+
+    commands: list[list[str]] = []
+
+    def run(command: list[str], **_: object) -> None:
+        commands.append(command)
+        manifest = command[command.index("--manifest") + 1] if "--manifest" in command else "corpus"
+        totals = {"tp": len(manifest), "fp": 0, "fn": 1, "known_bugs_both": 2, "findings_on_fixed": 3}
+        Path(command[command.index("--json") + 1]).write_text(json.dumps({"totals": totals}))
+
+    monkeypatch.setattr(assumptions.subprocess, "run", run)
+    found = assumptions.scores("csan-lint", [Path("sets/heldout-a.toml")], tmp_path, "base")
+    assert set(found) == {"corpus", "heldout-a"}
+    assert found["heldout-a"]["tp"] == len("sets/heldout-a.toml") and found["corpus"]["tp"] == len("corpus")
+    assert all("--whole-files" in command for command in commands)
