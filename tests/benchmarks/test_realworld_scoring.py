@@ -95,7 +95,7 @@ def test_a_file_that_opens_with_a_byte_order_mark_is_cut_at_its_own_lines() -> N
     assert "def g" not in cut
 
 
-def test_the_assumption_flips_score_each_further_manifest_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_assumption_flips_score_each_further_manifest_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`assumptions.py --manifest`: each spent held-out set is scored with its own totals."""
     import assumptions
 
