@@ -22,7 +22,7 @@ import libcst as cst
 from csan_lint.lint.analysis.tokens import CURRENT, HOST, issued_on
 from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.bindings import Bindings
-from csan_lint.lint.callers import NO_CALLER
+from csan_lint.lint.callers import NO_CALLER, CallSite
 from csan_lint.lint.calls import Calls
 from csan_lint.lint.conflicts import conflicts, with_access
 from csan_lint.lint.defaultjoin import DefaultJoins
@@ -108,7 +108,7 @@ class FunctionAnalysis(
         """Names of unknown values that may be tensors: parameters and loop targets."""
         self.used_as_tensors: frozenset[str] = frozenset()
         self.caller = NO_CALLER
-        self.orders_at_calls: dict[str, list[frozenset[str]]] | None = None
+        self.orders_at_calls: dict[str, list[CallSite]] | None = None
         """Where to note what this function ordered before each call of the module's own (None:
         not noted; a summary's analysis, lint/effects.py)."""
         """What the function takes of its caller (`produced_by_caller`)."""

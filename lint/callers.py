@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import libcst as cst
 
@@ -72,6 +73,31 @@ def _waits_on(call: cst.Call, stream: str) -> bool:
 def _synchronizes(call: cst.Call) -> bool:
     """`x.synchronize()`: the device, a stream or an event, with the host."""
     return type(call.func) is cst.Attribute and not call.args and api.method_op(_leaf(call))[0] == api.SYNC_RECEIVER
+
+
+class CallSite(NamedTuple):
+    """What one call of a module's function shows of its caller (`Calls._note_orders_at_call`);
+    over every call of it, its entry (`at_every_call`)."""
+
+    ordered: frozenset[str]
+    """The streams the caller made wait for its own before the call, as the callee names them:
+    what the caller wrote there before is ordered before them."""
+    unwritten: frozenset[str]
+    """Parameters given values the caller holds no write of (an attribute, an item, a number):
+    as unknown to the callee as to its caller, taken as ready."""
+
+
+NO_SITE = CallSite(frozenset(), frozenset())
+
+
+def at_every_call(sites: Sequence[CallSite], calls: int) -> CallSite:
+    """What every call shows, where every call of the function (`calls`) was seen; else nothing."""
+    if not sites or len(sites) != calls:
+        return NO_SITE
+    return CallSite(
+        frozenset.intersection(*(site.ordered for site in sites)),
+        frozenset.intersection(*(site.unwritten for site in sites)),
+    )
 
 
 NO_CALLERS = CallersJoin("", ())

@@ -8,7 +8,7 @@ the other parts (bindings, values, streams, effects).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import libcst as cst
 
@@ -17,6 +17,7 @@ from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.api import Kind
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS
 from csan_lint.lint.analysis.tokens import HOST, alternatives, root
+from csan_lint.lint.callers import CallSite
 from csan_lint.lint.effects import Callee, Helpers, probe_key
 from csan_lint.lint.kept import keep_item
 from csan_lint.lint.names import DEVICE_SYNC, SET_STREAM, ImportTable, dotted_name
@@ -54,7 +55,7 @@ class Calls:
     live: FlowState
     graphs: dict[str, tuple[set[str], set[str]]]
     entry_stream: str
-    orders_at_calls: dict[str, list[frozenset[str]]] | None
+    orders_at_calls: dict[str, list[CallSite]] | None
     # The host's methods from the other parts; those taking keyword-only flags are `...`.
     _eval: Callable[[cst.CSTNode], None]
     _access: Callable[..., None]
@@ -62,6 +63,7 @@ class Calls:
     _eval_value: Callable[[cst.BaseExpression], None]
     _escape_names: Callable[[cst.CSTNode], None]
     _value: Callable[[cst.BaseExpression], Value]
+    _tensor_names: Callable[[cst.CSTNode], Iterator[str]]
     _is_tensor: Callable[..., bool]
     _tensor_operand: Callable[..., bool]
     _stream: Callable[[cst.BaseExpression], str | None]
@@ -127,11 +129,11 @@ class Calls:
             self._replay_effects(found, node)
 
     def _note_orders_at_call(self, call: cst.Call) -> None:
-        """For a call of the module's own function, notes the streams ordered after this
-        function's entry stream on every path here, as the callee names them (`self.s` through
-        `self.m(...)`, a module global, the parameter a stream is passed as): what the caller
-        waited for before the call, its entry's ordering when every call is seen
-        (lint/streamflow.py)."""
+        """For a call of the module's own function, notes what its caller shows at the call
+        (`CallSite`): the streams ordered after this function's entry stream on every path here,
+        as the callee names them (`self.s` through `self.m(...)`, a module global, the parameter
+        a stream is passed as), and the parameters given values this function holds no write
+        of. Its entry, when every call is seen (lint/streamflow.py)."""
         if self.orders_at_calls is None or self.helpers is None or self.state is None:
             return
         callee = self.helpers.callee(self.function, call.func)
@@ -147,25 +149,32 @@ class Calls:
         bound = (
             "." in callee and isinstance(func, cst.Attribute) and dotted_name(func.value) not in self.helpers.classes
         )
-        passed = self._streams_passed(call, self.helpers.functions[callee], skip_first=bound)
+        given = self._arguments(call, self.helpers.functions[callee], skip_first=bound)
+        passed = {token: param for param, value in given.items() if (token := self._stream(value)) is not None}
         named_alike = {
             token for token in after if token == HOST or all(root(part) in shared for part in alternatives(token))
         }
-        self.orders_at_calls.setdefault(callee, []).append(
-            frozenset(named_alike | {passed[token] for token in after if token in passed})
-        )
+        ordered = frozenset(named_alike | {passed[token] for token in after if token in passed})
+        unwritten = frozenset(param for param, value in given.items() if not self._holds_write(value))
+        self.orders_at_calls.setdefault(callee, []).append(CallSite(ordered, unwritten))
 
-    def _streams_passed(self, call: cst.Call, callee: cst.FunctionDef, *, skip_first: bool) -> dict[str, str]:
-        """This function's token of each stream the call passes -> the callee's parameter."""
+    def _holds_write(self, value: cst.BaseExpression) -> bool:
+        """Whether this function tracks a write of what `value` names (its own tensor, or a
+        parameter taken as written by its caller)."""
+        return any(self.live.tensors[key].writes for key in self._tensor_names(value))
+
+    @staticmethod
+    def _arguments(call: cst.Call, callee: cst.FunctionDef, *, skip_first: bool) -> dict[str, cst.BaseExpression]:
+        """The callee's parameter -> the expression the call gives it (up to a starred one)."""
         params = [param.name.value for param in parameters(callee)][1 if skip_first else 0 :]
-        passed = {}
+        given = {}
         for index, arg in enumerate(call.args):
             if arg.star:
                 break
             name = arg.keyword.value if arg.keyword is not None else params[index] if index < len(params) else None
-            if name is not None and (token := self._stream(arg.value)) is not None:
-                passed[token] = name
-        return passed
+            if name is not None:
+                given[name] = arg.value
+        return given
 
     def _call_other(self, node: cst.Call, asked: frozenset[int] = frozenset()) -> None:
         """A call into code other than torch's: stream and tensor methods, builtins, the rest.

@@ -27,7 +27,7 @@ from csan_lint.lint.analysis.tokens import (
     root,
 )
 from csan_lint.lint.anypath import AnyPath
-from csan_lint.lint.callers import Caller, CallersJoin
+from csan_lint.lint.callers import NO_SITE, Caller, CallersJoin, CallSite
 from csan_lint.lint.effects import Helpers, probe_key, renamed
 from csan_lint.lint.names import ImportTable, dotted_name, tensor_annotation
 from csan_lint.lint.nodes import descendants, parameters
@@ -69,11 +69,12 @@ class Returns:
         function: cst.FunctionDef,
         callers: CallersJoin,
         written_on: str = CURRENT,
-        ordered: frozenset[str] = frozenset(),
+        site: CallSite = NO_SITE,
     ) -> None:
         """The parameters are the caller's. Those annotated as tensors were written by it before
-        the call, on `written_on` (an unannotated one may be anything: ready), ordered before the
-        streams of `ordered` (every caller made them wait for it first), and side-stream work on
+        the call, on `written_on` (an unannotated one may be anything: ready; so is one every
+        caller gives a value it holds no write of, `site.unwritten`), ordered before the streams
+        every caller made wait for it first (`site.ordered`), and side-stream work on
         them still pending at return is left to it where every caller in the module joins that
         stream itself (`callers`)."""
         params = parameters(function)
@@ -91,16 +92,16 @@ class Returns:
             streams=frozenset(param.name.value for param in params),
             orders_after_default=_waits_on_default(function, self.imports),
             join=callers,
-            ordered=ordered,
+            ordered=site.ordered,
         )
         unannotated = self._assumes(assumed.UNANNOTATED_PARAMETERS_WRITTEN_BY_CALLER)
         used = used_as_tensors(function.body, self.imports) if unannotated else frozenset()
         for param in params:
             name = param.name.value
-            if name in self.maybe_tensors and self._assumes_written(param, used):
+            if name in self.maybe_tensors and name not in site.unwritten and self._assumes_written(param, used):
                 access = Access(param.name, written_on, True, function, self.function, "by the caller")
                 self.live.tensors[name] = TrackedTensor(
-                    writes=frozenset({Mark(access, issued_on(written_on) | ordered)}), unsure=True
+                    writes=frozenset({Mark(access, issued_on(written_on) | site.ordered)}), unsure=True
                 )
 
     def _assumes_written(self, param: cst.Param, used: frozenset[str]) -> bool:

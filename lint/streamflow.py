@@ -26,7 +26,7 @@ from csan_lint.lint.analysis.api import Kind
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
 from csan_lint.lint.analysis.tokens import CURRENT
 from csan_lint.lint.analysis.uses import NO_USES, ModuleUses, module_uses
-from csan_lint.lint.callers import Caller, CallersJoin
+from csan_lint.lint.callers import Caller, CallersJoin, CallSite, at_every_call
 from csan_lint.lint.carried import unrecorded_carried
 from csan_lint.lint.dataswap import swapped_out
 from csan_lint.lint.defaultjoin import waits_into_default
@@ -154,7 +154,7 @@ def analyse(
                 or helpers.calls_imported_writers(name, function)
             )
         ]
-        at_calls: dict[str, list[frozenset[str]]] = {}
+        at_calls: dict[str, list[CallSite]] = {}
         ordered_at_entry: dict[str, frozenset[str]] = {}
         calls = _module_calls(functions, entered_on, uses)
         for name, function in _callers_first(interpreted, entered_on, calls, at_calls):
@@ -167,9 +167,11 @@ def analyse(
             analysis.kept_defaults = frozenset(_owner_ambient(name, kept_defaults))
             entry = entered_on.get(name)
             written_on = entry.written_on if entry is not None else CURRENT
-            ordered = _ordered_at_every_call(entry, at_calls.get(name, []), calls[name])
-            ordered_at_entry[name] = ordered
-            analysis.produced_by_caller(function, CallersJoin(name, functions), written_on, ordered)
+            site = at_every_call(at_calls.get(name, []), calls[name])
+            if entry is not None and entry.written_on != CURRENT:  # the callers' writes are on the side stream
+                site = site._replace(ordered=frozenset())
+            ordered_at_entry[name] = site.ordered
+            analysis.produced_by_caller(function, CallersJoin(name, functions), written_on, site)
             if entry is not None:
                 analysis.live.current = entry.stream  # every call of it is made on that stream
             analysis.run_function(function.body)
@@ -201,7 +203,7 @@ def _callers_first(
     interpreted: list[tuple[str, cst.FunctionDef]],
     entered_on: Mapping[str, Entry],
     calls: Mapping[str, int],
-    at_calls: Mapping[str, list[frozenset[str]]],
+    at_calls: Mapping[str, list[CallSite]],
 ) -> Iterator[tuple[str, cst.FunctionDef]]:
     """The functions to interpret, each once every call the module makes of it (`calls`) was
     interpreted where possible (`at_calls` fills as they run): what a caller ordered before
@@ -227,15 +229,6 @@ def _module_calls(
         module_calls = uses.calls["self", leaf] + uses.calls["cls", leaf] if "." in name else uses.calls["", leaf]
         counts[name] = entry.calls if (entry := entered_on.get(name)) is not None else module_calls
     return counts
-
-
-def _ordered_at_every_call(entry: Entry | None, seen: list[frozenset[str]], calls: int) -> frozenset[str]:
-    """The streams every caller ordered after its own stream before calling the function (for one
-    entered on a side stream by them, `Entry.written_on` is then that caller's stream): the
-    arguments it wrote there are ordered before them. Nothing unless every call was seen."""
-    if (entry is not None and entry.written_on != CURRENT) or not seen or len(seen) != calls:
-        return frozenset()
-    return frozenset.intersection(*seen)
 
 
 def ambient_streams(owner: str, functions: Sequence[tuple[str, cst.FunctionDef]], imports: ImportTable) -> set[str]:

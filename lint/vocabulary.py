@@ -95,6 +95,7 @@ HOST_TORCH = frozenset(
         "torch.get_default_dtype", "torch.is_grad_enabled", "torch.no_grad", "torch.enable_grad",
         "torch.is_floating_point", "torch.is_complex", "torch.finfo", "torch.iinfo",
         "torch.manual_seed", "torch.set_grad_enabled", "torch.inference_mode",
+        "torch.save", "torch.load",  # a file or a buffer, not a tensor operand
     }
 )  # fmt: skip
 STORING_METHODS = frozenset(

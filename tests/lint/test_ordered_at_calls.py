@@ -97,3 +97,36 @@ def reduce(grad: torch.Tensor):
 def test_a_module_function_entered_on_a_global_stream_learns_its_callers_wait(wait: str, flagged: list[int]) -> None:
     source = textwrap.dedent(SHARED.format(wait=wait))
     assert sorted(f.line for f in lint_source(source, "m.py")) == flagged
+
+
+BUCKET = """
+import torch
+
+class Reducer:
+    def __init__(self):
+        self.side = torch.cuda.Stream()
+
+    def reduce(self, n: int):
+        {given}
+        with torch.cuda.stream(self.side):
+            self.average(bucket)
+        torch.cuda.current_stream().wait_stream(self.side)
+
+    def average(self, flat: torch.Tensor):
+        flat.div_(2)
+"""
+
+
+@pytest.mark.parametrize(
+    ("given", "flagged"),
+    [
+        ("bucket = self.buffer.narrow(0, 0, n)", False),  # the caller holds no write of it either
+        ("bucket = torch.ones(n, device='cuda')", True),  # written here on the current stream
+    ],
+)
+def test_a_parameter_every_caller_gives_an_unknown_value_is_as_ready_as_that_value(given: str, flagged: bool) -> None:
+    """ZeRO-3 reduces `bucket.buffer.narrow(...)`, filled on the reduction stream by another
+    method: what the caller cannot say of the bucket, the callee does not assume."""
+    source = textwrap.dedent(BUCKET.format(given=given))
+    lines = [f.line for f in lint_source(source, "m.py")]
+    assert (15 in lines) == flagged  # `flat.div_(2)`

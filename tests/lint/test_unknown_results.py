@@ -44,3 +44,20 @@ def test_a_result_the_body_does_not_use_as_a_tensor_is_not_one() -> None:
     """`size, _ = gather(...)` used only as a number: no tensor, nothing to order."""
     source = GATHERED.replace('torch.index_select(k_all, 0, torch.arange(4, device="cuda"))', "k_all + 1")
     assert sorted(f.code for f in lint_source(textwrap.dedent(source.format(rebind="pass", wait="pass")), "m.py")) == []
+
+
+def test_a_buffer_torch_save_writes_into_is_host_data() -> None:
+    """`torch.save(obj, buffer)` and `torch.frombuffer(buffer.getbuffer())`: no tensor operand."""
+    source = """
+    import io
+    import torch
+
+    def gather(state, chunk, side):
+        state_bytes = io.BytesIO()
+        torch.save(state, state_bytes)
+        view = state_bytes.getbuffer()
+        with torch.cuda.stream(side):
+            chunk.copy_(torch.frombuffer(view, dtype=torch.uint8), non_blocking=True)
+        torch.cuda.current_stream().wait_stream(side)
+    """
+    assert [f.code for f in lint_source(textwrap.dedent(source), "m.py")] == []
