@@ -17,7 +17,7 @@ from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.api import Kind
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS
 from csan_lint.lint.analysis.tokens import HOST, alternatives, root
-from csan_lint.lint.callers import CallSite
+from csan_lint.lint.callers import Caller, CallSite
 from csan_lint.lint.effects import Callee, Helpers, probe_key
 from csan_lint.lint.kept import keep_item
 from csan_lint.lint.names import DEVICE_SYNC, SET_STREAM, ImportTable, dotted_name
@@ -56,6 +56,7 @@ class Calls:
     graphs: dict[str, tuple[set[str], set[str]]]
     entry_stream: str
     orders_at_calls: dict[str, list[CallSite]] | None
+    caller: Caller
     # The host's methods from the other parts; those taking keyword-only flags are `...`.
     _eval: Callable[[cst.CSTNode], None]
     _access: Callable[..., None]
@@ -160,7 +161,11 @@ class Calls:
 
     def _holds_write(self, value: cst.BaseExpression) -> bool:
         """Whether this function tracks a write of what `value` names (its own tensor, or a
-        parameter taken as written by its caller)."""
+        parameter taken as written by its caller), or passes on one of its own parameters: what
+        its caller wrote is the callee's caller's too, whatever this function assumes of it."""
+        name = dotted_name(value.value if isinstance(value, cst.Subscript) else value) or ""
+        if name.partition(".")[0] in self.caller.streams - {"self", "cls"}:
+            return True
         return any(self.live.tensors[key].writes for key in self._tensor_names(value))
 
     @staticmethod
