@@ -363,7 +363,8 @@ class MissingWaitStream(Rule):
     taken as written by the caller on the stream current at entry, unless every call the
     module makes of it is made, on every path, after a wait of that stream for the caller's
     (`s.wait_stream(torch.cuda.current_stream())`, also in a helper it calls, with `s` named as
-    the callee names it: `self.s`, a global, the stream argument; or a `synchronize()`), or the side stream
+    the callee names it: `self.s`, a global, the stream argument; or a `synchronize()`), or every
+    call gives it a value the caller holds no write of (an attribute, an item), or the side stream
     waited on an event of the object (`s.wait_event(self.ready)`) recorded by another method,
     taken as recorded after the caller's writes; linted callers also check their own
     arguments; unannotated parameters, attributes set elsewhere (`self.w`, `p.grad`)
