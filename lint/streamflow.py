@@ -140,6 +140,7 @@ def analyse(
             default_waiters = {
                 name for name, f in functions if waits_into_default(f, imports, _owner_ambient(name, kept_defaults))
             }
+        stream_code = writers | with_blocks | entered_on.keys()  # its callers: what they order before calls
         interpreted = [
             (name, function)
             for name, function in functions
@@ -148,7 +149,7 @@ def analyse(
                 or name in with_blocks
                 or name in entered_on
                 or name in recorders
-                or calls_any(name, function, writers | with_blocks | entered_on.keys())  # what callers order
+                or calls_any(name, function, stream_code)
                 or name in default_waiters
                 or helpers.calls_on_receivers(name, function, writers)
                 or helpers.calls_imported_writers(name, function)
