@@ -111,7 +111,8 @@ class HostCalls:
             return
         if method in LOOKS_ONLY or (method in UPLOAD_METHODS and key is not None):
             self._eval_args(node, reads=False)
-            if method in UPLOAD_METHODS and key in self.live.pinned and non_blocking(node) and not self._to_host(node):
+            uploads = method in UPLOAD_METHODS and key in self.live.pinned
+            if uploads and self._non_blocking(node) and not self._to_host(node):
                 self._upload(key, node)
             return
         if api.method_op(method)[0] == api.COPY_INTO and node.args:
@@ -133,10 +134,13 @@ class HostCalls:
         if method.endswith("_") and not method.startswith("_"):
             self._host_write(receiver, node)
         elif (method in SYNC_METHODS and not pending) or (
-            api.method_op(method)[0] == api.COPY_EITHER and not non_blocking(node) and self._to_host(node)
+            api.method_op(method)[0] == api.COPY_EITHER and not self._non_blocking(node) and self._to_host(node)
         ):
             self._host_sync(self.live.current)
         self._write_out(node)
+
+    def _non_blocking(self, call: cst.Call) -> bool:
+        return non_blocking(call, self.live.true)
 
     def _eval_args(self, node: cst.Call, *, reads: bool) -> None:
         """`reads`: the callee reads its arguments' data on the host (a torch op, `print`...);
@@ -202,7 +206,7 @@ class HostCalls:
         state = self.live
         source = node.args[0].value
         dst, src = written_buffer(receiver), dotted_name(source)
-        asynchronous = non_blocking(node) or (
+        asynchronous = self._non_blocking(node) or (
             len(node.args) > 1 and node.args[1].keyword is None and is_true(node.args[1].value)
         )
         if src is not None and src in state.pinned and asynchronous:
@@ -237,7 +241,7 @@ class HostCalls:
             isinstance(expr, cst.Call)
             and isinstance(expr.func, cst.Attribute)
             and api.method_op(expr.func.attr.value)[0] == api.COPY_EITHER
-            and non_blocking(expr)
+            and self._non_blocking(expr)
             and self._to_host(expr)
         )
 
@@ -247,7 +251,7 @@ class HostCalls:
             isinstance(expr, cst.Call)
             and isinstance(expr.func, cst.Attribute)
             and api.method_op(expr.func.attr.value)[0] == api.COPY_EITHER
-            and non_blocking(expr)
+            and self._non_blocking(expr)
             and place_of_result(expr, self.imports, self._known) is None
         )
 

@@ -14,9 +14,10 @@ import libcst as cst
 
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
+from csan_lint.lint.devices import Place, place_of_device
 from csan_lint.lint.hostattributes import SelfAttributes
 from csan_lint.lint.names import DEVICE_SYNC, ImportTable, dotted_name
-from csan_lint.lint.nodes import children
+from csan_lint.lint.nodes import children, descendants
 from csan_lint.lint.recognize import ContextFunctions
 
 
@@ -47,10 +48,13 @@ def is_true(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Name) and expr.value == "True"
 
 
-def non_blocking(call: cst.Call) -> bool:
-    """`non_blocking=True` as written: the host certainly does not wait for the copy."""
+def non_blocking(call: cst.Call, true: frozenset[str] = frozenset()) -> bool:
+    """`non_blocking=True`, or a name that holds `True` (`true`): the host does not wait for the copy."""
     return any(
-        arg.keyword is not None and arg.keyword.value == api.NON_BLOCKING and is_true(arg.value) for arg in call.args
+        arg.keyword is not None
+        and arg.keyword.value == api.NON_BLOCKING
+        and (is_true(arg.value) or dotted_name(arg.value) in true)
+        for arg in call.args
     )
 
 
@@ -77,6 +81,16 @@ def pins(expr: cst.CSTNode) -> bool:
     return any(pins(child) for child in host_children(expr) if not isinstance(child, (cst.Lambda, cst.FunctionDef)))
 
 
+@dataclass(frozen=True)
+class Given:
+    """What some call of a function of the module gives its parameters, or their defaults do."""
+
+    host: frozenset[str] = frozenset()
+    """Parameters given the host as a device (`"cpu"`, `torch.device("cpu")`)."""
+    true: frozenset[str] = frozenset()
+    """Parameters given `True` (`non_blocking=non_blocking` copies without waiting)."""
+
+
 @dataclass
 class ModuleFacts:
     imports: ImportTable = field(default_factory=ImportTable)
@@ -92,12 +106,40 @@ class ModuleFacts:
     syncing: bool = True
     """The module synchronizes the device, a stream or an event somewhere: if not, no function does."""
     assumptions: Assumptions = DEFAULT_ASSUMPTIONS
+    module: cst.Module | None = None
+    """The module whose calls give its functions' parameters values (`given`)."""
     classes: set[str] = field(default_factory=set)
     """The names of the module's classes: constructing one hands its arguments on."""
     reads: dict[tuple[cst.FunctionDef, str], frozenset[str] | None] = field(default_factory=dict)
     """(function, parameter) -> whether the function reads it on the host: the assumptions that
     rests on, None if not or while being worked out, so that recursion ends (lint/hostflow.py)."""
     _syncing: dict[str, bool] = field(default_factory=dict)
+    _given: dict[cst.FunctionDef, Given] | None = None
+    _downloads_returned: dict[cst.FunctionDef, bool] = field(default_factory=dict)
+
+    def returns_download(self, callees: Sequence[cst.FunctionDef], run: Callable[[cst.FunctionDef], bool]) -> bool:
+        """Whether a definition of a called function returns host memory a non-blocking copy
+        may still be writing (`run` works it out: lint/hostflow.py), once per function."""
+        for function in callees:
+            if function not in self._downloads_returned:
+                self._downloads_returned[function] = False  # a recursive call returns nothing more
+                self._downloads_returned[function] = run(function)
+            if self._downloads_returned[function]:
+                return True
+        return False
+
+    def given(self, function: cst.FunctionDef) -> Given:
+        """What the calls of `function` in the module (found once) and its defaults give its
+        parameters: each value holds in the context of one call, and so inside the function."""
+        if self._given is None:
+            self._given = _given_at_calls(self.module, self) if self.module is not None else {}
+        defaults = {
+            param.name.value
+            for param in (*function.params.params, *function.params.kwonly_params)
+            if param.default is not None and is_true(param.default)
+        }
+        found = self._given.get(function, Given())
+        return Given(found.host, found.true | defaults)
 
     @cached_property
     def contexts(self) -> ContextFunctions:
@@ -175,6 +217,35 @@ def scan_facts(
         elif isinstance(node, cst.BaseCompoundStatement):
             for suite in _suites(node):
                 scan_facts(suite, facts, function, owner)
+
+
+def _given_at_calls(module: cst.Module, facts: ModuleFacts) -> dict[cst.FunctionDef, Given]:
+    """Per function of the module, what its calls by name (`f(...)`, `self.f(...)`) give it."""
+    host: dict[cst.FunctionDef, set[str]] = {}
+    true: dict[cst.FunctionDef, set[str]] = {}
+    for node in descendants(module):
+        if type(node) is not cst.Call:
+            continue
+        func = node.func
+        bound = type(func) is cst.Attribute and is_self(func.value)
+        name = func.value if type(func) is cst.Name else func.attr.value if bound else None
+        callees = facts.functions.get(name or "")
+        if not callees:
+            continue
+        for position, arg in enumerate(node.args):
+            if is_true(arg.value):
+                found = true
+            elif place_of_device(arg.value, facts.imports, lambda _: None) is Place.HOST:
+                found = host
+            else:
+                continue
+            parameter = parameter_given(callees, position, arg, bound=bound)
+            for callee in callees if parameter is not None else ():
+                found.setdefault(callee, set()).add(parameter)
+    return {
+        function: Given(frozenset(host.get(function, ())), frozenset(true.get(function, ())))
+        for function in host.keys() | true.keys()
+    }
 
 
 def parameter_given(callees: Sequence[cst.FunctionDef], position: int, arg: cst.Arg, *, bound: bool) -> str | None:

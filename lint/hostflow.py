@@ -36,8 +36,11 @@ from csan_lint.lint.devices import Place, place_of_device, place_of_result
 from csan_lint.lint.facts import HostHazard, ModuleFlow
 from csan_lint.lint.hostcalls import LOOKS_ONLY, HostCalls
 from csan_lint.lint.hostfacts import (
+    Given,
     ModuleFacts,
     host_children,
+    is_self,
+    is_true,
     pins,
     scan_facts,
     target_keys,
@@ -64,7 +67,7 @@ from csan_lint.lint.names import (
 )
 from csan_lint.lint.nodes import literal_items
 from csan_lint.lint.values import is_host_test, is_reference
-from csan_lint.lint.views import reads_an_item, viewed
+from csan_lint.lint.views import reads_an_item, returned_receiver, viewed
 from csan_lint.runtime import kinds
 
 _MAX_LOOP_PASSES = 6
@@ -84,6 +87,7 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
         in_function: bool,
         carried: dict[str, frozenset[Pending]] | None = None,
         pending: str | None = None,
+        function: cst.FunctionDef | None = None,
     ) -> None:
         self.default = DEFAULT if in_function else CURRENT
         """What `default_stream()` denotes, as in streamflow: in a function, a stream of its own
@@ -91,13 +95,18 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
         self.facts = module
         self.imports = module.imports
         self.hazards = hazards
-        self.state = HostState(out_of=dict(carried or {}), pinned=frozenset(module.pinned))
+        given = module.given(function) if function is not None else Given()
+        self.state = HostState(
+            out_of=dict(carried or {}), pinned=frozenset(module.pinned), on_host=given.host, true=given.true
+        )
         if pending is not None:  # a callee's run: does it read this parameter on the host?
             self.state.into[pending] = frozenset({Pending(Copy(cst.Name(pending), CURRENT), frozenset({CURRENT}))})
         self.next_call = carried is not None
         """This run is the function called again: `carried` are the uploads its last call left running."""
         self.role = "called again, meeting the uploads its last call left running" if self.next_call else OWN_RUN
         self.exits: list[HostState] = []
+        self.returns_download = False
+        """A `return` hands back host memory a non-blocking copy may still be writing."""
         self.statement = None
         self.loops = []
 
@@ -116,6 +125,7 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
             self._eval(node.value)
         elif isinstance(node, cst.Return):
             if node.value is not None:
+                self.returns_download |= self._downloads(node.value) or dotted_name(node.value) in self.live.into
                 self._hand_off(node.value)
             if self.state is not None:
                 self.exits.append(self.live.copy())
@@ -190,6 +200,9 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
             state.pinned |= {key}
         if self._place(value) is Place.HOST:
             state.on_host |= {key}
+        if is_true(value):
+            state.true |= {key}
+        value = returned_receiver(value)  # `x.to("cpu", non_blocking=True).requires_grad_()` is the copy
         if not isinstance(value, cst.Call):
             return
         qualified = self.imports.qualified(value.func)
@@ -204,6 +217,10 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
             state.contexts[key] = stream
         elif self.facts.pins and pins(value):
             state.pinned |= {key}
+        if self._returns_download(value):
+            state.into[key] = frozenset({Pending(Copy(value, state.current), frozenset({state.current}))})
+            state.pinned |= {key}
+            return
         func = value.func
         if not isinstance(func, cst.Attribute):
             return
@@ -228,6 +245,7 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
         state.pinned -= {key}
         state.on_host -= {key}
         state.unrecorded -= {key}
+        state.true -= {key}
         state.views = {view: base for view, base in state.views.items() if key not in (view, base)}
 
     # ---- where memory lives
@@ -347,11 +365,24 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
         hazard = HostHazard(kind, node, span, tuple(sorted(fields.items())), copies, rests_on)
         self.hazards.setdefault((kind, node), hazard)
 
+    def _returns_download(self, call: cst.Call) -> bool:
+        """`y = f(x)`, `y = self.f(x)` of a function of the module that returns a pending download."""
+        func = call.func
+        bound = isinstance(func, cst.Attribute) and is_self(func.value)
+        name = func.value if isinstance(func, cst.Name) else func.attr.value if bound else None
+        callees = self.facts.functions.get(name) if name is not None else None
+        return callees is not None and self.facts.returns_download(callees, self._run_for_return)
+
+    def _run_for_return(self, function: cst.FunctionDef) -> bool:
+        analysis = _Analysis(self.facts, {}, in_function=True, function=function)
+        analysis.run(function.body.body)
+        return analysis.returns_download
+
     def _callee_reads(self, function: cst.FunctionDef, parameter: str) -> frozenset[str] | None:
         """Run a callee with `parameter` host memory a download may still be writing: what its
         reading that on the host rests on, None if it does not."""
         hazards: dict[tuple[str, cst.CSTNode], HostHazard] = {}
-        _Analysis(self.facts, hazards, in_function=True, pending=parameter).run(function.body.body)
+        _Analysis(self.facts, hazards, in_function=True, pending=parameter, function=function).run(function.body.body)
         reads = (h for h in hazards.values() if h.kind == kinds.HOST_READ_PENDING and ("buffer", parameter) in h.fields)
         return next((hazard.assumptions for hazard in reads), None)
 
@@ -365,7 +396,7 @@ _STARTS = (Kind.EVENT_CREATE, Kind.CAPTURE, Kind.CAPTURE_BEGIN)
 def _host_hazards(
     module: cst.Module, spellings: Spellings, pins: bool, syncing: bool, assumptions: Assumptions
 ) -> tuple[HostHazard, ...]:
-    facts = ModuleFacts(ImportTable(spellings), pins=pins, syncing=syncing, assumptions=assumptions)
+    facts = ModuleFacts(ImportTable(spellings), pins=pins, syncing=syncing, assumptions=assumptions, module=module)
     scan_facts(module.body, facts)
     if not facts.imports.imports_torch:
         return ()
@@ -374,10 +405,10 @@ def _host_hazards(
     _Analysis(facts, hazards, in_function=False).run(module.body)
     for functions in facts.functions.values():
         for function in functions:
-            analysis = _Analysis(facts, hazards, in_function=True)
+            analysis = _Analysis(facts, hazards, in_function=True, function=function)
             analysis.run(function.body.body)
             if carried := analysis.left_running(function):  # hazards found before are kept as they are
-                _Analysis(facts, hazards, in_function=True, carried=carried).run(function.body.body)
+                _Analysis(facts, hazards, in_function=True, carried=carried, function=function).run(function.body.body)
     return tuple(hazards.values())
 
 

@@ -72,6 +72,9 @@ class HostState:
     """Names of host memory, or of the host as a device (`torch.device("cpu")`), on some path
     (lint/devices.py): a non-blocking copy to where one says may be a download."""
     unrecorded: frozenset[str] = frozenset()
+    true: frozenset[str] = frozenset()
+    """Names that hold `True` on some path: a parameter some call of the function passes `True`
+    (or that defaults to it), a name bound to it. `non_blocking=name` may then not block."""
     capture: Capture | None = None
     views: dict[str, str] = field(default_factory=dict)
     """Local name -> the buffer it is a view of on every path (`cpu = self.buf[:n]`): a copy out
@@ -127,6 +130,7 @@ def join_host_states(states: Iterable[HostState | None]) -> HostState | None:
         result.pinned &= state.pinned
         result.on_host |= state.on_host
         result.unrecorded |= state.unrecorded
+        result.true |= state.true
         result.capture = _join_capture(result.capture, state.capture)
     return result
 

@@ -8,7 +8,7 @@ from functools import lru_cache
 import libcst as cst
 
 from csan_lint.lint.names import dotted_name
-from csan_lint.lint.vocabulary import VIEW_ATTRIBUTES, VIEW_METHODS
+from csan_lint.lint.vocabulary import HOST_METHODS, VIEW_ATTRIBUTES, VIEW_METHODS
 
 
 def viewed(expr: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -28,6 +28,20 @@ def viewed(expr: cst.BaseExpression) -> cst.BaseExpression | None:
             base = base.value
         else:
             return None
+
+
+_RETURNS_RECEIVER = frozenset(method for method in HOST_METHODS if method.endswith("_"))
+"""Metadata methods that change the receiver in place and return it, as torch's `*_` methods do
+(`requires_grad_`): no data is read."""
+
+
+def returned_receiver(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """The value `expr` is: `x.requires_grad_()` is `x`."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        if expr.func.attr.value not in _RETURNS_RECEIVER:
+            break
+        expr = expr.func.value
+    return expr
 
 
 MAY_COPY = frozenset({"contiguous", "reshape", "reshape_as", "numpy"})
