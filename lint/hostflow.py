@@ -125,7 +125,7 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
             self._eval(node.value)
         elif isinstance(node, cst.Return):
             if node.value is not None:
-                self.returns_download |= self._downloads(node.value) or dotted_name(node.value) in self.live.into
+                self.returns_download |= self._pending_result(node.value)
                 self._hand_off(node.value)
             if self.state is not None:
                 self.exits.append(self.live.copy())
@@ -364,6 +364,14 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
         span = span_node or self.statement or node
         hazard = HostHazard(kind, node, span, tuple(sorted(fields.items())), copies, rests_on)
         self.hazards.setdefault((kind, node), hazard)
+
+    def _pending_result(self, expr: cst.BaseExpression) -> bool:
+        """`expr` is host memory a non-blocking copy may still be writing: a download, a name
+        holding one, the result of a function returning one."""
+        expr = returned_receiver(expr)
+        if isinstance(expr, cst.Call):
+            return self._downloads(expr) or self._returns_download(expr)
+        return dotted_name(expr) in self.live.into
 
     def _returns_download(self, call: cst.Call) -> bool:
         """`y = f(x)`, `y = self.f(x)` of a function of the module that returns a pending download."""
