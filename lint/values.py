@@ -82,6 +82,20 @@ class Value:
     host of device memory is the one move that leaves device memory behind; lint/devices.py)."""
 
 
+_MADE_TENSORS = frozenset({"tensor", "allocation", "host"})
+"""Values made where they are computed: a list of them made by a comprehension is one such value,
+each of its items written where the list was made."""
+
+
+def _made_by_comprehension(call: cst.Call) -> cst.GeneratorExp | cst.ListComp | None:
+    """The comprehension `list(...)` or `tuple(...)` is given alone, if it is."""
+    func, args = call.func, call.args
+    if isinstance(func, cst.Name) and func.value in ("list", "tuple") and len(args) == 1 and args[0].keyword is None:
+        given = args[0].value
+        return given if isinstance(given, (cst.GeneratorExp, cst.ListComp)) else None
+    return None
+
+
 def _UNKNOWN_PLACE(key: str) -> Place | None:
     return None
 
@@ -204,10 +218,11 @@ def is_host_test(node: cst.CSTNode) -> TypeGuard[cst.Comparison]:
     )
 
 
-def builds_string(expr: cst.BinaryOperation) -> bool:
-    """`fmt + "_" + fmt`, `"%s" % x`: an operator with a string literal operand makes a str
-    (with a tensor operand it raises, or formats the tensor on the host): no tensor."""
-    strings = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+def builds_sequence(expr: cst.BinaryOperation) -> bool:
+    """`fmt + "_" + fmt`, `"%s" % x`, `[None] * n`: an operator with a string, list or tuple
+    literal operand makes a str or a sequence (with a tensor operand it raises, formats the
+    tensor on the host, or repeats the reference): no tensor."""
+    strings = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString, cst.List, cst.Tuple)
     return any(isinstance(operand, strings) for operand in operands(expr))
 
 
@@ -371,7 +386,7 @@ class Values:
             return self._alias_of(expr.value)
         if isinstance(expr, cst.Subscript):
             return replace(self._alias_of(expr.value), region=region_of(expr))
-        if isinstance(expr, cst.BinaryOperation) and builds_string(expr):
+        if isinstance(expr, cst.BinaryOperation) and builds_sequence(expr):
             return Value("other")
         if isinstance(expr, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison)):
             if self._torch_operand(expr):
@@ -383,6 +398,11 @@ class Values:
         if isinstance(expr, (cst.Tuple, cst.List, cst.Set, cst.Dict)):
             self._escape_names(expr)
             return Value("other")
+        if isinstance(expr, cst.Call) and (made := _made_by_comprehension(expr)) is not None:
+            expr = made  # `list(x.new_ones(n) for n in ns)`
+        if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
+            made_value = self._value(expr.elt)  # `[torch.randn(n) for _ in r]`: its items, as one tensor
+            return made_value if made_value.kind in _MADE_TENSORS else Value("other")
         if isinstance(expr, cst.Call):
             return self._call_value(expr)
         if isinstance(expr, cst.IfExp):

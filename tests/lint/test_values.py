@@ -45,6 +45,8 @@ def f(x, s, items):
         ("d = x + '_' + x", "g(d)"),  # an operator with a string operand builds a string
         ("d = f'{x}_' + x", "g(d)"),
         ("d = '%s' % x", "g(d)"),
+        ("d = [None] * len(x)", "d[0] = g(x)"),  # a list repeated is a list: storing in it writes no tensor
+        ("d = [x] * 2", "d[0] = g(x)"),
         ("d = x * 2", "a = d.numpy()"),  # an alias of the same memory, not a read
         ("d = x * 2", "v = d.view(-1)"),  # a view: metadata only
         ("d = x * 2", "v = d[0]"),  # basic indexing: a view
@@ -75,6 +77,8 @@ def test_host_only_values_and_uses_are_not_gpu_accesses(before: str, use: str) -
         ("d = x * 2", "v = 2 in d"),  # membership in a tensor compares on the GPU
         ("d = x * 2", "v = torch.add(torch.ones_like(x), d)"),
         ("d = x * 2", "pair = (d.sum(), x.size())"),  # an item computed on the GPU
+        ("d = [torch.randn(n, device='cuda') for n in x.shape]", "v = d[0] + 1"),  # a list made of tensors
+        ("d = list(x.new_ones(n) for n in x.shape)", "v = d[0] + 1"),
     ],
 )
 def test_uses_that_launch_a_kernel_are_still_reads(before: str, use: str) -> None:
