@@ -62,6 +62,7 @@ from csan_lint.lint.values import (
     Values,
     iterated_items,
     loop_tensors,
+    object_root,
 )
 from csan_lint.lint.vocabulary import (
     ORDERING_METHODS,
@@ -237,6 +238,8 @@ class FunctionAnalysis(
         kept_views = state_items(target, iterable, views=True) & self.used_as_tensors  # keys or values used as tensors
         self.anypath.borrowed.update((state_items(target, iterable) | kept_views) - self.anypath.callers_items)
         self.anypath.loop_items.update(target_names(target))
+        if object_root(iterable) in self.anypath.callers_objects:
+            self.anypath.callers_objects.update(target_names(target))
         self._bind_items(target, iterable)
         bind_kept_items(self.live.tensors, target, iterable)
 

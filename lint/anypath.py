@@ -40,6 +40,10 @@ class AnyPath:
     callers_items: set[str] = field(default_factory=set)
     """Loop names bound to the items of a list the caller passed in (a bucket): the caller
     may drop them with the list as soon as the function returns (`_return`)."""
+    callers_objects: set[str] = field(default_factory=set)
+    """Names of the caller's objects: its arguments (not `self`), and the items iterating or
+    filtering them gives (`for it in items`, `[it for it in items if c]`). A tensor stored in
+    an attribute of one (`it.feature = t`) is handed to the caller (`_handed_back_through`)."""
     made_on: dict[str, str] = field(default_factory=dict)
     """Name -> the stream current where a fresh allocation was last bound to it."""
     callers_blocks: dict[cst.CSTNode, bool] = field(default_factory=dict)

@@ -43,6 +43,8 @@ from csan_lint.lint.values import (
     inplace_root,
     is_async_collective,
     is_reference,
+    items_of,
+    object_root,
     paired,
     stores_in_container,
 )
@@ -113,6 +115,9 @@ class Bindings:
         ):
             return  # `x = x.sub_(m).div_(s)`: still the same tensor, written in place
         bound = self._value(value)
+        held = items_of(value)  # `pending = [it for it in items if c]`, `rest = items[1:]`: the caller's
+        if not isinstance(held, cst.Call) and object_root(held) in self.anypath.callers_objects:
+            self.anypath.callers_objects.update(key for target in targets if (key := dotted_name(target)) is not None)
         for target in targets:
             self._bind(target, bound)
             self._allocated(target, value)

@@ -14,6 +14,7 @@ from dataclasses import replace
 import libcst as cst
 
 from csan_lint.lint.analysis.tokens import distinct
+from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.names import dotted_name
 from csan_lint.lint.ordering import Access, FlowState, HazardKind, Mark, TrackedTensor
 from csan_lint.lint.views import view_base
@@ -33,6 +34,7 @@ class Lifetimes:
     _forget: Callable[[str], None]
     _make_access: Callable[..., Access]
     _hazard: Callable[..., None]
+    anypath: AnyPath
 
     def _delete(self, target: cst.BaseExpression, node: cst.Del) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
@@ -99,6 +101,20 @@ class Lifetimes:
             if "." not in key:  # `self.x` outlives the call
                 self._release(key, where)
         self._reuse_released()
+
+    def _handed_back_through(self, caller: str) -> None:
+        """Tensors stored in an attribute of the caller's objects (`it.feature = x.to(d)`) are
+        handed to it as a returned one is (`_handed_back`): memory from another stream's pool
+        needs `record_stream` of the caller's stream before the caller uses and drops it."""
+        for key, tensor in sorted(self.live.tensors.items()) if not self.silent else ():
+            root = key.partition(".")[0]
+            if key == root or root not in self.anypath.callers_objects or key in self.anypath.recorded_somewhere:
+                continue
+            if tensor.pool is None or tensor.escaped or not distinct(tensor.pool, caller) or caller in tensor.recorded:
+                continue
+            for mark in tensor.writes:
+                access = replace(mark.access, stream=caller, write=False)
+                self._hazard(HazardKind.FREE_IN_USE, key, access, tensor.pool, None, returned=True)
 
     def _pass(self, expr: cst.BaseExpression, caller: str) -> None:
         """A value handed to the caller, who goes on on stream `caller`: it escapes, and is read

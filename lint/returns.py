@@ -79,6 +79,7 @@ class Returns:
         stream itself (`callers`)."""
         params = parameters(function)
         owned = frozenset(self.maybe_tensors)
+        self.anypath.callers_objects.update(p.name.value for p in params if p.name.value not in ("self", "cls"))
         observed = self.helpers.observed if self.helpers is not None else NO_MODULE_FACTS
         kept = kept_tensor_params(function) | observed.kept_by_caller(self.function)
         self.caller = Caller(
@@ -210,6 +211,7 @@ class Returns:
         future or an object that may hold one), or the stream is recorded, on some path, in an
         event the caller can reach (`self.done`, a parameter)."""
         value = node.value if node is not None else None
+        self._handed_back_through(self.entry_stream)
         noted = self._note_returned(value) if value is not None else []
         handed_back = value is not None and any(self._may_hold_work(key) for key in called_or_named(value))
         callers = (self.caller.owned - self.anypath.bound) | self.anypath.borrowed

@@ -87,6 +87,25 @@ _MADE_TENSORS = frozenset({"tensor", "allocation", "host"})
 each of its items written where the list was made."""
 
 
+def object_root(expr: cst.BaseExpression) -> str | None:
+    """The name an object is reached from: `items` of `items`, `items[1:]`, `items.values()`,
+    `state.items`."""
+    while True:
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            expr = expr.func.value
+        elif isinstance(expr, (cst.Subscript, cst.Attribute)):
+            expr = expr.value
+        else:
+            return expr.value if isinstance(expr, cst.Name) else None
+
+
+def items_of(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """The object whose items `expr` holds: `xs` of `[x for x in xs if c]`, `xs[1:]`; else `expr`."""
+    if isinstance(expr, (cst.ListComp, cst.GeneratorExp)) and object_root(expr.elt) in target_names(expr.for_in.target):
+        return expr.for_in.iter
+    return expr
+
+
 def _made_by_comprehension(call: cst.Call) -> cst.GeneratorExp | cst.ListComp | None:
     """The comprehension `list(...)` or `tuple(...)` is given alone, if it is."""
     func, args = call.func, call.args

@@ -366,7 +366,10 @@ class MissingRecordStream(Rule):
     caller on its own stream: allocated on another stream (also in another method, through `self`) and
     handed over with no `record_stream` for the caller's stream, it is reported at the
     `return`/`yield`, even where the caller would keep it alive until the allocating stream
-    waits for it. So is one stored in a container on `self` (`self.state[k] = t`,
+    waits for it. So is one stored in an attribute of the caller's objects (an argument other
+    than `self`, an item iterating or filtering one gives: `for it in items: it.feature =
+    it.feature.to(d, non_blocking=True)` on a side stream), reported where it is stored. So is
+    one stored in a container on `self` (`self.state[k] = t`,
     `self.queue.append(t)`) that a public method of the class (or one it inherits from the
     module) returns an item of (`self.state.pop(k)`, `self.state[k]`, `.get(k)`, or a name bound
     to one) with no `record_stream` call anywhere in that method, nor of the tensor in the
