@@ -52,7 +52,11 @@ class UnsyncedHostRead(Rule):
     A buffer given to a function of the module is read where that function reads the parameter
     on the host (before any sync in it); given to code the analysis cannot see (a method of an
     object of unknown class, a callable passed in), it is read there: assumption
-    `unseen-callees-read-downloads` (docs/analysis.md).
+    `unseen-callees-read-downloads` (docs/analysis.md). A function of the module that returns
+    such a buffer hands it to its callers in the module: the result is read where they read it.
+    What a call of a function of the module gives its parameters holds inside it, for that call:
+    the host as a device (`move(x, "cpu")` makes `x.to(device, non_blocking=True)` a download),
+    `True` (`non_blocking=flag`), or a `True` default.
 
     ## Known problems
     A same-module function that synchronizes anywhere in its body is taken to order the host
