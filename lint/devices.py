@@ -8,7 +8,7 @@ One statement of PyTorch's placement rules for both interpreters:
 - `.cpu()` and `.pin_memory()` give host memory, `.cuda()` device memory, and `.to(d)` goes where
   `d` says: a device (`"cpu"`, `"cuda:1"`, `torch.device("cpu")`, `y.device`, a name bound to
   one) or a tensor (`x.to(y)`: where `y` lives);
-- `x.device` names where `x` lives;
+- `x.device` names where `x` lives; `x.to(torch.float16)`, `x.to(y.dtype)` convert where `x` lives;
 - only host tensors have `pin_memory()` (a CUDA tensor raises): hostflow takes its receiver for
   host memory, so a non-blocking copy into it to a device the code does not name was a download.
 Anything else is unknown (None): a parameter, the result of unknown code. The analyses ask
@@ -92,7 +92,28 @@ def place_of_result(call: cst.Call, imports: ImportTable, known: Known) -> Place
     if op.direction is Direction.TO_DEVICE:
         return Place.DEVICE
     target = device if device is not None else next((a.value for a in call.args if a.keyword is None), None)
+    if target is not None and device is None and names_a_dtype(target, imports):
+        receiver = dotted_name(call.func.value)  # `x.to(torch.float16)`: a cast, where `x` lives
+        return known(receiver) if receiver is not None else None
     return place_of_device(target, imports, known) if target is not None else None
+
+
+DTYPES = frozenset(
+    f"torch.{name}"
+    for name in (
+        "float", "float16", "float32", "float64", "half", "double", "bfloat16", "int", "int8",
+        "int16", "int32", "int64", "long", "short", "uint8", "bool", "complex64", "complex128",
+        "float8_e4m3fn", "float8_e5m2",
+    )
+)  # fmt: skip
+"""torch's dtypes by name: `x.to(torch.float16)` converts where `x` lives."""
+
+
+def names_a_dtype(expr: cst.BaseExpression, imports: ImportTable) -> bool:
+    """`torch.float16`, `y.dtype`: a dtype, not a device."""
+    if isinstance(expr, cst.Attribute) and expr.attr.value == "dtype":
+        return True
+    return imports.qualified(expr) in DTYPES
 
 
 def _keyword(call: cst.Call, name: str) -> cst.BaseExpression | None:

@@ -109,6 +109,8 @@ class HostCalls:
             for arg in node.args:
                 self._hand_off(arg.value)
             return
+        if method in UPLOAD_METHODS and key in self.live.into and self._to_host(node):
+            self._host_read(key, receiver)  # `host.to(torch.float32)`: the host converts it now
         if method in LOOKS_ONLY or (method in UPLOAD_METHODS and key is not None):
             self._eval_args(node, reads=False)
             uploads = method in UPLOAD_METHODS and key in self.live.pinned

@@ -55,6 +55,9 @@ HOST_NAMES = {"h": Place.HOST, "d": Place.DEVICE}
         ("x.to(h.device, non_blocking=True)", Place.HOST),
         ("x.to(h)", Place.HOST),
         ("x.to(torch.float16)", None),
+        ("h.to(torch.float16)", Place.HOST),  # a cast stays where its receiver lives
+        ("d.to(x.dtype)", Place.DEVICE),
+        ("h.to(torch.float16, device='cuda')", Place.DEVICE),
         ("x.to(device=d.device)", Place.DEVICE),
         ("x.mul(2)", None),
         ("f(x)", None),

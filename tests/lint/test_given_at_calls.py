@@ -1,6 +1,7 @@
 """What the module's calls give a function holds inside it (the host as a device, `True` for
 `non_blocking=`), and a function that returns a pending download hands one to its callers: the
-host reads it where they read the result (lint/hostfacts.py `Given`, lint/hostflow.py)."""
+host reads it where they read the result (lint/hostfacts.py `Given`, lint/hostflow.py); a dtype
+conversion of a pending download is a host read of it (lint/devices.py)."""
 
 from __future__ import annotations
 
@@ -145,3 +146,23 @@ def test_a_recursive_function_ends() -> None:
         return y.tolist()
     """
     assert read_lines(source) == {11}
+
+
+@pytest.mark.parametrize(
+    ("use", "lines"),
+    [
+        ("host.to(torch.float32)", {6}),  # the host converts it now
+        ("host.to(x.dtype)", {6}),
+        ("host.to('cuda', non_blocking=True)", set()),  # an upload: in stream order after the download
+        ("host.to(device)", set()),  # a device the code does not name
+    ],
+)
+def test_a_conversion_of_a_pending_download_reads_it(use: str, lines: set[int]) -> None:
+    source = f"""
+    import torch
+
+    def f(x, device):
+        host = x.to("cpu", non_blocking=True)
+        return {use}
+    """
+    assert read_lines(source) == lines
