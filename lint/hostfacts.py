@@ -115,6 +115,7 @@ class ModuleFacts:
     rests on, None if not or while being worked out, so that recursion ends (lint/hostflow.py)."""
     _syncing: dict[str, bool] = field(default_factory=dict)
     _given: dict[cst.FunctionDef, Given] | None = None
+    _called: frozenset[cst.FunctionDef] = frozenset()
     _downloads_returned: dict[cst.FunctionDef, bool] = field(default_factory=dict)
 
     def returns_download(self, callees: Sequence[cst.FunctionDef], run: Callable[[cst.FunctionDef], bool]) -> bool:
@@ -128,17 +129,25 @@ class ModuleFacts:
                 return True
         return False
 
+    def called(self, function: cst.FunctionDef) -> bool:
+        """Some code of the module calls `function` by name (`f(...)`, `self.f(...)`)."""
+        self._find_calls()
+        return function in self._called
+
+    def _find_calls(self) -> None:
+        if self._given is None and self.module is not None:
+            self._given, self._called = _given_at_calls(self.module, self)
+
     def given(self, function: cst.FunctionDef) -> Given:
         """What the calls of `function` in the module (found once) and its defaults give its
         parameters: each value holds in the context of one call, and so inside the function."""
-        if self._given is None:
-            self._given = _given_at_calls(self.module, self) if self.module is not None else {}
+        self._find_calls()
         defaults = {
             param.name.value
             for param in (*function.params.params, *function.params.kwonly_params)
             if param.default is not None and is_true(param.default)
         }
-        found = self._given.get(function, Given())
+        found = self._given.get(function, Given()) if self._given is not None else Given()
         return Given(found.host, found.true | defaults)
 
     @cached_property
@@ -219,10 +228,14 @@ def scan_facts(
                 scan_facts(suite, facts, function, owner)
 
 
-def _given_at_calls(module: cst.Module, facts: ModuleFacts) -> dict[cst.FunctionDef, Given]:
-    """Per function of the module, what its calls by name (`f(...)`, `self.f(...)`) give it."""
+def _given_at_calls(
+    module: cst.Module, facts: ModuleFacts
+) -> tuple[dict[cst.FunctionDef, Given], frozenset[cst.FunctionDef]]:
+    """Per function of the module, what its calls by name (`f(...)`, `self.f(...)`) give it; and
+    the functions called so."""
     host: dict[cst.FunctionDef, set[str]] = {}
     true: dict[cst.FunctionDef, set[str]] = {}
+    called: set[cst.FunctionDef] = set()
     for node in descendants(module):
         if type(node) is not cst.Call:
             continue
@@ -232,6 +245,7 @@ def _given_at_calls(module: cst.Module, facts: ModuleFacts) -> dict[cst.Function
         callees = facts.functions.get(name or "")
         if not callees:
             continue
+        called.update(callees)
         for position, arg in enumerate(node.args):
             if is_true(arg.value):
                 found = true
@@ -242,10 +256,11 @@ def _given_at_calls(module: cst.Module, facts: ModuleFacts) -> dict[cst.Function
             parameter = parameter_given(callees, position, arg, bound=bound)
             for callee in callees if parameter is not None else ():
                 found.setdefault(callee, set()).add(parameter)
-    return {
+    given = {
         function: Given(frozenset(host.get(function, ())), frozenset(true.get(function, ())))
         for function in host.keys() | true.keys()
     }
+    return given, frozenset(called)
 
 
 def parameter_given(callees: Sequence[cst.FunctionDef], position: int, arg: cst.Arg, *, bound: bool) -> str | None:

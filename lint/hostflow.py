@@ -29,6 +29,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.api import Kind
 from csan_lint.lint.analysis.assumptions import Assumptions
 from csan_lint.lint.analysis.tokens import CURRENT, DEFAULT, event_token
@@ -66,7 +67,7 @@ from csan_lint.lint.names import (
     dotted_name,
 )
 from csan_lint.lint.nodes import literal_items
-from csan_lint.lint.values import is_host_test, is_reference
+from csan_lint.lint.values import code_of, is_host_test, is_reference
 from csan_lint.lint.views import reads_an_item, returned_receiver, viewed
 from csan_lint.runtime import kinds
 
@@ -103,6 +104,7 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
             self.state.into[pending] = frozenset({Pending(Copy(cst.Name(pending), CURRENT), frozenset({CURRENT}))})
         self.next_call = carried is not None
         """This run is the function called again: `carried` are the uploads its last call left running."""
+        self.function, self.pending = function, pending
         self.role = "called again, meeting the uploads its last call left running" if self.next_call else OWN_RUN
         self.exits: list[HostState] = []
         self.returns_download = False
@@ -125,7 +127,9 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
             self._eval(node.value)
         elif isinstance(node, cst.Return):
             if node.value is not None:
-                self.returns_download |= self._pending_result(node.value)
+                if self._pending_result(node.value):
+                    self.returns_download = True
+                    self._returned_to_unseen_callers(node)
                 self._hand_off(node.value)
             if self.state is not None:
                 self.exits.append(self.live.copy())
@@ -364,6 +368,23 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
         span = span_node or self.statement or node
         hazard = HostHazard(kind, node, span, tuple(sorted(fields.items())), copies, rests_on)
         self.hazards.setdefault((kind, node), hazard)
+
+    def _returned_to_unseen_callers(self, node: cst.Return) -> None:
+        """A pending download returned by a function no code of the module calls: read by its
+        callers, under UNSEEN_CALLERS_READ_RETURNED_DOWNLOADS."""
+        function = self.function
+        if function is None or self.next_call or self.pending is not None:
+            return
+        if not self.facts.assumptions.holds(assumed.UNSEEN_CALLERS_READ_RETURNED_DOWNLOADS):
+            return
+        if self.facts.called(function):
+            return
+        buffer = dotted_name(node.value) if node.value is not None else None
+        copies = self.live.into.get(buffer or "", frozenset())
+        found = frozenset(p.copy for p in copies) or frozenset({Copy(node.value, self.live.current)})
+        rests = frozenset({assumed.UNSEEN_CALLERS_READ_RETURNED_DOWNLOADS})
+        buffer = buffer or code_of(node.value)
+        self._hazard(kinds.HOST_READ_PENDING, node, buffer=buffer, copies=found, rests_on=rests, returned="yes")
 
     def _pending_result(self, expr: cst.BaseExpression) -> bool:
         """`expr` is host memory a non-blocking copy may still be writing: a download, a name

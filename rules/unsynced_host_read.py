@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 from csan_lint.lint.edits import (
     Fix,
@@ -53,7 +54,9 @@ class UnsyncedHostRead(Rule):
     on the host (before any sync in it); given to code the analysis cannot see (a method of an
     object of unknown class, a callable passed in), it is read there: assumption
     `unseen-callees-read-downloads` (docs/analysis.md). A function of the module that returns
-    such a buffer hands it to its callers in the module: the result is read where they read it.
+    such a buffer hands it to its callers in the module: the result is read where they read it;
+    one the module never calls hands it to callers the analysis cannot see, which read it:
+    assumption `unseen-callers-read-returned-downloads`.
     What a call of a function of the module gives its parameters holds inside it, for that call:
     the host as a device (`move(x, "cpu")` makes `x.to(device, non_blocking=True)` a download),
     `True` (`non_blocking=flag`), or a `True` default.
@@ -74,6 +77,10 @@ class UnsyncedHostRead(Rule):
     message = (
         "'{buffer}' is read on the host while the non-blocking copy into it (line {copy_line}) "
         "may still be running on {stream}"
+    )
+    returned_message = (
+        "'{buffer}' is returned to callers that read it on the host while the non-blocking copy into"
+        " it (line {copy_line}) may still be running on {stream}, with nothing to wait on"
     )
     fix_title = (
         "synchronize with the copy first: `{stream_code}.synchronize()` "
@@ -232,7 +239,10 @@ class UnsyncedHostRead(Rule):
     def check(self, flow: ModuleFlow) -> Iterator[Finding]:
         for hazard in flow.host_hazards:
             if hazard.kind == HOST_READ_PENDING:
-                finding = self.finding(flow.path, **flow.location(hazard), **host_fields(flow, hazard))
+                fields = host_fields(flow, hazard)
+                finding = self.finding(flow.path, **flow.location(hazard), **fields)
+                if dict(hazard.fields).get("returned"):
+                    finding = replace(finding, message=self.returned_message.format(**fields))
                 yield attach(finding, sync_before_read(flow, hazard))
 
 

@@ -52,6 +52,7 @@ DEFAULT_STREAM_JOIN = "default-stream-join"
 STALE_STREAM_CAPTURE = "stale-stream-capture"
 UNSEEN_CALLEES_READ_DOWNLOADS = "unseen-callees-read-downloads"
 UNSEEN_CALLEES_KEEP_ARGUMENTS = "unseen-callees-keep-arguments"
+UNSEEN_CALLERS_READ_RETURNED_DOWNLOADS = "unseen-callers-read-returned-downloads"
 
 ASSUMPTIONS: tuple[Assumption, ...] = (
     Assumption(
@@ -141,6 +142,26 @@ def plan(indptr, module):
         when_on=(("CSL301", 6),),
         when_off=(),
         default=True,
+        rules=("CSL301",),
+    ),
+    Assumption(
+        UNSEEN_CALLERS_READ_RETURNED_DOWNLOADS,
+        "A function no code of its module calls, returning host memory a non-blocking download may "
+        "still be writing, hands it to callers that read it on the host.",
+        "Its callers get the buffer and nothing to wait on (no event, no stream): they read it, "
+        "unless they synchronize the whole device first. Where the module calls the function, the "
+        "result is followed into each caller instead, and read where it reads it. Off: a "
+        "returned download is judged only where the module's own code reads it.",
+        example="""\
+import torch
+
+
+def offload(x):
+    return x.to("cpu", non_blocking=True)
+""",
+        when_on=(("CSL301", 5),),
+        when_off=(),
+        default=False,
         rules=("CSL301",),
     ),
     Assumption(
