@@ -25,6 +25,7 @@ from csan_lint.lint.bindings import Bindings
 from csan_lint.lint.callers import NO_CALLER, CallSite
 from csan_lint.lint.calls import Calls
 from csan_lint.lint.conflicts import conflicts, with_access
+from csan_lint.lint.containers import iterated_items, loop_tensors, object_root
 from csan_lint.lint.defaultjoin import DefaultJoins
 from csan_lint.lint.effects import PROBE_ACCESS, Effects, Helpers, probe_key
 from csan_lint.lint.expressions import Expressions
@@ -57,13 +58,7 @@ from csan_lint.lint.regions import Region, region_names
 from csan_lint.lint.returns import Returns
 from csan_lint.lint.scan import body_of, used_as_tensors
 from csan_lint.lint.streams import Streams
-from csan_lint.lint.values import (
-    Value,
-    Values,
-    iterated_items,
-    loop_tensors,
-    object_root,
-)
+from csan_lint.lint.values import Value, Values
 from csan_lint.lint.vocabulary import (
     ORDERING_METHODS,
 )

@@ -17,6 +17,7 @@ from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.tokens import UNKNOWN, choice, distinct, event_token, issued_on, item_key
 from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.callers import Caller
+from csan_lint.lint.containers import items_of, object_root, paired
 from csan_lint.lint.effects import Helpers, probe_key
 from csan_lint.lint.getters import getter_holder
 from csan_lint.lint.handover import handed_out, records, stash_dropped
@@ -38,16 +39,7 @@ from csan_lint.lint.ordering import (
 from csan_lint.lint.pathfacts import (
     without,
 )
-from csan_lint.lint.values import (
-    Value,
-    inplace_root,
-    is_async_collective,
-    is_reference,
-    items_of,
-    object_root,
-    paired,
-    stores_in_container,
-)
+from csan_lint.lint.values import Value, inplace_root, is_async_collective, is_reference, stores_in_container
 from csan_lint.lint.views import viewed
 from csan_lint.lint.vocabulary import GRADIENT
 

@@ -15,20 +15,12 @@ import libcst as cst
 from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.calls import GRADIENTS
+from csan_lint.lint.containers import COMPREHENSIONS, Comprehension, comprehension_targets, paired_containers
 from csan_lint.lint.names import dotted_name
 from csan_lint.lint.nodes import children
 from csan_lint.lint.ordering import FlowState, TrackedTensor
 from csan_lint.lint.regions import region_of
-from csan_lint.lint.values import (
-    COMPREHENSIONS,
-    Comprehension,
-    comprehension_targets,
-    index_names,
-    is_host_test,
-    is_reference,
-    operands,
-    paired_containers,
-)
+from csan_lint.lint.values import index_names, is_host_test, is_reference, operands
 from csan_lint.lint.vocabulary import HOST_ATTRIBUTES, TENSOR_ATTRIBUTES, VIEW_ATTRIBUTES, VIEW_METHODS
 
 

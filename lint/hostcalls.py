@@ -16,10 +16,11 @@ from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.api import Kind, Receiver
 from csan_lint.lint.devices import Place, place_of_result
-from csan_lint.lint.hostfacts import ModuleFacts, is_true, non_blocking, parameter_given, written_buffer
+from csan_lint.lint.hostfacts import ModuleFacts, is_self, is_true, non_blocking, parameter_given, written_buffer
 from csan_lint.lint.hoststate import Copy, HostState, Pending
 from csan_lint.lint.names import DEVICE_SYNC, SET_STREAM, ImportTable, dotted_name
 from csan_lint.lint.values import code_of, is_barrier
+from csan_lint.lint.views import returned_receiver
 from csan_lint.lint.vocabulary import (
     BUILTINS,
     DATA_BUILTINS,
@@ -58,6 +59,10 @@ class HostCalls:
     _pending_write_check: Callable[..., None]
     _stream: Callable[[cst.BaseExpression | None], str | None]
     _callee_reads: Callable[[cst.FunctionDef, str], frozenset[str] | None]
+    _run_for_return: Callable[[cst.FunctionDef], bool]
+    function: cst.FunctionDef | None
+    pending: str | None
+    next_call: bool
 
     def _call(self, node: cst.Call) -> None:
         func = node.func
@@ -263,3 +268,36 @@ class HostCalls:
         self.live.on_host |= {key}
         if (copies := self.live.unplaced.pop(key, None)) is not None:
             self.live.into[key] = self.live.into.get(key, frozenset()) | copies
+
+    def _returned_to_unseen_callers(self, node: cst.Return) -> None:
+        """A pending download returned by a function no code of the module calls: read by its
+        callers, under UNSEEN_CALLERS_READ_RETURNED_DOWNLOADS."""
+        function = self.function
+        if function is None or self.next_call or self.pending is not None:
+            return
+        if not self.facts.assumptions.holds(assumed.UNSEEN_CALLERS_READ_RETURNED_DOWNLOADS):
+            return
+        if self.facts.called(function):
+            return
+        buffer = dotted_name(node.value) if node.value is not None else None
+        copies = self.live.into.get(buffer or "", frozenset())
+        found = frozenset(p.copy for p in copies) or frozenset({Copy(node.value, self.live.current)})
+        rests = frozenset({assumed.UNSEEN_CALLERS_READ_RETURNED_DOWNLOADS})
+        buffer = buffer or code_of(node.value)
+        self._hazard(kinds.HOST_READ_PENDING, node, buffer=buffer, copies=found, rests_on=rests, returned="yes")
+
+    def _pending_result(self, expr: cst.BaseExpression) -> bool:
+        """`expr` is host memory a non-blocking copy may still be writing: a download, a name
+        holding one, the result of a function returning one."""
+        expr = returned_receiver(expr)
+        if isinstance(expr, cst.Call):
+            return self._downloads(expr) or self._returns_download(expr)
+        return dotted_name(expr) in self.live.into
+
+    def _returns_download(self, call: cst.Call) -> bool:
+        """`y = f(x)`, `y = self.f(x)` of a function of the module that returns a pending download."""
+        func = call.func
+        bound = isinstance(func, cst.Attribute) and is_self(func.value)
+        name = func.value if isinstance(func, cst.Name) else func.attr.value if bound else None
+        callees = self.facts.functions.get(name) if name is not None else None
+        return callees is not None and self.facts.returns_download(callees, self._run_for_return)

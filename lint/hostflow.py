@@ -29,7 +29,6 @@ from collections.abc import Sequence
 import libcst as cst
 
 from csan_lint.lint.analysis import api
-from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.api import Kind
 from csan_lint.lint.analysis.assumptions import Assumptions
 from csan_lint.lint.analysis.tokens import CURRENT, DEFAULT, event_token
@@ -40,7 +39,6 @@ from csan_lint.lint.hostfacts import (
     Given,
     ModuleFacts,
     host_children,
-    is_self,
     is_true,
     pins,
     scan_facts,
@@ -67,7 +65,7 @@ from csan_lint.lint.names import (
     dotted_name,
 )
 from csan_lint.lint.nodes import literal_items
-from csan_lint.lint.values import code_of, is_host_test, is_reference
+from csan_lint.lint.values import is_host_test, is_reference
 from csan_lint.lint.views import reads_an_item, returned_receiver, viewed
 from csan_lint.runtime import kinds
 
@@ -221,7 +219,7 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
             state.contexts[key] = stream
         elif self.facts.pins and pins(value):
             state.pinned |= {key}
-        if self._returns_download(value):
+        if self._downloads(value) or self._returns_download(value):
             state.into[key] = frozenset({Pending(Copy(value, state.current), frozenset({state.current}))})
             state.pinned |= {key}
             return
@@ -233,9 +231,6 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
             stream = self._stream(func.value)
             if stream is not None:
                 self._record(key, stream)
-        elif self._downloads(value):
-            state.into[key] = frozenset({Pending(Copy(value, state.current), frozenset({state.current}))})
-            state.pinned |= {key}
         elif self._copies_unplaced(value):
             state.unplaced[key] = frozenset({Pending(Copy(value, state.current), frozenset({state.current}))})
 
@@ -368,39 +363,6 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
         span = span_node or self.statement or node
         hazard = HostHazard(kind, node, span, tuple(sorted(fields.items())), copies, rests_on)
         self.hazards.setdefault((kind, node), hazard)
-
-    def _returned_to_unseen_callers(self, node: cst.Return) -> None:
-        """A pending download returned by a function no code of the module calls: read by its
-        callers, under UNSEEN_CALLERS_READ_RETURNED_DOWNLOADS."""
-        function = self.function
-        if function is None or self.next_call or self.pending is not None:
-            return
-        if not self.facts.assumptions.holds(assumed.UNSEEN_CALLERS_READ_RETURNED_DOWNLOADS):
-            return
-        if self.facts.called(function):
-            return
-        buffer = dotted_name(node.value) if node.value is not None else None
-        copies = self.live.into.get(buffer or "", frozenset())
-        found = frozenset(p.copy for p in copies) or frozenset({Copy(node.value, self.live.current)})
-        rests = frozenset({assumed.UNSEEN_CALLERS_READ_RETURNED_DOWNLOADS})
-        buffer = buffer or code_of(node.value)
-        self._hazard(kinds.HOST_READ_PENDING, node, buffer=buffer, copies=found, rests_on=rests, returned="yes")
-
-    def _pending_result(self, expr: cst.BaseExpression) -> bool:
-        """`expr` is host memory a non-blocking copy may still be writing: a download, a name
-        holding one, the result of a function returning one."""
-        expr = returned_receiver(expr)
-        if isinstance(expr, cst.Call):
-            return self._downloads(expr) or self._returns_download(expr)
-        return dotted_name(expr) in self.live.into
-
-    def _returns_download(self, call: cst.Call) -> bool:
-        """`y = f(x)`, `y = self.f(x)` of a function of the module that returns a pending download."""
-        func = call.func
-        bound = isinstance(func, cst.Attribute) and is_self(func.value)
-        name = func.value if isinstance(func, cst.Name) else func.attr.value if bound else None
-        callees = self.facts.functions.get(name) if name is not None else None
-        return callees is not None and self.facts.returns_download(callees, self._run_for_return)
 
     def _run_for_return(self, function: cst.FunctionDef) -> bool:
         analysis = _Analysis(self.facts, {}, in_function=True, function=function)

@@ -18,8 +18,8 @@ import libcst as cst
 
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.tokens import is_item_of, items_prefix
+from csan_lint.lint.containers import iterated_items
 from csan_lint.lint.interpret import only_waits
-from csan_lint.lint.values import iterated_items
 
 
 @dataclass(frozen=True)

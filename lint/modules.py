@@ -26,10 +26,10 @@ from dataclasses import replace
 import libcst as cst
 
 from csan_lint.lint.anypath import AnyPath
+from csan_lint.lint.containers import iterated_items
 from csan_lint.lint.hostfacts import may_not_block
 from csan_lint.lint.names import dotted_name
 from csan_lint.lint.ordering import FlowState
-from csan_lint.lint.values import iterated_items
 
 MODULE_MOVES = frozenset({"cuda", "to", "half", "float", "double", "bfloat16", "to_empty"})
 """`nn.Module` methods that convert its parameters in place and return the module itself."""

@@ -14,11 +14,12 @@ import libcst as cst
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Kind, Receiver
 from csan_lint.lint.analysis.tokens import CURRENT, UNKNOWN, alternatives, choice, root
+from csan_lint.lint.containers import COMPREHENSIONS
 from csan_lint.lint.names import CURRENT_STREAM, ImportTable, dotted_name, tensor_annotation
 from csan_lint.lint.nodes import children, descendants, parameters, target_names
 from csan_lint.lint.recognize import NO_FUNCTIONS, ContextFunctions, entered_streams
 from csan_lint.lint.summaries import module_name
-from csan_lint.lint.values import COMPREHENSIONS, code_of
+from csan_lint.lint.values import code_of
 from csan_lint.lint.vocabulary import (
     HOST_ATTRIBUTES,
     HOST_METHODS,
