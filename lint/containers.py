@@ -29,8 +29,9 @@ def object_root(expr: cst.BaseExpression) -> str | None:
 
 def items_of(expr: cst.BaseExpression) -> cst.BaseExpression:
     """The object whose items `expr` holds: `xs` of `[x for x in xs if c]`, `xs[1:]`; else `expr`."""
-    if isinstance(expr, (cst.ListComp, cst.GeneratorExp)) and object_root(expr.elt) in target_names(expr.for_in.target):
-        return expr.for_in.iter
+    if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
+        item = object_root(expr.elt)
+        return expr.for_in.iter if item is not None and item in set(target_names(expr.for_in.target)) else expr
     return expr
 
 

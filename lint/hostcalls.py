@@ -119,7 +119,7 @@ class HostCalls:
         if method in LOOKS_ONLY or (method in UPLOAD_METHODS and key is not None):
             self._eval_args(node, reads=False)
             uploads = method in UPLOAD_METHODS and key in self.live.pinned
-            if uploads and self._non_blocking(node) and not self._to_host(node):
+            if uploads and key is not None and self._non_blocking(node) and not self._to_host(node):
                 self._upload(key, node)
             return
         if api.method_op(method)[0] == api.COPY_INTO and node.args:
@@ -279,11 +279,14 @@ class HostCalls:
             return
         if self.facts.called(function):
             return
-        buffer = dotted_name(node.value) if node.value is not None else None
-        copies = self.live.into.get(buffer or "", frozenset())
-        found = frozenset(p.copy for p in copies) or frozenset({Copy(node.value, self.live.current)})
+        value = node.value
+        if value is None:
+            return
+        named = dotted_name(value)
+        copies = self.live.into.get(named or "", frozenset())
+        found = frozenset(p.copy for p in copies) or frozenset({Copy(value, self.live.current)})
         rests = frozenset({assumed.UNSEEN_CALLERS_READ_RETURNED_DOWNLOADS})
-        buffer = buffer or code_of(node.value)
+        buffer = named or code_of(value)
         self._hazard(kinds.HOST_READ_PENDING, node, buffer=buffer, copies=found, rests_on=rests, returned="yes")
 
     def _pending_result(self, expr: cst.BaseExpression) -> bool:
@@ -297,7 +300,11 @@ class HostCalls:
     def _returns_download(self, call: cst.Call) -> bool:
         """`y = f(x)`, `y = self.f(x)` of a function of the module that returns a pending download."""
         func = call.func
-        bound = isinstance(func, cst.Attribute) and is_self(func.value)
-        name = func.value if isinstance(func, cst.Name) else func.attr.value if bound else None
+        if isinstance(func, cst.Name):
+            name: str | None = func.value
+        elif isinstance(func, cst.Attribute) and is_self(func.value):
+            name = func.attr.value
+        else:
+            name = None
         callees = self.facts.functions.get(name) if name is not None else None
         return callees is not None and self.facts.returns_download(callees, self._run_for_return)

@@ -240,9 +240,9 @@ def _given_at_calls(
         if type(node) is not cst.Call:
             continue
         func = node.func
-        bound = type(func) is cst.Attribute and is_self(func.value)
-        name = func.value if type(func) is cst.Name else func.attr.value if bound else None
-        callees = facts.functions.get(name or "")
+        bound = isinstance(func, cst.Attribute) and is_self(func.value)
+        name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+        callees = facts.functions.get(name) if bound or isinstance(func, cst.Name) else None
         if not callees:
             continue
         called.update(callees)
@@ -254,8 +254,9 @@ def _given_at_calls(
             else:
                 continue
             parameter = parameter_given(callees, position, arg, bound=bound)
-            for callee in callees if parameter is not None else ():
-                found.setdefault(callee, set()).add(parameter)
+            if parameter is not None:
+                for callee in callees:
+                    found.setdefault(callee, set()).add(parameter)
     given = {
         function: Given(frozenset(host.get(function, ())), frozenset(true.get(function, ())))
         for function in host.keys() | true.keys()

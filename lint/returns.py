@@ -63,6 +63,7 @@ class Returns:
     _make_access: Callable[..., Access]
     _hazard: Callable[..., None]
     _release_all: Callable[[cst.CSTNode | None], None]
+    _handed_back_through: Callable[[str], None]
 
     def produced_by_caller(
         self,
