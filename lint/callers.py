@@ -85,18 +85,24 @@ class CallSite(NamedTuple):
     unwritten: frozenset[str]
     """Parameters given values the caller holds no write of (an attribute, an item, a number):
     as unknown to the callee as to its caller, taken as ready."""
+    contexts: frozenset[str] = frozenset()
+    """Parameters given a stream context (`torch.cuda.stream(s)`): in that call, `with param:`
+    enters that stream, `param.stream` (over every call: some call gives one)."""
 
 
 NO_SITE = CallSite(frozenset(), frozenset())
 
 
 def at_every_call(sites: Sequence[CallSite], calls: int) -> CallSite:
-    """What every call shows, where every call of the function (`calls`) was seen; else nothing."""
+    """What every call shows, where every call of the function (`calls`) was seen; else nothing;
+    and the stream contexts some call gives."""
+    contexts = frozenset[str]().union(*(site.contexts for site in sites))
     if not sites or len(sites) != calls:
-        return NO_SITE
+        return NO_SITE._replace(contexts=contexts)
     return CallSite(
         frozenset.intersection(*(site.ordered for site in sites)),
         frozenset.intersection(*(site.unwritten for site in sites)),
+        contexts,
     )
 
 

@@ -157,7 +157,10 @@ class Calls:
         }
         ordered = frozenset(named_alike | {passed[token] for token in after if token in passed})
         unwritten = frozenset(param for param, value in given.items() if not self._holds_write(value))
-        self.orders_at_calls.setdefault(callee, []).append(CallSite(ordered, unwritten))
+        contexts = frozenset(  # a stream other than the one current at the call
+            param for param, value in given.items() if self._context_stream(value) not in (None, self.live.current)
+        )
+        self.orders_at_calls.setdefault(callee, []).append(CallSite(ordered, unwritten, contexts))
 
     def _holds_write(self, value: cst.BaseExpression) -> bool:
         """Whether this function tracks a write of what `value` names (its own tensor, or a

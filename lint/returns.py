@@ -96,6 +96,8 @@ class Returns:
             join=callers,
             ordered=site.ordered,
         )
+        for name in site.contexts:  # `with ctx:` enters the stream of the context a call gave
+            self.live.contexts[name] = f"{name}.stream"
         unannotated = self._assumes(assumed.UNANNOTATED_PARAMETERS_WRITTEN_BY_CALLER)
         used = used_as_tensors(function.body, self.imports) if unannotated else frozenset()
         for param in params:

@@ -313,7 +313,10 @@ class MissingWaitStream(Rule):
     `S` = "`self.s` or the current stream"), or outside any block in functions themselves
     entered on `S`, however deep (recursion included): then on `S`. Its tensor parameters were
     written by the caller before the block, on the current stream, when every call is in a
-    block; otherwise on `S`, where the entered caller made them. A stream
+    block; otherwise on `S`, where the entered caller made them. A stream context some call in
+    the module passes for a parameter (`f(x, torch.cuda.stream(s))`, not one of the stream
+    current at the call) is entered by `with ctx:` in the function, on a stream of its own,
+    `ctx.stream`. A stream
     chosen at run time (`s1 if c else s0`, an item of `[current_stream(), cp]` picked by a
     computed index) is each of its choices, and each is judged on its own path; a literal index
     picks its item. Inside a function `torch.cuda.default_stream()` may or may not be the stream

@@ -130,3 +130,32 @@ def test_a_parameter_every_caller_gives_an_unknown_value_is_as_ready_as_that_val
     source = textwrap.dedent(BUCKET.format(given=given))
     lines = [f.line for f in lint_source(source, "m.py")]
     assert (15 in lines) == flagged  # `flat.div_(2)`
+
+
+CONTEXT = """
+import contextlib
+import torch
+
+def scaled(x, ctx):
+    y = x * 2
+    with ctx:
+        z = y + 1
+    return z
+
+def run(x, side):
+    return scaled(x, {context})
+"""
+
+
+@pytest.mark.parametrize(
+    ("context", "found"),
+    [
+        ("torch.cuda.stream(side)", True),  # the block runs on the caller's side stream
+        ("torch.cuda.stream(torch.cuda.Stream())", True),
+        ("contextlib.nullcontext()", False),
+        ("torch.cuda.stream(torch.cuda.current_stream())", False),  # the stream current at the call
+    ],
+)
+def test_a_stream_context_a_call_gives_is_entered_by_with(context: str, found: bool) -> None:
+    codes = {f.code for f in lint_source(textwrap.dedent(CONTEXT.format(context=context)), "m.py")}
+    assert ("CSL101" in codes) is found
