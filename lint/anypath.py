@@ -44,6 +44,9 @@ class AnyPath:
     """Names of the caller's objects: its arguments (not `self`), and the items iterating or
     filtering them gives (`for it in items`, `[it for it in items if c]`). A tensor stored in
     an attribute of one (`it.feature = t`) is handed to the caller (`_handed_back_through`)."""
+    lists: set[str] = field(default_factory=set)
+    """Names bound to a list of tensors a comprehension made (`Value.listed`): `xs[i] = t`
+    replaces an item, no tensor is written."""
     made_on: dict[str, str] = field(default_factory=dict)
     """Name -> the stream current where a fresh allocation was last bound to it."""
     callers_blocks: dict[cst.CSTNode, bool] = field(default_factory=dict)

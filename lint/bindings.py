@@ -184,6 +184,9 @@ class Bindings:
             return
         if isinstance(target, cst.Subscript) and value.kind == "alias":
             self._kept_for_caller(dotted_name(target.value) or "", value.source)
+        if isinstance(target, cst.Subscript) and (listed := dotted_name(target.value)) in self.anypath.lists:
+            self._demote(listed, proven=True)  # an item of the list replaced: its items are no longer one
+            return
         if (
             isinstance(target, cst.Subscript)
             and stores_in_container(target, value)
@@ -215,6 +218,10 @@ class Bindings:
                 self.anypath.swapped_in.add(pool)
         else:
             self.anypath.bound.add(key)
+            if value.listed:
+                self.anypath.lists.add(key)
+            else:
+                self.anypath.lists.discard(key)
             self.anypath.borrowed.discard(key)
             self.anypath.held_by.pop(key, None)
             self.anypath.callers_items.discard(key)

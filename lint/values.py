@@ -74,6 +74,9 @@ class Value:
     items: tuple[str, ...] = ()
     region: Region | None = None
     """For an alias made by a basic index (`top = buf[:, :1]`), the part of `source` it is."""
+    listed: bool = False
+    """A list of such values a comprehension made, its items summarized as one: assigning an
+    item replaces it in the list, writing no tensor."""
     moved_from: str | None = None
     """For a copy of `x` not known to go to the host (`x.to("cuda")`, `x.to(device)`), `x`:
     the result is `x` itself where it is there already, or `x` was host memory (a copy to the
@@ -328,7 +331,7 @@ class Values:
             expr = made  # `list(x.new_ones(n) for n in ns)`
         if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
             made_value = self._value(expr.elt)  # `[torch.randn(n) for _ in r]`: its items, as one tensor
-            return made_value if made_value.kind in _MADE_TENSORS else Value("other")
+            return replace(made_value, listed=True) if made_value.kind in _MADE_TENSORS else Value("other")
         if isinstance(expr, cst.Call):
             return self._call_value(expr)
         if isinstance(expr, cst.IfExp):

@@ -47,6 +47,7 @@ def f(x, s, items):
         ("d = '%s' % x", "g(d)"),
         ("d = [None] * len(x)", "d[0] = g(x)"),  # a list repeated is a list: storing in it writes no tensor
         ("d = [x] * 2", "d[0] = g(x)"),
+        ("d = [torch.empty(0, device='cuda') for _ in x.shape]", "d[0] = torch.cat([x, x])"),  # an item replaced
         ("d = x * 2", "a = d.numpy()"),  # an alias of the same memory, not a read
         ("d = x * 2", "v = d.view(-1)"),  # a view: metadata only
         ("d = x * 2", "v = d[0]"),  # basic indexing: a view
