@@ -140,6 +140,8 @@ class Returns:
             rests.add(assumed.ENTRY_STREAM_FROM_CALLS)
         if handed_by is not None:
             rests.add(assumed.CONTAINER_HANDOVER)
+        if tensor in self.anypath.lists:
+            rests.add(assumed.COMPREHENDED_LISTS_ARE_TENSORS)
         return frozenset(rests)
 
     def _observed_written(self, name: str) -> bool:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Literal, TypeGuard
 import libcst as cst
 
 from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.api import Direction, Kind
 from csan_lint.lint.analysis.tokens import choice
 from csan_lint.lint.containers import COMPREHENSIONS, comprehension_targets, made_by_comprehension
@@ -329,7 +330,7 @@ class Values:
             return Value("other")
         if isinstance(expr, cst.Call) and (made := made_by_comprehension(expr)) is not None:
             expr = made  # `list(x.new_ones(n) for n in ns)`
-        if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
+        if isinstance(expr, (cst.ListComp, cst.GeneratorExp)) and self._assumes_lists():
             made_value = self._value(expr.elt)  # `[torch.randn(n) for _ in r]`: its items, as one tensor
             return replace(made_value, listed=True) if made_value.kind in _MADE_TENSORS else Value("other")
         if isinstance(expr, cst.Call):
@@ -337,6 +338,9 @@ class Values:
         if isinstance(expr, cst.IfExp):
             return self._choice_value(expr)
         return Value("other")
+
+    def _assumes_lists(self) -> bool:
+        return self.helpers is not None and self.helpers.assumptions.holds(assumed.COMPREHENDED_LISTS_ARE_TENSORS)
 
     def _choice_value(self, expr: cst.IfExp) -> Value:
         """A stream chosen at run time binds one of its sides (`self.s1 if c else self.s0`,

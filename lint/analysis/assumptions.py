@@ -53,6 +53,7 @@ STALE_STREAM_CAPTURE = "stale-stream-capture"
 UNSEEN_CALLEES_READ_DOWNLOADS = "unseen-callees-read-downloads"
 UNSEEN_CALLEES_KEEP_ARGUMENTS = "unseen-callees-keep-arguments"
 UNSEEN_CALLERS_READ_RETURNED_DOWNLOADS = "unseen-callers-read-returned-downloads"
+COMPREHENDED_LISTS_ARE_TENSORS = "comprehended-lists-are-tensors"
 
 ASSUMPTIONS: tuple[Assumption, ...] = (
     Assumption(
@@ -143,6 +144,32 @@ def plan(indptr, module):
         when_off=(),
         default=True,
         rules=("CSL301",),
+    ),
+    Assumption(
+        COMPREHENDED_LISTS_ARE_TENSORS,
+        "A list of tensors a comprehension makes is one tensor value: its items written where the "
+        "list was made, read where any item is read.",
+        '`[torch.randn(n, device="cuda") for _ in r]` then `f(xs[i])` on a side stream reads '
+        "memory the current stream wrote; an item assigned (`xs[i] = t`) replaces it, and the list "
+        "is no longer followed. Off: such a list is a container, not followed. Off by default: on "
+        "the development data it finds one more known bug (a flashinfer test's rank streams) and "
+        "adds one plausible finding and three false ones in the eleven repositories (apex's "
+        "distributed Adam allocates per-stream buffer lists its streams all waited for, in a loop "
+        "over the streams the analysis does not read as the items' wait).",
+        example="""\
+import torch
+
+
+def ranks(n, streams, run):
+    inputs = [torch.randn(n, device="cuda") for _ in streams]
+    for i, stream in enumerate(streams):
+        with torch.cuda.stream(stream):
+            run(inputs[i])
+""",
+        when_on=(("CSL101", 8),),
+        when_off=(),
+        default=False,
+        rules=("CSL101", "CSL201"),
     ),
     Assumption(
         UNSEEN_CALLERS_READ_RETURNED_DOWNLOADS,

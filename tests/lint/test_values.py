@@ -7,6 +7,7 @@ import textwrap
 import libcst as cst
 import pytest
 
+from csan_lint.lint.analysis.assumptions import COMPREHENDED_LISTS_ARE_TENSORS, Assumptions
 from csan_lint.lint.engine import lint_source
 from csan_lint.lint.names import tensor_annotation
 
@@ -47,7 +48,6 @@ def f(x, s, items):
         ("d = '%s' % x", "g(d)"),
         ("d = [None] * len(x)", "d[0] = g(x)"),  # a list repeated is a list: storing in it writes no tensor
         ("d = [x] * 2", "d[0] = g(x)"),
-        ("d = [torch.empty(0, device='cuda') for _ in x.shape]", "d[0] = torch.cat([x, x])"),  # an item replaced
         ("d = x * 2", "a = d.numpy()"),  # an alias of the same memory, not a read
         ("d = x * 2", "v = d.view(-1)"),  # a view: metadata only
         ("d = x * 2", "v = d[0]"),  # basic indexing: a view
@@ -78,8 +78,6 @@ def test_host_only_values_and_uses_are_not_gpu_accesses(before: str, use: str) -
         ("d = x * 2", "v = 2 in d"),  # membership in a tensor compares on the GPU
         ("d = x * 2", "v = torch.add(torch.ones_like(x), d)"),
         ("d = x * 2", "pair = (d.sum(), x.size())"),  # an item computed on the GPU
-        ("d = [torch.randn(n, device='cuda') for n in x.shape]", "v = d[0] + 1"),  # a list made of tensors
-        ("d = list(x.new_ones(n) for n in x.shape)", "v = d[0] + 1"),
     ],
 )
 def test_uses_that_launch_a_kernel_are_still_reads(before: str, use: str) -> None:
@@ -560,3 +558,22 @@ def test_a_barrier_handle_or_no_barrier_leaves_the_side_stream_unordered(barrier
 )
 def test_a_tensor_annotation_names_the_type_not_the_word(annotation: str, tensor: bool) -> None:
     assert tensor_annotation(cst.parse_expression(annotation)) is tensor
+
+
+LISTS = Assumptions.from_switches([(COMPREHENDED_LISTS_ARE_TENSORS, True)])
+
+
+@pytest.mark.parametrize(
+    ("before", "use", "found"),
+    [
+        ("d = [torch.randn(n, device='cuda') for n in x.shape]", "v = d[0] + 1", True),  # a list made of tensors
+        ("d = list(x.new_ones(n) for n in x.shape)", "v = d[0] + 1", True),
+        ("d = [torch.empty(0, device='cuda') for _ in x.shape]", "d[0] = torch.cat([x, x])", False),  # replaced
+        ("d = [g(n) for n in x.shape]", "v = d[0] + 1", False),  # unknown items: not followed
+    ],
+)
+def test_a_list_of_tensors_a_comprehension_makes_under_its_assumption(before: str, use: str, found: bool) -> None:
+    source = textwrap.dedent(SIDE_USE.format(before=before, use=use))
+    on = {(f.code, f.line) for f in lint_source(source, "m.py", assumptions=LISTS)}
+    assert (("CSL101", 7) in on) is found
+    assert codes(SIDE_USE.format(before=before, use=use)) == set()  # off by default: a container
