@@ -356,61 +356,57 @@ class MissingRecordStream(Rule):
     Only tensors allocated in the function by an assignment are followed, plus tensors freed
     explicitly with `x.untyped_storage().resize_(0)` (allocated, when not seen, by the current
     stream). A tensor passed to unknown code, stored in an attribute or a container, or aliased
-    by a view is assumed to escape and is not reported, although the release may still come
-    too early. A tensor a method allocates from the pool of a stream kept on `self` (`with
+    by a view is assumed to escape and is not reported, although the release may still come too
+    early. A tensor a method allocates from the pool of a stream kept on `self` (`with
     torch.cuda.stream(self.copy):`, the stream not waiting there for the caller's first) and
     keeps in an attribute (`self.buf = ...`) is followed into the class's public methods: one
     that uses it on another stream and then drops it (`self.buf = None`, `del self.buf`) is
     reported there, as a local would be. A tensor returned or yielded (or a view of it, `x[0]`,
     `x.view(n)`; not `x.reshape(n)`, which may copy) is taken as used and then released by the
-    caller on its own stream: allocated on another stream (also in another method, through `self`) and
-    handed over with no `record_stream` for the caller's stream, it is reported at the
-    `return`/`yield`, even where the caller would keep it alive until the allocating stream
-    waits for it. So is one stored in an attribute of the caller's objects (an argument other
-    than `self`, an item iterating or filtering one gives: `for it in items: it.feature =
-    it.feature.to(d, non_blocking=True)` on a side stream), reported where it is stored. So is
-    one stored in a container on `self` (`self.state[k] = t`,
-    `self.queue.append(t)`) that a public method of the class (or one it inherits from the
-    module) returns an item of (`self.state.pop(k)`, `self.state[k]`, `.get(k)`, or a name bound
-    to one) with no `record_stream` call anywhere in that method, nor of the tensor in the
-    method that stores it: reported at the tensor's last write before it is stored (where it
-    is made). So is one a function both returns (or a view of it) and stores in a container on
-    `self` (a stash; also in a tuple, `self.c[k] = (t, event)`) whose entries a function of the
-    class (a nested hook closing over `self` included) drops (`del self.c[k]`, `self.c.pop(k)`,
-    `.clear()`, `self.c = {}` out of `__init__`), with no `record_stream` of an item of that
-    container anywhere in the class (a record on one branch is taken to protect them all): the
-    caller may hold the tensor, or a view of it, past the drop, whatever was waited for before
-    it; a stash never dropped keeps the tensor alive and is not reported. What a static or class method of the module
-    called on its class (`Helper.reload(...)`) returns is memory made by the call where the
-    helper allocates it on a path the arguments allow (a parameter it tests `is None` passed as
-    `None`, as a name bound to `None` anywhere in the caller, or left to its default).
-    The items of a list passed in by the caller
-    (`for buf in bucket:`, also through `zip`/`enumerate`) are the caller's, allocated on its
-    stream outside any block (also where the function is entered on a side stream): one
-    written on a side stream and still pending when the function returns, never
+    caller on its own stream: allocated on another stream (also in another method, through
+    `self`) and handed over with no `record_stream` for the caller's stream, it is reported at
+    the `return`/`yield`, even where the caller would keep it alive until the allocating stream
+    waits for it; so is one stored in an attribute of an argument (not `self`) or of an item
+    iterating one gives (`it.feature = t`), where it is stored. So is one stored in a container
+    on `self` (`self.state[k] = t`, `self.queue.append(t)`) that a public method of the class
+    (or one it inherits from the module) returns an item of (`self.state.pop(k)`,
+    `self.state[k]`, `.get(k)`, or a name bound to one) with no `record_stream` call anywhere in
+    that method, nor of the tensor in the method that stores it: reported at the tensor's last
+    write before it is stored (where it is made). So is one a function both returns (or a view
+    of it) and stores in a container on `self` (a stash; also in a tuple, `self.c[k] = (t,
+    event)`) whose entries a function of the class (a nested hook closing over `self` included)
+    drops (`del self.c[k]`, `self.c.pop(k)`, `.clear()`, `self.c = {}` out of `__init__`), with
+    no `record_stream` of an item of that container anywhere in the class (a record on one
+    branch is taken to protect them all): the caller may hold the tensor, or a view of it, past
+    the drop, whatever was waited for before it; a stash never dropped keeps the tensor alive
+    and is not reported. What a static or class method of the module called on its class
+    (`Helper.reload(...)`) returns is memory made by the call where the helper allocates it on a
+    path the arguments allow (a parameter it tests `is None` passed as `None`, as a name bound
+    to `None` anywhere in the caller, or left to its default). The items of a list passed in by
+    the caller (`for buf in bucket:`, also through `zip`/`enumerate`) are the caller's,
+    allocated on its stream outside any block (also where the function is entered on a side
+    stream): one written on a side stream and still pending when the function returns, never
     `record_stream`ed here (on any path) and not joined (here, or by every caller in the module:
-    see CSL102), is reported, since the caller may drop
-    the list at once (DeepSpeed's gradient buckets); an item only read there is not (the caller
-    may keep it). `t.record_stream(s)` with `s` the allocating stream protects nothing,
-    and the release is reported as if no record had been made; such a record is reported
-    where it stands only for memory the function certainly allocated (a torch op or a tensor
-    method bound to the name, `p.data` included), on the stream current at that binding on
-    the last path interpreted, and only where the memory may be used on another stream: kept
-    in an attribute, or allocated inside a stream block (a local made on the entry stream is
-    used on that stream alone). A tensor kept beside a recorded one may have been made on the
-    stream that uses it after all (the record speaks for its own tensor only): that finding is
-    false. Siblings on `self`, items of containers kept side by side (`h.c1.pop(k)` recorded,
-    `h.c2.pop(k)` not), and objects that hold tensors (a `KeyedTensor` used through its methods)
-    are not followed.
-    Rebinding `x.data` releases the memory `x` held, like `del`. By `data-swap-release`, weights
-    a method swaps in on a stream (`p.data = host.to(dev, non_blocking=True)` in its block, with
-    no wait of that stream on the caller's before it) are memory of that stream's pool: another
-    method that swaps them out (`p.data = torch.empty_like(...)`, outside any `with`, in a `for` over
-    `m.parameters()`, `m.buffers()` or a container on `self`, its keys and values included) is
-    reported at the rebinding, unless it has a host sync, a wait or a `record_stream` anywhere in
-    its body. Which tensors the two methods reach is not compared, and a `record_stream` made at
-    the swap-in is not taken to protect them (it may be made on some paths only).
-    """
+    see CSL102), is reported, since the caller may drop the list at once (DeepSpeed's gradient
+    buckets); an item only read there is not (the caller may keep it). `t.record_stream(s)` with
+    `s` the allocating stream protects nothing, and the release is reported as if no record had
+    been made; such a record is reported where it stands only for memory the function certainly
+    allocated (a torch op or a tensor method bound to the name, `p.data` included), on the
+    stream current at that binding on the last path interpreted, and only where the memory may
+    be used on another stream: kept in an attribute, or allocated inside a stream block (a local
+    made on the entry stream is used on that stream alone). A tensor kept beside a recorded one
+    may have been made on the stream that uses it after all (the record speaks for its own
+    tensor only): that finding is false. Siblings on `self`, items of containers kept side by
+    side (`h.c1.pop(k)` recorded, `h.c2.pop(k)` not), and objects that hold tensors (a
+    `KeyedTensor` used through its methods) are not followed. Rebinding `x.data` releases the
+    memory `x` held, like `del`. By `data-swap-release`, weights a method swaps in on a stream
+    (`p.data = host.to(dev, non_blocking=True)` in its block, with no wait of that stream on the
+    caller's before it) are memory of that stream's pool: another method that swaps them out
+    (`p.data = torch.empty_like(...)`, outside any `with`, in a `for` over `m.parameters()`,
+    `m.buffers()` or a container on `self`, its keys and values included) is reported at the
+    rebinding, unless it has a host sync, a wait or a `record_stream` anywhere in its body.
+    Which tensors the two methods reach is not compared, and a `record_stream` made at the
+    swap-in is not taken to protect them (it may be made on some paths only)."""
 
     code = "CSL201"
     name = "missing-record-stream"
