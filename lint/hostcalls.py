@@ -16,7 +16,7 @@ from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.api import Kind, Receiver
 from csan_lint.lint.devices import Place, place_of_result
-from csan_lint.lint.hostfacts import ModuleFacts, is_self, is_true, non_blocking, parameter_given, written_buffer
+from csan_lint.lint.hostfacts import ModuleFacts, is_true, non_blocking, parameter_given, written_buffer
 from csan_lint.lint.hoststate import Copy, HostState, Pending
 from csan_lint.lint.names import DEVICE_SYNC, SET_STREAM, ImportTable, dotted_name
 from csan_lint.lint.values import code_of, is_barrier
@@ -299,12 +299,5 @@ class HostCalls:
 
     def _returns_download(self, call: cst.Call) -> bool:
         """`y = f(x)`, `y = self.f(x)` of a function of the module that returns a pending download."""
-        func = call.func
-        if isinstance(func, cst.Name):
-            name: str | None = func.value
-        elif isinstance(func, cst.Attribute) and is_self(func.value):
-            name = func.attr.value
-        else:
-            name = None
-        callees = self.facts.functions.get(name) if name is not None else None
-        return callees is not None and self.facts.returns_download(callees, self._run_for_return)
+        callees, _ = self.facts.callees(call)
+        return bool(callees) and self.facts.returns_download(callees, self._run_for_return)

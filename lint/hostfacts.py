@@ -129,6 +129,16 @@ class ModuleFacts:
                 return True
         return False
 
+    def callees(self, call: cst.Call) -> tuple[Sequence[cst.FunctionDef], bool]:
+        """The definitions of the module's function a call by name reaches (`f(...)`, or
+        `self.f(...)`: bound, its first parameter `self`); none for any other call."""
+        func = call.func
+        if isinstance(func, cst.Name):
+            return self.functions.get(func.value, ()), False
+        if isinstance(func, cst.Attribute) and is_self(func.value):
+            return self.functions.get(func.attr.value, ()), True
+        return (), False
+
     def called(self, function: cst.FunctionDef) -> bool:
         """Some code of the module calls `function` by name (`f(...)`, `self.f(...)`)."""
         self._find_calls()
@@ -239,10 +249,7 @@ def _given_at_calls(
     for node in descendants(module):
         if type(node) is not cst.Call:
             continue
-        func = node.func
-        bound = isinstance(func, cst.Attribute) and is_self(func.value)
-        name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
-        callees = facts.functions.get(name) if bound or isinstance(func, cst.Name) else None
+        callees, bound = facts.callees(node)
         if not callees:
             continue
         called.update(callees)
