@@ -163,6 +163,7 @@ class FunctionAnalysis(
         if self.state is not None:
             self._return(None)
         self._judge_default_joins()
+        self._judge_records_on_pool()
 
     def _small(self, node: cst.BaseSmallStatement) -> None:
         if isinstance(node, cst.Assign):
@@ -302,6 +303,8 @@ class FunctionAnalysis(
             (writes if write else reads).add(key)
         self.live.tensors[launch_key(stream)] = TrackedTensor(writes=frozenset({replace(mark, access=LAUNCH_ACCESS)}))
         self.live.tensors[key] = with_access(tensor, mark)
+        if tensor.alloc is not None and stream != tensor.alloc:
+            self.anypath.used_off_pool.setdefault(key, set()).add(stream)
 
     def _on_other_paths(self, mark: Mark) -> bool:
         """The access was made only on paths this one is not on: the tests on the way here

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from csan_lint.lint.ordering import Mark
+from csan_lint.lint.ordering import Access, Mark
 
 
 @dataclass
@@ -58,6 +58,11 @@ class AnyPath:
     a method that swaps it out (lint/dataswap.py)."""
     recorded_somewhere: set[str] = field(default_factory=set)
     """Names `record_stream`ed on some path: their lifetime is handed to the allocator."""
+    recorded_on_pool: dict[cst.Call, tuple[str, str, Access]] = field(default_factory=dict)
+    """`t.record_stream(s)` of a local allocation on `s`, the stream it came from -> (name,
+    `s`, the call): it protects nothing, which matters where `t` is used on another stream."""
+    used_off_pool: dict[str, set[str]] = field(default_factory=dict)
+    """Name -> the streams other than its allocating one it was used on, on some path."""
     waits_callers_event: set[str] = field(default_factory=set)
     """Streams that waited on an event of `self` recorded nowhere here: recorded by the method
     that produced the caller's tensors, after its writes."""

@@ -102,3 +102,28 @@ def test_a_local_tensor_made_and_recorded_on_the_entry_stream_is_not_judged() ->
         j.record_stream(torch.cuda.current_stream())
     """
     assert findings(source) == []
+
+
+SENT = """
+import torch
+
+def send(comm, side):
+    out = torch.empty(8, device="cuda")
+    entry = torch.cuda.current_stream()
+    side.wait_stream(entry)
+    with torch.cuda.stream(side):
+        out.record_stream({recorded})
+        comm.send(out)
+"""
+
+
+def test_a_local_tensor_recorded_on_its_own_stream_and_used_on_another_is_flagged_at_the_record() -> None:
+    """The record, before the use, was written for the side stream's use and protects nothing
+    there (the release at the return is reported at the use)."""
+    found = lint_source(textwrap.dedent(SENT.format(recorded="entry")), "m.py")
+    assert [(f.code, f.line) for f in found] == [("CSL201", 9), ("CSL201", 10)]
+    assert "'out' is recorded on the current stream, the stream that allocated it" in found[0].message
+
+
+def test_a_local_tensor_recorded_on_the_stream_that_uses_it_is_not_flagged() -> None:
+    assert findings(SENT.format(recorded="side")) == []
