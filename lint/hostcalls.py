@@ -16,7 +16,7 @@ from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.api import Kind, Receiver
 from csan_lint.lint.devices import Place, place_of_result
-from csan_lint.lint.hostfacts import ModuleFacts, is_true, non_blocking, parameter_given, written_buffer
+from csan_lint.lint.hostfacts import ModuleFacts, is_true, non_blocking, parameter_given, untold_flag, written_buffer
 from csan_lint.lint.hoststate import Copy, HostState, Pending
 from csan_lint.lint.names import DEVICE_SYNC, SET_STREAM, ImportTable, dotted_name
 from csan_lint.lint.values import code_of, is_barrier
@@ -147,7 +147,16 @@ class HostCalls:
         self._write_out(node)
 
     def _non_blocking(self, call: cst.Call) -> bool:
-        return non_blocking(call, self.live.true)
+        """The copy does not block the host: its flag is `True`, or one the code does not tell,
+        under UNTOLD_NON_BLOCKING_FLAGS (`_copies_rest_on`)."""
+        return non_blocking(call, self.live.true) or (
+            self.facts.assumptions.holds(assumed.UNTOLD_NON_BLOCKING_FLAGS) and untold_flag(call, self.live.true)
+        )
+
+    def _copies_rest_on(self, copies: frozenset[Copy]) -> frozenset[str]:
+        """What taking these copies as non-blocking rests on: a flag the code does not tell."""
+        untold = any(isinstance(c.node, cst.Call) and untold_flag(c.node, self.live.true) for c in copies)
+        return frozenset({assumed.UNTOLD_NON_BLOCKING_FLAGS}) if untold else frozenset()
 
     def _eval_args(self, node: cst.Call, *, reads: bool) -> None:
         """`reads`: the callee reads its arguments' data on the host (a torch op, `print`...);

@@ -58,6 +58,12 @@ def non_blocking(call: cst.Call, true: frozenset[str] = frozenset()) -> bool:
     )
 
 
+def untold_flag(call: cst.Call, true: frozenset[str] = frozenset()) -> bool:
+    """`non_blocking=` given a value the code does not tell (not `True`, `False` or a name
+    holding `True`): `non_blocking=self.non_blocking`, `non_blocking=supports(d)`."""
+    return may_not_block(call) and not non_blocking(call, true)
+
+
 def may_not_block(call: cst.Call) -> bool:
     """`non_blocking=` given and not `False` (`non_blocking=self.non_blocking`): the host may
     not wait for the copy."""

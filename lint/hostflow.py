@@ -361,6 +361,7 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
     ) -> None:
         """Once per kind and node: loops revisit the same code."""
         span = span_node or self.statement or node
+        rests_on = rests_on | self._copies_rest_on(copies)
         hazard = HostHazard(kind, node, span, tuple(sorted(fields.items())), copies, rests_on)
         self.hazards.setdefault((kind, node), hazard)
 

@@ -54,6 +54,7 @@ UNSEEN_CALLEES_READ_DOWNLOADS = "unseen-callees-read-downloads"
 UNSEEN_CALLEES_KEEP_ARGUMENTS = "unseen-callees-keep-arguments"
 UNSEEN_CALLERS_READ_RETURNED_DOWNLOADS = "unseen-callers-read-returned-downloads"
 COMPREHENDED_LISTS_ARE_TENSORS = "comprehended-lists-are-tensors"
+UNTOLD_NON_BLOCKING_FLAGS = "untold-non-blocking-flags-may-be-true"
 
 ASSUMPTIONS: tuple[Assumption, ...] = (
     Assumption(
@@ -190,6 +191,28 @@ def offload(x):
         when_off=(),
         default=False,
         rules=("CSL301",),
+    ),
+    Assumption(
+        UNTOLD_NON_BLOCKING_FLAGS,
+        "A `non_blocking=` flag whose value the code does not tell (a parameter no call of the "
+        "module gives `True`, a call's result, an attribute) may be `True`: the copy may not block.",
+        "A copy to the host with `non_blocking=flag` is written for callers or settings that pass "
+        "`True` (`device_supports_non_blocking(d)`, `self.non_blocking`): on that path the host "
+        "reads the buffer before the copy lands unless it synchronizes first. Where a call of the "
+        "module gives the parameter `True`, or a default says it, the flag holds `True` whatever "
+        "this says. Off: only a flag the code shows `True` makes a copy non-blocking.",
+        example="""\
+import torch
+
+
+def to_host(x, flag):
+    y = x.to("cpu", non_blocking=flag)
+    return y.numpy()
+""",
+        when_on=(("CSL301", 6),),
+        when_off=(),
+        default=False,
+        rules=("CSL301", "CSL302"),
     ),
     Assumption(
         REBOUND_DATA_RELEASES,
