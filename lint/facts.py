@@ -67,6 +67,8 @@ class HostHazard:
     source is named, chosen by position once positions are known, never by node identity."""
     assumptions: frozenset[str] = frozenset()
     """What the hazard rests on (lint/analysis/assumptions.py)."""
+    observed: frozenset[str] = frozenset()
+    """The facts from test runs it rests on instead of an assumption (lint/run_facts.py)."""
 
 
 @dataclass(frozen=True)
@@ -163,7 +165,7 @@ class ModuleFlow:
         observed: tuple[str, ...] = ()
         if isinstance(hazard, HostHazard):
             node, span_node = hazard.node, hazard.span_node
-            assumed = tuple(sorted(hazard.assumptions))
+            assumed, observed = tuple(sorted(hazard.assumptions)), tuple(sorted(hazard.observed))
         else:
             node, span_node = hazard.access.node, hazard.access.span_node
             assumed = tuple(sorted(hazard.assumptions))

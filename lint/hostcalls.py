@@ -61,6 +61,8 @@ class HostCalls:
     _callee_reads: Callable[[cst.FunctionDef, str], frozenset[str] | None]
     _run_for_return: Callable[[cst.FunctionDef], bool]
     function: cst.FunctionDef | None
+    observed_download: str | None
+    observed_pinned: dict[str, str]
     pending: str | None
     next_call: bool
 
@@ -147,16 +149,30 @@ class HostCalls:
         self._write_out(node)
 
     def _non_blocking(self, call: cst.Call) -> bool:
-        """The copy does not block the host: its flag is `True`, or one the code does not tell,
-        under UNTOLD_NON_BLOCKING_FLAGS (`_copies_rest_on`)."""
-        return non_blocking(call, self.live.true) or (
-            self.facts.assumptions.holds(assumed.UNTOLD_NON_BLOCKING_FLAGS) and untold_flag(call, self.live.true)
-        )
+        """The copy does not block the host: its flag is `True`, or one the code does not tell
+        where a run saw this function download without blocking, or under
+        UNTOLD_NON_BLOCKING_FLAGS (`_copies_rest_on`)."""
+        if non_blocking(call, self.live.true):
+            return True
+        settled = self.observed_download is not None or self.facts.assumptions.holds(assumed.UNTOLD_NON_BLOCKING_FLAGS)
+        return settled and untold_flag(call, self.live.true)
 
-    def _copies_rest_on(self, copies: frozenset[Copy]) -> frozenset[str]:
-        """What taking these copies as non-blocking rests on: a flag the code does not tell."""
-        untold = any(isinstance(c.node, cst.Call) and untold_flag(c.node, self.live.true) for c in copies)
-        return frozenset({assumed.UNTOLD_NON_BLOCKING_FLAGS}) if untold else frozenset()
+    def _copies_rest_on(self, copies: frozenset[Copy]) -> tuple[frozenset[str], frozenset[str]]:
+        """What taking these copies as non-blocking downloads rests on: (the assumption that a
+        flag the code does not tell may be `True`, the runs' observations: that settled flag, a
+        destination a run saw handed in pinned)."""
+        calls = [copy.node for copy in copies if isinstance(copy.node, cst.Call)]
+        observed = {
+            seen
+            for call in calls
+            if isinstance(call.func, cst.Attribute)
+            and (seen := self.observed_pinned.get(written_buffer(call.func.value) or "")) is not None
+        }
+        if not any(untold_flag(call, self.live.true) for call in calls):
+            return frozenset(), frozenset(observed)
+        if self.observed_download is not None:
+            return frozenset(), frozenset({*observed, self.observed_download})
+        return frozenset({assumed.UNTOLD_NON_BLOCKING_FLAGS}), frozenset(observed)
 
     def _eval_args(self, node: cst.Call, *, reads: bool) -> None:
         """`reads`: the callee reads its arguments' data on the host (a torch op, `print`...);

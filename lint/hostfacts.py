@@ -19,6 +19,8 @@ from csan_lint.lint.hostattributes import SelfAttributes
 from csan_lint.lint.names import DEVICE_SYNC, ImportTable, dotted_name
 from csan_lint.lint.nodes import children, descendants
 from csan_lint.lint.recognize import ContextFunctions
+from csan_lint.lint.run_facts import NO_MODULE_FACTS as NO_OBSERVED_FACTS
+from csan_lint.lint.run_facts import ModuleFacts as ObservedFacts
 
 
 def is_self(expr: cst.BaseExpression) -> bool:
@@ -120,6 +122,10 @@ class ModuleFacts:
     """(function, parameter) -> whether the function reads it on the host: the assumptions that
     rests on, None if not or while being worked out, so that recursion ends (lint/hostflow.py)."""
     _syncing: dict[str, bool] = field(default_factory=dict)
+    observed: ObservedFacts = NO_OBSERVED_FACTS
+    """What test runs saw of the module's functions (lint/run_facts.py)."""
+    qualnames: dict[cst.FunctionDef, str] = field(default_factory=dict)
+    """Each function's name as Python qualifies it (`Class.method`), as runs name it."""
     _given: dict[cst.FunctionDef, Given] | None = None
     _called: frozenset[cst.FunctionDef] = frozenset()
     _downloads_returned: dict[cst.FunctionDef, bool] = field(default_factory=dict)
@@ -171,6 +177,19 @@ class ModuleFacts:
         """The module's functions that enter a stream for their caller (`with self._on(s):`)."""
         return ContextFunctions((f for same_name in self.functions.values() for f in same_name), self.imports)
 
+    def observed_download(self, function: cst.FunctionDef | None) -> str | None:
+        """A run saw `function` copy to the host without blocking: its flags the code does not
+        tell held `True` there (the observation, as a finding lists it)."""
+        return self.observed.non_blocking_download(self.qualnames.get(function)) if function is not None else None
+
+    def observed_pinned(self, function: cst.FunctionDef | None) -> dict[str, str]:
+        """`function`'s parameters a run saw handed pinned host memory -> the observation."""
+        if function is None:
+            return {}
+        qualname = self.qualnames.get(function)
+        names = (param.name.value for param in (*function.params.params, *function.params.kwonly_params))
+        return {name: seen for name in names if (seen := self.observed.pinned_argument(qualname, name)) is not None}
+
     def syncs(self, name: str) -> bool:
         """A same-module function of that name synchronizes the host somewhere in its body."""
         if not self.syncing:
@@ -211,9 +230,10 @@ def scan_facts(
     facts: ModuleFacts,
     function: cst.FunctionDef | None = None,
     owner: cst.ClassDef | None = None,
+    prefix: str = "",
 ) -> None:
-    """Imports, function definitions, pinned attributes and attribute bindings, by statements:
-    a libcst visitor would cost as much as the parse."""
+    """Imports, function definitions (with their qualified names: `prefix`), pinned attributes
+    and attribute bindings, by statements: a libcst visitor would cost as much as the parse."""
     for node in body:
         if isinstance(node, cst.SimpleStatementLine):
             for small in node.body:
@@ -232,16 +252,17 @@ def scan_facts(
                     )
         elif isinstance(node, cst.FunctionDef):
             facts.functions.setdefault(node.name.value, []).append(node)
+            facts.qualnames[node] = f"{prefix}{node.name.value}"
             facts.imports.add(node)  # a property may return the current stream
             if owner is not None:
                 facts.attributes.owners[node] = owner
-            scan_facts(node.body.body, facts, node)
+            scan_facts(node.body.body, facts, node, prefix=f"{prefix}{node.name.value}.<locals>.")
         elif isinstance(node, cst.ClassDef):
             facts.classes.add(node.name.value)
-            scan_facts(node.body.body, facts, function, node)
+            scan_facts(node.body.body, facts, function, node, f"{prefix}{node.name.value}.")
         elif isinstance(node, cst.BaseCompoundStatement):
             for suite in _suites(node):
-                scan_facts(suite, facts, function, owner)
+                scan_facts(suite, facts, function, owner, prefix)
 
 
 def _given_at_calls(

@@ -65,6 +65,7 @@ from csan_lint.lint.names import (
     dotted_name,
 )
 from csan_lint.lint.nodes import literal_items
+from csan_lint.lint.run_facts import ModuleFacts as ObservedFacts
 from csan_lint.lint.values import is_host_test, is_reference
 from csan_lint.lint.views import reads_an_item, returned_receiver, viewed
 from csan_lint.runtime import kinds
@@ -95,14 +96,18 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
         self.imports = module.imports
         self.hazards = hazards
         given = module.given(function) if function is not None else Given()
-        self.state = HostState(
-            out_of=dict(carried or {}), pinned=frozenset(module.pinned), on_host=given.host, true=given.true
-        )
+        self.observed_pinned = module.observed_pinned(function)
+        """Parameters a run saw handed pinned host memory -> the observation."""
+        pinned = frozenset(module.pinned) | set(self.observed_pinned)
+        on_host = given.host | set(self.observed_pinned)
+        self.state = HostState(out_of=dict(carried or {}), pinned=pinned, on_host=on_host, true=given.true)
         if pending is not None:  # a callee's run: does it read this parameter on the host?
             self.state.into[pending] = frozenset({Pending(Copy(cst.Name(pending), CURRENT), frozenset({CURRENT}))})
         self.next_call = carried is not None
         """This run is the function called again: `carried` are the uploads its last call left running."""
         self.function, self.pending = function, pending
+        self.observed_download = module.observed_download(function)
+        """A run saw this function copy to the host without blocking (the observation)."""
         self.role = "called again, meeting the uploads its last call left running" if self.next_call else OWN_RUN
         self.exits: list[HostState] = []
         self.returns_download = False
@@ -361,8 +366,8 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
     ) -> None:
         """Once per kind and node: loops revisit the same code."""
         span = span_node or self.statement or node
-        rests_on = rests_on | self._copies_rest_on(copies)
-        hazard = HostHazard(kind, node, span, tuple(sorted(fields.items())), copies, rests_on)
+        assumed, observed = self._copies_rest_on(copies)
+        hazard = HostHazard(kind, node, span, tuple(sorted(fields.items())), copies, rests_on | assumed, observed)
         self.hazards.setdefault((kind, node), hazard)
 
     def _run_for_return(self, function: cst.FunctionDef) -> bool:
@@ -386,9 +391,16 @@ _STARTS = (Kind.EVENT_CREATE, Kind.CAPTURE, Kind.CAPTURE_BEGIN)
 
 
 def _host_hazards(
-    module: cst.Module, spellings: Spellings, pins: bool, syncing: bool, assumptions: Assumptions
+    module: cst.Module,
+    spellings: Spellings,
+    pins: bool,
+    syncing: bool,
+    assumptions: Assumptions,
+    observed: ObservedFacts,
 ) -> tuple[HostHazard, ...]:
-    facts = ModuleFacts(ImportTable(spellings), pins=pins, syncing=syncing, assumptions=assumptions, module=module)
+    facts = ModuleFacts(
+        ImportTable(spellings), pins=pins, syncing=syncing, assumptions=assumptions, module=module, observed=observed
+    )
     scan_facts(module.body, facts)
     if not facts.imports.imports_torch:
         return ()
@@ -411,4 +423,5 @@ def host_hazards(flow: ModuleFlow) -> tuple[HostHazard, ...]:
     uses = flow.uses
     if not (uses.performs(*_STARTS) or uses.non_blocking):
         return ()
-    return _host_hazards(flow.module, flow.spellings, uses.pins, bool(_SYNCS & uses.ops), flow.assumptions)
+    syncing = bool(_SYNCS & uses.ops)
+    return _host_hazards(flow.module, flow.spellings, uses.pins, syncing, flow.assumptions, flow.observed)

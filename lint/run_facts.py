@@ -142,6 +142,12 @@ class FunctionFacts:
         return bool(self.contexts) and all(context.entry == "default" for context in self.contexts)
 
 
+def copy_observation(copy: Copy) -> str:
+    """How a finding lists an observed non-blocking download instead of an assumption."""
+    tests = ", ".join(copy.tests) or "a sanitized run"
+    return f"observed in {tests}: the function made a non-blocking copy to the host"
+
+
 def observation(argument: Argument, context: Context) -> str:
     """How a finding lists the fact it rests on instead of an assumption."""
     tests = ", ".join(context.tests) or "a sanitized run"
@@ -170,6 +176,24 @@ class ModuleFacts:
         """Parameters the function's caller is known to go on using after the call (a hook's
         arguments, lint/hooks.py); runs do not say."""
         return frozenset()
+
+    def pinned_argument(self, qualname: str | None, name: str) -> str | None:
+        """The observation that a call handed the function's argument `name` as pinned host
+        memory (a copy into it may not block); None where no run saw it so."""
+        facts = self.of(qualname)
+        for context in facts.contexts if facts is not None else ():
+            for argument in context.arguments:
+                if argument.name == name and argument.device == "pinned":
+                    return observation(argument, context)
+        return None
+
+    def non_blocking_download(self, qualname: str | None) -> str | None:
+        """The observation (as a finding lists it) that a run saw the function copy to the host
+        without blocking; None where none did."""
+        facts = self.of(qualname)
+        copies = facts.copies if facts is not None else ()
+        found = next((copy for copy in copies if copy.direction == "d2h" and copy.non_blocking), None)
+        return copy_observation(found) if found is not None else None
 
     def entered_on_default(self, qualname: str | None) -> bool:
         """Whether every call a run saw of the function was entered on the default stream (and

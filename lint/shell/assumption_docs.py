@@ -43,9 +43,13 @@ then lists the fact (`observed` in `--format json`, and the message: "observed i
 tests/test_comm.py::test_send: ...") instead of the assumption. And a function the runs saw
 called, every call entered on the default stream, has the default stream for its caller's:
 its `default_stream().wait_stream(side)` joins the caller, and `default-stream-join` reports
-nothing there (one call seen on a side stream keeps the finding). A fact about a function whose
-text changed since the run no longer matches its hash and is ignored (`-v` counts them). A
-tensor's device, which a run also records, settles nothing yet."""
+nothing there (one call seen on a side stream keeps the finding). A function a run saw copy
+to the host without blocking has its `non_blocking=` flags that the code does not tell taken as
+`True`, as `untold-non-blocking-flags-may-be-true` would take them, whether it is on or off;
+and a parameter a run saw handed pinned host memory is pinned there, so that a non-blocking
+copy into it is a download the host must wait for before reading it (other devices settle
+nothing yet). A fact about a function whose text changed since the run no longer matches its
+hash and is ignored (`-v` counts them)."""
 
 
 def render() -> str:

@@ -24,6 +24,12 @@ GRAD_READ = 19
 """The line of `kept = p.grad * 1` in app/comm.py, the read of `p.grad` on the side stream."""
 DEFAULT_JOIN = 27
 """The line of `torch.cuda.default_stream().wait_stream(self.side)` in app/comm.py (CSL102)."""
+FETCH_READ = 32
+"""The line of `return host.tolist()` in app/comm.py, the host read of a download whose
+`non_blocking=` flag is a parameter (CSL301)."""
+DRAIN_READ = 36
+"""The line of `return out.tolist()` in app/comm.py, the host read of a buffer the caller
+handed in, which a non-blocking copy may still be writing where it is pinned (CSL301)."""
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +124,8 @@ def test_without_facts_the_static_pass_assumes_and_with_them_it_reports_what_the
     assert (joined["code"], joined["line"], joined["assumptions"]) == ("CSL102", DEFAULT_JOIN, ["default-stream-join"])
     status, document, _ = lint(project, "--no-cache", "--facts", "facts.json")
     assert status == 1
-    sent, grad = document["findings"]  # every call of `gather` was entered on the default stream: no CSL102
+    # Every call of `gather` was entered on the default stream: no CSL102.
+    sent, grad, fetched, drained = document["findings"]
     assert (sent["code"], sent["path"], sent["line"]) == ("CSL101", "app/comm.py", SEND_READ)
     assert "observed in tests/test_comm.py::test_send" in sent["message"]
     assert sent["assumptions"] == []
@@ -132,6 +139,16 @@ def test_without_facts_the_static_pass_assumes_and_with_them_it_reports_what_the
         "observed in tests/test_comm.py::test_snapshot_grad: `p.grad` came as a cuda tensor last written on the "
         "stream the call was entered on (the default stream)"
     ]
+    # A flag the code does not tell, which `untold-non-blocking-flags-may-be-true` (off) would have to assume.
+    assert (fetched["code"], fetched["line"], fetched["assumptions"]) == ("CSL301", FETCH_READ, [])
+    assert fetched["observed"] == [
+        "observed in tests/test_comm.py::test_fetch: the function made a non-blocking copy to the host"
+    ]
+    # A destination of unknown kind, which the static pass takes for pageable memory.
+    assert (drained["code"], drained["line"], drained["assumptions"]) == ("CSL301", DRAIN_READ, [])
+    assert drained["observed"] == [
+        "observed in tests/test_comm.py::test_drain: `out` came as a pinned tensor never written on the device"
+    ]
 
 
 def test_the_config_file_names_the_facts_and_the_cache_follows_them(project, saved, tmp_path):
@@ -142,7 +159,7 @@ def test_the_config_file_names_the_facts_and_the_cache_follows_them(project, sav
     (copy / "pyproject.toml").write_text('[tool.csan-lint]\nfacts = "facts.json"\n')
     status, document, _ = lint(copy)
     assert status == 1
-    assert [finding["line"] for finding in document["findings"]] == [SEND_READ, GRAD_READ]
+    assert [finding["line"] for finding in document["findings"]] == [SEND_READ, GRAD_READ, FETCH_READ, DRAIN_READ]
     _, cached, _ = lint(copy)  # from the cache: the same findings, their facts included
     assert cached["findings"] == document["findings"]
     assert cached["summary"]["files_parsed"] == document["summary"]["files_parsed"]
@@ -154,8 +171,8 @@ def test_editing_the_function_ignores_its_facts(project, saved, tmp_path):
     comm = copy / "app" / "comm.py"
     comm.write_text(comm.read_text().replace("            y = x * 2\n", "            y = x * 3\n"))
     status, document, stderr = lint(copy, "--no-cache", "--facts", "facts.json", "-v")
-    assert [finding["line"] for finding in document["findings"]] == [GRAD_READ]
-    assert "4 function(s) hold, 1 ignored (changed or gone since the run)" in stderr
+    assert [finding["line"] for finding in document["findings"]] == [GRAD_READ, FETCH_READ, DRAIN_READ]
+    assert "6 function(s) hold, 1 ignored (changed or gone since the run)" in stderr
 
 
 def test_confirm_saves_the_same_facts(project, saved, run_confirm):

@@ -182,3 +182,69 @@ def test_a_default_stream_join_is_settled_only_where_every_observed_call_entered
     observed = load_facts(write(tmp_path / "facts.json", [function])).for_module("app/comm.py", JOIN)
     codes = [(finding.code, finding.line) for finding in lint_source(JOIN, "app/comm.py", observed=observed)]
     assert codes == ([("CSL102", 9)] if reported else [])
+
+
+FETCH = """\
+import torch
+
+
+class Store:
+    def fetch(self, x):
+        host = x.to("cpu", non_blocking=self.non_blocking)
+        return host.tolist()
+"""
+
+
+@pytest.mark.parametrize(
+    ("copies", "reported"),
+    [
+        ((), False),
+        ((("d2h", False),), False),
+        ((("h2d", True),), False),
+        ((("d2h", True),), True),
+    ],
+    ids=["no copy observed", "a blocking download", "a non-blocking upload", "a non-blocking download"],
+)
+def test_a_flag_the_code_does_not_tell_is_settled_where_a_run_saw_the_function_download_without_blocking(
+    tmp_path, copies, reported
+):
+    function = {**entry("Store.fetch", source_hash=function_hashes(FETCH)["Store.fetch"][1]), "contexts": []}
+    function["copies"] = [
+        {"direction": direction, "non_blocking": flag, "tests": ["t.py::fetch"]} for direction, flag in copies
+    ]
+    observed = load_facts(write(tmp_path / "facts.json", [function])).for_module("app/comm.py", FETCH)
+    found = lint_source(FETCH, "app/comm.py", observed=observed)
+    assert [(finding.code, finding.line) for finding in found] == ([("CSL301", 7)] if reported else [])
+    if reported:
+        assert found[0].assumptions == ()
+        assert found[0].observed == ("observed in t.py::fetch: the function made a non-blocking copy to the host",)
+        assert found[0].message.endswith("(observed in t.py::fetch: the function made a non-blocking copy to the host)")
+
+
+DRAIN = """\
+class Store:
+    def drain(self, x, out):
+        out.copy_(x, non_blocking=True)
+        return out.tolist()
+"""
+
+
+@pytest.mark.parametrize(("device", "reported"), [(None, False), ("cuda", False), ("cpu", False), ("pinned", True)])
+def test_a_destination_a_run_saw_handed_in_pinned_makes_a_non_blocking_copy_a_download(tmp_path, device, reported):
+    source = "import torch\n\n\n" + DRAIN
+    function = {**entry("Store.drain", source_hash=function_hashes(source)["Store.drain"][1]), "contexts": []}
+    if device is not None:
+        arguments = [
+            {"name": "x", "written": "same", "device": "cuda"},
+            {"name": "out", "written": "never", "device": device},
+        ]
+        function["contexts"] = [
+            {"entry": "default", "entry_name": "the default stream", "arguments": arguments, "tests": ["t.py::drain"]}
+        ]
+    observed = load_facts(write(tmp_path / "facts.json", [function])).for_module("app/comm.py", source)
+    found = lint_source(source, "app/comm.py", observed=observed)
+    assert [(finding.code, finding.line) for finding in found] == ([("CSL301", 7)] if reported else [])
+    if reported:
+        assert found[0].observed == (
+            "observed in t.py::drain: `out` came as a pinned tensor never written on the device",
+        )

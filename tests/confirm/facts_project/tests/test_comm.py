@@ -24,6 +24,17 @@ def test_gather():
     assert Comm().gather(x).sum().item() == 8
 
 
+def test_fetch():
+    x = torch.ones(4, device="cuda")
+    assert len(Comm().fetch(x, non_blocking=True)) == 4  # what it reads may not have landed
+
+
+def test_drain():
+    x = torch.ones(4, device="cuda")
+    out = torch.empty(4).pin_memory()
+    assert len(Comm().drain(x, out)) == 4  # what it reads may not have landed
+
+
 def test_double_on_a_side_stream():
     side = torch.cuda.Stream()
     x = torch.ones(4, device="cuda") + 1
