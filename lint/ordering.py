@@ -35,6 +35,7 @@ from csan_lint.lint.analysis.tokens import (
     UNKNOWN,
     alternatives,
     choice,
+    every_item_of,
     on_path,
     path_of,
     without_path,
@@ -112,12 +113,13 @@ class Mark:
         """A path on which the access, on a stream `distinct` from the one of an access on
         `stream`, is not ordered before it: (its stream, that one) there, the first in sorted
         order; None if there is none."""
-        if HOST in self.after or stream in self.after:
+        if HOST in self.after or stream in self.after or every_item_of(stream) in self.after:
             return None
         own = self.access.stream
         for source in sorted(alternatives(own)):
             for target in sorted(alternatives(stream)):
-                ordered = target in self.after or (own != source and on_path(target, source) in self.after)
+                ordered = target in self.after or every_item_of(target) in self.after
+                ordered = ordered or (own != source and on_path(target, source) in self.after)
                 if distinct(source, target) and not ordered:
                     return source, target
         return None

@@ -23,6 +23,7 @@ from csan_lint.lint.analysis.tokens import (
     alternatives,
     choice,
     event_token,
+    every_item,
     is_choice,
     is_event,
     item_key,
@@ -30,7 +31,7 @@ from csan_lint.lint.analysis.tokens import (
 )
 from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.callers import Caller
-from csan_lint.lint.itemwaits import is_item_token, item_waits
+from csan_lint.lint.itemwaits import is_item_token, item_waits, items_wait
 from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, GRAPH_CAPTURE, ImportTable, dotted_name
 from csan_lint.lint.ordering import (
     LAUNCH_ACCESS,
@@ -177,7 +178,12 @@ class Streams:
     def _waited_every_item(self, loop: cst.For | cst.While) -> None:
         """After a loop that waits on each item of a collection, its waiter is ordered after
         every item of it that an access here is on or ordered before, and every stream an item
-        is bound to (`streams = [a, b]`: a and b) (lint/itemwaits.py)."""
+        is bound to (`streams = [a, b]`: a and b); after one in which each item waits, every
+        item is ordered after what it waited on (lint/itemwaits.py)."""
+        for waiting in items_wait(loop):
+            waited = self._event(waiting.waited) if waiting.event else self._stream(waiting.waited)
+            if waited is not None and waited != UNKNOWN:
+                self._order(MarkUpdate(waited, every_item(waiting.collection)))
         waits = [(wait, waiter) for wait in item_waits(loop) if (waiter := self._stream(wait.waiter)) is not None]
         if not waits:
             return

@@ -5,7 +5,8 @@ stream or event it stands for:
 - `CURRENT`, `DEFAULT`, `UNKNOWN`, and `HOST` (a host sync);
 - a stream bound to a name or spelled by one: `s`, `self.copy_stream`, `streams[i % 2]`;
 - a stream chosen at run time among several: `a or b` (`choice`, `alternatives`);
-- an item of a collection picked by a computed key: `c[]` (`item_key`);
+- an item of a collection picked by a computed key: `c[]` (`item_key`); every item: `c[*]`
+  (`every_item`);
 - an ordering that holds on the path where a choice was `a` only: `s@a` (`on_path`);
 - an event: `event:e` (`event`, `event_name`).
 Only this module builds or takes tokens apart; everything else asks it. Pure: no libcst.
@@ -105,6 +106,18 @@ def item_key(collection: str) -> str:
     """The binding of an item of a collection picked by a computed key (`streams[i % 2]`): one of
     them, chosen at run time."""
     return f"{collection}{_ITEMS}"
+
+
+def every_item(collection: str) -> str:
+    """The ordering token that stands for every item of a collection (`c[*]`): after a loop in
+    which each item waited (lint/itemwaits.py), whichever key picks one later."""
+    return f"{collection}[*]"
+
+
+def every_item_of(stream: str) -> str | None:
+    """`c[*]` for a stream that is an item of collection `c` (`c[0]`, `c[i % 2]`, `c[]`)."""
+    match = _ITEM.fullmatch(stream)
+    return every_item(match.group(1)) if match is not None else None
 
 
 def items_prefix(collection: str, events: bool) -> str:

@@ -108,3 +108,60 @@ def test_a_loop_over_a_list_of_named_streams_joins_each_of_them(listed: str, uno
     )
     flow = analyse(cst.parse_module(source), "m.py")
     assert {flow.line(h.access.node) for h in flow.hazards if h.kind is HazardKind.READ_AFTER_WRITE} == unordered
+
+
+FORKED_BY_A_LOOP = """
+import torch
+
+class Optimizer:
+    def __init__(self, n):
+        self.streams = [torch.cuda.Stream() for _ in range(n)]
+        self.ready = torch.cuda.Event()
+
+    def step(self, grads):
+        flat = torch.cat(grads)
+        self.ready.record()
+        for s in {iterable}:
+            {wait}
+        outs = []
+        for i, g in enumerate(grads):
+            with torch.cuda.stream(self.streams[{key}]):
+                outs.append(flat * 2)
+        for s in self.streams:
+            torch.cuda.current_stream().wait_stream(s)
+        return outs
+"""
+
+
+def _forked_findings(**fields: str) -> list[tuple[str, int]]:
+    from csan_lint.lint.engine import lint_source
+
+    source = textwrap.dedent(FORKED_BY_A_LOOP.format(**fields))
+    return sorted((f.code, f.line) for f in lint_source(source, "m.py"))
+
+
+@pytest.mark.parametrize("key", ["i % len(self.streams)", "0", "i"])
+@pytest.mark.parametrize(
+    ("iterable", "wait"),
+    [
+        ("self.streams", "s.wait_stream(torch.cuda.current_stream())"),
+        ("self.streams", "s.wait_event(self.ready)"),
+        ("self.streams", "self.ready.wait(s)"),
+    ],
+)
+def test_each_item_waiting_in_a_loop_orders_every_item_whichever_key_picks_it(
+    key: str, iterable: str, wait: str
+) -> None:
+    assert _forked_findings(key=key, iterable=iterable, wait=wait) == []
+
+
+@pytest.mark.parametrize(
+    ("iterable", "wait"),
+    [
+        ("self.streams[1:]", "s.wait_stream(torch.cuda.current_stream())"),  # not every item
+        ("self.streams", "s.synchronize()"),  # no wait on the producer
+        ("self.streams", "torch.cuda.current_stream().wait_stream(s)"),  # the other direction
+    ],
+)
+def test_a_loop_in_which_not_every_item_waits_on_the_producer_orders_nothing(iterable: str, wait: str) -> None:
+    assert _forked_findings(key="i % len(self.streams)", iterable=iterable, wait=wait) == [("CSL101", 17)]
