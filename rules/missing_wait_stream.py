@@ -401,7 +401,9 @@ class MissingWaitStream(Rule):
     such a loop over a named collection (`for s in self.streams:`), the waiter is ordered after
     every item of it the function names (`self.streams[0]`, `self.streams[i % n]`, the streams
     of a local `streams = [a, b]`), events alike, even where the loop may run zero times: an
-    empty collection has no item any work ran on. A loop over a non-empty literal or `range` of
+    empty collection has no item any work ran on. Likewise a loop in which each item waits and
+    does nothing else (`for s in self.streams: s.wait_stream(current_stream())`) orders every
+    item of the collection after that wait, whichever key picks one later. A loop over a non-empty literal or `range` of
     literals runs at least once; any other loop may run zero times, and what its body orders is
     then not ordered.
     """
