@@ -271,6 +271,7 @@ class FunctionAnalysis(
         if write and self.anypath.tested:
             self._rebound(key)  # in place: what its tests said no longer holds
         tensor = self.live.tensors.get(key) or self._backward_written(key) or self._caller_written(key, node)
+        tensor = tensor or self._written_before_fresh_stream(key, node, stream or self.live.current)
         tensor = tensor or TrackedTensor()
         access = replace(self._make_access(node, write=write), produced=produced, region=region)
         if region is not None:

@@ -47,6 +47,10 @@ class AnyPath:
     lists: set[str] = field(default_factory=set)
     """Names bound to a list of tensors a comprehension made (`Value.listed`): `xs[i] = t`
     replaces an item, no tensor is written."""
+    fresh_streams: set[str] = field(default_factory=set)
+    """Names bound to a stream created here (`side = torch.cuda.Stream()`)."""
+    read_on_fresh: set[str] = field(default_factory=set)
+    """Values taken as the caller's data on such a stream (FRESH_STREAMS_READ_CALLERS_DATA)."""
     made_on: dict[str, str] = field(default_factory=dict)
     """Name -> the stream current where a fresh allocation was last bound to it."""
     callers_blocks: dict[cst.CSTNode, bool] = field(default_factory=dict)

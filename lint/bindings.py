@@ -258,6 +258,8 @@ class Bindings:
             self.maybe_tensors.add(key)
         elif value.kind == "stream":
             state.streams[key] = value.source or key
+            if value.source is None:
+                self.anypath.fresh_streams.add(key)
         elif value.kind == "streams":
             for index, item in enumerate(value.items):
                 state.streams[f"{key}[{index}]"] = item

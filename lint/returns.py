@@ -127,6 +127,8 @@ class Returns:
         rests: set[str] = set()
         if self._observed_written(tensor):
             pass  # a run saw it: no assumption (`ModuleFlow.location` lists the fact)
+        elif produced == "by the caller" and tensor in self.anypath.read_on_fresh:
+            rests.add(assumed.FRESH_STREAMS_READ_CALLERS_DATA)
         elif produced == "by the caller" and "." in tensor and not self.caller.orders_after_default:
             rests.add(assumed.ATTRIBUTES_WRITTEN_BY_CALLER)
         elif produced == "by the caller" and "." not in tensor:
@@ -172,6 +174,21 @@ class Returns:
         probe = self.live.tensors.get(probe_key(self.entry_stream))
         paths = probe.writes if probe is not None and probe.writes else {Mark(access, issued_on(self.entry_stream))}
         return TrackedTensor(writes=frozenset(replace(mark, access=access) for mark in paths), unsure=True)
+
+    def _written_before_fresh_stream(self, key: str, node: cst.CSTNode, stream: str) -> TrackedTensor | None:
+        """A value whose producer is not seen, read on a stream created here that is not yet
+        ordered after the caller's work (the entry stream's probe), is taken as written by the
+        caller, under FRESH_STREAMS_READ_CALLERS_DATA."""
+        if stream not in self.anypath.fresh_streams:
+            return None
+        probe = self.live.tensors.get(probe_key(self.entry_stream))
+        if probe is None or all(stream in mark.after for mark in probe.writes):
+            return None
+        if not self._assumes(assumed.FRESH_STREAMS_READ_CALLERS_DATA):
+            return None
+        self.anypath.read_on_fresh.add(key)
+        access = Access(node, self.entry_stream, True, node, self.function, "by the caller")
+        return TrackedTensor(writes=frozenset(replace(mark, access=access) for mark in probe.writes), unsure=True)
 
     def _note_returned(self, value: cst.BaseExpression) -> list[tuple[int | None, cst.BaseExpression, Mark]]:
         """What a `return` hands back, for the function's summary: a returned tensor's last

@@ -55,6 +55,7 @@ UNSEEN_CALLEES_KEEP_ARGUMENTS = "unseen-callees-keep-arguments"
 UNSEEN_CALLERS_READ_RETURNED_DOWNLOADS = "unseen-callers-read-returned-downloads"
 COMPREHENDED_LISTS_ARE_TENSORS = "comprehended-lists-are-tensors"
 UNTOLD_NON_BLOCKING_FLAGS = "untold-non-blocking-flags-may-be-true"
+FRESH_STREAMS_READ_CALLERS_DATA = "fresh-streams-read-callers-data"
 
 ASSUMPTIONS: tuple[Assumption, ...] = (
     Assumption(
@@ -213,6 +214,35 @@ def to_host(x, flag):
         when_off=(),
         default=False,
         rules=("CSL301", "CSL302"),
+    ),
+    Assumption(
+        FRESH_STREAMS_READ_CALLERS_DATA,
+        "A stream the function creates is ordered after nothing until it waits: device data it "
+        "did not see made (a parameter, an attribute) read there may still be being written by "
+        "the caller's stream.",
+        "A new `torch.cuda.Stream()` starts with no ordering against the streams that exist: "
+        "work entered on it before any `wait_stream`/`wait_event` runs concurrently with "
+        "whatever the caller's stream still has queued, the producer of the function's inputs "
+        "and the module's parameters (CUDA-graph warm-ups, prefetchers written without the "
+        "fork). Unlike `unannotated-parameters-written-by-caller` and "
+        "`attributes-written-by-caller`, it holds only on such a stream, where no ordering at "
+        "all is possible. A host sync before the block (`torch.cuda.synchronize()`) orders it. "
+        "Off: a value whose producer is not seen is not judged there either.",
+        example="""\
+import torch
+
+
+def warm_up(model, x):
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        y = model(x)
+    torch.cuda.current_stream().wait_stream(side)
+    return y
+""",
+        when_on=(("CSL101", 7),),
+        when_off=(),
+        default=False,
+        rules=("CSL101",),
     ),
     Assumption(
         REBOUND_DATA_RELEASES,
