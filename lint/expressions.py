@@ -46,6 +46,7 @@ class Expressions:
     _is_tensor: Callable[..., bool]
     _key_lookup: Callable[[cst.CSTNode], TypeGuard[cst.Comparison]]
     _observed_written: Callable[[str], bool]
+    _on_unordered_fresh_stream: Callable[[str], bool]
     _pass: Callable[[cst.BaseExpression, str], None]
 
     def _eval(self, node: cst.CSTNode) -> None:
@@ -105,6 +106,7 @@ class Expressions:
         last = key.rpartition(".")[2]
         if last in TENSOR_ATTRIBUTES or (key in self.used_as_tensors and last not in HOST_ATTRIBUTES):
             assumes = self._assumes(assumed.ATTRIBUTES_WRITTEN_BY_CALLER)
+            assumes = assumes or self._on_unordered_fresh_stream(self.live.current)
             return assumes or self._observed_written(key) or self._backward_written(key) is not None
         return False
 

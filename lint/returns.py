@@ -179,16 +179,22 @@ class Returns:
         """A value whose producer is not seen, read on a stream created here that is not yet
         ordered after the caller's work (the entry stream's probe), is taken as written by the
         caller, under FRESH_STREAMS_READ_CALLERS_DATA."""
-        if stream not in self.anypath.fresh_streams:
-            return None
         probe = self.live.tensors.get(probe_key(self.entry_stream))
-        if probe is None or all(stream in mark.after for mark in probe.writes):
-            return None
-        if not self._assumes(assumed.FRESH_STREAMS_READ_CALLERS_DATA):
+        if probe is None or not self._on_unordered_fresh_stream(stream):
             return None
         self.anypath.read_on_fresh.add(key)
         access = Access(node, self.entry_stream, True, node, self.function, "by the caller")
         return TrackedTensor(writes=frozenset(replace(mark, access=access) for mark in probe.writes), unsure=True)
+
+    def _on_unordered_fresh_stream(self, stream: str) -> bool:
+        """`stream` was created here and is not yet ordered after the caller's work, and
+        FRESH_STREAMS_READ_CALLERS_DATA holds."""
+        if stream not in self.anypath.fresh_streams:
+            return False
+        probe = self.live.tensors.get(probe_key(self.entry_stream))
+        if probe is None or all(stream in mark.after for mark in probe.writes):
+            return False
+        return self._assumes(assumed.FRESH_STREAMS_READ_CALLERS_DATA)
 
     def _note_returned(self, value: cst.BaseExpression) -> list[tuple[int | None, cst.BaseExpression, Mark]]:
         """What a `return` hands back, for the function's summary: a returned tensor's last
