@@ -52,6 +52,7 @@ class Returns:
     function: str | None
     helpers: Helpers | None
     maybe_tensors: set[str]
+    used_as_tensors: frozenset[str]
     live: FlowState
     silent: int
     entry_stream: str
@@ -182,9 +183,17 @@ class Returns:
         probe = self.live.tensors.get(probe_key(self.entry_stream))
         if probe is None or not self._on_unordered_fresh_stream(stream):
             return None
+        if "." not in key and not self._callers_tensor(key):
+            return None  # a name bound here, or a parameter not known for a tensor (`if flag:`)
         self.anypath.read_on_fresh.add(key)
         access = Access(node, self.entry_stream, True, node, self.function, "by the caller")
         return TrackedTensor(writes=frozenset(replace(mark, access=access) for mark in probe.writes), unsure=True)
+
+    def _callers_tensor(self, name: str) -> bool:
+        """A parameter not rebound that is annotated as a tensor or used as one."""
+        if name not in self.maybe_tensors or name in self.anypath.bound:
+            return False
+        return name in self.caller.annotated or name in self.used_as_tensors
 
     def _on_unordered_fresh_stream(self, stream: str) -> bool:
         """`stream` was created here and is not yet ordered after the caller's work, and

@@ -218,15 +218,17 @@ def to_host(x, flag):
     Assumption(
         FRESH_STREAMS_READ_CALLERS_DATA,
         "A stream the function creates is ordered after nothing until it waits: device data it "
-        "did not see made (a parameter, an attribute) read there may still be being written by "
-        "the caller's stream.",
+        "did not see made (a tensor parameter, an attribute) read there may still be being written "
+        "by the caller's stream.",
         "A new `torch.cuda.Stream()` starts with no ordering against the streams that exist: "
         "work entered on it before any `wait_stream`/`wait_event` runs concurrently with "
         "whatever the caller's stream still has queued, the producer of the function's inputs "
         "and the module's parameters (CUDA-graph warm-ups, prefetchers written without the "
         "fork). Unlike `unannotated-parameters-written-by-caller` and "
         "`attributes-written-by-caller`, it holds only on such a stream, where no ordering at "
-        "all is possible. A host sync before the block (`torch.cuda.synchronize()`) orders it. "
+        "all is possible; a parameter counts where it is annotated as a tensor or used as one, "
+        "an attribute where it is used as one. A host sync before the block "
+        "(`torch.cuda.synchronize()`) orders it. "
         "Off: a value whose producer is not seen is not judged there either.",
         example="""\
 import torch
@@ -235,7 +237,7 @@ import torch
 def warm_up(model, x):
     side = torch.cuda.Stream()
     with torch.cuda.stream(side):
-        y = model(x)
+        y = model(torch.relu(x))
     torch.cuda.current_stream().wait_stream(side)
     return y
 """,

@@ -18,11 +18,13 @@ WARM_UP = """
 import torch
 
 class Runner:
-    def warm_up(self, x):
+    def warm_up(self, x, flag):
         side = torch.cuda.Stream()
         {before}
         with torch.cuda.stream(side):
-            y = self.model(x) + self.bias.data
+            y = self.model(torch.relu(x)) + self.bias.data
+            if flag:
+                y = y + 1
         torch.cuda.current_stream().wait_stream(side)
         return y
 """
@@ -58,3 +60,8 @@ def test_an_ordering_after_the_callers_stream_or_a_host_sync_settles_it(before: 
 def test_a_stream_passed_in_is_not_judged_so() -> None:
     source = textwrap.dedent(WARM_UP.format(before="pass")).replace("side = torch.cuda.Stream()", "side = self.side")
     assert lint_source(source, "m.py", assumptions=ON) == []
+
+
+def test_a_parameter_not_known_for_a_tensor_is_not_judged() -> None:
+    source = textwrap.dedent(WARM_UP.format(before="pass")).replace("torch.relu(x)", "x")
+    assert [(f.code, f.line) for f in lint_source(source, "m.py", assumptions=ON)] == [("CSL101", 9)]  # the attribute
