@@ -275,19 +275,6 @@ _INVALID = [
         """
         import torch
 
-        def combine(node, output):
-            out = postprocess(output, node.state.extra)
-            out = out + node.state.residual
-            # created on the compute stream: keep it for this one
-            node.state.residual.record_stream(torch.cuda.current_stream())
-            return out
-        """,
-        lines=(4,),
-    ),
-    Invalid(
-        """
-        import torch
-
         def load(batch, s):
             with torch.cuda.stream(s):
                 x = batch.to("cuda", non_blocking=True)
@@ -331,7 +318,7 @@ class MissingRecordStream(Rule):
     `record_stream` made on the branch that alone binds the stream (`if overlap: stream = side;
     x.record_stream(stream)`, `else: stream = current_stream()`) holds wherever the stream is
     used through that name; the side stream is assumed not used directly on the other branch.
-    By `recorded-sibling-evidence` (docs/analysis.md), a record of a tensor read from an object
+    By `recorded-sibling-evidence` (off by default, docs/analysis.md), a record of a tensor read from an object
     (`h.a.record_stream(torch.cuda.current_stream())`) speaks for the others `h` holds: one read
     from `h` (`h.b`, `getattr(h, "b", None)`) and used where that stream is current (passed to
     a call, a tensor method, an operand) is reported at that use (so is one used inside `with stream(s):` where
@@ -341,7 +328,7 @@ class MissingRecordStream(Rule):
     other than the recorded one). `self`, `cls` and tensors (`p.grad.record_stream(...)`) hold
     unrelated attributes: a record of one of theirs says nothing of the others; nor are streams
     and events (`h.copy_stream`, an argument of `wait_stream`) tensors.
-    By `event-carried-evidence`, a wait on an event read from an object a call handed over (`b =
+    By `event-carried-evidence` (off by default), a wait on an event read from an object a call handed over (`b =
     await queue.get()`; `s.wait_event(b.ready)`, `b.pop("ready").event`, `e.wait(s)`; or `x,
     ready = queue.get()`) speaks for the object's tensors: one read from it (`b.x`, `b["x"]`,
     `b.get("x")`, or `x`) and used like a tensor where the waiting stream is current, or the

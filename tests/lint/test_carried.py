@@ -11,14 +11,18 @@ import libcst as cst
 import pytest
 
 from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis.assumptions import EVENT_CARRIED, Assumptions
 from csan_lint.lint.analysis.uses import module_uses
 from csan_lint.lint.engine import lint_source
 from csan_lint.lint.names import ImportTable
 from csan_lint.lint.scan import scan
 
+ON = Assumptions.from_switches([(EVENT_CARRIED, True)])
+"""The detector is off by default (docs/analysis.md); these tests run it."""
+
 
 def findings(source: str) -> list[tuple[str, int]]:
-    return sorted((f.code, f.line) for f in lint_source(textwrap.dedent(source), "m.py"))
+    return sorted((f.code, f.line) for f in lint_source(textwrap.dedent(source), "m.py", assumptions=ON))
 
 
 LOOP = """
@@ -42,7 +46,7 @@ def loop(more: str = "") -> str:
 
 
 def test_a_batch_taken_with_its_event_and_run_on_the_waiting_stream_is_flagged_at_its_use() -> None:
-    found = lint_source(textwrap.dedent(loop()), "m.py")
+    found = lint_source(textwrap.dedent(loop()), "m.py", assumptions=ON)
     assert [(f.code, f.line) for f in found] == [("CSL201", 13)]
     assert "'batch' came with the event 'ready.event' that stream 'self.stream' waits on at line 11" in found[0].message
     assert found[0].fix is not None and "record_stream(self.stream)" in found[0].fix

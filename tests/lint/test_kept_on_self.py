@@ -10,7 +10,11 @@ import textwrap
 
 import pytest
 
+from csan_lint.lint.analysis.assumptions import CONTAINER_HANDOVER, Assumptions
 from csan_lint.lint.engine import lint_source
+
+ON = Assumptions.from_switches([(CONTAINER_HANDOVER, True)])
+"""The detector is off by default (docs/analysis.md); these tests run it."""
 
 OFFLOADER = """
 import torch
@@ -34,7 +38,7 @@ class Offloader:
 
 
 def findings(source: str) -> list[tuple[str, int]]:
-    return sorted((f.code, f.line) for f in lint_source(textwrap.dedent(source), "m.py"))
+    return sorted((f.code, f.line) for f in lint_source(textwrap.dedent(source), "m.py", assumptions=ON))
 
 
 def offloader(make: str = 'cpu.to("cuda", non_blocking=True)', before: str = "pass") -> str:
@@ -42,7 +46,7 @@ def offloader(make: str = 'cpu.to("cuda", non_blocking=True)', before: str = "pa
 
 
 def test_a_side_stream_allocation_kept_on_self_and_handed_back_is_flagged_where_it_is_made() -> None:
-    (finding,) = lint_source(textwrap.dedent(offloader()), "m.py")
+    (finding,) = lint_source(textwrap.dedent(offloader()), "m.py", assumptions=ON)
     assert (finding.code, finding.line) == ("CSL201", 12)
     assert "'gpu' was allocated on side stream 'self.h2d'" in finding.message
     assert "after 'tensor_pop' hands it over" in finding.message

@@ -9,11 +9,15 @@ import textwrap
 
 import pytest
 
+from csan_lint.lint.analysis.assumptions import RECORDED_SIBLINGS, Assumptions
 from csan_lint.lint.engine import lint_source
+
+ON = Assumptions.from_switches([(RECORDED_SIBLINGS, True)])
+"""The detector is off by default (docs/analysis.md); these tests run it."""
 
 
 def findings(source: str) -> list[tuple[str, int]]:
-    return sorted((f.code, f.line) for f in lint_source(textwrap.dedent(source), "m.py"))
+    return sorted((f.code, f.line) for f in lint_source(textwrap.dedent(source), "m.py", assumptions=ON))
 
 
 COMBINE = """
@@ -42,7 +46,7 @@ def combine(
 
 
 def test_a_sibling_used_unrecorded_beside_a_recorded_tensor_is_flagged_at_its_use() -> None:
-    found = lint_source(textwrap.dedent(combine()), "m.py")
+    found = lint_source(textwrap.dedent(combine()), "m.py", assumptions=ON)
     assert [(f.code, f.line) for f in found] == [("CSL201", 7)]
     assert "'node.state.extra' is used on the current stream with no record_stream" in found[0].message
     assert "line 9 records its sibling 'node.state.residual' there as made on another stream" in found[0].message
@@ -157,6 +161,6 @@ def test_a_record_for_a_side_stream_flags_a_sibling_used_in_that_streams_block()
         bucket.grads.record_stream(side)
         return total, rest
     """
-    found = lint_source(textwrap.dedent(source), "m.py")
+    found = lint_source(textwrap.dedent(source), "m.py", assumptions=ON)
     assert [(f.code, f.line) for f in found if "sibling" in f.message] == [("CSL201", 6)]
     assert "'bucket.scale' is used on stream 'side' with no record_stream" in found[0].message

@@ -10,11 +10,15 @@ import textwrap
 
 import pytest
 
+from csan_lint.lint.analysis.assumptions import CONTAINER_HANDOVER, Assumptions
 from csan_lint.lint.engine import lint_source
+
+ON = Assumptions.from_switches([(CONTAINER_HANDOVER, True)])
+"""The detector is off by default (docs/analysis.md); these tests run it."""
 
 
 def findings(source: str) -> list[tuple[str, int]]:
-    return sorted((f.code, f.line) for f in lint_source(textwrap.dedent(source), "m.py"))
+    return sorted((f.code, f.line) for f in lint_source(textwrap.dedent(source), "m.py", assumptions=ON))
 
 
 RELOADER = """
@@ -50,7 +54,7 @@ def reloader(after_store: str = "pass", in_hook: str = "pass", drop: str = "del 
 
 @pytest.mark.parametrize("drop", ["del self.kept[key]", "self.kept.pop(key)", "self.kept.clear()"])
 def test_a_handed_over_tensor_whose_stash_entry_is_dropped_is_flagged_where_it_is_made(drop: str) -> None:
-    found = lint_source(textwrap.dedent(reloader(drop=drop)), "m.py")
+    found = lint_source(textwrap.dedent(reloader(drop=drop)), "m.py", assumptions=ON)
     assert [(f.code, f.line) for f in found] == [("CSL201", 12)]
     assert "'gpu' was allocated on side stream 'self.copy'" in found[0].message
     assert "its removal from 'self.kept' at line 24" in found[0].message
@@ -74,7 +78,7 @@ def test_a_stash_the_class_records_on_the_callers_stream_is_not_flagged(after_st
 
 def test_a_view_handed_over_and_a_stash_emptied_by_rebinding_are_flagged() -> None:
     source = reloader(drop="self.kept = {}").replace("        return gpu\n", "        return gpu.view(-1)[0]\n")
-    found = lint_source(textwrap.dedent(source), "m.py")
+    found = lint_source(textwrap.dedent(source), "m.py", assumptions=ON)
     assert [(f.code, f.line) for f in found] == [("CSL201", 12)]
     assert "its removal from 'self.kept' at line 24" in found[0].message
 
@@ -130,7 +134,7 @@ class Offloader:
 
 
 def test_closures_over_self_in_nested_hooks_are_followed() -> None:
-    found = lint_source(textwrap.dedent(HOOKS), "m.py")
+    found = lint_source(textwrap.dedent(HOOKS), "m.py", assumptions=ON)
     assert [(f.code, f.line) for f in found] == [("CSL201", 11)]
     assert "its removal from 'self.stash' at line 18" in found[0].message
 
@@ -165,7 +169,7 @@ class Prefetcher:
 
 
 def test_a_tuple_kept_on_self_and_handed_out_by_another_method_is_flagged() -> None:
-    found = lint_source(textwrap.dedent(QUEUE), "m.py")
+    found = lint_source(textwrap.dedent(QUEUE), "m.py", assumptions=ON)
     assert [f.line for f in found if f.code == "CSL201"] == [11]  # (CSL103: `cpu` read on the side stream)
     assert findings(QUEUE.replace("(gpu, self.copy.record_event())", "(1, self.copy.record_event())")) == [
         ("CSL103", 11)
