@@ -394,7 +394,9 @@ class Prefetcher:
         RECORDED_SIBLINGS,
         "A function that records one tensor of an object on its stream says the object's other "
         "tensors it uses there came from another stream too (lint/siblings.py).",
-        "The `record_stream` is the evidence of a hand-over between streams that the function does not otherwise show. Off by default since round 15: with `assumptions.py` on the development data it finds only the corpus bug it was built from and nothing among the 128 known bugs of held-out sets 1-8 nor in the eleven repositories.",
+        "The `record_stream` is the evidence of a hand-over between streams that the function does not otherwise show."
+        " Off by default since round 15: with `assumptions.py` on the development data it finds only the corpus bug it"
+        " was built from and nothing among the 128 known bugs of held-out sets 1-8 nor in the eleven repositories.",
         example="""\
 import torch
 
@@ -419,7 +421,9 @@ def combine(node, output):
         "A function that waits on an event read from an object says the object's tensors were "
         "made on the stream that recorded it (lint/carried.py).",
         "The wait is the evidence of a producer on another stream, whose allocator may reuse the "
-        "tensors' blocks once the object is dropped. Off by default since round 15: with `assumptions.py` on the development data it finds only the corpus bug it was built from and nothing among the 128 known bugs of held-out sets 1-8 nor in the eleven repositories.",
+        "tensors' blocks once the object is dropped. Off by default since round 15: with `assumptions.py` on the "
+        "development data it finds only the corpus bug it was built from and nothing among the 128 known bugs of "
+        "held-out sets 1-8 nor in the eleven repositories.",
         example="""\
 import torch
 
@@ -474,7 +478,9 @@ class Offloader:
         CONTAINER_HANDOVER,
         "A tensor a method keeps in `self.c[k]` and another method hands back is used and "
         "dropped by that method's caller, on the caller's stream (lint/handover.py).",
-        "So one allocated on a side stream needs `record_stream` for the caller's stream. Off by default since round 15: with `assumptions.py` on the development data it finds only the corpus bugs it was built from and nothing among the 128 known bugs of held-out sets 1-8 nor in the eleven repositories.",
+        "So one allocated on a side stream needs `record_stream` for the caller's stream. Off by default since round "
+        "15: with `assumptions.py` on the development data it finds only the corpus bugs it was built from and nothing"
+        " among the 128 known bugs of held-out sets 1-8 nor in the eleven repositories.",
         example="""\
 import torch
 
