@@ -14,20 +14,18 @@ import libcst as cst
 
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis import assumptions as assumed
-from csan_lint.lint.analysis.tokens import UNKNOWN, choice, distinct, event_token, issued_on, item_key
+from csan_lint.lint.analysis.tokens import UNKNOWN, choice, event_token, issued_on, item_key
 from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.callers import Caller
 from csan_lint.lint.containers import items_of, object_root, paired
 from csan_lint.lint.effects import Helpers, probe_key
 from csan_lint.lint.getters import getter_holder
-from csan_lint.lint.handover import handed_out, records, stash_dropped
 from csan_lint.lint.kept import kept_items
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.nodes import literal_items
 from csan_lint.lint.ordering import (
     Access,
     FlowState,
-    HazardKind,
     Mark,
     MarkUpdate,
     Rebound,
@@ -59,6 +57,8 @@ class Bindings:
     state: FlowState | None
     live: FlowState
     # The host's methods from the other parts; those taking keyword-only flags are `...`.
+    _kept_for_caller: Callable[[str, str | None], None]
+    _item_of_callers: Callable[[cst.BaseExpression], bool]
     _value: Callable[[cst.BaseExpression], Value]
     _fresh: Callable[[cst.BaseExpression], bool]
     _torch_operand: Callable[[cst.BaseExpression], bool]
@@ -268,45 +268,6 @@ class Bindings:
             state.contexts[key] = value.source
         elif value.kind == "event":
             state.update_marks(MarkUpdate(None, None, drop=event_token(key)))
-
-    def _kept_for_caller(self, container: str, name: str | None) -> None:
-        """`self.c[k] = t`, `self.c.append(t)`, `t` allocated here from a side stream's pool,
-        and a method of the class hands the items of `self.c` to its caller with no
-        `record_stream`: the caller uses and drops `t` on its own stream, and the side stream
-        may reuse the block at once."""
-        tensor = self.live.tensors.get(name) if name is not None else None
-        owner = (self.function or "").rpartition(".")[0]
-        if name is None or tensor is None or tensor.pool is None or self.silent or self.helpers is None or not owner:
-            return
-        if not self.helpers.assumptions.holds(assumed.CONTAINER_HANDOVER):
-            return
-        if not container.startswith("self.") or container.count(".") != 1:
-            return
-        if not distinct(tensor.pool, self.entry_stream) or self.entry_stream in tensor.recorded:
-            return
-        function = self.helpers.functions.get(self.function or "")
-        if function is not None and records(function, name):
-            return  # recorded after it is stored
-        found: tuple[str, cst.CSTNode] | None = handed_out(
-            owner, container, self.helpers.functions, self.helpers.classes
-        )
-        if found is None:  # returned here and kept in a stash the class drops (`del self.c[k]`)
-            dropped = stash_dropped(self.function or "", name, container, self.helpers.functions, self.helpers.classes)
-            found = (self.function or "", dropped) if dropped is not None else None
-        if found is None:
-            return
-        method, node = found
-        for mark in tensor.writes:
-            access = replace(mark.access, stream=self.entry_stream, write=False)
-            self._hazard(HazardKind.FREE_IN_USE, name, access, tensor.pool, node, returned=True, handed_by=method)
-
-    def _item_of_callers(self, value: cst.BaseExpression) -> bool:
-        """`self.buffers[k]`, `params[i]`: an item of a container the caller owns (for a function
-        whose parameters are the caller's, `produced_by_caller`)."""
-        if not isinstance(value, cst.Subscript):
-            return False
-        root = (dotted_name(value.value) or "").split(".", 1)[0]
-        return root in self.caller.streams or root in ("self", "cls")
 
     def _holder(self, value: cst.BaseExpression) -> str | None:
         """The object whose state `value`, a getter's result, is (lint/getters.py): not a

@@ -8,17 +8,21 @@ the calls part's (lint/calls.py), a binding the bindings part's (lint/bindings.p
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TypeGuard
 
 import libcst as cst
 
 from csan_lint.lint.analysis import assumptions as assumed
+from csan_lint.lint.analysis.tokens import issued_on
 from csan_lint.lint.anypath import AnyPath
+from csan_lint.lint.callers import Caller
 from csan_lint.lint.calls import GRADIENTS
 from csan_lint.lint.containers import COMPREHENSIONS, Comprehension, comprehension_targets, paired_containers
+from csan_lint.lint.effects import probe_key
 from csan_lint.lint.names import dotted_name
 from csan_lint.lint.nodes import children
-from csan_lint.lint.ordering import FlowState, TrackedTensor
+from csan_lint.lint.ordering import Access, FlowState, Mark, TrackedTensor
 from csan_lint.lint.regions import region_of
 from csan_lint.lint.values import index_names, is_host_test, is_reference, operands
 from csan_lint.lint.vocabulary import HOST_ATTRIBUTES, TENSOR_ATTRIBUTES, VIEW_ATTRIBUTES, VIEW_METHODS
@@ -28,6 +32,9 @@ class Expressions:
     """The expression half of `FunctionAnalysis`."""
 
     anypath: AnyPath
+    caller: Caller
+    entry_stream: str
+    function: str | None
     state: FlowState | None
     live: FlowState
     maybe_tensors: set[str]
@@ -46,7 +53,6 @@ class Expressions:
     _is_tensor: Callable[..., bool]
     _key_lookup: Callable[[cst.CSTNode], TypeGuard[cst.Comparison]]
     _observed_written: Callable[[str], bool]
-    _on_unordered_fresh_stream: Callable[[str], bool]
     _pass: Callable[[cst.BaseExpression, str], None]
 
     def _eval(self, node: cst.CSTNode) -> None:
@@ -211,3 +217,51 @@ class Expressions:
             self.maybe_tensors.discard(key)
             if tensor is not None:
                 self._forget(key)
+
+    def _caller_written(self, key: str, node: cst.CSTNode) -> TrackedTensor | None:
+        """An attribute first used here (`self.buf`, `bucket.grad_data`) is taken as ready, unless
+        the function orders a side stream after `default_stream()`: that wait says the data it
+        uses were written on the GPU before the call, by the caller, whose stream is the one
+        current at entry; a side stream may be current there. Its write is ordered, on each
+        path, before what the entry stream's probe is ordered before by now."""
+        if "." not in key or key.startswith("\0"):
+            return None
+        if not (
+            self.caller.orders_after_default
+            or self._assumes(assumed.ATTRIBUTES_WRITTEN_BY_CALLER)
+            or self._observed_written(key)
+        ):
+            return None
+        access = Access(node, self.entry_stream, True, node, self.function, "by the caller")
+        probe = self.live.tensors.get(probe_key(self.entry_stream))
+        paths = probe.writes if probe is not None and probe.writes else {Mark(access, issued_on(self.entry_stream))}
+        return TrackedTensor(writes=frozenset(replace(mark, access=access) for mark in paths), unsure=True)
+
+    def _written_before_fresh_stream(self, key: str, node: cst.CSTNode, stream: str) -> TrackedTensor | None:
+        """A value whose producer is not seen, read on a stream created here that is not yet
+        ordered after the caller's work (the entry stream's probe), is taken as written by the
+        caller, under FRESH_STREAMS_READ_CALLERS_DATA."""
+        probe = self.live.tensors.get(probe_key(self.entry_stream))
+        if probe is None or not self._on_unordered_fresh_stream(stream):
+            return None
+        if "." not in key and not self._callers_tensor(key):
+            return None  # a name bound here, or a parameter not known for a tensor (`if flag:`)
+        self.anypath.read_on_fresh.add(key)
+        access = Access(node, self.entry_stream, True, node, self.function, "by the caller")
+        return TrackedTensor(writes=frozenset(replace(mark, access=access) for mark in probe.writes), unsure=True)
+
+    def _callers_tensor(self, name: str) -> bool:
+        """A parameter not rebound that is annotated as a tensor or used as one."""
+        if name not in self.maybe_tensors or name in self.anypath.bound:
+            return False
+        return name in self.caller.annotated or name in self.used_as_tensors
+
+    def _on_unordered_fresh_stream(self, stream: str) -> bool:
+        """`stream` was created here and is not yet ordered after the caller's work, and
+        FRESH_STREAMS_READ_CALLERS_DATA holds."""
+        if stream not in self.anypath.fresh_streams:
+            return False
+        probe = self.live.tensors.get(probe_key(self.entry_stream))
+        if probe is None or all(stream in mark.after for mark in probe.writes):
+            return False
+        return self._assumes(assumed.FRESH_STREAMS_READ_CALLERS_DATA)

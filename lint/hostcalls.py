@@ -8,7 +8,7 @@ Part of hostflow's `_Analysis` (lint/hostflow.py), beside its ordering part (lin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import libcst as cst
 
@@ -62,7 +62,7 @@ class HostCalls:
     _run_for_return: Callable[[cst.FunctionDef], bool]
     function: cst.FunctionDef | None
     observed_download: str | None
-    observed_pinned: dict[str, str]
+    observed_pinned: Mapping[str, str]
     pending: str | None
     next_call: bool
 

@@ -5,7 +5,7 @@ synchronize, and the shapes of copies and pinning calls.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -97,6 +97,10 @@ class Given:
     """Parameters given the host as a device (`"cpu"`, `torch.device("cpu")`)."""
     true: frozenset[str] = frozenset()
     """Parameters given `True` (`non_blocking=non_blocking` copies without waiting)."""
+    pinned: Mapping[str, str] = field(default_factory=dict)
+    """Parameters a test run saw given pinned host memory -> the observation (lint/run_facts.py)."""
+    download: str | None = None
+    """A test run saw the function copy to the host without blocking: the observation."""
 
 
 @dataclass
@@ -170,7 +174,8 @@ class ModuleFacts:
             if param.default is not None and is_true(param.default)
         }
         found = self._given.get(function, Given()) if self._given is not None else Given()
-        return Given(found.host, found.true | defaults)
+        pinned = self.observed_pinned(function)
+        return Given(found.host | set(pinned), found.true | defaults, pinned, self.observed_download(function))
 
     @cached_property
     def contexts(self) -> ContextFunctions:

@@ -96,18 +96,14 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
         self.imports = module.imports
         self.hazards = hazards
         given = module.given(function) if function is not None else Given()
-        self.observed_pinned = module.observed_pinned(function)
-        """Parameters a run saw handed pinned host memory -> the observation."""
-        pinned = frozenset(module.pinned) | set(self.observed_pinned)
-        on_host = given.host | set(self.observed_pinned)
-        self.state = HostState(out_of=dict(carried or {}), pinned=pinned, on_host=on_host, true=given.true)
+        self.observed_pinned, self.observed_download = given.pinned, given.download
+        pinned = frozenset(module.pinned) | set(given.pinned)
+        self.state = HostState(out_of=dict(carried or {}), pinned=pinned, on_host=given.host, true=given.true)
         if pending is not None:  # a callee's run: does it read this parameter on the host?
             self.state.into[pending] = frozenset({Pending(Copy(cst.Name(pending), CURRENT), frozenset({CURRENT}))})
         self.next_call = carried is not None
         """This run is the function called again: `carried` are the uploads its last call left running."""
         self.function, self.pending = function, pending
-        self.observed_download = module.observed_download(function)
-        """A run saw this function copy to the host without blocking (the observation)."""
         self.role = "called again, meeting the uploads its last call left running" if self.next_call else OWN_RUN
         self.exits: list[HostState] = []
         self.returns_download = False

@@ -13,11 +13,16 @@ from dataclasses import replace
 
 import libcst as cst
 
-from csan_lint.lint.analysis.tokens import distinct
+from csan_lint.lint.analysis import assumptions as assumed
+from csan_lint.lint.analysis.tokens import CURRENT, distinct
 from csan_lint.lint.anypath import AnyPath
+from csan_lint.lint.callers import Caller
+from csan_lint.lint.effects import Helpers
+from csan_lint.lint.handover import handed_out, records, stash_dropped
 from csan_lint.lint.names import dotted_name
-from csan_lint.lint.ordering import Access, FlowState, HazardKind, Mark, TrackedTensor
-from csan_lint.lint.views import view_base
+from csan_lint.lint.ordering import Access, FlowState, Hazard, HazardKind, Mark, TrackedTensor
+from csan_lint.lint.views import view_base, viewed
+from csan_lint.lint.vocabulary import VIEW_ATTRIBUTES
 
 
 class Lifetimes:
@@ -27,6 +32,11 @@ class Lifetimes:
     entry_stream: str
     silent: int
     live: FlowState
+    caller: Caller
+    helpers: Helpers | None
+    hazards: dict[tuple[object, ...], Hazard]
+    _stream: Callable[[cst.BaseExpression], str | None]
+    _definite: Callable[[str], bool]
     # The host's methods from the other parts; those taking keyword-only flags are `...`.
     _eval: Callable[[cst.CSTNode], None]
     _eval_value: Callable[[cst.BaseExpression], None]
@@ -142,6 +152,88 @@ class Lifetimes:
             if distinct(tensor.pool, caller) and caller not in tensor.recorded:
                 access = replace(self._make_access(element, write=False), stream=caller)
                 self._hazard(HazardKind.FREE_IN_USE, key, access, tensor.pool, None, returned=True)
+
+    def _record_stream(self, node: cst.Call, tensor: cst.BaseExpression, stream_expr: cst.BaseExpression) -> None:
+        """`t.record_stream(s)`: bookkeeping of the allocator on the host, no kernel reads `t`.
+        On the stream whose pool `t` came from it protects nothing: the allocator waits for that
+        stream anyway, and the use it was written for, on another stream, is left unprotected.
+        A local name allocated on the entry stream is judged only where it is used here on
+        another stream: otherwise its uses here and the caller's are on that stream too."""
+        key, stream = dotted_name(tensor), self._stream(stream_expr)
+        made_on = self.anypath.made_on.get(key or "")
+        base = viewed(tensor)  # `x.view(-1).record_stream(s)`, `x[0]...` of a tensor x: x's block
+        if base is not None and dotted_name(base) in self.live.tensors:
+            tensor, key = base, dotted_name(base)
+        named = key  # as written: `x.data`, `self.x` name memory held by an object that outlives the call
+        while key not in self.live.tensors and isinstance(tensor, cst.Attribute):
+            if tensor.attr.value not in VIEW_ATTRIBUTES:
+                break
+            tensor = tensor.value  # `x.data.record_stream(s)` records x's block
+            key = dotted_name(tensor)
+        if key is not None:
+            self.anypath.recorded_somewhere.add(key)
+        if key is not None and key in self.live.tensors and stream is not None:
+            recorded = self.live.tensors[key]
+            self.live.tensors[key] = replace(recorded, recorded=recorded.recorded | {stream})
+        made_on = made_on or self.anypath.made_on.get(key or "")
+        outlives = named is not None and ("." in named or made_on != CURRENT)  # kept, or made for a side stream
+        if key is None or stream is None or made_on != stream or not self._definite(stream):
+            return
+        access = self._make_access(node, write=False)
+        if outlives:
+            self._record_on_pool(named or key, access, stream)
+        else:  # judged once the function's uses are known (`_judge_records_on_pool`)
+            self.anypath.recorded_on_pool[node] = (key, stream, access)
+
+    def _record_on_pool(self, tensor: str, access: Access, stream: str) -> None:
+        hazard = Hazard(HazardKind.FREE_IN_USE, tensor, access, stream, function=self.function, no_op=True)
+        self.hazards.setdefault(("self-record", access.node), hazard)
+
+    def _judge_records_on_pool(self) -> None:
+        """A local allocation recorded on its own stream and used on another here: the record
+        was written for that use and does not protect it."""
+        for key, stream, access in self.anypath.recorded_on_pool.values():
+            if self.anypath.used_off_pool.get(key, set()) - {stream}:
+                self._record_on_pool(key, access, stream)
+
+    def _kept_for_caller(self, container: str, name: str | None) -> None:
+        """`self.c[k] = t`, `self.c.append(t)`, `t` allocated here from a side stream's pool,
+        and a method of the class hands the items of `self.c` to its caller with no
+        `record_stream`: the caller uses and drops `t` on its own stream, and the side stream
+        may reuse the block at once."""
+        tensor = self.live.tensors.get(name) if name is not None else None
+        owner = (self.function or "").rpartition(".")[0]
+        if name is None or tensor is None or tensor.pool is None or self.silent or self.helpers is None or not owner:
+            return
+        if not self.helpers.assumptions.holds(assumed.CONTAINER_HANDOVER):
+            return
+        if not container.startswith("self.") or container.count(".") != 1:
+            return
+        if not distinct(tensor.pool, self.entry_stream) or self.entry_stream in tensor.recorded:
+            return
+        function = self.helpers.functions.get(self.function or "")
+        if function is not None and records(function, name):
+            return  # recorded after it is stored
+        found: tuple[str, cst.CSTNode] | None = handed_out(
+            owner, container, self.helpers.functions, self.helpers.classes
+        )
+        if found is None:  # returned here and kept in a stash the class drops (`del self.c[k]`)
+            dropped = stash_dropped(self.function or "", name, container, self.helpers.functions, self.helpers.classes)
+            found = (self.function or "", dropped) if dropped is not None else None
+        if found is None:
+            return
+        method, node = found
+        for mark in tensor.writes:
+            access = replace(mark.access, stream=self.entry_stream, write=False)
+            self._hazard(HazardKind.FREE_IN_USE, name, access, tensor.pool, node, returned=True, handed_by=method)
+
+    def _item_of_callers(self, value: cst.BaseExpression) -> bool:
+        """`self.buffers[k]`, `params[i]`: an item of a container the caller owns (for a function
+        whose parameters are the caller's, `produced_by_caller`)."""
+        if not isinstance(value, cst.Subscript):
+            return False
+        root = (dotted_name(value.value) or "").split(".", 1)[0]
+        return root in self.caller.streams or root in ("self", "cls")
 
 
 def _unprotected(use: Mark, tensor: TrackedTensor, alloc: str) -> bool:

@@ -49,8 +49,6 @@ from csan_lint.lint.pathfacts import Facts
 from csan_lint.lint.recognize import NO_FUNCTIONS, entered_streams, is_exit_stack
 from csan_lint.lint.scan import body_of
 from csan_lint.lint.values import code_of
-from csan_lint.lint.views import viewed
-from csan_lint.lint.vocabulary import VIEW_ATTRIBUTES
 
 if TYPE_CHECKING:
     from csan_lint.lint.effects import Helpers
@@ -217,49 +215,6 @@ class Streams:
     def _definite(self, stream: str) -> bool:
         """One known stream, outside blocks on an unknown one: not UNKNOWN, not chosen at run time."""
         return not self.silent and stream != UNKNOWN and not is_choice(stream)
-
-    def _record_stream(self, node: cst.Call, tensor: cst.BaseExpression, stream_expr: cst.BaseExpression) -> None:
-        """`t.record_stream(s)`: bookkeeping of the allocator on the host, no kernel reads `t`.
-        On the stream whose pool `t` came from it protects nothing: the allocator waits for that
-        stream anyway, and the use it was written for, on another stream, is left unprotected.
-        A local name allocated on the entry stream is judged only where it is used here on
-        another stream: otherwise its uses here and the caller's are on that stream too."""
-        key, stream = dotted_name(tensor), self._stream(stream_expr)
-        made_on = self.anypath.made_on.get(key or "")
-        base = viewed(tensor)  # `x.view(-1).record_stream(s)`, `x[0]...` of a tensor x: x's block
-        if base is not None and dotted_name(base) in self.live.tensors:
-            tensor, key = base, dotted_name(base)
-        named = key  # as written: `x.data`, `self.x` name memory held by an object that outlives the call
-        while key not in self.live.tensors and isinstance(tensor, cst.Attribute):
-            if tensor.attr.value not in VIEW_ATTRIBUTES:
-                break
-            tensor = tensor.value  # `x.data.record_stream(s)` records x's block
-            key = dotted_name(tensor)
-        if key is not None:
-            self.anypath.recorded_somewhere.add(key)
-        if key is not None and key in self.live.tensors and stream is not None:
-            recorded = self.live.tensors[key]
-            self.live.tensors[key] = replace(recorded, recorded=recorded.recorded | {stream})
-        made_on = made_on or self.anypath.made_on.get(key or "")
-        outlives = named is not None and ("." in named or made_on != CURRENT)  # kept, or made for a side stream
-        if key is None or stream is None or made_on != stream or not self._definite(stream):
-            return
-        access = self._make_access(node, write=False)
-        if outlives:
-            self._record_on_pool(named or key, access, stream)
-        else:  # judged once the function's uses are known (`_judge_records_on_pool`)
-            self.anypath.recorded_on_pool[node] = (key, stream, access)
-
-    def _record_on_pool(self, tensor: str, access: Access, stream: str) -> None:
-        hazard = Hazard(HazardKind.FREE_IN_USE, tensor, access, stream, function=self.function, no_op=True)
-        self.hazards.setdefault(("self-record", access.node), hazard)
-
-    def _judge_records_on_pool(self) -> None:
-        """A local allocation recorded on its own stream and used on another here: the record
-        was written for that use and does not protect it."""
-        for key, stream, access in self.anypath.recorded_on_pool.values():
-            if self.anypath.used_off_pool.get(key, set()) - {stream}:
-                self._record_on_pool(key, access, stream)
 
     def _may_be_callers(self, stream: cst.BaseExpression) -> bool:
         """A stream of unknown identity that may be the one current at entry: a parameter not
