@@ -232,6 +232,11 @@ class Expressions:
             or self._observed_written(key)
         ):
             return None
+        return self._written_at_entry(node)
+
+    def _written_at_entry(self, node: cst.CSTNode) -> TrackedTensor:
+        """A write by the caller on the entry stream, ordered on each path before what the entry
+        stream's probe is ordered before by now."""
         access = Access(node, self.entry_stream, True, node, self.function, "by the caller")
         probe = self.live.tensors.get(probe_key(self.entry_stream))
         paths = probe.writes if probe is not None and probe.writes else {Mark(access, issued_on(self.entry_stream))}
@@ -241,14 +246,12 @@ class Expressions:
         """A value whose producer is not seen, read on a stream created here that is not yet
         ordered after the caller's work (the entry stream's probe), is taken as written by the
         caller, under FRESH_STREAMS_READ_CALLERS_DATA."""
-        probe = self.live.tensors.get(probe_key(self.entry_stream))
-        if probe is None or not self._on_unordered_fresh_stream(stream):
+        if not self._on_unordered_fresh_stream(stream):
             return None
         if "." not in key and not self._callers_tensor(key):
             return None  # a name bound here, or a parameter not known for a tensor (`if flag:`)
         self.anypath.read_on_fresh.add(key)
-        access = Access(node, self.entry_stream, True, node, self.function, "by the caller")
-        return TrackedTensor(writes=frozenset(replace(mark, access=access) for mark in probe.writes), unsure=True)
+        return self._written_at_entry(node)
 
     def _callers_tensor(self, name: str) -> bool:
         """A parameter not rebound that is annotated as a tensor or used as one."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,9 +130,13 @@ class FunctionFacts:
     def written_argument(self, name: str) -> tuple[Argument, Context] | None:
         """The first observed call that got `name` as a tensor written on the device (on the
         entry stream or another): evidence that its producer is the caller's device work."""
+        return self.argument(name, lambda argument: argument.written != "never")
+
+    def argument(self, name: str, seen: Callable[[Argument], bool]) -> tuple[Argument, Context] | None:
+        """The first observed call that got `name` as an argument `seen` holds of."""
         for context in self.contexts:
             for argument in context.arguments:
-                if argument.name == name and argument.written != "never":
+                if argument.name == name and seen(argument):
                     return argument, context
         return None
 
@@ -181,11 +185,8 @@ class ModuleFacts:
         """The observation that a call handed the function's argument `name` as pinned host
         memory (a copy into it may not block); None where no run saw it so."""
         facts = self.of(qualname)
-        for context in facts.contexts if facts is not None else ():
-            for argument in context.arguments:
-                if argument.name == name and argument.device == "pinned":
-                    return observation(argument, context)
-        return None
+        found = facts.argument(name, lambda argument: argument.device == "pinned") if facts is not None else None
+        return observation(*found) if found is not None else None
 
     def non_blocking_download(self, qualname: str | None) -> str | None:
         """The observation (as a finding lists it) that a run saw the function copy to the host
