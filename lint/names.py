@@ -82,6 +82,8 @@ class ImportTable:
         """Dotted names bound to a device module or accelerator object (`accel = get_accelerator()`)."""
         self._streams: set[str] = set()
         """Dotted names bound to a stream somewhere in the module (`self.s1 = torch.Stream()`)."""
+        self._stream_collections: set[str] = set()
+        """Dotted names bound to a list or tuple of streams (`self.streams = [torch.cuda.Stream() for _ in r]`)."""
         self._references: dict[str, str | None] = {}
         """Dotted names bound to the API itself (`self._ctx = torch.cuda.stream`); None: to two parts of it."""
         self._properties: dict[str, str] = {}
@@ -100,8 +102,10 @@ class ImportTable:
             keys = [key for target in node.targets if (key := dotted_name(target.target)) is not None]
             if self._is_device_module(node.value):
                 self._handles.update(keys)
-            elif isinstance(node.value, cst.Call) and self.qualified(node.value.func) in STREAM_VALUES:
+            elif self._makes_stream(node.value):
                 self._streams.update(keys)
+            elif any(self._makes_stream(item) for item in _made_items(node.value)):
+                self._stream_collections.update(keys)
             elif (meaning := self._reference(node.value)) is not None:
                 for key in keys:
                     self._references[key] = meaning if self._references.get(key, meaning) == meaning else None
@@ -212,6 +216,13 @@ class ImportTable:
     def binds_stream(self, key: str) -> bool:
         """Whether the module assigns a stream to this dotted name somewhere, or it is a stream property."""
         return key in self._streams or key in self._properties
+
+    def binds_streams(self, key: str) -> bool:
+        """Whether the module assigns a list or tuple of streams to this dotted name somewhere."""
+        return key in self._stream_collections
+
+    def _makes_stream(self, expr: cst.BaseExpression) -> bool:
+        return isinstance(expr, cst.Call) and self.qualified(expr.func) in STREAM_VALUES
 
     @property
     def names(self) -> frozenset[str]:
@@ -371,3 +382,11 @@ def _annotation_names(annotation: cst.BaseExpression) -> Iterator[str]:
                 yield from _annotation_names(cst.parse_expression(quoted))
             except cst.ParserSyntaxError:
                 continue
+
+
+def _made_items(expr: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+    """The items a list or tuple display, or a list comprehension, makes."""
+    if isinstance(expr, (cst.List, cst.Tuple)):
+        yield from (element.value for element in expr.elements)
+    elif isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
+        yield expr.elt

@@ -165,3 +165,40 @@ def test_each_item_waiting_in_a_loop_orders_every_item_whichever_key_picks_it(
 )
 def test_a_loop_in_which_not_every_item_waits_on_the_producer_orders_nothing(iterable: str, wait: str) -> None:
     assert _forked_findings(key="i % len(self.streams)", iterable=iterable, wait=wait) == [("CSL101", 17)]
+
+
+FORKED_THROUGH_A_NAME = """
+import torch
+
+class Optimizer:
+    def __init__(self, n):
+        self.streams = [torch.cuda.Stream() for _ in range(n)]
+
+    def step(self, grad, i):
+        flat = grad * 2
+        {fork}
+        stream = self.streams[{key}]
+        with torch.cuda.stream(stream):
+            out = flat + 1
+        torch.cuda.current_stream().wait_stream(stream)
+        return out
+"""
+
+
+@pytest.mark.parametrize("key", ["i", "0", "i % len(self.streams)"])
+@pytest.mark.parametrize(
+    ("fork", "found"),
+    [
+        ("for s in self.streams:\n            s.wait_stream(torch.cuda.current_stream())", []),
+        ("pass", [("CSL101", 13)]),
+    ],
+)
+def test_an_item_bound_to_a_name_is_that_item_of_the_collection(
+    key: str, fork: str, found: list[tuple[str, int]]
+) -> None:
+    """`stream = self.streams[i]` names an item of the collection the loop forked, not a stream
+    of its own that nothing ordered."""
+    from csan_lint.lint.engine import lint_source
+
+    source = textwrap.dedent(FORKED_THROUGH_A_NAME).format(fork=fork, key=key)
+    assert sorted((f.code, f.line) for f in lint_source(source, "m.py")) == found
