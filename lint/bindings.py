@@ -126,7 +126,7 @@ class Bindings:
                 self.anypath.held_by[target.value] = holder
             key = dotted_name(target)
             if bound.kind in ("alias", "other", "unknown") and key is not None and self._names_binding(value):
-                stream = self._stream(value)  # `s = self.copy_stream`, `s = self.streams[i]`: `s` names that stream if used as one
+                stream = self._stream(value)  # `s = self.copy_stream`, `s = self.streams[i]`: that stream
                 if stream is not None:
                     self.live.streams[key] = stream
         returned = self.anypath.returned_by.pop(id(value), {})
@@ -353,4 +353,3 @@ def rebound_storage(target: cst.BaseExpression) -> str | None:
     if type(target) is cst.Attribute and target.attr.value == "data":
         return dotted_name(target.value)
     return None
-
