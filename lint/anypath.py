@@ -49,8 +49,12 @@ class AnyPath:
     replaces an item, no tensor is written."""
     fresh_streams: set[str] = field(default_factory=set)
     """Names bound to a stream created here (`side = torch.cuda.Stream()`)."""
-    read_on_fresh: set[str] = field(default_factory=set)
-    """Values taken as the caller's data on such a stream (FRESH_STREAMS_READ_CALLERS_DATA)."""
+    read_on_fresh: dict[str, str] = field(default_factory=dict)
+    """Values taken as the caller's data on a stream ordered after nothing -> the assumption
+    that took them (FRESH_STREAMS_READ_CALLERS_DATA, NEVER_WAITING_STREAMS_READ_CALLERS_DATA)."""
+    uploaded: set[int] = field(default_factory=set)
+    """Expressions copied to the device (`x` of `x.cuda()`): host memory, which no stream of the
+    caller's is writing."""
     made_on: dict[str, str] = field(default_factory=dict)
     """Name -> the stream current where a fresh allocation was last bound to it."""
     callers_blocks: dict[cst.CSTNode, bool] = field(default_factory=dict)

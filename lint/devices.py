@@ -67,6 +67,11 @@ def place_of_device(expr: cst.BaseExpression, imports: ImportTable, known: Known
     return known(name) if name is not None else None
 
 
+def unknown_place(key: str) -> Place | None:
+    """Where a name's memory lives, for a caller that knows no name's."""
+    return None
+
+
 def place_of_result(call: cst.Call, imports: ImportTable, known: Known) -> Place | None:
     """Where the memory of a call's result lives, when the code says it."""
     qualified = imports.qualified(call.func)
@@ -96,6 +101,15 @@ def place_of_result(call: cst.Call, imports: ImportTable, known: Known) -> Place
         receiver = dotted_name(call.func.value)  # `x.to(torch.float16)`: a cast, where `x` lives
         return known(receiver) if receiver is not None else None
     return place_of_device(target, imports, known) if target is not None else None
+
+
+def is_upload(call: cst.Call, imports: ImportTable) -> bool:
+    """`x.cuda()`, `x.to("cuda")`: a method that copies its receiver to the device, which the code
+    names; the receiver is then host memory, as far as the code says."""
+    if not isinstance(call.func, cst.Attribute) or imports.qualified(call.func) is not None:
+        return False
+    op = api.method_op(call.func.attr.value)[0]
+    return op is not None and op.kind is Kind.COPY and place_of_result(call, imports, unknown_place) is Place.DEVICE
 
 
 DTYPES = frozenset(

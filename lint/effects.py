@@ -104,8 +104,11 @@ class Helpers:
         classes: Mapping[str, Sequence[str]] | None = None,
         assumptions: Assumptions = DEFAULT_ASSUMPTIONS,
         observed: ModuleFacts = NO_MODULE_FACTS,
+        waiting: frozenset[str] | None = None,
     ) -> None:
         self.imports = imports
+        self.waiting = waiting
+        """Streams some code of the module may make wait (`ModuleUses.waiting`); None: not known."""
         self.assumptions = assumptions
         """What the module's analysis assumes where code does not show it (lint/analysis/assumptions.py)."""
         self.observed = observed

@@ -19,8 +19,9 @@ from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.callers import Caller
 from csan_lint.lint.calls import GRADIENTS
 from csan_lint.lint.containers import COMPREHENSIONS, Comprehension, comprehension_targets, paired_containers
-from csan_lint.lint.effects import probe_key
-from csan_lint.lint.names import dotted_name
+from csan_lint.lint.devices import is_upload
+from csan_lint.lint.effects import Helpers, probe_key
+from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.nodes import children
 from csan_lint.lint.ordering import Access, FlowState, Mark, TrackedTensor
 from csan_lint.lint.regions import region_of
@@ -35,6 +36,8 @@ class Expressions:
     caller: Caller
     entry_stream: str
     function: str | None
+    helpers: Helpers | None
+    imports: ImportTable
     state: FlowState | None
     live: FlowState
     maybe_tensors: set[str]
@@ -69,6 +72,8 @@ class Expressions:
             elif node.attr.value not in HOST_ATTRIBUTES:
                 self._eval(node.value)
         elif isinstance(node, cst.Call):
+            if isinstance(node.func, cst.Attribute) and is_upload(node, self.imports):
+                self.anypath.uploaded.add(id(node.func.value))
             self._call(node)
         elif isinstance(node, cst.Arg):
             self._eval(node.value)
@@ -112,7 +117,7 @@ class Expressions:
         last = key.rpartition(".")[2]
         if last in TENSOR_ATTRIBUTES or (key in self.used_as_tensors and last not in HOST_ATTRIBUTES):
             assumes = self._assumes(assumed.ATTRIBUTES_WRITTEN_BY_CALLER)
-            assumes = assumes or self._on_unordered_fresh_stream(self.live.current)
+            assumes = assumes or self._unordered_new_stream(self.live.current) is not None
             return assumes or self._observed_written(key) or self._backward_written(key) is not None
         return False
 
@@ -243,15 +248,22 @@ class Expressions:
         return TrackedTensor(writes=frozenset(replace(mark, access=access) for mark in paths), unsure=True)
 
     def _written_before_fresh_stream(self, key: str, node: cst.CSTNode, stream: str) -> TrackedTensor | None:
-        """A value whose producer is not seen, read on a stream created here that is not yet
-        ordered after the caller's work (the entry stream's probe), is taken as written by the
-        caller, under FRESH_STREAMS_READ_CALLERS_DATA."""
-        if not self._on_unordered_fresh_stream(stream):
+        """A value whose producer is not seen, read on a stream ordered after nothing
+        (`_unordered_new_stream`), is taken as written by the caller; not the source of a copy to
+        the device, host memory."""
+        assumption = self._unordered_new_stream(stream)
+        if assumption is None or id(node) in self.anypath.uploaded:
             return None
         if "." not in key and not self._callers_tensor(key):
             return None  # a name bound here, or a parameter not known for a tensor (`if flag:`)
-        self.anypath.read_on_fresh.add(key)
+        self.anypath.read_on_fresh[key] = assumption
         return self._written_at_entry(node)
+
+    def _never_waits(self, stream: str) -> bool:
+        """A stream the module makes (`self.copy = torch.cuda.Stream()`) that none of its code
+        may make wait (`ModuleUses.waiting`)."""
+        waiting = self.helpers.waiting if self.helpers is not None else None
+        return waiting is not None and self.imports.makes_stream(stream) and stream not in waiting
 
     def _callers_tensor(self, name: str) -> bool:
         """A parameter not rebound that is annotated as a tensor or used as one."""
@@ -259,12 +271,18 @@ class Expressions:
             return False
         return name in self.caller.annotated or name in self.used_as_tensors
 
-    def _on_unordered_fresh_stream(self, stream: str) -> bool:
-        """`stream` was created here and is not yet ordered after the caller's work, and
-        FRESH_STREAMS_READ_CALLERS_DATA holds."""
-        if stream not in self.anypath.fresh_streams:
-            return False
+    def _unordered_new_stream(self, stream: str) -> str | None:
+        """The assumption under which `stream` is ordered after none of the caller's work yet:
+        created here (FRESH_STREAMS_READ_CALLERS_DATA), or made by the module and never made
+        to wait by its code (NEVER_WAITING_STREAMS_READ_CALLERS_DATA); None where neither
+        holds, or the function ordered it after the caller's work by now."""
+        if stream in self.anypath.fresh_streams:
+            assumption = assumed.FRESH_STREAMS_READ_CALLERS_DATA
+        elif self._never_waits(stream):
+            assumption = assumed.NEVER_WAITING_STREAMS_READ_CALLERS_DATA
+        else:
+            return None
         probe = self.live.tensors.get(probe_key(self.entry_stream))
-        if probe is None or all(stream in mark.after for mark in probe.writes):
-            return False
-        return self._assumes(assumed.FRESH_STREAMS_READ_CALLERS_DATA)
+        if probe is None or all(mark.orders(stream) for mark in probe.writes):
+            return None
+        return assumption if self._assumes(assumption) else None

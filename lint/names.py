@@ -217,6 +217,10 @@ class ImportTable:
         """Whether the module assigns a stream to this dotted name somewhere, or it is a stream property."""
         return key in self._streams or key in self._properties
 
+    def makes_stream(self, key: str) -> bool:
+        """Whether the module assigns a stream it creates to this dotted name somewhere."""
+        return key in self._streams
+
     def binds_streams(self, key: str) -> bool:
         """Whether the module assigns a list or tuple of streams to this dotted name somewhere."""
         return key in self._stream_collections

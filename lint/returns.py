@@ -128,7 +128,7 @@ class Returns:
         if self._observed_written(tensor):
             pass  # a run saw it: no assumption (`ModuleFlow.location` lists the fact)
         elif produced == "by the caller" and tensor in self.anypath.read_on_fresh:
-            rests.add(assumed.FRESH_STREAMS_READ_CALLERS_DATA)
+            rests.add(self.anypath.read_on_fresh[tensor])
         elif produced == "by the caller" and "." in tensor and not self.caller.orders_after_default:
             rests.add(assumed.ATTRIBUTES_WRITTEN_BY_CALLER)
         elif produced == "by the caller" and "." not in tensor:

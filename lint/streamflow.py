@@ -92,6 +92,7 @@ def analyse(
             classes,
             assumptions,
             observed,
+            uses.waiting,
         )
         if module_has_with or everywhere:
             FunctionAnalysis(imports, hazards, function=None, helpers=helpers).run(module.body)

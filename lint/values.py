@@ -24,7 +24,7 @@ from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.api import Direction, Kind
 from csan_lint.lint.analysis.tokens import choice
 from csan_lint.lint.containers import COMPREHENSIONS, comprehension_targets, made_by_comprehension
-from csan_lint.lint.devices import Place, place_of_result
+from csan_lint.lint.devices import Place, place_of_result, unknown_place
 from csan_lint.lint.names import (
     CURRENT_STREAM,
     DEFAULT_STREAM,
@@ -87,10 +87,6 @@ class Value:
 _MADE_TENSORS = frozenset({"tensor", "allocation", "host"})
 """Values made where they are computed: a list of them made by a comprehension is one such value,
 each of its items written where the list was made."""
-
-
-def _UNKNOWN_PLACE(key: str) -> Place | None:
-    return None
 
 
 def is_constructor(name: str) -> bool:
@@ -414,7 +410,7 @@ class Values:
             if method in ALLOCATING_METHODS:
                 return Value("allocation")
             if op is not None and op.kind is Kind.COPY and op != api.COPY_INTO:
-                if place_of_result(expr, self.imports, _UNKNOWN_PLACE) is not Place.HOST:
+                if place_of_result(expr, self.imports, unknown_place) is not Place.HOST:
                     return Value("tensor", moved_from=dotted_name(func.value))
             if method in TENSOR_METHODS or self._is_tensor(func.value, made_here=made_here):
                 return Value("tensor")

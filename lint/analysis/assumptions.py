@@ -56,6 +56,7 @@ UNSEEN_CALLERS_READ_RETURNED_DOWNLOADS = "unseen-callers-read-returned-downloads
 COMPREHENDED_LISTS_ARE_TENSORS = "comprehended-lists-are-tensors"
 UNTOLD_NON_BLOCKING_FLAGS = "untold-non-blocking-flags-may-be-true"
 FRESH_STREAMS_READ_CALLERS_DATA = "fresh-streams-read-callers-data"
+NEVER_WAITING_STREAMS_READ_CALLERS_DATA = "never-waiting-streams-read-callers-data"
 
 ASSUMPTIONS: tuple[Assumption, ...] = (
     Assumption(
@@ -249,6 +250,38 @@ def warm_up(model, x):
     return y
 """,
         when_on=(("CSL101", 7),),
+        when_off=(),
+        default=False,
+        rules=("CSL101",),
+    ),
+    Assumption(
+        NEVER_WAITING_STREAMS_READ_CALLERS_DATA,
+        "A stream the module makes and never makes wait is ordered after nothing: device data a "
+        "function did not see made (a tensor parameter, an attribute) read there may still be "
+        "being written by the caller's stream.",
+        "`self.stream = torch.cuda.Stream()` that no code of the module makes wait (no "
+        "`wait_stream`/`wait_event` on it, no `current_stream().wait_stream(...)` inside a block "
+        "that enters it, never handed to a helper) runs whatever is entered on it concurrently "
+        "with the caller's stream: a private stream for an engine or a model, reading inputs the "
+        "caller just produced. As `fresh-streams-read-callers-data`, for a stream made elsewhere "
+        "in the module; the source of a copy to the device (`x.cuda()`) is host memory and not "
+        "judged. Off: a value whose producer is not seen is not judged there.",
+        example="""\
+import torch
+
+
+class Runner:
+    def __init__(self, model):
+        self.model = model
+        self.stream = torch.cuda.Stream()
+
+    def __call__(self, x):
+        with torch.cuda.stream(self.stream):
+            y = self.model(torch.relu(x))
+        torch.cuda.current_stream().wait_stream(self.stream)
+        return y
+""",
+        when_on=(("CSL101", 11),),
         when_off=(),
         default=False,
         rules=("CSL101",),

@@ -17,8 +17,8 @@ import libcst as cst
 
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Kind, Operation
-from csan_lint.lint.names import ImportTable
-from csan_lint.lint.nodes import code_children
+from csan_lint.lint.names import ImportTable, dotted_name
+from csan_lint.lint.nodes import code_children, descendants
 from csan_lint.lint.recognize import PARTIAL
 
 
@@ -57,6 +57,10 @@ class ModuleUses:
     """The last name of every callee (`f`, `obj.f`, `self.f`) -> its calls."""
     registrations: tuple[tuple[str, cst.Call], ...] = ()
     """(function, call) of every hook registered (`p.register_hook(fn)`): lint/hooks.py."""
+    waiting: frozenset[str] = frozenset()
+    """Streams by dotted name that some code of the module may make wait: the waiter of a
+    `wait_stream`/`wait_event` (the stream a `with` block enters, for `current_stream()` there),
+    or a stream handed to a call that is not the stream API (a helper may make it wait)."""
 
     def performs(self, *kinds: Kind) -> bool:
         return any(op.kind in kinds for op in self.ops)
@@ -119,6 +123,8 @@ def module_uses(
                 continue
             elif kind is cst.Lambda:
                 builders.add(owner)
+            elif kind is cst.With:
+                reader.entered(node)  # type: ignore[arg-type]
             stack.extend(code_children(node))
         if done:
             own.setdefault(owner, set()).update(done)
@@ -131,6 +137,7 @@ def module_uses(
         calls=reader.calls,
         leaves=reader.leaves,
         registrations=tuple(registrations),
+        waiting=frozenset(reader.waiting),
     )
 
 
@@ -144,6 +151,7 @@ class _Calls:
         self.pins = False
         self.calls: Counter[tuple[str, str]] = Counter()
         self.leaves: Counter[str] = Counter()
+        self.waiting: set[str] = set()
 
     def read(self, call: cst.Call) -> tuple[Operation | None, bool]:
         func = call.func
@@ -167,6 +175,7 @@ class _Calls:
             op = api.RECORD_STREAM  # a helper named after it: `_no_dispatch_record_stream(t, s)`
         if op == api.PIN:
             self.pins = True
+        self._note_waiting(call, op)
         for arg in call.args:
             keyword = arg.keyword
             if keyword is None:
@@ -176,6 +185,49 @@ class _Calls:
             elif keyword.value == api.PIN_MEMORY and _is_name(arg.value, "True"):
                 self.pins = True
         return op, qualified == PARTIAL
+
+    def _note_waiting(self, call: cst.Call, op: Operation | None) -> None:
+        waiter = _waiter(call, op)
+        if waiter is not None and (name := dotted_name(waiter)) is not None:
+            self.waiting.add(name)
+        elif op is None:  # a helper may make a stream it is handed wait
+            self.waiting.update(name for arg in call.args if (name := dotted_name(arg.value)) is not None)
+
+    def entered(self, node: cst.With) -> None:
+        """A `with` block whose body makes the current stream wait makes the stream it enters wait."""
+        entered = [name for item in node.items if (name := self._entered(item.item)) is not None]
+        if entered and any(
+            isinstance(call, cst.Call) and self._waits_on_current(call) for call in descendants(node.body)
+        ):
+            self.waiting.update(entered)
+
+    def _entered(self, expr: cst.BaseExpression) -> str | None:
+        if isinstance(expr, cst.Call):
+            op = api.operation(self.imports.qualified(expr.func))
+            if op is None or op.kind is not Kind.ENTER_STREAM or not expr.args:
+                return None
+            expr = expr.args[0].value
+        return dotted_name(expr)
+
+    def _waits_on_current(self, call: cst.Call) -> bool:
+        op = api.operation(self.imports.qualified(call.func))
+        if op is None and isinstance(call.func, cst.Attribute):
+            op = api.method_op(call.func.attr.value)[0]
+        waiter = _waiter(call, op)
+        if not isinstance(waiter, cst.Call):
+            return False
+        made = api.operation(self.imports.qualified(waiter.func))
+        return made is not None and made.kind is Kind.CURRENT_STREAM
+
+
+def _waiter(call: cst.Call, op: Operation | None) -> cst.BaseExpression | None:
+    """The stream `s.wait_stream(x)`, `s.wait_event(e)` or `e.wait(s)` makes wait."""
+    if op == api.WAIT_STREAM and isinstance(call.func, cst.Attribute):
+        return call.func.value
+    if op == api.WAIT_EVENT:
+        waited = event_wait(call)
+        return waited[0] if waited is not None else None
+    return None
 
 
 def _is_name(expr: cst.BaseExpression, name: str) -> bool:
