@@ -256,6 +256,8 @@ class Expressions:
             return None
         if "." not in key and not self._callers_tensor(key):
             return None  # a name bound here, or a parameter not known for a tensor (`if flag:`)
+        if not all(part.isidentifier() for part in key.split(".")):
+            return None  # an item (`self.bufs[]`): the caller's container, not a tensor it wrote
         self.anypath.read_on_fresh[key] = assumption
         return self._written_at_entry(node)
 
