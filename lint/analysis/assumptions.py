@@ -2,7 +2,8 @@
 
 A value whose producer the function does not show (a parameter, an attribute set elsewhere),
 the stream a function is entered on, or a shape of code taken as evidence of another stream:
-each is an `Assumption` here. The analysis asks `Assumptions.holds(name)` where it makes one,
+each is an `Assumption` here (the evidence entries in lint/analysis/evidence.py, asked here
+alike). The analysis asks `Assumptions.holds(name)` where it makes one,
 and a hazard records the assumptions it rests on, so that a finding says what it took for
 granted and a user can switch an assumption off (`[tool.csan-lint.assumptions]`,
 `--assume NAME=off`). docs/analysis.md is generated from this table; the defaults are decided
@@ -15,41 +16,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
-class Assumption:
-    name: str
-    summary: str
-    """One line: what is taken for granted."""
-    doc: str
-    """Why, what it finds, what it costs (the measurement behind its default)."""
-    default: bool
-    rules: tuple[str, ...]
-    """The rule codes whose findings may rest on it."""
-    example: str
-    """A module whose findings change with the assumption (docs and tests run it both ways)."""
-    when_on: tuple[tuple[str, int], ...]
-    """The example's findings (code, line) when the assumption holds."""
-    when_off: tuple[tuple[str, int], ...]
-    """And when it does not."""
-    evidence: bool = False
-    """A shape of code taken as evidence of a second stream (a detector), rather than a
-    producer or entry stream assumed where none is visible."""
-
+from csan_lint.lint.analysis import evidence
+from csan_lint.lint.analysis.assumption import Assumption as Assumption
 
 ANNOTATED_PARAMETERS_WRITTEN_BY_CALLER = "annotated-parameters-written-by-caller"
 UNANNOTATED_PARAMETERS_WRITTEN_BY_CALLER = "unannotated-parameters-written-by-caller"
 ATTRIBUTES_WRITTEN_BY_CALLER = "attributes-written-by-caller"
 ENTRY_STREAM_FROM_CALLS = "entry-stream-from-calls"
 KEPT_CURRENT_STREAM = "kept-current-stream-is-callers"
-RECORDED_SIBLINGS = "recorded-sibling-evidence"
-EVENT_CARRIED = "event-carried-evidence"
-DATA_SWAP = "data-swap-release"
 REBOUND_DATA_RELEASES = "rebound-data-releases-callers-memory"
 DROPPED_GRADIENTS_RELEASE = "dropped-gradients-release"
-CONTAINER_HANDOVER = "container-handover"
-DEFAULT_STREAM_JOIN = "default-stream-join"
-STALE_STREAM_CAPTURE = "stale-stream-capture"
 UNSEEN_CALLEES_READ_DOWNLOADS = "unseen-callees-read-downloads"
 UNSEEN_CALLEES_KEEP_ARGUMENTS = "unseen-callees-keep-arguments"
 UNSEEN_CALLERS_READ_RETURNED_DOWNLOADS = "unseen-callers-read-returned-downloads"
@@ -57,8 +33,15 @@ COMPREHENDED_LISTS_ARE_TENSORS = "comprehended-lists-are-tensors"
 UNTOLD_NON_BLOCKING_FLAGS = "untold-non-blocking-flags-may-be-true"
 FRESH_STREAMS_READ_CALLERS_DATA = "fresh-streams-read-callers-data"
 NEVER_WAITING_STREAMS_READ_CALLERS_DATA = "never-waiting-streams-read-callers-data"
+# The evidence entries' names, asked as the others are (lint/analysis/evidence.py):
+RECORDED_SIBLINGS = evidence.RECORDED_SIBLINGS
+EVENT_CARRIED = evidence.EVENT_CARRIED
+DATA_SWAP = evidence.DATA_SWAP
+CONTAINER_HANDOVER = evidence.CONTAINER_HANDOVER
+DEFAULT_STREAM_JOIN = evidence.DEFAULT_STREAM_JOIN
+STALE_STREAM_CAPTURE = evidence.STALE_STREAM_CAPTURE
 
-ASSUMPTIONS: tuple[Assumption, ...] = (
+PRODUCERS: tuple[Assumption, ...] = (
     Assumption(
         ANNOTATED_PARAMETERS_WRITTEN_BY_CALLER,
         "A parameter annotated as a tensor was written by the caller, on the stream current at entry.",
@@ -423,169 +406,9 @@ class Prefetcher:
         default=True,
         rules=("CSL101", "CSL102"),
     ),
-    Assumption(
-        RECORDED_SIBLINGS,
-        "A function that records one tensor of an object on its stream says the object's other "
-        "tensors it uses there came from another stream too (lint/siblings.py).",
-        "The `record_stream` is the evidence of a hand-over between streams that the function does not otherwise show."
-        " Off by default since round 15: with `assumptions.py` on the development data it finds only the corpus bug it"
-        " was built from and nothing among the 128 known bugs of held-out sets 1-8 nor in the eleven repositories.",
-        example="""\
-import torch
-
-
-def combine(node, output):
-    residual = node.state.residual
-    extra = node.state.extra
-    out = output + extra
-    out = out + residual
-    residual.record_stream(torch.cuda.current_stream())
-    node.state.residual = None
-    return out
-""",
-        when_on=(("CSL201", 7),),
-        when_off=(),
-        default=False,
-        rules=("CSL201",),
-        evidence=True,
-    ),
-    Assumption(
-        EVENT_CARRIED,
-        "A function that waits on an event read from an object says the object's tensors were "
-        "made on the stream that recorded it (lint/carried.py).",
-        "The wait is the evidence of a producer on another stream, whose allocator may reuse the "
-        "tensors' blocks once the object is dropped. Off by default since round 15: with `assumptions.py` on the "
-        "development data it finds only the corpus bug it was built from and nothing among the 128 known bugs of "
-        "held-out sets 1-8 nor in the eleven repositories.",
-        example="""\
-import torch
-
-
-class Worker:
-    async def consume(self, queue):
-        with torch.cuda.stream(self.stream):
-            while True:
-                batch = await queue.get()
-                ready = batch.pop("ready", None)
-                if ready is not None:
-                    self.stream.wait_event(ready.event)
-                await self.step(**batch)
-""",
-        when_on=(("CSL201", 12),),
-        when_off=(),
-        default=False,
-        rules=("CSL201",),
-        evidence=True,
-    ),
-    Assumption(
-        DATA_SWAP,
-        "Weights swapped out through `.data` release memory a side stream swapped in (lint/dataswap.py).",
-        "A method that rebinds `p.data` to host memory frees the device block the copy stream "
-        "allocated, while the caller's kernels may still read it.",
-        example="""\
-import torch
-
-
-class Offloader:
-    def __init__(self, module):
-        self.module = module
-        self.stream = torch.cuda.Stream()
-
-    def swap_in(self):
-        with torch.cuda.stream(self.stream):
-            for p in self.module.parameters():
-                p.data = p.data.to("cuda", non_blocking=True)
-        torch.cuda.current_stream().wait_stream(self.stream)
-
-    def swap_out(self):
-        for p in self.module.parameters():
-            p.data = torch.empty_like(p.data, device="cpu")
-""",
-        when_on=(("CSL201", 17),),
-        when_off=(),
-        default=True,
-        rules=("CSL201",),
-        evidence=True,
-    ),
-    Assumption(
-        CONTAINER_HANDOVER,
-        "A tensor a method keeps in `self.c[k]` and another method hands back is used and "
-        "dropped by that method's caller, on the caller's stream (lint/handover.py).",
-        "So one allocated on a side stream needs `record_stream` for the caller's stream. Off by default since round "
-        "15: with `assumptions.py` on the development data it finds only the corpus bugs it was built from and nothing"
-        " among the 128 known bugs of held-out sets 1-8 nor in the eleven repositories.",
-        example="""\
-import torch
-
-
-class Offloader:
-    def __init__(self):
-        self.h2d = torch.cuda.Stream()
-        self.state = {}
-
-    def reload(self):
-        with torch.cuda.stream(self.h2d):
-            for label, cpu in self.state.items():
-                gpu = cpu.to("cuda", non_blocking=True)
-                self.state[label] = gpu
-
-    def tensor_pop(self, label):
-        return self.state.pop(label)
-""",
-        when_on=(("CSL201", 12),),
-        when_off=(),
-        default=False,
-        rules=("CSL201",),
-        evidence=True,
-    ),
-    Assumption(
-        DEFAULT_STREAM_JOIN,
-        "A function that makes `default_stream()` wait on a side stream meant to join its "
-        "caller's stream (lint/defaultjoin.py).",
-        "Under a caller's side stream or a graph capture the default stream is another stream, "
-        "and the join orders nothing the caller does next.",
-        example="""\
-import torch
-
-
-class Reducer:
-    def finish(self):
-        torch.cuda.default_stream().wait_stream(self.comm)
-""",
-        when_on=(("CSL102", 6),),
-        when_off=(),
-        default=True,
-        rules=("CSL102",),
-        evidence=True,
-    ),
-    Assumption(
-        STALE_STREAM_CAPTURE,
-        "A callable that captures `current_stream()` when it is built runs later, on another "
-        "stream (lint/deferred.py).",
-        "Its kernels launch on the stream of build time while its runner orders its results "
-        "after the stream current at run time.",
-        example="""\
-import functools
-import torch
-
-
-def backward(op, x, dy, out):
-    gemm = functools.partial(
-        wgrad_kernel,
-        stream=torch.cuda.current_stream().cuda_stream,
-    )
-    if op.delay:
-        op.store.put([x, dy, out], gemm)
-    else:
-        gemm(x, dy, out)
-""",
-        when_on=(("CSL104", 8),),
-        when_off=(),
-        default=True,
-        rules=("CSL104",),
-        evidence=True,
-    ),
 )
+
+ASSUMPTIONS: tuple[Assumption, ...] = (*PRODUCERS, *evidence.EVIDENCE)
 
 BY_NAME: Mapping[str, Assumption] = {assumption.name: assumption for assumption in ASSUMPTIONS}
 

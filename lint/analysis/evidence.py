@@ -1,0 +1,181 @@
+"""The evidence entries of the table of assumptions: a shape of code taken as evidence of a
+second stream the function does not show (a `record_stream` of a sibling, an event carried,
+a swap of `p.data`, a default-stream join, a captured current stream). The producer and
+entry-stream entries, and the API to ask them, are lint/analysis/assumptions.py. Pure data.
+"""
+
+from __future__ import annotations
+
+from csan_lint.lint.analysis.assumption import Assumption
+
+RECORDED_SIBLINGS = "recorded-sibling-evidence"
+EVENT_CARRIED = "event-carried-evidence"
+DATA_SWAP = "data-swap-release"
+CONTAINER_HANDOVER = "container-handover"
+DEFAULT_STREAM_JOIN = "default-stream-join"
+STALE_STREAM_CAPTURE = "stale-stream-capture"
+
+EVIDENCE: tuple[Assumption, ...] = (
+    Assumption(
+        RECORDED_SIBLINGS,
+        "A function that records one tensor of an object on its stream says the object's other "
+        "tensors it uses there came from another stream too (lint/siblings.py).",
+        "The `record_stream` is the evidence of a hand-over between streams that the function does not otherwise show."
+        " Off by default since round 15: with `assumptions.py` on the development data it finds only the corpus bug it"
+        " was built from and nothing among the 128 known bugs of held-out sets 1-8 nor in the eleven repositories.",
+        example="""\
+import torch
+
+
+def combine(node, output):
+    residual = node.state.residual
+    extra = node.state.extra
+    out = output + extra
+    out = out + residual
+    residual.record_stream(torch.cuda.current_stream())
+    node.state.residual = None
+    return out
+""",
+        when_on=(("CSL201", 7),),
+        when_off=(),
+        default=False,
+        rules=("CSL201",),
+        evidence=True,
+    ),
+    Assumption(
+        EVENT_CARRIED,
+        "A function that waits on an event read from an object says the object's tensors were "
+        "made on the stream that recorded it (lint/carried.py).",
+        "The wait is the evidence of a producer on another stream, whose allocator may reuse the "
+        "tensors' blocks once the object is dropped. Off by default since round 15: with `assumptions.py` on the "
+        "development data it finds only the corpus bug it was built from and nothing among the 128 known bugs of "
+        "held-out sets 1-8 nor in the eleven repositories.",
+        example="""\
+import torch
+
+
+class Worker:
+    async def consume(self, queue):
+        with torch.cuda.stream(self.stream):
+            while True:
+                batch = await queue.get()
+                ready = batch.pop("ready", None)
+                if ready is not None:
+                    self.stream.wait_event(ready.event)
+                await self.step(**batch)
+""",
+        when_on=(("CSL201", 12),),
+        when_off=(),
+        default=False,
+        rules=("CSL201",),
+        evidence=True,
+    ),
+    Assumption(
+        DATA_SWAP,
+        "Weights swapped out through `.data` release memory a side stream swapped in (lint/dataswap.py).",
+        "A method that rebinds `p.data` to host memory frees the device block the copy stream "
+        "allocated, while the caller's kernels may still read it.",
+        example="""\
+import torch
+
+
+class Offloader:
+    def __init__(self, module):
+        self.module = module
+        self.stream = torch.cuda.Stream()
+
+    def swap_in(self):
+        with torch.cuda.stream(self.stream):
+            for p in self.module.parameters():
+                p.data = p.data.to("cuda", non_blocking=True)
+        torch.cuda.current_stream().wait_stream(self.stream)
+
+    def swap_out(self):
+        for p in self.module.parameters():
+            p.data = torch.empty_like(p.data, device="cpu")
+""",
+        when_on=(("CSL201", 17),),
+        when_off=(),
+        default=True,
+        rules=("CSL201",),
+        evidence=True,
+    ),
+    Assumption(
+        CONTAINER_HANDOVER,
+        "A tensor a method keeps in `self.c[k]` and another method hands back is used and "
+        "dropped by that method's caller, on the caller's stream (lint/handover.py).",
+        "So one allocated on a side stream needs `record_stream` for the caller's stream. Off by default since round "
+        "15: with `assumptions.py` on the development data it finds only the corpus bugs it was built from and nothing"
+        " among the 128 known bugs of held-out sets 1-8 nor in the eleven repositories.",
+        example="""\
+import torch
+
+
+class Offloader:
+    def __init__(self):
+        self.h2d = torch.cuda.Stream()
+        self.state = {}
+
+    def reload(self):
+        with torch.cuda.stream(self.h2d):
+            for label, cpu in self.state.items():
+                gpu = cpu.to("cuda", non_blocking=True)
+                self.state[label] = gpu
+
+    def tensor_pop(self, label):
+        return self.state.pop(label)
+""",
+        when_on=(("CSL201", 12),),
+        when_off=(),
+        default=False,
+        rules=("CSL201",),
+        evidence=True,
+    ),
+    Assumption(
+        DEFAULT_STREAM_JOIN,
+        "A function that makes `default_stream()` wait on a side stream meant to join its "
+        "caller's stream (lint/defaultjoin.py).",
+        "Under a caller's side stream or a graph capture the default stream is another stream, "
+        "and the join orders nothing the caller does next.",
+        example="""\
+import torch
+
+
+class Reducer:
+    def finish(self):
+        torch.cuda.default_stream().wait_stream(self.comm)
+""",
+        when_on=(("CSL102", 6),),
+        when_off=(),
+        default=True,
+        rules=("CSL102",),
+        evidence=True,
+    ),
+    Assumption(
+        STALE_STREAM_CAPTURE,
+        "A callable that captures `current_stream()` when it is built runs later, on another "
+        "stream (lint/deferred.py).",
+        "Its kernels launch on the stream of build time while its runner orders its results "
+        "after the stream current at run time.",
+        example="""\
+import functools
+import torch
+
+
+def backward(op, x, dy, out):
+    gemm = functools.partial(
+        wgrad_kernel,
+        stream=torch.cuda.current_stream().cuda_stream,
+    )
+    if op.delay:
+        op.store.put([x, dy, out], gemm)
+    else:
+        gemm(x, dy, out)
+""",
+        when_on=(("CSL104", 8),),
+        when_off=(),
+        default=True,
+        rules=("CSL104",),
+        evidence=True,
+    ),
+)
