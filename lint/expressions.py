@@ -14,7 +14,7 @@ from typing import TypeGuard
 import libcst as cst
 
 from csan_lint.lint.analysis import assumptions as assumed
-from csan_lint.lint.analysis.tokens import issued_on
+from csan_lint.lint.analysis.tokens import collection_item, issued_on
 from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.callers import Caller
 from csan_lint.lint.calls import GRADIENTS
@@ -262,10 +262,15 @@ class Expressions:
         return self._written_at_entry(node)
 
     def _never_waits(self, stream: str) -> bool:
-        """A stream the module makes (`self.copy = torch.cuda.Stream()`) that none of its code
-        may make wait (`ModuleUses.waiting`)."""
+        """A stream the module makes (`self.copy = torch.cuda.Stream()`), or an item of a list of
+        them, that none of its code may make wait (`ModuleUses.waiting`)."""
         waiting = self.helpers.waiting if self.helpers is not None else None
-        return waiting is not None and self.imports.makes_stream(stream) and stream not in waiting
+        if waiting is None:
+            return False
+        item = collection_item(stream)  # `self.streams[i]` of `self.streams = [Stream() for _ in r]`
+        if item is not None:
+            return self.imports.binds_streams(item[0]) and item[0] not in waiting
+        return self.imports.makes_stream(stream) and stream not in waiting
 
     def _callers_tensor(self, name: str) -> bool:
         """A parameter not rebound that is annotated as a tensor or used as one."""

@@ -15,6 +15,7 @@ from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Kind, Receiver
 from csan_lint.lint.analysis.tokens import CURRENT, UNKNOWN, alternatives, choice, root
 from csan_lint.lint.containers import COMPREHENSIONS
+from csan_lint.lint.devices import FACTORIES
 from csan_lint.lint.names import CURRENT_STREAM, ImportTable, dotted_name, tensor_annotation
 from csan_lint.lint.nodes import children, descendants, parameters, target_names
 from csan_lint.lint.recognize import NO_FUNCTIONS, ContextFunctions, entered_streams
@@ -111,7 +112,8 @@ def used_as_tensors(body: cst.BaseSuite, imports: ImportTable) -> frozenset[str]
         if type(current) is not cst.Call:
             continue
         func = current.func
-        if isinstance(func, cst.Attribute) and (receiver := _holder(func.value)) is not None:
+        qualified = imports.qualified(func)
+        if isinstance(func, cst.Attribute) and qualified is None and (receiver := _holder(func.value)) is not None:
             method = func.attr.value
             if (_tensor_method(method) or method == "backward") and method not in _MOVES:
                 used.add(receiver)
@@ -121,7 +123,7 @@ def used_as_tensors(body: cst.BaseSuite, imports: ImportTable) -> frozenset[str]
                 and (source := _holder(current.args[0].value))
             ):
                 used.add(source)
-        if (qualified := imports.qualified(func)) is not None and _reads_operands(qualified):
+        if qualified is not None and _reads_operands(qualified):
             used.update(
                 name for arg in current.args if arg.keyword is None and (name := _holder(arg.value)) is not None
             )
@@ -131,12 +133,14 @@ def used_as_tensors(body: cst.BaseSuite, imports: ImportTable) -> frozenset[str]
 def _reads_operands(qualified: str) -> bool:
     """Whether a torch function takes tensors as its positional arguments: an op or a factory
     shaped like one (`torch.empty_like(x)`), not a host helper, nor a factory of Python data or
-    of a size (`torch.empty(n)`). Keywords are options (`pin_memory=flag`, `non_blocking=flag`)."""
+    of a size (`torch.empty(n)`, `torch.full(size, n)`). Keywords are options (`pin_memory=flag`,
+    `non_blocking=flag`)."""
     operation = api.operation(qualified)
     return (
         qualified.rpartition(".")[0] in TENSOR_MODULES
         and qualified not in HOST_TORCH
         and qualified not in _FROM_HOST_DATA
+        and qualified not in FACTORIES  # sizes, a fill value, Python data: `torch.full(size, n)`
         and (operation is None or operation.kind is not Kind.ALLOC or qualified in SHAPED_LIKE)
     )
 

@@ -125,6 +125,8 @@ def module_uses(
                 builders.add(owner)
             elif kind is cst.With:
                 reader.entered(node)  # type: ignore[arg-type]
+            elif kind is cst.For:
+                reader.iterated(node)  # type: ignore[arg-type]
             stack.extend(code_children(node))
         if done:
             own.setdefault(owner, set()).update(done)
@@ -188,6 +190,8 @@ class _Calls:
 
     def _note_waiting(self, call: cst.Call, op: Operation | None) -> None:
         waiter = _waiter(call, op)
+        if isinstance(waiter, cst.Subscript):
+            waiter = waiter.value  # an item of a list of streams: the list, whichever item
         if waiter is not None and (name := dotted_name(waiter)) is not None:
             self.waiting.add(name)
         elif op is None:  # a helper may make a stream it is handed wait
@@ -200,6 +204,19 @@ class _Calls:
             isinstance(call, cst.Call) and self._waits_on_current(call) for call in descendants(node.body)
         ):
             self.waiting.update(entered)
+
+    def iterated(self, loop: cst.For) -> None:
+        """`for s in self.streams: s.wait_stream(x)` makes each item of the list wait; the loop's
+        name is noted as any waiter is, and the list with it."""
+        collection, target = dotted_name(loop.iter), loop.target
+        if collection is None or not isinstance(target, cst.Name):
+            return
+        for call in descendants(loop.body):
+            if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute):
+                op = api.method_op(call.func.attr.value)[0]
+                waiter = _waiter(call, op)
+                if isinstance(waiter, cst.Name) and waiter.value == target.value:
+                    self.waiting.add(collection)
 
     def _entered(self, expr: cst.BaseExpression) -> str | None:
         if isinstance(expr, cst.Call):

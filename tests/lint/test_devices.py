@@ -256,3 +256,21 @@ def test_the_release_rests_on_its_assumption() -> None:
 )
 def test_a_method_only_host_tensors_have_places_a_copy_of_unknown_direction(source: str, expected: list) -> None:
     assert findings(source) == expected
+
+
+@pytest.mark.parametrize(
+    ("call", "used"),
+    [
+        ("torch.full((1, 4), n, device='cuda')", set()),  # a size and a fill value
+        ("torch.zeros(n)", set()),
+        ("torch.tensor(n)", set()),  # Python data
+        ("torch.relu(n)", {"n"}),
+        ("torch.zeros_like(n)", {"n"}),  # shaped like a tensor
+    ],
+)
+def test_a_factorys_arguments_are_no_tensors_but_an_ops_are(call: str, used: set[str]) -> None:
+    from csan_lint.lint.scan import used_as_tensors
+
+    [function] = cst.parse_module(f"def f(n):\n    y = {call}\n").body
+    assert isinstance(function, cst.FunctionDef)
+    assert used_as_tensors(function.body, _imports()) == used
