@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
-from csan_lint.lint.analysis.tokens import CURRENT, HOST, event_name, event_token, issued_on, root
+from csan_lint.lint.analysis.tokens import CURRENT, HOST, collection_item, event_name, event_token, issued_on, root
 from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.interpret import SUMMARY
 from csan_lint.lint.names import ImportTable, dotted_name
@@ -332,6 +332,9 @@ class Helpers:
         def meaningful(token: str) -> bool:
             first = root(token)
             handed = first.startswith(RETURNED)  # an event returned beside a tensor (lint/returns.py)
+            item = collection_item(token)
+            if item is not None and not item[1]:
+                return False  # `self.streams[i % n]`: picked by a key of the function's own
             return (
                 token in (CURRENT, HOST)
                 or handed

@@ -687,3 +687,29 @@ def test_a_long_chain_of_calls_is_cut_short_not_a_crash() -> None:
     source = f"import torch\n\n{chain}\ndef f400(s):\n    torch.cuda.current_stream().wait_stream(s)\n\n{caller}"
     assert {h[0] for h in hazards(source.format(call="f398"))} == {"FREE_IN_USE"}  # the wait two calls down is seen
     assert "READ_AFTER_WRITE" in {h[0] for h in hazards(source.format(call="f0"))}  # four hundred down is not
+
+
+ITEM_PICKED_BY_OWN_KEY = """
+import torch
+
+class Reducer:
+    def __init__(self, n):
+        self.streams = [torch.cuda.Stream() for _ in range(n)]
+
+    def reduce(self, i):
+        stream = self.streams[{key}]
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            self.buf.mul_(2)
+"""
+
+
+@pytest.mark.parametrize(("key", "named"), [("i % len(self.streams)", False), ("0", True)])
+def test_a_stream_picked_by_a_key_of_the_callees_own_is_no_name_of_the_callers(key: str, named: bool) -> None:
+    """`self.streams[i % n]` names `i`, the callee's: its summary keeps no effect on it (the
+    caller cannot tell which item it is, nor whether its own wait reached it); `self.streams[0]`
+    is the same stream at the call."""
+    found = summary(ITEM_PICKED_BY_OWN_KEY.format(key=key), "Reducer.reduce")
+    streams = {effect.stream for effect in found.effects} if found is not None else set()
+    assert ("self.streams[0]" in streams) is named
+    assert not any("i %" in stream for stream in streams)
