@@ -264,10 +264,12 @@ class FunctionAnalysis(
         after: frozenset[str] = frozenset(),
         produced: Produced = "written",
         region: Region | None = None,
+        checked: bool = True,
     ) -> None:
         """A kernel on the current stream (or `stream`, for a called function's) reads or writes
         `key` (a write: as `produced` says; `region`: the part a basic index reached): check it
-        against the accesses to parts it may overlap, then record it, ordered before `after` too."""
+        against the accesses to parts it may overlap (unless not `checked`: a write that follows
+        a read of the same kernel's, checked as that read), then record it, ordered before `after` too."""
         if write and self.anypath.tested:
             self._rebound(key)  # in place: what its tests said no longer holds
         tensor = self.live.tensors.get(key) or self._backward_written(key) or self._caller_written(key, node)
@@ -286,7 +288,7 @@ class FunctionAnalysis(
             else:
                 self.live.tensors[key] = replace(tensor, reads=tensor.reads | quiet)
             return
-        for conflict in conflicts(tensor, access, self._on_other_paths):
+        for conflict in conflicts(tensor, access, self._on_other_paths) if checked else ():
             callers = conflict.kind is not HazardKind.WRITE_AFTER_READ and self.anypath.callers_blocks.get(
                 conflict.node, False
             )

@@ -52,6 +52,9 @@ class AnyPath:
     read_on_fresh: dict[str, str] = field(default_factory=dict)
     """Values taken as the caller's data on a stream ordered after nothing -> the assumption
     that took them (FRESH_STREAMS_READ_CALLERS_DATA, NEVER_WAITING_STREAMS_READ_CALLERS_DATA)."""
+    addressed: set[str] = field(default_factory=set)
+    """Tensors whose address was handed out (`x.data_ptr()`): work launched later on a stream
+    given by its handle (`s.cuda_stream`) may read and write them there."""
     uploaded: set[int] = field(default_factory=set)
     """Expressions copied to the device (`x` of `x.cuda()`): host memory, which no stream of the
     caller's is writing."""

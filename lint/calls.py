@@ -17,6 +17,7 @@ from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.api import Kind
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS
 from csan_lint.lint.analysis.tokens import HOST, alternatives, root
+from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.callers import Caller, CallSite
 from csan_lint.lint.effects import Callee, Helpers, probe_key
 from csan_lint.lint.kept import keep_item
@@ -57,6 +58,7 @@ class Calls:
     entry_stream: str
     orders_at_calls: dict[str, list[CallSite]] | None
     caller: Caller
+    anypath: AnyPath
     # The host's methods from the other parts; those taking keyword-only flags are `...`.
     _eval: Callable[[cst.CSTNode], None]
     _access: Callable[..., None]
@@ -126,6 +128,7 @@ class Calls:
             self._replay_orders(found, node)
         asked = self.helpers.metadata_args(self.function, node) if self.helpers is not None else frozenset()
         self._call_other(node, asked)
+        self._launch_on_handle(node)
         if found is not None and self.state is not None:
             self._replay_effects(found, node)
 
@@ -209,6 +212,11 @@ class Calls:
                 self._eval_args(node)
                 self._gradients_written(node)
                 return
+            if op == api.ADDRESS:  # `x.data_ptr()`: no kernel, the memory handed out
+                self._eval_value(receiver)
+                if (addressed := _addressed(receiver)) is not None:
+                    self.anypath.addressed.add(addressed)
+                return
             if op == api.RECORD_STREAM:  # allocator bookkeeping on the host: no kernel reads the tensor
                 if node.args:
                     self._record_stream(node, receiver, node.args[0].value)
@@ -266,6 +274,22 @@ class Calls:
                 self._escape_args(node)
         self._write_out(node)
 
+    def _launch_on_handle(self, node: cst.Call) -> None:
+        """A call given a stream's raw handle (`context.execute_async_v3(s.cuda_stream)`) runs
+        code the analysis cannot read on that stream, which may read and write every tensor whose
+        address was handed out (`_addressed`)."""
+        handles = [
+            arg.value.value
+            for arg in node.args
+            if isinstance(arg.value, cst.Attribute) and arg.value.attr.value == api.STREAM_HANDLE
+        ]
+        stream = self._stream(handles[0]) if handles else None
+        if stream is None or self.state is None:
+            return
+        for key in sorted(self.anypath.addressed):
+            self._access(key, node, write=False, stream=stream)
+            self._access(key, node, write=True, stream=stream, checked=False)
+
     def _unseen_code_keeps(self) -> bool:
         """Whether unknown code keeps the arguments it is given (`unseen-callees-keep-arguments`)."""
         return (self.helpers.assumptions if self.helpers is not None else DEFAULT_ASSUMPTIONS).holds(
@@ -304,3 +328,15 @@ class Calls:
         for arg in node.args:
             if arg.keyword is not None and arg.keyword.value == OUT_KEYWORD:
                 self._write_target(arg.value)
+
+
+def _addressed(expr: cst.BaseExpression) -> str | None:
+    """The tensor whose memory `expr.data_ptr()` hands out: `x` of `x`, `x[i:]`,
+    `x.contiguous()` (a copy where it must be, made from `x`)."""
+    while True:
+        if isinstance(expr, cst.Subscript):
+            expr = expr.value
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and not expr.args:
+            expr = expr.func.value
+        else:
+            return dotted_name(expr)

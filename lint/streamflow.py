@@ -105,6 +105,7 @@ def analyse(
         )
         with_blocks = {name for name, function in functions if has_with(body_of(function.body))}
         recorders = uses.functions(api.RECORD_STREAM, nested=True)
+        handle_launchers = uses.functions(api.LAUNCH_ON_HANDLE)
         for name, function in functions:
             if name in recorders and assumptions.holds(assumed.RECORDED_SIBLINGS):
                 siblings.extend(unrecorded_siblings(function, imports, helpers.contexts))
@@ -150,6 +151,7 @@ def analyse(
                 or name in with_blocks
                 or name in entered_on
                 or name in recorders
+                or name in handle_launchers
                 or calls_any(name, function, stream_code)
                 or name in default_waiters
                 or helpers.calls_on_receivers(name, function, writers)

@@ -66,6 +66,9 @@ class Kind(enum.Enum):
     AUTOGRAD_FUNCTION = "autograd function"
     """A base class whose subclasses' `backward` autograd calls, after `ctx`, with the
     gradients of their outputs written on the stream current where the backward pass runs."""
+    ADDRESS = "address"
+    """A tensor's memory handed out by its address (`data_ptr()`): code given it may read and
+    write the memory later, on whichever stream it is told (`STREAM_HANDLE`)."""
     REGISTER_HOOK = "register hook"
     """A callable registered for autograd or a module to call later, with tensors written on the
     stream current where it is called: the gradient, the parameter it accumulated into, a
@@ -153,6 +156,9 @@ SYNC_RECEIVER = Operation(Kind.HOST_SYNC, On.RECEIVER)
 QUERY_RECEIVER = Operation(Kind.QUERY, On.RECEIVER)
 RECORD_STREAM = Operation(Kind.RECORD_STREAM, On.STREAM)
 FREE = Operation(Kind.FREE)
+ADDRESS = Operation(Kind.ADDRESS)
+LAUNCH_ON_HANDLE = Operation(Kind.LAUNCH, On.STREAM)
+"""Work launched on a stream given by its raw handle (`STREAM_HANDLE`)."""
 COPY_EITHER = Operation(Kind.COPY, direction=Direction.EITHER)
 """`t.to(...)`: a copy whose direction its arguments decide."""
 COPY_INTO = Operation(Kind.COPY, direction=Direction.EITHER, in_place=True)
@@ -232,9 +238,14 @@ METHODS: tuple[Method, ...] = (
     Method("new_empty", Receiver.TENSOR, Operation(Kind.ALLOC), shared=True),
     Method("new_empty_strided", Receiver.TENSOR, Operation(Kind.ALLOC), shared=True),
     Method("resize_", Receiver.STORAGE, FREE, shared=True),  # with size 0
+    Method("data_ptr", Receiver.TENSOR, ADDRESS, shared=True),
 )
 """Methods, by name: one name, one operation."""
 
+STREAM_HANDLE = "cuda_stream"
+"""The attribute of a stream that is its raw handle: a call given it launches work of code the
+analysis cannot read (a TensorRT engine's `execute_async_v3`, a C++ extension) on that stream,
+which reads and writes the memory whose addresses were handed out (`ADDRESS`)."""
 NON_BLOCKING = "non_blocking"
 """The keyword that makes a COPY whose `blocking` is None asynchronous."""
 PIN_MEMORY = "pin_memory"

@@ -110,6 +110,8 @@ def module_uses(
                 if builds:
                     builders.add(owner)
             elif kind is cst.Attribute:
+                if node.attr.value == api.STREAM_HANDLE:  # type: ignore[attr-defined]
+                    done.add(api.LAUNCH_ON_HANDLE)
                 stack.append(node.value)  # type: ignore[attr-defined]
                 continue
             elif kind in _NO_CALLS:
