@@ -26,7 +26,7 @@ from csan_lint.lint.ordering import Access, FactUpdate, FlowState, Mark, Tracked
 from csan_lint.lint.receivers import Receivers
 from csan_lint.lint.recognize import ContextFunctions
 from csan_lint.lint.run_facts import NO_MODULE_FACTS, ModuleFacts
-from csan_lint.lint.scan import metadata_params, tensor_params
+from csan_lint.lint.scan import metadata_params, tensor_params, used_as_tensors
 from csan_lint.lint.summaries import ANY_OTHER, RETURNED, Effect, PackageIndex, Summary, returned_key, returned_position
 
 if TYPE_CHECKING:
@@ -132,6 +132,19 @@ class Helpers:
         """The module's functions that enter a stream for their caller (`with self._on(s):`)."""
         self.depth = 0
         """Summaries being built, each inside the last: deep call chains stop at _MAX_SUMMARY_DEPTH."""
+        self._tensor_attributes: frozenset[str] | None = None
+
+    def tensor_attribute(self, key: str) -> bool:
+        """`self.x` that some function of the module uses as a tensor (`scan.used_as_tensors`):
+        read elsewhere, it is one too, whoever wrote it."""
+        if self._tensor_attributes is None:
+            self._tensor_attributes = frozenset(
+                used
+                for function in self.functions.values()
+                for used in used_as_tensors(function.body, self.imports)
+                if used.startswith("self.")
+            )
+        return key in self._tensor_attributes
 
     def lookup(
         self,

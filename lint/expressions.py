@@ -115,7 +115,8 @@ class Expressions:
         """An attribute the analysis has not seen written, read as a tensor (`p.grad`, or used as
         one in the function), is the caller's work when `attributes-written-by-caller` holds."""
         last = key.rpartition(".")[2]
-        if last in TENSOR_ATTRIBUTES or (key in self.used_as_tensors and last not in HOST_ATTRIBUTES):
+        used = key in self.used_as_tensors or (self.helpers is not None and self.helpers.tensor_attribute(key))
+        if last in TENSOR_ATTRIBUTES or (used and last not in HOST_ATTRIBUTES):
             assumes = self._assumes(assumed.ATTRIBUTES_WRITTEN_BY_CALLER)
             assumes = assumes or self._unordered_new_stream(self.live.current) is not None
             return assumes or self._observed_written(key) or self._backward_written(key) is not None

@@ -89,3 +89,36 @@ def test_the_source_of_a_copy_to_the_device_is_host_memory() -> None:
         """
     )
     assert lint_source(source, "m.py", assumptions=ON) == lint_source(source, "m.py")
+
+
+TWO_METHODS = """
+import torch
+
+class Interpolator:
+    def __init__(self, model):
+        self.model = model
+        self.stream = torch.cuda.Stream()
+
+    def prepare(self, frame):
+        {prepare}
+
+    def infer(self):
+        with torch.cuda.stream(self.stream):
+            out = self.model(self.frame)
+        self.stream.synchronize()
+        return out
+"""
+
+
+@pytest.mark.parametrize(
+    ("prepare", "found"),
+    [
+        ("self.frame = frame.cuda()\n        self.frame.mul_(1 / 255)", [("CSL101", 15)]),
+        ("self.frame = frame", []),  # nothing says `self.frame` is a tensor
+    ],
+)
+def test_an_attribute_another_method_uses_as_a_tensor_is_one_here(prepare: str, found: list[tuple[str, int]]) -> None:
+    """`self.frame` is only handed to the model in `infer`; `prepare` shows it is a tensor (its
+    in-place method), and `infer` is not told who wrote it last."""
+    source = textwrap.dedent(TWO_METHODS.format(prepare=prepare))
+    assert [(f.code, f.line) for f in lint_source(source, "m.py", assumptions=ON)] == found
