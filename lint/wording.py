@@ -3,6 +3,8 @@ hazard (`message_fields`) and of a host hazard (`host_fields`)."""
 
 from __future__ import annotations
 
+import libcst as cst
+
 from csan_lint.lint.analysis.tokens import CURRENT, DEFAULT, alternatives, choice
 from csan_lint.lint.facts import HostHazard, ModuleFlow
 from csan_lint.lint.hoststate import CAPTURE, Copy
@@ -15,7 +17,8 @@ def message_fields(hazard: Hazard, current: str = f"{CURRENT_STREAM}()") -> dict
     as prose ("side stream 's'"), `{waiter}` the offending stream in short, `{stream_code}` and
     `{other_code}` as code for fixes, with the current stream spelled `current` (as the module's
     fixes spell it); `{verb}`; `{produced}`, what the conflicting access did ("written", or
-    "allocated": its memory may still be in use by work launched there before)."""
+    "allocated": its memory may still be in use by work launched there before); `{block}`, where
+    the offending work starts (its stream `with` block, or its statement)."""
     verb = "written" if hazard.access.write else "read"
     if hazard.returned:  # the caller's next use, after the function returns
         return {
@@ -38,6 +41,7 @@ def message_fields(hazard: Hazard, current: str = f"{CURRENT_STREAM}()") -> dict
         "other_code": _code(hazard.other, current),
         "verb": "first used" if hazard.produced == "allocated" else verb,  # a read or a write races alike
         "produced": _PRODUCED.get(hazard.produced, hazard.produced),
+        "block": "the `with` block" if isinstance(hazard.access.span_node, cst.With) else "this statement",
     }
 
 

@@ -414,7 +414,7 @@ class MissingWaitStream(Rule):
     message = (
         "'{tensor}' was {produced} on {other} and is {verb} on {stream} with no wait_stream/wait_event between them"
     )
-    fix_title = "call `{stream_code}.wait_stream({other_code})` before the `with` block"
+    fix_title = "call `{stream_code}.wait_stream({other_code})` before {block}"
     confirmed_by = (READ_AFTER_WRITE, WRITE_AFTER_WRITE)
 
     VALID = _VALID
