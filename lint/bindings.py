@@ -7,7 +7,7 @@ the other parts (values, streams, effects, accesses).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 import libcst as cst
@@ -125,7 +125,8 @@ class Bindings:
                 self.anypath.borrowed.add(target.value)
                 self.anypath.held_by[target.value] = holder
             key = dotted_name(target)
-            if bound.kind in ("alias", "other", "unknown") and key is not None and self._names_binding(value):
+            aliased = bound.kind in ("alias", "other", "unknown")
+            if aliased and key is not None and names_binding(value, self.imports, self.live.streams):
                 stream = self._stream(value)  # `s = self.copy_stream`, `s = self.streams[i]`: that stream
                 if stream is not None:
                     self.live.streams[key] = stream
@@ -133,16 +134,6 @@ class Bindings:
         if returned and bound.kind in ("result", "other", "unknown"):  # written where the callee made it
             for target in targets:
                 self._bind_returned(target, returned)
-
-    def _names_binding(self, value: cst.BaseExpression) -> bool:
-        """`self.copy_stream`, or an item of a collection of streams (`self.streams[i]`): an
-        expression a stream bound elsewhere may be read through."""
-        if not isinstance(value, cst.Subscript):
-            return dotted_name(value) is not None
-        collection = dotted_name(value.value)
-        return collection is not None and (
-            self.imports.binds_streams(collection) or item_key(collection) in self.live.streams
-        )
 
     def _drops_gradient(self, target: cst.BaseExpression) -> bool:
         """`p.grad = v` (`None`, another tensor) drops the gradient `p` held."""
@@ -353,3 +344,12 @@ def rebound_storage(target: cst.BaseExpression) -> str | None:
     if type(target) is cst.Attribute and target.attr.value == "data":
         return dotted_name(target.value)
     return None
+
+
+def names_binding(value: cst.BaseExpression, imports: ImportTable, streams: Mapping[str, str]) -> bool:
+    """`self.copy_stream`, or an item of a collection of streams (`self.streams[i]`): an
+    expression a stream bound elsewhere may be read through."""
+    if not isinstance(value, cst.Subscript):
+        return dotted_name(value) is not None
+    collection = dotted_name(value.value)
+    return collection is not None and (imports.binds_streams(collection) or item_key(collection) in streams)

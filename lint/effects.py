@@ -17,17 +17,16 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
-from csan_lint.lint.analysis.tokens import CURRENT, HOST, collection_item, event_name, event_token, issued_on, root
+from csan_lint.lint.analysis.tokens import CURRENT, HOST, event_name, event_token, issued_on
 from csan_lint.lint.anypath import AnyPath
-from csan_lint.lint.interpret import SUMMARY
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.nodes import children
-from csan_lint.lint.ordering import Access, FactUpdate, FlowState, Mark, TrackedTensor, join_states
+from csan_lint.lint.ordering import Access, FactUpdate, FlowState, Mark, TrackedTensor
 from csan_lint.lint.receivers import Receivers
 from csan_lint.lint.recognize import ContextFunctions
 from csan_lint.lint.run_facts import NO_MODULE_FACTS, ModuleFacts
-from csan_lint.lint.scan import metadata_params, tensor_params, used_as_tensors
-from csan_lint.lint.summaries import ANY_OTHER, RETURNED, Effect, PackageIndex, Summary, returned_key, returned_position
+from csan_lint.lint.scan import metadata_params, used_as_tensors
+from csan_lint.lint.summaries import ANY_OTHER, RETURNED, PackageIndex, Summary, returned_key, returned_position
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -308,93 +307,12 @@ class Helpers:
         self.summaries[key] = None  # a recursive call, while it is being summarised, does nothing
         self.depth += 1
         try:
-            self.summaries[key] = self._summarise(name, function, on_current)
+            from csan_lint.lint.summarise import summarise  # it runs the interpreter, built on this module
+
+            self.summaries[key] = summarise(self, name, function, on_current)
         finally:
             self.depth -= 1
         return self.summaries[key]
-
-    def _summarise(self, name: str, function: cst.FunctionDef, on_current: frozenset[str]) -> Summary | None:
-        """Runs the function on symbolic arguments: a probe access per stream or event it orders
-        on (an access made before the call) shows, at the returns, what it is ordered before."""
-        if function.asynchronous is not None:
-            return None  # calling it only makes a coroutine
-        params = function.params
-        positional = [p.name.value for p in (*params.posonly_params, *params.params)]
-        if positional and positional[0] in ("self", "cls"):
-            positional = positional[1:]
-        names = frozenset({*positional, *(p.name.value for p in params.kwonly_params)})
-        tokens = {CURRENT, ANY_OTHER, *names}
-        from csan_lint.lint.accesses import FunctionAnalysis  # the interpreter is built on this module
-
-        while True:
-            analysis = FunctionAnalysis(
-                self.imports, {}, function=name, params=tensor_params(function), helpers=self, probes=tokens
-            )
-            analysis.role = SUMMARY
-            analysis.live.streams.update(dict.fromkeys(on_current, CURRENT))
-            analysis.run_function(function.body)
-            if analysis.yields:
-                return None  # calling a generator runs none of its body
-            if analysis.tokens <= tokens:
-                break
-            tokens |= analysis.tokens
-        end = join_states(analysis.exits)
-        if end is None:
-            return None
-
-        def meaningful(token: str) -> bool:
-            first = root(token)
-            handed = first.startswith(RETURNED)  # an event returned beside a tensor (lint/returns.py)
-            item = collection_item(token)
-            if item is not None and not item[1]:
-                return False  # `self.streams[i % n]`: picked by a key of the function's own
-            return (
-                token in (CURRENT, HOST)
-                or handed
-                or first in names
-                or first in ("self", "cls")
-                or first in self.globals
-            )
-
-        def outside(after: frozenset[str]) -> frozenset[str]:
-            return frozenset(token for token in after if meaningful(token))
-
-        rebound = {key for key in analysis.anypath.bound | analysis.anypath.rebound_by_calls if key.startswith("self.")}
-        orders = []
-        for token in sorted(tokens):
-            after = end.tensors[probe_key(token)].writes
-            ordered = next(iter(after)).after if after else frozenset()
-            if token == ANY_OTHER and HOST in ordered:
-                orders.append((token, frozenset({HOST})))
-            elif token != ANY_OTHER and meaningful(token) and outside(ordered) != {token}:
-                orders.append((token, outside(ordered)))
-        effects = {
-            Effect(
-                key, mark.access.stream, mark.access.write, outside(mark.after), mark.access.write and key in rebound
-            )
-            for key, tensor in end.tensors.items()
-            if (key in names and key not in analysis.anypath.bound) or (key.startswith("self.") and key.count(".") == 1)
-            for mark in tensor.writes | tensor.reads
-            if meaningful(mark.access.stream)
-            and (mark.access.write or mark.access.stream != CURRENT or key.startswith("self."))
-        }  # a read of an argument on the caller's stream is the read the call makes anyway; of `self.x`, not
-        returned = {
-            Effect(returned_key(position), mark.access.stream, True, outside(mark.after))
-            for position, mark in analysis.anypath.returned
-            if mark.access.stream != CURRENT and meaningful(mark.access.stream) and not mark.orders(CURRENT)
-        }
-        returned |= _ordered_on_caller(analysis.anypath.returned, outside)
-        allocates = {params & names for params in analysis.anypath.allocated_returns}
-        if not orders and not effects and not returned and not allocates:
-            return None
-        return Summary(
-            tuple(positional),
-            names,
-            tuple(orders),
-            tuple(sorted(effects, key=_replay_order)),
-            tuple(sorted(returned, key=_replay_order)),
-            tuple(sorted(allocates, key=sorted)),
-        )
 
 
 def _on_receiver(found: Callee, token: str) -> str | None:
@@ -402,31 +320,6 @@ def _on_receiver(found: Callee, token: str) -> str | None:
     if found.receiver in (None, "self"):
         return token if found.receiver else None
     return f"{found.receiver}.{token.split('.', 1)[1]}" if "." in token else found.receiver
-
-
-def _ordered_on_caller(
-    returned: set[tuple[int | None, Mark]], outside: Callable[[frozenset[str]], frozenset[str]]
-) -> set[Effect]:
-    """A value made on the caller's stream on every path, then ordered before other streams by
-    the function (`buf = empty_like(x); copy.wait_stream(current)`): the caller's names for it
-    start ordered before those too. The orderings every path made."""
-    paths: dict[int | None, list[Mark]] = {}
-    for position, mark in returned:
-        paths.setdefault(position, []).append(mark)
-    found = set()
-    for position, marks in paths.items():
-        if all(mark.access.stream == CURRENT for mark in marks):
-            after = frozenset.intersection(*(outside(mark.after) for mark in marks))
-            if after - {CURRENT}:
-                found.add(Effect(returned_key(position), CURRENT, True, after))
-    return found
-
-
-def _replay_order(effect: Effect) -> tuple[str, bool, str, tuple[str, ...]]:
-    """Per key, the last writes before the reads made since, as they ran: replayed the other way
-    a write would erase the reads. Never the order of a set of marks, which follows the nodes'
-    addresses and so changes from run to run."""
-    return effect.key, not effect.write, effect.stream, tuple(sorted(effect.after))
 
 
 _HANDED = event_token(f"{RETURNED}[")

@@ -137,7 +137,7 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
             self.state = None
         elif isinstance(node, cst.Del):
             for name in target_keys(node.target):
-                self._forget(name)
+                self.live.forget(name)
         elif isinstance(node, (cst.Break, cst.Continue)) and self.loops:
             loop = self.loops[-1]
             (loop.breaks if isinstance(node, cst.Break) else loop.continues).append(self.live)
@@ -150,7 +150,7 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
 
     def _loop_target(self, target: cst.BaseAssignTargetExpression, iterable: cst.BaseExpression) -> None:
         for name in target_keys(target):
-            self._forget(name)
+            self.live.forget(name)
 
     # ---- bindings
 
@@ -164,7 +164,7 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
                 if key is None:
                     self._host_write(target, value)
                     continue
-                self._forget(key)
+                self.live.forget(key)
                 if source in state.into:
                     state.into[key] = state.into[source]
                 if source in state.unplaced:
@@ -194,7 +194,7 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
             if key is None:
                 self._host_write(target, value)
                 continue
-            self._forget(key)
+            self.live.forget(key)
             self._bind(key, value)
 
     def _bind(self, key: str, value: cst.BaseExpression) -> None:
@@ -236,17 +236,7 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
             state.unplaced[key] = frozenset({Pending(Copy(value, state.current), frozenset({state.current}))})
 
     def _forget(self, key: str) -> None:
-        state = self.live
-        state.into.pop(key, None)
-        state.unplaced.pop(key, None)
-        state.out_of.pop(key, None)
-        state.streams.pop(key, None)
-        state.contexts.pop(key, None)
-        state.pinned -= {key}
-        state.on_host -= {key}
-        state.unrecorded -= {key}
-        state.true -= {key}
-        state.views = {view: base for view, base in state.views.items() if key not in (view, base)}
+        self.live.forget(key)
 
     # ---- where memory lives
 

@@ -80,6 +80,19 @@ class HostState:
     """Local name -> the buffer it is a view of on every path (`cpu = self.buf[:n]`): a copy out
     of the view is one out of the buffer, which the next call of the function meets."""
 
+    def forget(self, key: str) -> None:
+        """`key` is bound anew: nothing known of its old value holds."""
+        self.into.pop(key, None)
+        self.unplaced.pop(key, None)
+        self.out_of.pop(key, None)
+        self.streams.pop(key, None)
+        self.contexts.pop(key, None)
+        self.pinned -= {key}
+        self.on_host -= {key}
+        self.unrecorded -= {key}
+        self.true -= {key}
+        self.views = {view: base for view, base in self.views.items() if key not in (view, base)}
+
     def copy(self) -> HostState:
         return replace(
             self,
