@@ -90,13 +90,17 @@ class ImportTable:
         """`self.x` -> the stream call its property makes on each read (`current_stream`, `default_stream`)."""
         self._project_suffixes = _suffixes(project)
 
-    def add(self, node: cst.Import | cst.ImportFrom | cst.Assign | cst.FunctionDef) -> None:
-        """Learns the names an import binds, that an assignment binds a device module or a stream,
-        or that a property returns the current or the default stream."""
+    def add(self, node: cst.Import | cst.ImportFrom | cst.Assign | cst.AnnAssign | cst.FunctionDef) -> None:
+        """Learns the names an import binds, that an assignment (annotated or not) binds a device
+        module or a stream, or that a property returns the current or the default stream."""
         if isinstance(node, cst.FunctionDef):
             meaning = self._stream_property(node)
             if meaning is not None:
                 self._properties[f"self.{node.name.value}"] = meaning
+            return
+        if isinstance(node, cst.AnnAssign):
+            if node.value is not None:
+                self.add(cst.Assign([cst.AssignTarget(node.target)], node.value))
             return
         if isinstance(node, cst.Assign):
             keys = [key for target in node.targets if (key := dotted_name(target.target)) is not None]

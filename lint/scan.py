@@ -511,7 +511,7 @@ def scan(
             for small in node.body:
                 if isinstance(small, cst.ImportFrom) and small.relative:
                     relative.append(small)
-                elif isinstance(small, (cst.Import, cst.ImportFrom, cst.Assign)):
+                elif isinstance(small, (cst.Import, cst.ImportFrom, cst.Assign, cst.AnnAssign)):
                     imports.add(small)  # an assignment may bind an accelerator object
         elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             name = f"{prefix}{node.name.value}"

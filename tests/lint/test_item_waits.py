@@ -172,7 +172,7 @@ import torch
 
 class Optimizer:
     def __init__(self, n):
-        self.streams = [torch.cuda.Stream() for _ in range(n)]
+        self.streams{annotation} = [torch.cuda.Stream() for _ in range(n)]
 
     def step(self, grad, i):
         flat = grad * 2
@@ -185,6 +185,7 @@ class Optimizer:
 """
 
 
+@pytest.mark.parametrize("annotation", ["", ": list[torch.cuda.Stream]"])
 @pytest.mark.parametrize("key", ["i", "0", "i % len(self.streams)"])
 @pytest.mark.parametrize(
     ("fork", "found"),
@@ -194,11 +195,11 @@ class Optimizer:
     ],
 )
 def test_an_item_bound_to_a_name_is_that_item_of_the_collection(
-    key: str, fork: str, found: list[tuple[str, int]]
+    annotation: str, key: str, fork: str, found: list[tuple[str, int]]
 ) -> None:
     """`stream = self.streams[i]` names an item of the collection the loop forked, not a stream
     of its own that nothing ordered."""
     from csan_lint.lint.engine import lint_source
 
-    source = textwrap.dedent(FORKED_THROUGH_A_NAME).format(fork=fork, key=key)
+    source = textwrap.dedent(FORKED_THROUGH_A_NAME).format(fork=fork, key=key, annotation=annotation)
     assert sorted((f.code, f.line) for f in lint_source(source, "m.py")) == found
