@@ -576,4 +576,6 @@ def test_a_list_of_tensors_a_comprehension_makes_under_its_assumption(before: st
     source = textwrap.dedent(SIDE_USE.format(before=before, use=use))
     on = {(f.code, f.line) for f in lint_source(source, "m.py", assumptions=LISTS)}
     assert (("CSL101", 7) in on) is found
-    assert codes(SIDE_USE.format(before=before, use=use)) == set()  # off by default: a container
+    assert codes(SIDE_USE.format(before=before, use=use)) == on  # on by default
+    off = Assumptions.from_switches([(COMPREHENDED_LISTS_ARE_TENSORS, False)])
+    assert {f.code for f in lint_source(source, "m.py", assumptions=off)} == set()  # off: a container
