@@ -16,7 +16,15 @@ from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.api import Kind, Receiver
 from csan_lint.lint.devices import Place, place_of_result
-from csan_lint.lint.hostfacts import ModuleFacts, is_true, non_blocking, parameter_given, untold_flag, written_buffer
+from csan_lint.lint.hostfacts import (
+    ModuleFacts,
+    is_true,
+    non_blocking,
+    parameter_given,
+    untold_flag,
+    viewed_buffer,
+    written_buffer,
+)
 from csan_lint.lint.hoststate import Copy, HostState, Pending
 from csan_lint.lint.names import DEVICE_SYNC, SET_STREAM, ImportTable, dotted_name
 from csan_lint.lint.values import code_of, is_barrier
@@ -237,7 +245,7 @@ class HostCalls:
         pinned `src`, or (blocking, into a host buffer) a host write."""
         state = self.live
         source = node.args[0].value
-        dst, src = written_buffer(receiver), dotted_name(source)
+        dst, src = written_buffer(receiver), viewed_buffer(source)
         asynchronous = self._non_blocking(node) or (
             len(node.args) > 1 and node.args[1].keyword is None and is_true(node.args[1].value)
         )

@@ -15,7 +15,7 @@ import libcst as cst
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
 from csan_lint.lint.devices import Place, place_of_device
-from csan_lint.lint.hostattributes import SelfAttributes
+from csan_lint.lint.hostattributes import SelfAttributes, view_base
 from csan_lint.lint.names import DEVICE_SYNC, ImportTable, dotted_name
 from csan_lint.lint.nodes import children, descendants
 from csan_lint.lint.recognize import ContextFunctions
@@ -40,10 +40,19 @@ def target_keys(target: cst.CSTNode) -> Iterator[str]:
 
 
 def written_buffer(expr: cst.BaseExpression) -> str | None:
-    """The buffer an expression writes through: `buf`, `buf[i]`, `self.buf[:n]`."""
+    """The buffer an expression writes through: `buf`, `buf[i]`, `self.buf[:n]`, a view of one
+    (`self.buf[:n].numpy()[:]`)."""
+    if (base := view_base(expr)) is not None:
+        return base
     while isinstance(expr, cst.Subscript):
         expr = expr.value
     return dotted_name(expr)
+
+
+def viewed_buffer(expr: cst.BaseExpression) -> str | None:
+    """The buffer whose memory `expr` is: `buf`, or a definite view of it (`self.buf[:n]`,
+    `buf[0].view(t)`, lint/hostattributes.py); None for a gather (`buf[idx]`), new memory."""
+    return view_base(expr) or dotted_name(expr)
 
 
 def is_true(expr: cst.BaseExpression) -> bool:

@@ -177,3 +177,33 @@ def test_a_local_name_or_a_raw_pointer_for_the_buffer_writes_it_too(view: str, w
 def test_a_pointer_that_is_not_into_the_buffer_is_not_a_view() -> None:
     source = staging(view="ctypes.cast(other.data_ptr(), ctypes.POINTER(ctypes.c_int32))")
     assert findings("import ctypes\n" + source.replace("self.lengths[:n] = lengths", "self.lengths[0] = n")) == []
+
+
+THROUGH_VIEWS = """
+import torch
+
+class Zeroer:
+    def setup(self, n):
+        self.ids_host = torch.empty(n, dtype=torch.int64, pin_memory=True)
+        self.ids_device = torch.empty(n, dtype=torch.int64, device="cuda")
+
+    def zero(self, ids, idx):
+        n = len(ids)
+        {write} = ids
+        self.ids_device[:n].copy_({source}, non_blocking=True)
+"""
+
+
+@pytest.mark.parametrize(
+    ("write", "source", "found"),
+    [
+        ("self.ids_host[:n].numpy()[:]", "self.ids_host[:n]", [("CSL302", 11)]),  # views on both sides
+        ("self.ids_host.numpy()[:n]", "self.ids_host", [("CSL302", 11)]),
+        ("self.ids_host[:n]", "self.ids_host[:n].view(torch.int64)", [("CSL302", 11)]),
+        ("self.ids_host[:n]", "self.ids_host[idx]", []),  # a gather copies into new, pageable memory
+    ],
+)
+def test_writes_and_copies_through_views_of_a_kept_buffer_are_the_buffers(
+    write: str, source: str, found: list[tuple[str, int]]
+) -> None:
+    assert findings(THROUGH_VIEWS.format(write=write, source=source)) == found
