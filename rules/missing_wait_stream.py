@@ -278,6 +278,17 @@ _INVALID = [
         """,
         lines=(6,),
     ),
+    Invalid(
+        """
+        import torch
+
+        def infer(context, x, stream):
+            inp = torch.relu(x)
+            context.set_tensor_address("input", inp.data_ptr())
+            context.execute_async_v3(stream.cuda_stream)
+        """,
+        lines=(6,),
+    ),
 ]
 
 
@@ -286,7 +297,10 @@ class MissingWaitStream(Rule):
     ## What it does
     Flags a read or write, inside `with torch.cuda.stream(s):`, of a tensor whose last write
     was launched on the current stream before the block, when nothing orders `s` after that
-    write: no `s.wait_stream(...)`, no `s.wait_event(e)` after `e.record()`, no host sync.
+    write: no `s.wait_stream(...)`, no `s.wait_event(e)` after `e.record()`, no host sync. Code
+    the linter cannot read that is launched on `s` by its raw handle (a TensorRT engine's
+    `execute_async_v3(s.cuda_stream)`) counts as such a block for every tensor whose address
+    (`x.data_ptr()`) was handed out before it.
 
     ## Why is this bad?
     PyTorch's side streams are non-blocking: kernels on `s` do not wait for the current stream.

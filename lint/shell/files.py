@@ -70,6 +70,9 @@ _GENERIC_NEEDS = tuple(sorted(api.generic_words() | {"accelerator", "get_device_
 _NON_BLOCKING = re.compile(api.NON_BLOCKING + r"\s*=\s*(?!False\b)")
 """Any non-blocking copy that is not spelled off; it needs no `cuda` in the file (the tensor may
 arrive as an argument)."""
+_STREAM_HANDLE = re.compile(r"\." + api.STREAM_HANDLE + r"\b")
+"""A stream's raw handle read (`s.cuda_stream`): work launched on it by code the linter cannot
+read; the stream may arrive as an argument."""
 
 
 _STRING_OR_COMMENT = re.compile(
@@ -87,7 +90,8 @@ quote inside a string is the string's). An unterminated one matches nothing and 
 def might_have_findings(text: str, wrappers: frozenset[str] = frozenset()) -> bool:
     """False only for text whose code (strings and comments aside) cannot hold a stream bug: no
     torch.cuda or device-generic stream, event or graph API however imported or reached, no call
-    of a project wrapper (by its last name, `wrappers`), and no non-blocking copy.
+    of a project wrapper (by its last name, `wrappers`), no non-blocking copy and no stream's raw
+    handle.
 
     The whole text is tried first; only a file that passes has its strings and comments blanked
     and is tried again: docs, code generators that write `torch.Event()` into the code they emit,
@@ -98,6 +102,8 @@ def might_have_findings(text: str, wrappers: frozenset[str] = frozenset()) -> bo
 def _mentions_stream_api(text: str, wrappers: frozenset[str]) -> bool:
     """Substring checks first keep it cheap."""
     if api.NON_BLOCKING in text and _NON_BLOCKING.search(text):
+        return True
+    if api.STREAM_HANDLE in text and _STREAM_HANDLE.search(text):
         return True
     if wrappers and any(word in text for word in wrappers):
         if re.search(r"\b(?:" + "|".join(map(re.escape, sorted(wrappers))) + r")\b", text):

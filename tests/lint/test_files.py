@@ -157,6 +157,7 @@ def test_display_path_is_relative_under_cwd_else_absolute(tmp_path: Path) -> Non
         "import torch\nmod = torch.get_device_module('cuda')\ns = mod.Stream()\n",
         "def f():\n    from torch.cuda import Stream\n    return Stream()\n",  # an import in a function
         "import torch\nx = 1\nfrom torch import accelerator\nacc = accelerator\ns = acc.current_stream()\n",
+        "context.execute_async_v3(stream.cuda_stream)\n",  # a stream's raw handle, the stream passed in
     ],
 )
 def test_prefilter_keeps_every_spelling_of_the_stream_api(source: str) -> None:
@@ -176,6 +177,7 @@ def test_prefilter_keeps_every_spelling_of_the_stream_api(source: str) -> None:
         "import torch\nx = torch.Tensor()\n",
         "import torch\ns = mytorch.Stream()\nt = my_accelerator.current_stream()\n",  # other objects' names
         "import torch\nx = 1  # from torch.cuda import Stream: not an import\n",
+        "x = 1  # engine.run(stream.cuda_stream)\n",
     ],
 )
 def test_prefilter_drops_text_without_stream_usage(source: str) -> None:
