@@ -39,6 +39,7 @@ from csan_lint.lint.vocabulary import (
     SYNC_BUILTINS,
     SYNC_METHODS,
     TENSOR_METHODS,
+    VIEW_METHODS,
 )
 
 GRADIENTS = "gradients of a backward pass"
@@ -331,12 +332,14 @@ class Calls:
 
 
 def _addressed(expr: cst.BaseExpression) -> str | None:
-    """The tensor whose memory `expr.data_ptr()` hands out: `x` of `x`, `x[i:]`,
+    """The tensor whose memory `expr.data_ptr()` hands out: `x` of `x`, `x[i:]`, a view of it,
     `x.contiguous()` (a copy where it must be, made from `x`)."""
     while True:
         if isinstance(expr, cst.Subscript):
             expr = expr.value
-        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and not expr.args:
+        elif (
+            isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in VIEW_METHODS
+        ):
             expr = expr.func.value
         else:
             return dotted_name(expr)

@@ -14,7 +14,7 @@ from typing import TypeGuard
 import libcst as cst
 
 from csan_lint.lint.analysis import assumptions as assumed
-from csan_lint.lint.analysis.tokens import collection_item, issued_on
+from csan_lint.lint.analysis.tokens import collection_item, is_named, issued_on
 from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.callers import Caller
 from csan_lint.lint.calls import GRADIENTS
@@ -257,7 +257,7 @@ class Expressions:
             return None
         if "." not in key and not self._callers_tensor(key):
             return None  # a name bound here, or a parameter not known for a tensor (`if flag:`)
-        if not all(part.isidentifier() for part in key.split(".")):
+        if not is_named(key):
             return None  # an item (`self.bufs[]`): the caller's container, not a tensor it wrote
         self.anypath.read_on_fresh[key] = assumption
         return self._written_at_entry(node)
