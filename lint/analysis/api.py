@@ -284,6 +284,7 @@ ACCELERATOR_FACTORIES = frozenset(
     {
         "deepspeed.accelerator.get_accelerator",
         "deepspeed.accelerator.real_accelerator.get_accelerator",
+        "colossalai.accelerator.get_accelerator",
         "torch.get_device_module",
     }
 )
