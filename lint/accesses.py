@@ -104,7 +104,7 @@ class FunctionAnalysis(
         """Names of unknown values that may be tensors: parameters and loop targets."""
         self.used_as_tensors: frozenset[str] = frozenset()
         self.caller = NO_CALLER
-        self.orders_at_calls: dict[str, list[CallSite]] | None = None
+        self.orders_at_calls: dict[str, dict[cst.Call, CallSite]] | None = None
         """Where to note what this function ordered before each call of the module's own (None:
         not noted; a summary's analysis, lint/effects.py)."""
         """What the function takes of its caller (`produced_by_caller`)."""

@@ -11,6 +11,7 @@ interpreted at the call (`Calls._note_orders_at_call`) and is the callee's entry
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -88,9 +89,22 @@ class CallSite(NamedTuple):
     contexts: frozenset[str] = frozenset()
     """Parameters given a stream context (`torch.cuda.stream(s)`): in that call, `with param:`
     enters that stream, `param.stream` (over every call: some call gives one)."""
+    on_entry: frozenset[str] = frozenset()
+    """Parameters given values the caller last wrote on the stream current at the call: written,
+    for the callee, on the stream it is entered on, not on the one its callers' blocks left."""
 
 
 NO_SITE = CallSite(frozenset(), frozenset())
+
+
+def both(one: CallSite, other: CallSite) -> CallSite:
+    """What two calls (or two visits of one call) both show; the stream contexts either gives."""
+    return CallSite(
+        one.ordered & other.ordered,
+        one.unwritten & other.unwritten,
+        one.contexts | other.contexts,
+        one.on_entry & other.on_entry,
+    )
 
 
 def at_every_call(sites: Sequence[CallSite], calls: int) -> CallSite:
@@ -99,11 +113,7 @@ def at_every_call(sites: Sequence[CallSite], calls: int) -> CallSite:
     contexts = frozenset[str]().union(*(site.contexts for site in sites))
     if not sites or len(sites) != calls:
         return NO_SITE._replace(contexts=contexts)
-    return CallSite(
-        frozenset.intersection(*(site.ordered for site in sites)),
-        frozenset.intersection(*(site.unwritten for site in sites)),
-        contexts,
-    )
+    return functools.reduce(both, sites)
 
 
 NO_CALLERS = CallersJoin("", ())

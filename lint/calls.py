@@ -18,7 +18,7 @@ from csan_lint.lint.analysis.api import Kind
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS
 from csan_lint.lint.analysis.tokens import HOST, alternatives, root
 from csan_lint.lint.anypath import AnyPath
-from csan_lint.lint.callers import Caller, CallSite
+from csan_lint.lint.callers import Caller, CallSite, both
 from csan_lint.lint.effects import Callee, Helpers, probe_key
 from csan_lint.lint.kept import keep_item
 from csan_lint.lint.names import DEVICE_SYNC, SET_STREAM, ImportTable, dotted_name
@@ -57,7 +57,7 @@ class Calls:
     live: FlowState
     graphs: dict[str, tuple[set[str], set[str]]]
     entry_stream: str
-    orders_at_calls: dict[str, list[CallSite]] | None
+    orders_at_calls: dict[str, dict[cst.Call, CallSite]] | None
     caller: Caller
     anypath: AnyPath
     # The host's methods from the other parts; those taking keyword-only flags are `...`.
@@ -164,7 +164,16 @@ class Calls:
         contexts = frozenset(  # a stream other than the one current at the call
             param for param, value in given.items() if self._context_stream(value) not in (None, self.live.current)
         )
-        self.orders_at_calls.setdefault(callee, []).append(CallSite(ordered, unwritten, contexts))
+        on_entry = frozenset(param for param, value in given.items() if self._written_here(value))
+        site = CallSite(ordered, unwritten, contexts, on_entry)
+        sites = self.orders_at_calls.setdefault(callee, {})
+        sites[call] = both(sites[call], site) if call in sites else site  # a loop's call, visited again
+
+    def _written_here(self, value: cst.BaseExpression) -> bool:
+        """Whether every write this function tracks of what `value` names was made on the stream
+        current now (a tensor made inside the block the call is in)."""
+        writes = [mark for key in self._tensor_names(value) for mark in self.live.tensors[key].writes]
+        return bool(writes) and all(mark.access.stream == self.live.current for mark in writes)
 
     def _holds_write(self, value: cst.BaseExpression) -> bool:
         """Whether this function tracks a write of what `value` names (its own tensor, or a

@@ -71,11 +71,13 @@ class Returns:
         callers: CallersJoin,
         written_on: str = CURRENT,
         site: CallSite = NO_SITE,
+        entered_on: str = CURRENT,
     ) -> None:
         """The parameters are the caller's. Those annotated as tensors were written by it before
         the call, on `written_on` (an unannotated one may be anything: ready; so is one every
         caller gives a value it holds no write of, `site.unwritten`), ordered before the streams
-        every caller made wait for it first (`site.ordered`), and side-stream work on
+        every caller made wait for it first (`site.ordered`), or on `entered_on` where every caller
+        wrote it on the stream current at the call (`site.on_entry`), and side-stream work on
         them still pending at return is left to it where every caller in the module joins that
         stream itself (`callers`)."""
         params = parameters(function)
@@ -103,9 +105,10 @@ class Returns:
         for param in params:
             name = param.name.value
             if name in self.maybe_tensors and name not in site.unwritten and self._assumes_written(param, used):
-                access = Access(param.name, written_on, True, function, self.function, "by the caller")
+                stream = entered_on if name in site.on_entry else written_on
+                access = Access(param.name, stream, True, function, self.function, "by the caller")
                 self.live.tensors[name] = TrackedTensor(
-                    writes=frozenset({Mark(access, issued_on(written_on) | site.ordered)}), unsure=True
+                    writes=frozenset({Mark(access, issued_on(stream) | site.ordered)}), unsure=True
                 )
 
     def _assumes_written(self, param: cst.Param, used: frozenset[str]) -> bool:

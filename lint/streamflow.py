@@ -158,7 +158,7 @@ def analyse(
                 or helpers.calls_imported_writers(name, function)
             )
         ]
-        at_calls: dict[str, list[CallSite]] = {}
+        at_calls: dict[str, dict[cst.Call, CallSite]] = {}
         ordered_at_entry: dict[str, frozenset[str]] = {}
         calls = _module_calls(functions, entered_on, uses)
         for name, function in _callers_first(interpreted, entered_on, calls, at_calls):
@@ -171,11 +171,12 @@ def analyse(
             analysis.kept_defaults = frozenset(_owner_ambient(name, kept_defaults))
             entry = entered_on.get(name)
             written_on = entry.written_on if entry is not None else CURRENT
-            site = at_every_call(at_calls.get(name, []), calls[name])
+            site = at_every_call(list(at_calls.get(name, {}).values()), calls[name])
             if entry is not None and entry.written_on != CURRENT:  # the callers' writes are on the side stream
                 site = site._replace(ordered=frozenset())
             ordered_at_entry[name] = site.ordered
-            analysis.produced_by_caller(function, CallersJoin(name, functions), written_on, site)
+            stream = entry.stream if entry is not None else CURRENT
+            analysis.produced_by_caller(function, CallersJoin(name, functions), written_on, site, stream)
             if entry is not None:
                 analysis.live.current = entry.stream  # every call of it is made on that stream
             analysis.run_function(function.body)
@@ -207,7 +208,7 @@ def _callers_first(
     interpreted: list[tuple[str, cst.FunctionDef]],
     entered_on: Mapping[str, Entry],
     calls: Mapping[str, int],
-    at_calls: Mapping[str, list[CallSite]],
+    at_calls: Mapping[str, Mapping[cst.Call, CallSite]],
 ) -> Iterator[tuple[str, cst.FunctionDef]]:
     """The functions to interpret, each once every call the module makes of it (`calls`) was
     interpreted where possible (`at_calls` fills as they run): what a caller ordered before
