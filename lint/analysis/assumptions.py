@@ -356,8 +356,8 @@ def offload_grads(model, host, side):
         ENTRY_STREAM_FROM_CALLS,
         "A function every call of which (in its module) is made inside `with stream(S):` is entered on S.",
         "Its body then runs on S, and its tensor parameters were written by the caller on the "
-        "stream current before the block. Off, every function is entered on its caller's current "
-        "stream.",
+        "stream current before the block, except one every call gives a value made inside its "
+        "block (written on S). Off, every function is entered on its caller's current stream.",
         example="""\
 import torch
 

@@ -159,3 +159,66 @@ def run(x, side):
 def test_a_stream_context_a_call_gives_is_entered_by_with(context: str, found: bool) -> None:
     codes = {f.code for f in lint_source(textwrap.dedent(CONTEXT.format(context=context)), "m.py")}
     assert ("CSL101" in codes) is found
+
+
+MADE_IN_BLOCK = """
+import torch
+
+class Reducer:
+    def __init__(self):
+        self.side = torch.cuda.Stream()
+
+    def reduce(self, grads: list[torch.Tensor]):
+        for grad in grads:
+            {made}
+            with torch.cuda.stream(self.side):
+                {inside}
+                self.average(out)
+        torch.cuda.current_stream().wait_stream(self.side)
+
+    def average(self, flat: torch.Tensor):
+        flat.div_(2)
+"""
+
+
+@pytest.mark.parametrize(
+    ("made", "inside", "flagged"),
+    [
+        ("pass", "out = grad.sum(0)", False),  # made on the side stream the callee runs on
+        ("out = grad * 2", "pass", True),  # made on the current stream before the block, no wait
+    ],
+)
+def test_a_parameter_every_caller_makes_in_the_block_is_written_on_the_callees_entry_stream(
+    made: str, inside: str, flagged: bool
+) -> None:
+    """ColossalAI's low-level ZeRO reduces into `received_grad` inside its comm-stream block and
+    hands it to a method: that method's reads are on the stream that wrote it. The call is in a
+    loop, visited until its state settles: it stays one call."""
+    source = textwrap.dedent(MADE_IN_BLOCK.format(made=made, inside=inside))
+    lines = [f.line for f in lint_source(source, "m.py")]
+    assert (17 in lines) == flagged  # `flat.div_(2)`
+
+
+LOOPED_WAIT = """
+import torch
+
+SIDE = torch.cuda.Stream()
+
+def scale(tensor: torch.Tensor):
+    tensor.mul_(0.5)
+
+def reduce(grad: torch.Tensor, steps: int):
+    for _ in range(steps):
+        {wait}
+        with torch.cuda.stream(SIDE):
+            scale(grad)
+    torch.cuda.current_stream().wait_stream(SIDE)
+"""
+
+
+@pytest.mark.parametrize(("wait", "flagged"), [("SIDE.wait_stream(torch.cuda.current_stream())", []), ("pass", [7, 13])])
+def test_a_call_in_a_loop_is_one_call_however_often_the_loop_is_visited(wait: str, flagged: list[int]) -> None:
+    """What every call of `scale` ordered before it is known although the loop's body is
+    interpreted more than once."""
+    source = textwrap.dedent(LOOPED_WAIT.format(wait=wait))
+    assert sorted(f.line for f in lint_source(source, "m.py")) == flagged
