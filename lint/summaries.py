@@ -90,11 +90,12 @@ _MAY_ORDER = re.compile(
     )
     + "|"
     + api.canonical_of(Kind.HOST_SYNC, On.DEVICE).rpartition(".")[2]
-    + r"|cuda\.stream|StreamContext"
+    + "".join(rf"|{name.rpartition('.')[2]}\(" for name in sorted(api.names(Kind.ENTER_STREAM)))
 )
 """Text a module needs for any of its functions to have a summary worth replaying elsewhere: an
 ordering method of a stream or an event (one other objects share, called), a device sync, or a
-stream context as torch.cuda spells it."""
+stream context called by its last name, as every spelling of it ends (`torch.cuda.stream(s)`,
+`get_accelerator().stream(s)`, `StreamContext(s)`)."""
 
 
 _unpickled: dict[str, PackageIndex] = {}

@@ -605,6 +605,24 @@ def test_an_ambiguous_or_unlisted_module_is_not_followed() -> None:
     assert package.sources == {}
 
 
+@pytest.mark.parametrize(
+    "context",
+    ["torch.cuda.stream(side)", "get_accelerator().stream(side)", "torch.cuda.StreamContext(side)"],
+)
+def test_a_module_that_enters_a_stream_in_any_spelling_is_indexed(context: str) -> None:
+    """Which modules have summaries follows the table's stream contexts: a helper that only
+    enters a stream, spelled through DeepSpeed's accelerator, is followed like torch.cuda's."""
+    helper = (
+        "import torch\nfrom deepspeed.accelerator import get_accelerator\n\n\n"
+        f"def scale_on(x, side):\n    with {context}:\n        x.mul_(2)\n"
+    )
+    package = PackageIndex.build([("pkg/comm.py", helper)])
+    assert package.sources.keys() == {"pkg.comm"}
+    train = "import torch\nfrom pkg.comm import scale_on\n\n\ndef step(side):\n"
+    train += "    x = torch.ones(4, device='cuda')\n    scale_on(x, side)\n"
+    assert [(f.code, f.line) for f in lint_source(train, "pkg/train.py", package=package)] == [("CSL101", 7)]
+
+
 def test_module_names_and_the_index_pickles_without_parsed_modules() -> None:
     assert module_name("src/pkg/helpers.py") == "src.pkg.helpers"
     assert module_name("./pkg/__init__.py") == "pkg"
