@@ -27,7 +27,6 @@ from csan_lint.lint.run_facts import NO_MODULE_FACTS, ModuleFacts
 
 __all__ = [
     "CURRENT",
-    "Carried",
     "Copy",
     "Hazard",
     "HazardKind",
@@ -35,7 +34,6 @@ __all__ = [
     "Location",
     "Missing",
     "ModuleFlow",
-    "Sibling",
     "StaleCapture",
 ]
 
@@ -87,42 +85,6 @@ class StaleCapture:
     """How it leaves: "stored in 'self.fn'", "passed to 'store.put'", "returned"."""
 
 
-@dataclass(frozen=True)
-class Sibling:
-    """A tensor read from `holder` and used on the stream that a record of its sibling names (lint/siblings.py)."""
-
-    tensor: str
-    """`h.b`, as the finding names it."""
-    use: cst.CSTNode
-    """Its first use where the recorded stream is current."""
-    statement: cst.CSTNode
-    """The statement of the use."""
-    recorded: str
-    """`h.a`, the sibling that is recorded."""
-    record: cst.Call
-    stream: str
-    """The record's stream argument, as code."""
-    current: bool
-    """Whether that is the current stream where the record is (else a stream the use enters)."""
-
-
-@dataclass(frozen=True)
-class Carried:
-    """A tensor read from a holder whose event a stream waits on, used there unrecorded (lint/carried.py)."""
-
-    tensor: str
-    """`b.x`, `b`: what the finding names."""
-    use: cst.CSTNode
-    statement: cst.CSTNode
-    event: str
-    """The waited event, as code."""
-    wait: cst.Call
-    stream: str
-    """The waiting stream, as code."""
-    current: bool
-    """Whether that is the current stream where the wait is (else a stream the use enters)."""
-
-
 @dataclass
 class ModuleFlow:
     """What the rules read: the module's facts, and where its nodes are (computed on demand)."""
@@ -139,10 +101,6 @@ class ModuleFlow:
     imports: ImportTable = field(default_factory=ImportTable, repr=False)
     functions: Sequence[tuple[str, cst.FunctionDef]] = field(default=(), repr=False)
     """Every function of the module, nested ones too, as lint/scan.py read them."""
-    siblings: list[Sibling] = field(default_factory=list)
-    """Tensors used unrecorded beside a recorded one from the same holder (lint/siblings.py)."""
-    carried: list[Carried] = field(default_factory=list)
-    """Tensors used unrecorded where a stream waits on the event they came with (lint/carried.py)."""
     host_hazards: tuple[HostHazard, ...] = ()
     """Host-side hazards: pending copies, unrecorded events, captures (lint/hostflow.py)."""
     stale_captures: tuple[StaleCapture, ...] = ()

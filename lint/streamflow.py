@@ -27,11 +27,10 @@ from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
 from csan_lint.lint.analysis.tokens import CURRENT
 from csan_lint.lint.analysis.uses import NO_USES, ModuleUses, module_uses
 from csan_lint.lint.callers import Caller, CallersJoin, CallSite, at_every_call
-from csan_lint.lint.carried import unrecorded_carried
 from csan_lint.lint.dataswap import swapped_out
 from csan_lint.lint.defaultjoin import waits_into_default
 from csan_lint.lint.effects import Helpers
-from csan_lint.lint.facts import Carried, ModuleFlow, Sibling
+from csan_lint.lint.facts import ModuleFlow
 from csan_lint.lint.hooks import with_hooks
 from csan_lint.lint.model import NO_SPELLINGS, Spellings
 from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, ImportTable, dotted_name
@@ -51,7 +50,6 @@ from csan_lint.lint.scan import (
     self_calls,
     tensor_params,
 )
-from csan_lint.lint.siblings import unrecorded_siblings
 from csan_lint.lint.summaries import PackageIndex
 
 
@@ -76,8 +74,6 @@ def analyse(
     relative: list[cst.ImportFrom] = []
     module_has_with = scan(module.body, imports, functions, "", classes, relative)
     hazards: dict[tuple[object, ...], Hazard] = {}
-    siblings: list[Sibling] = []
-    carried: list[Carried] = []
     reaches_torch = imports.imports_torch or package is not None  # or through another linted module
     uses = module_uses(module, imports, functions) if reaches_torch else NO_USES
     observed = with_hooks(observed, uses, functions, imports, classes)
@@ -106,14 +102,6 @@ def analyse(
         with_blocks = {name for name, function in functions if has_with(body_of(function.body))}
         recorders = uses.functions(api.RECORD_STREAM, nested=True)
         handle_launchers = uses.functions(api.LAUNCH_ON_HANDLE)
-        for name, function in functions:
-            if name in recorders and assumptions.holds(assumed.RECORDED_SIBLINGS):
-                siblings.extend(unrecorded_siblings(function, imports, helpers.contexts))
-        waiters = uses.functions(api.WAIT_EVENT) if assumptions.holds(assumed.EVENT_CARRIED) else frozenset()
-        recorder_names = frozenset(name.rpartition(".")[2] for name in recorders)
-        for name, function in functions:
-            if name in waiters:
-                carried.extend(unrecorded_carried(function, imports, helpers.contexts, recorder_names))
         writers = {  # called functions that access a tensor on another stream
             name
             for name, function in functions
@@ -197,8 +185,6 @@ def analyse(
         spellings=spellings,
         imports=imports,
         functions=functions,
-        siblings=siblings,
-        carried=carried,
         assumptions=assumptions,
         observed=observed,
     )

@@ -7,7 +7,6 @@ from dataclasses import replace
 
 import libcst as cst
 
-from csan_lint.lint.analysis.assumptions import EVENT_CARRIED, RECORDED_SIBLINGS
 from csan_lint.lint.edits import (
     Fix,
     attach,
@@ -19,8 +18,8 @@ from csan_lint.lint.edits import (
     scope,
     spelled_stream,
 )
-from csan_lint.lint.facts import CURRENT, Carried, Hazard, HazardKind, ModuleFlow, Sibling
-from csan_lint.lint.model import Edit, Finding, Span
+from csan_lint.lint.facts import CURRENT, Hazard, HazardKind, ModuleFlow
+from csan_lint.lint.model import Edit, Finding
 from csan_lint.lint.names import dotted_name
 from csan_lint.lint.rule import Invalid, Rule, Valid
 from csan_lint.lint.wording import message_fields
@@ -318,26 +317,6 @@ class MissingRecordStream(Rule):
     `record_stream` made on the branch that alone binds the stream (`if overlap: stream = side;
     x.record_stream(stream)`, `else: stream = current_stream()`) holds wherever the stream is
     used through that name; the side stream is assumed not used directly on the other branch.
-    By `recorded-sibling-evidence` (off by default, docs/analysis.md), a record of a tensor read from an object
-    (`h.a.record_stream(torch.cuda.current_stream())`) speaks for the others `h` holds: one read
-    from `h` (`h.b`, `getattr(h, "b", None)`) and used where that stream is current (passed to
-    a call, a tensor method, an operand) is reported at that use (so is one used inside `with stream(s):` where
-    the function calls `h.a.record_stream(s)`), unless the function records it (in any way the
-    text shows: a loop over several, `getattr(h, name)`), makes it, hands it on (returns or
-    stores it), or may order the other stream after the use (a host sync, a wait by a stream
-    other than the recorded one). `self`, `cls` and tensors (`p.grad.record_stream(...)`) hold
-    unrelated attributes: a record of one of theirs says nothing of the others; nor are streams
-    and events (`h.copy_stream`, an argument of `wait_stream`) tensors.
-    By `event-carried-evidence` (off by default), a wait on an event read from an object a call handed over (`b =
-    await queue.get()`; `s.wait_event(b.ready)`, `b.pop("ready").event`, `e.wait(s)`; or `x,
-    ready = queue.get()`) speaks for the object's tensors: one read from it (`b.x`, `b["x"]`,
-    `b.get("x")`, or `x`) and used like a tensor where the waiting stream is current, or the
-    object passed whole to a call there (`step(**b)`), is reported at that use, unless the
-    function records one of them in any way the text shows (also by passing the object to a
-    function of the module that calls `record_stream`, or to any call together with the waiting
-    stream), the object escapes (returned, stored, handed to a constructor), was made here, is
-    `self`'s or the caller's (a parameter, a loop item: the caller may keep it alive), or the
-    function may order the other stream after the use (a host sync, a wait by another stream).
 
     ## Known problems
     Only tensors allocated in the function by an assignment are followed, plus tensors freed
@@ -383,9 +362,8 @@ class MissingRecordStream(Rule):
     be used on another stream: kept in an attribute, or allocated inside a stream block (a local
     made on the entry stream is used on that stream alone). A tensor kept beside a recorded one
     may have been made on the stream that uses it after all (the record speaks for its own
-    tensor only): that finding is false. Siblings on `self`, items of containers kept side by
-    side (`h.c1.pop(k)` recorded, `h.c2.pop(k)` not), and objects that hold tensors (a
-    `KeyedTensor` used through its methods) are not followed. Rebinding `x.data` releases the
+    tensor only): that finding is false. Objects that hold tensors (a `KeyedTensor` used
+    through its methods) are not followed. Rebinding `x.data` releases the
     memory `x` held, like `del`. By `data-swap-release`, weights a method swaps in on a stream
     (`p.data = host.to(dev, non_blocking=True)` in its block, with no wait of that stream on the
     caller's before it) are memory of that stream's pool: another method that swaps them out
@@ -437,74 +415,6 @@ class MissingRecordStream(Rule):
                 # handed over by another method: the record belongs there, on the caller's stream
                 kept = hazard.dropped or hazard.handed_by is not None
                 yield finding if kept else attach(finding, record_after_use(flow, hazard))
-        for sibling in flow.siblings:
-            yield replace(self._sibling(flow, sibling), assumptions=(RECORDED_SIBLINGS,))
-        for carried in flow.carried:
-            yield replace(self._carried(flow, carried), assumptions=(EVENT_CARRIED,))
-
-    sibling_message = (
-        "'{tensor}' is used on {stream} with no record_stream, though line {record_line} records its sibling"
-        " '{recorded}' there as made on another stream: once '{holder}' drops '{tensor}', that stream may reuse"
-        " its block while this use is still pending"
-    )
-    sibling_fix = (
-        "call `{tensor}.record_stream({stream_code})` after the use, as line {record_line} does for '{recorded}'"
-    )
-
-    def _sibling(self, flow: ModuleFlow, sibling: Sibling) -> Finding:
-        fields = {
-            "tensor": sibling.tensor,
-            "stream": "the current stream" if sibling.current else f"stream '{sibling.stream}'",
-            "recorded": sibling.recorded,
-            "holder": sibling.tensor.rpartition(".")[0],
-            "record_line": str(flow.line(sibling.record)),
-            "stream_code": sibling.stream,
-        }
-        return self._at(flow, sibling.use, sibling.statement, fields, self.sibling_message, self.sibling_fix)
-
-    carried_message = (
-        "'{tensor}' came with the event '{event}' that {stream} waits on at line {wait_line}: it was made on the"
-        " stream that recorded the event, and is used here with no record_stream; once it is dropped, that"
-        " stream may reuse its block while this use is still pending"
-    )
-    carried_fix = "call `record_stream({stream_code})` on the tensors of '{tensor}' after the wait at line {wait_line}"
-
-    def _carried(self, flow: ModuleFlow, carried: Carried) -> Finding:
-        fields = {
-            "tensor": carried.tensor,
-            "event": carried.event,
-            "stream": "the current stream" if carried.current else f"stream '{carried.stream}'",
-            "wait_line": str(flow.line(carried.wait)),
-            "stream_code": carried.stream,
-        }
-        return self._at(flow, carried.use, carried.statement, fields, self.carried_message, self.carried_fix)
-
-    def _at(
-        self,
-        flow: ModuleFlow,
-        use: cst.CSTNode,
-        statement: cst.CSTNode,
-        fields: dict[str, str],
-        message: str,
-        fix: str,
-    ) -> Finding:
-        """A finding at `use` whose message and fix are written from `fields`."""
-        where, around = flow.range(use), flow.range(statement)
-        finding = self.finding(
-            flow.path,
-            line=where.start.line,
-            column=where.start.column + 1,
-            end_line=where.end.line,
-            end_column=where.end.column + 1,
-            span=Span(around.start.line, around.end.line),
-            other="another stream",
-            other_code=fields["stream_code"],
-            release="",
-            assumptions=(),
-            observed=(),
-            **fields,
-        )
-        return replace(finding, message=message.format(**fields), fix=fix.format(**fields))
 
 
 def _release(flow: ModuleFlow, hazard: Hazard) -> str:

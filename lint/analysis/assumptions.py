@@ -34,8 +34,6 @@ UNTOLD_NON_BLOCKING_FLAGS = "untold-non-blocking-flags-may-be-true"
 FRESH_STREAMS_READ_CALLERS_DATA = "fresh-streams-read-callers-data"
 NEVER_WAITING_STREAMS_READ_CALLERS_DATA = "never-waiting-streams-read-callers-data"
 # The evidence entries' names, asked as the others are (lint/analysis/evidence.py):
-RECORDED_SIBLINGS = evidence.RECORDED_SIBLINGS
-EVENT_CARRIED = evidence.EVENT_CARRIED
 DATA_SWAP = evidence.DATA_SWAP
 CONTAINER_HANDOVER = evidence.CONTAINER_HANDOVER
 DEFAULT_STREAM_JOIN = evidence.DEFAULT_STREAM_JOIN

@@ -28,7 +28,7 @@ def module_facts(
     assumptions: Assumptions = DEFAULT_ASSUMPTIONS,
     observed: ModuleFacts = NO_MODULE_FACTS,
 ) -> ModuleFlow:
-    """The stream flow (lint/streamflow.py: stream hazards, siblings, carried tensors), then the
+    """The stream flow (lint/streamflow.py: stream hazards), then the
     host hazards (lint/hostflow.py) and the stale stream captures (lint/deferred.py) on it.
     `observed`: what test runs saw of the module's functions, which settles assumptions."""
     flow = analyse(module, path, package=package, spellings=spellings, assumptions=assumptions, observed=observed)

@@ -1,75 +1,19 @@
 """The evidence entries of the table of assumptions: a shape of code taken as evidence of a
-second stream the function does not show (a `record_stream` of a sibling, an event carried,
-a swap of `p.data`, a default-stream join, a captured current stream). The producer and
-entry-stream entries, and the API to ask them, are lint/analysis/assumptions.py. Pure data.
+second stream the function does not show (a swap of `p.data`, a container handed over, a
+default-stream join, a captured current stream). The producer and entry-stream entries, and
+the API to ask them, are lint/analysis/assumptions.py. Pure data.
 """
 
 from __future__ import annotations
 
 from csan_lint.lint.analysis.assumption import Assumption
 
-RECORDED_SIBLINGS = "recorded-sibling-evidence"
-EVENT_CARRIED = "event-carried-evidence"
 DATA_SWAP = "data-swap-release"
 CONTAINER_HANDOVER = "container-handover"
 DEFAULT_STREAM_JOIN = "default-stream-join"
 STALE_STREAM_CAPTURE = "stale-stream-capture"
 
 EVIDENCE: tuple[Assumption, ...] = (
-    Assumption(
-        RECORDED_SIBLINGS,
-        "A function that records one tensor of an object on its stream says the object's other "
-        "tensors it uses there came from another stream too (lint/siblings.py).",
-        "The `record_stream` is the evidence of a hand-over between streams that the function does not otherwise show."
-        " Off by default since round 15: with `assumptions.py` on the development data it finds only the corpus bug it"
-        " was built from and nothing among the 128 known bugs of held-out sets 1-8 nor in the eleven repositories.",
-        example="""\
-import torch
-
-
-def combine(node, output):
-    residual = node.state.residual
-    extra = node.state.extra
-    out = output + extra
-    out = out + residual
-    residual.record_stream(torch.cuda.current_stream())
-    node.state.residual = None
-    return out
-""",
-        when_on=(("CSL201", 7),),
-        when_off=(),
-        default=False,
-        rules=("CSL201",),
-        evidence=True,
-    ),
-    Assumption(
-        EVENT_CARRIED,
-        "A function that waits on an event read from an object says the object's tensors were "
-        "made on the stream that recorded it (lint/carried.py).",
-        "The wait is the evidence of a producer on another stream, whose allocator may reuse the "
-        "tensors' blocks once the object is dropped. Off by default since round 15: with `assumptions.py` on the "
-        "development data it finds only the corpus bug it was built from and nothing among the 128 known bugs of "
-        "held-out sets 1-8 nor in the eleven repositories.",
-        example="""\
-import torch
-
-
-class Worker:
-    async def consume(self, queue):
-        with torch.cuda.stream(self.stream):
-            while True:
-                batch = await queue.get()
-                ready = batch.pop("ready", None)
-                if ready is not None:
-                    self.stream.wait_event(ready.event)
-                await self.step(**batch)
-""",
-        when_on=(("CSL201", 12),),
-        when_off=(),
-        default=False,
-        rules=("CSL201",),
-        evidence=True,
-    ),
     Assumption(
         DATA_SWAP,
         "Weights swapped out through `.data` release memory a side stream swapped in (lint/dataswap.py).",

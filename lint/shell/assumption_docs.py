@@ -23,11 +23,11 @@ the assumptions it rests on (`assumptions` in `--format json`). Switch one for a
 ```toml
 [tool.csan-lint.assumptions]
 attributes-written-by-caller = true
-recorded-sibling-evidence = false
+stale-stream-capture = false
 ```
 
 *Evidence* entries take a shape of code as evidence of a second stream the function does not
-show (a `record_stream`, an event wait). Defaults are measured on code we did not write:
+show (a swap of `p.data`, a container handed over). Defaults are measured on code we did not write:
 `python benchmarks/realworld/assumptions.py` flips each one on the corpus and whole
 repositories and prints what it finds and costs (benchmarks/realworld/README.md).
 

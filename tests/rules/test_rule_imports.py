@@ -73,7 +73,7 @@ def test_a_rule_imports_only_facts_wording_edits_and_the_rule_base(path: Path) -
         ("from csan_lint.lint.names import ImportTable", None),
         ("from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS", None),
         ("import csan_lint.lint.facts", None),
-        ("from ..lint.carried import unrecorded_carried", "from csan_lint.lint.carried import unrecorded_carried"),
+        ("from ..lint.hostflow import host_hazards", "from csan_lint.lint.hostflow import host_hazards"),
     ],
 )
 def test_the_check_rejects_a_rule_that_reaches_into_the_analysis(
