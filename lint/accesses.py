@@ -327,7 +327,6 @@ class FunctionAnalysis(
         produced: Produced = "written",
         returned: bool = False,
         dropped: bool = False,
-        handed_by: str | None = None,
         callers: bool = False,
         rests_on: frozenset[str] = frozenset(),
     ) -> None:
@@ -340,8 +339,8 @@ class FunctionAnalysis(
         if (produced == "by the caller" or callers) and access.stream in self.anypath.waits_callers_event:
             return
         origin = origin if origin != self.function else None
-        rests = self._rests_on(tensor, produced, handed_by) | rests_on
-        fields = (kind, tensor, access, other, release, self.function, origin, produced, returned, dropped, handed_by)
+        rests = self._rests_on(tensor, produced) | rests_on
+        fields = (kind, tensor, access, other, release, self.function, origin, produced, returned, dropped)
         hazard = Hazard(*fields, assumptions=rests)
         key = (kind, tensor, access.node, other)
         found = self.hazards.setdefault(key, hazard)

@@ -57,7 +57,6 @@ class Bindings:
     state: FlowState | None
     live: FlowState
     # The host's methods from the other parts; those taking keyword-only flags are `...`.
-    _kept_for_caller: Callable[[str, str | None], None]
     _item_of_callers: Callable[[cst.BaseExpression], bool]
     _value: Callable[[cst.BaseExpression], Value]
     _fresh: Callable[[cst.BaseExpression], bool]
@@ -114,9 +113,6 @@ class Bindings:
             self._bind(target, bound)
             self._allocated(target, value)
             kept_items(self.live.tensors, target, value)
-            if isinstance(target, cst.Subscript) and isinstance(value, (cst.Tuple, cst.List)):
-                for item in value.elements:  # `self.c[k] = (t, event)`: the tuple keeps `t`
-                    self._kept_for_caller(dotted_name(target.value) or "", dotted_name(item.value))
             if isinstance(target, cst.Name) and self._item_of_callers(value):
                 self.anypath.borrowed.add(target.value)
             elif isinstance(target, cst.Name) and (holder := self._holder(value)) is not None:
@@ -183,8 +179,6 @@ class Bindings:
         if isinstance(target, cst.StarredElement):
             self._bind(target.value, value)
             return
-        if isinstance(target, cst.Subscript) and value.kind == "alias":
-            self._kept_for_caller(dotted_name(target.value) or "", value.source)
         if isinstance(target, cst.Subscript) and (listed := dotted_name(target.value)) in self.anypath.lists:
             self._demote(listed, proven=True)  # an item of the list replaced: its items are no longer one
             return

@@ -80,7 +80,6 @@ class Calls:
     _free: Callable[[str, cst.Call], None]
     _bind: Callable[[cst.BaseExpression, Value], None]
     _demote: Callable[..., None]
-    _kept_for_caller: Callable[[str, str | None], None]
     _write_target: Callable[..., None]
     _for_streams_passed: Callable[[Callee, cst.Call, str | None], Callee]
     _replay_orders: Callable[[Callee, cst.Call], None]
@@ -247,7 +246,6 @@ class Calls:
                 self._demote(key, proven=method != "values")  # a sparse tensor has `.values()` too
             stores = method in STORING_METHODS and not (method in TENSOR_METHODS and self._is_tensor(receiver))
             if method == "append" and key is not None and len(node.args) == 1:
-                self._kept_for_caller(key, dotted_name(node.args[0].value))
                 keep_item(self.live.tensors, key, node.args[0].value)
             if is_constructor(method):
                 self._read_moved(node)

@@ -13,12 +13,10 @@ from dataclasses import replace
 
 import libcst as cst
 
-from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.tokens import CURRENT, distinct
 from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.callers import Caller
 from csan_lint.lint.effects import Helpers
-from csan_lint.lint.handover import handed_out, records, stash_dropped
 from csan_lint.lint.names import dotted_name
 from csan_lint.lint.ordering import Access, FlowState, Hazard, HazardKind, Mark, TrackedTensor
 from csan_lint.lint.views import view_base, viewed
@@ -195,37 +193,6 @@ class Lifetimes:
         for key, stream, access in self.anypath.recorded_on_pool.values():
             if self.anypath.used_off_pool.get(key, set()) - {stream}:
                 self._record_on_pool(key, access, stream)
-
-    def _kept_for_caller(self, container: str, name: str | None) -> None:
-        """`self.c[k] = t`, `self.c.append(t)`, `t` allocated here from a side stream's pool,
-        and a method of the class hands the items of `self.c` to its caller with no
-        `record_stream`: the caller uses and drops `t` on its own stream, and the side stream
-        may reuse the block at once."""
-        tensor = self.live.tensors.get(name) if name is not None else None
-        owner = (self.function or "").rpartition(".")[0]
-        if name is None or tensor is None or tensor.pool is None or self.silent or self.helpers is None or not owner:
-            return
-        if not self.helpers.assumptions.holds(assumed.CONTAINER_HANDOVER):
-            return
-        if not container.startswith("self.") or container.count(".") != 1:
-            return
-        if not distinct(tensor.pool, self.entry_stream) or self.entry_stream in tensor.recorded:
-            return
-        function = self.helpers.functions.get(self.function or "")
-        if function is not None and records(function, name):
-            return  # recorded after it is stored
-        found: tuple[str, cst.CSTNode] | None = handed_out(
-            owner, container, self.helpers.functions, self.helpers.classes
-        )
-        if found is None:  # returned here and kept in a stash the class drops (`del self.c[k]`)
-            dropped = stash_dropped(self.function or "", name, container, self.helpers.functions, self.helpers.classes)
-            found = (self.function or "", dropped) if dropped is not None else None
-        if found is None:
-            return
-        method, node = found
-        for mark in tensor.writes:
-            access = replace(mark.access, stream=self.entry_stream, write=False)
-            self._hazard(HazardKind.FREE_IN_USE, name, access, tensor.pool, node, returned=True, handed_by=method)
 
     def _item_of_callers(self, value: cst.BaseExpression) -> bool:
         """`self.buffers[k]`, `params[i]`: an item of a container the caller owns (for a function

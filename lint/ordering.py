@@ -150,9 +150,6 @@ class Hazard:
     """FREE_IN_USE of a tensor the caller allocated (on `other`) and passed in a list: `access`
     uses it on a side stream and is still pending when the function returns, so the caller's
     release of the list frees the block under it."""
-    handed_by: str | None = None
-    """FREE_IN_USE of a tensor kept in a container on `self`: the method that hands it to its
-    caller (at `release`, its `return`), who uses and drops it on `access.stream`."""
     no_op: bool = False
     """`access` is a call that does nothing where it stands: a stream waiting on itself
     (`s.wait_stream(current_stream())` inside `with stream(s):`, READ_AFTER_WRITE: `access.stream`

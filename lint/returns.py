@@ -124,7 +124,7 @@ class Returns:
             )
         return param.name.value in used
 
-    def _rests_on(self, tensor: str, produced: Produced, handed_by: str | None) -> frozenset[str]:
+    def _rests_on(self, tensor: str, produced: Produced) -> frozenset[str]:
         """The assumptions a hazard of this function takes for granted: the producer of a value
         written by the caller, the stream the function is entered on, a hand-over through `self`."""
         rests: set[str] = set()
@@ -143,8 +143,6 @@ class Returns:
             )
         if self.entry_stream != CURRENT:
             rests.add(assumed.ENTRY_STREAM_FROM_CALLS)
-        if handed_by is not None:
-            rests.add(assumed.CONTAINER_HANDOVER)
         if tensor in self.anypath.lists:
             rests.add(assumed.COMPREHENDED_LISTS_ARE_TENSORS)
         return frozenset(rests)

@@ -23,8 +23,7 @@ def message_fields(hazard: Hazard, current: str = f"{CURRENT_STREAM}()") -> dict
     if hazard.returned:  # the caller's next use, after the function returns
         return {
             "tensor": hazard.tensor,
-            "stream": f"the caller's stream after '{hazard.handed_by or hazard.function}' "
-            + ("hands it over" if hazard.handed_by else "returns"),
+            "stream": f"the caller's stream after '{hazard.function}' returns",
             "waiter": "the caller's stream",
             "other": _describe(hazard.other),
             "stream_code": current,

@@ -20,7 +20,6 @@ from csan_lint.lint.edits import (
 )
 from csan_lint.lint.facts import CURRENT, Hazard, HazardKind, ModuleFlow
 from csan_lint.lint.model import Edit, Finding
-from csan_lint.lint.names import dotted_name
 from csan_lint.lint.rule import Invalid, Rule, Valid
 from csan_lint.lint.wording import message_fields
 from csan_lint.runtime.kinds import FREE_IN_USE
@@ -333,19 +332,8 @@ class MissingRecordStream(Rule):
     `self`) and handed over with no `record_stream` for the caller's stream, it is reported at
     the `return`/`yield`, even where the caller would keep it alive until the allocating stream
     waits for it; so is one stored in an attribute of an argument (not `self`) or of an item
-    iterating one gives (`it.feature = t`), where it is stored. So is one stored in a container
-    on `self` (`self.state[k] = t`, `self.queue.append(t)`) that a public method of the class
-    (or one it inherits from the module) returns an item of (`self.state.pop(k)`,
-    `self.state[k]`, `.get(k)`, or a name bound to one) with no `record_stream` call anywhere in
-    that method, nor of the tensor in the method that stores it: reported at the tensor's last
-    write before it is stored (where it is made). So is one a function both returns (or a view
-    of it) and stores in a container on `self` (a stash; also in a tuple, `self.c[k] = (t,
-    event)`) whose entries a function of the class (a nested hook closing over `self` included)
-    drops (`del self.c[k]`, `self.c.pop(k)`, `.clear()`, `self.c = {}` out of `__init__`), with
-    no `record_stream` of an item of that container anywhere in the class (a record on one
-    branch is taken to protect them all): the caller may hold the tensor, or a view of it, past
-    the drop, whatever was waited for before it; a stash never dropped keeps the tensor alive
-    and is not reported. What a static or class method of the module called on its class
+    iterating one gives (`it.feature = t`), where it is stored. A tensor stored in a container
+    on `self` and handed out by another method is not followed. What a static or class method of the module called on its class
     (`Helper.reload(...)`) returns is memory made by the call where the helper allocates it on a
     path the arguments allow (a parameter it tests `is None` passed as `None`, as a name bound
     to `None` anywhere in the caller, or left to its default). The items of a list passed in by
@@ -412,24 +400,12 @@ class MissingRecordStream(Rule):
                     release=_release(flow, hazard),
                 )
                 # a loop item of the caller's: recorded after the block, the name is the last item only
-                # handed over by another method: the record belongs there, on the caller's stream
-                kept = hazard.dropped or hazard.handed_by is not None
-                yield finding if kept else attach(finding, record_after_use(flow, hazard))
+                yield finding if hazard.dropped else attach(finding, record_after_use(flow, hazard))
 
 
 def _release(flow: ModuleFlow, hazard: Hazard) -> str:
     if hazard.dropped:
         return f"left to the caller, who may drop it at once, when '{hazard.function}' returns (no record_stream)"
-    if hazard.handed_by is not None and isinstance(hazard.release, (cst.Del, cst.Call, cst.Assign)):
-        return (
-            f"released by the caller, who may hold it (or a view of it) past its removal from"
-            f" '{_stash(hazard.release)}' at line {flow.line(hazard.release)} (no record_stream)"
-        )
-    if hazard.handed_by is not None and hazard.release is not None:
-        return (
-            "released by the caller (kept in a container on self, handed over"
-            f" at line {flow.line(hazard.release)} with no record_stream)"
-        )
     if hazard.returned:
         return f"released by the caller (handed over at line {flow.line(hazard.access.node)} with no record_stream)"
     if hazard.release is None:
@@ -438,17 +414,6 @@ def _release(flow: ModuleFlow, hazard: Hazard) -> str:
         return f"freed by resizing its storage to 0 at line {flow.line(hazard.release)}"
     verb = "deleted" if isinstance(hazard.release, cst.Del) else "rebound"
     return f"{verb} at line {flow.line(hazard.release)}"
-
-
-def _stash(drop: cst.Del | cst.Call | cst.Assign) -> str:
-    """The container a stash drop removes from: `del self.c[k]`, `self.c.pop(k)`, `self.c = {}`."""
-    if isinstance(drop, cst.Assign):
-        held: cst.BaseExpression = next(t.target for t in drop.targets if isinstance(t.target, cst.Attribute))
-    elif isinstance(drop, cst.Del):
-        held = drop.target.value if isinstance(drop.target, cst.Subscript) else drop.target
-    else:
-        held = drop.func.value if isinstance(drop.func, cst.Attribute) else drop.func
-    return dotted_name(held) or "its container"
 
 
 def record_after_use(flow: ModuleFlow, hazard: Hazard) -> Fix | None:

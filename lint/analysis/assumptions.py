@@ -35,7 +35,6 @@ FRESH_STREAMS_READ_CALLERS_DATA = "fresh-streams-read-callers-data"
 NEVER_WAITING_STREAMS_READ_CALLERS_DATA = "never-waiting-streams-read-callers-data"
 # The evidence entries' names, asked as the others are (lint/analysis/evidence.py):
 DATA_SWAP = evidence.DATA_SWAP
-CONTAINER_HANDOVER = evidence.CONTAINER_HANDOVER
 DEFAULT_STREAM_JOIN = evidence.DEFAULT_STREAM_JOIN
 STALE_STREAM_CAPTURE = evidence.STALE_STREAM_CAPTURE
 

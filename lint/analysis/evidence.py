@@ -1,6 +1,6 @@
 """The evidence entries of the table of assumptions: a shape of code taken as evidence of a
-second stream the function does not show (a swap of `p.data`, a container handed over, a
-default-stream join, a captured current stream). The producer and entry-stream entries, and
+second stream the function does not show (a swap of `p.data`, a default-stream join, a
+captured current stream). The producer and entry-stream entries, and
 the API to ask them, are lint/analysis/assumptions.py. Pure data.
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 from csan_lint.lint.analysis.assumption import Assumption
 
 DATA_SWAP = "data-swap-release"
-CONTAINER_HANDOVER = "container-handover"
 DEFAULT_STREAM_JOIN = "default-stream-join"
 STALE_STREAM_CAPTURE = "stale-stream-capture"
 
@@ -41,37 +40,6 @@ class Offloader:
         when_on=(("CSL201", 17),),
         when_off=(),
         default=True,
-        rules=("CSL201",),
-        evidence=True,
-    ),
-    Assumption(
-        CONTAINER_HANDOVER,
-        "A tensor a method keeps in `self.c[k]` and another method hands back is used and "
-        "dropped by that method's caller, on the caller's stream (lint/handover.py).",
-        "So one allocated on a side stream needs `record_stream` for the caller's stream. Off by default since round "
-        "15: with `assumptions.py` on the development data it finds only the corpus bugs it was built from and nothing"
-        " among the 128 known bugs of held-out sets 1-8 nor in the eleven repositories.",
-        example="""\
-import torch
-
-
-class Offloader:
-    def __init__(self):
-        self.h2d = torch.cuda.Stream()
-        self.state = {}
-
-    def reload(self):
-        with torch.cuda.stream(self.h2d):
-            for label, cpu in self.state.items():
-                gpu = cpu.to("cuda", non_blocking=True)
-                self.state[label] = gpu
-
-    def tensor_pop(self, label):
-        return self.state.pop(label)
-""",
-        when_on=(("CSL201", 12),),
-        when_off=(),
-        default=False,
         rules=("CSL201",),
         evidence=True,
     ),
