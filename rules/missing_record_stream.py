@@ -333,10 +333,11 @@ class MissingRecordStream(Rule):
     the `return`/`yield`, even where the caller would keep it alive until the allocating stream
     waits for it; so is one stored in an attribute of an argument (not `self`) or of an item
     iterating one gives (`it.feature = t`), where it is stored. A tensor stored in a container
-    on `self` and handed out by another method is not followed. What a static or class method of the module called on its class
-    (`Helper.reload(...)`) returns is memory made by the call where the helper allocates it on a
-    path the arguments allow (a parameter it tests `is None` passed as `None`, as a name bound
-    to `None` anywhere in the caller, or left to its default). The items of a list passed in by
+    on `self` and handed out by another method is not followed. What a static or class method
+    of the module called on its class (`Helper.reload(...)`) returns is memory made by the call
+    where the helper allocates it on a path the arguments allow (a parameter it tests `is None`
+    passed as `None`, as a name bound to `None` anywhere in the caller, or left to its
+    default). The items of a list passed in by
     the caller (`for buf in bucket:`, also through `zip`/`enumerate`) are the caller's,
     allocated on its stream outside any block (also where the function is entered on a side
     stream): one written on a side stream and still pending when the function returns, never

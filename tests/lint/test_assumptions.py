@@ -50,12 +50,15 @@ def test_a_finding_the_code_shows_rests_on_nothing() -> None:
 
 def test_config_table_and_command_line_switch_assumptions(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text(
-        "[tool.csan-lint.assumptions]\nattributes-written-by-caller = true\nrebound-data-releases-callers-memory = false\n"
+        "[tool.csan-lint.assumptions]\nattributes-written-by-caller = true\n"
+        "rebound-data-releases-callers-memory = false\n"
     )
     config = load_config([str(tmp_path)])
     assert config.assumptions.holds("attributes-written-by-caller")
     assert not config.assumptions.holds("rebound-data-releases-callers-memory")
-    flipped = load_config([str(tmp_path)], assume=["rebound-data-releases-callers-memory=on", "attributes-written-by-caller=off"])
+    flipped = load_config(
+        [str(tmp_path)], assume=["rebound-data-releases-callers-memory=on", "attributes-written-by-caller=off"]
+    )
     assert flipped.assumptions.holds("rebound-data-releases-callers-memory")
     assert not flipped.assumptions.holds("attributes-written-by-caller")
     assert settings_key(config) != settings_key(flipped) != settings_key(load_config([str(tmp_path)], assume=[]))

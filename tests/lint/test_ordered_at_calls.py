@@ -216,7 +216,9 @@ def reduce(grad: torch.Tensor, steps: int):
 """
 
 
-@pytest.mark.parametrize(("wait", "flagged"), [("SIDE.wait_stream(torch.cuda.current_stream())", []), ("pass", [7, 13])])
+@pytest.mark.parametrize(
+    ("wait", "flagged"), [("SIDE.wait_stream(torch.cuda.current_stream())", []), ("pass", [7, 13])]
+)
 def test_a_call_in_a_loop_is_one_call_however_often_the_loop_is_visited(wait: str, flagged: list[int]) -> None:
     """What every call of `scale` ordered before it is known although the loop's body is
     interpreted more than once."""
