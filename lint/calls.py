@@ -9,6 +9,7 @@ the other parts (bindings, values, streams, effects).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
 
 import libcst as cst
 
@@ -76,7 +77,8 @@ class Calls:
     _made_current: Callable[[str], None]
     _order: Callable[[MarkUpdate], None]
     _record_stream: Callable[[cst.Call, cst.BaseExpression, cst.BaseExpression], None]
-    _replay: Callable[[str, cst.Call], None]
+    _replay: Callable[[tuple[AbstractSet[str], AbstractSet[str]], cst.Call], None]
+    _captured_in_class: Callable[[str], tuple[frozenset[str], frozenset[str]] | None]
     _free: Callable[[str, cst.Call], None]
     _bind: Callable[[cst.BaseExpression, Value], None]
     _demote: Callable[..., None]
@@ -233,9 +235,11 @@ class Calls:
             if method in HOST_METHODS or self._moved(receiver):  # a module's own: flags, or its parameters
                 self._eval_args(node)
                 return
-            if op is not None and op.kind is Kind.REPLAY and key in self.graphs and not node.args:
-                self._replay(key, node)
-                return
+            if op is not None and op.kind is Kind.REPLAY and not node.args and key is not None:
+                captured = self.graphs.get(key) or self._captured_in_class(key)
+                if captured is not None:
+                    self._replay(captured, node)
+                    return
             if (freed := freed_storage(node)) is not None:
                 self._free(freed, node)
                 return

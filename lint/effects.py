@@ -136,6 +136,10 @@ class Helpers:
     def tensor_attribute(self, key: str) -> bool:
         """`self.x` that some function of the module uses as a tensor (`scan.used_as_tensors`):
         read elsewhere, it is one too, whoever wrote it."""
+        return key in self.tensor_attributes()
+
+    def tensor_attributes(self) -> frozenset[str]:
+        """Every such `self.x` of the module."""
         if self._tensor_attributes is None:
             self._tensor_attributes = frozenset(
                 used
@@ -143,7 +147,7 @@ class Helpers:
                 for used in used_as_tensors(function.body, self.imports)
                 if used.startswith("self.")
             )
-        return key in self._tensor_attributes
+        return self._tensor_attributes
 
     def lookup(
         self,

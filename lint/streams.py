@@ -9,6 +9,7 @@ or the expression's own source text (`s`, `self.copy_stream`); an event recorded
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -96,15 +97,38 @@ class Streams:
         only a replay's meet the work around it; another stream's work in the block runs now
         (a stream not forked from the capture is not captured: CSL502)."""
         before, capturing = dict(self.live.tensors), self.live.current
+        if self.state is not None and self.helpers is not None:  # the class's tensors: static memory
+            for key in self.helpers.tensor_attributes():
+                self.live.tensors.setdefault(key, TrackedTensor())
         self.captures.append((set(), set()))
         self.run(body_of(node.body))
         self.graphs[graph] = self.captures.pop()
         if self.state is not None:
             for key in sorted(set().union(*self.graphs[graph])):
                 self.live.tensors[key] = _uncaptured(self.live.tensors[key], before.get(key), capturing)
+            for key in self.live.tensors.keys() - before.keys() - set().union(*self.graphs[graph]):
+                del self.live.tensors[key]  # seeded, and not used by the capture
 
-    def _replay(self, graph: str, node: cst.Call) -> None:
-        inputs, outputs = self.graphs[graph]
+    def _captured_in_class(self, graph: str) -> tuple[frozenset[str], frozenset[str]] | None:
+        """A graph on `self` that another method of the class captures (its summary's
+        `captures`): the tensors of `self` the capture read and wrote, which a replay here reads
+        and writes."""
+        owner = (self.function or "").rpartition(".")[0]
+        if not graph.startswith("self.") or self.helpers is None or not owner:
+            return None
+        for name in self.helpers.functions:
+            if name.rpartition(".")[0] != owner or name == self.function:
+                continue
+            summary = self.helpers.summary(name)
+            for captured, inputs, outputs in summary.captures if summary is not None else ():
+                if captured == graph:
+                    return inputs, outputs
+        return None
+
+    def _replay(self, captured: tuple[AbstractSet[str], AbstractSet[str]], node: cst.Call) -> None:
+        """`g.replay()`: the captured kernels run again on the current stream, reading the
+        capture's inputs and writing its outputs."""
+        inputs, outputs = captured
         for key in sorted(inputs):
             self._access(key, node, write=False)
         for key in sorted(outputs):

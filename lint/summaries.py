@@ -79,6 +79,10 @@ class Summary:
     """Per `return` of memory the function allocates on the stream current at the call, the
     parameters found `None` on its path (`if out is None: return x.to(dev)`): a call that passes
     a tensor for one of them gets that tensor back, not new memory of that stream's pool."""
+    captures: tuple[tuple[str, frozenset[str], frozenset[str]], ...] = ()
+    """(graph, inputs, outputs): a CUDA graph on `self` the function captures, and the tensors
+    of `self` the capture reads and writes: what a replay of it in any method of the class
+    reads and writes."""
 
 
 _MAY_ORDER = re.compile(

@@ -83,7 +83,12 @@ def summarise(helpers: Helpers, name: str, function: cst.FunctionDef, on_current
     }
     returned |= _ordered_on_caller(analysis.anypath.returned, outside)
     allocates = {params & names for params in analysis.anypath.allocated_returns}
-    if not orders and not effects and not returned and not allocates:
+    captures = tuple(
+        (graph, _of_self(inputs), _of_self(outputs))
+        for graph, (inputs, outputs) in sorted(analysis.graphs.items())
+        if graph.startswith("self.")
+    )
+    if not orders and not effects and not returned and not allocates and not captures:
         return None
     return Summary(
         tuple(positional),
@@ -92,7 +97,14 @@ def summarise(helpers: Helpers, name: str, function: cst.FunctionDef, on_current
         tuple(sorted(effects, key=_replay_order)),
         tuple(sorted(returned, key=_replay_order)),
         tuple(sorted(allocates, key=sorted)),
+        captures,
     )
+
+
+def _of_self(keys: set[str]) -> frozenset[str]:
+    """The tensors among `keys` that are attributes of `self` (`self.x`): the class's, which
+    another method can name alike."""
+    return frozenset(key for key in keys if key.startswith("self.") and key.count(".") == 1)
 
 
 def _ordered_on_caller(

@@ -118,6 +118,49 @@ def test_replay_reads_the_static_inputs_on_the_current_stream() -> None:
     assert codes(REPLAY.format(between="torch.cuda.current_stream().wait_stream(s)")) == set()
 
 
+CAPTURED_IN_ANOTHER_METHOD = """
+import torch
+
+class Runner:
+    def __init__(self, model):
+        self.model = model
+        self.graph = None
+        self.stream = torch.cuda.Stream()
+        self.inp = torch.zeros(8, device="cuda")
+
+    def _capture(self):
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(self.stream):
+            with torch.cuda.graph(self.graph):
+                self.out = self.model({captured})
+
+    def step(self, x):
+        if self.graph is None:
+            self._capture()
+        self.inp.copy_(x)
+        {wait}
+        with torch.cuda.stream(self.stream):
+            self.graph.replay()
+        torch.cuda.current_stream().wait_stream(self.stream)
+"""
+
+
+@pytest.mark.parametrize(
+    ("captured", "wait", "flagged"),
+    [
+        ("self.inp", "pass", True),  # the replay reads what the capture read, written just before
+        ("self.inp", "self.stream.wait_stream(torch.cuda.current_stream())", False),
+        ("torch.ones(8, device='cuda')", "pass", False),  # the capture reads none of the class's tensors
+    ],
+)
+def test_a_replay_reads_the_tensors_another_method_captured(captured: str, wait: str, flagged: bool) -> None:
+    """torchmd-net captures its graph in `_init_cuda_graph` and replays it on that stream in
+    `calculate` right after writing the static input: the tensors of `self` a capture reads
+    are the replay's inputs wherever the class replays it."""
+    found = codes(CAPTURED_IN_ANOTHER_METHOD.format(captured=captured, wait=wait))
+    assert (("CSL101", 23) in found) is flagged
+
+
 CAPTURED_ON_A_SIDE_STREAM = """
 import torch
 
