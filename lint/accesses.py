@@ -128,6 +128,8 @@ class FunctionAnalysis(
         self.block: cst.With | None = None
         self.graphs: dict[str, tuple[set[str], set[str]]] = {}
         self.captures: list[tuple[set[str], set[str]]] = []
+        self.capturing: list[str] = []
+        """The stream each capture in `captures` runs on."""
         self.statement = None
         self.loops = []
         self.entry_stream = CURRENT
@@ -302,8 +304,9 @@ class FunctionAnalysis(
                 callers=callers,
             )
         mark = Mark(access, issued_on(stream) | after, self.live.facts)
-        for reads, writes in self.captures:
-            (writes if write else reads).add(key)
+        for (reads, writes), capturing in zip(self.captures, self.capturing):
+            if stream == capturing:  # another stream's work in the block runs now, uncaptured
+                (writes if write else reads).add(key)
         self.live.tensors[launch_key(stream)] = TrackedTensor(writes=frozenset({replace(mark, access=LAUNCH_ACCESS)}))
         self.live.tensors[key] = with_access(tensor, mark)
         if tensor.alloc is not None and stream != tensor.alloc:

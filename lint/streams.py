@@ -84,6 +84,7 @@ class Streams:
     graphs: dict[str, tuple[set[str], set[str]]]
     """CUDA graphs captured here -> the keys their capture read and wrote (static inputs, outputs)."""
     captures: list[tuple[set[str], set[str]]]
+    capturing: list[str]
     block: cst.With | None
     statement: cst.CSTNode | None
     _eval: Callable[[cst.CSTNode], None]
@@ -97,17 +98,21 @@ class Streams:
         only a replay's meet the work around it; another stream's work in the block runs now
         (a stream not forked from the capture is not captured: CSL502)."""
         before, capturing = dict(self.live.tensors), self.live.current
+        seeded = set()
         if self.state is not None and self.helpers is not None:  # the class's tensors: static memory
-            for key in self.helpers.tensor_attributes():
-                self.live.tensors.setdefault(key, TrackedTensor())
+            seeded = self.helpers.tensor_attributes() - self.live.tensors.keys()
+            self.live.tensors.update(dict.fromkeys(seeded, TrackedTensor()))
         self.captures.append((set(), set()))
+        self.capturing.append(capturing)
         self.run(body_of(node.body))
         self.graphs[graph] = self.captures.pop()
+        self.capturing.pop()
         if self.state is not None:
             for key in sorted(set().union(*self.graphs[graph])):
                 self.live.tensors[key] = _uncaptured(self.live.tensors[key], before.get(key), capturing)
-            for key in self.live.tensors.keys() - before.keys() - set().union(*self.graphs[graph]):
-                del self.live.tensors[key]  # seeded, and not used by the capture
+            for key in seeded:
+                if self.live.tensors.get(key) == TrackedTensor():
+                    del self.live.tensors[key]  # seeded, and the block did nothing with it
 
     def _captured_in_class(self, graph: str) -> tuple[frozenset[str], frozenset[str]] | None:
         """A graph on `self` that another method of the class captures (its summary's
