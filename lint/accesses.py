@@ -304,7 +304,7 @@ class FunctionAnalysis(
                 callers=callers,
             )
         mark = Mark(access, issued_on(stream) | after, self.live.facts)
-        for (reads, writes), capturing in zip(self.captures, self.capturing):
+        for (reads, writes), capturing in zip(self.captures, self.capturing, strict=True):
             if stream == capturing:  # another stream's work in the block runs now, uncaptured
                 (writes if write else reads).add(key)
         self.live.tensors[launch_key(stream)] = TrackedTensor(writes=frozenset({replace(mark, access=LAUNCH_ACCESS)}))

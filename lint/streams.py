@@ -98,7 +98,7 @@ class Streams:
         only a replay's meet the work around it; another stream's work in the block runs now
         (a stream not forked from the capture is not captured: CSL502)."""
         before, capturing = dict(self.live.tensors), self.live.current
-        seeded = set()
+        seeded: frozenset[str] = frozenset()
         if self.state is not None and self.helpers is not None:  # the class's tensors: static memory
             seeded = self.helpers.tensor_attributes() - self.live.tensors.keys()
             self.live.tensors.update(dict.fromkeys(seeded, TrackedTensor()))
