@@ -127,9 +127,8 @@ class FunctionAnalysis(
         """Depth of blocks on an UNKNOWN stream: their accesses are taken as ordered, never judged."""
         self.block: cst.With | None = None
         self.graphs: dict[str, tuple[set[str], set[str]]] = {}
-        self.captures: list[tuple[set[str], set[str]]] = []
-        self.capturing: list[str] = []
-        """The stream each capture in `captures` runs on."""
+        self.captures: list[tuple[str, set[str], set[str]]] = []
+        """The graph captures under way: each one's stream, and the keys it read and wrote there."""
         self.statement = None
         self.loops = []
         self.entry_stream = CURRENT
@@ -304,7 +303,7 @@ class FunctionAnalysis(
                 callers=callers,
             )
         mark = Mark(access, issued_on(stream) | after, self.live.facts)
-        for (reads, writes), capturing in zip(self.captures, self.capturing, strict=True):
+        for capturing, reads, writes in self.captures:
             if stream == capturing:  # another stream's work in the block runs now, uncaptured
                 (writes if write else reads).add(key)
         self.live.tensors[launch_key(stream)] = TrackedTensor(writes=frozenset({replace(mark, access=LAUNCH_ACCESS)}))

@@ -83,8 +83,7 @@ class Streams:
     run: Callable[[Sequence[cst.BaseStatement | cst.BaseSmallStatement]], None]
     graphs: dict[str, tuple[set[str], set[str]]]
     """CUDA graphs captured here -> the keys their capture read and wrote (static inputs, outputs)."""
-    captures: list[tuple[set[str], set[str]]]
-    capturing: list[str]
+    captures: list[tuple[str, set[str], set[str]]]
     block: cst.With | None
     statement: cst.CSTNode | None
     _eval: Callable[[cst.CSTNode], None]
@@ -102,11 +101,10 @@ class Streams:
         if self.state is not None and self.helpers is not None:  # the class's tensors: static memory
             seeded = self.helpers.tensor_attributes() - self.live.tensors.keys()
             self.live.tensors.update(dict.fromkeys(seeded, TrackedTensor()))
-        self.captures.append((set(), set()))
-        self.capturing.append(capturing)
+        self.captures.append((capturing, set(), set()))
         self.run(body_of(node.body))
-        self.graphs[graph] = self.captures.pop()
-        self.capturing.pop()
+        _, inputs, outputs = self.captures.pop()
+        self.graphs[graph] = inputs, outputs
         if self.state is not None:
             for key in sorted(set().union(*self.graphs[graph])):
                 self.live.tensors[key] = _uncaptured(self.live.tensors[key], before.get(key), capturing)

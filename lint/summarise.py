@@ -71,7 +71,7 @@ def summarise(helpers: Helpers, name: str, function: cst.FunctionDef, on_current
     effects = {
         Effect(key, mark.access.stream, mark.access.write, outside(mark.after), mark.access.write and key in rebound)
         for key, tensor in end.tensors.items()
-        if (key in names and key not in analysis.anypath.bound) or (key.startswith("self.") and key.count(".") == 1)
+        if (key in names and key not in analysis.anypath.bound) or _on_self(key)
         for mark in tensor.writes | tensor.reads
         if meaningful(mark.access.stream)
         and (mark.access.write or mark.access.stream != CURRENT or key.startswith("self."))
@@ -102,9 +102,12 @@ def summarise(helpers: Helpers, name: str, function: cst.FunctionDef, on_current
 
 
 def _of_self(keys: set[str]) -> frozenset[str]:
-    """The tensors among `keys` that are attributes of `self` (`self.x`): the class's, which
-    another method can name alike."""
-    return frozenset(key for key in keys if key.startswith("self.") and key.count(".") == 1)
+    return frozenset(filter(_on_self, keys))
+
+
+def _on_self(key: str) -> bool:
+    """`self.x`: a tensor of the object, which the caller and the class's other methods name alike."""
+    return key.startswith("self.") and key.count(".") == 1
 
 
 def _ordered_on_caller(
