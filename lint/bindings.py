@@ -59,6 +59,7 @@ class Bindings:
     # The host's methods from the other parts; those taking keyword-only flags are `...`.
     _item_of_callers: Callable[[cst.BaseExpression], bool]
     _value: Callable[[cst.BaseExpression], Value]
+    _assumed_result: Callable[[frozenset[str]], Value]
     _fresh: Callable[[cst.BaseExpression], bool]
     _torch_operand: Callable[[cst.BaseExpression], bool]
     _stream: Callable[[cst.BaseExpression], str | None]
@@ -230,13 +231,14 @@ class Bindings:
         self._forget(key)
         state = self.live
         if value.kind == "unknown" and owned and key in self.used_as_tensors:
-            value = Value("result")
+            value = self._assumed_result(frozenset({assumed.UNSEEN_RESULTS_ARE_TENSORS}))
         if value.kind in ("tensor", "result"):
             mark = Mark(self._make_access(target, write=True), issued_on(state.current), state.facts)
             state.tensors[key] = TrackedTensor(
                 writes=frozenset({mark}),
                 alloc=state.current if owned else None,
                 unsure=value.kind == "result",
+                assumed=value.assumed,
             )
         elif value.kind == "allocation":
             access = replace(self._make_access(target, write=True), produced="allocated")

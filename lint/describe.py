@@ -80,6 +80,7 @@ def _tensor(tensor: TrackedTensor, where: Where) -> dict[str, object]:
         "uses_on_other_streams": _marks(tensor.uses, where),
         "recorded_on": sorted(tensor.recorded),
         "escaped": tensor.escaped,
+        "a_tensor_assuming": sorted(tensor.assumed),
     }
 
 

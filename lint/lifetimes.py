@@ -86,7 +86,7 @@ class Lifetimes:
             assert tensor.alloc is not None  # only such tensors are released for judging
             for use in tensor.uses:
                 if _unprotected(use, tensor, tensor.alloc):
-                    rests = frozenset({tensor.assumed_alloc}) if tensor.assumed_alloc else frozenset()
+                    rests = tensor.assumed | ({tensor.assumed_alloc} if tensor.assumed_alloc else set())
                     self._hazard(HazardKind.FREE_IN_USE, key, use.access, tensor.alloc, where, rests_on=rests)
 
     def _free(self, key: str, where: cst.Call) -> None:

@@ -190,6 +190,9 @@ class TrackedTensor:
     container when iterated or keyed)."""
     assumed_alloc: str | None = None
     """The assumption that says where memory this function did not allocate came from."""
+    assumed: frozenset[str] = frozenset()
+    """The assumptions under which the value is a tensor at all (a result of code the analysis
+    cannot read: lint/analysis/assumptions.py); a hazard on it rests on them."""
 
     def with_marks(self, update: Callable[[frozenset[Mark]], frozenset[Mark]]) -> TrackedTensor:
         writes, reads, uses = update(self.writes), update(self.reads), update(self.uses)
@@ -428,6 +431,7 @@ def join_tensor(a: TrackedTensor, b: TrackedTensor, kept: Kept = _NOT_KEPT, side
         escaped=a.escaped or b.escaped,
         unsure=a.unsure and b.unsure,
         assumed_alloc=a.assumed_alloc or b.assumed_alloc,
+        assumed=a.assumed | b.assumed,
     )
 
 

@@ -22,6 +22,7 @@ import libcst as cst
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.api import Direction, Kind
+from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS
 from csan_lint.lint.analysis.tokens import choice
 from csan_lint.lint.containers import COMPREHENSIONS, comprehension_targets, made_by_comprehension
 from csan_lint.lint.devices import Place, place_of_result, unknown_place
@@ -75,6 +76,8 @@ class Value:
     items: tuple[str, ...] = ()
     region: Region | None = None
     """For an alias made by a basic index (`top = buf[:, :1]`), the part of `source` it is."""
+    assumed: frozenset[str] = frozenset()
+    """For a `result`: the assumptions under which it is a tensor at all (lint/analysis/assumptions.py)."""
     listed: bool = False
     """A list of such values a comprehension made, its items summarized as one: assigning an
     item replaces it in the list, writing no tensor."""
@@ -206,6 +209,20 @@ def operands(expr: cst.BinaryOperation | cst.BooleanOperation) -> list[cst.BaseE
     return [left, *reversed(rights)]
 
 
+def _leaves(expr: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+    """The operands of nested operators (`a * b + c`: `a`, `b`, `c`); any other expression is its own."""
+    if isinstance(expr, cst.BinaryOperation):
+        for operand in operands(expr):
+            yield from _leaves(operand)
+    elif isinstance(expr, cst.UnaryOperation):
+        yield from _leaves(expr.expression)
+    elif isinstance(expr, cst.Comparison):
+        for part in (expr.left, *(target.comparator for target in expr.comparisons)):
+            yield from _leaves(part)
+    else:
+        yield expr
+
+
 def is_reference(expr: cst.CSTNode) -> bool:
     """Names, attributes and literal containers of them: passing them around launches no kernel."""
     if isinstance(expr, (cst.Tuple, cst.List)):
@@ -315,9 +332,7 @@ class Values:
         if isinstance(expr, cst.BinaryOperation) and builds_sequence(expr):
             return Value("other")
         if isinstance(expr, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison)):
-            if self._torch_operand(expr):
-                return Value("tensor")
-            return Value("result") if self._tensor_operand(expr) else Value("other")  # `i * n + k`: numbers?
+            return self._operation_value(expr)
         if isinstance(expr, (cst.Tuple, cst.List)) and self._streams_listed(expr):
             items = tuple(self._stream(element.value) or "None" for element in expr.elements)
             return Value("streams", items=items)
@@ -334,6 +349,31 @@ class Values:
         if isinstance(expr, cst.IfExp):
             return self._choice_value(expr)
         return Value("other")
+
+    def _operation_value(self, expr: cst.BinaryOperation | cst.UnaryOperation | cst.Comparison) -> Value:
+        """An operator's result: a tensor where an operand is one a torch op made; where an
+        operand only may be one (a parameter: `i * n + k` may be numbers), a result, a tensor
+        under the assumptions its operands are taken for one under (unseen code's results)."""
+        if self._torch_operand(expr):
+            return Value("tensor")
+        if not self._tensor_operand(expr):
+            return Value("other")
+        taken = (self._taken_tensor(leaf) for leaf in _leaves(expr))
+        return Value("result", assumed=frozenset().union(*taken))
+
+    def _taken_tensor(self, operand: cst.BaseExpression) -> frozenset[str]:
+        """The assumptions under which an operand is taken for a tensor (none: a torch op's, a
+        parameter's, or not one at all)."""
+        if isinstance(operand, cst.Call):
+            return self._call_value(operand).assumed
+        key = dotted_name(operand.value if isinstance(operand, cst.Subscript) else operand)
+        tensor = self.live.tensors.get(key) if key is not None else None
+        return tensor.assumed if tensor is not None else frozenset()
+
+    def _assumed_result(self, assumptions: frozenset[str]) -> Value:
+        """A value that is a tensor only if `assumptions` hold; where one does not, no tensor."""
+        holds = (self.helpers.assumptions if self.helpers is not None else DEFAULT_ASSUMPTIONS).holds
+        return Value("result", assumed=assumptions) if all(map(holds, assumptions)) else Value("other")
 
     def _assumes_lists(self) -> bool:
         return self.helpers is not None and self.helpers.assumptions.holds(assumed.COMPREHENDED_LISTS_ARE_TENSORS)
@@ -419,7 +459,7 @@ class Values:
         if self.helpers is not None and _returns_host_value(self.helpers.defined(self.function, func)):
             return Value("other")  # `def nbytes(x: Tensor) -> int`
         if any(self._is_tensor(arg.value, made_here=made_here) for arg in expr.args):
-            return Value("result")
+            return self._assumed_result(frozenset({assumed.UNSEEN_RESULTS_ARE_TENSORS}))
         return Value("unknown")
 
     def _inplace_receiver(self, expr: cst.BaseExpression) -> Value | None:
@@ -496,17 +536,16 @@ class Values:
     def _torch_operand(self, expr: cst.BaseExpression) -> bool:
         """Whether an operator's operands include a tensor a torch op made (not only values of
         unknown kind, such as parameters, which may be numbers)."""
-        if isinstance(expr, cst.BinaryOperation):
-            return any(self._torch_operand(operand) for operand in operands(expr))
-        if isinstance(expr, cst.UnaryOperation):
-            return self._torch_operand(expr.expression)
-        if isinstance(expr, cst.Comparison):
-            return any(self._torch_operand(part) for part in (expr.left, *(t.comparator for t in expr.comparisons)))
-        if isinstance(expr, cst.Call):
-            return self._call_value(expr).kind == "tensor"
-        key = dotted_name(expr.value if isinstance(expr, cst.Subscript) else expr)
-        tensor = self.live.tensors.get(key) if key is not None else None
-        return tensor is not None and bool(tensor.writes) and not tensor.unsure
+        for leaf in _leaves(expr):
+            if isinstance(leaf, cst.Call):
+                if self._call_value(leaf).kind == "tensor":
+                    return True
+                continue
+            key = dotted_name(leaf.value if isinstance(leaf, cst.Subscript) else leaf)
+            tensor = self.live.tensors.get(key) if key is not None else None
+            if tensor is not None and tensor.writes and not tensor.unsure:
+                return True
+        return False
 
     def _tensor_operand(self, expr: cst.BaseExpression, *, made_here: bool = False) -> bool:
         if isinstance(expr, cst.BinaryOperation):

@@ -352,6 +352,30 @@ def h(x: torch.Tensor, s):
     assert (status, out) == (2, "") and err.startswith("error: --assume: unknown assumption `no-such-assumption`")
 
 
+def test_a_value_that_is_a_tensor_by_an_assumption_says_which(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a module's forward returns is a tensor by `unseen-results-are-tensors`: reveal names
+    it beside the write; a torch op's result names nothing; switched off, the result is no value."""
+    source = """\
+import torch
+
+
+def run(model, x, s):
+    hidden = model(x)
+    made = torch.relu(x)
+    with torch.cuda.stream(s):
+        out = hidden * made
+    return out
+"""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model.py").write_text(source)
+    values = state(8)["values"]
+    assert values["hidden"]["a_tensor_assuming"] == ["unseen-results-are-tensors"]
+    assert values["made"]["a_tensor_assuming"] == []
+    status, out, _ = reveal("model.py:8", "--format", "json", "--assume", "unseen-results-are-tensors=off")
+    [run] = json.loads(out)["analyses"]["streams"]["runs"]
+    assert status == 0 and "hidden" not in run["state"]["values"]
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
