@@ -19,8 +19,8 @@ from typing import NamedTuple
 import libcst as cst
 
 from csan_lint.lint.analysis import api
+from csan_lint.lint.names import dotted_name
 from csan_lint.lint.nodes import descendants
-from csan_lint.lint.values import code_of
 
 
 class CallersJoin:
@@ -67,7 +67,7 @@ def _waits_on(call: cst.Call, stream: str) -> bool:
     return (
         api.method_op(_leaf(call))[0] == api.WAIT_STREAM
         and len(call.args) == 1
-        and code_of(call.args[0].value) == stream
+        and dotted_name(call.args[0].value) == stream
     )
 
 

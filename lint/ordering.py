@@ -36,6 +36,7 @@ from csan_lint.lint.analysis.tokens import (
     alternatives,
     choice,
     every_item_of,
+    is_local,
     on_path,
     path_of,
     without_path,
@@ -483,7 +484,7 @@ def _join_bindings(a: dict[str, str], b: dict[str, str]) -> dict[str, str]:
     bound on a path denotes the stream spelled like it."""
     joined = {}
     for key in a.keys() | b.keys():
-        local = key.isidentifier()
+        local = is_local(key)
         left = a[key] if key in a else b[key] if local else key
         right = b[key] if key in b else a[key] if local else key
         chosen = choice((left, right)) if UNKNOWN not in (left, right) else None

@@ -22,6 +22,7 @@ from csan_lint.lint.analysis.tokens import (
     distinct,
     event_token,
     is_event,
+    is_local,
     issued_on,
     root,
 )
@@ -260,7 +261,7 @@ class Returns:
         a value it cannot tell (`s = self.side if c else self.compute`), which may be the
         caller's own stream (an unknown pair is no finding by itself)."""
         return (
-            not token.isidentifier()
+            not is_local(token)
             or token in self.live.streams
             or (self.helpers is not None and token in self.helpers.globals)
         )
@@ -288,7 +289,7 @@ class Returns:
             return False
         if key in self.live.streams:
             return True  # the stream itself: the caller can wait on it
-        return not (key.isidentifier() and key in self.anypath.bound and key not in self.anypath.touched_after_work)
+        return not (is_local(key) and key in self.anypath.bound and key not in self.anypath.touched_after_work)
 
     def _waitable_handed_back(self, value: cst.BaseExpression) -> bool:
         """The return hands back more than tensors: an event, a stream, an object that may hold

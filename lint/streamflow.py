@@ -24,7 +24,7 @@ from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.api import Kind
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
-from csan_lint.lint.analysis.tokens import CURRENT
+from csan_lint.lint.analysis.tokens import CURRENT, root
 from csan_lint.lint.analysis.uses import NO_USES, ModuleUses, module_uses
 from csan_lint.lint.callers import Caller, CallersJoin, CallSite, at_every_call
 from csan_lint.lint.dataswap import swapped_out
@@ -365,7 +365,7 @@ def _side_accesses(end: FlowState, globals_: frozenset[str]) -> dict[str, Tracke
             if mark.access.stream != CURRENT
             and not mark.orders(CURRENT)
             and mark.access.produced != "moved"  # reported where the moving method returns
-            and (item or mark.access.stream.startswith("self.") or mark.access.stream.split(".")[0] in globals_)
+            and (item or mark.access.stream.startswith("self.") or root(mark.access.stream) in globals_)
         )
 
     found = {}

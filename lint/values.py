@@ -23,7 +23,7 @@ from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.api import Direction, Kind
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS
-from csan_lint.lint.analysis.tokens import choice
+from csan_lint.lint.analysis.tokens import choice, root
 from csan_lint.lint.containers import COMPREHENSIONS, comprehension_targets, made_by_comprehension
 from csan_lint.lint.devices import Place, place_of_result, unknown_place
 from csan_lint.lint.names import (
@@ -302,7 +302,7 @@ class Values:
         if isinstance(expr, COMPREHENSIONS):
             targets = comprehension_targets(expr)
             for child in children(expr):
-                yield from (key for key in self._tensor_names(child) if key.split(".")[0] not in targets)
+                yield from (key for key in self._tensor_names(child) if root(key) not in targets)
             return
         for child in children(expr):
             yield from self._tensor_names(child)

@@ -97,6 +97,11 @@ def is_event(token: str) -> bool:
     return token.startswith(_EVENT)
 
 
+def is_local(token: str) -> bool:
+    """A plain local name (`s`): not an attribute, an item, an event or a token of the analysis."""
+    return token.isidentifier()
+
+
 def root(token: str) -> str:
     """The first name of the binding a token names: `self` for `event:self.done[0]`."""
     return re.split(r"[.\[]", token.removeprefix(_EVENT), maxsplit=1)[0]
