@@ -19,7 +19,8 @@ from dataclasses import replace
 
 import libcst as cst
 
-from csan_lint.lint.analysis.tokens import CURRENT, HOST, issued_on
+from csan_lint.lint.analysis import assumptions as assumed
+from csan_lint.lint.analysis.tokens import CURRENT, HOST, alternatives, issued_on
 from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.bindings import Bindings
 from csan_lint.lint.callers import NO_CALLER, CallSite
@@ -322,6 +323,12 @@ class FunctionAnalysis(
         tensor = self.live.tensors.get(key) if self.state is not None else None
         return tensor.assumed if tensor is not None else frozenset()
 
+    def _stream_by_name(self, stream: str) -> bool:
+        """Whether a stream of the hazard is one only by its name (`with self.copy_stream:`,
+        nothing binding it: `kinds-from-names`)."""
+        by_name = self.imports.streams_by_name
+        return any(part in by_name and part not in self.live.streams for part in alternatives(stream))
+
     def _hazard(
         self,
         kind: HazardKind,
@@ -347,6 +354,8 @@ class FunctionAnalysis(
             return
         origin = origin if origin != self.function else None
         rests = self._rests_on(tensor, produced) | rests_on | self._taken_for_tensor(tensor)
+        if any(map(self._stream_by_name, (access.stream, other))):
+            rests |= {assumed.KINDS_FROM_NAMES}
         fields = (kind, tensor, access, other, release, self.function, origin, produced, returned, dropped)
         hazard = Hazard(*fields, assumptions=rests)
         key = (kind, tensor, access.node, other)

@@ -30,7 +30,7 @@ import libcst as cst
 
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Kind
-from csan_lint.lint.analysis.assumptions import Assumptions
+from csan_lint.lint.analysis.assumptions import KINDS_FROM_NAMES, Assumptions
 from csan_lint.lint.analysis.tokens import CURRENT, DEFAULT, event_token
 from csan_lint.lint.devices import Place, place_of_device, place_of_result
 from csan_lint.lint.facts import HostHazard, ModuleFlow
@@ -385,7 +385,12 @@ def _host_hazards(
     observed: ObservedFacts,
 ) -> tuple[HostHazard, ...]:
     facts = ModuleFacts(
-        ImportTable(spellings), pins=pins, syncing=syncing, assumptions=assumptions, module=module, observed=observed
+        ImportTable(spellings, kinds_from_names=assumptions.holds(KINDS_FROM_NAMES)),
+        pins=pins,
+        syncing=syncing,
+        assumptions=assumptions,
+        module=module,
+        observed=observed,
     )
     scan_facts(module.body, facts)
     if not facts.imports.imports_torch:

@@ -12,7 +12,7 @@ to a name first: `accel = get_accelerator()`), and a project's own wrappers (`Sp
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import libcst as cst
 
@@ -70,7 +70,13 @@ class ImportTable:
     Relative imports are not resolved (the module's package is unknown to a pure function).
     """
 
-    def __init__(self, spellings: Spellings = NO_SPELLINGS) -> None:
+    def __init__(self, spellings: Spellings = NO_SPELLINGS, *, kinds_from_names: bool = True) -> None:
+        self.kinds_from_names = kinds_from_names
+        """Whether a name nothing binds says what it holds (`kinds-from-names`,
+        lint/analysis/assumptions.py): a stream, an event, a device module, a device."""
+        self.streams_by_name: set[str] = set()
+        """Dotted names taken for a stream by their name alone (`names_a_stream`): a hazard on
+        such a stream rests on `kinds-from-names`."""
         self._aliases: dict[str, str] = {}
         self._ambiguous: set[str] = set()
         project = _meanings(spellings)
@@ -157,7 +163,7 @@ class ImportTable:
             and expr.func.value == "getattr"
             and len(expr.args) == 2
             and self.qualified(expr.args[0].value) == "torch"
-            and any(api.names_a_device(name) for name in _identifiers(expr.args[1].value))
+            and any(self.names_a_device(name) for name in _identifiers(expr.args[1].value))
         )
 
     def _stream_property(self, function: cst.FunctionDef) -> str | None:
@@ -198,6 +204,24 @@ class ImportTable:
             return meaning if meaning is not None and (meaning in _REFERABLE or _operator(meaning)) else None
         return None
 
+    # ---- what a name alone says, where nothing binds it (under `kinds-from-names`)
+
+    def names_a_stream(self, dotted: str) -> bool:
+        """A stream by its name alone (noted in `streams_by_name`)."""
+        if self.kinds_from_names and api.names_a_stream(dotted):
+            self.streams_by_name.add(dotted)
+            return True
+        return False
+
+    def names_an_event_or_stream(self, dotted: str) -> bool:
+        return self.kinds_from_names and api.names_an_event_or_stream(dotted)
+
+    def names_a_device(self, dotted: str) -> bool:
+        return self.kinds_from_names and api.names_a_device(dotted)
+
+    def _names_a_device_module(self, dotted: str) -> bool:
+        return self.kinds_from_names and api.names_a_device_module(dotted)
+
     def device_fact(self, test: cst.BaseExpression) -> bool | None:
         """The value of a test a CUDA device decides (`not get_accelerator().resolves_data_dependency()`,
         `self.device_type == "xpu"`, `is_npu() and device.type == "npu"`); None for any other test."""
@@ -205,7 +229,7 @@ class ImportTable:
             parts = (self.device_fact(test.left), self.device_fact(test.right))
             return False if False in parts else None
         if isinstance(test, cst.Comparison):
-            return _other_device_type(test)
+            return _other_device_type(test, self.names_a_device)
         negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
         call = test.expression if isinstance(test, cst.UnaryOperation) and negated else test
         if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)):
@@ -266,7 +290,7 @@ class ImportTable:
                 return api.accelerator_member(leaf)
             if module and leaf == _CURRENT_STREAM_LEAF:
                 return CURRENT_STREAM  # a project's own: `context.current_stream()`
-            return f"torch.cuda.{leaf}" if api.names_a_device_module(module) else None
+            return f"torch.cuda.{leaf}" if self._names_a_device_module(module) else None
         full = f"{target}.{rest}" if rest else target
         if full in self._project:
             return self._project[full]
@@ -337,7 +361,7 @@ def _operator(meaning: str) -> bool:
     return meaning.rpartition(".")[0] in TENSOR_MODULES and meaning not in _REFERABLE
 
 
-def _other_device_type(test: cst.Comparison) -> bool | None:
+def _other_device_type(test: cst.Comparison, names_a_device: Callable[[str], bool]) -> bool | None:
     """`device.type == "xpu"` (False on CUDA), `!=` (True): a device type, spelled with
     "device", "accelerator" or `.type`, compared with another accelerator's name."""
     if len(test.comparisons) != 1:
@@ -347,7 +371,7 @@ def _other_device_type(test: cst.Comparison) -> bool | None:
     if not (isinstance(literal, cst.SimpleString) and literal.evaluated_value in _OTHER_DEVICE_TYPES):
         return None
     name = dotted_name(test.left) or ""
-    if not (api.names_a_device(name) or name.endswith(".type")):
+    if not (names_a_device(name) or name.endswith(".type")):
         return None
     if isinstance(operator, cst.Equal):
         return False

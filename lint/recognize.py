@@ -131,7 +131,7 @@ def entered_streams(
             return _stream_argument(expr.args[1:])
         return functions.streams(expr)
     key = dotted_name(expr)
-    if key is not None and (is_stream(key) or imports.binds_stream(key) or api.names_a_stream(key)):
+    if key is not None and (is_stream(key) or imports.binds_stream(key) or imports.names_a_stream(key)):
         return (expr,)
     return None
 
@@ -381,7 +381,7 @@ class _Finder:
         if method in _STREAM_METHODS:
             return True
         receiver = dotted_name(node.func.value)
-        return method in _EVENT_METHODS and receiver is not None and api.names_an_event_or_stream(receiver)
+        return method in _EVENT_METHODS and receiver is not None and self.imports.names_an_event_or_stream(receiver)
 
     def _names_api(self, node: cst.Name | cst.Attribute) -> bool:
         dotted = dotted_name(node)

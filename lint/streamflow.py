@@ -68,7 +68,7 @@ def analyse(
     `spellings`: the project's own wrappers of the stream API; `assumptions`: what to assume
     where the code does not show a producer or a stream (lint/analysis/assumptions.py), unless
     `observed` (facts from test runs, lint/run_facts.py) settles it."""
-    imports = ImportTable(spellings)
+    imports = ImportTable(spellings, kinds_from_names=assumptions.holds(assumed.KINDS_FROM_NAMES))
     functions: list[tuple[str, cst.FunctionDef]] = []
     classes: dict[str, list[str]] = {}
     relative: list[cst.ImportFrom] = []
