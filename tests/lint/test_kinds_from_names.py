@@ -6,24 +6,14 @@ from __future__ import annotations
 
 import textwrap
 
-from csan_lint.lint.analysis.assumptions import KINDS_FROM_NAMES, Assumptions
+from csan_lint.lint.analysis.assumptions import BY_NAME, KINDS_FROM_NAMES, Assumptions
 from csan_lint.lint.engine import lint_source
 
-COPIER = """
-import torch
-
-
-class Copier:
-    def __init__(self):
-        {bind}
-
-    def copy(self, x):
-        x = x * 2
-        with self.copy_stream:
-            y = torch.relu(x)
-        torch.cuda.current_stream().wait_stream(self.copy_stream)
-        return y
-"""
+COPIER = BY_NAME[KINDS_FROM_NAMES].example
+"""A method entering `self.copy_stream`, which nothing in the module binds."""
+BOUND = COPIER.replace(
+    "class Copier:\n", "class Copier:\n    def __init__(self):\n        self.copy_stream = torch.cuda.Stream()\n\n"
+)
 
 
 def _found(source: str, on: bool = True) -> list[tuple[str, int, bool]]:
@@ -34,16 +24,14 @@ def _found(source: str, on: bool = True) -> list[tuple[str, int, bool]]:
 
 
 def test_a_stream_only_its_name_makes_one_says_so() -> None:
-    source = COPIER.format(bind="self.other = None")
-    assert ("CSL101", 12, True) in _found(source)
-    assert _found(source, on=False) == []
+    assert ("CSL101", 8, True) in _found(COPIER)
+    assert _found(COPIER, on=False) == []
 
 
 def test_a_stream_the_module_binds_rests_on_no_name() -> None:
-    source = COPIER.format(bind="self.copy_stream = torch.cuda.Stream()")
-    found = _found(source)
-    assert ("CSL101", 12, False) in found
-    assert _found(source, on=False) == found
+    found = _found(BOUND)
+    assert ("CSL101", 11, False) in found
+    assert _found(BOUND, on=False) == found
 
 
 def test_a_device_handle_is_torch_cuda_by_its_name_only() -> None:
