@@ -13,7 +13,8 @@ lint/names.py resolves a dotted name to its `torch.cuda` name; the interpreters,
 what they walk (lint/analysis/uses.py), the text prefilter (lint/shell/files.py), `--confirm`'s
 recognizer (lint/recognize.py) and the settings (lint/shell/config.py) ask this table what that name,
 or a method's, does; and what an identifier alone says where nothing binds it (a receiver named
-like a stream or an event, an object named like a device handle: `names_a_stream`...). No other
+like a stream or an event, an object named like a device handle: `names_a_stream`..., asked
+through the module's `ImportTable` under the assumption `kinds-from-names`). No other
 module names an API method. Pure data: no libcst, no torch.
 """
 
