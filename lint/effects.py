@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
-from csan_lint.lint.analysis.tokens import CURRENT, HOST, event_name, event_token, issued_on
+from csan_lint.lint.analysis.tokens import CURRENT, HOST, event_name, event_token, issued_on, rebased, root
 from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.nodes import children
@@ -470,11 +470,14 @@ class Effects:
         if (name := event_name(token)) is not None:
             stream = self._translate(found, call, name)
             return None if stream is None else event_token(stream)
-        root = token.split(".", 1)[0]
-        if root in found.summary.names:
-            value = _argument(found.summary, call, root)
-            return self._stream(value) if value is not None and root == token else None
-        if root in ("self", "cls"):
+        first = root(token)
+        if first in found.summary.names:
+            value = _argument(found.summary, call, first)
+            if value is None or first == token:
+                return None if value is None else self._stream(value)
+            holder = dotted_name(value)  # `state.stream` of the argument `s`: `s.stream`
+            return rebased(token, holder) if holder is not None else None
+        if first in ("self", "cls"):
             return _on_receiver(found, token)
         return token if found.same_module else None
 

@@ -107,6 +107,11 @@ def root(token: str) -> str:
     return re.split(r"[.\[]", token.removeprefix(_EVENT), maxsplit=1)[0]
 
 
+def rebased(token: str, holder: str) -> str:
+    """The token with its first name replaced: `state.stream` held by `s` is `s.stream`."""
+    return holder + token[len(root(token)) :]
+
+
 def item_key(collection: str) -> str:
     """The binding of an item of a collection picked by a computed key (`streams[i % 2]`): one of
     them, chosen at run time."""
