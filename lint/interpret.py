@@ -20,8 +20,9 @@ from typing import Any, Generic, Protocol, Self, TypeVar
 import libcst as cst
 
 from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis.tokens import root
 from csan_lint.lint.loopindex import CountedLoop, IndexFacts, counted_loop, index_fact, integer
-from csan_lint.lint.names import ImportTable
+from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.nodes import target_names
 from csan_lint.lint.vocabulary import STREAM_WAITS
 
@@ -345,15 +346,24 @@ def runs_at_least_once(iterable: cst.BaseExpression) -> bool:
 
 
 def only_waits(loop: cst.For) -> bool:
-    """`for req in reqs: req.wait()`, `for s in producer_streams: side.wait_stream(s)`, nested
-    loops of such waits too: a wait on every handle (or producer stream, or event) of a
-    collection, taken as one wait on all of them. They stand for work launched before (as one
-    handle's wait does), so an empty collection is taken to hold none that needed waiting, and
-    the path that skips the body is not followed."""
-    items = set(target_names(loop.target))
-    for statement in loop.body.body:
+    """`for req in reqs: req.wait()`, `for s in producer_streams: side.wait_stream(s)`, `for
+    state in states: state.stream.synchronize()`, nested loops of such waits too, each maybe
+    under a test that the item has what it waits on (`if state.stream:`): a wait on every
+    handle (or producer stream, or event) of a collection, taken as one wait on all of them.
+    They stand for work launched before (as one handle's wait does), so an empty collection is
+    taken to hold none that needed waiting, and the path that skips the body is not followed."""
+    return _waits_only(loop.body.body, set(target_names(loop.target)))
+
+
+def _waits_only(body: Sequence[cst.BaseStatement | cst.BaseSmallStatement], items: set[str]) -> bool:
+    for statement in body:
         if isinstance(statement, cst.For):
             if statement.orelse is not None or not only_waits(statement):
+                return False
+        elif isinstance(statement, cst.If):  # `if state.stream:`: an item without one has no work
+            if statement.orelse is not None or not _of_item(statement.test, items):
+                return False
+            if not _waits_only(statement.body.body, items):
                 return False
         elif not isinstance(statement, cst.SimpleStatementLine) or not all(
             _waits_item(small, items) for small in statement.body
@@ -362,14 +372,30 @@ def only_waits(loop: cst.For) -> bool:
     return True
 
 
+def _of_item(test: cst.BaseExpression, items: set[str]) -> bool:
+    """`state.stream`, `state.stream is not None`: whether an item (or what it holds) exists."""
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        [target] = test.comparisons
+        none = isinstance(target.comparator, cst.Name) and target.comparator.value == "None"
+        if not (isinstance(target.operator, cst.IsNot) and none):
+            return False
+        test = test.left
+    key = dotted_name(test)
+    return key is not None and root(key) in items
+
+
 def _waits_item(statement: cst.BaseSmallStatement, items: set[str]) -> bool:
-    """`h.wait()`: an async handle waited on (an event's `wait` names its stream, or none); or
-    `s.wait_stream(item)`, `s.wait_event(item)` on an item of the loop."""
+    """`h.wait()`: an async handle waited on (an event's `wait` names its stream, or none);
+    `s.wait_stream(item)`, `s.wait_event(item)` on an item of the loop; or the host's wait for
+    an item, or a stream or event it holds (`state.stream.synchronize()`)."""
     call = statement.value if isinstance(statement, cst.Expr) else None
     if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)):
         return False
     method = call.func.attr.value
     if api.method_op(method) == (api.WAIT_EVENT, False):
         return not call.args
+    if api.method_op(method)[0] == api.SYNC_RECEIVER and not call.args:
+        receiver = dotted_name(call.func.value)
+        return receiver is not None and root(receiver) in items
     waited = call.args[0].value if len(call.args) == 1 else None
     return method in STREAM_WAITS and isinstance(waited, cst.Name) and waited.value in items

@@ -14,7 +14,7 @@ import libcst as cst
 from csan_lint.lint.analysis.tokens import is_named
 from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.names import dotted_name
-from csan_lint.lint.ordering import Assumed, FlowState, MarkUpdate, join_states
+from csan_lint.lint.ordering import Assumed, FlowState, MarkUpdate, join_states, launch_key
 from csan_lint.lint.pathfacts import NO_FACTS, Fact, Facts, conjuncts, equated, facts_of, host_resident, none_names
 from csan_lint.lint.values import Value
 
@@ -94,15 +94,24 @@ class PathTests:
         for part, holds in conjuncts(test, outcome):
             self._same_streams(part, holds)
         tensors = self.live.tensors
-        said = facts_of(test, outcome)
+        said = frozenset(map(self._of_stream, facts_of(test, outcome)))
         for name in none_names(said) | host_resident(said):
             tensors.pop(name, None)
+            if launch_key(name) in tensors:  # `stream(None)` enters nothing: its work ran here, in order
+                self._order(MarkUpdate(name, self.live.current))
         facts = frozenset(fact for fact in said if fact.name not in tensors or not tensors[fact.name].writes)
         if facts <= self.live.facts:
             return
         self.anypath.tested.update(fact.name for fact in facts)
         self.live.facts |= facts
         self.live.update_marks(Assumed(self.live.facts))
+
+    def _of_stream(self, fact: Fact) -> Fact:
+        """A stream object is always true: `if s:` of a stream with work on it is `if s is not
+        None:`, the test a `with torch.cuda.stream(s):` block's work was made under."""
+        if fact.kind not in ("truthy", "falsy") or launch_key(fact.name) not in self.live.tensors:
+            return fact
+        return Fact(fact.name, "not in" if fact.kind == "truthy" else "in", frozenset({None}))
 
     def _entered_is_a_stream(self, stream: str) -> Facts:
         """`with torch.cuda.stream(s):` runs its block on `s` only where `s` is not None
