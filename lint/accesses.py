@@ -318,11 +318,6 @@ class FunctionAnalysis(
         facts = self.live.facts
         return bool(facts) and bool(mark.facts) and contradicts(mark.facts | facts)
 
-    def _taken_for_tensor(self, key: str) -> frozenset[str]:
-        """The assumptions under which `key`'s value is a tensor at all (unseen code's result)."""
-        tensor = self.live.tensors.get(key) if self.state is not None else None
-        return tensor.assumed if tensor is not None else frozenset()
-
     def _stream_by_name(self, stream: str) -> bool:
         """Whether a stream of the hazard is one only by its name (`with self.copy_stream:`,
         nothing binding it: `kinds-from-names`)."""
@@ -353,7 +348,7 @@ class FunctionAnalysis(
         if (produced == "by the caller" or callers) and access.stream in self.anypath.waits_callers_event:
             return
         origin = origin if origin != self.function else None
-        rests = self._rests_on(tensor, produced) | rests_on | self._taken_for_tensor(tensor)
+        rests = self._rests_on(tensor, produced) | rests_on | self._assumed_of(tensor)
         if any(map(self._stream_by_name, (access.stream, other))):
             rests |= {assumed.KINDS_FROM_NAMES}
         fields = (kind, tensor, access, other, release, self.function, origin, produced, returned, dropped)

@@ -473,8 +473,10 @@ class Effects:
         first = root(token)
         if first in found.summary.names:
             value = _argument(found.summary, call, first)
-            if value is None or first == token:
-                return None if value is None else self._stream(value)
+            if value is None:
+                return None
+            if first == token:
+                return self._stream(value)
             holder = dotted_name(value)  # `state.stream` of the argument `s`: `s.stream`
             return rebased(token, holder) if holder is not None else None
         if first in ("self", "cls"):

@@ -24,6 +24,7 @@ from csan_lint.lint.analysis.tokens import root
 from csan_lint.lint.loopindex import CountedLoop, IndexFacts, counted_loop, index_fact, integer
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.nodes import target_names
+from csan_lint.lint.pathfacts import facts_of
 from csan_lint.lint.vocabulary import STREAM_WAITS
 
 
@@ -374,14 +375,9 @@ def _waits_only(body: Sequence[cst.BaseStatement | cst.BaseSmallStatement], item
 
 def _of_item(test: cst.BaseExpression, items: set[str]) -> bool:
     """`state.stream`, `state.stream is not None`: whether an item (or what it holds) exists."""
-    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
-        [target] = test.comparisons
-        none = isinstance(target.comparator, cst.Name) and target.comparator.value == "None"
-        if not (isinstance(target.operator, cst.IsNot) and none):
-            return False
-        test = test.left
-    key = dotted_name(test)
-    return key is not None and root(key) in items
+    [*facts] = facts_of(test, True)
+    exists = len(facts) == 1 and (facts[0].kind == "truthy" or facts[0].values == {None} and facts[0].kind == "not in")
+    return exists and root(facts[0].name) in items
 
 
 def _waits_item(statement: cst.BaseSmallStatement, items: set[str]) -> bool:

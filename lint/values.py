@@ -367,7 +367,11 @@ class Values:
         if isinstance(operand, cst.Call):
             return self._call_value(operand).assumed
         key = dotted_name(operand.value if isinstance(operand, cst.Subscript) else operand)
-        tensor = self.live.tensors.get(key) if key is not None else None
+        return self._assumed_of(key) if key is not None else frozenset()
+
+    def _assumed_of(self, key: str) -> frozenset[str]:
+        """The assumptions under which `key`'s value is a tensor at all (unseen code's result)."""
+        tensor = self.live.tensors.get(key) if self.state is not None else None
         return tensor.assumed if tensor is not None else frozenset()
 
     def _assumed_result(self, assumptions: frozenset[str]) -> Value:
