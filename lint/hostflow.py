@@ -31,7 +31,7 @@ import libcst as cst
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Kind
 from csan_lint.lint.analysis.assumptions import KINDS_FROM_NAMES, Assumptions
-from csan_lint.lint.analysis.tokens import CURRENT, DEFAULT, event_token
+from csan_lint.lint.analysis.tokens import CURRENT, event_token
 from csan_lint.lint.devices import Place, place_of_device, place_of_result
 from csan_lint.lint.facts import HostHazard, ModuleFlow
 from csan_lint.lint.hostcalls import LOOKS_ONLY, HostCalls
@@ -66,6 +66,7 @@ from csan_lint.lint.names import (
 )
 from csan_lint.lint.nodes import literal_items
 from csan_lint.lint.run_facts import ModuleFacts as ObservedFacts
+from csan_lint.lint.streams import default_stream
 from csan_lint.lint.values import is_host_test, is_reference
 from csan_lint.lint.views import reads_an_item, returned_receiver, viewed
 from csan_lint.runtime import kinds
@@ -89,9 +90,8 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
         pending: str | None = None,
         function: cst.FunctionDef | None = None,
     ) -> None:
-        self.default = DEFAULT if in_function else CURRENT
-        """What `default_stream()` denotes, as in streamflow: in a function, a stream of its own
-        (a caller may have made a side stream current); in a module body, the current stream."""
+        self.default = default_stream(in_function, CURRENT, module.assumptions.holds)
+        """What `default_stream()` denotes, as in streamflow (lint/streams.py)."""
         self.facts = module
         self.imports = module.imports
         self.hazards = hazards

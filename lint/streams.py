@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from csan_lint.lint.analysis import api
+from csan_lint.lint.analysis.assumptions import ENTRY_STREAM_IS_DEFAULT
 from csan_lint.lint.analysis.tokens import (
     CURRENT,
     DEFAULT,
@@ -89,6 +90,7 @@ class Streams:
     _eval: Callable[[cst.CSTNode], None]
     _made_current: Callable[[str], None]
     _entered_is_a_stream: Callable[[str], Facts]
+    _assumes: Callable[[str], bool]
 
     def _capture(self, graph: str, node: cst.With) -> None:
         """`with torch.cuda.graph(g):`: the tensors the body reads and writes are g's static
@@ -309,7 +311,7 @@ class Streams:
         return None if name is None else event_token(name)
 
     def _stream(self, expr: cst.BaseExpression) -> str | None:
-        default = CURRENT if self.function is None else DEFAULT  # a script's body runs on the default stream
+        default = default_stream(self.function is not None, self.entry_stream, self._assumes)
         return stream_token(expr, self.imports, self.live.current, self.live.streams, default)
 
     def _with(self, node: cst.With) -> None:
@@ -350,6 +352,15 @@ class Streams:
         if self.state is not None:
             self.state.facts -= entered
             self.state.current = outer_stream
+
+
+def default_stream(in_function: bool, entry: str, assumes: Callable[[str], bool]) -> str:
+    """What `default_stream()` denotes, for both interpreters: in a module body the current
+    stream; in a function the stream current at its entry (`entry-stream-is-default`) unless a
+    caller is seen to enter it on another, else a stream of its own."""
+    if not in_function or (entry == CURRENT and assumes(ENTRY_STREAM_IS_DEFAULT)):
+        return CURRENT
+    return DEFAULT
 
 
 def stream_token(

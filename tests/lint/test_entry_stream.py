@@ -7,6 +7,7 @@ import textwrap
 
 import pytest
 
+from csan_lint.lint.analysis.assumptions import ENTRY_STREAM_IS_DEFAULT, Assumptions
 from csan_lint.lint.engine import lint_source
 
 
@@ -202,3 +203,10 @@ def test_a_wait_on_the_callers_stream_on_one_path_only_leaves_the_other_unordere
                 torch.distributed.all_reduce(self.flat)
     """
     assert findings(source) == [("CSL101", 10)]
+
+
+def test_a_wait_on_the_default_stream_orders_the_caller_where_the_entry_is_taken_for_it() -> None:
+    """`entry-stream-is-default` on: the function is never called under a side stream."""
+    source = textwrap.dedent(BUCKET.format(waited="get_accelerator().default_stream()"))
+    on = Assumptions.from_switches([(ENTRY_STREAM_IS_DEFAULT, True)])
+    assert lint_source(source, "m.py", assumptions=on) == []
