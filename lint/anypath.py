@@ -60,6 +60,9 @@ class AnyPath:
     caller's is writing."""
     made_on: dict[str, str] = field(default_factory=dict)
     """Name -> the stream current where a fresh allocation was last bound to it."""
+    made_by_moves: set[str] = field(default_factory=set)
+    """Those of `made_on` a move of a tensor of unknown place made (`x.to(device)`): new memory
+    only under `moves-of-unplaced-tensors-allocate`."""
     callers_blocks: dict[cst.CSTNode, bool] = field(default_factory=dict)
     """Allocations on the caller's stream before any launch on it here, on every pass: the
     block may still be in use by the caller's work only, which every caller's wait of the

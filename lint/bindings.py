@@ -61,6 +61,7 @@ class Bindings:
     _value: Callable[[cst.BaseExpression], Value]
     _assumed_result: Callable[[frozenset[str]], Value]
     _fresh: Callable[[cst.BaseExpression], bool]
+    _moves_unplaced: Callable[[cst.Call], bool]
     _torch_operand: Callable[[cst.BaseExpression], bool]
     _stream: Callable[[cst.BaseExpression], str | None]
     _eval: Callable[[cst.CSTNode], None]
@@ -247,7 +248,7 @@ class Bindings:
             self.anypath.callers_blocks[target] = self.anypath.callers_blocks.get(target, True) and callers
             state.tensors[key] = TrackedTensor(writes=frozenset({mark}), alloc=state.current if owned else None)
         elif value.kind == "host":
-            state.tensors[key] = TrackedTensor()
+            state.tensors[key] = TrackedTensor(host=True)
         elif value.kind == "alias" and value.source in state.tensors:
             source = state.tensors[value.source].with_marks(Within(value.region, state.facts))
             state.tensors[key] = replace(source, uses=frozenset(), alloc=None, escaped=False)
@@ -282,8 +283,11 @@ class Bindings:
         fresh = self._fresh(value)
         for bound in [name for name in self.anypath.made_on if name == key or name.startswith(f"{key}.")]:
             del self.anypath.made_on[bound]  # rebinding `x` rebinds `x.data` too
+            self.anypath.made_by_moves.discard(bound)
         if fresh:
             self.anypath.made_on[key] = self.live.current
+            if isinstance(value, cst.Call) and self._moves_unplaced(value):
+                self.anypath.made_by_moves.add(key)
         tensor = self.live.tensors.get(key)
         if tensor is not None and fresh:
             self.live.tensors[key] = replace(tensor, pool=self._pool())

@@ -16,7 +16,6 @@ import libcst as cst
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.api import Kind
-from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS
 from csan_lint.lint.analysis.tokens import HOST, alternatives, root
 from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.callers import Caller, CallSite, both
@@ -88,6 +87,7 @@ class Calls:
     _replay_effects: Callable[[Callee, cst.Call], None]
     _moved: Callable[[cst.BaseExpression], bool]
     _read_moved: Callable[[cst.Call], None]
+    _assumes: Callable[[str], bool]
 
     def _call(self, node: cst.Call) -> None:
         func = node.func
@@ -304,9 +304,7 @@ class Calls:
 
     def _unseen_code_keeps(self) -> bool:
         """Whether unknown code keeps the arguments it is given (`unseen-callees-keep-arguments`)."""
-        return (self.helpers.assumptions if self.helpers is not None else DEFAULT_ASSUMPTIONS).holds(
-            assumed.UNSEEN_CALLEES_KEEP_ARGUMENTS
-        )
+        return self._assumes(assumed.UNSEEN_CALLEES_KEEP_ARGUMENTS)
 
     def _gradients_written(self, node: cst.Call) -> None:
         """Autograd writes every leaf's `.grad` on the current stream: those followed here are

@@ -13,7 +13,8 @@ from dataclasses import replace
 
 import libcst as cst
 
-from csan_lint.lint.analysis.tokens import CURRENT, distinct
+from csan_lint.lint.analysis import assumptions as assumed
+from csan_lint.lint.analysis.tokens import CURRENT, distinct, root
 from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.callers import Caller
 from csan_lint.lint.effects import Helpers
@@ -184,7 +185,11 @@ class Lifetimes:
             self.anypath.recorded_on_pool[node] = (key, stream, access)
 
     def _record_on_pool(self, tensor: str, access: Access, stream: str) -> None:
-        hazard = Hazard(HazardKind.FREE_IN_USE, tensor, access, stream, function=self.function, no_op=True)
+        moved = tensor in self.anypath.made_by_moves or root(tensor) in self.anypath.made_by_moves
+        rests = frozenset({assumed.MOVES_ALLOCATE}) if moved else frozenset()
+        hazard = Hazard(
+            HazardKind.FREE_IN_USE, tensor, access, stream, function=self.function, no_op=True, assumptions=rests
+        )
         self.hazards.setdefault(("self-record", access.node), hazard)
 
     def _judge_records_on_pool(self) -> None:

@@ -194,6 +194,9 @@ class TrackedTensor:
     assumed: frozenset[str] = frozenset()
     """The assumptions under which the value is a tensor at all (a result of code the analysis
     cannot read: lint/analysis/assumptions.py); a hazard on it rests on them."""
+    host: bool = False
+    """Host memory, on every path (lint/devices.py): no stream writes it, and a copy of it to the
+    device makes a new tensor."""
 
     def with_marks(self, update: Callable[[frozenset[Mark]], frozenset[Mark]]) -> TrackedTensor:
         writes, reads, uses = update(self.writes), update(self.reads), update(self.uses)
@@ -433,6 +436,7 @@ def join_tensor(a: TrackedTensor, b: TrackedTensor, kept: Kept = _NOT_KEPT, side
         unsure=a.unsure and b.unsure,
         assumed_alloc=a.assumed_alloc or b.assumed_alloc,
         assumed=a.assumed | b.assumed,
+        host=a.host and b.host,
     )
 
 

@@ -22,7 +22,6 @@ import libcst as cst
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.api import Direction, Kind
-from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS
 from csan_lint.lint.analysis.tokens import choice, root
 from csan_lint.lint.containers import COMPREHENSIONS, comprehension_targets, made_by_comprehension
 from csan_lint.lint.devices import Place, place_of_result, unknown_place
@@ -285,6 +284,7 @@ class Values:
     _stream: Callable[[cst.BaseExpression], str | None]
     _context_stream: Callable[[cst.BaseExpression], str | None]
     _returns_fresh: Callable[[cst.Call], bool]
+    _assumes: Callable[[str], bool]
 
     def _escape_names(self, expr: cst.CSTNode) -> None:
         for key in self._tensor_names(expr):
@@ -376,11 +376,10 @@ class Values:
 
     def _assumed_result(self, assumptions: frozenset[str]) -> Value:
         """A value that is a tensor only if `assumptions` hold; where one does not, no tensor."""
-        holds = (self.helpers.assumptions if self.helpers is not None else DEFAULT_ASSUMPTIONS).holds
-        return Value("result", assumed=assumptions) if all(map(holds, assumptions)) else Value("other")
+        return Value("result", assumed=assumptions) if all(map(self._assumes, assumptions)) else Value("other")
 
     def _assumes_lists(self) -> bool:
-        return self.helpers is not None and self.helpers.assumptions.holds(assumed.COMPREHENDED_LISTS_ARE_TENSORS)
+        return self.helpers is not None and self._assumes(assumed.COMPREHENDED_LISTS_ARE_TENSORS)
 
     def _choice_value(self, expr: cst.IfExp) -> Value:
         """A stream chosen at run time binds one of its sides (`self.s1 if c else self.s0`,
@@ -487,12 +486,23 @@ class Values:
         root = inplace_root(expr)
         if root is not None:
             return self._fresh(root)
+        if self._moves_unplaced(expr):
+            return self._assumes(assumed.MOVES_ALLOCATE)
         qualified = self.imports.qualified(expr.func)
         if qualified is not None:
             kind = self._call_value(expr).kind
             return qualified.rpartition(".")[0] in TENSOR_MODULES and kind in ("tensor", "allocation")
         method = expr.func.attr.value if isinstance(expr.func, cst.Attribute) else None
         return method in TENSOR_METHODS or method in ALLOCATING_METHODS or self._returns_fresh(expr)
+
+    def _moves_unplaced(self, expr: cst.Call) -> bool:
+        """`x.to(device)`, `x.cuda()` of a tensor not known to be host memory: `x` itself where
+        it is on that device already, new memory only under `moves-of-unplaced-tensors-allocate`."""
+        moved = self._call_value(expr).moved_from
+        if moved is None:
+            return False
+        source = self.live.tensors.get(moved) if self.state is not None else None
+        return source is None or not source.host
 
     def _host_allocation(self, call: cst.Call) -> bool:
         """`torch.empty(n, pin_memory=True)`, `torch.zeros(n, device="cpu")`: host memory, no kernel

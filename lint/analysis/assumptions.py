@@ -25,6 +25,7 @@ ATTRIBUTES_WRITTEN_BY_CALLER = "attributes-written-by-caller"
 ENTRY_STREAM_FROM_CALLS = "entry-stream-from-calls"
 KEPT_CURRENT_STREAM = "kept-current-stream-is-callers"
 ENTRY_STREAM_IS_DEFAULT = "entry-stream-is-default"
+MOVES_ALLOCATE = "moves-of-unplaced-tensors-allocate"
 REBOUND_DATA_RELEASES = "rebound-data-releases-callers-memory"
 DROPPED_GRADIENTS_RELEASE = "dropped-gradients-release"
 UNSEEN_CALLEES_READ_DOWNLOADS = "unseen-callees-read-downloads"
@@ -471,6 +472,33 @@ class Prefetcher:
         when_off=(("CSL101", 12),),
         default=True,
         rules=("CSL101", "CSL102"),
+    ),
+    Assumption(
+        MOVES_ALLOCATE,
+        "A `.to(device)` or `.cuda()` of a tensor whose place the code does not say makes a new "
+        "tensor, allocated on the stream current there.",
+        "PyTorch returns the tensor itself where it is on that device already. A tensor the "
+        "code made in host memory (a pinned buffer, `.cpu()`, a factory without `device=`) is "
+        "moved for certain, with no assumption. Off, a move of any other tensor may be its "
+        "receiver: its allocating stream is not known, and a `record_stream` on the stream "
+        "current at the move is not judged.",
+        example="""\
+import torch
+
+
+def load(batch: torch.Tensor, side: torch.cuda.Stream) -> torch.Tensor:
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        batch = batch.to("cuda", non_blocking=True)
+        batch.record_stream(side)
+        out = batch * 2
+    torch.cuda.current_stream().wait_stream(side)
+    return out
+""",
+        when_on=(("CSL201", 8),),
+        when_off=(),
+        default=True,
+        rules=("CSL201",),
     ),
     Assumption(
         ENTRY_STREAM_IS_DEFAULT,
