@@ -157,8 +157,11 @@ class Calls:
         )
         given = self._arguments(call, self.helpers.functions[callee], skip_first=bound)
         passed = {token: param for param, value in given.items() if (token := self._stream(value)) is not None}
+        closure = self.function is not None and callee.startswith(f"{self.function}.")  # sees this scope's names
         named_alike = {
-            token for token in after if token == HOST or all(root(part) in shared for part in alternatives(token))
+            token
+            for token in after
+            if token == HOST or closure or all(root(part) in shared for part in alternatives(token))
         }
         ordered = frozenset(named_alike | {passed[token] for token in after if token in passed})
         unwritten = frozenset(param for param, value in given.items() if not self._holds_write(value))

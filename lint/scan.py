@@ -229,14 +229,17 @@ def _metadata_of_name(node: cst.CSTNode) -> Sequence[cst.CSTNode] | None:
 
 
 def calls_any(name: str, function: cst.FunctionDef, targets: set[str]) -> bool:
-    """Whether `function` calls one of `targets` (module-level functions, or methods of its
-    own class): a helper with a stream block may leave its arguments written on that stream."""
+    """Whether `function` calls one of `targets` (module-level functions, functions nested in
+    it, or methods of its own class): a helper with a stream block may leave its arguments
+    written on that stream."""
     if not targets:
         return False
     owner = name.rpartition(".")[0]
     for callee in _callees(function.body):
         method = callee.removeprefix("self.")
-        if (f"{owner}.{method}" if method != callee else callee) in targets:
+        if method != callee and f"{owner}.{method}" in targets:
+            return True
+        if method == callee and (callee in targets or f"{name}.{callee}" in targets):
             return True
     return False
 

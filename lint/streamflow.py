@@ -148,7 +148,7 @@ def analyse(
         ]
         at_calls: dict[str, dict[cst.Call, CallSite]] = {}
         ordered_at_entry: dict[str, frozenset[str]] = {}
-        calls = _module_calls(functions, entered_on, uses)
+        calls = _module_calls(functions, entered_on, uses, classes)
         for name, function in _callers_first(interpreted, entered_on, calls, at_calls):
             analysis = FunctionAnalysis(
                 imports, hazards, function=name, params=tensor_params(function), helpers=helpers
@@ -210,14 +210,19 @@ def _callers_first(
 
 
 def _module_calls(
-    functions: Sequence[tuple[str, cst.FunctionDef]], entered_on: Mapping[str, Entry], uses: ModuleUses
+    functions: Sequence[tuple[str, cst.FunctionDef]],
+    entered_on: Mapping[str, Entry],
+    uses: ModuleUses,
+    classes: Mapping[str, object],
 ) -> dict[str, int]:
     """How many calls of each function the module makes: a method's by `self.m(...)`/`cls.m(...)`,
-    a function's by its name (a leaf shared by two classes counts both: never too few)."""
+    a function's, also one nested in another, by its name (a leaf shared by two classes or two
+    scopes counts both: never too few)."""
     counts = {}
     for name, _ in functions:
-        leaf = name.rpartition(".")[2]
-        module_calls = uses.calls["self", leaf] + uses.calls["cls", leaf] if "." in name else uses.calls["", leaf]
+        owner, _, leaf = name.rpartition(".")
+        method = owner in classes
+        module_calls = uses.calls["self", leaf] + uses.calls["cls", leaf] if method else uses.calls["", leaf]
         counts[name] = entry.calls if (entry := entered_on.get(name)) is not None else module_calls
     return counts
 

@@ -1,0 +1,52 @@
+"""A function nested in another is called by it: what the enclosing function ordered before
+each call is the closure's entry, as for a module-level helper (lint/streamflow.py)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from csan_lint.lint.engine import lint_source
+
+TRAIN = """
+import torch
+
+
+def train(batches, side: torch.cuda.Stream, other: torch.cuda.Stream):
+    def step(x: torch.Tensor) -> torch.Tensor:
+        with torch.cuda.stream(side):
+            y = x * 2
+        return y
+
+    for batch in batches:
+        x = batch.to("cuda")
+        {wait}
+        y = step(x)
+        torch.cuda.current_stream().wait_stream(side)
+        print(y.sum())
+"""
+
+
+def findings(wait: str) -> list[tuple[str, int]]:
+    source = textwrap.dedent(TRAIN.format(wait=wait))
+    return sorted((f.code, f.line) for f in lint_source(source, "m.py"))
+
+
+@pytest.mark.parametrize(
+    ("wait", "expected"),
+    [
+        ("side.wait_stream(torch.cuda.current_stream())", []),
+        ("pass", [("CSL101", 8)]),
+        ("other.wait_stream(torch.cuda.current_stream())", [("CSL101", 8)]),
+    ],
+)
+def test_the_enclosing_functions_wait_before_the_call_orders_the_closure(
+    wait: str, expected: list[tuple[str, int]]
+) -> None:
+    assert findings(wait) == expected
+
+
+def test_a_closure_also_called_where_nothing_waits_keeps_its_finding() -> None:
+    source = TRAIN.format(wait="side.wait_stream(torch.cuda.current_stream())") + "    step(batches[0])\n"
+    assert sorted((f.code, f.line) for f in lint_source(textwrap.dedent(source), "m.py")) == [("CSL101", 8)]
