@@ -182,10 +182,8 @@ class Helpers:
         """The module's function a call reaches: `helper(...)`, a function nested in the caller or
         a module-level one; `self.helper(...)`, a method of the caller's class or one it inherits
         from a class of the module; `super().helper(...)`, one of its bases'."""
-        if isinstance(func, cst.Name) and caller is not None and f"{caller}.{func.value}" in self.functions:
-            return f"{caller}.{func.value}"
         if isinstance(func, cst.Name):
-            return func.value if func.value in self.functions else None
+            return self._scoped(caller, func.value)
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in self.classes:
             name = self._method(func.value.value, func.attr.value, inherited=False)  # `Other.helper(...)`
             return name if name is not None and _unbound(self.functions[name]) else None
@@ -254,15 +252,18 @@ class Helpers:
     def defined(self, caller: str | None, func: cst.BaseExpression) -> cst.FunctionDef | None:
         """The module's function `name(...)` calls from inside `caller`: nested in it or in a
         function around it, or at module level."""
-        if not isinstance(func, cst.Name):
-            return None
+        name = self._scoped(caller, func.value) if isinstance(func, cst.Name) else None
+        return self.functions[name] if name is not None else None
+
+    def _scoped(self, caller: str | None, name: str) -> str | None:
+        """The module's function a bare `name` is inside `caller`: nested in it or in a function
+        around it (a class body encloses no function), or at module level."""
         scope = caller or ""
         while scope:
-            found = self.functions.get(f"{scope}.{func.value}")
-            if found is not None:
-                return found
+            if scope not in self.classes and f"{scope}.{name}" in self.functions:
+                return f"{scope}.{name}"
             scope = scope.rpartition(".")[0]
-        return self.functions.get(func.value)
+        return name if name in self.functions else None
 
     def _method(self, owner: str, name: str, *, inherited: bool) -> str | None:
         """`Owner.name`, or (`inherited`: only) the first base class of the module, depth first,
