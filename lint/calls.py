@@ -16,7 +16,7 @@ import libcst as cst
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.api import Kind
-from csan_lint.lint.analysis.tokens import HOST, alternatives, root
+from csan_lint.lint.analysis.tokens import HOST, alternatives, event_name, is_choice, rebased, root
 from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.callers import Caller, CallSite, both
 from csan_lint.lint.effects import Callee, Helpers, probe_key
@@ -163,7 +163,13 @@ class Calls:
             for token in after
             if token == HOST or closure or all(root(part) in shared for part in alternatives(token))
         }
-        ordered = frozenset(named_alike | {passed[token] for token in after if token in passed})
+        held = {value.value: param for param, value in given.items() if isinstance(value, cst.Name)}
+        through = {  # `s.stream` of an argument `s` the callee calls `state`: its `state.stream`
+            rebased(token, held[root(token)])
+            for token in after
+            if not is_choice(token) and root(token) in held and root(token) != (event_name(token) or token)
+        }
+        ordered = frozenset(named_alike | through | {passed[token] for token in after if token in passed})
         unwritten = frozenset(param for param, value in given.items() if not self._holds_write(value))
         contexts = frozenset(  # a stream other than the one current at the call
             param for param, value in given.items() if self._context_stream(value) not in (None, self.live.current)

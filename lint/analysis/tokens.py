@@ -108,8 +108,11 @@ def root(token: str) -> str:
 
 
 def rebased(token: str, holder: str) -> str:
-    """The token with its first name replaced: `state.stream` held by `s` is `s.stream`."""
-    return holder + token[len(root(token)) :]
+    """The token with its first name replaced: `state.stream` held by `s` is `s.stream`, and
+    `event:state.done` is `event:s.done`."""
+    prefix = _EVENT if token.startswith(_EVENT) else ""
+    bare = token.removeprefix(prefix)
+    return prefix + holder + bare[len(root(bare)) :]
 
 
 def item_key(collection: str) -> str:
