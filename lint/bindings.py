@@ -37,7 +37,14 @@ from csan_lint.lint.ordering import (
 from csan_lint.lint.pathfacts import (
     without,
 )
-from csan_lint.lint.values import Value, inplace_root, is_async_collective, is_reference, stores_in_container
+from csan_lint.lint.values import (
+    Value,
+    host_positions,
+    inplace_root,
+    is_async_collective,
+    is_reference,
+    stores_in_container,
+)
 from csan_lint.lint.views import viewed
 from csan_lint.lint.vocabulary import GRADIENT
 
@@ -132,6 +139,22 @@ class Bindings:
         if returned and bound.kind in ("result", "other", "unknown"):  # written where the callee made it
             for target in targets:
                 self._bind_returned(target, returned)
+        for target in targets:
+            self._unbind_host_items(target, value)
+
+    def _unbind_host_items(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        """`loss, n = step(x)` of the module's `def step(...) -> tuple[Tensor, int]`: `n` is a
+        number, as its annotation says, no tensor."""
+        if not (isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, cst.Call)) or self.helpers is None:
+            return
+        if any(isinstance(element, cst.StarredElement) for element in target.elements):
+            return
+        callee = self.helpers.callee(self.function, value.func)
+        positions = host_positions(self.helpers.functions[callee] if callee is not None else None)
+        for index, element in enumerate(target.elements):
+            if index in positions and isinstance(element.value, cst.Name):
+                self.live.tensors.pop(element.value.value, None)
+                self.maybe_tensors.discard(element.value.value)
 
     def _drops_gradient(self, target: cst.BaseExpression) -> bool:
         """`p.grad = v` (`None`, another tensor) drops the gradient `p` held."""

@@ -257,12 +257,32 @@ def inplace_root(expr: cst.BaseExpression) -> cst.BaseExpression | None:
 
 
 _HOST_RETURNS = frozenset({"int", "float", "bool", "str", "bytes", "None"})
+_TUPLES = frozenset({"tuple", "Tuple", "typing.Tuple"})
 
 
 def _returns_host_value(function: cst.FunctionDef | None) -> bool:
     """A function annotated to return a Python number, bool or string: no tensor."""
     returns = function.returns if function is not None else None
-    return returns is not None and dotted_name(returns.annotation) in _HOST_RETURNS
+    return returns is not None and _host_annotation(returns.annotation)
+
+
+def host_positions(function: cst.FunctionDef | None) -> frozenset[int]:
+    """The items of a returned tuple annotated as Python numbers, bools or strings, by position
+    (`-> tuple[Tensor, int]`: 1): no tensor."""
+    annotation = function.returns.annotation if function is not None and function.returns is not None else None
+    if not (isinstance(annotation, cst.Subscript) and dotted_name(annotation.value) in _TUPLES):
+        return frozenset()
+    items = [element.slice for element in annotation.slice]
+    if not all(isinstance(item, cst.Index) and not isinstance(item.value, cst.Ellipsis) for item in items):
+        return frozenset()  # `tuple[int, ...]`
+    return frozenset(i for i, item in enumerate(items) if isinstance(item, cst.Index) and _host_annotation(item.value))
+
+
+def _host_annotation(annotation: cst.BaseExpression) -> bool:
+    """`int`, `float | None`: a Python value, no tensor."""
+    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+        return _host_annotation(annotation.left) and _host_annotation(annotation.right)
+    return dotted_name(annotation) in _HOST_RETURNS
 
 
 def is_inplace(method: str) -> bool:
