@@ -25,7 +25,7 @@ from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.nodes import children
 from csan_lint.lint.ordering import Access, FlowState, Mark, TrackedTensor
 from csan_lint.lint.regions import region_of
-from csan_lint.lint.values import index_names, is_host_test, is_reference, operands
+from csan_lint.lint.values import builds_sequence, index_names, is_host_test, is_reference, operands
 from csan_lint.lint.vocabulary import HOST_ATTRIBUTES, TENSOR_ATTRIBUTES, VIEW_ATTRIBUTES, VIEW_METHODS
 
 
@@ -88,8 +88,10 @@ class Expressions:
         elif isinstance(node, COMPREHENSIONS):
             self._comprehension(node)
         elif isinstance(node, (cst.BinaryOperation, cst.BooleanOperation)):
+            sequence = isinstance(node, cst.BinaryOperation) and builds_sequence(node)
             for operand in operands(node):
-                self._eval(operand)
+                if not (sequence and is_reference(operand)):  # `kept + (x,)` holds `x`, launches nothing
+                    self._eval(operand)
         elif isinstance(node, cst.Subscript):
             for element in node.slice:
                 for key in index_names(element.slice):

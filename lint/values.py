@@ -159,8 +159,15 @@ def builds_sequence(expr: cst.BinaryOperation) -> bool:
     """`fmt + "_" + fmt`, `"%s" % x`, `[None] * n`: an operator with a string, list or tuple
     literal operand makes a str or a sequence (with a tensor operand it raises, formats the
     tensor on the host, or repeats the reference): no tensor."""
+    return any(map(_literal_sequence, operands(expr)))
+
+
+def _literal_sequence(expr: cst.BaseExpression) -> bool:
+    """A string, list or tuple literal, or a choice between two (`(x, s) if c else (x,)`)."""
+    if isinstance(expr, cst.IfExp):
+        return _literal_sequence(expr.body) and _literal_sequence(expr.orelse)
     strings = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString, cst.List, cst.Tuple)
-    return any(isinstance(operand, strings) for operand in operands(expr))
+    return isinstance(expr, strings)
 
 
 def stores_in_container(target: cst.Subscript, value: Value) -> bool:
@@ -223,9 +230,12 @@ def _leaves(expr: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
 
 
 def is_reference(expr: cst.CSTNode) -> bool:
-    """Names, attributes and literal containers of them: passing them around launches no kernel."""
+    """Names, attributes, literal containers of them and a choice between them on a Python test
+    (`(x, s) if s is not None else x`): passing them around launches no kernel."""
     if isinstance(expr, (cst.Tuple, cst.List)):
         return all(is_reference(element.value) for element in expr.elements)
+    if isinstance(expr, cst.IfExp):
+        return is_host_test(expr.test) and is_reference(expr.body) and is_reference(expr.orelse)
     if isinstance(expr, cst.StarredElement):
         return is_reference(expr.value)
     return isinstance(expr, (cst.Name, cst.Attribute)) and dotted_name(expr) is not None
