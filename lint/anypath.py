@@ -78,8 +78,8 @@ class AnyPath:
     used_off_pool: dict[str, set[str]] = field(default_factory=dict)
     """Name -> the streams other than its allocating one it was used on, on some path."""
     waits_callers_event: set[str] = field(default_factory=set)
-    """Streams that waited on an event of `self` recorded nowhere here: recorded by the method
-    that produced the caller's tensors, after its writes."""
+    """Streams that waited on an event of `self` or a parameter recorded nowhere here: recorded
+    by the caller, or the method that produced its tensors, after its writes."""
     joined_at_entry: set[str] = field(default_factory=set)
     """Side streams the caller's stream waits for here before any work of this call on
     them: the previous call's pending work there is joined by the next call (`_return`)."""

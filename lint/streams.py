@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from csan_lint.lint.analysis import api
-from csan_lint.lint.analysis.assumptions import ENTRY_STREAM_IS_DEFAULT
+from csan_lint.lint.analysis.assumptions import ENTRY_STREAM_IS_DEFAULT, UNRECORDED_EVENTS_FOLLOW_CALLERS
 from csan_lint.lint.analysis.tokens import (
     CURRENT,
     DEFAULT,
@@ -33,6 +33,7 @@ from csan_lint.lint.analysis.tokens import (
 )
 from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.callers import Caller
+from csan_lint.lint.effects import probe_key
 from csan_lint.lint.itemwaits import is_item_token, item_waits, items_wait
 from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, GRAPH_CAPTURE, ImportTable, dotted_name
 from csan_lint.lint.ordering import (
@@ -168,12 +169,8 @@ class Streams:
         elif op == api.WAIT_EVENT and by_stream and args:
             waiter, event = self._stream(receiver), self._event(args[0])
             if waiter is not None and event is not None:
-                if (
-                    root(event) == "self"
-                    and is_event(event)
-                    and not any(recorded == event for recorded, _ in self.records)
-                ):
-                    self.anypath.waits_callers_event.add(waiter)  # an event of the object's, recorded by another method
+                if self._callers_event(event):
+                    self._waits_for_caller(waiter)
                 self._default_join(node, waiter, event, args[0])
                 self._order(MarkUpdate(event, waiter))
         elif op == api.RECORD and by_stream and args:
@@ -287,6 +284,29 @@ class Streams:
             launch = Mark(LAUNCH_ACCESS, frozenset({when}))
             self.live.tensors.setdefault(launch_key(when), TrackedTensor(writes=frozenset({launch})))
         self.live.update_marks(update)
+
+    def _callers_event(self, event: str) -> bool:
+        """An event of the object's or a parameter that this function never records: recorded by
+        the caller, or the method that produced its tensors, after its writes
+        (`unrecorded-events-follow-callers-work`)."""
+        given = root(event) == "self" or root(event) in self.caller.streams
+        return (
+            given
+            and is_event(event)
+            and not any(recorded == event for recorded, _ in self.records)
+            and self._assumes(UNRECORDED_EVENTS_FOLLOW_CALLERS)
+        )
+
+    def _waits_for_caller(self, waiter: str) -> None:
+        """`waiter` is ordered after the caller's work before the call (not this function's):
+        its accesses of the caller's tensors, and the functions this one calls after, see it."""
+        self.anypath.waits_callers_event.add(waiter)
+        key = probe_key(self.entry_stream)
+        probe = self.live.tensors.get(key)
+        if probe is not None:
+            self.live.tensors[key] = probe.with_marks(
+                lambda marks: frozenset(replace(mark, after=mark.after | {waiter}) for mark in marks)
+            )
 
     def _record(self, token: str, stream: str) -> None:
         """Re-recording an event replaces what it captured."""

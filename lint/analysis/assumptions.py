@@ -26,6 +26,7 @@ ENTRY_STREAM_FROM_CALLS = "entry-stream-from-calls"
 KEPT_CURRENT_STREAM = "kept-current-stream-is-callers"
 ENTRY_STREAM_IS_DEFAULT = "entry-stream-is-default"
 MOVES_ALLOCATE = "moves-of-unplaced-tensors-allocate"
+UNRECORDED_EVENTS_FOLLOW_CALLERS = "unrecorded-events-follow-callers-work"
 REBOUND_DATA_RELEASES = "rebound-data-releases-callers-memory"
 DROPPED_GRADIENTS_RELEASE = "dropped-gradients-release"
 UNSEEN_CALLEES_READ_DOWNLOADS = "unseen-callees-read-downloads"
@@ -472,6 +473,28 @@ class Prefetcher:
         when_off=(("CSL101", 12),),
         default=True,
         rules=("CSL101", "CSL102"),
+    ),
+    Assumption(
+        UNRECORDED_EVENTS_FOLLOW_CALLERS,
+        "An event of the object's or a parameter that a function waits on and never records was "
+        "recorded by its caller, or the method that produced the tensors it uses, after writing them.",
+        "A stream that waits on such an event is ordered after the caller's work. Off, the wait "
+        "orders nothing the function can see, and the caller's tensors it reads are judged as if "
+        "no wait were made.",
+        example="""\
+import torch
+
+
+def encode(frame: torch.Tensor, ready: torch.cuda.Event, side: torch.cuda.Stream) -> None:
+    side.wait_event(ready)
+    with torch.cuda.stream(side):
+        frame.mul_(2)
+    torch.cuda.current_stream().wait_stream(side)
+""",
+        when_on=(),
+        when_off=(("CSL101", 7),),
+        default=True,
+        rules=("CSL101", "CSL201"),
     ),
     Assumption(
         MOVES_ALLOCATE,
