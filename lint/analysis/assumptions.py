@@ -480,7 +480,11 @@ class Prefetcher:
         "recorded by its caller, or the method that produced the tensors it uses, after writing them.",
         "A stream that waits on such an event is ordered after the caller's work. Off, the wait "
         "orders nothing the function can see, and the caller's tensors it reads are judged as if "
-        "no wait were made.",
+        "no wait were made. On by default (an event of the object's was always taken so), "
+        "measured in round 19 on the development data: off, the eleven repositories get 4 "
+        "findings in Megatron's inference controller, whose copy stream waits on an event of the "
+        "controller's, and the fixed versions of held-out sets 1-11 two more (jasna's encoder, "
+        "given the producer's event); the corpus and the sets find the same.",
         example="""\
 import torch
 
