@@ -392,6 +392,19 @@ def tensor_annotation(annotation: cst.BaseExpression) -> bool:
     return not _TENSOR_TYPES.isdisjoint(_annotation_names(annotation))
 
 
+def streams_annotation(annotation: cst.BaseExpression) -> bool:
+    """`list[torch.cuda.Stream]`, `Sequence[Stream]`, `tuple[Stream, ...]`: a collection of streams."""
+    return (
+        isinstance(annotation, cst.Subscript)
+        and set(_annotation_names(annotation.value)) <= _COLLECTIONS
+        and "Stream" in _annotation_names(annotation)
+    )
+
+
+_COLLECTIONS = frozenset({"list", "List", "Sequence", "tuple", "Tuple", "Iterable", "typing", "abc", "collections"})
+"""Generic collections an annotation may name (`typing.List`, `collections.abc.Sequence`)."""
+
+
 _TENSOR_TYPES = frozenset(
     {"Tensor", "Parameter"}
     | {

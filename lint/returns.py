@@ -24,12 +24,13 @@ from csan_lint.lint.analysis.tokens import (
     is_event,
     is_local,
     issued_on,
+    item_key,
     root,
 )
 from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.callers import NO_SITE, Caller, CallersJoin, CallSite
 from csan_lint.lint.effects import Helpers, renamed
-from csan_lint.lint.names import ImportTable, dotted_name, tensor_annotation
+from csan_lint.lint.names import ImportTable, dotted_name, streams_annotation, tensor_annotation
 from csan_lint.lint.nodes import descendants, parameters
 from csan_lint.lint.ordering import Access, FlowState, HazardKind, Mark, Produced, TrackedTensor
 from csan_lint.lint.run_facts import NO_MODULE_FACTS
@@ -99,6 +100,9 @@ class Returns:
             join=callers,
             ordered=site.ordered,
         )
+        for param in params:  # `streams: list[Stream]`: `streams[i]` is one of its items
+            if param.annotation is not None and streams_annotation(param.annotation.annotation):
+                self.live.streams[item_key(param.name.value)] = item_key(param.name.value)
         for name in site.contexts:  # `with ctx:` enters the stream of the context a call gave
             self.live.contexts[name] = f"{name}.stream"
         unannotated = self._assumes(assumed.UNANNOTATED_PARAMETERS_WRITTEN_BY_CALLER)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from csan_lint.lint.analysis.tokens import CURRENT, DEFAULT, alternatives, choice
+from csan_lint.lint.analysis.tokens import CURRENT, DEFAULT, alternatives, choice, spelled
 from csan_lint.lint.facts import HostHazard, ModuleFlow
 from csan_lint.lint.hoststate import CAPTURE, Copy
 from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM
@@ -52,7 +52,7 @@ def _describe(stream: str) -> str:
     """Prose for a stream token; of a stream chosen at run time, only the side streams it may be."""
     if stream == DEFAULT:
         return "the default stream"
-    sides = choice(part for part in alternatives(stream) if part != CURRENT)
+    sides = choice(spelled(part) for part in alternatives(stream) if part != CURRENT)
     return f"side stream '{sides}'" if sides else "the current stream"
 
 
@@ -60,9 +60,9 @@ def _code(stream: str, current: str) -> str:
     """Source for a stream token, the current stream spelled `current`; of a stream chosen at run
     time, its first side stream (waiting on it orders each path: on the others it is a stream
     the current one need not wait for, or the current stream itself)."""
-    spelled = {CURRENT: current, DEFAULT: f"{DEFAULT_STREAM}()"}
+    known = {CURRENT: current, DEFAULT: f"{DEFAULT_STREAM}()"}
     sides = [part for part in alternatives(stream) if part != CURRENT]
-    return spelled.get(sides[0], sides[0]) if sides else current
+    return known.get(sides[0], spelled(sides[0])) if sides else current
 
 
 def first_copy(flow: ModuleFlow, hazard: HostHazard) -> Copy | None:

@@ -32,7 +32,7 @@ _OR = " or "
 _ON = "@"
 _EVENT = "event:"
 _ITEMS = "[]"
-_ITEM = re.compile(r"(.+?)\[(.+)\]")
+_ITEM = re.compile(r"(.+?)\[(.*)\]")
 _LITERAL_KEY = re.compile(r"-?\d+|'[^']*'|\"[^\"]*\"")
 _NAMED = re.compile(r"[A-Za-z_][\w.]*")
 
@@ -125,6 +125,15 @@ def every_item(collection: str) -> str:
     """The ordering token that stands for every item of a collection (`c[*]`): after a loop in
     which each item waited (lint/itemwaits.py), whichever key picks one later."""
     return f"{collection}[*]"
+
+
+def spelled(stream: str) -> str:
+    """A stream token as a message shows it: an item picked by a computed key, or every item,
+    as `c[...]`."""
+    for suffix in (_ITEMS, "[*]"):
+        if stream.endswith(suffix):
+            return f"{stream.removesuffix(suffix)}[...]"
+    return stream
 
 
 def every_item_of(stream: str) -> str | None:
