@@ -15,6 +15,7 @@ import libcst as cst
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.tokens import UNKNOWN, choice, event_token, issued_on, item_key
+from csan_lint.lint.annotations import host_positions
 from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.callers import Caller
 from csan_lint.lint.containers import items_of, object_root, paired
@@ -37,14 +38,7 @@ from csan_lint.lint.ordering import (
 from csan_lint.lint.pathfacts import (
     without,
 )
-from csan_lint.lint.values import (
-    Value,
-    host_positions,
-    inplace_root,
-    is_async_collective,
-    is_reference,
-    stores_in_container,
-)
+from csan_lint.lint.values import Value, inplace_root, is_async_collective, is_reference, stores_in_container
 from csan_lint.lint.views import viewed
 from csan_lint.lint.vocabulary import GRADIENT
 

@@ -136,3 +136,16 @@ def _keyword(call: cst.Call, name: str) -> cst.BaseExpression | None:
 
 def _is_true(expr: cst.BaseExpression | None) -> bool:
     return isinstance(expr, cst.Name) and expr.value == "True"
+
+
+def allocated_on_host(call: cst.Call, imports: ImportTable) -> bool:
+    """`torch.empty(n, pin_memory=True)`, `torch.zeros(n, device="cpu")`: a factory the code says
+    allocates host memory. Streamflow takes a factory that names no device for device memory,
+    the default device of stream code; `place_of_result` for host memory, as PyTorch does."""
+    for arg in call.args:
+        keyword = arg.keyword.value if arg.keyword is not None else None
+        if keyword == api.PIN_MEMORY and isinstance(arg.value, cst.Name) and arg.value.value == "True":
+            return True
+        if keyword == api.DEVICE_KEYWORD and place_of_device(arg.value, imports, unknown_place) is Place.HOST:
+            return True
+    return False

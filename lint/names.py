@@ -20,7 +20,6 @@ from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Kind, On
 from csan_lint.lint.model import NO_SPELLINGS, Spellings
 from csan_lint.lint.models import shipped_models
-from csan_lint.lint.nodes import descendants
 from csan_lint.lint.vocabulary import TENSOR_MODULES
 
 STREAM_CONTEXTS = api.names(Kind.ENTER_STREAM)
@@ -385,48 +384,6 @@ def _identifiers(expr: cst.BaseExpression) -> Iterator[str]:
     for child in expr.children:
         if isinstance(child, cst.BaseExpression):
             yield from _identifiers(child)
-
-
-def tensor_annotation(annotation: cst.BaseExpression) -> bool:
-    """`torch.Tensor`, `Optional[Tensor]`, `list[Tensor]`, `nn.Parameter`: names a tensor."""
-    return not _TENSOR_TYPES.isdisjoint(_annotation_names(annotation))
-
-
-def streams_annotation(annotation: cst.BaseExpression) -> bool:
-    """`list[torch.cuda.Stream]`, `Sequence[Stream]`, `tuple[Stream, ...]`: a collection of streams."""
-    return (
-        isinstance(annotation, cst.Subscript)
-        and set(_annotation_names(annotation.value)) <= _COLLECTIONS
-        and "Stream" in _annotation_names(annotation)
-    )
-
-
-_COLLECTIONS = frozenset({"list", "List", "Sequence", "tuple", "Tuple", "Iterable", "typing", "abc", "collections"})
-"""Generic collections an annotation may name (`typing.List`, `collections.abc.Sequence`)."""
-
-
-_TENSOR_TYPES = frozenset(
-    {"Tensor", "Parameter"}
-    | {
-        f"{kind}Tensor"
-        for kind in ("Float", "Double", "Half", "BFloat16", "Byte", "Char", "Short", "Int", "Long", "Bool")
-    }
-)
-"""Tensor types as annotations name them, the legacy typed ones (`torch.cuda.FloatTensor`) too."""
-
-
-def _annotation_names(annotation: cst.BaseExpression) -> Iterator[str]:
-    """The last part of every name an annotation spells, a quoted one's (`"torch.Tensor"`) too."""
-    for node in descendants(annotation):
-        if isinstance(node, cst.Name):
-            yield node.value
-        elif isinstance(node, cst.Attribute):
-            yield node.attr.value
-        elif isinstance(node, cst.SimpleString) and isinstance(quoted := node.evaluated_value, str):
-            try:
-                yield from _annotation_names(cst.parse_expression(quoted))
-            except cst.ParserSyntaxError:
-                continue
 
 
 def _made_items(expr: cst.BaseExpression) -> Iterator[cst.BaseExpression]:

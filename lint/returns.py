@@ -27,10 +27,11 @@ from csan_lint.lint.analysis.tokens import (
     item_key,
     root,
 )
+from csan_lint.lint.annotations import streams_annotation, tensor_annotation
 from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.callers import NO_SITE, Caller, CallersJoin, CallSite
 from csan_lint.lint.effects import Helpers, renamed
-from csan_lint.lint.names import ImportTable, dotted_name, streams_annotation, tensor_annotation
+from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.nodes import descendants, parameters
 from csan_lint.lint.ordering import Access, FlowState, HazardKind, Mark, Produced, TrackedTensor
 from csan_lint.lint.run_facts import NO_MODULE_FACTS

@@ -14,9 +14,10 @@ import libcst as cst
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Kind, Receiver
 from csan_lint.lint.analysis.tokens import CURRENT, UNKNOWN, alternatives, choice, root
+from csan_lint.lint.annotations import tensor_annotation
 from csan_lint.lint.containers import COMPREHENSIONS
 from csan_lint.lint.devices import FACTORIES
-from csan_lint.lint.names import CURRENT_STREAM, ImportTable, dotted_name, tensor_annotation
+from csan_lint.lint.names import CURRENT_STREAM, ImportTable, dotted_name
 from csan_lint.lint.nodes import children, descendants, parameters, target_names
 from csan_lint.lint.recognize import NO_FUNCTIONS, ContextFunctions, entered_streams
 from csan_lint.lint.summaries import module_name

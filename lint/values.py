@@ -23,8 +23,9 @@ from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.api import Direction, Kind
 from csan_lint.lint.analysis.tokens import choice, root
+from csan_lint.lint.annotations import returns_host_value
 from csan_lint.lint.containers import COMPREHENSIONS, comprehension_targets, made_by_comprehension
-from csan_lint.lint.devices import Place, place_of_result, unknown_place
+from csan_lint.lint.devices import Place, allocated_on_host, place_of_result, unknown_place
 from csan_lint.lint.names import (
     CURRENT_STREAM,
     DEFAULT_STREAM,
@@ -266,35 +267,6 @@ def inplace_root(expr: cst.BaseExpression) -> cst.BaseExpression | None:
     return root
 
 
-_HOST_RETURNS = frozenset({"int", "float", "bool", "str", "bytes", "None"})
-_TUPLES = frozenset({"tuple", "Tuple", "typing.Tuple"})
-
-
-def _returns_host_value(function: cst.FunctionDef | None) -> bool:
-    """A function annotated to return a Python number, bool or string: no tensor."""
-    returns = function.returns if function is not None else None
-    return returns is not None and _host_annotation(returns.annotation)
-
-
-def host_positions(function: cst.FunctionDef | None) -> frozenset[int]:
-    """The items of a returned tuple annotated as Python numbers, bools or strings, by position
-    (`-> tuple[Tensor, int]`: 1): no tensor."""
-    annotation = function.returns.annotation if function is not None and function.returns is not None else None
-    if not (isinstance(annotation, cst.Subscript) and dotted_name(annotation.value) in _TUPLES):
-        return frozenset()
-    items = [element.slice for element in annotation.slice]
-    if not all(isinstance(item, cst.Index) and not isinstance(item.value, cst.Ellipsis) for item in items):
-        return frozenset()  # `tuple[int, ...]`
-    return frozenset(i for i, item in enumerate(items) if isinstance(item, cst.Index) and _host_annotation(item.value))
-
-
-def _host_annotation(annotation: cst.BaseExpression) -> bool:
-    """`int`, `float | None`: a Python value, no tensor."""
-    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
-        return _host_annotation(annotation.left) and _host_annotation(annotation.right)
-    return dotted_name(annotation) in _HOST_RETURNS
-
-
 def is_inplace(method: str) -> bool:
     return method.endswith("_") and not method.startswith("_") and method not in HOST_METHODS
 
@@ -459,7 +431,7 @@ class Values:
             if qualified in EVENT_CONSTRUCTORS:
                 return Value("event")
             module = qualified.rpartition(".")[0]
-            if qualified in HOST_TENSORS or (module in TENSOR_MODULES and self._host_allocation(expr)):
+            if qualified in HOST_TENSORS or (module in TENSOR_MODULES and allocated_on_host(expr, self.imports)):
                 return Value("host")
             if qualified in ALLOCATORS:
                 return Value("allocation")
@@ -489,7 +461,7 @@ class Values:
                 return Value("tensor")
         elif isinstance(func, cst.Name) and (func.value in PURE_BUILTINS or func.value in CONTAINER_BUILTINS):
             return Value("other")
-        if self.helpers is not None and _returns_host_value(self.helpers.defined(self.function, func)):
+        if self.helpers is not None and returns_host_value(self.helpers.defined(self.function, func)):
             return Value("other")  # `def nbytes(x: Tensor) -> int`
         if any(self._is_tensor(arg.value, made_here=made_here) for arg in expr.args):
             return self._assumed_result(frozenset({assumed.UNSEEN_RESULTS_ARE_TENSORS}))
@@ -533,25 +505,6 @@ class Values:
             return False
         source = self.live.tensors.get(moved) if self.state is not None else None
         return source is None or not source.host
-
-    def _host_allocation(self, call: cst.Call) -> bool:
-        """`torch.empty(n, pin_memory=True)`, `torch.zeros(n, device="cpu")`: host memory, no kernel
-        on any stream (an unspecified device is taken as CUDA: the default device of stream code)."""
-        for arg in call.args:
-            keyword = arg.keyword.value if arg.keyword is not None else None
-            if keyword == api.PIN_MEMORY and isinstance(arg.value, cst.Name) and arg.value.value == "True":
-                return True
-            if keyword == api.DEVICE_KEYWORD:
-                device = arg.value
-                if (
-                    isinstance(device, cst.Call)
-                    and self.imports.qualified(device.func) == "torch.device"
-                    and device.args
-                ):
-                    device = device.args[0].value
-                if isinstance(device, cst.SimpleString) and str(device.evaluated_value).partition(":")[0] == "cpu":
-                    return True
-        return False
 
     def _is_tensor(self, expr: cst.BaseExpression, *, made_here: bool = False) -> bool:
         """A tracked tensor or a name that may be one; `made_here`: one this function wrote."""

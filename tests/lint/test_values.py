@@ -8,8 +8,8 @@ import libcst as cst
 import pytest
 
 from csan_lint.lint.analysis.assumptions import COMPREHENDED_LISTS_ARE_TENSORS, Assumptions
+from csan_lint.lint.annotations import tensor_annotation
 from csan_lint.lint.engine import lint_source
-from csan_lint.lint.names import tensor_annotation
 
 
 def codes(source: str) -> set[tuple[str, int]]:
