@@ -15,7 +15,6 @@ import libcst as cst
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.tokens import UNKNOWN, choice, event_token, issued_on, item_key
-from csan_lint.lint.annotations import host_positions
 from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.callers import Caller
 from csan_lint.lint.containers import items_of, object_root, paired
@@ -74,6 +73,7 @@ class Bindings:
     _launched_before: Callable[[str], frozenset[str]]
     _hazard: Callable[..., None]
     _bind_returned: Callable[[cst.BaseExpression, dict[int | None, Mark]], None]
+    _unbind_host_items: Callable[[cst.BaseExpression, cst.BaseExpression], None]
     _release: Callable[..., None]
     _choose: Callable[[Sequence[cst.BaseExpression], cst.BaseExpression], bool]
     _stream_test_assignment: Callable[[Sequence[cst.BaseExpression], cst.BaseExpression], bool]
@@ -135,20 +135,6 @@ class Bindings:
                 self._bind_returned(target, returned)
         for target in targets:
             self._unbind_host_items(target, value)
-
-    def _unbind_host_items(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
-        """`loss, n = step(x)` of the module's `def step(...) -> tuple[Tensor, int]`: `n` is a
-        number, as its annotation says, no tensor."""
-        if not (isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, cst.Call)) or self.helpers is None:
-            return
-        if any(isinstance(element, cst.StarredElement) for element in target.elements):
-            return
-        callee = self.helpers.callee(self.function, value.func)
-        positions = host_positions(self.helpers.functions[callee] if callee is not None else None)
-        for index, element in enumerate(target.elements):
-            if index in positions and isinstance(element.value, cst.Name):
-                self.live.tensors.pop(element.value.value, None)
-                self.maybe_tensors.discard(element.value.value)
 
     def _drops_gradient(self, target: cst.BaseExpression) -> bool:
         """`p.grad = v` (`None`, another tensor) drops the gradient `p` held."""

@@ -18,6 +18,7 @@ import libcst as cst
 
 from csan_lint.lint.analysis.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
 from csan_lint.lint.analysis.tokens import CURRENT, HOST, event_name, event_token, issued_on, rebased, root
+from csan_lint.lint.annotations import host_positions
 from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.names import ImportTable, dotted_name
 from csan_lint.lint.nodes import children
@@ -355,6 +356,7 @@ class Effects:
     _access: Callable[..., None]
     _forget: Callable[[str], None]
     _record: Callable[[str, str], None]
+    maybe_tensors: set[str]
 
     def _for_streams_passed(self, found: Callee, call: cst.Call, qualified: str | None) -> Callee:
         """The callee as this call runs it: a parameter given the current stream is that stream
@@ -483,6 +485,20 @@ class Effects:
         if first in ("self", "cls"):
             return _on_receiver(found, token)
         return token if found.same_module else None
+
+    def _unbind_host_items(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        """`loss, n = step(x)` of the module's `def step(...) -> tuple[Tensor, int]`: `n` is a
+        number, as its annotation says, no tensor."""
+        if not (isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, cst.Call)) or self.helpers is None:
+            return
+        if any(isinstance(element, cst.StarredElement) for element in target.elements):
+            return
+        callee = self.helpers.callee(self.function, value.func)
+        positions = host_positions(self.helpers.functions[callee] if callee is not None else None)
+        for index, element in enumerate(target.elements):
+            if index in positions and isinstance(element.value, cst.Name):
+                self.live.tensors.pop(element.value.value, None)
+                self.maybe_tensors.discard(element.value.value)
 
     def _bind_returned(self, target: cst.BaseExpression, returned: dict[int | None, Mark]) -> None:
         """`x = f()`, `a, b = f()`: each name starts from the write, on the callee's stream, of

@@ -169,7 +169,9 @@ class Streams:
         elif op == api.WAIT_EVENT and by_stream and args:
             waiter, event = self._stream(receiver), self._event(args[0])
             if waiter is not None and event is not None:
-                if self._callers_event(event):
+                if callers_event(event, self.caller.streams, self.records) and self._assumes(
+                    UNRECORDED_EVENTS_FOLLOW_CALLERS
+                ):
                     self._waits_for_caller(waiter)
                 self._default_join(node, waiter, event, args[0])
                 self._order(MarkUpdate(event, waiter))
@@ -285,18 +287,6 @@ class Streams:
             self.live.tensors.setdefault(launch_key(when), TrackedTensor(writes=frozenset({launch})))
         self.live.update_marks(update)
 
-    def _callers_event(self, event: str) -> bool:
-        """An event of the object's or a parameter that this function never records: recorded by
-        the caller, or the method that produced its tensors, after its writes
-        (`unrecorded-events-follow-callers-work`)."""
-        given = root(event) == "self" or root(event) in self.caller.streams
-        return (
-            given
-            and is_event(event)
-            and not any(recorded == event for recorded, _ in self.records)
-            and self._assumes(UNRECORDED_EVENTS_FOLLOW_CALLERS)
-        )
-
     def _waits_for_caller(self, waiter: str) -> None:
         """`waiter` is ordered after the caller's work before the call (not this function's):
         its accesses of the caller's tensors, and the functions this one calls after, see it."""
@@ -372,6 +362,14 @@ class Streams:
         if self.state is not None:
             self.state.facts -= entered
             self.state.current = outer_stream
+
+
+def callers_event(event: str, parameters: AbstractSet[str], records: AbstractSet[tuple[str, str]]) -> bool:
+    """An event of the object's or a parameter that the function never records: recorded by the
+    caller, or the method that produced its tensors, after its writes
+    (`unrecorded-events-follow-callers-work`)."""
+    given = root(event) == "self" or root(event) in parameters
+    return given and is_event(event) and not any(recorded == event for recorded, _ in records)
 
 
 def default_stream(in_function: bool, entry: str, assumes: Callable[[str], bool]) -> str:
