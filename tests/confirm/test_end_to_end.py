@@ -27,7 +27,9 @@ FIXTURE = Path(__file__).parent / "fixture_project"
 @pytest.fixture(scope="module")
 def confirm(run_confirm):
     def run(project, *options):
-        done = run_confirm(project, "--timeout", "30", *options)
+        # No fixture test hangs: the limit only has to stay above what a loaded machine takes,
+        # or a crashed worker's test reads as timed out instead.
+        done = run_confirm(project, "--timeout", "120", *options)
         assert done.stdout, done.stderr
         return done.returncode, json.loads(done.stdout), done.stderr
 
