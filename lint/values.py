@@ -500,6 +500,9 @@ class Values:
     def _moves_unplaced(self, expr: cst.Call) -> bool:
         """`x.to(device)`, `x.cuda()` of a tensor not known to be host memory: `x` itself where
         it is on that device already, new memory only under `moves-of-unplaced-tensors-allocate`."""
+        op = api.method_op(expr.func.attr.value)[0] if isinstance(expr.func, cst.Attribute) else None
+        if op is None or op.kind is not Kind.COPY:
+            return False  # most calls: no value to work out
         moved = self._call_value(expr).moved_from
         if moved is None:
             return False
