@@ -249,7 +249,8 @@ class Bindings:
             mark = Mark(access, self._launched_before(state.current), state.facts)
             callers = state.current == self.entry_stream and launch_key(state.current) not in state.tensors
             self.anypath.callers_blocks[target] = self.anypath.callers_blocks.get(target, True) and callers
-            state.tensors[key] = TrackedTensor(writes=frozenset({mark}), alloc=state.current if owned else None)
+            alloc = state.current if owned else None
+            state.tensors[key] = TrackedTensor(writes=frozenset({mark}), alloc=alloc, assumed=value.assumed)
         elif value.kind == "host":
             state.tensors[key] = TrackedTensor(host=True)
         elif value.kind == "alias" and value.source in state.tensors:

@@ -1,9 +1,11 @@
 """Where a tensor's memory lives, as far as the code says: on the host or on the device.
 
 One statement of PyTorch's placement rules for both interpreters:
-- a factory (`torch.zeros(n)`, `torch.tensor(v)`) without `device=` allocates on the host, the
-  default device; `pin_memory=True` is host memory too (code that moves the default device,
-  `torch.set_default_device` or `with torch.device(...)`, is not modelled);
+- a factory (`torch.zeros(n)`, `torch.tensor(v)`) without `device=` allocates on the default
+  device: the host, unless `factories-allocate-on-the-device` (lint/analysis/assumptions.py)
+  takes the default to be the GPU, as `torch.set_default_device("cuda")` makes it (code that
+  moves it is not read); `torch.tensor(y)` of a tensor `y` goes where `y` lives;
+  `pin_memory=True` is host memory;
 - `*_like(x)` and `x.new_*()` allocate where `x` lives unless `device=` says otherwise;
 - `.cpu()` and `.pin_memory()` give host memory, `.cuda()` device memory, and `.to(d)` goes where
   `d` says: a device (`"cpu"`, `"cuda:1"`, `torch.device("cpu")`, `y.device`, a name bound to
@@ -13,7 +15,8 @@ One statement of PyTorch's placement rules for both interpreters:
   host memory, so a non-blocking copy into it to a device the code does not name was a download.
 Anything else is unknown (None): a parameter, the result of unknown code. The analyses ask
 `place_of_result` of a call and `place_of_device` of a device argument, with what they know
-of names (`known`: a tensor's place, or the place a name bound to a device names).
+of names (`known`: a tensor's place, or the place a name bound to a device names) and the
+default device their assumptions give (`default_device`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import libcst as cst
 
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Direction, Kind
+from csan_lint.lint.analysis.assumptions import FACTORIES_ON_DEVICE
 from csan_lint.lint.names import ImportTable, dotted_name
 
 
@@ -43,7 +47,9 @@ FACTORIES = frozenset(
         "randperm", "linspace", "logspace", "eye", "empty_strided",
     )
 )  # fmt: skip
-"""Factories that allocate on the default device (the host) unless `device=` says otherwise."""
+"""Factories that allocate on the default device unless `device=` says otherwise."""
+_FROM_DATA = frozenset({"torch.tensor", "torch.as_tensor"})
+"""Factories whose result, given a tensor and no `device=`, lives where that tensor does."""
 LIKE_FACTORIES = frozenset(
     f"torch.{name}" for name in ("zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like")
 )
@@ -67,24 +73,33 @@ def place_of_device(expr: cst.BaseExpression, imports: ImportTable, known: Known
     return known(name) if name is not None else None
 
 
+def default_device(holds: Callable[[str], bool]) -> Place:
+    """Where a factory that names no device allocates, for both interpreters (`holds`: whether
+    an assumption holds in this run)."""
+    return Place.DEVICE if holds(FACTORIES_ON_DEVICE) else Place.HOST
+
+
 def unknown_place(key: str) -> Place | None:
     """Where a name's memory lives, for a caller that knows no name's."""
     return None
 
 
-def place_of_result(call: cst.Call, imports: ImportTable, known: Known) -> Place | None:
-    """Where the memory of a call's result lives, when the code says it."""
+def place_of_result(call: cst.Call, imports: ImportTable, known: Known, default_device: Place) -> Place | None:
+    """Where the memory of a call's result lives, when the code says it (`default_device`: where
+    a factory that names no device allocates)."""
     qualified = imports.qualified(call.func)
     device = _keyword(call, api.DEVICE_KEYWORD)
-    if qualified in FACTORIES or qualified in LIKE_FACTORIES:
-        if _keyword(call, api.PIN_MEMORY) is not None and _is_true(_keyword(call, api.PIN_MEMORY)):
+    if qualified in FACTORIES or qualified in LIKE_FACTORIES or qualified in _FROM_DATA:
+        if _is_true(_keyword(call, api.PIN_MEMORY)):
             return Place.HOST
         if device is not None:
             return place_of_device(device, imports, known)
-        if qualified in FACTORIES:
-            return Place.HOST
         first = dotted_name(call.args[0].value) if call.args and call.args[0].keyword is None else None
-        return known(first) if first is not None else None
+        if qualified in LIKE_FACTORIES:
+            return known(first) if first is not None else None
+        if qualified in _FROM_DATA and first is not None and known(first) is not None:
+            return known(first)
+        return default_device
     if qualified is not None or not isinstance(call.func, cst.Attribute):
         return None
     op = api.method_op(call.func.attr.value)[0]
@@ -103,13 +118,24 @@ def place_of_result(call: cst.Call, imports: ImportTable, known: Known) -> Place
     return place_of_device(target, imports, known) if target is not None else None
 
 
+def placed_by_default(call: cst.Call, imports: ImportTable) -> bool:
+    """Whether the call's result lives where the default device is (`torch.zeros(n)`): what
+    an analysis that takes it for device memory rests on (`FACTORIES_ON_DEVICE`)."""
+    places = {place_of_result(call, imports, unknown_place, default) for default in Place}
+    return places == set(Place)
+
+
 def is_upload(call: cst.Call, imports: ImportTable) -> bool:
     """`x.cuda()`, `x.to("cuda")`: a method that copies its receiver to the device, which the code
     names; the receiver is then host memory, as far as the code says."""
     if not isinstance(call.func, cst.Attribute) or imports.qualified(call.func) is not None:
         return False
     op = api.method_op(call.func.attr.value)[0]
-    return op is not None and op.kind is Kind.COPY and place_of_result(call, imports, unknown_place) is Place.DEVICE
+    return (
+        op is not None
+        and op.kind is Kind.COPY
+        and place_of_result(call, imports, unknown_place, Place.HOST) is Place.DEVICE
+    )
 
 
 DTYPES = frozenset(
@@ -138,13 +164,16 @@ def _is_true(expr: cst.BaseExpression | None) -> bool:
     return isinstance(expr, cst.Name) and expr.value == "True"
 
 
-def allocated_on_host(call: cst.Call, imports: ImportTable) -> bool:
-    """`torch.empty(n, pin_memory=True)`, `torch.zeros(n, device="cpu")`: a factory the code says
-    allocates host memory. Streamflow takes a factory that names no device for device memory,
-    the default device of stream code; `place_of_result` for host memory, as PyTorch does."""
+def allocated_on_host(call: cst.Call, imports: ImportTable, default_device: Place) -> bool:
+    """`torch.empty(n, pin_memory=True)`, `torch.zeros(n, device="cpu")`, `torch.zeros(n)` where
+    the default device is the host: a call of a tensor module the code (or the default device)
+    says allocates host memory."""
+    qualified = imports.qualified(call.func)
+    if qualified in FACTORIES or qualified in _FROM_DATA:
+        return place_of_result(call, imports, unknown_place, default_device) is Place.HOST
     for arg in call.args:
         keyword = arg.keyword.value if arg.keyword is not None else None
-        if keyword == api.PIN_MEMORY and isinstance(arg.value, cst.Name) and arg.value.value == "True":
+        if keyword == api.PIN_MEMORY and _is_true(arg.value):
             return True
         if keyword == api.DEVICE_KEYWORD and place_of_device(arg.value, imports, unknown_place) is Place.HOST:
             return True

@@ -15,7 +15,7 @@ import libcst as cst
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.api import Kind, Receiver
-from csan_lint.lint.devices import Place, place_of_result
+from csan_lint.lint.devices import Place, default_device, place_of_result
 from csan_lint.lint.hostfacts import (
     ModuleFacts,
     is_true,
@@ -272,7 +272,9 @@ class HostCalls:
     def _to_host(self, call: cst.Call) -> bool:
         """`x.to(d, ...)` where `d` may be the host: `"cpu"`, `torch.device("cpu")`, `y.device`
         of host memory `y`, `x.to(y)` of a host tensor `y`, `.cpu()`."""
-        return place_of_result(call, self.imports, self._known) is Place.HOST
+        return (
+            place_of_result(call, self.imports, self._known, default_device(self.facts.assumptions.holds)) is Place.HOST
+        )
 
     def _downloads(self, expr: cst.BaseExpression) -> bool:
         """A non-blocking copy to the host (`x.to("cpu", non_blocking=True)`): its result,
@@ -292,7 +294,7 @@ class HostCalls:
             and isinstance(expr.func, cst.Attribute)
             and api.method_op(expr.func.attr.value)[0] == api.COPY_EITHER
             and self._non_blocking(expr)
-            and place_of_result(expr, self.imports, self._known) is None
+            and place_of_result(expr, self.imports, self._known, default_device(self.facts.assumptions.holds)) is None
         )
 
     def _host_only(self, key: str) -> None:

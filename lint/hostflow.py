@@ -32,7 +32,7 @@ from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis.api import Kind
 from csan_lint.lint.analysis.assumptions import KINDS_FROM_NAMES, Assumptions
 from csan_lint.lint.analysis.tokens import CURRENT, event_token
-from csan_lint.lint.devices import Place, place_of_device, place_of_result
+from csan_lint.lint.devices import Place, default_device, place_of_device, place_of_result
 from csan_lint.lint.facts import HostHazard, ModuleFlow
 from csan_lint.lint.hostcalls import LOOKS_ONLY, HostCalls
 from csan_lint.lint.hostfacts import (
@@ -247,7 +247,7 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
         """Where a bound value's memory lives (a device value: which one it names), if host
         on some path so far."""
         if isinstance(value, cst.Call) and self.imports.qualified(value.func) != "torch.device":
-            return place_of_result(value, self.imports, self._known)
+            return place_of_result(value, self.imports, self._known, default_device(self.facts.assumptions.holds))
         return place_of_device(value, self.imports, self._known)
 
     def _hand_off(self, expr: cst.BaseExpression) -> None:

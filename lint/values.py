@@ -25,7 +25,14 @@ from csan_lint.lint.analysis.api import Direction, Kind
 from csan_lint.lint.analysis.tokens import choice, root
 from csan_lint.lint.annotations import returns_host_value
 from csan_lint.lint.containers import COMPREHENSIONS, comprehension_targets, made_by_comprehension
-from csan_lint.lint.devices import Place, allocated_on_host, place_of_result, unknown_place
+from csan_lint.lint.devices import (
+    Place,
+    allocated_on_host,
+    default_device,
+    place_of_result,
+    placed_by_default,
+    unknown_place,
+)
 from csan_lint.lint.names import (
     CURRENT_STREAM,
     DEFAULT_STREAM,
@@ -77,7 +84,8 @@ class Value:
     region: Region | None = None
     """For an alias made by a basic index (`top = buf[:, :1]`), the part of `source` it is."""
     assumed: frozenset[str] = frozenset()
-    """For a `result`: the assumptions under which it is a tensor at all (lint/analysis/assumptions.py)."""
+    """The assumptions under which it is device memory at all (lint/analysis/assumptions.py): a
+    `result`'s, a factory's that names no device."""
     listed: bool = False
     """A list of such values a comprehension made, its items summarized as one: assigning an
     item replaces it in the list, writing no tensor."""
@@ -431,12 +439,15 @@ class Values:
             if qualified in EVENT_CONSTRUCTORS:
                 return Value("event")
             module = qualified.rpartition(".")[0]
-            if qualified in HOST_TENSORS or (module in TENSOR_MODULES and allocated_on_host(expr, self.imports)):
+            if qualified in HOST_TENSORS or (
+                module in TENSOR_MODULES and allocated_on_host(expr, self.imports, default_device(self._assumes))
+            ):
                 return Value("host")
+            rests = frozenset({assumed.FACTORIES_ON_DEVICE}) if placed_by_default(expr, self.imports) else frozenset()
             if qualified in ALLOCATORS:
-                return Value("allocation")
+                return Value("allocation", assumed=rests)
             if module in TENSOR_MODULES and qualified not in HOST_TORCH:
-                return Value("tensor")
+                return Value("tensor", assumed=rests)
             if qualified.partition(".")[0] == "torch" or api.function(qualified) is not None:
                 return Value("other")
             return Value("unknown")  # another package's function: a tensor where the body uses one
@@ -455,7 +466,7 @@ class Values:
             if method in ALLOCATING_METHODS:
                 return Value("allocation")
             if op is not None and op.kind is Kind.COPY and op != api.COPY_INTO:
-                if place_of_result(expr, self.imports, unknown_place) is not Place.HOST:
+                if place_of_result(expr, self.imports, unknown_place, default_device(self._assumes)) is not Place.HOST:
                     return Value("tensor", moved_from=dotted_name(func.value))
             if method in TENSOR_METHODS or self._is_tensor(func.value, made_here=made_here):
                 return Value("tensor")

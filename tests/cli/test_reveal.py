@@ -170,7 +170,7 @@ import torch
 side = torch.cuda.Stream()
 ctx = torch.cuda.stream(side)
 with ctx:
-    a = torch.ones(2)
+    a = torch.ones(2, device="cuda")
 if ready:
     side.wait_stream(torch.cuda.current_stream())
     b = a + 1

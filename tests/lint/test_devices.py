@@ -11,7 +11,7 @@ import libcst as cst
 import pytest
 
 from csan_lint.lint.analysis.assumptions import REBOUND_DATA_RELEASES, Assumptions
-from csan_lint.lint.devices import Place, place_of_device, place_of_result
+from csan_lint.lint.devices import Place, place_of_device, place_of_result, placed_by_default
 from csan_lint.lint.engine import lint_source
 from csan_lint.lint.names import ImportTable
 
@@ -39,6 +39,8 @@ HOST_NAMES = {"h": Place.HOST, "d": Place.DEVICE}
     [
         ("torch.zeros(4)", Place.HOST),
         ("torch.tensor(0.0)", Place.HOST),
+        ("torch.tensor(d)", Place.DEVICE),  # a tensor's data stays where it lives
+        ("torch.as_tensor([1, 2])", Place.HOST),
         ("torch.zeros(4, device='cuda')", Place.DEVICE),
         ("torch.zeros(4, device=torch.device('cpu'))", Place.HOST),
         ("torch.empty(4, pin_memory=True)", Place.HOST),
@@ -66,7 +68,28 @@ HOST_NAMES = {"h": Place.HOST, "d": Place.DEVICE}
 def test_the_place_of_a_calls_result(call: str, place: Place | None) -> None:
     expr = cst.parse_expression(call)
     assert isinstance(expr, cst.Call)
-    assert place_of_result(expr, _imports(), HOST_NAMES.get) is place
+    assert place_of_result(expr, _imports(), HOST_NAMES.get, Place.HOST) is place
+
+
+@pytest.mark.parametrize(
+    ("call", "place", "by_default"),
+    [
+        ("torch.zeros(4)", Place.DEVICE, True),
+        ("torch.arange(n)", Place.DEVICE, True),
+        ("torch.tensor([1, 2])", Place.DEVICE, True),
+        ("torch.zeros(4, device='cpu')", Place.HOST, False),
+        ("torch.empty(4, pin_memory=True)", Place.HOST, False),
+        ("torch.empty_like(h)", Place.HOST, False),
+        ("x.cpu()", Place.HOST, False),
+    ],
+)
+def test_a_factory_that_names_no_device_allocates_on_the_default_one(call: str, place: Place, by_default: bool) -> None:
+    """Under `torch.set_default_device("cuda")` (`factories-allocate-on-the-device`) only the
+    factories that name no device, nor data that has one, move to the GPU."""
+    expr = cst.parse_expression(call)
+    assert isinstance(expr, cst.Call)
+    assert place_of_result(expr, _imports(), HOST_NAMES.get, Place.DEVICE) is place
+    assert placed_by_default(expr, _imports()) is by_default
 
 
 @pytest.mark.parametrize(
