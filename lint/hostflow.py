@@ -56,8 +56,6 @@ from csan_lint.lint.hoststate import (
 from csan_lint.lint.interpret import OWN_RUN, Interpreter, Loop
 from csan_lint.lint.model import Spellings
 from csan_lint.lint.names import (
-    CURRENT_STREAM,
-    DEFAULT_STREAM,
     DEVICE_SYNC,
     EVENT_CONSTRUCTORS,
     STREAM_VALUES,
@@ -214,7 +212,7 @@ class _Analysis(HostCalls, HostOrdering, Interpreter[HostState, Loop[HostState]]
             forget_token(state.into, event_token(key))  # a new event orders nothing yet
             forget_token(state.unplaced, event_token(key))
             forget_token(state.out_of, event_token(key))
-        elif qualified in (CURRENT_STREAM, DEFAULT_STREAM):
+        elif self.imports.stream_call(value) is not None:
             state.streams[key] = self._stream(value) or key
         elif qualified not in STREAM_VALUES and (stream := self._context_stream(value)) is not None:
             state.contexts[key] = stream

@@ -93,15 +93,24 @@ class ImportTable:
         """Dotted names bound to the API itself (`self._ctx = torch.cuda.stream`); None: to two parts of it."""
         self._properties: dict[str, str] = {}
         """`self.x` -> the stream call its property makes on each read (`current_stream`, `default_stream`)."""
+        self._getters: dict[str, str] = {}
+        """`get_stream`, `self.compute_stream` -> the stream call a function of the module that
+        takes no argument makes and returns (`def get_stream(): return torch.cuda.current_stream()`)."""
         self._project_suffixes = _suffixes(project)
 
     def add(self, node: cst.Import | cst.ImportFrom | cst.Assign | cst.AnnAssign | cst.FunctionDef) -> None:
         """Learns the names an import binds, that an assignment (annotated or not) binds a device
         module or a stream, or that a property returns the current or the default stream."""
         if isinstance(node, cst.FunctionDef):
-            meaning = self._stream_property(node)
-            if meaning is not None:
-                self._properties[f"self.{node.name.value}"] = meaning
+            meaning = self._returned_stream_call(node)
+            method = bool(node.params.params) and node.params.params[0].name.value in ("self", "cls")
+            if meaning is None or not _takes_nothing(node.params, method):
+                return
+            called = f"self.{node.name.value}" if method else node.name.value
+            if any(_is_name(decorator.decorator, "property") for decorator in node.decorators):
+                self._properties[called] = meaning
+            elif not node.decorators:
+                self._getters[called] = meaning
             return
         if isinstance(node, cst.AnnAssign):
             if node.value is not None:
@@ -165,12 +174,10 @@ class ImportTable:
             and any(self.names_a_device(name) for name in _identifiers(expr.args[1].value))
         )
 
-    def _stream_property(self, function: cst.FunctionDef) -> str | None:
-        """`@property def compute(self): return torch.cuda.current_stream()`: the call made anew on
-        each read, so `self.compute` is the stream current where it is read (a `cached_property`
-        keeps its first answer: not one)."""
-        if not any(_is_name(decorator.decorator, "property") for decorator in function.decorators):
-            return None
+    def _returned_stream_call(self, function: cst.FunctionDef) -> str | None:
+        """`return torch.cuda.current_stream()` as the whole body: the stream call made anew on
+        each call of the function (or read of the property; a `cached_property` keeps its first
+        answer: not one)."""
         body = [
             statement
             for statement in function.body.body
@@ -187,6 +194,15 @@ class ImportTable:
         """The stream call reading `key` makes (`torch.cuda.current_stream`), if it is a property
         of the module's classes that returns one; None for any other name."""
         return self._properties.get(key)
+
+    def stream_call(self, call: cst.Call) -> str | None:
+        """The stream call a call makes: `torch.cuda.current_stream()` (any spelling) or a
+        function of the module that returns one (`get_comp_stream()`); None for any other."""
+        qualified = self.qualified(call.func)
+        if qualified in (CURRENT_STREAM, DEFAULT_STREAM):
+            return qualified
+        key = dotted_name(call.func)
+        return self._getters.get(key) if key is not None and not call.args else None
 
     def _reference(self, expr: cst.BaseExpression) -> str | None:
         """The stream API an expression names without calling it (`torch.cuda.stream`, or a
@@ -329,6 +345,17 @@ def _asname(alias: cst.ImportAlias) -> str:
     assert alias.asname is not None
     name = alias.asname.name
     return name.value if isinstance(name, cst.Name) else ""
+
+
+def _takes_nothing(params: cst.Parameters, method: bool) -> bool:
+    """A function called with no argument (a method: with its receiver only)."""
+    return (
+        len(params.params) == method
+        and not params.posonly_params
+        and not params.kwonly_params
+        and not isinstance(params.star_arg, cst.Param)
+        and params.star_kwarg is None
+    )
 
 
 def _is_name(expr: cst.BaseExpression, name: str) -> bool:

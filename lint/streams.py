@@ -35,7 +35,7 @@ from csan_lint.lint.anypath import AnyPath
 from csan_lint.lint.callers import Caller
 from csan_lint.lint.effects import probe_key
 from csan_lint.lint.itemwaits import is_item_token, item_waits, items_wait
-from csan_lint.lint.names import CURRENT_STREAM, DEFAULT_STREAM, GRAPH_CAPTURE, ImportTable, dotted_name
+from csan_lint.lint.names import CURRENT_STREAM, GRAPH_CAPTURE, ImportTable, dotted_name
 from csan_lint.lint.ordering import (
     LAUNCH_ACCESS,
     Access,
@@ -390,14 +390,11 @@ def stream_token(
 ) -> str | None:
     """The stream an expression denotes, for both interpreters: `current_stream()` is `current`,
     `default_stream()` is `default` (the stream current at entry, or DEFAULT where that may be
-    a side stream), and so is a property that returns one, read; a name bound to a stream its
-    binding, anything else its own source text; None for `None`."""
-    if isinstance(expr, cst.Call):
-        qualified = imports.qualified(expr.func)
-        if qualified == CURRENT_STREAM:
-            return current
-        if qualified == DEFAULT_STREAM:
-            return default
+    a side stream), and so is a call of a function of the module that returns one, or a
+    property's read; a name bound to a stream its binding, anything else its own source text;
+    None for `None`."""
+    if isinstance(expr, cst.Call) and (call := imports.stream_call(expr)) is not None:
+        return current if call == CURRENT_STREAM else default
     if isinstance(expr, cst.Name) and expr.value == "None":
         return None
     key = dotted_name(expr)

@@ -34,8 +34,6 @@ from csan_lint.lint.devices import (
     unknown_place,
 )
 from csan_lint.lint.names import (
-    CURRENT_STREAM,
-    DEFAULT_STREAM,
     EVENT_CONSTRUCTORS,
     STREAM_CONSTRUCTORS,
     STREAM_VALUES,
@@ -428,11 +426,10 @@ class Values:
 
     def _call_value(self, expr: cst.Call, *, made_here: bool = False) -> Value:
         qualified = self.imports.qualified(expr.func)
-        if qualified is not None:
-            if qualified in STREAM_CONSTRUCTORS:
-                return Value("stream")
-            if qualified in (CURRENT_STREAM, DEFAULT_STREAM):
-                return Value("stream", self._stream(expr))
+        if self.imports.stream_call(expr) is not None:
+            return Value("stream", self._stream(expr))
+        if qualified in STREAM_CONSTRUCTORS:
+            return Value("stream")
         if (context := self._context_stream(expr)) is not None:
             return Value("context", context)  # also a partial of one, or a module function's
         if qualified is not None:

@@ -72,3 +72,51 @@ def test_a_bound_copy_of_the_property_is_the_stream_current_where_it_was_read() 
     return y * 3
     """
     assert findings(body) == []
+
+
+GETTERS = """
+import torch
+
+
+def get_comp_stream():
+    \"\"\"The stream for computation.\"\"\"
+    return torch.cuda.current_stream()
+
+
+class Engine:
+    def __init__(self):
+        self.side = torch.cuda.Stream()
+
+    def compute_stream(self):
+        return torch.cuda.current_stream()
+
+    def offload(self, x):
+        y = x * 2
+        self.side.wait_stream({waited})
+        with torch.cuda.stream(self.side):
+            y.add_(1)
+        {joiner}.wait_stream(self.side)
+        return y * 3
+"""
+
+
+def getter_findings(waited: str, joiner: str) -> list[tuple[str, int]]:
+    source = textwrap.dedent(GETTERS.format(waited=waited, joiner=joiner))
+    return sorted((f.code, f.line) for f in lint_source(source, "m.py"))
+
+
+def test_a_function_that_returns_the_current_stream_is_it_where_it_is_called() -> None:
+    """Megatron's `get_comp_stream()`, an engine's `self.compute_stream()`: each call returns the
+    stream current there, so waits on it order the caller's stream."""
+    assert getter_findings("self.compute_stream()", "get_comp_stream()") == []
+    assert getter_findings("get_comp_stream()", "self.compute_stream()") == []
+
+
+def test_a_function_that_takes_an_argument_is_no_getter() -> None:
+    """`get_comp_stream(device=None)` may return any stream: a join on it is a join on a stream
+    of its own, as on a new one, and the read after it races."""
+    source = textwrap.dedent(GETTERS.format(waited="self.compute_stream()", joiner="get_comp_stream()")).replace(
+        "def get_comp_stream():", "def get_comp_stream(device=None):"
+    )
+    assert ("CSL102", 23) in sorted((f.code, f.line) for f in lint_source(source, "m.py"))
+    assert ("CSL102", 23) in getter_findings("self.compute_stream()", "torch.cuda.Stream()")
