@@ -19,8 +19,9 @@ With --whole-files each excerpt's whole file is linted instead of the excerpt (c
 methods and classes of the module in view, as the code ships) and scored the same way on the
 findings inside the excerpt's lines (the fixed version's lines for a fix); findings elsewhere in
 the file are not labelled and are only counted. --repo-context lints each version's file where it
-lies in a checkout of its repository at its commit (the modules it imports beside it) and scores
-it the same way. --manifest names another manifest (the held-out set: heldout-*.toml).
+lies in a checkout of its repository at its commit, one csan-lint run per checkout with the
+checkout as the project (its modules indexed: the calls into them resolved), and scores it the
+same way. --manifest names another manifest (the held-out set: heldout-*.toml).
 """
 
 from __future__ import annotations
@@ -57,14 +58,42 @@ class Score:
         return "FP" if self.findings else "TN"
 
 
-def run_linter(linter: str, files: list[Path]) -> list[dict]:
+def run_linter(linter: str, files: list[Path], options: list[str] | None = None) -> list[dict]:
     """csan-lint's findings on the files, named one by one (directory discovery skips the ignored
     cache); internal and unreadable-file errors abort the run."""
-    report = run_csan_lint(linter, [str(path) for path in files])
+    report = run_csan_lint(linter, [*(options or []), *(str(path) for path in files)])
     broken = [f for f in report["findings"] if f["code"] in ("CSL002", "CSL003")]
     if broken:
         raise SystemExit(f"{linter} could not check {len(broken)} file(s): {broken[0]['path']}: {broken[0]['message']}")
     return report["findings"]
+
+
+CONTEXT_CONFIG = "csan-lint-context.toml"
+"""Written at each checkout's root for --repo-context: with it as the run's config the checkout is
+the project (lint/shell/project.py), whose modules the linted file's calls are resolved in."""
+
+
+def run_in_checkouts(linter: str, files: list[Path], bases: list[Path]) -> list[dict]:
+    """csan-lint's findings on each checkout's files, one run per checkout with that checkout as
+    the project: named together from one working tree, the files would belong to no project
+    (the cache that holds the checkouts is ignored) and no module beside them would be read."""
+    by_root: dict[Path, list[Path]] = {}
+    for path in files:
+        by_root.setdefault(checkout_root(path.resolve(), bases), []).append(path)
+    findings = []
+    for root, named in sorted(by_root.items()):
+        config = root / CONTEXT_CONFIG
+        config.write_text("respect-gitignore = false\n", encoding="utf-8")
+        findings += run_linter(linter, named, ["--config", str(config)])
+    return findings
+
+
+def checkout_root(path: Path, bases: list[Path]) -> Path:
+    """The checkout a file lies in: the folder directly under one of `bases` that holds it."""
+    for base in bases:
+        if base in path.parents:
+            return base / path.relative_to(base).parts[0]
+    raise SystemExit(f"{path} is in no checkout under {', '.join(map(str, bases))}")
 
 
 def matches(finding: dict, excerpt: Excerpt) -> bool:
@@ -207,7 +236,12 @@ def main() -> int:
     add_arguments(parser)
     args = parser.parse_args()
     excerpts, written, _ = materialize_from(args)
-    findings = run_linter(args.linter, sorted(set(written.values())))
+    files = sorted(set(written.values()))
+    if args.repo_context:
+        bases = [base.resolve() for base in (args.source, args.out) if base is not None]
+        findings = run_in_checkouts(args.linter, files, bases)
+    else:
+        findings = run_linter(args.linter, files)
     whole = args.whole_files or args.repo_context
     scores = score(excerpts, findings, written, whole=whole)
     totals = summarize(excerpts, scores)

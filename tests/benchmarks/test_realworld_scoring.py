@@ -13,7 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks" / "realworld"))
 
 from corpus import Excerpt, Version, cut_excerpt, excerpt_file_name
-from precision_recall import score, summarize
+from precision_recall import CONTEXT_CONFIG, run_in_checkouts, run_linter, score, summarize
 
 
 def _excerpt(label: str, *, fixed: bool = False) -> Excerpt:
@@ -112,3 +112,46 @@ def test_assumption_flips_score_each_further_manifest_apart(tmp_path: Path, monk
     assert set(found) == {"corpus", "heldout-a"}
     assert found["heldout-a"]["tp"] == len("sets/heldout-a.toml") and found["corpus"]["tp"] == len("corpus")
     assert all("--whole-files" in command for command in commands)
+
+
+OPS = """\
+from contextlib import nullcontext
+
+import torch
+
+
+def process(env_state, inputs, fn):
+    ctx = torch.cuda.stream(env_state.stream) if env_state.stream else nullcontext()
+    with ctx:
+        loss = fn(inputs)
+        return loss.detach()
+"""
+TRAIN = """\
+from contextlib import nullcontext
+
+import torch
+
+from .ops import process
+
+
+def run(env_state, inputs, fn):
+    loss = process(env_state, inputs, fn)
+    ctx = torch.cuda.stream(env_state.stream) if env_state.stream else nullcontext()
+    with ctx:
+        env_state.loss_accum.add_(loss)
+"""
+
+
+def test_repo_context_lints_each_checkout_as_its_project(tmp_path: Path) -> None:
+    """A module's result written on the argument's stream is known at the call only where the
+    module beside it is read: named from another working tree, the checkout is no project."""
+    linter = str(Path(sys.executable).parent / "csan-lint")
+    train = tmp_path / "owner+name@abc" / "pkg" / "train.py"
+    train.parent.mkdir(parents=True)
+    (train.parent / "__init__.py").write_text("")
+    (train.parent / "ops.py").write_text(OPS)
+    train.write_text(TRAIN)
+    alone = run_linter(linter, [train])
+    assert {finding["code"] for finding in alone} == {"CSL101", "CSL201"}
+    assert run_in_checkouts(linter, [train], [tmp_path]) == []
+    assert (tmp_path / "owner+name@abc" / CONTEXT_CONFIG).is_file()
