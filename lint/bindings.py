@@ -263,7 +263,7 @@ class Bindings:
             if value.source is None:
                 self.anypath.fresh_streams.add(key)
         elif value.kind == "streams":
-            for index, item in enumerate(value.items):
+            for index, item in enumerate(() if value.listed else value.items):
                 state.streams[f"{key}[{index}]"] = item
             state.streams[item_key(key)] = choice(value.items) or UNKNOWN
         elif value.kind == "context" and value.source is not None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from csan_lint.lint.analysis import api
-from csan_lint.lint.analysis.tokens import choice
+from csan_lint.lint.analysis.tokens import choice, item_key
 from csan_lint.lint.model import NO_SPELLINGS, Spellings
 from csan_lint.lint.names import (
     STREAM_CONTEXTS,
@@ -130,6 +130,10 @@ def entered_streams(
         if qualified == PARTIAL and expr.args and imports.qualified(expr.args[0].value) in STREAM_CONTEXTS:
             return _stream_argument(expr.args[1:])
         return functions.streams(expr)
+    if isinstance(expr, cst.Subscript):  # `with streams[i % n]:`, an item of a collection of streams
+        key = dotted_name(expr.value)
+        known = key is not None and (is_stream(item_key(key)) or imports.binds_streams(key))
+        return (expr,) if known else None
     key = dotted_name(expr)
     if key is not None and (is_stream(key) or imports.binds_stream(key) or imports.names_a_stream(key)):
         return (expr,)

@@ -22,7 +22,7 @@ import libcst as cst
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.api import Direction, Kind
-from csan_lint.lint.analysis.tokens import choice, root
+from csan_lint.lint.analysis.tokens import UNKNOWN, choice, item_key, root
 from csan_lint.lint.annotations import returns_host_value
 from csan_lint.lint.containers import COMPREHENSIONS, comprehension_targets, made_by_comprehension
 from csan_lint.lint.devices import (
@@ -85,8 +85,9 @@ class Value:
     """The assumptions under which it is device memory at all (lint/analysis/assumptions.py): a
     `result`'s, a factory's that names no device."""
     listed: bool = False
-    """A list of such values a comprehension made, its items summarized as one: assigning an
-    item replaces it in the list, writing no tensor."""
+    """A list of such values a comprehension (or, of streams, a sum of lists) made, its items
+    summarized as one: assigning an item replaces it in the list, writing no tensor; no index
+    picks a known item."""
     moved_from: str | None = None
     """For a copy of `x` not known to go to the host (`x.to("cuda")`, `x.to(device)`), `x`:
     the result is `x` itself where it is there already, or `x` was host memory (a copy to the
@@ -337,6 +338,8 @@ class Values:
             return self._alias_of(expr.value)
         if isinstance(expr, cst.Subscript):
             return replace(self._alias_of(expr.value), region=region_of(expr))
+        if isinstance(expr, cst.BinaryOperation) and (parts := self._joined_stream_collections(expr)):
+            return Value("streams", items=parts, listed=True)
         if isinstance(expr, cst.BinaryOperation) and builds_sequence(expr):
             return Value("other")
         if isinstance(expr, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison)):
@@ -409,6 +412,26 @@ class Values:
             and any(map(self._is_stream, values))
             and all(self._is_stream(value) or dotted_name(value) is not None for value in values)
         )
+
+    def _joined_stream_collections(self, expr: cst.BinaryOperation) -> tuple[str, ...]:
+        """`comm_pool + copy_pool` of collections of streams: what an item of the sum may be,
+        an item of either (empty: not such a sum). Walked, not recursed: a long chain of `+`
+        is as deep as it is long."""
+        operands: list[cst.BaseExpression] = []
+        node: cst.BaseExpression = expr
+        while isinstance(node, cst.BinaryOperation):
+            if not isinstance(node.operator, cst.Add):
+                return ()
+            operands.append(node.right)
+            node = node.left
+        parts = []
+        for operand in (node, *reversed(operands)):
+            key = dotted_name(operand)
+            item = self.live.streams.get(item_key(key)) if key is not None else None
+            if item is None or item == UNKNOWN:
+                return ()
+            parts.append(item)
+        return tuple(parts)
 
     def _is_stream(self, expr: cst.BaseExpression) -> bool:
         """Known for a stream: made by a stream call, bound to one here or anywhere in the module."""

@@ -40,7 +40,11 @@ REPOS = (
     "vllm-project/vllm",
 )
 LINT_CONFIG = "respect-gitignore = false\n"
-"""The extracted trees live in this repository's ignored cache: its .gitignore must not hide them."""
+"""The extracted trees live in this repository's ignored cache: its .gitignore must not hide them.
+Written at each tree's root (`CONTEXT_CONFIG`) and given as the run's config, it makes the tree
+the project whose modules the calls are resolved in: with one config above all the trees, every
+snapshot in the cache would be one project, each module name ambiguous among the checkouts."""
+CONTEXT_CONFIG = "csan-lint-context.toml"
 DIAGNOSTICS = ("CSL001", "CSL002", "CSL003")
 STREAM_API = re.compile(
     rb"wait_stream|record_stream|wait_event|record_event|Stream\(|\.stream\(|use_stream|StreamContext"
@@ -116,12 +120,12 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write every finding, with its repository, here")
     args = parser.parse_args()
     REPOS_CACHE.mkdir(parents=True, exist_ok=True)
-    config = REPOS_CACHE / "lint.toml"
-    config.write_text(LINT_CONFIG, encoding="utf-8")
-
     targets, missing = collect_targets(args.repos or list(REPOS), args.tree, args.mirrors)
     rows, all_findings = [], []
     for repo, commit, tree in targets:
+        extracted = REPOS_CACHE.resolve() in tree.resolve().parents  # a --tree is the user's: nothing written in it
+        config = tree / CONTEXT_CONFIG if extracted else REPOS_CACHE / CONTEXT_CONFIG
+        config.write_text(LINT_CONFIG, encoding="utf-8")
         report = run_csan_lint(args.linter, ["--config", str(config), str(tree)])
         per_rule = Counter(f["code"] for f in report["findings"])
         rows.append((repo, commit[:12], report["summary"], count_stream_files(tree), per_rule))
