@@ -4,10 +4,11 @@ values of one function (lint/values.py) and its accesses (lint/accesses.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import libcst as cst
 
+from csan_lint.lint.analysis.tokens import UNKNOWN, item_key
 from csan_lint.lint.names import dotted_name
 from csan_lint.lint.nodes import target_names
 
@@ -105,3 +106,24 @@ def comprehension_targets(node: Comprehension) -> set[str]:
         targets.update(target_names(comp.target))
         comp = comp.inner_for_in
     return targets
+
+
+def joined_stream_collections(expr: cst.BinaryOperation, streams: Mapping[str, str]) -> tuple[str, ...]:
+    """`comm_pool + copy_pool` of collections of streams (`streams`: the bindings, an item of
+    `c` at `item_key(c)`): what an item of the sum may be, an item of either (empty: not such a
+    sum). Walked, not recursed: a long chain of `+` is as deep as it is long."""
+    operands: list[cst.BaseExpression] = []
+    node: cst.BaseExpression = expr
+    while isinstance(node, cst.BinaryOperation):
+        if not isinstance(node.operator, cst.Add):
+            return ()
+        operands.append(node.right)
+        node = node.left
+    parts = []
+    for operand in (node, *reversed(operands)):
+        key = dotted_name(operand)
+        item = streams.get(item_key(key)) if key is not None else None
+        if item is None or item == UNKNOWN:
+            return ()
+        parts.append(item)
+    return tuple(parts)

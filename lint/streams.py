@@ -26,7 +26,7 @@ from csan_lint.lint.analysis.tokens import (
     choice,
     event_token,
     every_item,
-    every_item_of,
+    every_item_of_each,
     is_choice,
     is_event,
     item_key,
@@ -210,10 +210,9 @@ class Streams:
         for waiting in items_wait(loop):
             waited = self._event(waiting.waited) if waiting.event else self._stream(waiting.waited)
             if waited is not None and waited != UNKNOWN:
-                self._order(MarkUpdate(waited, every_item(waiting.collection)))
-                collected = self.live.streams.get(item_key(waiting.collection), UNKNOWN)
-                for part in {every_item_of(part) for part in alternatives(collected)} - {None}:
-                    self._order(MarkUpdate(waited, part))  # `pool = comm + copy`: every item of each
+                parts = every_item_of_each(self.live.streams.get(item_key(waiting.collection)))
+                for token in {every_item(waiting.collection), *parts}:  # `pool = comm + copy`: each's too
+                    self._order(MarkUpdate(waited, token))
         waits = [(wait, waiter) for wait in item_waits(loop) if (waiter := self._stream(wait.waiter)) is not None]
         if not waits:
             return

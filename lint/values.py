@@ -22,9 +22,14 @@ import libcst as cst
 from csan_lint.lint.analysis import api
 from csan_lint.lint.analysis import assumptions as assumed
 from csan_lint.lint.analysis.api import Direction, Kind
-from csan_lint.lint.analysis.tokens import UNKNOWN, choice, item_key, root
+from csan_lint.lint.analysis.tokens import choice, root
 from csan_lint.lint.annotations import returns_host_value
-from csan_lint.lint.containers import COMPREHENSIONS, comprehension_targets, made_by_comprehension
+from csan_lint.lint.containers import (
+    COMPREHENSIONS,
+    comprehension_targets,
+    joined_stream_collections,
+    made_by_comprehension,
+)
 from csan_lint.lint.devices import (
     Place,
     allocated_on_host,
@@ -338,7 +343,7 @@ class Values:
             return self._alias_of(expr.value)
         if isinstance(expr, cst.Subscript):
             return replace(self._alias_of(expr.value), region=region_of(expr))
-        if isinstance(expr, cst.BinaryOperation) and (parts := self._joined_stream_collections(expr)):
+        if isinstance(expr, cst.BinaryOperation) and (parts := joined_stream_collections(expr, self.live.streams)):
             return Value("streams", items=parts, listed=True)
         if isinstance(expr, cst.BinaryOperation) and builds_sequence(expr):
             return Value("other")
@@ -412,26 +417,6 @@ class Values:
             and any(map(self._is_stream, values))
             and all(self._is_stream(value) or dotted_name(value) is not None for value in values)
         )
-
-    def _joined_stream_collections(self, expr: cst.BinaryOperation) -> tuple[str, ...]:
-        """`comm_pool + copy_pool` of collections of streams: what an item of the sum may be,
-        an item of either (empty: not such a sum). Walked, not recursed: a long chain of `+`
-        is as deep as it is long."""
-        operands: list[cst.BaseExpression] = []
-        node: cst.BaseExpression = expr
-        while isinstance(node, cst.BinaryOperation):
-            if not isinstance(node.operator, cst.Add):
-                return ()
-            operands.append(node.right)
-            node = node.left
-        parts = []
-        for operand in (node, *reversed(operands)):
-            key = dotted_name(operand)
-            item = self.live.streams.get(item_key(key)) if key is not None else None
-            if item is None or item == UNKNOWN:
-                return ()
-            parts.append(item)
-        return tuple(parts)
 
     def _is_stream(self, expr: cst.BaseExpression) -> bool:
         """Known for a stream: made by a stream call, bound to one here or anywhere in the module."""

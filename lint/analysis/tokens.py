@@ -136,6 +136,11 @@ def spelled(stream: str) -> str:
     return stream
 
 
+def every_item_of_each(stream: str | None) -> set[str]:
+    """`c[*]` for each collection an item of which a stream may be (`a[] or b[]`: a's and b's)."""
+    return {token for part in alternatives(stream or "") if (token := every_item_of(part)) is not None}
+
+
 def every_item_of(stream: str) -> str | None:
     """`c[*]` for a stream that is an item of collection `c` (`c[0]`, `c[i % 2]`, `c[]`)."""
     match = _ITEM.fullmatch(stream)
